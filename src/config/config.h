@@ -1,0 +1,99 @@
+/* config.h — the typed, validated run configuration read from a Fortran namelist.
+ * Owns: the schema (groups, keys, types, defaults, allowed values), validation, and the
+ * echo of the effective configuration. Uses: namelist.h, core/. Used by: main, train/, model/,
+ * io/, parallel/. Key names are the contract in DESIGN.md; keep them. */
+#ifndef LLMT_CONFIG_H
+#define LLMT_CONFIG_H
+#include <stdbool.h>
+#include <stdint.h>
+
+#define CFG_STR 256      /* max length of a string value (paths, names) */
+#define CFG_MAX_IDS 1024 /* max prompt length in token ids */
+
+typedef struct config {
+    /* &run */
+    char name[CFG_STR];     /* run name; the run directory is out_dir/name */
+    char out_dir[CFG_STR];  /* default 'runs' */
+    char mode[16];          /* 'train' | 'eval' | 'generate' */
+    char device[16];        /* 'cpu' | 'cuda' */
+    int64_t seed;           /* default 1337 */
+    char init_from[CFG_STR];/* HDF5 weights file to start from ('' = random init) */
+    int prompt_ids[CFG_MAX_IDS]; /* generate: prompt as token ids */
+    int n_prompt_ids;       /* how many were given */
+    int max_new_tokens;     /* generate: default 64 */
+    double temperature;     /* generate: default 1.0; 0 = greedy */
+    int top_k;              /* generate: default 40; 0 = no top-k */
+
+    /* &model */
+    int n_layer, n_head, d_model, d_ff; /* d_ff default 4*d_model (0 in file = default) */
+    int vocab_size;         /* real vocabulary; padded to a multiple of 128 internally */
+    int seq_len;
+    double dropout;         /* must be 0 for now (validated) */
+    int n_experts;          /* 0 = dense; MoE comes in a later issue (validated) */
+    int top_k_moe;          /* namelist key 'top_k' in &model */
+    int moe_every;
+    double capacity_factor, router_noise, aux_loss_coef, z_loss_coef;
+
+    /* &parallel */
+    int dp, tp, pp, ep;
+    char schedule[16];      /* 'gpipe' | '1f1b' | 'interleaved' */
+    int virtual_stages;
+    int zero_stage;         /* 0..3 */
+    char recompute[16];     /* 'none' | 'selective' | 'full' */
+    double bucket_mb;
+
+    /* &train */
+    int max_steps;
+    int global_batch;       /* sequences per optimizer step; 0 = micro_batch * dp */
+    int micro_batch;        /* sequences per forward/backward on one rank */
+    double lr, min_lr;
+    int warmup_steps;
+    char lr_schedule[16];   /* 'constant' | 'cosine' | 'linear' | 'wsd' */
+    double decay_fraction;  /* wsd: fraction of steps in the final decay, default 0.2 */
+    double weight_decay, beta1, beta2, eps, grad_clip; /* grad_clip 0 = off */
+    char precision[8];      /* 'fp32' | 'bf16' | 'fp16' */
+    char on_anomaly[16];    /* 'warn' | 'skip' | 'abort' */
+    int inject_nan_step;    /* testing: make the loss NaN at this step (-1 = never) */
+
+    /* &data */
+    char train_files[CFG_STR]; /* glob pattern(s), blank- or comma-separated */
+    char val_files[CFG_STR];
+    bool shuffle;
+    int val_every;          /* 0 = never */
+    int val_batches;
+    char tokenizer[CFG_STR];
+
+    /* &checkpoint */
+    char ckpt_dir[CFG_STR]; /* key 'dir'; default out_dir/name */
+    int ckpt_every, ckpt_keep;
+    char resume[CFG_STR];   /* 'none' | 'auto' | path */
+    double timeout_s;
+
+    /* &log */
+    int log_every;          /* key 'every' */
+    bool jsonl;
+    bool tensorboard;
+    double peak_flops;      /* FLOP/s for MFU; 0 = measure the BLAS peak at startup */
+    char papi_events[CFG_STR];
+    bool profile;
+
+    /* provenance */
+    char source_path[CFG_STR];
+    char *text;             /* the namelist text as read (owned) */
+} config_t;
+
+/* Parse and validate `text` (read from `path`, used in messages). On any error calls
+ * fatal_user() with "path:line:col: &group key: what is wrong (valid keys: ...)".
+ * Every rank must call it with the same text. */
+void config_parse(const char *path, const char *text, config_t *cfg);
+/* Read the file on rank 0, broadcast, parse everywhere. */
+void config_load(const char *path, config_t *cfg);
+/* Defaults only (for tests and tools). */
+void config_defaults(config_t *cfg);
+/* Write the effective configuration as a namelist (all groups, defaults filled in) to `buf`.
+ * Returns the number of characters that would have been written (snprintf-like). */
+int config_to_namelist(const config_t *cfg, char *buf, int bufsize);
+void config_destroy(config_t *cfg);
+/* Vocabulary padded to a multiple of 128. */
+int config_padded_vocab(const config_t *cfg);
+#endif

@@ -1,0 +1,113 @@
+/* error.c — the error convention (see error.h). */
+#include "core/error.h"
+#include <hdf5.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static fatal_hook_t fatal_hook = NULL;
+
+void error_set_fatal_hook(fatal_hook_t hook) { fatal_hook = hook; }
+
+int error_world_rank(void) {
+    int init = 0, fin = 0, rank = 0;
+    MPI_Initialized(&init);
+    MPI_Finalized(&fin);
+    if (init && !fin) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    return rank;
+}
+
+static int world_size(void) {
+    int init = 0, fin = 0, size = 1;
+    MPI_Initialized(&init);
+    MPI_Finalized(&fin);
+    if (init && !fin) MPI_Comm_size(MPI_COMM_WORLD, &size);
+    return size;
+}
+
+/* Abort every rank with `code`; outside MPI, plain exit. */
+_Noreturn static void abort_all(int code) {
+    int init = 0, fin = 0;
+    fflush(stdout);
+    fflush(stderr);
+    MPI_Initialized(&init);
+    MPI_Finalized(&fin);
+    if (init && !fin && world_size() > 1) MPI_Abort(MPI_COMM_WORLD, code);
+    exit(code);
+}
+
+_Noreturn void die_call(const char *file, int line, const char *call, const char *msg) {
+    fprintf(stderr, "llmtrain: rank %d: %s:%d: %s failed: %s\n", error_world_rank(), file, line,
+            call, msg);
+    abort_all(LLMT_EXIT_INTERNAL);
+}
+
+void die_mpi(const char *file, int line, const char *call, int code) {
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(code, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "MPI error %d", code);
+    die_call(file, line, call, msg);
+}
+
+/* Walk the HDF5 error stack and keep the innermost message (the most specific one). */
+static herr_t h5_walk(unsigned n, const H5E_error2_t *e, void *data) {
+    (void)n;
+    char *buf = data;
+    snprintf(buf, 512, "%s (in %s)", e->desc ? e->desc : "?", e->func_name ? e->func_name : "?");
+    return 0;
+}
+
+void die_h5(const char *file, int line, const char *call) {
+    char msg[512] = "unknown HDF5 error";
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, h5_walk, msg);
+    die_call(file, line, call, msg);
+}
+
+
+_Noreturn void fatal_user(const char *fmt, ...) {
+    char body[2048], msg[2304];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(body, sizeof body, fmt, ap);
+    va_end(ap);
+    snprintf(msg, sizeof msg, "llmtrain: error: %s", body);
+    int rank = error_world_rank();
+    if (rank == 0) fprintf(stderr, "%s\n", msg);
+    if (fatal_hook) {
+        fatal_hook(LLMT_EXIT_USER, msg);
+        abort();  /* the hook must not return; unit tests longjmp out of it */
+    }
+    fflush(stdout);
+    fflush(stderr);
+    int init = 0, fin = 0;
+    MPI_Initialized(&init);
+    MPI_Finalized(&fin);
+    /* Every rank saw the same error: finish MPI cleanly so the launcher reports exit 2 on all. */
+    if (init && !fin) MPI_Finalize();
+    exit(LLMT_EXIT_USER);
+}
+
+_Noreturn void fatal_user_here(const char *fmt, ...) {
+    char body[2048], msg[2304];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(body, sizeof body, fmt, ap);
+    va_end(ap);
+    snprintf(msg, sizeof msg, "llmtrain: error (rank %d): %s", error_world_rank(), body);
+    fprintf(stderr, "%s\n", msg);
+    if (fatal_hook) {
+        fatal_hook(LLMT_EXIT_USER, msg);
+        abort();
+    }
+    abort_all(LLMT_EXIT_USER);
+}
+
+void warn_user(const char *fmt, ...) {
+    if (error_world_rank() != 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "llmtrain: warning: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+}

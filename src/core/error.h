@@ -1,0 +1,68 @@
+/* error.h — the one error convention of llmtrain.
+ * Owns: checking macros for MPI / HDF5 / libc / allocation results, user-facing fatal errors,
+ * internal assertions. Uses: nothing but libc and MPI. Used by: every other layer.
+ *
+ * Two kinds of failure:
+ *  - internal/library failures (a call that returned an error): *_CHECK macros print
+ *    "llmtrain: rank R: file:line: CALL failed: <library message>" and abort the whole job
+ *    (MPI_Abort) so no rank is left hanging.
+ *  - user errors (bad namelist, missing file, impossible grid): fatal_user() when every rank
+ *    detects the same error (rank 0 prints, all ranks exit 2 after MPI_Finalize), or
+ *    fatal_user_here() when only this rank knows (it prints with its rank and aborts with 2). */
+#ifndef LLMT_ERROR_H
+#define LLMT_ERROR_H
+
+#include <errno.h>
+#include <stddef.h>
+
+#define LLMT_EXIT_USER 2     /* bad input: namelist, data files, grid */
+#define LLMT_EXIT_INTERNAL 3 /* a library call failed or an invariant broke */
+
+/* Called with the library's own message; never returns. */
+_Noreturn void die_call(const char *file, int line, const char *call, const char *msg);
+/* A user error seen by every rank alike: rank 0 prints "llmtrain: error: ...", all exit 2. */
+_Noreturn void fatal_user(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A user error only this rank knows about (e.g. one rank's file): prints with the rank, aborts all. */
+_Noreturn void fatal_user_here(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Print a warning from rank 0 only (or any rank with rank_prefix when only it knows). */
+void warn_user(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The MPI rank in MPI_COMM_WORLD, or 0 before MPI_Init / outside MPI programs. */
+int error_world_rank(void);
+/* When set (unit tests), fatal_user* call this instead of exiting, after printing. */
+typedef void (*fatal_hook_t)(int exit_code, const char *message);
+void error_set_fatal_hook(fatal_hook_t hook);
+
+/* libc calls that return -1 / set errno. */
+#define SYS_CHECK(call)                                                                  \
+    do {                                                                                 \
+        if ((call) == -1) die_call(__FILE__, __LINE__, #call, strerror(errno));          \
+    } while (0)
+/* A pointer result that must not be NULL (malloc, fopen, mmap uses MAP_FAILED: see below). */
+#define PTR_CHECK(ptr)                                                                   \
+    do {                                                                                 \
+        if ((ptr) == NULL) die_call(__FILE__, __LINE__, #ptr, strerror(errno));          \
+    } while (0)
+/* An invariant that must hold; cheap enough to stay on in release builds. */
+#define ASSERT(cond)                                                                     \
+    do {                                                                                 \
+        if (!(cond)) die_call(__FILE__, __LINE__, #cond, "internal invariant violated"); \
+    } while (0)
+
+#include <mpi.h>
+void die_mpi(const char *file, int line, const char *call, int code);
+#define MPI_CHECK(call)                                                                  \
+    do {                                                                                 \
+        int mpi_check_rc_ = (call);                                                      \
+        if (mpi_check_rc_ != MPI_SUCCESS) die_mpi(__FILE__, __LINE__, #call, mpi_check_rc_); \
+    } while (0)
+
+/* HDF5: negative return is failure; the HDF5 error stack supplies the message. */
+void die_h5(const char *file, int line, const char *call);
+#define H5_CHECK(call)                                                                   \
+    do {                                                                                 \
+        if ((long long)(call) < 0) die_h5(__FILE__, __LINE__, #call);                    \
+    } while (0)
+
+#include <string.h>
+#endif

@@ -1,0 +1,10 @@
+/* timer.h — wall-clock time for step timing and ETAs. Uses: nothing. */
+#ifndef LLMT_TIMER_H
+#define LLMT_TIMER_H
+#include <time.h>
+static inline double now_sec(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+#endif

@@ -1,0 +1,113 @@
+/* ops.h — the backend-neutral op interface: every numerical operation of the model, forward and
+ * backward side by side. A backend (cpu/ now, cuda/ later) fills an ops_t table; model/ calls
+ * only through it, so model/ never knows which backend runs it. Nothing here knows about MPI:
+ * operations that need a reduction across ranks (vocab-parallel cross-entropy, row-parallel
+ * matmul) are split into local pieces and model/ does the communication in between.
+ *
+ * Conventions (all tensors fp32, row-major, contiguous; pointers are backend memory):
+ *  - Linear layers follow PyTorch: w[OC, C], y = x w^T + b.
+ *  - In backward, gradients of INPUTS (dinp) are OVERWRITTEN unless the name says _acc;
+ *    gradients of PARAMETERS (dw, db) are ACCUMULATED (+=) so micro-batches add up, unless
+ *    `overwrite_dw` is set (first micro-batch: saves zeroing the gradient buffer).
+ *  - No allocation inside an op: scratch buffers are passed in.
+ *  - N = B*T rows. */
+#ifndef LLMT_OPS_H
+#define LLMT_OPS_H
+#include <stddef.h>
+#include <stdbool.h>
+
+typedef struct ops {
+    const char *name;
+
+    /* ---- memory (device memory for GPU backends; plain aligned host memory on CPU) ---- */
+    void *(*alloc)(size_t bytes);
+    void (*free)(void *p);
+    void (*to_device)(void *dst, const void *src_host, size_t bytes);
+    void (*to_host)(void *dst_host, const void *src, size_t bytes);
+    void (*zero)(float *x, size_t n);
+
+    /* ---- embedding: out[N, C] = wte[tok - v_start, :] + wpe[t, :] ----
+     * tokens[B*T]; wte is the local vocab shard [v_count, C] covering ids [v_start, v_start+v_count);
+     * a token outside the shard contributes 0 (vocab-parallel: model/ sums over tp).
+     * add_pos: add wpe (only one tp rank adds it under vocab parallelism). */
+    void (*embed_forward)(float *out, const int *tokens, const float *wte, const float *wpe,
+                          int B, int T, int C, int v_start, int v_count, bool add_pos);
+    /* dwte[v_count, C] += dout rows for owned tokens; dwpe[T, C] += sum over b (if add_pos). */
+    void (*embed_backward)(float *dwte, float *dwpe, const float *dout, const int *tokens,
+                           int B, int T, int C, int v_start, int v_count, bool add_pos);
+
+    /* ---- layernorm: out[N, C] = (x - mean) * rstd * w + b; saves mean[N], rstd[N] (eps 1e-5) ---- */
+    void (*layernorm_forward)(float *out, float *mean, float *rstd, const float *inp,
+                              const float *w, const float *b, int N, int C);
+    /* dinp[N, C] OVERWRITTEN, or += if accumulate_dinp (pre-LN blocks add into the residual
+     * gradient); dw, db accumulated. */
+    void (*layernorm_backward)(float *dinp, float *dw, float *db, const float *dout,
+                               const float *inp, const float *w, const float *mean,
+                               const float *rstd, int N, int C, bool accumulate_dinp,
+                               bool overwrite_dw);
+
+    /* ---- linear: out[N, OC] = inp[N, C] @ w[OC, C]^T + bias[OC] (bias may be NULL) ---- */
+    void (*matmul_forward)(float *out, const float *inp, const float *w, const float *bias,
+                           int N, int C, int OC);
+    /* dinp[N, C] = dout @ w (OVERWRITTEN, or += if accumulate_dinp; skipped if dinp NULL);
+     * dw[OC, C] += dout^T @ inp; dbias[OC] += colsum(dout) (skipped if NULL). */
+    void (*matmul_backward)(float *dinp, float *dw, float *dbias, const float *dout,
+                            const float *inp, const float *w, int N, int C, int OC,
+                            bool accumulate_dinp, bool overwrite_dw);
+
+    /* ---- causal self-attention over NH local heads of size hs ----
+     * qkv[B, T, 3*NH*hs] laid out as [q heads | k heads | v heads], each head hs wide;
+     * out[B, T, NH*hs]; att[B, NH, T, T] saves the softmax probabilities for backward
+     * (entries above the diagonal are 0). Scale 1/sqrt(hs). */
+    void (*attention_forward)(float *out, float *att, const float *qkv, int B, int T, int NH,
+                              int hs);
+    /* dqkv[B, T, 3*NH*hs] OVERWRITTEN; scratch[B, NH, T, T] is free scratch space. */
+    void (*attention_backward)(float *dqkv, float *scratch, const float *dout, const float *qkv,
+                               const float *att, int B, int T, int NH, int hs);
+
+    /* ---- GELU, tanh approximation: out[n] = 0.5 x (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))) ---- */
+    void (*gelu_forward)(float *out, const float *inp, size_t n);
+    /* dinp[n] = gelu'(inp) * dout  (OVERWRITTEN; dinp may alias dout) */
+    void (*gelu_backward)(float *dinp, const float *inp, const float *dout, size_t n);
+
+    /* ---- residual: out[n] = a[n] + b[n] (out may alias a) ---- */
+    void (*add)(float *out, const float *a, const float *b, size_t n);
+
+    /* ---- cross-entropy over (possibly vocab-sharded) logits[N, Vl] ----
+     * Columns >= v_valid of the local shard are padding and are ignored (masked out).
+     * Forward in three local pieces so model/ can all-reduce between them under tp:
+     *   row_max[N]   = max over valid columns                    (tp: all-reduce MAX)
+     *   row_sumexp[N]= sum exp(logit - row_max)                  (tp: all-reduce SUM)
+     *   target_logit[N] = logits[i, targets[i]-v_start] if owned else 0 (tp: all-reduce SUM)
+     * loss_i = log(row_sumexp) + row_max - target_logit. */
+    void (*xent_row_max)(float *row_max, const float *logits, int N, int Vl, int v_valid);
+    void (*xent_row_sumexp)(float *row_sumexp, const float *logits, const float *row_max,
+                            int N, int Vl, int v_valid);
+    void (*xent_target_logit)(float *target_logit, const float *logits, const int *targets,
+                              int N, int Vl, int v_start);
+    /* losses[N] = log(sumexp) + max - target_logit */
+    void (*xent_losses)(float *losses, const float *row_max, const float *row_sumexp,
+                        const float *target_logit, int N);
+    /* IN PLACE: logits[N, Vl] becomes dlogits = dloss * (softmax - onehot(target));
+     * padding columns get 0. dloss is the same for every row (1/(tokens in the global batch)). */
+    void (*xent_backward_inplace)(float *logits, const float *row_max, const float *row_sumexp,
+                                  const int *targets, float dloss, int N, int Vl, int v_valid,
+                                  int v_start);
+
+    /* ---- optimizer and reductions ---- */
+    /* sum of squares of x[n] in double (for the global gradient norm) */
+    double (*sumsq)(const float *x, size_t n);
+    /* AdamW on one parameter tensor (decoupled decay; bias-corrected):
+     *   g = grad * grad_scale; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+     *   p -= lr * ( (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps) + wd * p )
+     * t = step counted from 1. */
+    void (*adamw_update)(float *param, const float *grad, float *m, float *v, size_t n,
+                         float lr, float beta1, float beta2, float eps, float weight_decay,
+                         float grad_scale, int t);
+    /* x[n] *= s */
+    void (*scale)(float *x, float s, size_t n);
+} ops_t;
+
+/* The CPU backend (C + OpenMP + CBLAS). */
+const ops_t *ops_cpu(void);
+#endif

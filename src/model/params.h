@@ -1,0 +1,61 @@
+/* params.h — the parameter registry: every parameter of the model, registered once with its
+ * stable name, GLOBAL shape, shard rule over the tensor-parallel group, pipeline stage (layer),
+ * and whether it takes weight decay. From the registry and a rank's coordinates each rank derives
+ * the local shard it holds. Initialisation, gradient buckets, the optimizer and checkpoints are
+ * all driven from here. Uses: core/, config/. Used by: model/, train/, io/checkpoint. */
+#ifndef LLMT_PARAMS_H
+#define LLMT_PARAMS_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "config/config.h"
+
+#define PARAM_NAME_MAX 48
+
+typedef enum { INIT_NORMAL, INIT_ONES, INIT_ZEROS } param_init_t;
+
+typedef struct param {
+    char name[PARAM_NAME_MAX]; /* "wte", "h.3.attn.qkv.w", "lnf.b" */
+    int ndim;                  /* 1 or 2 */
+    int64_t shape[2];          /* GLOBAL shape */
+    /* Shard rule: split dimension `split_dim` (-1 = replicated) over the tp group. The
+     * dimension is seen as `split_blocks` equal blocks (qkv: 3 = q|k|v) and each block is split
+     * evenly, so each rank holds whole heads of q, k and v. */
+    int split_dim, split_blocks;
+    int layer;                 /* -1 embeddings, 0..n_layer-1 blocks, n_layer final norm */
+    bool decay;                /* weight decay applies (matrices yes; biases, norms no) */
+    param_init_t init;
+    float init_std;            /* INIT_NORMAL */
+    int64_t init_rows;         /* rows >= init_rows are initialised to 0 (vocabulary padding) */
+
+    /* local shard on this rank (filled by params_shard) */
+    int64_t local_shape[2];
+    size_t numel;              /* local elements */
+    size_t offset;             /* into the flat local buffer (in floats, 16-float aligned) */
+} param_t;
+
+typedef struct params {
+    param_t *p;
+    int n;
+    size_t total;              /* floats in the flat local buffer (with alignment padding) */
+    int64_t n_global;          /* global parameter count, padding rows of wte included */
+    int tp, tp_rank;           /* the sharding this registry was set up for */
+} params_t;
+
+/* Register GPT-2 parameters for cfg and compute local shards for (tp, tp_rank). */
+void params_create(params_t *P, const config_t *cfg, int tp, int tp_rank);
+void params_destroy(params_t *P);
+const param_t *params_find(const params_t *P, const char *name);
+
+/* Global index of local element (i) of parameter p on this rank, for RNG and checksums, and the
+ * hyperslab this rank owns: for each dim, a list of `split_blocks` runs. Local element order is
+ * row-major over the local shape. */
+int64_t param_global_index(const param_t *p, int tp, int tp_rank, size_t local_i);
+/* The local shard as `nblk` hyperslab blocks: start[b][dim], count[b][dim] (nblk <= 3). */
+int param_hyperslabs(const param_t *p, int tp, int tp_rank, int64_t start[3][2],
+                     int64_t count[3][2]);
+
+/* Fill the flat local buffer with the grid-invariant init: N(0, std) keyed by
+ * (seed, name, global element index); ones; zeros. Host memory. */
+void params_init(const params_t *P, float *flat, uint64_t seed);
+#endif
