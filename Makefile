@@ -17,6 +17,8 @@ ALL_LIBS   = $(HDF5_LIBS) $(BLAS_LIBS) $(HWLOC_LIBS) $(PAPI_LIBS) -lm
 
 UNIT_SRC := $(wildcard validation/unit/test_*.c)
 UNIT_BIN := $(patsubst validation/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
+REF_SRC  := $(wildcard validation/reference/*.c)
+REF_BIN  := $(patsubst validation/reference/%.c,$(BUILD)/ref/%,$(REF_SRC))
 
 .PHONY: all check deps bench demo clean tests
 all: llmtrain
@@ -36,14 +38,21 @@ $(BUILD)/tests/%: validation/unit/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(CMOCKA_CFLAGS) -MMD -MP -o $@ $< $(LIB) $(CMOCKA_LIBS) $(ALL_LIBS) $(LDFLAGS)
 
-tests: llmtrain $(UNIT_BIN)
+$(BUILD)/ref/%: validation/reference/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -o $@ $< $(LIB) $(ALL_LIBS) $(LDFLAGS)
+
+tests: llmtrain $(UNIT_BIN) $(REF_BIN)
 
 deps:
 	@bash validation/deps.sh
 
+data/tiny/train_000.bin: validation/make_synthetic_shards.py
+	$(PYTHON) validation/make_synthetic_shards.py data/tiny
+
 check:
 	@bash validation/deps.sh --if-missing
-	@$(MAKE) --no-print-directory tests
+	@$(MAKE) --no-print-directory tests data/tiny/train_000.bin
 	@MPIRUN="$(MPIRUN)" PYTHON="$(PYTHON)" bash validation/run_tests.sh
 
 bench: llmtrain
@@ -57,4 +66,4 @@ demo:
 clean:
 	rm -rf $(BUILD) llmtrain
 
--include $(LIB_OBJ:.o=.d) $(BUILD)/main.d $(UNIT_BIN:=.d)
+-include $(LIB_OBJ:.o=.d) $(BUILD)/main.d $(UNIT_BIN:=.d) $(REF_BIN:=.d)

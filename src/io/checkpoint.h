@@ -3,6 +3,8 @@
  *   /model/<param name>   float32 dataset in the parameter's GLOBAL shape
  *   attributes on /      : format ("llmtrain-checkpoint"), format_version (1), llmtrain_version,
  *                          step, seed, vocab_size, padded_vocab, config (the effective namelist)
+ *   /config              : the namelist instead of the attribute when it is over 60000 bytes
+ *                          (an attribute must fit the 64 KiB object header)
  * Written through parallel HDF5 (MPI-IO driver): each rank writes the hyperslabs of the shards it
  * owns (replicated parameters: only tp rank 0 of the dp rank 0 writes). Read likewise: each rank
  * reads exactly its own hyperslabs, so a file written on one grid loads on any other.

@@ -1,0 +1,51 @@
+/* metrics.c — JSONL metrics sink (see metrics.h). */
+#include "io/metrics.h"
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "core/error.h"
+
+int make_dirs(const char *path) {
+    char tmp[512];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -1;
+    return 0;
+}
+
+void metrics_open(metrics_t *mx, const char *path, int enabled) {
+    memset(mx, 0, sizeof *mx);
+    snprintf(mx->path, sizeof mx->path, "%s", path);
+    if (!enabled) return;
+    mx->f = fopen(path, "w");
+    if (!mx->f) fatal_user_here("cannot create metrics file %s: %s", path, strerror(errno));
+}
+
+void metrics_write(metrics_t *mx, const char *fmt, ...) {
+    if (!mx->f) return;
+    va_list ap;
+    va_start(ap, fmt);
+    fputc('{', mx->f);
+    vfprintf(mx->f, fmt, ap);
+    fputs("}\n", mx->f);
+    va_end(ap);
+    fflush(mx->f);
+}
+
+void metrics_close(metrics_t *mx) {
+    if (mx->f) fclose(mx->f);
+    mx->f = NULL;
+}
+
+const char *metrics_num(char *buf, size_t len, double x) {
+    if (isfinite(x)) snprintf(buf, len, "%.9g", x);
+    else snprintf(buf, len, "null");
+    return buf;
+}

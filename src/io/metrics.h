@@ -1,0 +1,22 @@
+/* metrics.h — machine-readable run metrics: one JSON object per line (JSONL) in the run
+ * directory, written by rank 0 and flushed every line so a killed job keeps its history.
+ * Uses: core/. Used by: train/. */
+#ifndef LLMT_METRICS_H
+#define LLMT_METRICS_H
+#include <stdio.h>
+
+typedef struct metrics {
+    FILE *f; /* NULL when disabled or not rank 0 */
+    char path[512];
+} metrics_t;
+
+/* Open (truncate) `path` when enabled; fatal_user_here naming the path if it cannot be created. */
+void metrics_open(metrics_t *mx, const char *path, int enabled);
+/* Append one line: `fmt` formats the object's members without braces, e.g. "\"step\":%d". */
+void metrics_write(metrics_t *mx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void metrics_close(metrics_t *mx);
+/* JSON has no NaN/Inf: write those as null. Returns a static-per-call buffer in `buf`. */
+const char *metrics_num(char *buf, size_t len, double x);
+/* mkdir -p; returns 0 or -1 with errno. */
+int make_dirs(const char *path);
+#endif

@@ -1,0 +1,100 @@
+/* cpu_kernels.h — internal header of the CPU backend (C11 + OpenMP + CBLAS).
+ * Owns: the declarations of the CPU kernels that ops_cpu.c puts in the ops_t table, a
+ * vectorisable expf, and the BLAS threading guard used around OpenMP regions that call BLAS.
+ * Uses: kernels/ops.h, core/. Used by: the files of src/kernels/cpu/ only (model/ goes through ops_t).
+ *
+ * Threading: every kernel uses `#pragma omp parallel for schedule(static)`; reductions over
+ * rows (dw, dbias, dwte) are split by COLUMN blocks instead of per-thread partial sums, so
+ * results are bitwise independent of OMP_NUM_THREADS and nothing needs scratch memory. */
+#ifndef LLMT_CPU_KERNELS_H
+#define LLMT_CPU_KERNELS_H
+#include "kernels/ops.h"
+#include <stdint.h>
+#include <string.h>
+
+/* ---- matmul.c ---- */
+void cpu_matmul_forward(float *out, const float *inp, const float *w, const float *bias, int N,
+                        int C, int OC);
+void cpu_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
+                         const float *inp, const float *w, int N, int C, int OC,
+                         bool accumulate_dinp, bool overwrite_dw);
+
+/* ---- layernorm.c ---- */
+void cpu_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                           const float *w, const float *b, int N, int C);
+void cpu_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
+                            const float *inp, const float *w, const float *mean,
+                            const float *rstd, int N, int C, bool accumulate_dinp,
+                            bool overwrite_dw);
+
+/* ---- attention.c ---- */
+void cpu_attention_forward(float *out, float *att, const float *qkv, int B, int T, int NH,
+                           int hs);
+void cpu_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
+                            const float *att, int B, int T, int NH, int hs);
+
+/* ---- gelu.c ---- */
+void cpu_gelu_forward(float *out, const float *inp, size_t n);
+void cpu_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
+
+/* ---- embed.c ---- */
+void cpu_embed_forward(float *out, const int *tokens, const float *wte, const float *wpe,
+                       int B, int T, int C, int v_start, int v_count, bool add_pos);
+void cpu_embed_backward(float *dwte, float *dwpe, const float *dout, const int *tokens, int B,
+                        int T, int C, int v_start, int v_count, bool add_pos);
+
+/* ---- xent.c ---- */
+void cpu_xent_row_max(float *row_max, const float *logits, int N, int Vl, int v_valid);
+void cpu_xent_row_sumexp(float *row_sumexp, const float *logits, const float *row_max, int N,
+                         int Vl, int v_valid);
+void cpu_xent_target_logit(float *target_logit, const float *logits, const int *targets, int N,
+                           int Vl, int v_start);
+void cpu_xent_losses(float *losses, const float *row_max, const float *row_sumexp,
+                     const float *target_logit, int N);
+void cpu_xent_backward_inplace(float *logits, const float *row_max, const float *row_sumexp,
+                               const int *targets, float dloss, int N, int Vl, int v_valid,
+                               int v_start);
+
+/* ---- adamw.c ---- */
+double cpu_sumsq(const float *x, size_t n);
+void cpu_adamw_update(float *param, const float *grad, float *m, float *v, size_t n, float lr,
+                      float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+                      int t);
+
+/* Below this many elements an element-wise loop runs on one thread (fork/join costs ~1 us). */
+#define CPU_PAR_MIN 16384
+
+/* expf that GCC vectorises (glibc's expf stays a scalar call unless -ffast-math).
+ * Cephes range reduction x = n ln2 + r with ln2 split in two (n*C1 is exact), |r| <= ln2/2,
+ * then e^r by a degree-7 polynomial: relative error <= 2e-7 on [-87.33, 88.37]. Inputs are
+ * clamped to that range: below it the result is 2^-126 (~1e-38, adds nothing to a sum), above
+ * it 2^127.5 instead of overflow. n is rounded with the 1.5*2^23 trick (exact in ISO C mode:
+ * no -ffast-math, so the add/subtract is not folded away) and 2^n is built in the exponent bits. */
+static inline float cpu_expf(float x) {
+    x = x < -87.3365448f ? -87.3365448f : x;
+    x = x > 88.3762626f ? 88.3762626f : x;
+    const float round_magic = 12582912.0f; /* 1.5 * 2^23 */
+    float n = (x * 1.44269504088896341f + round_magic) - round_magic;
+    float r = x - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    float y = p * r * r + r + 1.0f;
+    int32_t bits = ((int32_t)n + 127) * (1 << 23);
+    float two_n;
+    memcpy(&two_n, &bits, sizeof two_n);
+    return y * two_n;
+}
+
+/* OpenBLAS built with pthreads (Debian's default) does not notice that it is called from inside
+ * an OpenMP parallel region: a large enough sgemm would start its own threads on top of ours.
+ * Kernels that call BLAS from a parallel region wrap it in cpu_blas_serial_begin/end (main
+ * thread only, outside the region). A no-op for other BLAS builds: OpenMP OpenBLAS and MKL
+ * already run single-threaded inside a parallel region. */
+int cpu_blas_serial_begin(void);   /* returns the previous BLAS thread count (0: untouched) */
+void cpu_blas_serial_end(int previous);
+#endif

@@ -1,0 +1,170 @@
+/* params.c — the parameter registry (see params.h). */
+#include "model/params.h"
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include "core/alloc.h"
+#include "core/error.h"
+#include "core/rng.h"
+
+#define PARAM_ALIGN_FLOATS 16 /* each parameter starts on a 64-byte boundary in the flat buffer */
+
+typedef struct param_spec {
+    const char *suffix;
+    int ndim;
+    int64_t d0, d1;
+    int split_dim, split_blocks;
+    bool decay;
+    param_init_t init;
+    float std;
+} param_spec_t;
+
+static param_t *add_param(params_t *P, int cap, const char *name, const param_spec_t *s,
+                          int layer) {
+    ASSERT(P->n < cap);
+    param_t *p = &P->p[P->n++];
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "%s", name);
+    p->ndim = s->ndim;
+    p->shape[0] = s->d0;
+    p->shape[1] = s->ndim == 2 ? s->d1 : 1;
+    p->split_dim = s->split_dim;
+    p->split_blocks = s->split_blocks;
+    p->layer = layer;
+    p->decay = s->decay;
+    p->init = s->init;
+    p->init_std = s->std;
+    p->init_rows = p->shape[0];
+    return p;
+}
+
+/* GPT-2 parameters: embeddings, n_layer pre-LN blocks, final norm. The LM head is tied to wte.
+ * Shard rules are Megatron's: qkv and mlp.fc column-parallel (split output rows; qkv as 3 blocks
+ * so each rank owns whole heads of q, k and v), attn.proj and mlp.proj row-parallel (split the
+ * input columns), wte vocab-parallel; everything else replicated. */
+static void register_gpt2(params_t *P, int cap, const config_t *cfg) {
+    const int64_t C = cfg->d_model, F = cfg->d_ff, Vp = config_padded_vocab(cfg);
+    const float std = 0.02f, std_resid = 0.02f / sqrtf(2.0f * (float)cfg->n_layer);
+    param_spec_t wte = {"", 2, Vp, C, 0, 1, true, INIT_NORMAL, std};
+    param_spec_t wpe = {"", 2, cfg->seq_len, C, -1, 1, true, INIT_NORMAL, std};
+    param_t *p = add_param(P, cap, "wte", &wte, -1);
+    p->init_rows = cfg->vocab_size; /* padding rows start at 0 and are masked out of the loss */
+    add_param(P, cap, "wpe", &wpe, -1);
+    const param_spec_t block[] = {
+        {"ln1.w", 1, C, 0, -1, 1, false, INIT_ONES, 0},
+        {"ln1.b", 1, C, 0, -1, 1, false, INIT_ZEROS, 0},
+        {"attn.qkv.w", 2, 3 * C, C, 0, 3, true, INIT_NORMAL, std},
+        {"attn.qkv.b", 1, 3 * C, 0, 0, 3, false, INIT_ZEROS, 0},
+        {"attn.proj.w", 2, C, C, 1, 1, true, INIT_NORMAL, std_resid},
+        {"attn.proj.b", 1, C, 0, -1, 1, false, INIT_ZEROS, 0},
+        {"ln2.w", 1, C, 0, -1, 1, false, INIT_ONES, 0},
+        {"ln2.b", 1, C, 0, -1, 1, false, INIT_ZEROS, 0},
+        {"mlp.fc.w", 2, F, C, 0, 1, true, INIT_NORMAL, std},
+        {"mlp.fc.b", 1, F, 0, 0, 1, false, INIT_ZEROS, 0},
+        {"mlp.proj.w", 2, C, F, 1, 1, true, INIT_NORMAL, std_resid},
+        {"mlp.proj.b", 1, C, 0, -1, 1, false, INIT_ZEROS, 0},
+    };
+    for (int l = 0; l < cfg->n_layer; l++)
+        for (size_t i = 0; i < sizeof block / sizeof block[0]; i++) {
+            char name[PARAM_NAME_MAX];
+            snprintf(name, sizeof name, "h.%d.%s", l, block[i].suffix);
+            add_param(P, cap, name, &block[i], l);
+        }
+    const param_spec_t lnf_w = {"", 1, C, 0, -1, 1, false, INIT_ONES, 0};
+    const param_spec_t lnf_b = {"", 1, C, 0, -1, 1, false, INIT_ZEROS, 0};
+    add_param(P, cap, "lnf.w", &lnf_w, cfg->n_layer);
+    add_param(P, cap, "lnf.b", &lnf_b, cfg->n_layer);
+}
+
+/* Local shape of p for tp ranks; the split dimension must divide evenly (validated by the grid). */
+static void shard_one(param_t *p, int tp) {
+    p->local_shape[0] = p->shape[0];
+    p->local_shape[1] = p->shape[1];
+    if (p->split_dim >= 0) {
+        int64_t per_block = p->shape[p->split_dim] / p->split_blocks;
+        ASSERT(per_block * p->split_blocks == p->shape[p->split_dim]);
+        ASSERT(per_block % tp == 0);
+        p->local_shape[p->split_dim] = p->split_blocks * (per_block / tp);
+    }
+    p->numel = (size_t)(p->local_shape[0] * p->local_shape[1]);
+}
+
+void params_create(params_t *P, const config_t *cfg, int tp, int tp_rank) {
+    memset(P, 0, sizeof *P);
+    int cap = 4 + 12 * cfg->n_layer;
+    P->p = xcalloc((size_t)cap, sizeof(param_t));
+    P->tp = tp;
+    P->tp_rank = tp_rank;
+    register_gpt2(P, cap, cfg);
+    size_t off = 0;
+    for (int i = 0; i < P->n; i++) {
+        param_t *p = &P->p[i];
+        shard_one(p, tp);
+        p->offset = off;
+        off += (p->numel + PARAM_ALIGN_FLOATS - 1) / PARAM_ALIGN_FLOATS * PARAM_ALIGN_FLOATS;
+        P->n_global += p->shape[0] * p->shape[1];
+    }
+    P->total = off;
+}
+
+void params_destroy(params_t *P) {
+    xfree(P->p);
+    memset(P, 0, sizeof *P);
+}
+
+const param_t *params_find(const params_t *P, const char *name) {
+    for (int i = 0; i < P->n; i++)
+        if (strcmp(P->p[i].name, name) == 0) return &P->p[i];
+    return NULL;
+}
+
+/* Map a local coordinate along the split dimension to its global coordinate. */
+static int64_t global_coord(const param_t *p, int tp, int tp_rank, int64_t local) {
+    int64_t per_block = p->shape[p->split_dim] / p->split_blocks;
+    int64_t per_rank = per_block / tp;
+    int64_t blk = local / per_rank, within = local % per_rank;
+    return blk * per_block + (int64_t)tp_rank * per_rank + within;
+}
+
+int64_t param_global_index(const param_t *p, int tp, int tp_rank, size_t local_i) {
+    int64_t r = (int64_t)local_i / p->local_shape[1], c = (int64_t)local_i % p->local_shape[1];
+    if (p->split_dim == 0) r = global_coord(p, tp, tp_rank, r);
+    if (p->split_dim == 1) c = global_coord(p, tp, tp_rank, c);
+    return r * p->shape[1] + c;
+}
+
+int param_hyperslabs(const param_t *p, int tp, int tp_rank, int64_t start[3][2],
+                     int64_t count[3][2]) {
+    if (p->split_dim < 0) {
+        start[0][0] = start[0][1] = 0;
+        count[0][0] = p->shape[0];
+        count[0][1] = p->shape[1];
+        return 1;
+    }
+    int d = p->split_dim;
+    int64_t per_block = p->shape[d] / p->split_blocks, per_rank = per_block / tp;
+    for (int b = 0; b < p->split_blocks; b++) {
+        start[b][0] = start[b][1] = 0;
+        count[b][0] = p->shape[0];
+        count[b][1] = p->shape[1];
+        start[b][d] = b * per_block + (int64_t)tp_rank * per_rank;
+        count[b][d] = per_rank;
+    }
+    return p->split_blocks;
+}
+
+void params_init(const params_t *P, float *flat, uint64_t seed) {
+    for (int i = 0; i < P->n; i++) {
+        const param_t *p = &P->p[i];
+        float *x = flat + p->offset;
+        philox_key_t key = rng_key(seed, rng_hash_str(p->name));
+        #pragma omp parallel for schedule(static)
+        for (size_t j = 0; j < p->numel; j++) {
+            int64_t g = param_global_index(p, P->tp, P->tp_rank, j);
+            int64_t row = g / p->shape[1];
+            if (p->init == INIT_ONES) x[j] = 1.0f;
+            else if (p->init == INIT_ZEROS || row >= p->init_rows) x[j] = 0.0f;
+            else x[j] = p->init_std * rng_normal(key, (uint64_t)g);
+        }
+    }
+}

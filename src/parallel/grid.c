@@ -1,0 +1,67 @@
+/* grid.c — process grid and communicators (see grid.h). */
+#include "parallel/grid.h"
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include "core/alloc.h"
+#include "core/error.h"
+
+/* Every check here runs on every rank with the same inputs, so fatal_user is collective. */
+static void grid_validate(const config_t *cfg, int world) {
+    const int dp = cfg->dp, tp = cfg->tp, pp = cfg->pp;
+    if (dp * tp * pp != world)
+        fatal_user("%s: &parallel dp*tp*pp = %d*%d*%d = %d does not equal the %d MPI ranks "
+                   "started; change dp, tp, pp or the rank count", cfg->source_path, dp, tp, pp,
+                   dp * tp * pp, world);
+    if (cfg->n_head % tp || cfg->d_ff % tp || config_padded_vocab(cfg) % tp)
+        fatal_user("%s: &parallel tp = %d must divide &model n_head (%d), d_ff (%d) and the "
+                   "padded vocabulary (%d)", cfg->source_path, tp, cfg->n_head, cfg->d_ff,
+                   config_padded_vocab(cfg));
+    if (pp > cfg->n_layer)
+        fatal_user("%s: &parallel pp = %d exceeds &model n_layer = %d (each pipeline stage "
+                   "needs at least one layer)", cfg->source_path, pp, cfg->n_layer);
+}
+
+void grid_create(grid_t *g, const config_t *cfg, MPI_Comm world) {
+    memset(g, 0, sizeof *g);
+    MPI_CHECK(MPI_Comm_size(world, &g->world_size));
+    MPI_CHECK(MPI_Comm_rank(world, &g->world_rank));
+    grid_validate(cfg, g->world_size);
+    g->dp = cfg->dp;
+    g->tp = cfg->tp;
+    g->pp = cfg->pp;
+    const int r = g->world_rank;
+    g->rank_tp = r % g->tp;
+    g->rank_dp = (r / g->tp) % g->dp;
+    g->rank_pp = r / (g->tp * g->dp);
+    /* Ranks that share a color form a group; the key orders them by their coordinate. */
+    MPI_CHECK(MPI_Comm_split(world, g->rank_pp * g->dp + g->rank_dp, g->rank_tp, &g->tp_comm));
+    MPI_CHECK(MPI_Comm_split(world, g->rank_pp * g->tp + g->rank_tp, g->rank_dp, &g->dp_comm));
+    MPI_CHECK(MPI_Comm_split(world, g->rank_dp * g->tp + g->rank_tp, g->rank_pp, &g->pp_comm));
+    MPI_CHECK(MPI_Comm_split(world, g->rank_dp, g->rank_pp * g->tp + g->rank_tp, &g->mp_comm));
+}
+
+void grid_destroy(grid_t *g) {
+    MPI_Comm *comms[] = {&g->dp_comm, &g->tp_comm, &g->pp_comm, &g->mp_comm};
+    for (int i = 0; i < 4; i++)
+        if (*comms[i] != MPI_COMM_NULL) MPI_CHECK(MPI_Comm_free(comms[i]));
+}
+
+void grid_print(const grid_t *g, MPI_Comm world) {
+    char host[64] = {0};
+    gethostname(host, sizeof host - 1);
+    int mine[3] = {g->rank_dp, g->rank_tp, g->rank_pp};
+    int *all = g->world_rank == 0 ? xmalloc(sizeof(int) * 3 * (size_t)g->world_size) : NULL;
+    char *hosts = g->world_rank == 0 ? xmalloc(64 * (size_t)g->world_size) : NULL;
+    MPI_CHECK(MPI_Gather(mine, 3, MPI_INT, all, 3, MPI_INT, 0, world));
+    MPI_CHECK(MPI_Gather(host, 64, MPI_CHAR, hosts, 64, MPI_CHAR, 0, world));
+    if (g->world_rank == 0) {
+        printf("grid: %d ranks = dp %d x tp %d x pp %d\n", g->world_size, g->dp, g->tp, g->pp);
+        printf("  %5s %4s %4s %4s  %s\n", "rank", "dp", "tp", "pp", "host");
+        for (int r = 0; r < g->world_size; r++)
+            printf("  %5d %4d %4d %4d  %s\n", r, all[3 * r], all[3 * r + 1], all[3 * r + 2],
+                   hosts + 64 * r);
+    }
+    xfree(all);
+    xfree(hosts);
+}

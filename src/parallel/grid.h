@@ -1,0 +1,22 @@
+/* grid.h — the process grid: world = pp x dp x tp ranks, tp varying fastest (tensor-parallel
+ * peers share a node), pp slowest. Owns: the communicators and this rank's coordinates.
+ * Uses: core/, config/. Used by: model/, train/, io/, main. */
+#ifndef LLMT_GRID_H
+#define LLMT_GRID_H
+#include <mpi.h>
+#include "config/config.h"
+
+typedef struct grid {
+    int world_size, world_rank;
+    int dp, tp, pp;
+    int rank_dp, rank_tp, rank_pp;
+    MPI_Comm dp_comm, tp_comm, pp_comm, mp_comm; /* mp = model parallel (tp x pp) */
+} grid_t;
+
+/* Validate the shape against the world size and the model (fatal_user on every rank with one
+ * message naming the keys), then split the communicators. */
+void grid_create(grid_t *g, const config_t *cfg, MPI_Comm world);
+void grid_destroy(grid_t *g);
+/* Print the table of every rank's coordinates and host (rank 0 prints; collective). */
+void grid_print(const grid_t *g, MPI_Comm world);
+#endif

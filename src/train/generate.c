@@ -1,0 +1,96 @@
+/* generate.c — mode = 'generate': autoregressive sampling from a prompt of token ids with
+ * temperature and top-k. The random draw for new token i is keyed by (seed, i), so the same
+ * namelist gives the same text on every grid. Without a KV cache each new token reruns the
+ * forward over the last seq_len tokens: simple and exact, fine for short samples. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "core/alloc.h"
+#include "core/error.h"
+#include "core/rng.h"
+#include "train/trainer.h"
+
+/* Index of the largest logit. */
+static int argmax(const float *x, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
+/* The k-th largest value of x[n] (1-based k), by partial selection on a copy. */
+static float kth_largest(const float *x, int n, int k, float *scratch) {
+    memcpy(scratch, x, sizeof(float) * (size_t)n);
+    int lo = 0, hi = n - 1, want = k - 1;
+    while (lo < hi) { /* quickselect for descending order */
+        float pivot = scratch[(lo + hi) / 2];
+        int i = lo, j = hi;
+        while (i <= j) {
+            while (scratch[i] > pivot) i++;
+            while (scratch[j] < pivot) j--;
+            if (i <= j) {
+                float t = scratch[i];
+                scratch[i++] = scratch[j];
+                scratch[j--] = t;
+            }
+        }
+        if (want <= j) hi = j;
+        else if (want >= i) lo = i;
+        else break;
+    }
+    return scratch[want];
+}
+
+/* Draw a token from softmax(logits / temperature) restricted to the top_k largest logits. */
+int sample_token(float *logits, int V, double temperature, int top_k, float u, float *scratch) {
+    if (temperature <= 0) return argmax(logits, V);
+    float cutoff = -INFINITY;
+    if (top_k > 0 && top_k < V) cutoff = kth_largest(logits, V, top_k, scratch);
+    float mx = logits[argmax(logits, V)];
+    double sum = 0.0;
+    for (int i = 0; i < V; i++) {
+        logits[i] = logits[i] >= cutoff ? expf((float)((logits[i] - mx) / temperature)) : 0.0f;
+        sum += logits[i];
+    }
+    double target = u * sum, acc = 0.0;
+    for (int i = 0; i < V; i++) {
+        acc += logits[i];
+        if (logits[i] > 0 && acc >= target) return i;
+    }
+    return argmax(logits, V);
+}
+
+void trainer_generate(trainer_t *tr) {
+    const config_t *cfg = tr->cfg;
+    gpt_t *m = &tr->model;
+    const int total = cfg->n_prompt_ids + cfg->max_new_tokens;
+    int *seq = xmalloc(sizeof(int) * (size_t)total);
+    float *logits = xmalloc(sizeof(float) * (size_t)m->V);
+    float *scratch = xmalloc(sizeof(float) * (size_t)m->V);
+    memcpy(seq, cfg->prompt_ids, sizeof(int) * (size_t)cfg->n_prompt_ids);
+    philox_key_t key = rng_key((uint64_t)cfg->seed, rng_hash_str("generate"));
+    int len = cfg->n_prompt_ids;
+    const int root = tr->grid->world_rank == 0;
+    if (root) {
+        printf("generate: prompt (%d ids):", len);
+        for (int i = 0; i < len; i++) printf(" %d", seq[i]);
+        printf("\ngenerate: continuation:");
+        fflush(stdout);
+    }
+    for (int i = 0; i < cfg->max_new_tokens; i++, len++) {
+        int T = len < m->T ? len : m->T;
+        gpt_forward(m, seq + len - T, NULL, 1, T);
+        gpt_logits_row(m, 0, T - 1, T, logits);
+        seq[len] = sample_token(logits, m->V, cfg->temperature, cfg->top_k,
+                                rng_uniform(key, (uint64_t)i, 0), scratch);
+        if (root) {
+            printf(" %d", seq[len]);
+            fflush(stdout);
+        }
+    }
+    if (root) printf("\n");
+    xfree(seq);
+    xfree(logits);
+    xfree(scratch);
+}

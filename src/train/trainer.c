@@ -1,0 +1,308 @@
+/* trainer.c — setup, the training step, validation and the run loop (see trainer.h). */
+#include "train/trainer.h"
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include "core/alloc.h"
+#include "core/error.h"
+#include "core/timer.h"
+#include "io/checkpoint.h"
+#include "train/lr.h"
+
+#ifndef LLMT_VERSION
+#define LLMT_VERSION "0.1.0"
+#endif
+
+static int is_root(const trainer_t *tr) { return tr->grid->world_rank == 0; }
+
+/* ---------------------------------------------------------------- setup */
+
+/* Open a set of shards and its sampler; any problem is the same on every rank (same files),
+ * so the error is reported collectively. */
+static void open_data(const config_t *cfg, const char *patterns, const char *key,
+                      shard_set_t *set, sampler_t *s, bool shuffle) {
+    char err[1024];
+    if (shard_set_open(set, patterns, key, err, sizeof err) != 0)
+        fatal_user("%s: &data %s: %s", cfg->source_path, key, err);
+    if (sampler_create(s, set, cfg->seq_len, shuffle, (uint64_t)cfg->seed, err, sizeof err) != 0)
+        fatal_user("%s: &data %s: %s", cfg->source_path, key, err);
+}
+
+/* Achievable FLOP/s of this backend's matrix product, measured once (for MFU when &log
+ * peak_flops is 0). Best of 3 runs of a 1024^3 product. */
+static double measure_peak_flops(const ops_t *ops) {
+    const int n = 1024;
+    float *a = ops->alloc((size_t)n * n * sizeof(float));
+    float *b = ops->alloc((size_t)n * n * sizeof(float));
+    float *c = ops->alloc((size_t)n * n * sizeof(float));
+    ops->zero(a, (size_t)n * n);
+    ops->zero(b, (size_t)n * n);
+    double best = 1e30;
+    for (int i = 0; i < 3; i++) {
+        double t0 = now_sec();
+        ops->matmul_forward(c, a, b, NULL, n, n, n);
+        double dt = now_sec() - t0;
+        if (dt < best) best = dt;
+    }
+    ops->free(a);
+    ops->free(b);
+    ops->free(c);
+    return 2.0 * n * n * (double)n / best;
+}
+
+static void batch_geometry(trainer_t *tr) {
+    const config_t *cfg = tr->cfg;
+    tr->T = cfg->seq_len;
+    tr->micro_batch = cfg->micro_batch;
+    tr->global_batch = cfg->global_batch > 0 ? cfg->global_batch : cfg->micro_batch * cfg->dp;
+    tr->accum = tr->global_batch / (cfg->micro_batch * cfg->dp);
+    if (tr->accum * cfg->micro_batch * cfg->dp != tr->global_batch || tr->accum < 1)
+        fatal_user("%s: &train global_batch = %d must be a multiple of micro_batch * dp = %d * %d",
+                   cfg->source_path, tr->global_batch, cfg->micro_batch, cfg->dp);
+}
+
+static void print_memory_plan(const trainer_t *tr) {
+    const double MiB = 1024.0 * 1024.0;
+    const double pbytes = (double)tr->model.P.total * sizeof(float);
+    printf("model: GPT L=%d C=%d heads=%d d_ff=%d vocab=%d (padded %d) seq_len=%d: %.2fM "
+           "parameters\n", tr->model.L, tr->model.C, tr->model.NH, tr->model.F, tr->model.V,
+           tr->model.Vp, tr->T, tr->model.P.n_global / 1e6);
+    printf("batch: global %d sequences = micro_batch %d x accumulation %d x dp %d "
+           "(%d tokens per step)\n", tr->global_batch, tr->micro_batch, tr->accum,
+           tr->grid->dp, tr->global_batch * tr->T);
+    printf("memory plan per rank: parameters %.1f MiB, gradients %.1f MiB, AdamW m+v %.1f "
+           "MiB, activations %.1f MiB\n", pbytes / MiB, pbytes / MiB, 2 * pbytes / MiB,
+           tr->model.act_bytes / MiB);
+    printf("MFU reference: %.1f GFLOP/s per rank (%s), %.3f GFLOP per token\n",
+           tr->peak_flops / 1e9, tr->cfg->peak_flops > 0 ? "&log peak_flops" : "measured matmul",
+           tr->flops_per_token / 1e9);
+}
+
+static void setup_data(trainer_t *tr) {
+    const config_t *cfg = tr->cfg;
+    tr->has_train = cfg->train_files[0] != '\0';
+    tr->has_val = cfg->val_files[0] != '\0';
+    if (tr->has_train)
+        open_data(cfg, cfg->train_files, "train_files", &tr->train_set, &tr->train_sampler,
+                  cfg->shuffle);
+    if (tr->has_val)
+        open_data(cfg, cfg->val_files, "val_files", &tr->val_set, &tr->val_sampler, false);
+    if (strcmp(cfg->mode, "eval") == 0 && !tr->has_val)
+        fatal_user("%s: &run mode = 'eval' needs &data val_files", cfg->source_path);
+}
+
+static void setup_run_dir(trainer_t *tr) {
+    const config_t *cfg = tr->cfg;
+    snprintf(tr->run_dir, sizeof tr->run_dir, "%s/%s", cfg->out_dir, cfg->name);
+    int bad = 0;
+    if (is_root(tr)) bad = make_dirs(tr->run_dir) != 0 ? errno : 0;
+    MPI_CHECK(MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    if (bad) fatal_user("cannot create run directory %s: %s", tr->run_dir, strerror(bad));
+    char path[600];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", tr->run_dir);
+    metrics_open(&tr->metrics, path, is_root(tr) && cfg->jsonl && strcmp(cfg->mode, "train") == 0);
+}
+
+void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const ops_t *ops) {
+    memset(tr, 0, sizeof *tr);
+    tr->cfg = cfg;
+    tr->grid = grid;
+    tr->ops = ops;
+    batch_geometry(tr);
+    setup_data(tr);
+    setup_run_dir(tr);
+    gpt_create(&tr->model, cfg, ops, tr->micro_batch, tr->T);
+    if (cfg->init_from[0]) {
+        float *host = xcalloc(tr->model.P.total, sizeof(float));
+        ckpt_read_weights(cfg->init_from, MPI_COMM_WORLD, &tr->model.P, host);
+        ops->to_device(tr->model.params, host, tr->model.P.total * sizeof(float));
+        xfree(host);
+    } else {
+        gpt_init_params(&tr->model, (uint64_t)cfg->seed);
+    }
+    adamw_create(&tr->opt, ops, tr->model.P.total);
+    tr->inputs = xmalloc(sizeof(int) * (size_t)tr->micro_batch * tr->T);
+    tr->targets = xmalloc(sizeof(int) * (size_t)tr->micro_batch * tr->T);
+    tr->flops_per_token = gpt_flops_per_token(&tr->model, tr->T);
+    tr->peak_flops = cfg->peak_flops > 0 ? cfg->peak_flops : measure_peak_flops(ops);
+    if (is_root(tr)) print_memory_plan(tr);
+}
+
+void trainer_destroy(trainer_t *tr) {
+    metrics_close(&tr->metrics);
+    adamw_destroy(&tr->opt);
+    gpt_destroy(&tr->model);
+    if (tr->has_train) {
+        sampler_destroy(&tr->train_sampler);
+        shard_set_close(&tr->train_set);
+    }
+    if (tr->has_val) {
+        sampler_destroy(&tr->val_sampler);
+        shard_set_close(&tr->val_set);
+    }
+    xfree(tr->inputs);
+    xfree(tr->targets);
+}
+
+/* ---------------------------------------------------------------- weights */
+
+static void save_weights(trainer_t *tr, const char *tag) {
+    char path[700];
+    snprintf(path, sizeof path, "%s/weights_%s.h5", tr->run_dir, tag);
+    float *host = xmalloc(tr->model.P.total * sizeof(float));
+    tr->ops->to_host(host, tr->model.params, tr->model.P.total * sizeof(float));
+    ckpt_meta_t meta = {tr->step, tr->cfg->seed, tr->model.V, tr->model.Vp, tr->cfg->text};
+    /* One replica writes: dp rank 0 (tp shards are disjoint, so each tp rank writes its own). */
+    ckpt_write_weights(path, MPI_COMM_WORLD, &tr->model.P, host, &meta, tr->grid->rank_dp == 0);
+    xfree(host);
+    if (is_root(tr)) printf("weights: wrote %s\n", path);
+}
+
+/* ---------------------------------------------------------------- one step */
+
+/* First global sample index of micro-batch `a` on this dp rank in step `step`: the global batch
+ * is the contiguous range [step*G, (step+1)*G), cut into dp slices of accum micro-batches. */
+static uint64_t first_sample(const trainer_t *tr, int64_t step, int a) {
+    return (uint64_t)step * tr->global_batch +
+           (uint64_t)tr->grid->rank_dp * tr->accum * tr->micro_batch +
+           (uint64_t)a * tr->micro_batch;
+}
+
+/* Forward + backward over all micro-batches of this rank; returns the summed mean losses. */
+static double accumulate_gradients(trainer_t *tr) {
+    const int B = tr->micro_batch, T = tr->T;
+    const float dloss = 1.0f / ((float)B * T * tr->accum * tr->grid->dp);
+    double loss_sum = 0.0;
+    for (int a = 0; a < tr->accum; a++) {
+        sampler_fill(&tr->train_sampler, first_sample(tr, tr->step, a), B, tr->inputs,
+                     tr->targets);
+        loss_sum += gpt_forward(&tr->model, tr->inputs, tr->targets, B, T);
+        gpt_backward(&tr->model, B, T, dloss, a == 0);
+    }
+    return loss_sum;
+}
+
+/* Sum gradients (and the loss) over the data-parallel replicas. */
+static double dp_reduce(trainer_t *tr, double loss_sum) {
+    if (tr->grid->dp > 1) {
+        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, tr->model.grads, (int)tr->model.P.total, MPI_FLOAT,
+                                MPI_SUM, tr->grid->dp_comm));
+        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &loss_sum, 1, MPI_DOUBLE, MPI_SUM,
+                                tr->grid->dp_comm));
+    }
+    return loss_sum / (tr->accum * tr->grid->dp);
+}
+
+/* Testing hook (&train inject_nan_step): poison one gradient so the anomaly path runs for real. */
+static void inject_nan(trainer_t *tr) {
+    float nan_value = NAN;
+    tr->ops->to_device(tr->model.grads, &nan_value, sizeof nan_value);
+}
+
+typedef struct step_result {
+    double loss, norm, lr;
+    bool anomaly, applied;
+} step_result_t;
+
+static step_result_t train_step(trainer_t *tr) {
+    const config_t *cfg = tr->cfg;
+    step_result_t r = {0};
+    double loss_sum = accumulate_gradients(tr);
+    if (tr->step == cfg->inject_nan_step) inject_nan(tr);
+    r.loss = dp_reduce(tr, loss_sum);
+    r.norm = grad_norm_local(&tr->model);
+    r.lr = lr_at(cfg, (int)tr->step);
+    r.anomaly = !isfinite(r.loss) || !isfinite(r.norm);
+    if (r.anomaly && strcmp(cfg->on_anomaly, "abort") == 0)
+        fatal_user("step %lld: loss %g, gradient norm %g is not finite; stopping because "
+                   "&train on_anomaly = 'abort'", (long long)tr->step + 1, r.loss, r.norm);
+    r.applied = !(r.anomaly && strcmp(cfg->on_anomaly, "skip") == 0);
+    if (r.applied) adamw_step(&tr->opt, &tr->model, cfg, (float)r.lr, clip_scale(r.norm, cfg->grad_clip));
+    else tr->skipped++;
+    if (r.anomaly && is_root(tr))
+        fprintf(stderr, "llmtrain: warning: step %lld: loss %g, gradient norm %g not finite: "
+                "update %s (on_anomaly = '%s')\n", (long long)tr->step + 1, r.loss, r.norm,
+                r.applied ? "applied" : "skipped", cfg->on_anomaly);
+    tr->step++;
+    tr->tokens_seen += (int64_t)tr->global_batch * tr->T;
+    return r;
+}
+
+/* ---------------------------------------------------------------- validation */
+
+double trainer_validate(trainer_t *tr) {
+    const int B = tr->micro_batch, T = tr->T, n = tr->cfg->val_batches;
+    double sum = 0.0;
+    /* Batch i goes to dp rank i % dp; the same batches every time, so curves are comparable. */
+    for (int i = tr->grid->rank_dp; i < n; i += tr->grid->dp) {
+        sampler_fill(&tr->val_sampler, (uint64_t)i * B, B, tr->inputs, tr->targets);
+        sum += gpt_forward(&tr->model, tr->inputs, tr->targets, B, T);
+    }
+    if (tr->grid->dp > 1)
+        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, tr->grid->dp_comm));
+    return sum / n;
+}
+
+/* ---------------------------------------------------------------- logging */
+
+static void format_hms(char *buf, size_t len, double s) {
+    if (!isfinite(s) || s < 0) s = 0;
+    long t = (long)(s + 0.5);
+    snprintf(buf, len, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+}
+
+static void log_step(trainer_t *tr, const step_result_t *r, double dt, double eta) {
+    const double tok_s = (double)tr->global_batch * tr->T / dt;
+    const double mfu = tr->flops_per_token * tok_s / (tr->peak_flops * tr->grid->world_size);
+    const double mem = (double)alloc_rss_bytes() / (1024.0 * 1024.0);
+    char e[32], n1[32], n2[32];
+    format_hms(e, sizeof e, eta);
+    if (is_root(tr) && (tr->step % tr->cfg->log_every == 0 || tr->step == tr->cfg->max_steps))
+        printf("step %*lld/%d | loss %.4f | lr %.2e | norm %.3f | %7.1f ms | %8.0f tok/s | "
+               "MFU %5.1f%% | mem %.0f MiB | ETA %s%s\n", (int)log10(tr->cfg->max_steps) + 1,
+               (long long)tr->step, tr->cfg->max_steps, r->loss, r->lr, r->norm, dt * 1e3, tok_s,
+               100.0 * mfu, mem, e, r->applied ? "" : " | SKIPPED");
+    metrics_write(&tr->metrics,
+                  "\"step\":%lld,\"loss\":%s,\"lr\":%.9g,\"grad_norm\":%s,\"ms\":%.3f,"
+                  "\"tokens_per_s\":%.1f,\"mfu\":%.5f,\"rss_mib\":%.1f,\"tokens\":%lld,"
+                  "\"skipped\":%lld,\"applied\":%s", (long long)tr->step,
+                  metrics_num(n1, sizeof n1, r->loss), r->lr,
+                  metrics_num(n2, sizeof n2, r->norm), dt * 1e3, tok_s, mfu, mem,
+                  (long long)tr->tokens_seen, (long long)tr->skipped,
+                  r->applied ? "true" : "false");
+    fflush(stdout);
+}
+
+static void run_validation(trainer_t *tr) {
+    double v = trainer_validate(tr);
+    char n1[32];
+    if (is_root(tr)) printf("val  %lld | val_loss %.4f\n", (long long)tr->step, v);
+    metrics_write(&tr->metrics, "\"step\":%lld,\"val_loss\":%s", (long long)tr->step,
+                  metrics_num(n1, sizeof n1, v));
+}
+
+/* ---------------------------------------------------------------- the loop */
+
+double trainer_train(trainer_t *tr) {
+    const config_t *cfg = tr->cfg;
+    save_weights(tr, "step000000");
+    double ema = 0.0, last_loss = NAN;
+    for (int s = 0; s < cfg->max_steps; s++) {
+        double t0 = now_sec();
+        step_result_t r = train_step(tr);
+        double dt = now_sec() - t0;
+        /* The first step carries one-time costs (page faults, BLAS warm-up): keep it out of the ETA. */
+        ema = s == 0 ? dt : (s == 1 ? dt : 0.9 * ema + 0.1 * dt);
+        log_step(tr, &r, dt, ema * (cfg->max_steps - tr->step));
+        last_loss = r.loss;
+        if (tr->has_val && cfg->val_every > 0 && tr->step % cfg->val_every == 0) run_validation(tr);
+    }
+    if (tr->has_val && (cfg->val_every <= 0 || tr->step % cfg->val_every != 0)) run_validation(tr);
+    char tag[32];
+    snprintf(tag, sizeof tag, "step%06lld", (long long)tr->step);
+    save_weights(tr, tag);
+    if (is_root(tr) && tr->skipped)
+        printf("anomalies: %lld of %lld steps skipped\n", (long long)tr->skipped,
+               (long long)tr->step);
+    return last_loss;
+}

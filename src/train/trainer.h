@@ -1,0 +1,50 @@
+/* trainer.h — the step loop: micro-batches with gradient accumulation, data-parallel gradient
+ * all-reduce, anomaly handling, clipping, AdamW, LR schedule, validation, logging, weights.
+ * Also 'eval' (validation loss of given weights) and 'generate' (sampling from a prompt).
+ * Owns: the model, optimizer, data, metrics of one run. Uses: model/, io/, parallel/,
+ * kernels/ops.h, config/, core/. Used by: main. */
+#ifndef LLMT_TRAINER_H
+#define LLMT_TRAINER_H
+#include <stdint.h>
+#include "config/config.h"
+#include "io/metrics.h"
+#include "io/sampler.h"
+#include "io/shards.h"
+#include "model/gpt.h"
+#include "parallel/grid.h"
+#include "train/optimizer.h"
+
+typedef struct trainer {
+    const config_t *cfg;
+    const grid_t *grid;
+    const ops_t *ops;
+    gpt_t model;
+    adamw_t opt;
+    shard_set_t train_set, val_set;
+    sampler_t train_sampler, val_sampler;
+    bool has_train, has_val;
+    int micro_batch, accum, global_batch, T;
+    int *inputs, *targets;      /* host [micro_batch * T] */
+    char run_dir[512];
+    metrics_t metrics;
+    int64_t step;               /* optimizer steps taken */
+    int64_t skipped;            /* steps whose update was discarded (on_anomaly = 'skip') */
+    int64_t tokens_seen;
+    double peak_flops;          /* per rank, for MFU */
+    double flops_per_token;
+} trainer_t;
+
+/* Everything a run needs, allocated once; data files are validated here (a bad file is one
+ * message naming it). Loads &run init_from weights when given, else the seeded init. */
+void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const ops_t *ops);
+void trainer_destroy(trainer_t *tr);
+/* mode = 'train': max_steps optimizer steps; returns the last training loss. */
+double trainer_train(trainer_t *tr);
+/* Mean loss over val_batches micro-batches of the validation set (all ranks get it). */
+double trainer_validate(trainer_t *tr);
+/* mode = 'generate': sample max_new_tokens after the prompt; rank 0 prints the ids. */
+void trainer_generate(trainer_t *tr);
+/* Draw a token from softmax(logits[V] / temperature) over the top_k largest logits (0 = all;
+ * temperature 0 = argmax) with the uniform number u in (0,1). Overwrites logits; scratch[V]. */
+int sample_token(float *logits, int V, double temperature, int top_k, float u, float *scratch);
+#endif

@@ -1,0 +1,55 @@
+# lib.bash — helpers shared by the scenario tests (sourced, not run).
+# Each scenario runs from the repository root, writes under build/test-runs/<scenario>, exits 0 on
+# success and prints the numbers that differ on failure.
+set -u
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+: "${MPIRUN:=mpirun --oversubscribe}" "${PYTHON:=/usr/bin/python3}"
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1
+
+TEST_DIR=build/test-runs/$(basename "$0" .sh)
+rm -rf "$TEST_DIR" && mkdir -p "$TEST_DIR"
+[ -f data/tiny/train_000.bin ] || $PYTHON validation/make_synthetic_shards.py data/tiny >/dev/null
+
+fail() { echo "FAIL: $*"; exit 1; }
+
+# write_tiny_nml PATH [key=value ...]: the tiny model of inputs/tiny.nml with overrides.
+# Known keys: name max_steps dp mb gb lr schedule warmup anomaly inject mode init_from
+#             val_every train_files val_files extra_run extra_train
+write_tiny_nml() {
+    local path=$1; shift
+    local name=tiny max_steps=50 dp=1 mb=4 gb=8 lr=3e-3 schedule=cosine warmup=5 anomaly=skip
+    local inject=-1 mode=train init_from="" val_every=25 extra_run="" extra_train=""
+    local train_files='data/tiny/train_*.bin' val_files='data/tiny/val_*.bin'
+    local kv
+    for kv in "$@"; do local "${kv%%=*}=${kv#*=}"; done
+    cat >"$path" <<NML
+&run
+  name = '$name', out_dir = '$TEST_DIR', mode = '$mode', seed = 1337
+  init_from = '$init_from'
+  $extra_run
+/
+&model
+  n_layer = 2, n_head = 4, d_model = 64, d_ff = 256, vocab_size = 500, seq_len = 32
+/
+&parallel
+  dp = $dp
+/
+&train
+  max_steps = $max_steps, micro_batch = $mb, global_batch = $gb
+  lr = $lr, min_lr = 3e-4, warmup_steps = $warmup, lr_schedule = '$schedule'
+  weight_decay = 0.1, grad_clip = 1.0, on_anomaly = '$anomaly', inject_nan_step = $inject
+  $extra_train
+/
+&data
+  train_files = '$train_files', val_files = '$val_files', val_every = $val_every, val_batches = 4
+/
+&log
+  every = 1
+/
+NML
+}
+
+# losses FILE: the training losses of a metrics.jsonl, one per line
+losses() { grep '"loss"' "$1" | sed 's/.*"loss":\([^,]*\),.*/\1/'; }

@@ -1,0 +1,416 @@
+/* test_checkpoint.c — HDF5 weight checkpoints. Reference: the grid-invariant init of the same
+ * registry on one rank (tp=1); tolerance: exact (the file stores the float32 values as they are).
+ * Runs on 1 rank and under `mpirun -np 2`: with 2 ranks the file is written by a tp=2 registry
+ * (each rank its half of every split tensor) and by a dp=2 layout (rank 1 writes nothing), and
+ * read back on tp=1 and tp=2. Shapes and attributes are checked through the HDF5 API; a missing
+ * file, a missing dataset and a wrong shape must be refused with a message (fatal hook). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <hdf5.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/alloc.h"
+#include "core/error.h"
+#include "io/checkpoint.h"
+#include "model/params.h"
+
+static int world_rank, world_size;
+static char dir[256];
+
+/* ---- fatal hook: record the message and jump back into the test ---------------------------- */
+static jmp_buf fatal_jump;
+static char fatal_msg[2400];
+static int fatal_code;
+
+static void record_fatal(int code, const char *message) {
+    fatal_code = code;
+    snprintf(fatal_msg, sizeof fatal_msg, "%s", message);
+    longjmp(fatal_jump, 1);
+}
+
+/* ---- fixtures ------------------------------------------------------------------------------- */
+
+/* A small GPT-2: 2 layers, d_model 16 (qkv 48 rows = 3 blocks of 16, split evenly over tp=2),
+ * vocab 100 padded to 128. Filled directly, so the test does not depend on the parser. */
+static void small_config(config_t *cfg, int vocab_size) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->n_layer = 2;
+    cfg->n_head = 2;
+    cfg->d_model = 16;
+    cfg->d_ff = 64;
+    cfg->vocab_size = vocab_size;
+    cfg->seq_len = 8;
+    cfg->seed = 1337;
+}
+
+static float *init_weights(params_t *P, const config_t *cfg, int tp, int tp_rank) {
+    params_create(P, cfg, tp, tp_rank);
+    float *flat = xcalloc(P->total, sizeof(float));
+    params_init(P, flat, (uint64_t)cfg->seed);
+    return flat;
+}
+
+static void path_in_dir(char *out, size_t len, const char *name) {
+    snprintf(out, len, "%s/%s", dir, name);
+}
+
+static const char *namelist_text =
+    "&model\n  n_layer = 2\n  d_model = 16\n  vocab_size = 100\n/\n&run\n  seed = 1337\n/\n";
+
+static void write_ckpt(const char *name, const params_t *P, const float *flat, int64_t step,
+                       const char *config_text, int writer) {
+    char path[512];
+    path_in_dir(path, sizeof path, name);
+    ckpt_meta_t meta = {step, 1337, 100, 128, config_text};
+    ckpt_write_weights(path, MPI_COMM_WORLD, P, flat, &meta, writer);
+}
+
+/* Every local element of every parameter equal; prints the first one that differs. */
+static void assert_same_weights(const params_t *P, const float *got, const float *want) {
+    for (int i = 0; i < P->n; i++) {
+        const param_t *p = &P->p[i];
+        for (size_t j = 0; j < p->numel; j++)
+            if (got[p->offset + j] != want[p->offset + j]) {
+                printf("    rank %d: %s local element %zu: read %.9g, expected %.9g\n",
+                       world_rank, p->name, j, got[p->offset + j], want[p->offset + j]);
+                fail();
+            }
+    }
+}
+
+/* Read `name` into a registry of (tp, tp_rank) and compare with that registry's own init. */
+static void read_and_compare(const char *name, const config_t *cfg, int tp, int tp_rank,
+                             int64_t want_step) {
+    params_t P;
+    float *want = init_weights(&P, cfg, tp, tp_rank);
+    float *got = xcalloc(P.total, sizeof(float));
+    char path[512];
+    path_in_dir(path, sizeof path, name);
+    int64_t step = ckpt_read_weights(path, MPI_COMM_WORLD, &P, got);
+    assert_int_equal(step, want_step);
+    assert_same_weights(&P, got, want);
+    xfree(got);
+    xfree(want);
+    params_destroy(&P);
+}
+
+static int make_dir(void **state) {
+    (void)state;
+    if (world_rank == 0) {
+        snprintf(dir, sizeof dir, "/tmp/llmt_test_ckpt_XXXXXX");
+        if (!mkdtemp(dir)) return -1;
+    }
+    MPI_Bcast(dir, sizeof dir, MPI_CHAR, 0, MPI_COMM_WORLD);
+    return 0;
+}
+
+static int remove_dir(void **state) {
+    (void)state;
+    MPI_Barrier(MPI_COMM_WORLD);
+    int rc = 0;
+    if (world_rank == 0) {
+        char cmd[300];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+        rc = system(cmd) == 0 ? 0 : -1;
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    return rc;
+}
+
+/* ---- round trips ---------------------------------------------------------------------------- */
+
+static void written_weights_read_back_exactly_on_same_grid(void **state) {
+    (void)state;
+    config_t cfg;
+    small_config(&cfg, 100);
+    params_t P;
+    float *flat = init_weights(&P, &cfg, world_size, world_rank);
+    write_ckpt("same.h5", &P, flat, 42, namelist_text, 1);
+    char path[512], tmp[520];
+    path_in_dir(path, sizeof path, "same.h5");
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    assert_int_equal(access(path, R_OK), 0);
+    assert_int_not_equal(access(tmp, F_OK), 0); /* renamed when complete */
+    read_and_compare("same.h5", &cfg, world_size, world_rank, 42);
+    xfree(flat);
+    params_destroy(&P);
+}
+
+/* Written with tp = world size (tp=2 under mpirun -np 2), read as full tensors on tp=1 and
+ * as shards of tp = world size: every global element lands where the other grid expects it. */
+static void tp_sharded_write_reads_back_as_full_tensors_on_tp1(void **state) {
+    (void)state;
+    config_t cfg;
+    small_config(&cfg, 100);
+    params_t P;
+    float *flat = init_weights(&P, &cfg, world_size, world_rank);
+    write_ckpt("tp.h5", &P, flat, 7, namelist_text, 1);
+    read_and_compare("tp.h5", &cfg, 1, 0, 7);
+    xfree(flat);
+    params_destroy(&P);
+
+    /* And the other way round: a tp=1 file (written by rank 0 alone) read as tp shards. */
+    float *full = init_weights(&P, &cfg, 1, 0);
+    write_ckpt("tp1.h5", &P, full, 8, namelist_text, world_rank == 0);
+    read_and_compare("tp1.h5", &cfg, world_size, world_rank, 8);
+    xfree(full);
+    params_destroy(&P);
+}
+
+/* A data-parallel layout: every rank holds the full model, only rank 0 writes; the other
+ * ranks take part in the collective writes with empty selections. */
+static void only_writer_rank_writes_and_others_join_collectively(void **state) {
+    (void)state;
+    config_t cfg;
+    small_config(&cfg, 100);
+    params_t P;
+    float *flat = init_weights(&P, &cfg, 1, 0);
+    if (world_rank != 0) /* garbage on non-writers: it must not reach the file */
+        for (size_t i = 0; i < P.total; i++) flat[i] = -999.0f;
+    write_ckpt("dp.h5", &P, flat, 3, namelist_text, world_rank == 0);
+    read_and_compare("dp.h5", &cfg, 1, 0, 3);
+    xfree(flat);
+    params_destroy(&P);
+}
+
+/* ---- the file through the HDF5 API (independent of our reader) ------------------------------ */
+
+static void check_string_attr(hid_t file, const char *name, const char *want) {
+    assert_true(H5Aexists(file, name) > 0);
+    hid_t attr = H5Aopen(file, name, H5P_DEFAULT);
+    hid_t type = H5Aget_type(attr);
+    assert_int_equal(H5Tget_class(type), H5T_STRING);
+    size_t n = H5Tget_size(type);
+    char *buf = calloc(n + 1, 1);
+    assert_true(H5Aread(attr, type, buf) >= 0);
+    if (want && strcmp(buf, want) != 0) printf("    attribute %s = '%s', want '%s'\n", name, buf, want);
+    if (want) assert_string_equal(buf, want);
+    else assert_true(strlen(buf) > 0);
+    free(buf);
+    H5Tclose(type);
+    H5Aclose(attr);
+}
+
+static int64_t int_attr(hid_t file, const char *name) {
+    int64_t v = -1;
+    assert_true(H5Aexists(file, name) > 0);
+    hid_t attr = H5Aopen(file, name, H5P_DEFAULT);
+    assert_true(H5Aread(attr, H5T_NATIVE_INT64, &v) >= 0);
+    H5Aclose(attr);
+    return v;
+}
+
+static void check_file_layout(const char *path, const params_t *P) {
+    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    assert_true(file >= 0);
+    check_string_attr(file, "format", "llmtrain-checkpoint");
+    check_string_attr(file, "llmtrain_version", NULL);
+    check_string_attr(file, "config", namelist_text);
+    assert_int_equal(int_attr(file, "format_version"), 1);
+    assert_int_equal(int_attr(file, "step"), 1234567890123ll);
+    assert_int_equal(int_attr(file, "seed"), 1337);
+    assert_int_equal(int_attr(file, "vocab_size"), 100);
+    assert_int_equal(int_attr(file, "padded_vocab"), 128);
+    for (int i = 0; i < P->n; i++) {
+        const param_t *p = &P->p[i];
+        char name[128];
+        snprintf(name, sizeof name, "/model/%s", p->name);
+        hid_t d = H5Dopen2(file, name, H5P_DEFAULT);
+        assert_true(d >= 0);
+        hid_t space = H5Dget_space(d), type = H5Dget_type(d);
+        hsize_t dims[2] = {0, 0};
+        int ndim = H5Sget_simple_extent_dims(space, dims, NULL);
+        if (ndim != p->ndim || (int64_t)dims[0] != p->shape[0] ||
+            (ndim == 2 && (int64_t)dims[1] != p->shape[1]))
+            printf("    %s: file shape %d:[%llu, %llu], registry %d:[%lld, %lld]\n", name, ndim,
+                   (unsigned long long)dims[0], (unsigned long long)dims[1], p->ndim,
+                   (long long)p->shape[0], (long long)p->shape[1]);
+        assert_int_equal(ndim, p->ndim);
+        assert_int_equal(dims[0], p->shape[0]);
+        if (ndim == 2) assert_int_equal(dims[1], p->shape[1]);
+        assert_int_equal(H5Tget_class(type), H5T_FLOAT);
+        assert_int_equal(H5Tget_size(type), 4);
+        H5Tclose(type);
+        H5Sclose(space);
+        H5Dclose(d);
+    }
+    H5Fclose(file);
+}
+
+static void file_has_global_shapes_and_root_attributes(void **state) {
+    (void)state;
+    config_t cfg;
+    small_config(&cfg, 100);
+    params_t P;
+    float *flat = init_weights(&P, &cfg, world_size, world_rank);
+    write_ckpt("layout.h5", &P, flat, 1234567890123ll, namelist_text, 1);
+    params_t P1; /* global shapes: the same on every grid */
+    params_create(&P1, &cfg, 1, 0);
+    if (world_rank == 0) {
+        char path[512];
+        path_in_dir(path, sizeof path, "layout.h5");
+        check_file_layout(path, &P1);
+        /* wte is [padded_vocab, d_model]; qkv.w [3 d_model, d_model]; biases 1-D. */
+        assert_int_equal(params_find(&P1, "wte")->shape[0], 128);
+        assert_int_equal(params_find(&P1, "h.1.attn.qkv.w")->shape[0], 48);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    params_destroy(&P1);
+    xfree(flat);
+    params_destroy(&P);
+}
+
+/* A namelist over 64 KiB does not fit an attribute: it goes to the dataset /config. */
+static void long_config_text_is_stored_as_dataset(void **state) {
+    (void)state;
+    config_t cfg;
+    small_config(&cfg, 100);
+    params_t P;
+    float *flat = init_weights(&P, &cfg, world_size, world_rank);
+    size_t n = 100000;
+    char *text = malloc(n + 1);
+    for (size_t i = 0; i < n; i++) text[i] = i % 64 == 63 ? '\n' : (char)('a' + i % 26);
+    text[n] = 0;
+    write_ckpt("long.h5", &P, flat, 5, text, 1);
+    if (world_rank == 0) {
+        char path[512];
+        path_in_dir(path, sizeof path, "long.h5");
+        hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+        assert_true(file >= 0);
+        assert_true(H5Aexists(file, "config") == 0);
+        hid_t d = H5Dopen2(file, "/config", H5P_DEFAULT);
+        assert_true(d >= 0);
+        hid_t type = H5Dget_type(d);
+        char *buf = calloc(H5Tget_size(type) + 1, 1);
+        assert_true(H5Dread(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0);
+        assert_int_equal(strlen(buf), n);
+        assert_string_equal(buf, text);
+        free(buf);
+        H5Tclose(type);
+        H5Dclose(d);
+        H5Fclose(file);
+    }
+    read_and_compare("long.h5", &cfg, world_size, world_rank, 5);
+    free(text);
+    xfree(flat);
+    params_destroy(&P);
+}
+
+/* ---- refusals ------------------------------------------------------------------------------- */
+
+/* Read `name` with a registry for `vocab_size`; expect a user error whose message holds parts. */
+static void expect_read_refused(const char *name, int vocab_size, const char *part1,
+                                const char *part2) {
+    config_t cfg;
+    small_config(&cfg, vocab_size);
+    params_t P;
+    params_create(&P, &cfg, world_size, world_rank);
+    float *flat = xcalloc(P.total, sizeof(float));
+    char path[512];
+    path_in_dir(path, sizeof path, name);
+    fatal_msg[0] = 0;
+    fatal_code = 0;
+    error_set_fatal_hook(record_fatal);
+    volatile int refused = 0;
+    if (setjmp(fatal_jump) == 0) ckpt_read_weights(path, MPI_COMM_WORLD, &P, flat);
+    else refused = 1;
+    error_set_fatal_hook(NULL);
+    if (world_rank == 0) printf("    message: %s\n", fatal_msg);
+    assert_true(refused);
+    assert_int_equal(fatal_code, LLMT_EXIT_USER);
+    assert_non_null(strstr(fatal_msg, path));
+    if (part1) assert_non_null(strstr(fatal_msg, part1));
+    if (part2) assert_non_null(strstr(fatal_msg, part2));
+    xfree(flat);
+    params_destroy(&P);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+static void missing_file_is_refused_naming_it(void **state) {
+    (void)state;
+    expect_read_refused("nope.h5", 100, "no such file", NULL);
+}
+
+static void missing_dataset_is_refused_naming_it(void **state) {
+    (void)state;
+    config_t cfg;
+    small_config(&cfg, 100);
+    params_t P;
+    float *flat = init_weights(&P, &cfg, world_size, world_rank);
+    write_ckpt("partial.h5", &P, flat, 1, namelist_text, 1);
+    if (world_rank == 0) { /* remove one tensor behind the writer's back */
+        char path[512];
+        path_in_dir(path, sizeof path, "partial.h5");
+        hid_t file = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+        assert_true(file >= 0);
+        assert_true(H5Ldelete(file, "/model/h.1.mlp.fc.w", H5P_DEFAULT) >= 0);
+        H5Fclose(file);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    expect_read_refused("partial.h5", 100, "/model/h.1.mlp.fc.w", "missing");
+    xfree(flat);
+    params_destroy(&P);
+}
+
+/* A file for vocabulary 100 (padded 128) read by a model with vocabulary 200 (padded 256). */
+static void wrong_shape_is_refused_with_both_shapes(void **state) {
+    (void)state;
+    config_t cfg;
+    small_config(&cfg, 100);
+    params_t P;
+    float *flat = init_weights(&P, &cfg, world_size, world_rank);
+    write_ckpt("small_vocab.h5", &P, flat, 1, namelist_text, 1);
+    expect_read_refused("small_vocab.h5", 200, "/model/wte has shape [128, 16]",
+                        "expects [256, 16]");
+    xfree(flat);
+    params_destroy(&P);
+}
+
+static void non_hdf5_file_is_refused(void **state) {
+    (void)state;
+    if (world_rank == 0) {
+        char path[512];
+        path_in_dir(path, sizeof path, "text.h5");
+        FILE *f = fopen(path, "w");
+        fputs("not a checkpoint\n", f);
+        fclose(f);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    expect_read_refused("text.h5", 100, "not a readable HDF5 file", NULL);
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+    if (world_size > 2) {
+        if (world_rank == 0) fprintf(stderr, "test_checkpoint: run on 1 or 2 ranks\n");
+        MPI_Finalize();
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(written_weights_read_back_exactly_on_same_grid, make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(tp_sharded_write_reads_back_as_full_tensors_on_tp1, make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(only_writer_rank_writes_and_others_join_collectively, make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(file_has_global_shapes_and_root_attributes, make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(long_config_text_is_stored_as_dataset, make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(missing_file_is_refused_naming_it, make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(missing_dataset_is_refused_naming_it, make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(wrong_shape_is_refused_with_both_shapes, make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(non_hdf5_file_is_refused, make_dir, remove_dir),
+    };
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    /* A test that failed on one rank only must fail the run on every rank. */
+    int any_failed = 0;
+    MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Finalize();
+    return any_failed ? 1 : 0;
+}

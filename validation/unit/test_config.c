@@ -1,0 +1,696 @@
+/* test_config.c — the typed configuration (src/config/config.c): defaults, every key reaching
+ * its field, every error path with its exact one-line message (captured through
+ * error_set_fatal_hook + longjmp), the cross-key checks, config_load over MPI, and the
+ * config_to_namelist round trip. Reference: the schema in config.h / DESIGN.md. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+#include <mpi.h>
+#include "config/config.h"
+#include "core/error.h"
+
+#define PATH "inputs/x.nml"
+#define DATA "&data train_files = 'data/train_*.bin' /\n" /* the one key a training run needs */
+
+/* The fatal hook must reach the test through globals: it has no user pointer. */
+static jmp_buf fatal_jump;
+static char fatal_message[4096];
+static int fatal_code;
+
+static void capture_fatal(int exit_code, const char *message) {
+    fatal_code = exit_code;
+    snprintf(fatal_message, sizeof fatal_message, "%s", message);
+    longjmp(fatal_jump, 1);
+}
+
+static int install_hook(void **state) {
+    (void)state;
+    error_set_fatal_hook(capture_fatal);
+    return 0;
+}
+
+static void parse_ok(const char *text, config_t *cfg) {
+    if (setjmp(fatal_jump) != 0) fail_msg("unexpected error: %s\ntext:\n%s", fatal_message, text);
+    config_parse(PATH, text, cfg);
+}
+
+/* Parses text that must fail; returns the message without the "llmtrain: error: " prefix. */
+static const char *parse_error(const char *text) {
+    static const char prefix[] = "llmtrain: error: ";
+    config_t cfg;
+    fatal_message[0] = '\0';
+    if (setjmp(fatal_jump) == 0) {
+        config_parse(PATH, text, &cfg);
+        config_destroy(&cfg);
+        fail_msg("expected an error, but this parsed:\n%s", text);
+    }
+    assert_int_equal(fatal_code, LLMT_EXIT_USER);
+    if (strncmp(fatal_message, prefix, sizeof prefix - 1) != 0) fail_msg("no prefix: %s", fatal_message);
+    if (strchr(fatal_message, '\n')) fail_msg("message is more than one line: %s", fatal_message);
+    return fatal_message + sizeof prefix - 1;
+}
+
+#define EXPECT_ERROR(text, expected)                                                              \
+    do {                                                                                          \
+        const char *got_ = parse_error(text);                                                     \
+        if (!strstr(got_, expected)) fail_msg("message\n  %s\ndoes not contain\n  %s", got_, expected); \
+    } while (0)
+
+/* ---- defaults and values ------------------------------------------------------------------ */
+
+static void defaults_are_the_documented_values(void **state) {
+    (void)state;
+    config_t c;
+    config_defaults(&c);
+    assert_string_equal(c.name, "run");
+    assert_string_equal(c.out_dir, "runs");
+    assert_string_equal(c.mode, "train");
+    assert_string_equal(c.device, "cpu");
+    assert_int_equal(c.seed, 1337);
+    assert_string_equal(c.init_from, "");
+    assert_int_equal(c.n_prompt_ids, 0);
+    assert_int_equal(c.max_new_tokens, 64);
+    assert_true(c.temperature == 1.0);
+    assert_int_equal(c.top_k, 40);
+    assert_int_equal(c.n_layer, 12);
+    assert_int_equal(c.n_head, 12);
+    assert_int_equal(c.d_model, 768);
+    assert_int_equal(c.d_ff, 3072); /* effective: 4 * d_model */
+    assert_int_equal(c.vocab_size, 50257);
+    assert_int_equal(c.seq_len, 1024);
+    assert_true(c.dropout == 0.0);
+    assert_int_equal(c.n_experts, 0);
+    assert_int_equal(c.top_k_moe, 2);
+    assert_int_equal(c.moe_every, 1);
+    assert_true(c.capacity_factor == 1.25 && c.router_noise == 0.0);
+    assert_true(c.aux_loss_coef == 0.01 && c.z_loss_coef == 0.001);
+    assert_true(c.dp == 1 && c.tp == 1 && c.pp == 1 && c.ep == 1);
+    assert_string_equal(c.schedule, "1f1b");
+    assert_int_equal(c.virtual_stages, 1);
+    assert_int_equal(c.zero_stage, 0);
+    assert_string_equal(c.recompute, "none");
+    assert_true(c.bucket_mb == 25.0);
+    assert_int_equal(c.max_steps, 100);
+    assert_int_equal(c.global_batch, 0); /* 0 = micro_batch * dp */
+    assert_int_equal(c.micro_batch, 4);
+    assert_true(c.lr == 6e-4 && c.min_lr == 0.0);
+    assert_int_equal(c.warmup_steps, 0);
+    assert_string_equal(c.lr_schedule, "cosine");
+    assert_true(c.decay_fraction == 0.2 && c.weight_decay == 0.1);
+    assert_true(c.beta1 == 0.9 && c.beta2 == 0.95 && c.eps == 1e-8 && c.grad_clip == 1.0);
+    assert_string_equal(c.precision, "fp32");
+    assert_string_equal(c.on_anomaly, "skip");
+    assert_int_equal(c.inject_nan_step, -1);
+    assert_string_equal(c.train_files, "");
+    assert_string_equal(c.val_files, "");
+    assert_false(c.shuffle);
+    assert_int_equal(c.val_every, 0);
+    assert_int_equal(c.val_batches, 8);
+    assert_string_equal(c.tokenizer, "");
+    assert_string_equal(c.ckpt_dir, "");
+    assert_int_equal(c.ckpt_every, 0);
+    assert_int_equal(c.ckpt_keep, 3);
+    assert_string_equal(c.resume, "none");
+    assert_true(c.timeout_s == 600);
+    assert_int_equal(c.log_every, 1);
+    assert_true(c.jsonl);
+    assert_false(c.tensorboard);
+    assert_true(c.peak_flops == 0);
+    assert_string_equal(c.papi_events, "");
+    assert_false(c.profile);
+    assert_null(c.text);
+}
+
+static void minimal_file_gets_defaults_and_derived_d_ff_and_global_batch(void **state) {
+    (void)state;
+    config_t c;
+    parse_ok("&model d_model = 64, n_head = 4 /\n&parallel dp = 2 /\n" DATA, &c);
+    assert_int_equal(c.d_ff, 256);        /* 4 * d_model */
+    assert_int_equal(c.global_batch, 8);  /* micro_batch * dp */
+    assert_int_equal(c.n_layer, 12);
+    assert_string_equal(c.train_files, "data/train_*.bin");
+    assert_string_equal(c.source_path, PATH);
+    assert_non_null(c.text);
+    assert_true(strstr(c.text, "d_model = 64") != NULL);
+    config_destroy(&c);
+    assert_null(c.text);
+}
+
+static void every_key_reaches_its_field(void **state) {
+    (void)state;
+    config_t c;
+    parse_ok("&run name = 'exp1', out_dir = '/scratch/runs', mode = 'generate', device = 'cuda', seed = 42,\n"
+             "     init_from = 'w.h5', prompt_ids = 50256 11 22, max_new_tokens = 5, temperature = 0,\n"
+             "     top_k = 0 /\n"
+             "&model n_layer = 2, n_head = 2, d_model = 32, d_ff = 100, vocab_size = 300, seq_len = 16,\n"
+             "       dropout = 0, n_experts = 0, top_k = 1, moe_every = 2, capacity_factor = 2,\n"
+             "       router_noise = 0.5, aux_loss_coef = 0.02, z_loss_coef = 0 /\n"
+             "&parallel dp = 2, tp = 2, pp = 3, ep = 2, schedule = 'interleaved', virtual_stages = 2,\n"
+             "          zero_stage = 3, recompute = 'selective', bucket_mb = 4.5 /\n"
+             "&train max_steps = 0, global_batch = 16, micro_batch = 2, lr = 1e-3, min_lr = 1d-5,\n"
+             "       warmup_steps = 10, lr_schedule = 'wsd', decay_fraction = 1, weight_decay = 0,\n"
+             "       beta1 = 0, beta2 = 0.999, eps = 1e-6, grad_clip = 0, precision = 'bf16',\n"
+             "       on_anomaly = 'abort', inject_nan_step = 3 /\n"
+             "&data train_files = 'a.bin b.bin', val_files = 'v.bin', shuffle = T, val_every = 10,\n"
+             "      val_batches = 2, tokenizer = 'gpt2' /\n"
+             "&checkpoint dir = 'ck', every = 50, keep = 1, resume = 'auto', timeout_s = 30.5 /\n"
+             "&log every = 10, jsonl = F, tensorboard = .true., peak_flops = 1.2e14,\n"
+             "     papi_events = 'PAPI_TOT_CYC', profile = .true. /\n",
+             &c);
+    assert_string_equal(c.name, "exp1");
+    assert_string_equal(c.out_dir, "/scratch/runs");
+    assert_string_equal(c.mode, "generate");
+    assert_string_equal(c.device, "cuda");
+    assert_int_equal(c.seed, 42);
+    assert_string_equal(c.init_from, "w.h5");
+    assert_int_equal(c.n_prompt_ids, 3);
+    assert_true(c.prompt_ids[0] == 50256 && c.prompt_ids[1] == 11 && c.prompt_ids[2] == 22);
+    assert_int_equal(c.max_new_tokens, 5);
+    assert_true(c.temperature == 0.0);
+    assert_int_equal(c.top_k, 0);
+    assert_true(c.n_layer == 2 && c.n_head == 2 && c.d_model == 32 && c.d_ff == 100);
+    assert_true(c.vocab_size == 300 && c.seq_len == 16);
+    assert_true(c.top_k_moe == 1 && c.moe_every == 2 && c.capacity_factor == 2.0);
+    assert_true(c.router_noise == 0.5 && c.aux_loss_coef == 0.02 && c.z_loss_coef == 0.0);
+    assert_true(c.dp == 2 && c.tp == 2 && c.pp == 3 && c.ep == 2);
+    assert_string_equal(c.schedule, "interleaved");
+    assert_true(c.virtual_stages == 2 && c.zero_stage == 3 && c.bucket_mb == 4.5);
+    assert_string_equal(c.recompute, "selective");
+    assert_true(c.max_steps == 0 && c.global_batch == 16 && c.micro_batch == 2);
+    assert_true(c.lr == 1e-3 && c.min_lr == 1e-5 && c.warmup_steps == 10);
+    assert_string_equal(c.lr_schedule, "wsd");
+    assert_true(c.decay_fraction == 1.0 && c.weight_decay == 0.0);
+    assert_true(c.beta1 == 0.0 && c.beta2 == 0.999 && c.eps == 1e-6 && c.grad_clip == 0.0);
+    assert_string_equal(c.precision, "bf16");
+    assert_string_equal(c.on_anomaly, "abort");
+    assert_int_equal(c.inject_nan_step, 3);
+    assert_string_equal(c.train_files, "a.bin b.bin");
+    assert_string_equal(c.val_files, "v.bin");
+    assert_true(c.shuffle);
+    assert_true(c.val_every == 10 && c.val_batches == 2);
+    assert_string_equal(c.tokenizer, "gpt2");
+    assert_string_equal(c.ckpt_dir, "ck");
+    assert_true(c.ckpt_every == 50 && c.ckpt_keep == 1 && c.timeout_s == 30.5);
+    assert_string_equal(c.resume, "auto");
+    assert_true(c.log_every == 10 && !c.jsonl && c.tensorboard && c.peak_flops == 1.2e14 && c.profile);
+    assert_string_equal(c.papi_events, "PAPI_TOT_CYC");
+    config_destroy(&c);
+}
+
+static void names_and_choices_are_case_insensitive(void **state) {
+    (void)state;
+    config_t c;
+    parse_ok("&MODEL N_Layer = 3 /\n&Run MODE = 'TRAIN', Name = 'KeepCase' /\n&TRAIN Precision = 'BF16' /\n" DATA,
+             &c);
+    assert_int_equal(c.n_layer, 3);
+    assert_string_equal(c.mode, "train");      /* choices stored canonical */
+    assert_string_equal(c.precision, "bf16");
+    assert_string_equal(c.name, "KeepCase");   /* free text keeps its case */
+    config_destroy(&c);
+}
+
+static void integer_for_real_key_and_fortran_d_exponent_are_accepted(void **state) {
+    (void)state;
+    config_t c;
+    parse_ok("&train lr = 1, min_lr = 3.0d-4 /\n&checkpoint timeout_s = 60 /\n" DATA, &c);
+    assert_true(c.lr == 1.0);
+    assert_true(c.min_lr == 3.0e-4);
+    assert_true(c.timeout_s == 60.0);
+    config_destroy(&c);
+}
+
+static void comments_strings_with_quotes_and_prose_between_groups(void **state) {
+    (void)state;
+    config_t c;
+    parse_ok("Run notes: tiny test. Text outside groups is ignored.\n"
+             "&run ! the run group\n"
+             "  name = 'bob''s run' ! doubled quote\n"
+             "  out_dir = \"it's here\"\n"
+             "/\n" DATA,
+             &c);
+    assert_string_equal(c.name, "bob's run");
+    assert_string_equal(c.out_dir, "it's here");
+    config_destroy(&c);
+}
+
+static void padded_vocab_rounds_up_to_a_multiple_of_128(void **state) {
+    (void)state;
+    config_t c;
+    config_defaults(&c);
+    assert_int_equal(config_padded_vocab(&c), 50304);
+    c.vocab_size = 128;
+    assert_int_equal(config_padded_vocab(&c), 128);
+    c.vocab_size = 1;
+    assert_int_equal(config_padded_vocab(&c), 128);
+    c.vocab_size = 129;
+    assert_int_equal(config_padded_vocab(&c), 256);
+}
+
+/* ---- errors in one key -------------------------------------------------------------------- */
+
+static void unknown_key_lists_valid_keys_and_suggests_the_closest(void **state) {
+    (void)state;
+    EXPECT_ERROR("&model\n  n_layer = 2\n  n_layers = 4\n/",
+                 PATH ":3:3: &model unknown key 'n_layers' (valid keys: n_layer, n_head, d_model, d_ff, vocab_size,");
+    EXPECT_ERROR("&model\n  n_layers = 4\n/", "z_loss_coef); did you mean 'n_layer'?");
+    EXPECT_ERROR("&train learning_rate = 1 /", PATH ":1:8: &train unknown key 'learning_rate' (valid keys: max_steps,");
+}
+
+static void key_in_the_wrong_group_names_its_group(void **state) {
+    (void)state;
+    EXPECT_ERROR("&model lr = 1e-3 /", PATH ":1:8: &model unknown key 'lr' (valid keys: n_layer,");
+    EXPECT_ERROR("&model lr = 1e-3 /", "z_loss_coef); 'lr' belongs in &train");
+}
+
+static void unknown_group_lists_valid_groups_and_suggests_the_closest(void **state) {
+    (void)state;
+    EXPECT_ERROR("\n\n&modle n_layer = 2 /",
+                 PATH ":3:1: unknown group '&modle' (valid groups: &run, &model, &parallel, &train, &data, "
+                      "&checkpoint, &log); did you mean '&model'?");
+    const char *msg = parse_error("&optimizer lr = 1 /");
+    assert_true(strstr(msg, "unknown group '&optimizer'") != NULL);
+    assert_null(strstr(msg, "did you mean"));
+}
+
+static void wrong_types_name_expected_and_given(void **state) {
+    (void)state;
+    EXPECT_ERROR("&train\n  lr = 'fast'\n/", PATH ":2:8: &train lr: expected a real number, got string 'fast'");
+    EXPECT_ERROR("&model n_layer = 2.5 /", PATH ":1:18: &model n_layer: expected an integer, got real 2.5");
+    EXPECT_ERROR("&model n_layer = 1d1 /", "&model n_layer: expected an integer, got real 1d1");
+    EXPECT_ERROR("&run name = 5 /", PATH ":1:13: &run name: expected a string in quotes, got integer 5");
+    EXPECT_ERROR("&run seed = .true. /", "&run seed: expected an integer, got logical .true.");
+    EXPECT_ERROR("&data shuffle = 1 /", "&data shuffle: expected a logical (.true. or .false.), got integer 1");
+    EXPECT_ERROR("&data shuffle = 'yes' /", "&data shuffle: expected a logical (.true. or .false.), got string 'yes'");
+    EXPECT_ERROR("&run prompt_ids = 1, 'two' /", PATH ":1:22: &run prompt_ids: expected an integer, got string 'two'");
+}
+
+static void array_for_a_scalar_key_is_refused(void **state) {
+    (void)state;
+    EXPECT_ERROR("&train lr = 1e-3, 2e-3 /", PATH ":1:19: &train lr: expected one value, got 2 values");
+    EXPECT_ERROR("&run name = 'a' 'b' /", "&run name: expected one value, got 2 values");
+}
+
+static void too_many_prompt_ids_is_refused(void **state) {
+    (void)state;
+    EXPECT_ERROR("&run prompt_ids = 1025*1 /", "&run prompt_ids: at most 1024 values allowed, got 1025");
+}
+
+static void string_longer_than_field_is_refused(void **state) {
+    (void)state;
+    char text[512];
+    char long_name[301];
+    memset(long_name, 'a', 300);
+    long_name[300] = '\0';
+    snprintf(text, sizeof text, "&run name = '%s' /", long_name);
+    EXPECT_ERROR(text, PATH ":1:13: &run name: string is 300 characters long; at most 255 allowed");
+    /* exactly CFG_STR - 1 fits */
+    long_name[CFG_STR - 1] = '\0';
+    snprintf(text, sizeof text, "&run name = '%s' /\n" DATA, long_name);
+    config_t c;
+    parse_ok(text, &c);
+    assert_int_equal(strlen(c.name), CFG_STR - 1);
+    config_destroy(&c);
+}
+
+static void value_not_in_choices_lists_the_choices(void **state) {
+    (void)state;
+    EXPECT_ERROR("&run\n  mode = 'fit'\n/", PATH ":2:10: &run mode: 'fit' is not one of 'train', 'eval', 'generate'");
+    EXPECT_ERROR("&run device = 'tpu' /", "&run device: 'tpu' is not one of 'cpu', 'cuda'");
+    EXPECT_ERROR("&parallel schedule = 'zb' /", "&parallel schedule: 'zb' is not one of '1f1b', 'gpipe', 'interleaved'");
+    EXPECT_ERROR("&parallel recompute = 'all' /", "&parallel recompute: 'all' is not one of 'none', 'selective', 'full'");
+    EXPECT_ERROR("&train lr_schedule = 'step' /",
+                 "&train lr_schedule: 'step' is not one of 'cosine', 'constant', 'linear', 'wsd'");
+    EXPECT_ERROR("&train precision = 'fp8' /", "&train precision: 'fp8' is not one of 'fp32', 'bf16', 'fp16'");
+    EXPECT_ERROR("&train on_anomaly = 'ignore' /", "&train on_anomaly: 'ignore' is not one of 'warn', 'skip', 'abort'");
+}
+
+static void planned_choice_says_not_implemented_yet(void **state) {
+    (void)state;
+    EXPECT_ERROR("&train on_anomaly = 'rollback' /",
+                 "&train on_anomaly: 'rollback' is not implemented yet; use one of 'warn', 'skip', 'abort'");
+}
+
+/* Each bound of the schema, with the value on its wrong side and the message it must give. */
+static void every_range_bound_is_enforced_with_its_message(void **state) {
+    (void)state;
+    static const struct { const char *text, *message; } cases[] = {
+        {"&train\n  max_steps = -5\n/", PATH ":2:15: &train max_steps: must be >= 0, got -5"},
+        {"&run seed = -1 /", "&run seed: must be >= 0, got -1"},
+        {"&run prompt_ids = 3, -1 /", PATH ":1:22: &run prompt_ids: must be >= 0, got -1"},
+        {"&run max_new_tokens = 0 /", "&run max_new_tokens: must be >= 1, got 0"},
+        {"&run temperature = -0.5 /", "&run temperature: must be >= 0, got -0.5"},
+        {"&run top_k = -1 /", "&run top_k: must be >= 0, got -1"},
+        {"&model n_layer = 0 /", "&model n_layer: must be >= 1, got 0"},
+        {"&model n_head = 0 /", "&model n_head: must be >= 1, got 0"},
+        {"&model d_model = 0 /", "&model d_model: must be >= 1, got 0"},
+        {"&model d_ff = -1 /", "&model d_ff: must be >= 0, got -1"},
+        {"&model vocab_size = 0 /", "&model vocab_size: must be >= 1, got 0"},
+        {"&model seq_len = 0 /", "&model seq_len: must be >= 1, got 0"},
+        {"&model dropout = 1.0 /", "&model dropout: must be in [0, 1), got 1.0"},
+        {"&model n_experts = -1 /", "&model n_experts: must be >= 0, got -1"},
+        {"&model top_k = 0 /", "&model top_k: must be >= 1, got 0"},
+        {"&model moe_every = 0 /", "&model moe_every: must be >= 1, got 0"},
+        {"&model capacity_factor = 0 /", "&model capacity_factor: must be > 0, got 0"},
+        {"&model router_noise = -1 /", "&model router_noise: must be >= 0, got -1"},
+        {"&model aux_loss_coef = -1e-3 /", "&model aux_loss_coef: must be >= 0, got -1e-3"},
+        {"&model z_loss_coef = -1 /", "&model z_loss_coef: must be >= 0, got -1"},
+        {"&parallel dp = 0 /", "&parallel dp: must be >= 1, got 0"},
+        {"&parallel tp = 0 /", "&parallel tp: must be >= 1, got 0"},
+        {"&parallel pp = -2 /", "&parallel pp: must be >= 1, got -2"},
+        {"&parallel ep = 0 /", "&parallel ep: must be >= 1, got 0"},
+        {"&parallel virtual_stages = 0 /", "&parallel virtual_stages: must be >= 1, got 0"},
+        {"&parallel zero_stage = 4 /", "&parallel zero_stage: must be in [0, 3], got 4"},
+        {"&parallel zero_stage = -1 /", "&parallel zero_stage: must be in [0, 3], got -1"},
+        {"&parallel bucket_mb = 0 /", "&parallel bucket_mb: must be > 0, got 0"},
+        {"&train global_batch = -8 /", "&train global_batch: must be >= 0, got -8"},
+        {"&train micro_batch = 0 /", "&train micro_batch: must be >= 1, got 0"},
+        {"&train lr = 0 /", "&train lr: must be > 0, got 0"},
+        {"&train min_lr = -1e-5 /", "&train min_lr: must be >= 0, got -1e-5"},
+        {"&train warmup_steps = -1 /", "&train warmup_steps: must be >= 0, got -1"},
+        {"&train decay_fraction = 0 /", "&train decay_fraction: must be in (0, 1], got 0"},
+        {"&train decay_fraction = 1.5 /", "&train decay_fraction: must be in (0, 1], got 1.5"},
+        {"&train weight_decay = -0.1 /", "&train weight_decay: must be >= 0, got -0.1"},
+        {"&train beta1 = 1 /", "&train beta1: must be in [0, 1), got 1"},
+        {"&train beta2 = 1.0 /", "&train beta2: must be in [0, 1), got 1.0"},
+        {"&train beta2 = -0.1 /", "&train beta2: must be in [0, 1), got -0.1"},
+        {"&train eps = 0 /", "&train eps: must be > 0, got 0"},
+        {"&train grad_clip = -1 /", "&train grad_clip: must be >= 0, got -1"},
+        {"&train inject_nan_step = -2 /", "&train inject_nan_step: must be >= -1, got -2"},
+        {"&data val_every = -1 /", "&data val_every: must be >= 0, got -1"},
+        {"&data val_batches = 0 /", "&data val_batches: must be >= 1, got 0"},
+        {"&checkpoint every = -1 /", "&checkpoint every: must be >= 0, got -1"},
+        {"&checkpoint keep = 0 /", "&checkpoint keep: must be >= 1, got 0"},
+        {"&checkpoint timeout_s = 0 /", "&checkpoint timeout_s: must be > 0, got 0"},
+        {"&log every = 0 /", "&log every: must be >= 1, got 0"},
+        {"&log peak_flops = -1 /", "&log peak_flops: must be >= 0, got -1"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *got = parse_error(cases[i].text);
+        if (!strstr(got, cases[i].message))
+            fail_msg("case %zu: %s\n  got:      %s\n  expected: %s", i, cases[i].text, got, cases[i].message);
+    }
+}
+
+static void integer_beyond_32_bits_is_refused_for_int_keys(void **state) {
+    (void)state;
+    EXPECT_ERROR("&train max_steps = 3000000000 /", PATH ":1:20: &train max_steps: 3000000000 does not fit in a 32-bit integer");
+    config_t c;
+    parse_ok("&run seed = 9000000000 /\n" DATA, &c); /* seed is 64-bit */
+    assert_true(c.seed == 9000000000LL);
+    config_destroy(&c);
+}
+
+static void unimplemented_features_are_refused_not_ignored(void **state) {
+    (void)state;
+    EXPECT_ERROR("&model\n  dropout = 0.1\n/", PATH ":2:13: &model dropout: dropout is not implemented yet; use 0");
+    EXPECT_ERROR("&model n_experts = 8 /",
+                 PATH ":1:20: &model n_experts: Mixture-of-Experts is not implemented yet; use n_experts = 0");
+}
+
+static void duplicate_group_and_duplicate_key_are_errors(void **state) {
+    (void)state;
+    EXPECT_ERROR("&train lr = 1 /\n&model n_layer = 2 /\n&train max_steps = 3 /",
+                 PATH ":3:1: duplicate group '&train' (first opened at line 1)");
+    EXPECT_ERROR("&train\n  lr = 1\n  LR = 2\n/", PATH ":3:3: &train lr: duplicate key (first set at line 2)");
+}
+
+static void syntax_errors_come_through_fatal_user_with_the_path(void **state) {
+    (void)state;
+    EXPECT_ERROR("&run name = 'abc\n/", PATH ":1:13: unterminated string: missing closing ' before end of line");
+    EXPECT_ERROR("&run\n  name 'x'\n/", PATH ":2:8: missing '=' after key 'name' in group '&run' (found ''')");
+    EXPECT_ERROR("&run name = 'x'\n", PATH ":1:1: group '&run' is not closed by '/' (reached end of file)");
+    EXPECT_ERROR("&run name = x /", PATH ":1:13: unquoted word 'x' in the value of key 'name'");
+    EXPECT_ERROR("&run prompt_ids(1) = 5 /", "indexed assignment 'prompt_ids(...)' is not supported");
+}
+
+/* ---- checks across keys ------------------------------------------------------------------- */
+
+static void d_model_must_be_divisible_by_n_head_naming_both_lines(void **state) {
+    (void)state;
+    EXPECT_ERROR("&model\n  d_model = 100\n  n_head = 12\n/\n" DATA,
+                 PATH ":2:3: &model d_model: d_model = 100 (line 2) must be divisible by n_head = 12 (line 3)");
+    EXPECT_ERROR("&model n_head = 5 /\n" DATA,
+                 PATH ":1:8: &model d_model: d_model = 768 (default) must be divisible by n_head = 5 (line 1)");
+}
+
+static void global_batch_must_be_a_multiple_of_micro_batch_times_dp(void **state) {
+    (void)state;
+    EXPECT_ERROR("&train\n  global_batch = 10\n  micro_batch = 2\n/\n&parallel dp = 2 /\n" DATA,
+                 PATH ":2:3: &train global_batch: global_batch = 10 (line 2) must be a multiple of micro_batch * dp "
+                      "= 2 * 2 = 4 (&train micro_batch: line 3, &parallel dp: line 5)");
+    config_t c;
+    parse_ok("&train global_batch = 16, micro_batch = 2 /\n&parallel dp = 2 /\n" DATA, &c);
+    assert_int_equal(c.global_batch, 16);
+    config_destroy(&c);
+}
+
+static void min_lr_must_not_exceed_lr(void **state) {
+    (void)state;
+    EXPECT_ERROR("&train\n  lr = 1e-4\n  min_lr = 1e-3\n/\n" DATA,
+                 PATH ":3:3: &train min_lr: min_lr = 0.001 (line 3) must be <= lr = 0.0001 (line 2)");
+    config_t c;
+    parse_ok("&train lr = 1e-4, min_lr = 1e-4 /\n" DATA, &c); /* equal is fine */
+    config_destroy(&c);
+}
+
+static void training_needs_train_files(void **state) {
+    (void)state;
+    EXPECT_ERROR("&run\n  mode = 'train'\n/",
+                 PATH ":2:3: &data train_files: must be set when &run mode = 'train' (line 2), "
+                      "e.g. train_files = 'data/train_*.bin'");
+    EXPECT_ERROR("", PATH ":1:1: &data train_files: must be set when &run mode = 'train' (default)");
+    EXPECT_ERROR("&run seed = 1 /\n&data\n  train_files = ''\n/", PATH ":3:3: &data train_files: must be set");
+    config_t c;
+    parse_ok("&run mode = 'eval' /", &c); /* eval and generate need no training data */
+    config_destroy(&c);
+}
+
+static void generation_needs_at_least_one_prompt_id(void **state) {
+    (void)state;
+    EXPECT_ERROR("&run\n  mode = 'generate'\n/",
+                 PATH ":2:3: &run prompt_ids: mode = 'generate' (line 2) needs at least one prompt id "
+                      "(n_prompt_ids >= 1), e.g. prompt_ids = 50256");
+    config_t c;
+    parse_ok("&run mode = 'generate', prompt_ids = 7 /", &c);
+    assert_int_equal(c.n_prompt_ids, 1);
+    config_destroy(&c);
+}
+
+static void prompt_ids_must_be_below_vocab_size(void **state) {
+    (void)state;
+    EXPECT_ERROR("&run mode = 'generate'\n  prompt_ids = 1, 2, 300\n/\n&model vocab_size = 300 /",
+                 PATH ":2:22: &run prompt_ids: id 300 must be < vocab_size = 300 (&model vocab_size: line 4)");
+    EXPECT_ERROR("&run mode = 'generate', prompt_ids = 50257 /",
+                 "&run prompt_ids: id 50257 must be < vocab_size = 50257 (&model vocab_size: default)");
+}
+
+/* ---- echo and round trip ------------------------------------------------------------------ */
+
+static char *to_namelist(const config_t *c) {
+    int n = config_to_namelist(c, NULL, 0);
+    assert_true(n > 0);
+    char *text = malloc((size_t)n + 1);
+    assert_int_equal(config_to_namelist(c, text, n + 1), n);
+    assert_int_equal((int)strlen(text), n);
+    return text;
+}
+
+/* parse(to_namelist(c)) must give c back, field for field (text and path aside). */
+static void assert_round_trip(config_t *c) {
+    char *text = to_namelist(c);
+    config_t back;
+    parse_ok(text, &back);
+    char *text_back = to_namelist(&back);
+    if (strcmp(text, text_back) != 0) fail_msg("echo differs after a round trip:\n%s\n----\n%s", text, text_back);
+    char *saved_text = c->text, *saved_back = back.text;
+    c->text = back.text = NULL;
+    snprintf(back.source_path, sizeof back.source_path, "%s", c->source_path);
+    if (memcmp(c, &back, sizeof *c) != 0) fail_msg("config differs after a round trip through:\n%s", text);
+    c->text = saved_text;
+    back.text = saved_back;
+    config_destroy(&back);
+    free(text);
+    free(text_back);
+}
+
+static void to_namelist_round_trips_a_default_config(void **state) {
+    (void)state;
+    config_t c;
+    parse_ok(DATA, &c);
+    assert_round_trip(&c);
+    config_destroy(&c);
+}
+
+static void to_namelist_round_trips_awkward_values(void **state) {
+    (void)state;
+    config_t c;
+    parse_ok("&run name = 'it''s \"quoted\" ! not a comment', mode = 'generate', prompt_ids = 0 1 50256,\n"
+             "     temperature = 0.1, seed = 9007199254740993 /\n"
+             "&train lr = 3.0000000000000004e-4, min_lr = 1e-300, eps = 2.2250738585072014e-308 /\n"
+             "&log peak_flops = 9.87654321e15, tensorboard = T /\n"
+             "&model d_ff = 1000, capacity_factor = 0.30000000000000004 /\n",
+             &c);
+    assert_round_trip(&c);
+    config_destroy(&c);
+}
+
+static void to_namelist_writes_valid_namelist_syntax(void **state) {
+    (void)state;
+    config_t c;
+    parse_ok("&run name = 'a''b', prompt_ids = 5, 6 , mode='generate' /\n&data shuffle = T /", &c);
+    char *text = to_namelist(&c);
+    const char *expected[] = {"&run\n", "  name            = 'a''b'\n", "  prompt_ids      = 5, 6\n",
+                              "  shuffle         = .true.\n", "  jsonl           = .true.\n",
+                              "  tensorboard     = .false.\n", "  timeout_s       = 600.0\n",
+                              "  lr              = 0.0006\n", "  d_ff            = 3072\n", "&log\n", "/\n"};
+    for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++)
+        if (!strstr(text, expected[i])) fail_msg("echo lacks '%s':\n%s", expected[i], text);
+    free(text);
+    config_destroy(&c);
+}
+
+static void to_namelist_is_snprintf_like_on_short_buffers(void **state) {
+    (void)state;
+    config_t c;
+    config_defaults(&c);
+    int n = config_to_namelist(&c, NULL, 0);
+    char small[32];
+    memset(small, 'x', sizeof small);
+    assert_int_equal(config_to_namelist(&c, small, sizeof small), n);
+    assert_int_equal((int)strlen(small), (int)sizeof small - 1); /* truncated and terminated */
+}
+
+static void empty_prompt_is_echoed_as_a_comment(void **state) {
+    (void)state;
+    config_t c;
+    parse_ok(DATA, &c);
+    char *text = to_namelist(&c);
+    assert_non_null(strstr(text, "  ! prompt_ids: none given\n"));
+    free(text);
+    config_destroy(&c);
+}
+
+/* ---- config_load -------------------------------------------------------------------------- */
+
+static void write_file(const char *path, const char *text, size_t len) {
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(text, 1, len, f), len);
+    fclose(f);
+}
+
+static void load_reads_broadcasts_and_keeps_text_and_path(void **state) {
+    (void)state;
+    char path[] = "/tmp/test_config_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    const char *text = "&model n_layer = 3 /\n" DATA;
+    write_file(path, text, strlen(text));
+    config_t c;
+    if (setjmp(fatal_jump) != 0) fail_msg("unexpected error: %s", fatal_message);
+    config_load(path, &c);
+    assert_int_equal(c.n_layer, 3);
+    assert_string_equal(c.text, text);
+    assert_string_equal(c.source_path, path);
+    config_destroy(&c);
+    unlink(path);
+}
+
+static const char *load_error(const char *path) {
+    config_t c;
+    if (setjmp(fatal_jump) == 0) {
+        config_load(path, &c);
+        config_destroy(&c);
+        fail_msg("expected an error loading %s", path);
+    }
+    assert_int_equal(fatal_code, LLMT_EXIT_USER);
+    return fatal_message;
+}
+
+static void load_of_missing_file_names_path_and_reason(void **state) {
+    (void)state;
+    assert_string_equal(load_error("/nonexistent/run.nml"),
+                        "llmtrain: error: /nonexistent/run.nml: cannot read the namelist file: No such file or directory");
+    assert_string_equal(load_error("/tmp"), "llmtrain: error: /tmp: cannot read the namelist file: Is a directory");
+}
+
+static void load_of_binary_file_is_refused(void **state) {
+    (void)state;
+    char path[] = "/tmp/test_config_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    write_file(path, "&run\0 /", 7);
+    char expected[256];
+    snprintf(expected, sizeof expected, "llmtrain: error: %s: contains a NUL byte; is it a namelist text file?", path);
+    assert_string_equal(load_error(path), expected);
+    unlink(path);
+}
+
+static void load_reports_parse_errors_with_the_file_path(void **state) {
+    (void)state;
+    char path[] = "/tmp/test_config_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    const char *text = "&model\n  n_layers = 4\n/\n";
+    write_file(path, text, strlen(text));
+    char expected[256];
+    snprintf(expected, sizeof expected, "llmtrain: error: %s:2:3: &model unknown key 'n_layers'", path);
+    const char *got = load_error(path);
+    if (strncmp(got, expected, strlen(expected)) != 0) fail_msg("got %s\nexpected prefix %s", got, expected);
+    unlink(path);
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(defaults_are_the_documented_values),
+        cmocka_unit_test(minimal_file_gets_defaults_and_derived_d_ff_and_global_batch),
+        cmocka_unit_test(every_key_reaches_its_field),
+        cmocka_unit_test(names_and_choices_are_case_insensitive),
+        cmocka_unit_test(integer_for_real_key_and_fortran_d_exponent_are_accepted),
+        cmocka_unit_test(comments_strings_with_quotes_and_prose_between_groups),
+        cmocka_unit_test(padded_vocab_rounds_up_to_a_multiple_of_128),
+        cmocka_unit_test(unknown_key_lists_valid_keys_and_suggests_the_closest),
+        cmocka_unit_test(key_in_the_wrong_group_names_its_group),
+        cmocka_unit_test(unknown_group_lists_valid_groups_and_suggests_the_closest),
+        cmocka_unit_test(wrong_types_name_expected_and_given),
+        cmocka_unit_test(array_for_a_scalar_key_is_refused),
+        cmocka_unit_test(too_many_prompt_ids_is_refused),
+        cmocka_unit_test(string_longer_than_field_is_refused),
+        cmocka_unit_test(value_not_in_choices_lists_the_choices),
+        cmocka_unit_test(planned_choice_says_not_implemented_yet),
+        cmocka_unit_test(every_range_bound_is_enforced_with_its_message),
+        cmocka_unit_test(integer_beyond_32_bits_is_refused_for_int_keys),
+        cmocka_unit_test(unimplemented_features_are_refused_not_ignored),
+        cmocka_unit_test(duplicate_group_and_duplicate_key_are_errors),
+        cmocka_unit_test(syntax_errors_come_through_fatal_user_with_the_path),
+        cmocka_unit_test(d_model_must_be_divisible_by_n_head_naming_both_lines),
+        cmocka_unit_test(global_batch_must_be_a_multiple_of_micro_batch_times_dp),
+        cmocka_unit_test(min_lr_must_not_exceed_lr),
+        cmocka_unit_test(training_needs_train_files),
+        cmocka_unit_test(generation_needs_at_least_one_prompt_id),
+        cmocka_unit_test(prompt_ids_must_be_below_vocab_size),
+        cmocka_unit_test(to_namelist_round_trips_a_default_config),
+        cmocka_unit_test(to_namelist_round_trips_awkward_values),
+        cmocka_unit_test(to_namelist_writes_valid_namelist_syntax),
+        cmocka_unit_test(to_namelist_is_snprintf_like_on_short_buffers),
+        cmocka_unit_test(empty_prompt_is_echoed_as_a_comment),
+        cmocka_unit_test(load_reads_broadcasts_and_keeps_text_and_path),
+        cmocka_unit_test(load_of_missing_file_names_path_and_reason),
+        cmocka_unit_test(load_of_binary_file_is_refused),
+        cmocka_unit_test(load_reports_parse_errors_with_the_file_path),
+    };
+    int failed = cmocka_run_group_tests(tests, install_hook, NULL);
+    MPI_Finalize();
+    return failed;
+}

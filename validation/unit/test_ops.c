@@ -1,0 +1,787 @@
+/* test_ops.c — unit tests of the CPU backend of the op interface (src/kernels/cpu/).
+ * References: central finite differences of each op's forward (objective L = sum(out * R) with a
+ * fixed random R, accumulated in double), naive double-precision loops, whole-vocabulary results
+ * for the vocab-shard arguments, and hand-computed AdamW steps. Each test's name states its
+ * tolerance; the finite-difference tolerance is max|numeric - analytic| / max|numeric|.
+ * A failing comparison prints the worst element. Needs no MPI. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "core/alloc.h"
+#include "kernels/ops.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const ops_t *ops;
+
+/* ---------------------------------------------------------------- helpers */
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+
+/* uniform in [-1, 1), xorshift64* (deterministic across runs) */
+static float frand(void) {
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    uint64_t r = rng_state * 0x2545F4914F6CDD1Dull;
+    return (float)((double)(r >> 40) / (double)(1ull << 24) * 2.0 - 1.0);
+}
+
+static float *buf_rand(size_t n) {
+    float *p = ops->alloc(n * sizeof *p);
+    for (size_t i = 0; i < n; i++) p[i] = frand();
+    return p;
+}
+
+static float *buf_fill(size_t n, float value) {
+    float *p = ops->alloc(n * sizeof *p);
+    for (size_t i = 0; i < n; i++) p[i] = value;
+    return p;
+}
+
+static float *buf_copy(const float *src, size_t n) {
+    float *p = ops->alloc(n * sizeof *p);
+    memcpy(p, src, n * sizeof *p);
+    return p;
+}
+
+static double dot_double(const float *a, const float *b, size_t n) {
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++) s += (double)a[i] * (double)b[i];
+    return s;
+}
+
+/* max |got - want| / max(max |want|, floor); prints the worst element when above tol */
+static bool close_rel(const char *what, const float *got, const double *want, size_t n,
+                      double tol) {
+    double max_diff = 0.0, max_ref = 1e-30;
+    size_t worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - want[i]);
+        if (!(d <= max_diff)) max_diff = d, worst = i; /* also catches NaN */
+        if (fabs(want[i]) > max_ref) max_ref = fabs(want[i]);
+    }
+    double err = max_diff / max_ref;
+    if (!(err <= tol))
+        print_error("%s: error %.3g > %.1g at [%zu]: got %.9g want %.9g (max |want| %.3g)\n", what,
+                    err, tol, worst, (double)got[worst], want[worst], max_ref);
+    return err <= tol;
+}
+
+static bool close_rel_f(const char *what, const float *got, const float *want, size_t n,
+                        double tol) {
+    double *w = malloc(n * sizeof *w);
+    for (size_t i = 0; i < n; i++) w[i] = want[i];
+    bool ok = close_rel(what, got, w, n, tol);
+    free(w);
+    return ok;
+}
+
+static bool equal_exact(const char *what, const float *got, const float *want, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&got[i], &want[i], sizeof got[i]) != 0) {
+            print_error("%s: [%zu] got %.9g want %.9g (must be bitwise equal)\n", what, i,
+                        (double)got[i], (double)want[i]);
+            return false;
+        }
+    return true;
+}
+
+typedef double (*objective_fn)(void *ctx);
+
+/* Central differences of objective(ctx) with respect to x[n], compared with analytic[n]. */
+static bool fd_check(const char *what, objective_fn objective, void *ctx, float *x, size_t n,
+                     const float *analytic, float eps, double tol) {
+    double *numeric = malloc(n * sizeof *numeric);
+    for (size_t i = 0; i < n; i++) {
+        const float old = x[i];
+        const float hi = old + eps, lo = old - eps;
+        x[i] = hi;
+        const double f_hi = objective(ctx);
+        x[i] = lo;
+        const double f_lo = objective(ctx);
+        x[i] = old;
+        numeric[i] = (f_hi - f_lo) / ((double)hi - (double)lo);
+    }
+    bool ok = close_rel(what, analytic, numeric, n, tol);
+    free(numeric);
+    return ok;
+}
+
+/* ---------------------------------------------------------------- matmul */
+
+typedef struct {
+    float *out, *inp, *w, *bias, *r;
+    int N, C, OC;
+} matmul_ctx;
+
+static double matmul_objective(void *p) {
+    matmul_ctx *c = p;
+    ops->matmul_forward(c->out, c->inp, c->w, c->bias, c->N, c->C, c->OC);
+    return dot_double(c->out, c->r, (size_t)c->N * c->OC);
+}
+
+static void matmul_ctx_init(matmul_ctx *c, int N, int C, int OC, bool with_bias) {
+    c->N = N, c->C = C, c->OC = OC;
+    c->out = buf_fill((size_t)N * OC, NAN); /* forward must overwrite */
+    c->inp = buf_rand((size_t)N * C);
+    c->w = buf_rand((size_t)OC * C);
+    c->bias = with_bias ? buf_rand((size_t)OC) : NULL;
+    c->r = buf_rand((size_t)N * OC);
+}
+
+static void matmul_ctx_free(matmul_ctx *c) {
+    ops->free(c->out), ops->free(c->inp), ops->free(c->w), ops->free(c->bias), ops->free(c->r);
+}
+
+static void matmul_forward_matches_naive_loop_1e_5(void **state) {
+    (void)state;
+    for (int with_bias = 0; with_bias < 2; with_bias++) {
+        matmul_ctx c;
+        matmul_ctx_init(&c, 7, 13, 5, with_bias);
+        matmul_objective(&c);
+        double *want = malloc((size_t)c.N * c.OC * sizeof *want);
+        for (int i = 0; i < c.N; i++)
+            for (int o = 0; o < c.OC; o++) {
+                double s = c.bias ? c.bias[o] : 0.0;
+                for (int k = 0; k < c.C; k++)
+                    s += (double)c.inp[i * c.C + k] * (double)c.w[o * c.C + k];
+                want[i * c.OC + o] = s;
+            }
+        assert_true(close_rel(with_bias ? "matmul out (bias)" : "matmul out", c.out, want,
+                              (size_t)c.N * c.OC, 1e-5));
+        free(want);
+        matmul_ctx_free(&c);
+    }
+}
+
+static void matmul_backward_matches_finite_differences_1e_3(void **state) {
+    (void)state;
+    matmul_ctx c;
+    matmul_ctx_init(&c, 10, 8, 6, true);
+    size_t nin = (size_t)c.N * c.C, nw = (size_t)c.OC * c.C;
+    float *dinp = buf_fill(nin, NAN), *dw = buf_fill(nw, NAN), *db = buf_fill(c.OC, NAN);
+    ops->matmul_backward(dinp, dw, db, c.r, c.inp, c.w, c.N, c.C, c.OC, false, true);
+    /* the objective is linear in each input, so a large eps has no truncation error */
+    assert_true(fd_check("matmul dinp", matmul_objective, &c, c.inp, nin, dinp, 0.1f, 1e-3));
+    assert_true(fd_check("matmul dw", matmul_objective, &c, c.w, nw, dw, 0.1f, 1e-3));
+    assert_true(fd_check("matmul dbias", matmul_objective, &c, c.bias, c.OC, db, 0.1f, 1e-3));
+    ops->free(dinp), ops->free(dw), ops->free(db);
+    matmul_ctx_free(&c);
+}
+
+/* accumulate_dinp adds to old dinp; without overwrite_dw, dw/dbias add to old values;
+ * overwrite_dw ignores old contents (even NaN); dinp == NULL and bias == NULL are skipped. */
+static void matmul_backward_flags_accumulate_and_overwrite_1e_6(void **state) {
+    (void)state;
+    const int N = 9, C = 6, OC = 11;
+    matmul_ctx c;
+    matmul_ctx_init(&c, N, C, OC, false);
+    size_t nin = (size_t)N * C, nw = (size_t)OC * C;
+    float *dinp_ref = buf_fill(nin, 0), *dw_ref = buf_fill(nw, NAN), *db_ref = buf_fill(OC, NAN);
+    ops->matmul_backward(dinp_ref, dw_ref, db_ref, c.r, c.inp, c.w, N, C, OC, false, true);
+
+    float *old_in = buf_rand(nin), *old_w = buf_rand(nw), *old_b = buf_rand(OC);
+    float *dinp = buf_copy(old_in, nin), *dw = buf_copy(old_w, nw), *db = buf_copy(old_b, OC);
+    ops->matmul_backward(dinp, dw, db, c.r, c.inp, c.w, N, C, OC, true, false);
+    double *want = malloc(nw * sizeof *want);
+    for (size_t i = 0; i < nin; i++) want[i] = (double)old_in[i] + dinp_ref[i];
+    assert_true(close_rel("dinp accumulated", dinp, want, nin, 1e-6));
+    for (size_t i = 0; i < nw; i++) want[i] = (double)old_w[i] + dw_ref[i];
+    assert_true(close_rel("dw accumulated", dw, want, nw, 1e-6));
+    for (int i = 0; i < OC; i++) want[i] = (double)old_b[i] + db_ref[i];
+    assert_true(close_rel("dbias accumulated", db, want, OC, 1e-6));
+
+    /* overwrite_dw on NaN-filled buffers; dinp NULL is skipped */
+    float *dw2 = buf_fill(nw, NAN), *db2 = buf_fill(OC, NAN);
+    ops->matmul_backward(NULL, dw2, db2, c.r, c.inp, c.w, N, C, OC, false, true);
+    assert_true(close_rel_f("dw overwritten", dw2, dw_ref, nw, 1e-6));
+    assert_true(close_rel_f("dbias overwritten", db2, db_ref, OC, 1e-6));
+    /* dbias NULL: dw still computed */
+    float *dw3 = buf_fill(nw, NAN);
+    ops->matmul_backward(NULL, dw3, NULL, c.r, c.inp, c.w, N, C, OC, false, true);
+    assert_true(close_rel_f("dw without dbias", dw3, dw_ref, nw, 1e-6));
+
+    free(want);
+    ops->free(dinp_ref), ops->free(dw_ref), ops->free(db_ref), ops->free(old_in);
+    ops->free(old_w), ops->free(old_b), ops->free(dinp), ops->free(dw), ops->free(db);
+    ops->free(dw2), ops->free(db2), ops->free(dw3);
+    matmul_ctx_free(&c);
+}
+
+/* ---------------------------------------------------------------- layernorm */
+
+typedef struct {
+    float *out, *mean, *rstd, *inp, *w, *b, *r;
+    int N, C;
+} ln_ctx;
+
+static double ln_objective(void *p) {
+    ln_ctx *c = p;
+    ops->layernorm_forward(c->out, c->mean, c->rstd, c->inp, c->w, c->b, c->N, c->C);
+    return dot_double(c->out, c->r, (size_t)c->N * c->C);
+}
+
+static void ln_ctx_init(ln_ctx *c, int N, int C) {
+    c->N = N, c->C = C;
+    size_t n = (size_t)N * C;
+    c->out = buf_fill(n, NAN), c->mean = buf_fill(N, NAN), c->rstd = buf_fill(N, NAN);
+    c->inp = buf_rand(n), c->w = buf_rand(C), c->b = buf_rand(C), c->r = buf_rand(n);
+    for (size_t i = 0; i < n; i++) c->inp[i] = 3.0f * c->inp[i] + 0.5f; /* nonzero mean */
+}
+
+static void ln_ctx_free(ln_ctx *c) {
+    ops->free(c->out), ops->free(c->mean), ops->free(c->rstd), ops->free(c->inp);
+    ops->free(c->w), ops->free(c->b), ops->free(c->r);
+}
+
+static void layernorm_forward_matches_naive_double_1e_5(void **state) {
+    (void)state;
+    ln_ctx c;
+    ln_ctx_init(&c, 10, 8);
+    ln_objective(&c);
+    size_t n = (size_t)c.N * c.C;
+    double *want = malloc(n * sizeof *want), want_mean[10], want_rstd[10];
+    for (int i = 0; i < c.N; i++) {
+        double m = 0, v = 0;
+        for (int k = 0; k < c.C; k++) m += c.inp[i * c.C + k];
+        m /= c.C;
+        for (int k = 0; k < c.C; k++) v += (c.inp[i * c.C + k] - m) * (c.inp[i * c.C + k] - m);
+        double s = 1.0 / sqrt(v / c.C + 1e-5);
+        for (int k = 0; k < c.C; k++)
+            want[i * c.C + k] = (c.inp[i * c.C + k] - m) * s * c.w[k] + c.b[k];
+        want_mean[i] = m, want_rstd[i] = s;
+    }
+    assert_true(close_rel("layernorm out", c.out, want, n, 1e-5));
+    assert_true(close_rel("layernorm mean", c.mean, want_mean, c.N, 1e-5));
+    assert_true(close_rel("layernorm rstd", c.rstd, want_rstd, c.N, 1e-5));
+    free(want);
+    ln_ctx_free(&c);
+}
+
+static void layernorm_backward_matches_finite_differences_2e_3(void **state) {
+    (void)state;
+    ln_ctx c;
+    ln_ctx_init(&c, 10, 8);
+    ln_objective(&c);
+    size_t n = (size_t)c.N * c.C;
+    float *dinp = buf_fill(n, NAN), *dw = buf_fill(c.C, NAN), *db = buf_fill(c.C, NAN);
+    ops->layernorm_backward(dinp, dw, db, c.r, c.inp, c.w, c.mean, c.rstd, c.N, c.C, false, true);
+    assert_true(fd_check("layernorm dinp", ln_objective, &c, c.inp, n, dinp, 1e-2f, 2e-3));
+    assert_true(fd_check("layernorm dw", ln_objective, &c, c.w, c.C, dw, 1e-2f, 2e-3));
+    assert_true(fd_check("layernorm db", ln_objective, &c, c.b, c.C, db, 1e-2f, 2e-3));
+    ops->free(dinp), ops->free(dw), ops->free(db);
+    ln_ctx_free(&c);
+}
+
+static void layernorm_backward_flags_accumulate_and_overwrite_1e_6(void **state) {
+    (void)state;
+    ln_ctx c;
+    ln_ctx_init(&c, 6, 200); /* C > one column block of the dw/db reduction */
+    ln_objective(&c);
+    const int N = c.N, C = c.C;
+    size_t n = (size_t)N * C;
+    float *dinp_ref = buf_fill(n, NAN), *dw_ref = buf_fill(C, NAN), *db_ref = buf_fill(C, NAN);
+    ops->layernorm_backward(dinp_ref, dw_ref, db_ref, c.r, c.inp, c.w, c.mean, c.rstd, N, C,
+                            false, true);
+    float *old_in = buf_rand(n), *old_w = buf_rand(C), *old_b = buf_rand(C);
+    float *dinp = buf_copy(old_in, n), *dw = buf_copy(old_w, C), *db = buf_copy(old_b, C);
+    ops->layernorm_backward(dinp, dw, db, c.r, c.inp, c.w, c.mean, c.rstd, N, C, true, false);
+    double *want = malloc(n * sizeof *want);
+    for (size_t i = 0; i < n; i++) want[i] = (double)old_in[i] + dinp_ref[i];
+    assert_true(close_rel("layernorm dinp accumulated", dinp, want, n, 1e-6));
+    for (int i = 0; i < C; i++) want[i] = (double)old_w[i] + dw_ref[i];
+    assert_true(close_rel("layernorm dw accumulated", dw, want, C, 1e-6));
+    for (int i = 0; i < C; i++) want[i] = (double)old_b[i] + db_ref[i];
+    assert_true(close_rel("layernorm db accumulated", db, want, C, 1e-6));
+    free(want);
+    ops->free(dinp_ref), ops->free(dw_ref), ops->free(db_ref), ops->free(old_in);
+    ops->free(old_w), ops->free(old_b), ops->free(dinp), ops->free(dw), ops->free(db);
+    ln_ctx_free(&c);
+}
+
+/* ---------------------------------------------------------------- attention */
+
+typedef struct {
+    float *out, *att, *qkv, *r;
+    int B, T, NH, hs;
+} att_ctx;
+
+static double att_objective(void *p) {
+    att_ctx *c = p;
+    ops->attention_forward(c->out, c->att, c->qkv, c->B, c->T, c->NH, c->hs);
+    return dot_double(c->out, c->r, (size_t)c->B * c->T * c->NH * c->hs);
+}
+
+static void att_ctx_init(att_ctx *c, int B, int T, int NH, int hs) {
+    c->B = B, c->T = T, c->NH = NH, c->hs = hs;
+    size_t C = (size_t)NH * hs;
+    c->out = buf_fill((size_t)B * T * C, NAN);
+    c->att = buf_fill((size_t)B * NH * T * T, NAN);
+    c->qkv = buf_rand((size_t)B * T * 3 * C);
+    c->r = buf_rand((size_t)B * T * C);
+    for (size_t i = 0; i < (size_t)B * T * 3 * C; i++) c->qkv[i] *= 2.0f; /* peakier softmax */
+}
+
+static void att_ctx_free(att_ctx *c) {
+    ops->free(c->out), ops->free(c->att), ops->free(c->qkv), ops->free(c->r);
+}
+
+/* naive double reference of out[B, T, NH*hs] and att[B, NH, T, T] */
+static void attention_naive(double *out, double *att, const att_ctx *c) {
+    const int T = c->T, hs = c->hs, C = c->NH * hs;
+    for (int b = 0; b < c->B; b++)
+        for (int h = 0; h < c->NH; h++)
+            for (int t = 0; t < T; t++) {
+                const float *q = c->qkv + ((size_t)b * T + t) * 3 * C + h * hs;
+                double *p = att + (((size_t)b * c->NH + h) * T + t) * T, mx = -INFINITY, sum = 0;
+                for (int j = 0; j < T; j++) {
+                    const float *k = c->qkv + ((size_t)b * T + j) * 3 * C + C + h * hs;
+                    double s = 0;
+                    for (int d = 0; d < hs; d++) s += (double)q[d] * k[d];
+                    p[j] = j <= t ? s / sqrt((double)hs) : -INFINITY;
+                    if (p[j] > mx) mx = p[j];
+                }
+                for (int j = 0; j < T; j++) sum += p[j] = exp(p[j] - mx);
+                double *o = out + ((size_t)b * T + t) * C + h * hs;
+                for (int d = 0; d < hs; d++) o[d] = 0;
+                for (int j = 0; j < T; j++) {
+                    p[j] /= sum;
+                    const float *v = c->qkv + ((size_t)b * T + j) * 3 * C + 2 * C + h * hs;
+                    for (int d = 0; d < hs; d++) o[d] += p[j] * v[d];
+                }
+            }
+}
+
+static void check_attention_forward(int B, int T, int NH, int hs, const char *what) {
+    att_ctx c;
+    att_ctx_init(&c, B, T, NH, hs);
+    att_objective(&c);
+    size_t n_out = (size_t)B * T * NH * hs, n_att = (size_t)B * NH * T * T;
+    double *out = malloc(n_out * sizeof *out), *att = malloc(n_att * sizeof *att);
+    attention_naive(out, att, &c);
+    assert_true(close_rel(what, c.out, out, n_out, 1e-5));
+    assert_true(close_rel("attention probabilities", c.att, att, n_att, 1e-5));
+    free(out), free(att);
+    att_ctx_free(&c);
+}
+
+static void attention_forward_matches_naive_double_1e_5(void **state) {
+    (void)state;
+    check_attention_forward(2, 5, 2, 4, "attention out T=5");
+    check_attention_forward(1, 150, 2, 4, "attention out T=150 (several row blocks)");
+}
+
+static void check_attention_backward(int B, int T, int NH, int hs, const char *what) {
+    att_ctx c;
+    att_ctx_init(&c, B, T, NH, hs);
+    att_objective(&c);
+    size_t n_qkv = (size_t)B * T * 3 * NH * hs;
+    float *dqkv = buf_fill(n_qkv, NAN), *scratch = buf_fill((size_t)B * NH * T * T, NAN);
+    ops->attention_backward(dqkv, scratch, c.r, c.qkv, c.att, B, T, NH, hs);
+    assert_true(fd_check(what, att_objective, &c, c.qkv, n_qkv, dqkv, 1e-2f, 2e-3));
+    ops->free(dqkv), ops->free(scratch);
+    att_ctx_free(&c);
+}
+
+static void attention_backward_matches_finite_differences_2e_3(void **state) {
+    (void)state;
+    check_attention_backward(2, 5, 2, 4, "attention dqkv T=5");
+    check_attention_backward(1, 150, 1, 3, "attention dqkv T=150 (several row blocks)");
+}
+
+/* changing the last token's q, k, v leaves every earlier output bitwise unchanged, and the
+ * saved probabilities are exactly 0 above the diagonal */
+static void attention_causal_mask_future_token_does_not_change_past_exact(void **state) {
+    (void)state;
+    att_ctx c;
+    att_ctx_init(&c, 2, 7, 2, 4);
+    const int T = c.T, C = c.NH * c.hs;
+    att_objective(&c);
+    float *before = buf_copy(c.out, (size_t)c.B * T * C);
+    for (int b = 0; b < c.B; b++)
+        for (int k = 0; k < 3 * C; k++) c.qkv[((size_t)b * T + T - 1) * 3 * C + k] += 5.0f;
+    att_objective(&c);
+    for (int b = 0; b < c.B; b++)
+        assert_true(equal_exact("attention out before the changed token",
+                                c.out + (size_t)b * T * C, before + (size_t)b * T * C,
+                                (size_t)(T - 1) * C));
+    for (int bh = 0; bh < c.B * c.NH; bh++)
+        for (int t = 0; t < T; t++)
+            for (int j = t + 1; j < T; j++)
+                if (c.att[((size_t)bh * T + t) * T + j] != 0.0f) {
+                    print_error("att[%d][%d][%d] = %g above the diagonal\n", bh, t, j,
+                                (double)c.att[((size_t)bh * T + t) * T + j]);
+                    fail();
+                }
+    ops->free(before);
+    att_ctx_free(&c);
+}
+
+/* ---------------------------------------------------------------- gelu */
+
+typedef struct {
+    float *out, *inp, *r;
+    size_t n;
+} gelu_ctx;
+
+static double gelu_objective(void *p) {
+    gelu_ctx *c = p;
+    ops->gelu_forward(c->out, c->inp, c->n);
+    return dot_double(c->out, c->r, c->n);
+}
+
+static void gelu_ctx_init(gelu_ctx *c, size_t n) {
+    c->n = n, c->out = buf_fill(n, NAN), c->inp = buf_rand(n), c->r = buf_rand(n);
+    for (size_t i = 0; i < n; i++) c->inp[i] *= 6.0f; /* both tails and the middle */
+}
+
+static void gelu_forward_matches_tanh_formula_in_double_1e_6(void **state) {
+    (void)state;
+    gelu_ctx c;
+    gelu_ctx_init(&c, 1000);
+    c.inp[0] = -30.0f, c.inp[1] = 30.0f, c.inp[2] = 0.0f, c.inp[3] = -9.5f; /* extremes */
+    gelu_objective(&c);
+    double want[1000];
+    for (size_t i = 0; i < c.n; i++) {
+        double x = c.inp[i];
+        want[i] = 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+    }
+    assert_true(close_rel("gelu out", c.out, want, c.n, 1e-6));
+    /* elementwise too, so the tiny outputs of the negative tail are held to a relative
+     * standard: float rounding of u = sqrt(2/pi)(x + 0.044715 x^3) alone gives ~|u| 1e-7 */
+    for (size_t i = 0; i < c.n; i++) {
+        double u = fabs(sqrt(2.0 / M_PI) * (c.inp[i] + 0.044715 * pow(c.inp[i], 3)));
+        double tol = 1e-6 * (1.0 + u) * fabs(want[i]) + 1e-30;
+        if (!(fabs(c.out[i] - want[i]) <= tol)) {
+            print_error("gelu(%.9g) = %.9g, want %.9g (rel tol %.2g)\n", (double)c.inp[i],
+                        (double)c.out[i], want[i], tol / (fabs(want[i]) + 1e-300));
+            fail();
+        }
+    }
+    ops->free(c.out), ops->free(c.inp), ops->free(c.r);
+}
+
+static void gelu_backward_matches_finite_differences_1e_3(void **state) {
+    (void)state;
+    gelu_ctx c;
+    gelu_ctx_init(&c, 200);
+    float *dinp = buf_fill(c.n, NAN);
+    ops->gelu_backward(dinp, c.inp, c.r, c.n);
+    assert_true(fd_check("gelu dinp", gelu_objective, &c, c.inp, c.n, dinp, 1e-2f, 1e-3));
+    /* in place: dinp aliasing dout gives the same result */
+    float *inplace = buf_copy(c.r, c.n);
+    ops->gelu_backward(inplace, c.inp, inplace, c.n);
+    assert_true(equal_exact("gelu backward in place", inplace, dinp, c.n));
+    ops->free(dinp), ops->free(inplace), ops->free(c.out), ops->free(c.inp), ops->free(c.r);
+}
+
+/* ---------------------------------------------------------------- embedding */
+
+enum { EB = 2, ET = 5, EC = 8, EV = 37 };
+
+typedef struct {
+    float *out, *wte, *wpe, *r;
+    int tokens[EB * ET];
+} embed_ctx;
+
+static double embed_objective(void *p) {
+    embed_ctx *c = p;
+    ops->embed_forward(c->out, c->tokens, c->wte, c->wpe, EB, ET, EC, 0, EV, true);
+    return dot_double(c->out, c->r, EB * ET * EC);
+}
+
+static void embed_ctx_init(embed_ctx *c) {
+    c->out = buf_fill(EB * ET * EC, NAN), c->wte = buf_rand(EV * EC), c->wpe = buf_rand(ET * EC);
+    c->r = buf_rand(EB * ET * EC);
+    const int tokens[EB * ET] = {3, 36, 3, 0, 20, 19, 3, 21, 36, 7}; /* repeats, both shards */
+    memcpy(c->tokens, tokens, sizeof tokens);
+}
+
+static void embed_ctx_free(embed_ctx *c) {
+    ops->free(c->out), ops->free(c->wte), ops->free(c->wpe), ops->free(c->r);
+}
+
+static void embed_backward_matches_finite_differences_1e_4(void **state) {
+    (void)state;
+    embed_ctx c;
+    embed_ctx_init(&c);
+    float *dwte = buf_fill(EV * EC, 0), *dwpe = buf_fill(ET * EC, 0);
+    ops->embed_backward(dwte, dwpe, c.r, c.tokens, EB, ET, EC, 0, EV, true);
+    assert_true(fd_check("embed dwte", embed_objective, &c, c.wte, EV * EC, dwte, 0.1f, 1e-4));
+    assert_true(fd_check("embed dwpe", embed_objective, &c, c.wpe, ET * EC, dwpe, 0.1f, 1e-4));
+    /* accumulates: a second call doubles the gradient */
+    ops->embed_backward(dwte, dwpe, c.r, c.tokens, EB, ET, EC, 0, EV, true);
+    double want[EV * EC];
+    float *once = buf_fill(EV * EC, 0), *once_pe = buf_fill(ET * EC, 0);
+    ops->embed_backward(once, once_pe, c.r, c.tokens, EB, ET, EC, 0, EV, true);
+    for (int i = 0; i < EV * EC; i++) want[i] = 2.0 * once[i];
+    assert_true(close_rel("embed dwte accumulated twice", dwte, want, EV * EC, 1e-6));
+    ops->free(dwte), ops->free(dwpe), ops->free(once), ops->free(once_pe);
+    embed_ctx_free(&c);
+}
+
+/* two vocab shards [0, 20) (adds wpe) and [20, 37): summed outputs equal the whole-vocab output
+ * bitwise; the shards' dwte are the whole dwte's rows; dwpe comes only from the add_pos shard */
+static void embed_vocab_shards_sum_to_whole_vocab_exact(void **state) {
+    (void)state;
+    embed_ctx c;
+    embed_ctx_init(&c);
+    embed_objective(&c);
+    const int split = 20, n = EB * ET * EC;
+    float *out0 = buf_fill(n, NAN), *out1 = buf_fill(n, NAN);
+    ops->embed_forward(out0, c.tokens, c.wte, c.wpe, EB, ET, EC, 0, split, true);
+    ops->embed_forward(out1, c.tokens, c.wte + split * EC, NULL, EB, ET, EC, split, EV - split,
+                       false);
+    ops->add(out0, out0, out1, n);
+    assert_true(equal_exact("embed shard sum", out0, c.out, n));
+
+    float *dwte = buf_fill(EV * EC, 0), *dwpe = buf_fill(ET * EC, 0);
+    float *dwte_s = buf_fill(EV * EC, 0), *dwpe_s = buf_fill(ET * EC, 0);
+    ops->embed_backward(dwte, dwpe, c.r, c.tokens, EB, ET, EC, 0, EV, true);
+    ops->embed_backward(dwte_s, dwpe_s, c.r, c.tokens, EB, ET, EC, 0, split, true);
+    ops->embed_backward(dwte_s + split * EC, NULL, c.r, c.tokens, EB, ET, EC, split, EV - split,
+                        false);
+    assert_true(equal_exact("embed shard dwte", dwte_s, dwte, EV * EC));
+    assert_true(equal_exact("embed shard dwpe", dwpe_s, dwpe, ET * EC));
+    ops->free(out0), ops->free(out1), ops->free(dwte), ops->free(dwpe), ops->free(dwte_s);
+    ops->free(dwpe_s);
+    embed_ctx_free(&c);
+}
+
+/* ---------------------------------------------------------------- cross-entropy */
+
+enum { XN = 10, XV = 37, XVP = 40 }; /* rows, valid vocabulary, padded vocabulary */
+
+typedef struct {
+    float *logits; /* [XN, XVP], padding columns hold NaN: they must never be read */
+    int targets[XN];
+    float losses[XN];
+} xent_ctx;
+
+/* the whole-vocabulary forward: losses[N] */
+static void xent_forward(float *losses, const float *logits, const int *targets, int N, int Vl,
+                         int v_valid) {
+    float mx[XN], se[XN], tl[XN];
+    ops->xent_row_max(mx, logits, N, Vl, v_valid);
+    ops->xent_row_sumexp(se, logits, mx, N, Vl, v_valid);
+    ops->xent_target_logit(tl, logits, targets, N, Vl, 0);
+    ops->xent_losses(losses, mx, se, tl, N);
+}
+
+/* objective: mean loss (dloss = 1/N) */
+static double xent_objective(void *p) {
+    xent_ctx *c = p;
+    xent_forward(c->losses, c->logits, c->targets, XN, XVP, XV);
+    double s = 0;
+    for (int i = 0; i < XN; i++) s += c->losses[i];
+    return s / XN;
+}
+
+static void xent_ctx_init(xent_ctx *c) {
+    c->logits = buf_rand(XN * XVP);
+    for (int i = 0; i < XN; i++) {
+        for (int v = 0; v < XVP; v++) c->logits[i * XVP + v] *= 4.0f;
+        for (int v = XV; v < XVP; v++) c->logits[i * XVP + v] = NAN;
+        c->targets[i] = (i * 11 + 3) % XV;
+    }
+    c->targets[0] = XV - 1, c->targets[1] = 0; /* the edges of the vocabulary */
+}
+
+static void xent_loss_matches_naive_double_1e_6(void **state) {
+    (void)state;
+    xent_ctx c;
+    xent_ctx_init(&c);
+    xent_objective(&c);
+    double want[XN];
+    for (int i = 0; i < XN; i++) {
+        const float *l = c.logits + i * XVP;
+        double mx = -INFINITY, s = 0;
+        for (int v = 0; v < XV; v++) mx = l[v] > mx ? l[v] : mx;
+        for (int v = 0; v < XV; v++) s += exp(l[v] - mx);
+        want[i] = log(s) + mx - l[c.targets[i]];
+    }
+    assert_true(close_rel("xent losses (padding is NaN)", c.losses, want, XN, 1e-6));
+    ops->free(c.logits);
+}
+
+static void xent_backward_matches_finite_differences_1e_3(void **state) {
+    (void)state;
+    xent_ctx c;
+    xent_ctx_init(&c);
+    float mx[XN], se[XN];
+    float *dlogits = buf_copy(c.logits, XN * XVP);
+    ops->xent_row_max(mx, dlogits, XN, XVP, XV);
+    ops->xent_row_sumexp(se, dlogits, mx, XN, XVP, XV);
+    ops->xent_backward_inplace(dlogits, mx, se, c.targets, 1.0f / XN, XN, XVP, XV, 0);
+    for (int i = 0; i < XN; i++) /* padding columns: gradient exactly 0 */
+        for (int v = XV; v < XVP; v++)
+            if (dlogits[i * XVP + v] != 0.0f) {
+                print_error("dlogits[%d][%d] = %g in padding\n", i, v,
+                            (double)dlogits[i * XVP + v]);
+                fail();
+            }
+    /* finite differences over the valid columns only (padding holds NaN) */
+    for (int i = 0; i < XN; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "xent dlogits row %d", i);
+        assert_true(fd_check(what, xent_objective, &c, c.logits + i * XVP, XV,
+                             dlogits + i * XVP, 1e-2f, 1e-3));
+    }
+    ops->free(dlogits), ops->free(c.logits);
+}
+
+/* two vocab shards [0, 20) and [20, 40) (the second holds the padding: v_valid 17) combined
+ * by max / sum / sum as ops.h describes give the whole-vocab loss and gradient */
+static void xent_vocab_shards_combine_to_whole_vocab_1e_6(void **state) {
+    (void)state;
+    xent_ctx c;
+    xent_ctx_init(&c);
+    xent_objective(&c);
+    const int S = 20, valid[2] = {20, XV - S};
+    float *shard[2], mx[2][XN], se[2][XN], tl[2][XN], gmx[XN], gse[XN], gtl[XN], loss[XN];
+    for (int s = 0; s < 2; s++) {
+        shard[s] = ops->alloc(XN * S * sizeof(float));
+        for (int i = 0; i < XN; i++)
+            memcpy(shard[s] + i * S, c.logits + i * XVP + s * S, S * sizeof(float));
+        ops->xent_row_max(mx[s], shard[s], XN, S, valid[s]);
+    }
+    for (int i = 0; i < XN; i++) gmx[i] = fmaxf(mx[0][i], mx[1][i]);
+    for (int s = 0; s < 2; s++) {
+        ops->xent_row_sumexp(se[s], shard[s], gmx, XN, S, valid[s]);
+        ops->xent_target_logit(tl[s], shard[s], c.targets, XN, S, s * S);
+    }
+    for (int i = 0; i < XN; i++) gse[i] = se[0][i] + se[1][i], gtl[i] = tl[0][i] + tl[1][i];
+    ops->xent_losses(loss, gmx, gse, gtl, XN);
+    assert_true(close_rel_f("xent sharded losses", loss, c.losses, XN, 1e-6));
+
+    float *whole = buf_copy(c.logits, XN * XVP), wmx[XN], wse[XN];
+    ops->xent_row_max(wmx, whole, XN, XVP, XV);
+    ops->xent_row_sumexp(wse, whole, wmx, XN, XVP, XV);
+    ops->xent_backward_inplace(whole, wmx, wse, c.targets, 0.1f, XN, XVP, XV, 0);
+    for (int s = 0; s < 2; s++) {
+        ops->xent_backward_inplace(shard[s], gmx, gse, c.targets, 0.1f, XN, S, valid[s], s * S);
+        for (int i = 0; i < XN; i++)
+            assert_true(close_rel_f("xent sharded dlogits", shard[s] + i * S,
+                                    whole + i * XVP + s * S, S, 1e-6));
+        ops->free(shard[s]);
+    }
+    ops->free(whole), ops->free(c.logits);
+}
+
+/* ---------------------------------------------------------------- optimizer, reductions */
+
+/* p0 = {1, -2, 0.5}, grads scaled by 0.5, lr 0.1, b1 0.9, b2 0.99, eps 1e-8, wd 0.1.
+ * Step 1 by hand: m_hat = g, v_hat = g^2, so the update is sign(g) (0 where g = 0):
+ *   p = 1 - 0.1 (0.99999995 + 0.1) = 0.890000005;  -2 - 0.1 (-1 - 0.2) = -1.88;
+ *   0.5 - 0.1 (0 + 0.05) = 0.495.
+ * Steps 2, 3: the ops.h formula evaluated in double (9 significant digits below). */
+static void adamw_three_steps_match_hand_computed_1e_6(void **state) {
+    (void)state;
+    const float grads[3][3] = {{0.4f, -1.0f, 0.0f}, {0.2f, 0.6f, -0.8f}, {-0.4f, 1.2f, 0.3f}};
+    const double want_p[3][3] = {{0.890000005, -1.88, 0.495},
+                                 {0.787755211, -1.84202977, 0.564295976},
+                                 {0.768799414, -1.8591031, 0.590052047}};
+    const double want_m[3] = {0.0052, 0.0465, -0.021}, want_v[3] = {0.00089104, 0.00694125, 0.001809};
+    float p[3] = {1.0f, -2.0f, 0.5f}, m[3] = {0}, v[3] = {0};
+    for (int t = 1; t <= 3; t++) {
+        ops->adamw_update(p, grads[t - 1], m, v, 3, 0.1f, 0.9f, 0.99f, 1e-8f, 0.1f, 0.5f, t);
+        char what[32];
+        snprintf(what, sizeof what, "adamw param step %d", t);
+        assert_true(close_rel(what, p, want_p[t - 1], 3, 1e-6));
+    }
+    assert_true(close_rel("adamw m after 3 steps", m, want_m, 3, 1e-6));
+    assert_true(close_rel("adamw v after 3 steps", v, want_v, 3, 1e-6));
+}
+
+/* many elements: the vectorised, threaded path equals a scalar double loop */
+static void adamw_large_matches_scalar_loop_1e_6(void **state) {
+    (void)state;
+    const size_t n = 100003;
+    float *p = buf_rand(n), *g = buf_rand(n), *m = buf_rand(n), *v = buf_rand(n);
+    for (size_t i = 0; i < n; i++) v[i] = fabsf(v[i]) * 1e-3f, m[i] *= 1e-2f;
+    double *wp = malloc(n * sizeof *wp);
+    const double b1 = 0.9, b2 = 0.95, lr = 3e-4, eps = 1e-8, wd = 0.1, gs = 0.25;
+    const int t = 7;
+    for (size_t i = 0; i < n; i++) {
+        double gi = (double)g[i] * gs, mi = b1 * m[i] + (1 - b1) * gi;
+        double vi = b2 * v[i] + (1 - b2) * gi * gi;
+        double upd = (mi / (1 - pow(b1, t))) / (sqrt(vi / (1 - pow(b2, t))) + eps);
+        wp[i] = p[i] - lr * (upd + wd * p[i]);
+    }
+    ops->adamw_update(p, g, m, v, n, (float)lr, (float)b1, (float)b2, (float)eps, (float)wd,
+                      (float)gs, t);
+    assert_true(close_rel("adamw large", p, wp, n, 1e-6));
+    free(wp);
+    ops->free(p), ops->free(g), ops->free(m), ops->free(v);
+}
+
+static void sumsq_matches_double_loop_1e_12(void **state) {
+    (void)state;
+    const size_t n = 1000003;
+    float *x = buf_rand(n);
+    double want = 0;
+    for (size_t i = 0; i < n; i++) want += (double)x[i] * x[i];
+    double got = ops->sumsq(x, n);
+    if (!(fabs(got - want) <= 1e-12 * want)) {
+        print_error("sumsq = %.17g, want %.17g\n", got, want);
+        fail();
+    }
+    assert_true(ops->sumsq(x, 0) == 0.0);
+    ops->free(x);
+}
+
+static void elementwise_add_scale_zero_and_copies_exact(void **state) {
+    (void)state;
+    const size_t n = 70001;
+    float *a = buf_rand(n), *b = buf_rand(n), *out = buf_fill(n, NAN), *want = buf_fill(n, 0);
+    for (size_t i = 0; i < n; i++) want[i] = a[i] + b[i];
+    ops->add(out, a, b, n);
+    assert_true(equal_exact("add", out, want, n));
+    ops->add(a, a, b, n); /* out aliases a */
+    assert_true(equal_exact("add in place", a, want, n));
+    for (size_t i = 0; i < n; i++) want[i] = out[i] * 0.375f;
+    ops->scale(out, 0.375f, n);
+    assert_true(equal_exact("scale", out, want, n));
+    ops->to_host(b, out, n * sizeof *out);
+    assert_true(equal_exact("to_host", b, out, n));
+    ops->to_device(a, b, n * sizeof *b);
+    assert_true(equal_exact("to_device", a, b, n));
+    ops->zero(out, n);
+    for (size_t i = 0; i < n; i++) want[i] = 0.0f;
+    assert_true(equal_exact("zero", out, want, n));
+    assert_int_equal((uintptr_t)out % 64, 0);
+    ops->free(a), ops->free(b), ops->free(out), ops->free(want);
+}
+
+int main(void) {
+    ops = ops_cpu();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(matmul_forward_matches_naive_loop_1e_5),
+        cmocka_unit_test(matmul_backward_matches_finite_differences_1e_3),
+        cmocka_unit_test(matmul_backward_flags_accumulate_and_overwrite_1e_6),
+        cmocka_unit_test(layernorm_forward_matches_naive_double_1e_5),
+        cmocka_unit_test(layernorm_backward_matches_finite_differences_2e_3),
+        cmocka_unit_test(layernorm_backward_flags_accumulate_and_overwrite_1e_6),
+        cmocka_unit_test(attention_forward_matches_naive_double_1e_5),
+        cmocka_unit_test(attention_backward_matches_finite_differences_2e_3),
+        cmocka_unit_test(attention_causal_mask_future_token_does_not_change_past_exact),
+        cmocka_unit_test(gelu_forward_matches_tanh_formula_in_double_1e_6),
+        cmocka_unit_test(gelu_backward_matches_finite_differences_1e_3),
+        cmocka_unit_test(embed_backward_matches_finite_differences_1e_4),
+        cmocka_unit_test(embed_vocab_shards_sum_to_whole_vocab_exact),
+        cmocka_unit_test(xent_loss_matches_naive_double_1e_6),
+        cmocka_unit_test(xent_backward_matches_finite_differences_1e_3),
+        cmocka_unit_test(xent_vocab_shards_combine_to_whole_vocab_1e_6),
+        cmocka_unit_test(adamw_three_steps_match_hand_computed_1e_6),
+        cmocka_unit_test(adamw_large_matches_scalar_loop_1e_6),
+        cmocka_unit_test(sumsq_matches_double_loop_1e_12),
+        cmocka_unit_test(elementwise_add_scale_zero_and_copies_exact),
+    };
+    return cmocka_run_group_tests_name("ops_cpu", tests, NULL, NULL);
+}

@@ -1,0 +1,186 @@
+/* test_params.c — the parameter registry: GPT-2 124M has the published parameter count, tp shards
+ * tile every global tensor exactly once, and the seeded init of a shard equals the same slice of
+ * the serial init (grid-invariant initialisation). GPT-2 init statistics. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+#include "config/config.h"
+#include "core/alloc.h"
+#include "model/params.h"
+
+static void small_config(config_t *cfg) {
+    config_defaults(cfg);
+    cfg->n_layer = 2;
+    cfg->n_head = 4;
+    cfg->d_model = 32;
+    cfg->d_ff = 128;
+    cfg->vocab_size = 300; /* padded to 384 */
+    cfg->seq_len = 16;
+}
+
+static void gpt2_124m_has_124439808_parameters_plus_vocab_padding(void **state) {
+    (void)state;
+    config_t cfg;
+    config_defaults(&cfg);
+    cfg.n_layer = 12, cfg.n_head = 12, cfg.d_model = 768, cfg.d_ff = 3072;
+    cfg.vocab_size = 50257, cfg.seq_len = 1024;
+    params_t P;
+    params_create(&P, &cfg, 1, 0);
+    /* 124,439,808 with the real vocabulary (HF GPT-2); padding adds (50304-50257)*768 rows */
+    assert_int_equal(P.n_global, 124439808 + (50304 - 50257) * 768);
+    assert_int_equal(P.n, 2 + 12 * 12 + 2);
+    assert_non_null(params_find(&P, "h.11.mlp.proj.b"));
+    assert_null(params_find(&P, "h.12.mlp.proj.b"));
+    params_destroy(&P);
+}
+
+static void decay_only_on_matrices_and_embeddings(void **state) {
+    (void)state;
+    config_t cfg;
+    small_config(&cfg);
+    params_t P;
+    params_create(&P, &cfg, 1, 0);
+    for (int i = 0; i < P.n; i++) {
+        const param_t *p = &P.p[i];
+        bool is_norm = strstr(p->name, "ln") != NULL;
+        bool expect = p->ndim == 2 && !is_norm;
+        if (p->decay != expect) print_error("%s: decay %d expected %d\n", p->name, p->decay, expect);
+        assert_int_equal(p->decay, expect);
+    }
+    params_destroy(&P);
+}
+
+/* Every global element is owned by exactly one tp rank, for tp = 1, 2, 4. */
+static void tp_shards_tile_each_global_tensor_exactly_once(void **state) {
+    (void)state;
+    config_t cfg;
+    small_config(&cfg);
+    for (int tp = 1; tp <= 4; tp *= 2) {
+        params_t ref;
+        params_create(&ref, &cfg, 1, 0);
+        for (int i = 0; i < ref.n; i++) {
+            const param_t *g = &ref.p[i];
+            int64_t n = g->shape[0] * g->shape[1];
+            int *count = xcalloc((size_t)n, sizeof(int));
+            for (int r = 0; r < tp; r++) {
+                params_t P;
+                params_create(&P, &cfg, tp, r);
+                const param_t *p = &P.p[i];
+                for (size_t j = 0; j < p->numel; j++) count[param_global_index(p, tp, r, j)]++;
+                params_destroy(&P);
+            }
+            int64_t bad = 0;
+            int expect_per = g->split_dim < 0 ? tp : 1; /* replicated: every rank holds it */
+            for (int64_t j = 0; j < n; j++) bad += count[j] != expect_per;
+            if (bad) print_error("%s tp=%d: %lld elements not owned %d times\n", g->name, tp,
+                                 (long long)bad, expect_per);
+            assert_int_equal(bad, 0);
+            xfree(count);
+        }
+        params_destroy(&ref);
+    }
+}
+
+/* The hyperslabs list the same elements as param_global_index, in the same order. */
+static void hyperslabs_enumerate_local_elements_in_order(void **state) {
+    (void)state;
+    config_t cfg;
+    small_config(&cfg);
+    const int tp = 2;
+    for (int r = 0; r < tp; r++) {
+        params_t P;
+        params_create(&P, &cfg, tp, r);
+        for (int i = 0; i < P.n; i++) {
+            const param_t *p = &P.p[i];
+            int64_t st[3][2], ct[3][2];
+            int nb = param_hyperslabs(p, tp, r, st, ct);
+            /* row-major enumeration of the union of blocks (blocks are disjoint, sorted by start) */
+            size_t j = 0;
+            for (int64_t row = 0; row < p->shape[0]; row++)
+                for (int64_t col = 0; col < p->shape[1]; col++)
+                    for (int b = 0; b < nb; b++)
+                        if (row >= st[b][0] && row < st[b][0] + ct[b][0] && col >= st[b][1] &&
+                            col < st[b][1] + ct[b][1]) {
+                            assert_int_equal(param_global_index(p, tp, r, j), row * p->shape[1] + col);
+                            j++;
+                        }
+            assert_int_equal(j, p->numel);
+        }
+        params_destroy(&P);
+    }
+}
+
+static void shard_init_equals_slice_of_serial_init(void **state) {
+    (void)state;
+    config_t cfg;
+    small_config(&cfg);
+    params_t S;
+    params_create(&S, &cfg, 1, 0);
+    float *serial = xcalloc(S.total, sizeof(float));
+    params_init(&S, serial, 1337);
+    const int tp = 4;
+    for (int r = 0; r < tp; r++) {
+        params_t P;
+        params_create(&P, &cfg, tp, r);
+        float *local = xcalloc(P.total, sizeof(float));
+        params_init(&P, local, 1337);
+        for (int i = 0; i < P.n; i++) {
+            const param_t *p = &P.p[i];
+            for (size_t j = 0; j < p->numel; j++) {
+                int64_t g = param_global_index(p, tp, r, j);
+                float want = serial[S.p[i].offset + (size_t)g], got = local[p->offset + j];
+                if (want != got) print_error("%s rank %d elem %zu: %g vs %g\n", p->name, r, j, got, want);
+                assert_true(want == got);
+            }
+        }
+        xfree(local);
+        params_destroy(&P);
+    }
+    xfree(serial);
+    params_destroy(&S);
+}
+
+static void gpt2_init_statistics_std_002_resid_scaled_norms_one_padding_zero(void **state) {
+    (void)state;
+    config_t cfg;
+    small_config(&cfg);
+    cfg.d_model = 64, cfg.n_head = 4, cfg.d_ff = 256;
+    params_t P;
+    params_create(&P, &cfg, 1, 0);
+    float *x = xcalloc(P.total, sizeof(float));
+    params_init(&P, x, 7);
+    const param_t *fc = params_find(&P, "h.0.mlp.fc.w"), *pr = params_find(&P, "h.1.mlp.proj.w");
+    const param_t *ln = params_find(&P, "h.0.ln1.w"), *b = params_find(&P, "h.0.attn.qkv.b");
+    const param_t *wte = params_find(&P, "wte");
+    double s2 = 0, r2 = 0;
+    for (size_t j = 0; j < fc->numel; j++) s2 += (double)x[fc->offset + j] * x[fc->offset + j];
+    for (size_t j = 0; j < pr->numel; j++) r2 += (double)x[pr->offset + j] * x[pr->offset + j];
+    double sd = sqrt(s2 / fc->numel), rsd = sqrt(r2 / pr->numel);
+    double want_r = 0.02 / sqrt(2.0 * cfg.n_layer);
+    print_message("std fc %.5f (0.02), proj %.5f (%.5f)\n", sd, rsd, want_r);
+    assert_true(fabs(sd - 0.02) < 0.02 * 0.05);      /* 16k samples: 5% */
+    assert_true(fabs(rsd - want_r) < want_r * 0.05);
+    for (size_t j = 0; j < ln->numel; j++) assert_true(x[ln->offset + j] == 1.0f);
+    for (size_t j = 0; j < b->numel; j++) assert_true(x[b->offset + j] == 0.0f);
+    for (int64_t row = cfg.vocab_size; row < wte->shape[0]; row++)
+        for (int64_t c = 0; c < wte->shape[1]; c++)
+            assert_true(x[wte->offset + (size_t)(row * wte->shape[1] + c)] == 0.0f);
+    xfree(x);
+    params_destroy(&P);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(gpt2_124m_has_124439808_parameters_plus_vocab_padding),
+        cmocka_unit_test(decay_only_on_matrices_and_embeddings),
+        cmocka_unit_test(tp_shards_tile_each_global_tensor_exactly_once),
+        cmocka_unit_test(hyperslabs_enumerate_local_elements_in_order),
+        cmocka_unit_test(shard_init_equals_slice_of_serial_init),
+        cmocka_unit_test(gpt2_init_statistics_std_002_resid_scaled_norms_one_padding_zero),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

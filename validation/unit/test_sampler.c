@@ -1,0 +1,286 @@
+/* test_sampler.c — the data order: window counts and locations, llm.c's sequential order when
+ * shuffle is off (reference: a re-implementation of llm.c's DataLoader over the same shard
+ * arrays, exact), and the keyed permutation (bijection, epoch- and seed-dependent, pure). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "io/sampler.h"
+#include "io/shards.h"
+
+static char dir[256];
+
+static int make_dir(void **state) {
+    (void)state;
+    snprintf(dir, sizeof dir, "/tmp/llmt_test_sampler_XXXXXX");
+    return mkdtemp(dir) ? 0 : -1;
+}
+
+static int remove_dir(void **state) {
+    (void)state;
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* Write shards data_000.bin ... with the given lengths; token k of shard i is a distinct value
+ * (i * 1000 + k) mod 65536 so any misplaced window shows up. Opens the set. */
+static void make_shards(shard_set_t *set, const size_t *lengths, int n) {
+    for (int i = 0; i < n; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/data_%03d.bin", dir, i);
+        uint16_t *tok = malloc(lengths[i] * sizeof *tok);
+        for (size_t k = 0; k < lengths[i]; k++) tok[k] = (uint16_t)(i * 1000 + k);
+        assert_int_equal(shard_write(path, tok, lengths[i]), 0);
+        free(tok);
+    }
+    char pattern[512], err[512] = "";
+    snprintf(pattern, sizeof pattern, "%s/data_*.bin", dir);
+    assert_int_equal(shard_set_open(set, pattern, "train_files", err, sizeof err), 0);
+    assert_int_equal(set->n_shards, n);
+}
+
+static void window_counts_are_floor_n_minus_1_over_T_per_shard(void **state) {
+    (void)state;
+    const size_t len[] = {17, 8, 33, 1, 100, 9, 8};
+    const uint64_t want[] = {2, 0, 4, 0, 12, 1, 0}; /* T = 8 */
+    shard_set_t set;
+    make_shards(&set, len, 7);
+    sampler_t s;
+    char err[256] = "";
+    assert_int_equal(sampler_create(&s, &set, 8, false, 1, err, sizeof err), 0);
+    assert_int_equal(s.n_windows, 19);
+    uint64_t first = 0;
+    for (int i = 0; i < 7; i++) {
+        assert_int_equal(s.shard_first_window[i], first);
+        first += want[i];
+    }
+    assert_int_equal(s.shard_first_window[7], 19);
+    /* Unshuffled, window j is the j-th (shard, offset) pair in shard order, skipping shards
+     * without a window; sample j + e*n_windows is the same window in epoch e. */
+    uint64_t j = 0;
+    for (int e = 0; e < 2; e++)
+        for (int i = 0; i < 7; i++)
+            for (uint64_t w = 0; w < want[i]; w++, j++) {
+                int shard;
+                uint64_t off;
+                sampler_locate(&s, j, &shard, &off);
+                if (shard != i || off != w * 8)
+                    printf("    sample %llu: got (%d, %llu) want (%d, %llu)\n",
+                           (unsigned long long)j, shard, (unsigned long long)off, i,
+                           (unsigned long long)(w * 8));
+                assert_int_equal(shard, i);
+                assert_int_equal(off, w * 8);
+            }
+    sampler_destroy(&s);
+    shard_set_close(&set);
+}
+
+/* llm.c's DataLoader (train_gpt2.c, one process): batches of B*T+1 tokens from the current
+ * position, row b starting at b*T; advance by B*T, next shard when the next batch does not fit. */
+typedef struct llmc_loader {
+    const shard_set_t *set;
+    int B, T, shard;
+    size_t pos;
+} llmc_loader_t;
+
+static void llmc_next_batch(llmc_loader_t *L, int *inputs, int *targets) {
+    const uint16_t *tok = L->set->shards[L->shard].tokens + L->pos;
+    for (int i = 0; i < L->B * L->T; i++) {
+        inputs[i] = tok[i];
+        targets[i] = tok[i + 1];
+    }
+    L->pos += (size_t)L->B * L->T;
+    if (L->pos + (size_t)L->B * L->T + 1 > L->set->shards[L->shard].n_tokens) {
+        L->shard = (L->shard + 1) % L->set->n_shards;
+        L->pos = 0;
+    }
+}
+
+static void unshuffled_order_equals_llmc_dataloader_exactly(void **state) {
+    (void)state;
+    enum { B = 4, T = 16 };
+    /* Shard lengths k*B*T + 1 + tail with tail < T: llm.c and the sampler both use exactly k
+     * batches of each shard and ignore the tail. */
+    const size_t len[] = {3 * B * T + 1, 5 * B * T + 1 + 7, 1 * B * T + 1 + 15, 2 * B * T + 1};
+    shard_set_t set;
+    make_shards(&set, len, 4);
+    sampler_t s;
+    char err[256] = "";
+    assert_int_equal(sampler_create(&s, &set, T, false, 42, err, sizeof err), 0);
+    assert_int_equal(s.n_windows, (3 + 5 + 1 + 2) * B);
+    llmc_loader_t L = {&set, B, T, 0, 0};
+    int want_in[B * T], want_tg[B * T], in[B * T], tg[B * T];
+    for (int step = 0; step < 2 * 11 + 3; step++) { /* two epochs and a bit */
+        llmc_next_batch(&L, want_in, want_tg);
+        sampler_fill(&s, (uint64_t)step * B, B, in, tg);
+        for (int i = 0; i < B * T; i++)
+            if (in[i] != want_in[i] || tg[i] != want_tg[i]) {
+                printf("    step %d element %d: inputs %d targets %d, llm.c %d %d\n", step, i,
+                       in[i], tg[i], want_in[i], want_tg[i]);
+                fail();
+            }
+    }
+    sampler_destroy(&s);
+    shard_set_close(&set);
+}
+
+static void permutation_is_a_bijection_for_many_n_and_seeds(void **state) {
+    (void)state;
+    const uint64_t ns[] = {1, 2, 3, 4, 5, 7, 16, 17, 1000, 4096, 4097};
+    const uint64_t seeds[] = {0, 1, 1337, 0x8000000000000005ull};
+    for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+        for (size_t b = 0; b < sizeof seeds / sizeof seeds[0]; b++)
+            for (uint64_t epoch = 0; epoch < 3; epoch++) {
+                uint64_t n = ns[a];
+                unsigned char *seen = calloc(n, 1);
+                for (uint64_t j = 0; j < n; j++) {
+                    uint64_t w = sampler_permute(j, n, seeds[b], epoch);
+                    if (w >= n || seen[w]) {
+                        printf("    n %llu seed %llu epoch %llu: j %llu -> %llu (%s)\n",
+                               (unsigned long long)n, (unsigned long long)seeds[b],
+                               (unsigned long long)epoch, (unsigned long long)j,
+                               (unsigned long long)w, w >= n ? "out of range" : "repeated");
+                        fail();
+                    }
+                    seen[w] = 1;
+                }
+                free(seen);
+            }
+}
+
+/* Positions where two orders of [0, n) agree. */
+static uint64_t agreements(uint64_t n, uint64_t seed_a, uint64_t ep_a, uint64_t seed_b,
+                           uint64_t ep_b) {
+    uint64_t same = 0;
+    for (uint64_t j = 0; j < n; j++)
+        same += sampler_permute(j, n, seed_a, ep_a) == sampler_permute(j, n, seed_b, ep_b);
+    return same;
+}
+
+static void epochs_and_seeds_give_unrelated_orders(void **state) {
+    (void)state;
+    const uint64_t n = 1000; /* unrelated orders agree in ~1 place; allow 10 */
+    uint64_t fixed = 0;
+    for (uint64_t j = 0; j < n; j++) fixed += sampler_permute(j, n, 7, 0) == j;
+    printf("    fixed points %llu, epoch 0 vs 1 %llu, seed 7 vs 8 %llu\n",
+           (unsigned long long)fixed, (unsigned long long)agreements(n, 7, 0, 7, 1),
+           (unsigned long long)agreements(n, 7, 0, 8, 0));
+    assert_true(fixed < 10);
+    assert_true(agreements(n, 7, 0, 7, 1) < 10);
+    assert_true(agreements(n, 7, 1, 7, 2) < 10);
+    assert_true(agreements(n, 7, 0, 8, 0) < 10);
+}
+
+static void permutation_is_pure_same_call_same_answer(void **state) {
+    (void)state;
+    for (uint64_t j = 0; j < 4097; j += 13) {
+        uint64_t a = sampler_permute(j, 4097, 99, 5);
+        sampler_permute((j * 7) % 4097, 4097, 3, 1); /* unrelated calls in between */
+        assert_int_equal(sampler_permute(j, 4097, 99, 5), a);
+    }
+}
+
+static void permutation_of_huge_n_stays_in_range_and_is_fast(void **state) {
+    (void)state;
+    const uint64_t ns[] = {((uint64_t)1 << 40) + 3, ((uint64_t)1 << 62) + 1, UINT64_MAX};
+    for (int a = 0; a < 3; a++)
+        for (uint64_t j = 0; j < 1000; j++) {
+            uint64_t x = j * 0x9E3779B97F4A7C15ull % ns[a];
+            assert_true(sampler_permute(x, ns[a], 1, 0) < ns[a]);
+        }
+    /* The worst case for cycle walking: n just above a power of 4 (domain ~4n). */
+    const uint64_t n = ((uint64_t)1 << 20) + 1;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    uint64_t sum = 0;
+    for (uint64_t j = 0; j < 200000; j++) sum += sampler_permute(j, n, 1, 0);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double us = ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / 1e3 / 200000;
+    printf("    %.2f us per call at n = 2^20+1 (checksum %llu)\n", us, (unsigned long long)sum);
+    assert_true(us < 50.0);
+}
+
+static void shuffled_epoch_visits_every_window_once_in_a_new_order(void **state) {
+    (void)state;
+    const size_t len[] = {500, 37, 1201, 64};
+    shard_set_t set;
+    make_shards(&set, len, 4);
+    sampler_t s;
+    char err[256] = "";
+    assert_int_equal(sampler_create(&s, &set, 12, true, 1337, err, sizeof err), 0);
+    const uint64_t n = s.n_windows; /* 41 + 3 + 100 + 5 */
+    assert_int_equal(n, 149);
+    unsigned char *seen = calloc(n, 1);
+    uint64_t same_as_unshuffled = 0, same_as_next_epoch = 0;
+    for (uint64_t j = 0; j < n; j++) {
+        int shard, shard2;
+        uint64_t off, off2;
+        sampler_locate(&s, j, &shard, &off);
+        assert_int_equal(off % 12, 0);
+        assert_true(off + 13 <= set.shards[shard].n_tokens);
+        uint64_t w = s.shard_first_window[shard] + off / 12;
+        assert_int_equal(seen[w], 0);
+        seen[w] = 1;
+        same_as_unshuffled += w == j;
+        sampler_locate(&s, j + n, &shard2, &off2);
+        same_as_next_epoch += shard == shard2 && off == off2;
+    }
+    printf("    agreements: with unshuffled %llu, with epoch 1 %llu (of %llu)\n",
+           (unsigned long long)same_as_unshuffled, (unsigned long long)same_as_next_epoch,
+           (unsigned long long)n);
+    assert_true(same_as_unshuffled < 10 && same_as_next_epoch < 10);
+    /* sampler_fill agrees with sampler_locate. */
+    int in[3 * 12], tg[3 * 12];
+    sampler_fill(&s, 2 * n + 5, 3, in, tg);
+    for (int b = 0; b < 3; b++) {
+        int shard;
+        uint64_t off;
+        sampler_locate(&s, 2 * n + 5 + (uint64_t)b, &shard, &off);
+        for (int t = 0; t < 12; t++) {
+            assert_int_equal(in[b * 12 + t], set.shards[shard].tokens[off + (uint64_t)t]);
+            assert_int_equal(tg[b * 12 + t], set.shards[shard].tokens[off + (uint64_t)t + 1]);
+        }
+    }
+    free(seen);
+    sampler_destroy(&s);
+    shard_set_close(&set);
+}
+
+static void too_short_shards_are_refused_with_message(void **state) {
+    (void)state;
+    const size_t len[] = {64, 65};
+    shard_set_t set;
+    make_shards(&set, len, 2);
+    sampler_t s;
+    char err[256] = "";
+    assert_int_not_equal(sampler_create(&s, &set, 65, false, 1, err, sizeof err), 0);
+    printf("    message: %s\n", err);
+    assert_non_null(strstr(err, "seq_len+1 = 66"));
+    assert_int_equal(sampler_create(&s, &set, 64, false, 1, err, sizeof err), 0);
+    assert_int_equal(s.n_windows, 1);
+    sampler_destroy(&s);
+    shard_set_close(&set);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(window_counts_are_floor_n_minus_1_over_T_per_shard, make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(unshuffled_order_equals_llmc_dataloader_exactly, make_dir, remove_dir),
+        cmocka_unit_test(permutation_is_a_bijection_for_many_n_and_seeds),
+        cmocka_unit_test(epochs_and_seeds_give_unrelated_orders),
+        cmocka_unit_test(permutation_is_pure_same_call_same_answer),
+        cmocka_unit_test(permutation_of_huge_n_stays_in_range_and_is_fast),
+        cmocka_unit_test_setup_teardown(shuffled_epoch_visits_every_window_once_in_a_new_order, make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(too_short_shards_are_refused_with_message, make_dir, remove_dir),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
