@@ -126,6 +126,7 @@ static const key_spec_t key_specs[] = {
     INT_KEY(G_CHECKPOINT, "keep", ckpt_keep, 3, AT_LEAST(1)),
     STR_KEY(G_CHECKPOINT, "resume", resume, "none", NULL), /* 'none' | 'auto' | a path */
     REAL_KEY(G_CHECKPOINT, "timeout_s", timeout_s, 600, ABOVE(0)),
+    BOOL_KEY(G_CHECKPOINT, "save_weights", save_weights, 1),
 
     INT_KEY(G_LOG, "every", log_every, 1, AT_LEAST(1)),
     BOOL_KEY(G_LOG, "jsonl", jsonl, true),

@@ -68,6 +68,7 @@ typedef struct config {
     int ckpt_every, ckpt_keep;
     char resume[CFG_STR];   /* 'none' | 'auto' | path */
     double timeout_s;
+    bool save_weights;      /* write step-0 and final weights (weights_stepNNNNNN.h5) */
 
     /* &log */
     int log_every;          /* key 'every' */

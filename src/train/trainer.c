@@ -73,7 +73,7 @@ static void print_memory_plan(const trainer_t *tr) {
     printf("memory plan per rank: parameters %.1f MiB, gradients %.1f MiB, AdamW m+v %.1f "
            "MiB, activations %.1f MiB\n", pbytes / MiB, pbytes / MiB, 2 * pbytes / MiB,
            tr->model.act_bytes / MiB);
-    printf("MFU reference: %.1f GFLOP/s per rank (%s), %.3f GFLOP per token\n",
+    printf("MFU reference: %.1f GFLOP/s per rank (%s), %.4f GFLOP per token\n",
            tr->peak_flops / 1e9, tr->cfg->peak_flops > 0 ? "&log peak_flops" : "measured matmul",
            tr->flops_per_token / 1e9);
 }
@@ -125,6 +125,10 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
     tr->targets = xmalloc(sizeof(int) * (size_t)tr->micro_batch * tr->T);
     tr->flops_per_token = gpt_flops_per_token(&tr->model, tr->T);
     tr->peak_flops = cfg->peak_flops > 0 ? cfg->peak_flops : measure_peak_flops(ops);
+    /* The effective configuration (defaults filled in) is what checkpoints record. */
+    int n = config_to_namelist(cfg, NULL, 0);
+    tr->config_text = xmalloc((size_t)n + 1);
+    config_to_namelist(cfg, tr->config_text, n + 1);
     if (is_root(tr)) print_memory_plan(tr);
 }
 
@@ -142,16 +146,18 @@ void trainer_destroy(trainer_t *tr) {
     }
     xfree(tr->inputs);
     xfree(tr->targets);
+    xfree(tr->config_text);
 }
 
 /* ---------------------------------------------------------------- weights */
 
 static void save_weights(trainer_t *tr, const char *tag) {
+    if (!tr->cfg->save_weights) return;
     char path[700];
     snprintf(path, sizeof path, "%s/weights_%s.h5", tr->run_dir, tag);
     float *host = xmalloc(tr->model.P.total * sizeof(float));
     tr->ops->to_host(host, tr->model.params, tr->model.P.total * sizeof(float));
-    ckpt_meta_t meta = {tr->step, tr->cfg->seed, tr->model.V, tr->model.Vp, tr->cfg->text};
+    ckpt_meta_t meta = {tr->step, tr->cfg->seed, tr->model.V, tr->model.Vp, tr->config_text};
     /* One replica writes: dp rank 0 (tp shards are disjoint, so each tp rank writes its own). */
     ckpt_write_weights(path, MPI_COMM_WORLD, &tr->model.P, host, &meta, tr->grid->rank_dp == 0);
     xfree(host);

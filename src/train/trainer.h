@@ -26,6 +26,7 @@ typedef struct trainer {
     int micro_batch, accum, global_batch, T;
     int *inputs, *targets;      /* host [micro_batch * T] */
     char run_dir[512];
+    char *config_text;          /* effective namelist, stored in weight files */
     metrics_t metrics;
     int64_t step;               /* optimizer steps taken */
     int64_t skipped;            /* steps whose update was discarded (on_anomaly = 'skip') */

@@ -147,7 +147,7 @@ static void every_key_reaches_its_field(void **state) {
     (void)state;
     config_t c;
     parse_ok("&run name = 'exp1', out_dir = '/scratch/runs', mode = 'generate', device = 'cuda', seed = 42,\n"
-             "     init_from = 'w.h5', prompt_ids = 50256 11 22, max_new_tokens = 5, temperature = 0,\n"
+             "     init_from = 'w.h5', prompt_ids = 256 11 22, max_new_tokens = 5, temperature = 0,\n"
              "     top_k = 0 /\n"
              "&model n_layer = 2, n_head = 2, d_model = 32, d_ff = 100, vocab_size = 300, seq_len = 16,\n"
              "       dropout = 0, n_experts = 0, top_k = 1, moe_every = 2, capacity_factor = 2,\n"
@@ -171,7 +171,7 @@ static void every_key_reaches_its_field(void **state) {
     assert_int_equal(c.seed, 42);
     assert_string_equal(c.init_from, "w.h5");
     assert_int_equal(c.n_prompt_ids, 3);
-    assert_true(c.prompt_ids[0] == 50256 && c.prompt_ids[1] == 11 && c.prompt_ids[2] == 22);
+    assert_true(c.prompt_ids[0] == 256 && c.prompt_ids[1] == 11 && c.prompt_ids[2] == 22);
     assert_int_equal(c.max_new_tokens, 5);
     assert_true(c.temperature == 0.0);
     assert_int_equal(c.top_k, 0);
