@@ -12,8 +12,8 @@ SRC_DIRS := src/core src/config src/parallel src/model src/kernels src/kernels/c
 LIB_SRC := $(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c))
 LIB_OBJ := $(patsubst src/%.c,$(BUILD)/%.o,$(LIB_SRC))
 LIB     := $(BUILD)/libllmtrain.a
-ALL_CFLAGS = $(CFLAGS) -Isrc $(BLAS_CFLAGS) $(HDF5_CFLAGS) $(HWLOC_CFLAGS) $(PAPI_CFLAGS)
-ALL_LIBS   = $(HDF5_LIBS) $(BLAS_LIBS) $(HWLOC_LIBS) $(PAPI_LIBS) -lm
+ALL_CFLAGS = $(CFLAGS) -Isrc $(BLAS_CFLAGS) $(HDF5_CFLAGS) $(HWLOC_CFLAGS) $(PAPI_CFLAGS) $(PCRE2_CFLAGS)
+ALL_LIBS   = $(HDF5_LIBS) $(BLAS_LIBS) $(HWLOC_LIBS) $(PAPI_LIBS) $(PCRE2_LIBS) -lm
 
 UNIT_SRC := $(wildcard validation/unit/test_*.c)
 UNIT_BIN := $(patsubst validation/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
@@ -24,6 +24,9 @@ REF_BIN  := $(patsubst validation/reference/%.c,$(BUILD)/ref/%,$(REF_SRC))
 all: llmtrain
 
 llmtrain: $(BUILD)/main.o $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(ALL_LIBS)
+
+llmprep: $(BUILD)/tools/llmprep.o $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(ALL_LIBS)
 
 $(LIB): $(LIB_OBJ)
@@ -64,6 +67,6 @@ demo:
 	@MPIRUN="$(MPIRUN)" PYTHON="$(PYTHON)" bash validation/demo.sh
 
 clean:
-	rm -rf $(BUILD) llmtrain
+	rm -rf $(BUILD) llmtrain llmprep
 
--include $(LIB_OBJ:.o=.d) $(BUILD)/main.d $(UNIT_BIN:=.d) $(REF_BIN:=.d)
+-include $(LIB_OBJ:.o=.d) $(BUILD)/main.d $(BUILD)/tools/llmprep.d $(UNIT_BIN:=.d) $(REF_BIN:=.d)

@@ -28,10 +28,12 @@ static void usage(int rank) {
  * later version: refuse them clearly instead of silently ignoring them. */
 static void refuse_unimplemented(const config_t *cfg) {
     const char *p = cfg->source_path;
-    if (cfg->tp > 1 || cfg->pp > 1)
-        fatal_user("%s: &parallel tp = %d, pp = %d: tensor and pipeline parallelism are not in "
-                   "this version yet; use tp = 1, pp = 1 (data parallel dp works)", p, cfg->tp,
-                   cfg->pp);
+    if (strcmp(cfg->schedule, "interleaved") == 0)
+        fatal_user("%s: &parallel schedule = 'interleaved': virtual pipeline stages are not in "
+                   "this version yet; use '1f1b' or 'gpipe'", p);
+    if (cfg->pp > 1 && strcmp(cfg->mode, "generate") == 0)
+        fatal_user("%s: &run mode = 'generate' runs with pp = 1 (any file saved on any grid "
+                   "loads there)", p);
     if (cfg->ep > 1 || cfg->zero_stage > 0)
         fatal_user("%s: &parallel ep / zero_stage are not in this version yet; use ep = 1, "
                    "zero_stage = 0", p);

@@ -229,8 +229,9 @@ void ckpt_write_weights(const char *path, MPI_Comm comm, const params_t *P, cons
     H5_CHECK(group);
     for (int i = 0; i < P->n; i++) {
         const param_t *p = &P->p[i];
-        /* One copy of each element: a replicated parameter is written by tp rank 0 only. */
-        bool writes = writer && (p->split_dim >= 0 || P->tp_rank == 0);
+        /* One copy of each element: a replicated parameter is written by tp rank 0 only, the
+         * tied wte by the first pipeline stage only. */
+        bool writes = writer && p->held && !p->tied_copy && (p->split_dim >= 0 || P->tp_rank == 0);
         write_param(group, P, p, flat, writes, dxpl);
     }
     H5_CHECK(H5Gclose(group));

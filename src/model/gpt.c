@@ -1,10 +1,20 @@
-/* gpt.c — GPT-2 forward and backward over the op interface (see gpt.h).
- * Notation: N = B*T rows, C = d_model, F = d_ff, NH heads of size hs, Vp padded vocabulary. */
+/* gpt.c — GPT-2 forward and backward over the op interface, with Megatron tensor parallelism
+ * and pipeline stages (see gpt.h).
+ * Notation: N = B*T rows, C = d_model, F = d_ff, NH heads of size hs, Vp padded vocabulary;
+ * an `l` suffix means the local part under tensor parallelism (NHl = NH/tp, Fl = F/tp, ...). */
 #include "model/gpt.h"
 #include <stdio.h>
 #include <string.h>
 #include "core/alloc.h"
 #include "core/error.h"
+#include "parallel/comm.h"
+
+gpt_parallel_t gpt_serial(void) {
+    gpt_parallel_t p = {1, 0, 1, 0, MPI_COMM_SELF, 1};
+    return p;
+}
+
+/* ---------------------------------------------------------------- views into the flat buffers */
 
 /* Pointer to a named parameter (or its gradient) inside a flat buffer. Looked up by name once
  * at create time, so the registry stays the single source of truth for the layout. */
@@ -45,53 +55,74 @@ static void resolve_views(gpt_t *m) {
     m->gg = global_weights(m, m->grads);
 }
 
+/* ---------------------------------------------------------------- activation arena */
+
 static float *falloc(const gpt_t *m, size_t n, size_t *counter) {
     *counter += n * sizeof(float);
     return m->ops->alloc(n * sizeof(float));
 }
 
-static void alloc_activations(gpt_t *m) {
-    const size_t N = (size_t)m->B * m->T, C = m->C, F = m->F;
-    const size_t att = (size_t)m->B * m->NH * m->T * m->T;
-    size_t *c = &m->act_bytes;
-    m->tokens = m->ops->alloc(N * sizeof(int));
-    m->targets = m->ops->alloc(N * sizeof(int));
-    m->encoded = falloc(m, N * C, c);
-    m->layer = xcalloc((size_t)m->L, sizeof(gpt_layer_acts_t));
-    for (int l = 0; l < m->L; l++) {
-        gpt_layer_acts_t *a = &m->layer[l];
-        a->ln1 = falloc(m, N * C, c);
-        a->ln1_mean = falloc(m, N, c);
-        a->ln1_rstd = falloc(m, N, c);
-        a->qkv = falloc(m, N * 3 * C, c);
-        a->atty = falloc(m, N * C, c);
-        a->att = falloc(m, att, c);
-        a->res2 = falloc(m, N * C, c);
-        a->ln2 = falloc(m, N * C, c);
-        a->ln2_mean = falloc(m, N, c);
-        a->ln2_rstd = falloc(m, N, c);
-        a->fch = falloc(m, N * F, c);
-        a->fch_gelu = falloc(m, N * F, c);
-        a->res3 = falloc(m, N * C, c);
+static void alloc_layer_acts(gpt_t *m, gpt_layer_acts_t *a, size_t *c) {
+    const size_t N = (size_t)m->B * m->T, C = m->C, Fl = m->Fl, Cl = (size_t)m->NHl * m->hs;
+    a->ln1 = falloc(m, N * C, c);
+    a->ln1_mean = falloc(m, N, c);
+    a->ln1_rstd = falloc(m, N, c);
+    a->qkv = falloc(m, N * 3 * Cl, c);
+    a->atty = falloc(m, N * Cl, c);
+    a->att = falloc(m, (size_t)m->B * m->NHl * m->T * m->T, c);
+    a->res2 = falloc(m, N * C, c);
+    a->ln2 = falloc(m, N * C, c);
+    a->ln2_mean = falloc(m, N, c);
+    a->ln2_rstd = falloc(m, N, c);
+    a->fch = falloc(m, N * Fl, c);
+    a->fch_gelu = falloc(m, N * Fl, c);
+    a->res3 = falloc(m, N * C, c);
+}
+
+static void free_layer_acts(const gpt_t *m, gpt_layer_acts_t *a) {
+    float *bufs[] = {a->ln1, a->ln1_mean, a->ln1_rstd, a->qkv, a->atty, a->att, a->res2,
+                     a->ln2, a->ln2_mean, a->ln2_rstd, a->fch, a->fch_gelu, a->res3};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) m->ops->free(bufs[i]);
+}
+
+static void alloc_slots(gpt_t *m) {
+    const size_t N = (size_t)m->B * m->T, C = m->C;
+    const int nl = m->end_layer - m->first_layer;
+    m->slot = xcalloc((size_t)m->par.n_slots, sizeof(gpt_slot_t));
+    for (int s = 0; s < m->par.n_slots; s++) {
+        gpt_slot_t *sl = &m->slot[s];
+        size_t bytes = 0;
+        sl->tokens = m->ops->alloc(N * sizeof(int));
+        sl->targets = m->ops->alloc(N * sizeof(int));
+        sl->input = falloc(m, N * C, &bytes);
+        sl->dout = falloc(m, N * C, &bytes);
+        sl->layer = xcalloc((size_t)(nl > 0 ? nl : 1), sizeof(gpt_layer_acts_t));
+        for (int l = 0; l < nl; l++) alloc_layer_acts(m, &sl->layer[l], &bytes);
+        m->slot_bytes = bytes;
     }
-    m->lnf = falloc(m, N * C, c);
-    m->lnf_mean = falloc(m, N, c);
-    m->lnf_rstd = falloc(m, N, c);
-    m->logits = falloc(m, N * (size_t)m->Vp, c);
-    m->row_max = falloc(m, N, c);
-    m->row_sumexp = falloc(m, N, c);
-    m->target_logit = falloc(m, N, c);
-    m->losses = falloc(m, N, c);
-    m->dres = falloc(m, N * C, c);
+}
+
+static void alloc_head_and_scratch(gpt_t *m) {
+    const size_t N = (size_t)m->B * m->T, C = m->C, Cl = (size_t)m->NHl * m->hs;
+    size_t *c = &m->head_bytes;
+    if (m->has_head) {
+        m->lnf = falloc(m, N * C, c);
+        m->lnf_mean = falloc(m, N, c);
+        m->lnf_rstd = falloc(m, N, c);
+        m->logits = falloc(m, N * (size_t)m->Vl, c);
+        m->row_max = falloc(m, N, c);
+        m->row_sumexp = falloc(m, N, c);
+        m->target_logit = falloc(m, N, c);
+        m->losses = falloc(m, N, c);
+    }
     m->dC = falloc(m, N * C, c);
     m->dC2 = falloc(m, N * C, c);
-    m->dbig = falloc(m, N * (3 * C > F ? 3 * C : F), c);
-    m->datt = falloc(m, att, c);
+    m->dbig = falloc(m, N * (3 * Cl > (size_t)m->Fl ? 3 * Cl : (size_t)m->Fl), c);
+    m->datt = falloc(m, (size_t)m->B * m->NHl * m->T * m->T, c);
     m->host_losses = xmalloc(N * sizeof(float));
 }
 
-void gpt_create(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T) {
-    memset(m, 0, sizeof *m);
+static void set_dims(gpt_t *m, const config_t *cfg, const gpt_parallel_t *par) {
     m->L = cfg->n_layer;
     m->C = cfg->d_model;
     m->NH = cfg->n_head;
@@ -99,33 +130,53 @@ void gpt_create(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T) {
     m->F = cfg->d_ff;
     m->V = cfg->vocab_size;
     m->Vp = config_padded_vocab(cfg);
+    m->par = *par;
+    m->NHl = m->NH / par->tp;
+    m->Fl = m->F / par->tp;
+    m->Vl = m->Vp / par->tp;
+    m->v_start = par->tp_rank * m->Vl;
+    int valid = m->V - m->v_start;
+    m->v_valid = valid < 0 ? 0 : valid > m->Vl ? m->Vl : valid;
+}
+
+void gpt_create(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T,
+                const gpt_parallel_t *par) {
+    memset(m, 0, sizeof *m);
+    set_dims(m, cfg, par);
     m->B = B;
     m->T = T;
     m->ops = ops;
-    params_create(&m->P, cfg, 1, 0);
+    params_create_stage(&m->P, cfg, par->tp, par->tp_rank, par->pp, par->pp_rank);
+    m->first_layer = m->P.first_layer;
+    m->end_layer = m->P.end_layer;
+    m->has_embed = m->P.has_embed;
+    m->has_head = m->P.has_head;
     m->params = ops->alloc(m->P.total * sizeof(float));
     m->grads = ops->alloc(m->P.total * sizeof(float));
     ops->zero(m->params, m->P.total);
     ops->zero(m->grads, m->P.total);
     resolve_views(m);
-    alloc_activations(m);
+    alloc_slots(m);
+    alloc_head_and_scratch(m);
 }
 
 void gpt_destroy(gpt_t *m) {
     const ops_t *o = m->ops;
-    for (int l = 0; l < m->L; l++) {
-        gpt_layer_acts_t *a = &m->layer[l];
-        float *bufs[] = {a->ln1, a->ln1_mean, a->ln1_rstd, a->qkv, a->atty, a->att, a->res2,
-                         a->ln2, a->ln2_mean, a->ln2_rstd, a->fch, a->fch_gelu, a->res3};
-        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) o->free(bufs[i]);
+    for (int s = 0; s < m->par.n_slots; s++) {
+        gpt_slot_t *sl = &m->slot[s];
+        for (int l = 0; l < m->end_layer - m->first_layer; l++) free_layer_acts(m, &sl->layer[l]);
+        xfree(sl->layer);
+        o->free(sl->tokens);
+        o->free(sl->targets);
+        o->free(sl->input);
+        o->free(sl->dout);
     }
-    float *bufs[] = {m->params, m->grads, m->encoded, m->lnf, m->lnf_mean, m->lnf_rstd,
-                     m->logits, m->row_max, m->row_sumexp, m->target_logit, m->losses, m->dres,
-                     m->dC, m->dC2, m->dbig, m->datt};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) o->free(bufs[i]);
-    o->free(m->tokens);
-    o->free(m->targets);
-    xfree(m->layer);
+    xfree(m->slot);
+    float *bufs[] = {m->params, m->grads, m->lnf, m->lnf_mean, m->lnf_rstd, m->logits,
+                     m->row_max, m->row_sumexp, m->target_logit, m->losses, m->dC, m->dC2,
+                     m->dbig, m->datt};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        if (bufs[i]) o->free(bufs[i]);
     xfree(m->lw);
     xfree(m->lg);
     xfree(m->host_losses);
@@ -134,51 +185,85 @@ void gpt_destroy(gpt_t *m) {
 }
 
 void gpt_init_params(gpt_t *m, uint64_t seed) {
-    float *host = xmalloc(m->P.total * sizeof(float));
-    memset(host, 0, m->P.total * sizeof(float));
+    float *host = xcalloc(m->P.total, sizeof(float));
     params_init(&m->P, host, seed);
     m->ops->to_device(m->params, host, m->P.total * sizeof(float));
     xfree(host);
 }
 
-/* One pre-LN block: res_out = res_in + attn(ln1(res_in)); res3 = res2 + mlp(ln2(res2)). */
-static void block_forward(gpt_t *m, int l, const float *res_in, int B, int T) {
+/* ---------------------------------------------------------------- forward */
+
+/* Row-parallel output: partial products summed over tp (the bias was added by tp rank 0). */
+static void tp_sum(gpt_t *m, float *x, size_t n) {
+    comm_allreduce_sum(x, n, m->par.tp_comm, COMM_TP);
+}
+
+static const float *tp_bias(const gpt_t *m, const float *b) { return m->par.tp_rank == 0 ? b : NULL; }
+
+void gpt_embed(gpt_t *m, int s, const int *tokens, int B, int T) {
+    ASSERT(m->has_embed && B <= m->B && T <= m->T);
+    gpt_slot_t *sl = &m->slot[s];
+    m->ops->to_device(sl->tokens, tokens, (size_t)B * T * sizeof(int));
+    /* vocab-parallel: each rank adds the rows it owns; rank 0 adds the positions */
+    m->ops->embed_forward(sl->input, sl->tokens, m->gw.wte, m->gw.wpe, B, T, m->C, m->v_start,
+                          m->Vl, m->par.tp_rank == 0);
+    tp_sum(m, sl->input, (size_t)B * T * m->C);
+}
+
+/* One pre-LN block: res2 = res_in + attn(ln1(res_in)); res3 = res2 + mlp(ln2(res2)). */
+static void block_forward(gpt_t *m, int l, gpt_layer_acts_t *a, const float *res_in, int B,
+                          int T) {
     const ops_t *o = m->ops;
-    const int N = B * T, C = m->C, F = m->F;
-    gpt_layer_acts_t *a = &m->layer[l];
+    const int N = B * T, C = m->C, Fl = m->Fl, Cl = m->NHl * m->hs;
     const gpt_layer_w_t w = m->lw[l];
     o->layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, res_in, w.ln1w, w.ln1b, N, C);
-    o->matmul_forward(a->qkv, a->ln1, w.qkvw, w.qkvb, N, C, 3 * C);
-    o->attention_forward(a->atty, a->att, a->qkv, B, T, m->NH, m->hs);
-    o->matmul_forward(a->res2, a->atty, w.projw, w.projb, N, C, C);
+    o->matmul_forward(a->qkv, a->ln1, w.qkvw, w.qkvb, N, C, 3 * Cl);
+    o->attention_forward(a->atty, a->att, a->qkv, B, T, m->NHl, m->hs);
+    o->matmul_forward(a->res2, a->atty, w.projw, tp_bias(m, w.projb), N, Cl, C);
+    tp_sum(m, a->res2, (size_t)N * C);
     o->add(a->res2, a->res2, res_in, (size_t)N * C);
     o->layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w.ln2w, w.ln2b, N, C);
-    o->matmul_forward(a->fch, a->ln2, w.fcw, w.fcb, N, C, F);
-    o->gelu_forward(a->fch_gelu, a->fch, (size_t)N * F);
-    o->matmul_forward(a->res3, a->fch_gelu, w.mprojw, w.mprojb, N, F, C);
+    o->matmul_forward(a->fch, a->ln2, w.fcw, w.fcb, N, C, Fl);
+    o->gelu_forward(a->fch_gelu, a->fch, (size_t)N * Fl);
+    o->matmul_forward(a->res3, a->fch_gelu, w.mprojw, tp_bias(m, w.mprojb), N, Fl, C);
+    tp_sum(m, a->res3, (size_t)N * C);
     o->add(a->res3, a->res3, a->res2, (size_t)N * C);
 }
 
-float gpt_forward(gpt_t *m, const int *inputs, const int *targets, int B, int T) {
+static const float *stage_output(const gpt_t *m, int s) {
+    const gpt_slot_t *sl = &m->slot[s];
+    int nl = m->end_layer - m->first_layer;
+    return nl > 0 ? sl->layer[nl - 1].res3 : sl->input;
+}
+
+const float *gpt_stage_forward(gpt_t *m, int s, int B, int T) {
     ASSERT(B <= m->B && T <= m->T);
-    const ops_t *o = m->ops;
-    const int N = B * T, C = m->C;
-    o->to_device(m->tokens, inputs, (size_t)N * sizeof(int));
-    o->embed_forward(m->encoded, m->tokens, m->gw.wte, m->gw.wpe, B, T,
-                     C, 0, m->Vp, true);
-    const float *res = m->encoded;
-    for (int l = 0; l < m->L; l++) {
-        block_forward(m, l, res, B, T);
-        res = m->layer[l].res3;
+    gpt_slot_t *sl = &m->slot[s];
+    const float *res = sl->input;
+    for (int l = m->first_layer; l < m->end_layer; l++) {
+        gpt_layer_acts_t *a = &sl->layer[l - m->first_layer];
+        block_forward(m, l, a, res, B, T);
+        res = a->res3;
     }
-    o->layernorm_forward(m->lnf, m->lnf_mean, m->lnf_rstd, res, m->gw.lnfw,
-                         m->gw.lnfb, N, C);
-    o->matmul_forward(m->logits, m->lnf, m->gw.wte, NULL, N, C, m->Vp);
+    return res;
+}
+
+/* Final norm, LM head (vocab-parallel) and the loss of each row; returns the mean loss. */
+static float head_forward(gpt_t *m, int s, const int *targets, int B, int T) {
+    const ops_t *o = m->ops;
+    const int N = B * T;
+    gpt_slot_t *sl = &m->slot[s];
+    o->layernorm_forward(m->lnf, m->lnf_mean, m->lnf_rstd, stage_output(m, s), m->gw.lnfw,
+                         m->gw.lnfb, N, m->C);
+    o->matmul_forward(m->logits, m->lnf, m->gw.wte, NULL, N, m->C, m->Vl);
     if (!targets) return 0.0f;
-    o->to_device(m->targets, targets, (size_t)N * sizeof(int));
-    o->xent_row_max(m->row_max, m->logits, N, m->Vp, m->V);
-    o->xent_row_sumexp(m->row_sumexp, m->logits, m->row_max, N, m->Vp, m->V);
-    o->xent_target_logit(m->target_logit, m->logits, m->targets, N, m->Vp, 0);
+    o->to_device(sl->targets, targets, (size_t)N * sizeof(int));
+    o->xent_row_max(m->row_max, m->logits, N, m->Vl, m->v_valid);
+    comm_allreduce_max(m->row_max, (size_t)N, m->par.tp_comm, COMM_TP);
+    o->xent_row_sumexp(m->row_sumexp, m->logits, m->row_max, N, m->Vl, m->v_valid);
+    o->xent_target_logit(m->target_logit, m->logits, sl->targets, N, m->Vl, m->v_start);
+    tp_sum(m, m->row_sumexp, (size_t)N);
+    tp_sum(m, m->target_logit, (size_t)N);
     o->xent_losses(m->losses, m->row_max, m->row_sumexp, m->target_logit, N);
     o->to_host(m->host_losses, m->losses, (size_t)N * sizeof(float));
     double sum = 0.0;
@@ -186,59 +271,109 @@ float gpt_forward(gpt_t *m, const int *inputs, const int *targets, int B, int T)
     return (float)(sum / N);
 }
 
-/* Backward of one block. On entry m->dres holds dL/d(res3); on exit dL/d(res_in). */
-static void block_backward(gpt_t *m, int l, const float *res_in, int B, int T, bool first) {
+/* ---------------------------------------------------------------- backward */
+
+/* Backward of the head: dlogits in place, dwte (local rows), d(lnf input) into the slot's dout. */
+static void head_backward(gpt_t *m, int s, int B, int T, float dloss, bool first) {
     const ops_t *o = m->ops;
-    const int N = B * T, C = m->C, F = m->F;
-    gpt_layer_acts_t *a = &m->layer[l];
+    const int N = B * T, C = m->C;
+    gpt_slot_t *sl = &m->slot[s];
+    o->xent_backward_inplace(m->logits, m->row_max, m->row_sumexp, sl->targets, dloss, N, m->Vl,
+                             m->v_valid, m->v_start);
+    o->matmul_backward(m->dC, m->gg.wte, NULL, m->logits, m->lnf, m->gw.wte, N, C, m->Vl, false,
+                       first);
+    tp_sum(m, m->dC, (size_t)N * C);
+    o->layernorm_backward(sl->dout, m->gg.lnfw, m->gg.lnfb, m->dC, stage_output(m, s),
+                          m->gw.lnfw, m->lnf_mean, m->lnf_rstd, N, C, false, first);
+}
+
+float gpt_head(gpt_t *m, int s, const int *targets, int B, int T, bool backward, float dloss,
+               bool first) {
+    ASSERT(m->has_head);
+    float loss = head_forward(m, s, targets, B, T);
+    if (backward) head_backward(m, s, B, T, dloss, first);
+    return loss;
+}
+
+/* Backward of one block. On entry m->dres holds dL/d(res3); on exit dL/d(res_in). */
+static void block_backward(gpt_t *m, int l, gpt_layer_acts_t *a, const float *res_in, int B,
+                           int T, bool first) {
+    const ops_t *o = m->ops;
+    const int N = B * T, C = m->C, Fl = m->Fl, Cl = m->NHl * m->hs;
     const gpt_layer_w_t w = m->lw[l], g = m->lg[l];
     /* MLP: res3 = res2 + proj(gelu(fc(ln2(res2)))) */
-    o->matmul_backward(m->dbig, g.mprojw, g.mprojb, m->dres, a->fch_gelu, w.mprojw, N, F, C,
+    o->matmul_backward(m->dbig, g.mprojw, g.mprojb, m->dres, a->fch_gelu, w.mprojw, N, Fl, C,
                        false, first);
-    o->gelu_backward(m->dbig, a->fch, m->dbig, (size_t)N * F);
-    o->matmul_backward(m->dC, g.fcw, g.fcb, m->dbig, a->ln2, w.fcw, N, C, F, false, first);
+    o->gelu_backward(m->dbig, a->fch, m->dbig, (size_t)N * Fl);
+    o->matmul_backward(m->dC, g.fcw, g.fcb, m->dbig, a->ln2, w.fcw, N, C, Fl, false, first);
+    tp_sum(m, m->dC, (size_t)N * C); /* column-parallel input gradient: partial over tp */
     o->layernorm_backward(m->dres, g.ln2w, g.ln2b, m->dC, a->res2, w.ln2w, a->ln2_mean,
                           a->ln2_rstd, N, C, true, first);
     /* attention: res2 = res_in + proj(attn(qkv(ln1(res_in)))) */
-    o->matmul_backward(m->dC2, g.projw, g.projb, m->dres, a->atty, w.projw, N, C, C, false,
+    o->matmul_backward(m->dC2, g.projw, g.projb, m->dres, a->atty, w.projw, N, Cl, C, false,
                        first);
-    o->attention_backward(m->dbig, m->datt, m->dC2, a->qkv, a->att, B, T, m->NH, m->hs);
-    o->matmul_backward(m->dC, g.qkvw, g.qkvb, m->dbig, a->ln1, w.qkvw, N, C, 3 * C, false,
+    o->attention_backward(m->dbig, m->datt, m->dC2, a->qkv, a->att, B, T, m->NHl, m->hs);
+    o->matmul_backward(m->dC, g.qkvw, g.qkvb, m->dbig, a->ln1, w.qkvw, N, C, 3 * Cl, false,
                        first);
+    tp_sum(m, m->dC, (size_t)N * C);
     o->layernorm_backward(m->dres, g.ln1w, g.ln1b, m->dC, res_in, w.ln1w, a->ln1_mean,
                           a->ln1_rstd, N, C, true, first);
 }
 
-void gpt_backward(gpt_t *m, int B, int T, float dloss, bool first_micro) {
-    const ops_t *o = m->ops;
-    const int N = B * T, C = m->C;
-    float *wte = m->gw.wte, *dwte = m->gg.wte, *dwpe = m->gg.wpe;
-    o->xent_backward_inplace(m->logits, m->row_max, m->row_sumexp, m->targets, dloss, N, m->Vp,
-                             m->V, 0);
-    o->matmul_backward(m->dC, dwte, NULL, m->logits, m->lnf, wte, N, C, m->Vp, false,
-                       first_micro);
-    const float *res_last = m->L > 0 ? m->layer[m->L - 1].res3 : m->encoded;
-    o->layernorm_backward(m->dres, m->gg.lnfw, m->gg.lnfb, m->dC,
-                          res_last, m->gw.lnfw, m->lnf_mean, m->lnf_rstd, N, C,
-                          false, first_micro);
-    for (int l = m->L - 1; l >= 0; l--) {
-        const float *res_in = l > 0 ? m->layer[l - 1].res3 : m->encoded;
-        block_backward(m, l, res_in, B, T, first_micro);
+void gpt_stage_backward(gpt_t *m, int s, int B, int T, bool first) {
+    gpt_slot_t *sl = &m->slot[s];
+    m->dres = sl->dout;
+    for (int l = m->end_layer - 1; l >= m->first_layer; l--) {
+        const int i = l - m->first_layer;
+        const float *res_in = i > 0 ? sl->layer[i - 1].res3 : sl->input;
+        block_backward(m, l, &sl->layer[i], res_in, B, T, first);
+        if (m->on_layer_done) m->on_layer_done(m->hook_ctx, l);
     }
-    /* wte already holds the LM-head gradient of this micro-batch: the embedding adds to it. */
-    if (first_micro) o->zero(dwpe, params_find(&m->P, "wpe")->numel);
-    o->embed_backward(dwte, dwpe, m->dres, m->tokens, B, T, C, 0, m->Vp, true);
+    if (!m->has_embed) return;
+    /* With the head on this stage (pp = 1) wte already holds this micro-batch's LM-head
+     * gradient and the embedding adds to it; otherwise the embedding is wte's only source.
+     * Every tp rank computes the (replicated) wpe gradient so the replicas stay equal. */
+    if (first) m->ops->zero(m->gg.wpe, params_find(&m->P, "wpe")->numel);
+    if (first && !m->has_head) m->ops->zero(m->gg.wte, params_find(&m->P, "wte")->numel);
+    m->ops->embed_backward(m->gg.wte, m->gg.wpe, m->dres, sl->tokens, B, T, m->C, m->v_start,
+                           m->Vl, true);
 }
 
-void gpt_logits_row(const gpt_t *m, int b, int t, int T, float *out) {
-    const float *row = m->logits + ((size_t)b * T + t) * m->Vp;
-    m->ops->to_host(out, row, (size_t)m->V * sizeof(float));
+/* ---------------------------------------------------------------- whole model, one stage */
+
+float gpt_forward(gpt_t *m, const int *inputs, const int *targets, int B, int T) {
+    ASSERT(m->has_embed && m->has_head);
+    gpt_embed(m, 0, inputs, B, T);
+    gpt_stage_forward(m, 0, B, T);
+    return head_forward(m, 0, targets, B, T);
+}
+
+void gpt_backward(gpt_t *m, int B, int T, float dloss, bool first_micro) {
+    head_backward(m, 0, B, T, dloss, first_micro);
+    gpt_stage_backward(m, 0, B, T, first_micro);
+}
+
+void gpt_logits_row(gpt_t *m, int b, int t, int T, float *out) {
+    const float *row = m->logits + ((size_t)b * T + t) * m->Vl;
+    if (m->par.tp == 1) {
+        m->ops->to_host(out, row, (size_t)m->V * sizeof(float));
+        return;
+    }
+    /* gather the vocab shards of one row: Vl floats from each tp rank, in rank order */
+    float *local = xmalloc((size_t)m->Vl * sizeof(float));
+    float *full = xmalloc((size_t)m->Vp * sizeof(float));
+    m->ops->to_host(local, row, (size_t)m->Vl * sizeof(float));
+    MPI_CHECK(MPI_Allgather(local, m->Vl, MPI_FLOAT, full, m->Vl, MPI_FLOAT, m->par.tp_comm));
+    memcpy(out, full, (size_t)m->V * sizeof(float));
+    xfree(local);
+    xfree(full);
 }
 
 double gpt_flops_per_token(const gpt_t *m, int T) {
     /* 6 FLOPs per parameter per token (2 forward, 4 backward) for every matrix product,
      * counting the tied LM head once, plus attention scores and weighted sums:
-     * 2 * 2 * T * C per layer forward (QK^T and AV), times 3 for forward + backward. */
+     * 2 * 2 * T * C per layer forward (QK^T and AV), times 3 for forward + backward.
+     * Whole model, all ranks together. */
     double mat = (double)m->L * (4.0 * m->C * m->C + 2.0 * m->C * m->F) + (double)m->Vp * m->C;
     double attn = (double)m->L * 2.0 * 2.0 * T * m->C;
     return 6.0 * mat + 3.0 * attn;

@@ -1,24 +1,45 @@
 /* gpt.h — the GPT-2 style decoder: embeddings, n_layer pre-LayerNorm blocks (causal multi-head
  * attention, GELU MLP), final LayerNorm, LM head tied to wte, cross-entropy over the real
  * vocabulary (padding columns masked). Forward and backward through the op interface only, so
- * the same code runs on every backend. Owns: the flat parameter and gradient buffers, the
- * activation arena (allocated once for the largest micro-batch). Uses: model/params,
- * kernels/ops.h, config/, core/. Used by: train/, main. */
+ * the same code runs on every backend.
+ *
+ * Parallelism inside the model (Megatron style), over the grid's tp communicator:
+ *   qkv, mlp.fc   column-parallel (each rank computes its heads / its d_ff/tp columns);
+ *   attn.proj, mlp.proj row-parallel (partial sums all-reduced; bias added by tp rank 0);
+ *   wte           vocab-parallel embedding (rows summed over tp) and vocab-parallel
+ *                 cross-entropy (row max / sum-exp / target logit all-reduced: the full logits
+ *                 are never gathered).
+ * A pipeline stage holds layers [first_layer, end_layer); the first stage embeds, the last runs
+ * the head and the loss. `n_slots` micro-batches can be in flight at once (pipeline schedules),
+ * each with its own activations.
+ * Owns: the flat parameter and gradient buffers, the activation arena (allocated once).
+ * Uses: model/params, kernels/ops.h, parallel/comm, config/, core/. Used by: train/, main. */
 #ifndef LLMT_GPT_H
 #define LLMT_GPT_H
+#include <mpi.h>
 #include <stdbool.h>
 #include "config/config.h"
 #include "kernels/ops.h"
 #include "model/params.h"
 
+/* How this rank takes part in the model: its tensor-parallel shard and pipeline stage. */
+typedef struct gpt_parallel {
+    int tp, tp_rank, pp, pp_rank;
+    MPI_Comm tp_comm; /* MPI_COMM_SELF when tp = 1 */
+    int n_slots;      /* micro-batches whose activations are held at once */
+} gpt_parallel_t;
+
+/* One process, one micro-batch in flight. */
+gpt_parallel_t gpt_serial(void);
+
 typedef struct gpt_layer_acts {
     float *ln1, *ln1_mean, *ln1_rstd; /* [N,C], [N], [N] */
-    float *qkv;                       /* [N, 3C] */
-    float *atty;                      /* [N, C] attention output before the projection */
-    float *att;                       /* [B, NH, T, T] softmax probabilities */
+    float *qkv;                       /* [N, 3C/tp] */
+    float *atty;                      /* [N, C/tp] attention output before the projection */
+    float *att;                       /* [B, NH/tp, T, T] softmax probabilities */
     float *res2;                      /* [N, C] residual after attention */
     float *ln2, *ln2_mean, *ln2_rstd; /* [N,C], [N], [N] */
-    float *fch, *fch_gelu;            /* [N, F] */
+    float *fch, *fch_gelu;            /* [N, d_ff/tp] */
     float *res3;                      /* [N, C] block output */
 } gpt_layer_acts_t;
 
@@ -32,41 +53,75 @@ typedef struct gpt_global_w {
     float *wte, *wpe, *lnfw, *lnfb;
 } gpt_global_w_t;
 
+/* Everything one in-flight micro-batch needs between its forward and its backward. */
+typedef struct gpt_slot {
+    int *tokens, *targets;    /* [N] backend copies */
+    float *input;             /* [N, C] stage input: the embedding, or received from stage - 1 */
+    gpt_layer_acts_t *layer;  /* [end_layer - first_layer] */
+    float *dout;              /* [N, C] gradient flowing backward through the stage: received
+                                 from stage + 1 (or made by the head); on exit, d(input) */
+} gpt_slot_t;
+
+typedef void (*gpt_layer_hook_t)(void *ctx, int layer);
+
 typedef struct gpt {
-    int L, C, NH, hs, F, V, Vp;       /* layers, width, heads, head size, MLP width, vocab, padded */
+    int L, C, NH, hs, F, V, Vp;       /* global: layers, width, heads, head size, d_ff, vocab */
+    int NHl, Fl, Vl;                  /* local under tp: heads, d_ff columns, vocab rows */
+    int v_start, v_valid;             /* first vocab id of the local shard, real ids in it */
+    int first_layer, end_layer;       /* this stage's blocks */
+    bool has_embed, has_head;
+    gpt_parallel_t par;
     int B, T;                         /* the largest micro-batch the arena holds */
     const ops_t *ops;
     params_t P;
     float *params, *grads;            /* flat local buffers [P.total] (backend memory) */
-    gpt_layer_w_t *lw, *lg;           /* [L] views of params and grads, resolved once by name */
+    gpt_layer_w_t *lw, *lg;           /* [L] views of params and grads (held layers valid) */
     gpt_global_w_t gw, gg;
-    /* activations */
-    int *tokens, *targets;            /* [N] backend copies of the batch */
-    float *encoded;                   /* [N, C] */
-    gpt_layer_acts_t *layer;          /* [L] */
+    gpt_slot_t *slot;                 /* [n_slots] */
+    /* head (last stage): one micro-batch at a time, loss and backward fused */
     float *lnf, *lnf_mean, *lnf_rstd; /* [N, C], [N], [N] */
-    float *logits;                    /* [N, Vp]; becomes dlogits in backward */
+    float *logits;                    /* [N, Vl]; becomes dlogits */
     float *row_max, *row_sumexp, *target_logit, *losses; /* [N] */
     /* gradient scratch */
-    float *dres, *dC, *dC2, *dbig, *datt; /* [N,C] x3, [N, max(3C, F)], [B,NH,T,T] */
+    float *dres;                      /* points at the current slot's dout during backward */
+    float *dC, *dC2, *dbig, *datt;    /* [N,C] x2, [N, max(3C, F)/tp], [B,NH/tp,T,T] */
     float *host_losses;               /* [N] host copy */
-    size_t act_bytes;                 /* activation arena size, for the memory plan */
+    size_t slot_bytes, head_bytes;    /* activation memory of one slot / of the head */
+    gpt_layer_hook_t on_layer_done;   /* called after each block's backward, if set */
+    void *hook_ctx;
 } gpt_t;
 
-/* Allocate parameters (not initialised), gradients and activations for micro-batches up to B x T. */
-void gpt_create(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T);
+/* Allocate parameters (not initialised), gradients and activations for micro-batches up to
+ * B x T on this rank's shard and stage. */
+void gpt_create(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T,
+                const gpt_parallel_t *par);
 void gpt_destroy(gpt_t *m);
 /* Grid-invariant init of the parameters from (seed, name, global index). */
 void gpt_init_params(gpt_t *m, uint64_t seed);
-/* Forward on inputs[B*T] (host); with targets (host) returns the mean loss over B*T tokens,
- * without targets returns 0 and leaves logits for gpt_logits_row. B <= m->B, T <= m->T. */
+
+/* ---- pipeline-stage interface (the schedules in train/ drive these) ---- */
+/* First stage: embed tokens[B*T] (host) into the slot's input. */
+void gpt_embed(gpt_t *m, int slot, const int *tokens, int B, int T);
+/* The stage's blocks on the slot's input; returns the stage output [N, C]. */
+const float *gpt_stage_forward(gpt_t *m, int slot, int B, int T);
+/* Last stage: final norm, LM head and cross-entropy on the slot's stage output against
+ * targets[B*T] (host); returns the mean loss over B*T tokens. With backward, also the head's
+ * backward with loss gradient dloss per token, leaving d(stage output) in the slot's dout.
+ * first: this micro-batch is the step's first (overwrite instead of accumulate gradients). */
+float gpt_head(gpt_t *m, int slot, const int *targets, int B, int T, bool backward, float dloss,
+               bool first);
+/* The stage's blocks backward from the slot's dout; on return dout holds d(stage input)
+ * (sent to stage - 1); on the first stage the embedding gradients are accumulated too. */
+void gpt_stage_backward(gpt_t *m, int slot, int B, int T, bool first);
+
+/* ---- whole model on one stage (pp = 1): training references, eval, generation ---- */
+/* Forward on inputs[B*T] (host); with targets returns the mean loss, without them leaves the
+ * logits for gpt_logits_row. B <= m->B, T <= m->T. */
 float gpt_forward(gpt_t *m, const int *inputs, const int *targets, int B, int T);
-/* Backward of the last forward (which must have had targets). dloss scales every token's loss
- * gradient (1 / tokens in the global batch). first_micro: overwrite instead of accumulating into
- * the gradient buffer. */
+/* Backward of the last gpt_forward with targets (dloss, first as in gpt_head). */
 void gpt_backward(gpt_t *m, int B, int T, float dloss, bool first_micro);
-/* Copy the logits of row (b, t) of the last forward to host out[V] (real vocabulary only). */
-void gpt_logits_row(const gpt_t *m, int b, int t, int T, float *out);
+/* Logits of row (b, t) of the last forward, real vocabulary, gathered over tp: out[V] (host). */
+void gpt_logits_row(gpt_t *m, int b, int t, int T, float *out);
 /* Model FLOPs per token for forward + backward (6N + attention), for MFU. */
 double gpt_flops_per_token(const gpt_t *m, int T);
 #endif

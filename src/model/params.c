@@ -89,22 +89,80 @@ static void shard_one(param_t *p, int tp) {
     p->numel = (size_t)(p->local_shape[0] * p->local_shape[1]);
 }
 
-void params_create(params_t *P, const config_t *cfg, int tp, int tp_rank) {
+void params_partition_layers(const config_t *cfg, int pp, int *first) {
+    const int L = cfg->n_layer;
+    const double layer = 12.0 * cfg->d_model * (double)cfg->d_model +
+                         2.0 * cfg->seq_len * (double)cfg->d_model;
+    const double head = (double)config_padded_vocab(cfg) * cfg->d_model;
+    /* best[s][i]: the smallest possible maximum stage cost placing layers [0, i) on stages
+     * [0, s); cut[s][i] the start of stage s-1 in that placement. O(pp L^2), tiny. */
+    double *best = xcalloc((size_t)(pp + 1) * (L + 1), sizeof(double));
+    int *cut = xcalloc((size_t)(pp + 1) * (L + 1), sizeof(int));
+#define BEST(s, i) best[(size_t)(s) * (L + 1) + (i)]
+#define CUT(s, i) cut[(size_t)(s) * (L + 1) + (i)]
+    for (int i = 0; i <= L; i++) BEST(0, i) = i == 0 ? 0 : 1e300;
+    for (int s = 1; s <= pp; s++)
+        for (int i = 0; i <= L; i++) {
+            BEST(s, i) = 1e300;
+            for (int j = s - 1; j < i; j++) { /* stage s-1 holds layers [j, i) */
+                double c = (i - j) * layer + (s == pp && i == L ? head : 0.0);
+                double m = BEST(s - 1, j) > c ? BEST(s - 1, j) : c;
+                if (m < BEST(s, i)) BEST(s, i) = m, CUT(s, i) = j;
+            }
+        }
+    first[pp] = L;
+    for (int s = pp, i = L; s > 0; s--) i = first[s - 1] = CUT(s, i);
+#undef BEST
+#undef CUT
+    xfree(best);
+    xfree(cut);
+}
+
+/* Which parameters the stage holds: its blocks; wte and wpe on the first stage; lnf on the last,
+ * which also holds a copy of wte for the tied LM head. */
+static void mark_held(params_t *P, int n_layer) {
+    for (int i = 0; i < P->n; i++) {
+        param_t *p = &P->p[i];
+        bool is_wte = strcmp(p->name, "wte") == 0;
+        if (p->layer < 0) p->held = P->has_embed || (is_wte && P->has_head);
+        else if (p->layer >= n_layer) p->held = P->has_head; /* final norm */
+        else p->held = p->layer >= P->first_layer && p->layer < P->end_layer;
+        p->tied_copy = is_wte && P->has_head && !P->has_embed;
+    }
+}
+
+void params_create_stage(params_t *P, const config_t *cfg, int tp, int tp_rank, int pp,
+                         int pp_rank) {
     memset(P, 0, sizeof *P);
     int cap = 4 + 12 * cfg->n_layer;
     P->p = xcalloc((size_t)cap, sizeof(param_t));
     P->tp = tp;
     P->tp_rank = tp_rank;
+    P->pp = pp;
+    P->pp_rank = pp_rank;
+    int *first = xcalloc((size_t)pp + 1, sizeof(int));
+    params_partition_layers(cfg, pp, first);
+    P->first_layer = first[pp_rank];
+    P->end_layer = first[pp_rank + 1];
+    xfree(first);
+    P->has_embed = pp_rank == 0;
+    P->has_head = pp_rank == pp - 1;
     register_gpt2(P, cap, cfg);
+    mark_held(P, cfg->n_layer);
     size_t off = 0;
     for (int i = 0; i < P->n; i++) {
         param_t *p = &P->p[i];
         shard_one(p, tp);
+        if (!p->held) p->numel = 0;
         p->offset = off;
         off += (p->numel + PARAM_ALIGN_FLOATS - 1) / PARAM_ALIGN_FLOATS * PARAM_ALIGN_FLOATS;
         P->n_global += p->shape[0] * p->shape[1];
     }
     P->total = off;
+}
+
+void params_create(params_t *P, const config_t *cfg, int tp, int tp_rank) {
+    params_create_stage(P, cfg, tp, tp_rank, 1, 0);
 }
 
 void params_destroy(params_t *P) {

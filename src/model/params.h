@@ -28,6 +28,11 @@ typedef struct param {
     float init_std;            /* INIT_NORMAL */
     int64_t init_rows;         /* rows >= init_rows are initialised to 0 (vocabulary padding) */
 
+    /* pipeline: whether this rank's stage holds the parameter (numel = 0 when not), and whether
+     * this is the last stage's copy of the tied wte (held, but written by the first stage) */
+    bool held;
+    bool tied_copy;
+
     /* local shard on this rank (filled by params_shard) */
     int64_t local_shape[2];
     size_t numel;              /* local elements */
@@ -40,10 +45,22 @@ typedef struct params {
     size_t total;              /* floats in the flat local buffer (with alignment padding) */
     int64_t n_global;          /* global parameter count, padding rows of wte included */
     int tp, tp_rank;           /* the sharding this registry was set up for */
+    int pp, pp_rank;           /* pipeline stages and this rank's stage */
+    int first_layer, end_layer;/* the stage's blocks: [first_layer, end_layer) */
+    bool has_embed, has_head;  /* first stage: wte, wpe; last stage: lnf and the tied head */
 } params_t;
 
-/* Register GPT-2 parameters for cfg and compute local shards for (tp, tp_rank). */
+/* Register GPT-2 parameters for cfg and compute local shards for (tp, tp_rank), every layer held
+ * (no pipeline). */
 void params_create(params_t *P, const config_t *cfg, int tp, int tp_rank);
+/* The same for pipeline stage pp_rank of pp: every parameter is still registered (checkpoints
+ * create every dataset collectively), but only the stage's own are `held` and get storage. */
+void params_create_stage(params_t *P, const config_t *cfg, int tp, int tp_rank, int pp,
+                         int pp_rank);
+/* Contiguous layer ranges for pp stages, balanced by cost (a block ~ 12 C^2 + 2 T C multiply-adds
+ * per token, the LM head ~ Vp C on the last stage), each stage at least one layer:
+ * stage s holds [first[s], first[s+1]); first[] has pp + 1 entries. */
+void params_partition_layers(const config_t *cfg, int pp, int *first);
 void params_destroy(params_t *P);
 const param_t *params_find(const params_t *P, const char *name);
 

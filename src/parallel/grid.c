@@ -1,5 +1,6 @@
 /* grid.c — process grid and communicators (see grid.h). */
 #include "parallel/grid.h"
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -39,11 +40,14 @@ void grid_create(grid_t *g, const config_t *cfg, MPI_Comm world) {
     MPI_CHECK(MPI_Comm_split(world, g->rank_pp * g->tp + g->rank_tp, g->rank_dp, &g->dp_comm));
     MPI_CHECK(MPI_Comm_split(world, g->rank_dp * g->tp + g->rank_tp, g->rank_pp, &g->pp_comm));
     MPI_CHECK(MPI_Comm_split(world, g->rank_dp, g->rank_pp * g->tp + g->rank_tp, &g->mp_comm));
+    bool end_stage = g->rank_pp == 0 || g->rank_pp == g->pp - 1;
+    int color = end_stage ? g->rank_dp * g->tp + g->rank_tp : MPI_UNDEFINED;
+    MPI_CHECK(MPI_Comm_split(world, color, g->rank_pp, &g->embed_comm));
 }
 
 void grid_destroy(grid_t *g) {
-    MPI_Comm *comms[] = {&g->dp_comm, &g->tp_comm, &g->pp_comm, &g->mp_comm};
-    for (int i = 0; i < 4; i++)
+    MPI_Comm *comms[] = {&g->dp_comm, &g->tp_comm, &g->pp_comm, &g->mp_comm, &g->embed_comm};
+    for (int i = 0; i < 5; i++)
         if (*comms[i] != MPI_COMM_NULL) MPI_CHECK(MPI_Comm_free(comms[i]));
 }
 

@@ -11,6 +11,9 @@ typedef struct grid {
     int dp, tp, pp;
     int rank_dp, rank_tp, rank_pp;
     MPI_Comm dp_comm, tp_comm, pp_comm, mp_comm; /* mp = model parallel (tp x pp) */
+    /* first and last pipeline stage of the same (dp, tp) coordinate, which both hold the tied
+     * wte; MPI_COMM_NULL on middle stages (a 1-rank communicator when pp = 1) */
+    MPI_Comm embed_comm;
 } grid_t;
 
 /* Validate the shape against the world size and the model (fatal_user on every rank with one

@@ -19,9 +19,14 @@ void adamw_destroy(adamw_t *opt) {
     memset(opt, 0, sizeof *opt);
 }
 
-double grad_norm_local(const gpt_t *m) {
-    /* The flat buffer's alignment gaps are never written and stay zero, so one pass suffices. */
-    return sqrt(m->ops->sumsq(m->grads, m->P.total));
+double grad_sumsq_owned(const gpt_t *m) {
+    double sum = 0.0;
+    for (int i = 0; i < m->P.n; i++) {
+        const param_t *p = &m->P.p[i];
+        bool owned = p->held && !p->tied_copy && (p->split_dim >= 0 || m->par.tp_rank == 0);
+        if (owned) sum += m->ops->sumsq(m->grads + p->offset, p->numel);
+    }
+    return sum;
 }
 
 float clip_scale(double norm, double grad_clip) {

@@ -16,8 +16,10 @@ typedef struct adamw {
 
 void adamw_create(adamw_t *opt, const ops_t *ops, size_t n);
 void adamw_destroy(adamw_t *opt);
-/* sqrt(sum of squared gradients) over this rank's flat gradient buffer. */
-double grad_norm_local(const gpt_t *m);
+/* Sum of squared gradients over the elements this rank owns for the global norm: sharded
+ * tensors' local parts, replicated tensors on tp rank 0 only, the tied wte on its first stage
+ * only, so that the sum over the model-parallel group counts every global element once. */
+double grad_sumsq_owned(const gpt_t *m);
 /* Clip factor for a global norm: grad_clip / norm when norm exceeds grad_clip (> 0), else 1. */
 float clip_scale(double norm, double grad_clip);
 /* One AdamW update of every parameter with learning rate lr; gradients are multiplied by

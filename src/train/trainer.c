@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/timer.h"
 #include "io/checkpoint.h"
+#include "parallel/comm.h"
 #include "train/lr.h"
 
 #ifndef LLMT_VERSION
@@ -70,9 +71,11 @@ static void print_memory_plan(const trainer_t *tr) {
     printf("batch: global %d sequences = micro_batch %d x accumulation %d x dp %d "
            "(%d tokens per step)\n", tr->global_batch, tr->micro_batch, tr->accum,
            tr->grid->dp, tr->global_batch * tr->T);
-    printf("memory plan per rank: parameters %.1f MiB, gradients %.1f MiB, AdamW m+v %.1f "
-           "MiB, activations %.1f MiB\n", pbytes / MiB, pbytes / MiB, 2 * pbytes / MiB,
-           tr->model.act_bytes / MiB);
+    printf("memory plan (rank 0): parameters %.1f MiB, gradients %.1f MiB, AdamW m+v %.1f MiB, "
+           "activations %d slot%s x %.1f MiB + head/scratch %.1f MiB\n", pbytes / MiB,
+           pbytes / MiB, 2 * pbytes / MiB, tr->model.par.n_slots,
+           tr->model.par.n_slots > 1 ? "s" : "", tr->model.slot_bytes / MiB,
+           tr->model.head_bytes / MiB);
     printf("MFU reference: %.1f GFLOP/s per rank (%s), %.4f GFLOP per token\n",
            tr->peak_flops / 1e9, tr->cfg->peak_flops > 0 ? "&log peak_flops" : "measured matmul",
            tr->flops_per_token / 1e9);
@@ -111,7 +114,14 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
     batch_geometry(tr);
     setup_data(tr);
     setup_run_dir(tr);
-    gpt_create(&tr->model, cfg, ops, tr->micro_batch, tr->T);
+    const pipe_schedule_t sched = pipe_schedule_from_name(cfg->schedule);
+    gpt_parallel_t par = {grid->tp, grid->rank_tp, grid->pp, grid->rank_pp, grid->tp_comm,
+                          pipe_slots_needed(sched, grid->pp, grid->rank_pp, tr->accum)};
+    gpt_create(&tr->model, cfg, ops, tr->micro_batch, tr->T, &par);
+    pipe_create(&tr->pipe, &tr->model, grid, tr->accum, sched);
+    dp_sync_create(&tr->dps, &tr->model, grid->dp_comm, grid->embed_comm, grid->dp, cfg->bucket_mb);
+    tr->pipe.last_micro_hook = dp_sync_layer_done;
+    tr->pipe.hook_ctx = &tr->dps;
     if (cfg->init_from[0]) {
         float *host = xcalloc(tr->model.P.total, sizeof(float));
         ckpt_read_weights(cfg->init_from, MPI_COMM_WORLD, &tr->model.P, host);
@@ -121,8 +131,8 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
         gpt_init_params(&tr->model, (uint64_t)cfg->seed);
     }
     adamw_create(&tr->opt, ops, tr->model.P.total);
-    tr->inputs = xmalloc(sizeof(int) * (size_t)tr->micro_batch * tr->T);
-    tr->targets = xmalloc(sizeof(int) * (size_t)tr->micro_batch * tr->T);
+    tr->inputs = xmalloc(sizeof(int) * (size_t)tr->accum * tr->micro_batch * tr->T);
+    tr->targets = xmalloc(sizeof(int) * (size_t)tr->accum * tr->micro_batch * tr->T);
     tr->flops_per_token = gpt_flops_per_token(&tr->model, tr->T);
     tr->peak_flops = cfg->peak_flops > 0 ? cfg->peak_flops : measure_peak_flops(ops);
     /* The effective configuration (defaults filled in) is what checkpoints record. */
@@ -134,6 +144,8 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
 
 void trainer_destroy(trainer_t *tr) {
     metrics_close(&tr->metrics);
+    dp_sync_destroy(&tr->dps);
+    pipe_destroy(&tr->pipe);
     adamw_destroy(&tr->opt);
     gpt_destroy(&tr->model);
     if (tr->has_train) {
@@ -174,35 +186,42 @@ static uint64_t first_sample(const trainer_t *tr, int64_t step, int a) {
            (uint64_t)a * tr->micro_batch;
 }
 
-/* Forward + backward over all micro-batches of this rank; returns the summed mean losses. */
+/* Forward + backward over all micro-batches of this rank through the pipeline schedule; the
+ * data-parallel buckets start during the last micro-batch's backward and finish here. Returns
+ * the sum of the micro-batches' mean losses (last stage; 0 elsewhere). */
 static double accumulate_gradients(trainer_t *tr) {
     const int B = tr->micro_batch, T = tr->T;
+    const size_t BT = (size_t)B * T;
     const float dloss = 1.0f / ((float)B * T * tr->accum * tr->grid->dp);
-    double loss_sum = 0.0;
-    for (int a = 0; a < tr->accum; a++) {
-        sampler_fill(&tr->train_sampler, first_sample(tr, tr->step, a), B, tr->inputs,
-                     tr->targets);
-        loss_sum += gpt_forward(&tr->model, tr->inputs, tr->targets, B, T);
-        gpt_backward(&tr->model, B, T, dloss, a == 0);
-    }
+    for (int a = 0; a < tr->accum; a++)
+        sampler_fill(&tr->train_sampler, first_sample(tr, tr->step, a), B, tr->inputs + a * BT,
+                     tr->targets + a * BT);
+    double loss_sum = pipe_run(&tr->pipe, tr->inputs, tr->targets, tr->accum, B, T, true, dloss);
+    dp_sync_finish(&tr->dps);
     return loss_sum;
 }
 
-/* Sum gradients (and the loss) over the data-parallel replicas. */
-static double dp_reduce(trainer_t *tr, double loss_sum) {
-    if (tr->grid->dp > 1) {
-        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, tr->model.grads, (int)tr->model.P.total, MPI_FLOAT,
-                                MPI_SUM, tr->grid->dp_comm));
-        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &loss_sum, 1, MPI_DOUBLE, MPI_SUM,
-                                tr->grid->dp_comm));
-    }
+/* The step's mean loss on every rank: the last stage has it, summed over pp and dp. */
+static double global_loss(trainer_t *tr, double loss_sum) {
+    comm_allreduce_sum_double(&loss_sum, 1, tr->grid->pp_comm, COMM_OTHER);
+    comm_allreduce_sum_double(&loss_sum, 1, tr->grid->dp_comm, COMM_OTHER);
     return loss_sum / (tr->accum * tr->grid->dp);
+}
+
+/* The global gradient norm: each element counted once over the model-parallel group (the dp
+ * replicas hold the same, already reduced, gradients). */
+static double global_grad_norm(trainer_t *tr) {
+    double sq = grad_sumsq_owned(&tr->model);
+    comm_allreduce_sum_double(&sq, 1, tr->grid->mp_comm, COMM_OTHER);
+    return sqrt(sq);
 }
 
 /* Testing hook (&train inject_nan_step): poison one gradient so the anomaly path runs for real. */
 static void inject_nan(trainer_t *tr) {
     float nan_value = NAN;
-    tr->ops->to_device(tr->model.grads, &nan_value, sizeof nan_value);
+    const param_t *p = &tr->model.P.p[0];
+    for (int i = 0; i < tr->model.P.n && !p->held; i++) p = &tr->model.P.p[i];
+    tr->ops->to_device(tr->model.grads + p->offset, &nan_value, sizeof nan_value);
 }
 
 typedef struct step_result {
@@ -215,8 +234,8 @@ static step_result_t train_step(trainer_t *tr) {
     step_result_t r = {0};
     double loss_sum = accumulate_gradients(tr);
     if (tr->step == cfg->inject_nan_step) inject_nan(tr);
-    r.loss = dp_reduce(tr, loss_sum);
-    r.norm = grad_norm_local(&tr->model);
+    r.loss = global_loss(tr, loss_sum);
+    r.norm = global_grad_norm(tr);
     r.lr = lr_at(cfg, (int)tr->step);
     r.anomaly = !isfinite(r.loss) || !isfinite(r.norm);
     if (r.anomaly && strcmp(cfg->on_anomaly, "abort") == 0)
@@ -242,10 +261,10 @@ double trainer_validate(trainer_t *tr) {
     /* Batch i goes to dp rank i % dp; the same batches every time, so curves are comparable. */
     for (int i = tr->grid->rank_dp; i < n; i += tr->grid->dp) {
         sampler_fill(&tr->val_sampler, (uint64_t)i * B, B, tr->inputs, tr->targets);
-        sum += gpt_forward(&tr->model, tr->inputs, tr->targets, B, T);
+        sum += pipe_run(&tr->pipe, tr->inputs, tr->targets, 1, B, T, false, 0.0f);
     }
-    if (tr->grid->dp > 1)
-        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, tr->grid->dp_comm));
+    comm_allreduce_sum_double(&sum, 1, tr->grid->pp_comm, COMM_OTHER);
+    comm_allreduce_sum_double(&sum, 1, tr->grid->dp_comm, COMM_OTHER);
     return sum / n;
 }
 
@@ -257,7 +276,18 @@ static void format_hms(char *buf, size_t len, double s) {
     snprintf(buf, len, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
 }
 
-static void log_step(trainer_t *tr, const step_result_t *r, double dt, double eta) {
+/* Per-step communication: seconds waited and bytes sent per kind (this rank, rank 0 logs). */
+static void comm_delta(const comm_stats_t *before, comm_stats_t *d) {
+    const comm_stats_t *now = comm_stats();
+    for (int k = 0; k < COMM_KINDS; k++) {
+        d->seconds[k] = now->seconds[k] - before->seconds[k];
+        d->bytes[k] = now->bytes[k] - before->bytes[k];
+        d->calls[k] = now->calls[k] - before->calls[k];
+    }
+}
+
+static void log_step(trainer_t *tr, const step_result_t *r, double dt, double eta,
+                     const comm_stats_t *c) {
     const double tok_s = (double)tr->global_batch * tr->T / dt;
     const double mfu = tr->flops_per_token * tok_s / (tr->peak_flops * tr->grid->world_size);
     const double mem = (double)alloc_rss_bytes() / (1024.0 * 1024.0);
@@ -271,11 +301,14 @@ static void log_step(trainer_t *tr, const step_result_t *r, double dt, double et
     metrics_write(&tr->metrics,
                   "\"step\":%lld,\"loss\":%s,\"lr\":%.9g,\"grad_norm\":%s,\"ms\":%.3f,"
                   "\"tokens_per_s\":%.1f,\"mfu\":%.5f,\"rss_mib\":%.1f,\"tokens\":%lld,"
-                  "\"skipped\":%lld,\"applied\":%s", (long long)tr->step,
-                  metrics_num(n1, sizeof n1, r->loss), r->lr,
+                  "\"skipped\":%lld,\"applied\":%s,\"ms_tp\":%.3f,\"ms_pp_wait\":%.3f,"
+                  "\"ms_dp_wait\":%.3f,\"bytes_tp\":%.0f,\"bytes_pp\":%.0f,\"bytes_dp\":%.0f",
+                  (long long)tr->step, metrics_num(n1, sizeof n1, r->loss), r->lr,
                   metrics_num(n2, sizeof n2, r->norm), dt * 1e3, tok_s, mfu, mem,
                   (long long)tr->tokens_seen, (long long)tr->skipped,
-                  r->applied ? "true" : "false");
+                  r->applied ? "true" : "false", c->seconds[COMM_TP] * 1e3,
+                  c->seconds[COMM_PP] * 1e3, c->seconds[COMM_DP] * 1e3, c->bytes[COMM_TP],
+                  c->bytes[COMM_PP], c->bytes[COMM_DP]);
     fflush(stdout);
 }
 
@@ -287,19 +320,51 @@ static void run_validation(trainer_t *tr) {
                   metrics_num(n1, sizeof n1, v));
 }
 
+/* The communication summary of the run, one row per rank (gathered to rank 0): where the
+ * time went and what each pipeline stage held. Per step averages over the whole run. */
+static void print_time_split(trainer_t *tr) {
+    enum { NV = 9 };
+    const comm_stats_t *c = comm_stats();
+    const double steps = tr->step > 0 ? (double)tr->step : 1.0;
+    const double MiB = 1024.0 * 1024.0;
+    double mine[NV] = {tr->grid->rank_pp, c->seconds[COMM_TP] / steps * 1e3,
+                       c->seconds[COMM_PP] / steps * 1e3, c->seconds[COMM_DP] / steps * 1e3,
+                       c->bytes[COMM_TP] / steps / MiB, c->bytes[COMM_PP] / steps / MiB,
+                       c->bytes[COMM_DP] / steps / MiB, tr->pipe.max_inflight,
+                       tr->pipe.max_inflight * tr->model.slot_bytes / MiB};
+    double *all = is_root(tr) ? xmalloc(sizeof(double) * NV * (size_t)tr->grid->world_size) : NULL;
+    MPI_CHECK(MPI_Gather(mine, NV, MPI_DOUBLE, all, NV, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+    if (is_root(tr) && tr->grid->world_size > 1) {
+        printf("time split per step (ms, mean over %lld steps) and bytes sent (MiB/step):\n"
+               "  %4s %5s %8s %11s %11s %8s %8s %8s %9s %13s\n", (long long)tr->step, "rank",
+               "stage", "tp ar ms", "p2p wait ms", "dp wait ms", "tp MiB", "pp MiB", "dp MiB",
+               "in flight", "act. peak MiB");
+        for (int r = 0; r < tr->grid->world_size; r++) {
+            const double *v = all + NV * r;
+            printf("  %4d %5.0f %8.2f %11.2f %11.2f %8.2f %8.2f %8.2f %9.0f %13.2f\n", r, v[0],
+                   v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]);
+        }
+    }
+    xfree(all);
+}
+
 /* ---------------------------------------------------------------- the loop */
 
 double trainer_train(trainer_t *tr) {
     const config_t *cfg = tr->cfg;
     save_weights(tr, "step000000");
     double ema = 0.0, last_loss = NAN;
+    comm_stats_reset();
     for (int s = 0; s < cfg->max_steps; s++) {
+        comm_stats_t before = *comm_stats(), delta;
         double t0 = now_sec();
         step_result_t r = train_step(tr);
         double dt = now_sec() - t0;
+        comm_delta(&before, &delta);
+        if (s > 0) tr->step_s += dt; /* the first step carries one-time costs: left out */
         /* The first step carries one-time costs (page faults, BLAS warm-up): keep it out of the ETA. */
-        ema = s == 0 ? dt : (s == 1 ? dt : 0.9 * ema + 0.1 * dt);
-        log_step(tr, &r, dt, ema * (cfg->max_steps - tr->step));
+        ema = s <= 1 ? dt : 0.9 * ema + 0.1 * dt;
+        log_step(tr, &r, dt, ema * (cfg->max_steps - tr->step), &delta);
         last_loss = r.loss;
         if (tr->has_val && cfg->val_every > 0 && tr->step % cfg->val_every == 0) run_validation(tr);
     }
@@ -310,5 +375,6 @@ double trainer_train(trainer_t *tr) {
     if (is_root(tr) && tr->skipped)
         printf("anomalies: %lld of %lld steps skipped\n", (long long)tr->skipped,
                (long long)tr->step);
+    print_time_split(tr);
     return last_loss;
 }

@@ -12,7 +12,9 @@
 #include "io/shards.h"
 #include "model/gpt.h"
 #include "parallel/grid.h"
+#include "train/dp_sync.h"
 #include "train/optimizer.h"
+#include "train/pipeline.h"
 
 typedef struct trainer {
     const config_t *cfg;
@@ -20,11 +22,13 @@ typedef struct trainer {
     const ops_t *ops;
     gpt_t model;
     adamw_t opt;
+    pipe_t pipe;                /* pipeline schedule over the micro-batches of a step */
+    dp_sync_t dps;              /* bucketed data-parallel gradient all-reduce */
     shard_set_t train_set, val_set;
     sampler_t train_sampler, val_sampler;
     bool has_train, has_val;
     int micro_batch, accum, global_batch, T;
-    int *inputs, *targets;      /* host [micro_batch * T] */
+    int *inputs, *targets;      /* host [accum][micro_batch * T]: one step's micro-batches */
     char run_dir[512];
     char *config_text;          /* effective namelist, stored in weight files */
     metrics_t metrics;
@@ -33,6 +37,7 @@ typedef struct trainer {
     int64_t tokens_seen;
     double peak_flops;          /* per rank, for MFU */
     double flops_per_token;
+    double compute_s, step_s;   /* totals over the run, for the time split at the end */
 } trainer_t;
 
 /* Everything a run needs, allocated once; data files are validated here (a bad file is one

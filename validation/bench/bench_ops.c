@@ -10,6 +10,7 @@
  *   OMP_NUM_THREADS=2 /tmp/bench_ops            (optional argument: number of step repetitions) */
 #include "core/timer.h"
 #include "kernels/ops.h"
+#include <cblas.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -323,11 +324,27 @@ static void bench_step(int reps) {
            t_phase[0] / reps * 1e3, t_phase[1] / reps * 1e3, t_phase[2] / reps * 1e3);
 }
 
+/* ~0.5 s of sgemm first: the first timed op otherwise pays for clocks ramping up and the BLAS
+ * allocating its buffers (seen as 2x slower first results on the VMs). */
+static void warm_up(void) {
+    float *a = buf((size_t)N * C, 1), *w = buf((size_t)4 * C * C, 1);
+    float *y = buf((size_t)N * 4 * C, 0);
+    for (double t0 = now_sec(); now_sec() - t0 < 0.5;)
+        ops->matmul_forward(y, a, w, NULL, N, C, 4 * C);
+    ops->free(a), ops->free(w), ops->free(y);
+}
+
 int main(int argc, char **argv) {
     ops = ops_cpu();
     const int step_reps = argc > 1 ? atoi(argv[1]) : 5;
+#if defined(OPENBLAS_VERSION)
+    printf("ops_%s: %d OpenMP threads, BLAS%s(%s kernels), medians of %d runs\n", ops->name,
+           omp_get_max_threads(), OPENBLAS_VERSION, openblas_get_corename(), REPS);
+#else
     printf("ops_%s: %d OpenMP threads, medians of %d runs\n", ops->name, omp_get_max_threads(),
            REPS);
+#endif
+    warm_up();
     bench_matmul("qkv", C, 3 * C, true);
     bench_matmul("attn proj", C, C, true);
     bench_matmul("fc", C, 4 * C, true);

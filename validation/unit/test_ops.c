@@ -13,6 +13,7 @@
 #include "core/alloc.h"
 #include "kernels/ops.h"
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -674,6 +675,25 @@ static void xent_vocab_shards_combine_to_whole_vocab_1e_6(void **state) {
     ops->free(whole), ops->free(c.logits);
 }
 
+/* a shard holding only padding (v_valid 0) contributes the identities: max -inf, sumexp 0,
+ * target 0, and a zero gradient */
+static void xent_empty_shard_gives_identities_exact(void **state) {
+    (void)state;
+    float *pad = buf_fill(XN * 8, NAN), mx[XN], se[XN], tl[XN], gmx[XN];
+    int targets[XN];
+    for (int i = 0; i < XN; i++) targets[i] = i, gmx[i] = 1.0f;
+    ops->xent_row_max(mx, pad, XN, 8, 0);
+    ops->xent_row_sumexp(se, pad, gmx, XN, 8, 0);
+    ops->xent_target_logit(tl, pad, targets, XN, 8, 40); /* ids 40..47 are not targets */
+    ops->xent_backward_inplace(pad, gmx, se, targets, 0.1f, XN, 8, 0, 40);
+    for (int i = 0; i < XN; i++) {
+        assert_true(isinf(mx[i]) && mx[i] < 0);
+        assert_true(se[i] == 0.0f && tl[i] == 0.0f);
+        for (int v = 0; v < 8; v++) assert_true(pad[i * 8 + v] == 0.0f);
+    }
+    ops->free(pad);
+}
+
 /* ---------------------------------------------------------------- optimizer, reductions */
 
 /* p0 = {1, -2, 0.5}, grads scaled by 0.5, lr 0.1, b1 0.9, b2 0.99, eps 1e-8, wd 0.1.
@@ -687,7 +707,8 @@ static void adamw_three_steps_match_hand_computed_1e_6(void **state) {
     const double want_p[3][3] = {{0.890000005, -1.88, 0.495},
                                  {0.787755211, -1.84202977, 0.564295976},
                                  {0.768799414, -1.8591031, 0.590052047}};
-    const double want_m[3] = {0.0052, 0.0465, -0.021}, want_v[3] = {0.00089104, 0.00694125, 0.001809};
+    const double want_m[3] = {0.0052, 0.0465, -0.021};
+    const double want_v[3] = {0.00089104, 0.00694125, 0.001809};
     float p[3] = {1.0f, -2.0f, 0.5f}, m[3] = {0}, v[3] = {0};
     for (int t = 1; t <= 3; t++) {
         ops->adamw_update(p, grads[t - 1], m, v, 3, 0.1f, 0.9f, 0.99f, 1e-8f, 0.1f, 0.5f, t);
@@ -759,6 +780,63 @@ static void elementwise_add_scale_zero_and_copies_exact(void **state) {
     ops->free(a), ops->free(b), ops->free(out), ops->free(want);
 }
 
+/* ---------------------------------------------------------------- threading */
+
+/* The kernels' own reductions (dw/db of layernorm, dbias, dwte, softmax and xent sums) are split
+ * by columns or rows, never by partial sums per thread: 1, 2 and 3 threads give the same bits.
+ * Shapes are above the size where kernels go parallel. (sgemm results are the BLAS's business.) */
+typedef struct {
+    float ln_dx[64 * 300], ln_dw[300], ln_db[300], dbias[300], dwte[50 * 300], dwpe[16 * 300];
+    float att_out[4 * 16 * 2 * 8], att_dqkv[4 * 16 * 3 * 2 * 8], xent_se[20], xent_d[20 * 1000];
+    float gelu_dx[20000];
+} thread_outputs;
+
+static void run_kernels(thread_outputs *o, int n_threads) {
+    omp_set_num_threads(n_threads);
+    rng_state = 0x1234567ull;
+    const int N = 64, C = 300, B = 4, T = 16, NH = 2, hs = 8, XR = 20, XC = 1000;
+    float *x = buf_rand((size_t)N * C), *dy = buf_rand((size_t)N * C), *w = buf_rand(C);
+    float *b = buf_rand(C), *y = buf_fill((size_t)N * C, 0), mean[64], rstd[64];
+    ops->layernorm_forward(y, mean, rstd, x, w, b, N, C);
+    memset(o, 0, sizeof *o);
+    ops->layernorm_backward(o->ln_dx, o->ln_dw, o->ln_db, dy, x, w, mean, rstd, N, C, false, true);
+    float *dw = buf_fill((size_t)C * C, 0);
+    ops->matmul_backward(NULL, dw, o->dbias, dy, x, y, N, C, C, false, true);
+    int tokens[64];
+    for (int i = 0; i < B * T; i++) tokens[i] = (i * 7) % 50;
+    ops->embed_backward(o->dwte, o->dwpe, dy, tokens, B, T, C, 0, 50, true);
+    float *qkv = buf_rand((size_t)B * T * 3 * NH * hs), *att = buf_fill((size_t)B * NH * T * T, 0);
+    float *scratch = buf_fill((size_t)B * NH * T * T, 0);
+    ops->attention_forward(o->att_out, att, qkv, B, T, NH, hs);
+    ops->attention_backward(o->att_dqkv, scratch, o->att_out, qkv, att, B, T, NH, hs);
+    float *logits = buf_rand((size_t)XR * XC), mx[20];
+    int targets[20];
+    for (int i = 0; i < XR; i++) targets[i] = i * 37;
+    ops->xent_row_max(mx, logits, XR, XC, XC - 3);
+    ops->xent_row_sumexp(o->xent_se, logits, mx, XR, XC, XC - 3);
+    ops->xent_backward_inplace(logits, mx, o->xent_se, targets, 0.05f, XR, XC, XC - 3, 0);
+    memcpy(o->xent_d, logits, sizeof o->xent_d);
+    float *g = buf_rand(20000);
+    ops->gelu_backward(o->gelu_dx, g, g, 20000);
+    ops->free(x), ops->free(dy), ops->free(w), ops->free(b), ops->free(y), ops->free(dw);
+    ops->free(qkv), ops->free(att), ops->free(scratch), ops->free(logits), ops->free(g);
+}
+
+static void kernels_do_not_depend_on_thread_count_exact(void **state) {
+    (void)state;
+    const int saved = omp_get_max_threads();
+    thread_outputs *one = malloc(sizeof *one), *more = malloc(sizeof *more);
+    run_kernels(one, 1);
+    for (int n_threads = 2; n_threads <= 3; n_threads++) {
+        run_kernels(more, n_threads);
+        const float *a = (const float *)one, *b = (const float *)more;
+        assert_true(equal_exact("kernel outputs, 1 thread vs more", b, a,
+                                sizeof *one / sizeof(float)));
+    }
+    omp_set_num_threads(saved);
+    free(one), free(more);
+}
+
 int main(void) {
     ops = ops_cpu();
     const struct CMUnitTest tests[] = {
@@ -778,10 +856,12 @@ int main(void) {
         cmocka_unit_test(xent_loss_matches_naive_double_1e_6),
         cmocka_unit_test(xent_backward_matches_finite_differences_1e_3),
         cmocka_unit_test(xent_vocab_shards_combine_to_whole_vocab_1e_6),
+        cmocka_unit_test(xent_empty_shard_gives_identities_exact),
         cmocka_unit_test(adamw_three_steps_match_hand_computed_1e_6),
         cmocka_unit_test(adamw_large_matches_scalar_loop_1e_6),
         cmocka_unit_test(sumsq_matches_double_loop_1e_12),
         cmocka_unit_test(elementwise_add_scale_zero_and_copies_exact),
+        cmocka_unit_test(kernels_do_not_depend_on_thread_count_exact),
     };
     return cmocka_run_group_tests_name("ops_cpu", tests, NULL, NULL);
 }

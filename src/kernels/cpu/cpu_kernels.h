@@ -1,11 +1,14 @@
 /* cpu_kernels.h — internal header of the CPU backend (C11 + OpenMP + CBLAS).
  * Owns: the declarations of the CPU kernels that ops_cpu.c puts in the ops_t table, a
  * vectorisable expf, and the BLAS threading guard used around OpenMP regions that call BLAS.
- * Uses: kernels/ops.h, core/. Used by: the files of src/kernels/cpu/ only (model/ goes through ops_t).
+ * Uses: kernels/ops.h, core/. Used by: the files of src/kernels/cpu/ only (model/ goes through
+ * ops_t).
  *
- * Threading: every kernel uses `#pragma omp parallel for schedule(static)`; reductions over
- * rows (dw, dbias, dwte) are split by COLUMN blocks instead of per-thread partial sums, so
- * results are bitwise independent of OMP_NUM_THREADS and nothing needs scratch memory. */
+ * Threading: OpenMP only, static schedules. Row kernels use `parallel for` over rows;
+ * element-wise kernels split [0, n) with cpu_thread_range; matrix products split the output
+ * over the threads, each calling a single-threaded sgemm (matmul.c says why). Reductions over
+ * rows (dw, dbias, dwte) are split by COLUMN blocks instead of per-thread partial sums, so the
+ * results do not depend on OMP_NUM_THREADS and nothing needs scratch memory. */
 #ifndef LLMT_CPU_KERNELS_H
 #define LLMT_CPU_KERNELS_H
 #include "kernels/ops.h"
@@ -63,6 +66,19 @@ void cpu_adamw_update(float *param, const float *grad, float *m, float *v, size_
 
 /* Below this many elements an element-wise loop runs on one thread (fork/join costs ~1 us). */
 #define CPU_PAR_MIN 16384
+
+/* This thread's contiguous share [*i0, *i1) of [0, n), in multiples of 16 elements (one cache
+ * line) so threads never write the same line. Element-wise kernels use it inside
+ * `#pragma omp parallel` and run a plain loop over the range in a static helper: GCC reliably
+ * auto-vectorises such loops, while `parallel for simd` with reductions stays scalar (GCC 12). */
+#include <omp.h>
+static inline void cpu_thread_range(size_t n, size_t *i0, size_t *i1) {
+    const size_t n_threads = (size_t)omp_get_num_threads(), id = (size_t)omp_get_thread_num();
+    size_t share = (n + n_threads - 1) / n_threads;
+    share = (share + 15) & ~(size_t)15;
+    *i0 = id * share < n ? id * share : n;
+    *i1 = *i0 + share < n ? *i0 + share : n;
+}
 
 /* expf that GCC vectorises (glibc's expf stays a scalar call unless -ffast-math).
  * Cephes range reduction x = n ln2 + r with ln2 split in two (n*C1 is exact), |r| <= ln2/2,

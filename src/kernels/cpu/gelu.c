@@ -7,21 +7,27 @@
 #define GELU_K0 0.7978845608028654f /* sqrt(2/pi) */
 #define GELU_K1 0.044715f
 
-/* gelu_forward: out[n] = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) = x * s */
-void cpu_gelu_forward(float *out, const float *inp, size_t n) {
-#pragma omp parallel for simd schedule(static) if (n > CPU_PAR_MIN)
-    for (size_t i = 0; i < n; i++) {
+static void gelu_forward_range(float *out, const float *inp, size_t i0, size_t i1) {
+    for (size_t i = i0; i < i1; i++) {
         const float x = inp[i];
         const float u = GELU_K0 * (x + GELU_K1 * x * x * x);
         out[i] = x / (1.0f + cpu_expf(-2.0f * u));
     }
 }
 
-/* gelu_backward: dinp[n] = dout * (s + 0.5 x (1 - tanh^2(u)) u') with u' = sqrt(2/pi)(1 + 3 k x^2)
- *                        = dout * (s + 2 x e s^2 u');  dinp may alias dout. */
-void cpu_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
-#pragma omp parallel for simd schedule(static) if (n > CPU_PAR_MIN)
-    for (size_t i = 0; i < n; i++) {
+/* gelu_forward: out[n] = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) = x * s */
+void cpu_gelu_forward(float *out, const float *inp, size_t n) {
+#pragma omp parallel if (n > CPU_PAR_MIN)
+    {
+        size_t i0, i1;
+        cpu_thread_range(n, &i0, &i1);
+        gelu_forward_range(out, inp, i0, i1);
+    }
+}
+
+static void gelu_backward_range(float *dinp, const float *inp, const float *dout, size_t i0,
+                                size_t i1) {
+    for (size_t i = i0; i < i1; i++) {
         const float x = inp[i];
         const float u = GELU_K0 * (x + GELU_K1 * x * x * x);
         const float du = GELU_K0 * (1.0f + 3.0f * GELU_K1 * x * x);
@@ -29,5 +35,16 @@ void cpu_gelu_backward(float *dinp, const float *inp, const float *dout, size_t 
         const float s = 1.0f / (1.0f + e);
         const float es2 = (e * s) * s; /* e * s <= 1 first: e saturates near 2^127 */
         dinp[i] = dout[i] * (s + 2.0f * x * du * es2);
+    }
+}
+
+/* gelu_backward: dinp[n] = dout * (s + 0.5 x (1 - tanh^2(u)) u') with u' = sqrt(2/pi)(1 + 3 k x^2)
+ *                        = dout * (s + 2 x e s^2 u');  dinp may alias dout. */
+void cpu_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
+#pragma omp parallel if (n > CPU_PAR_MIN)
+    {
+        size_t i0, i1;
+        cpu_thread_range(n, &i0, &i1);
+        gelu_backward_range(dinp, inp, dout, i0, i1);
     }
 }

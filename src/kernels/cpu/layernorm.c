@@ -9,53 +9,54 @@
 #define LN_EPS 1e-5f
 #define LN_COL_BLOCK 128 /* column block of the dw/db reduction (2 KiB of double accumulators) */
 
+/* one row: y[C] = (x - mean) * rstd * w + b; returns mean and rstd */
+static void layernorm_row(float *y, float *mean, float *rstd, const float *x, const float *w,
+                          const float *b, int C) {
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int c = 0; c < C; c++) sum += x[c];
+    const float m = sum / (float)C;
+    float ssq = 0.0f;
+#pragma omp simd reduction(+ : ssq)
+    for (int c = 0; c < C; c++) ssq += (x[c] - m) * (x[c] - m);
+    const float s = 1.0f / sqrtf(ssq / (float)C + LN_EPS);
+    for (int c = 0; c < C; c++) y[c] = (x[c] - m) * s * w[c] + b[c];
+    *mean = m, *rstd = s;
+}
+
 /* layernorm_forward: out[N, C] = (inp - mean) * rstd * w[C] + b[C]; saves mean[N], rstd[N] */
 void cpu_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                            const float *w, const float *b, int N, int C) {
 #pragma omp parallel for schedule(static) if ((size_t)N * C > CPU_PAR_MIN)
-    for (int i = 0; i < N; i++) {
-        const float *x = inp + (size_t)i * C;
-        float *y = out + (size_t)i * C;
-        float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-        for (int c = 0; c < C; c++) sum += x[c];
-        const float m = sum / (float)C;
-        float ssq = 0.0f;
-#pragma omp simd reduction(+ : ssq)
-        for (int c = 0; c < C; c++) ssq += (x[c] - m) * (x[c] - m);
-        const float s = 1.0f / sqrtf(ssq / (float)C + LN_EPS);
-#pragma omp simd
-        for (int c = 0; c < C; c++) y[c] = (x[c] - m) * s * w[c] + b[c];
-        mean[i] = m;
-        rstd[i] = s;
+    for (int i = 0; i < N; i++)
+        layernorm_row(out + (size_t)i * C, &mean[i], &rstd[i], inp + (size_t)i * C, w, b, C);
+}
+
+/* one row: dx[C] (+)= rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)), dnorm = dy * w */
+static void layernorm_row_backward(float *dx, const float *dy, const float *x, const float *w,
+                                   float m, float s, int C, bool accumulate) {
+    float sum_dnorm = 0.0f, sum_dnorm_norm = 0.0f;
+#pragma omp simd reduction(+ : sum_dnorm, sum_dnorm_norm)
+    for (int c = 0; c < C; c++) {
+        const float dnorm = dy[c] * w[c];
+        sum_dnorm += dnorm;
+        sum_dnorm_norm += dnorm * (x[c] - m) * s;
+    }
+    const float a = sum_dnorm / (float)C, bn = sum_dnorm_norm / (float)C;
+    if (accumulate) {
+        for (int c = 0; c < C; c++) dx[c] += (dy[c] * w[c] - a - (x[c] - m) * s * bn) * s;
+    } else {
+        for (int c = 0; c < C; c++) dx[c] = (dy[c] * w[c] - a - (x[c] - m) * s * bn) * s;
     }
 }
 
-/* dinp[N, C] (+)= rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)), dnorm = dout * w */
 static void layernorm_backward_inputs(float *dinp, const float *dout, const float *inp,
                                       const float *w, const float *mean, const float *rstd,
                                       int N, int C, bool accumulate) {
 #pragma omp parallel for schedule(static) if ((size_t)N * C > CPU_PAR_MIN)
-    for (int i = 0; i < N; i++) {
-        const float *x = inp + (size_t)i * C, *dy = dout + (size_t)i * C;
-        float *dx = dinp + (size_t)i * C;
-        const float m = mean[i], s = rstd[i];
-        float sum_dnorm = 0.0f, sum_dnorm_norm = 0.0f;
-#pragma omp simd reduction(+ : sum_dnorm, sum_dnorm_norm)
-        for (int c = 0; c < C; c++) {
-            const float dnorm = dy[c] * w[c];
-            sum_dnorm += dnorm;
-            sum_dnorm_norm += dnorm * (x[c] - m) * s;
-        }
-        const float a = sum_dnorm / (float)C, bn = sum_dnorm_norm / (float)C;
-        if (accumulate) {
-#pragma omp simd
-            for (int c = 0; c < C; c++) dx[c] += (dy[c] * w[c] - a - (x[c] - m) * s * bn) * s;
-        } else {
-#pragma omp simd
-            for (int c = 0; c < C; c++) dx[c] = (dy[c] * w[c] - a - (x[c] - m) * s * bn) * s;
-        }
-    }
+    for (int i = 0; i < N; i++)
+        layernorm_row_backward(dinp + (size_t)i * C, dout + (size_t)i * C, inp + (size_t)i * C,
+                               w, mean[i], rstd[i], C, accumulate);
 }
 
 /* dw[C] (+)= sum_i dout[i] * norm[i];  db[C] (+)= sum_i dout[i]  (column blocks in parallel) */

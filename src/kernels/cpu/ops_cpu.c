@@ -3,8 +3,11 @@
  * Uses: core/alloc, kernels/cpu/ kernels. Used by: model/ through ops_cpu(). */
 #include "kernels/cpu/cpu_kernels.h"
 #include "core/alloc.h"
+#include "core/error.h"
 #include <cblas.h>
+#include <stdbool.h>
 #include <string.h>
+#include <strings.h>
 
 /* ---- memory: device memory is host memory on the CPU ---- */
 static void *cpu_alloc(size_t bytes) { return xmalloc(bytes); }
@@ -13,27 +16,42 @@ static void cpu_copy(void *dst, const void *src, size_t bytes) {
     if (bytes) memcpy(dst, src, bytes);
 }
 
-/* x[n] = 0, in parallel chunks so first touch and bandwidth are spread over the threads. */
+/* x[n] = 0, split over the threads so first touch and bandwidth are spread over them. */
 static void cpu_zero(float *x, size_t n) {
-    const size_t chunk = 1 << 16;
-    const long n_chunks = (long)((n + chunk - 1) / chunk);
-#pragma omp parallel for schedule(static) if (n_chunks > 1)
-    for (long c = 0; c < n_chunks; c++) {
-        size_t i0 = (size_t)c * chunk, len = n - i0 < chunk ? n - i0 : chunk;
-        memset(x + i0, 0, len * sizeof *x);
+#pragma omp parallel if (n > CPU_PAR_MIN)
+    {
+        size_t i0, i1;
+        cpu_thread_range(n, &i0, &i1);
+        if (i1 > i0) memset(x + i0, 0, (i1 - i0) * sizeof *x);
     }
+}
+
+static void add_range(float *out, const float *a, const float *b, size_t i0, size_t i1) {
+    for (size_t i = i0; i < i1; i++) out[i] = a[i] + b[i];
 }
 
 /* out[n] = a[n] + b[n]; out may alias a (or b). */
 static void cpu_add(float *out, const float *a, const float *b, size_t n) {
-#pragma omp parallel for simd schedule(static) if (n > CPU_PAR_MIN)
-    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+#pragma omp parallel if (n > CPU_PAR_MIN)
+    {
+        size_t i0, i1;
+        cpu_thread_range(n, &i0, &i1);
+        add_range(out, a, b, i0, i1);
+    }
+}
+
+static void scale_range(float *x, float s, size_t i0, size_t i1) {
+    for (size_t i = i0; i < i1; i++) x[i] *= s;
 }
 
 /* x[n] *= s */
 static void cpu_scale(float *x, float s, size_t n) {
-#pragma omp parallel for simd schedule(static) if (n > CPU_PAR_MIN)
-    for (size_t i = 0; i < n; i++) x[i] *= s;
+#pragma omp parallel if (n > CPU_PAR_MIN)
+    {
+        size_t i0, i1;
+        cpu_thread_range(n, &i0, &i1);
+        scale_range(x, s, i0, i1);
+    }
 }
 
 /* ---- BLAS threading guard (see cpu_kernels.h) ---- */
@@ -57,6 +75,29 @@ void cpu_blas_serial_end(int previous) {
     if (previous > 1) openblas_set_num_threads(previous);
 #else
     (void)previous;
+#endif
+}
+
+/* OpenBLAS with DYNAMIC_ARCH picks its kernels from the CPU model at load time; versions older
+ * than the CPU (0.3.21 on Emerald Rapids, model 207) fall back to the Prescott (SSE3) kernels and
+ * sgemm runs ~6x slower. The choice is made before main, so all we can do is say how to fix it. */
+static void check_blas_kernels(void) {
+#if defined(OPENBLAS_VERSION) && defined(__GNUC__)
+    static const char *const generic[] = {"Prescott", "Core2", "Penryn", "Nehalem", "Katmai",
+                                          "Coppermine", "Northwood", "Banias", "Atom"};
+    const char *core = openblas_get_corename();
+    bool is_generic = false;
+    for (size_t i = 0; core && i < sizeof generic / sizeof *generic; i++)
+        is_generic |= strcasecmp(core, generic[i]) == 0;
+    if (!is_generic || !__builtin_cpu_supports("avx2")) return;
+    const char *better = __builtin_cpu_supports("avx512f") ? "SkylakeX" : "Haswell";
+    const char *version = OPENBLAS_VERSION; /* " OpenBLAS 0.3.21 " */
+    version += strspn(version, " ");
+    int len = (int)strlen(version);
+    while (len > 0 && version[len - 1] == ' ') len--;
+    warn_user("%.*s does not know this CPU and uses its '%s' kernels (matrix products several "
+              "times slower): set OPENBLAS_CORETYPE=%s in the environment of every rank",
+              len, version, core, better);
 #endif
 }
 
@@ -88,4 +129,9 @@ static const ops_t cpu_ops = {
     .scale = cpu_scale,
 };
 
-const ops_t *ops_cpu(void) { return &cpu_ops; }
+const ops_t *ops_cpu(void) {
+    static bool checked = false; /* warn once per process, not per call */
+    if (!checked) check_blas_kernels();
+    checked = true;
+    return &cpu_ops;
+}

@@ -1,0 +1,92 @@
+/* tokenizer.h — byte-level BPE exactly like GPT-2 / tiktoken: load, encode, decode, train, save.
+ * Owns: a vocabulary of byte strings ranked by merge priority (rank = token id), the special
+ * token <|endoftext|> (id = number of ranks: 50256 for GPT-2), GPT-2's pre-tokenising regular
+ * expression (PCRE2, UTF + Unicode properties, JIT), and BPE training on word counts.
+ * Uses: core/. Used by: tools/llmprep, tests.
+ *
+ * Vocabulary files (the format is decided by the path):
+ *  - "*.tiktoken" (or any plain file): tiktoken's rank file, one "base64(token) rank" per line,
+ *    ranks 0..n-1 each once, all 256 single bytes present (a byte-level vocabulary);
+ *  - a directory, or a path to "vocab.json" with "merges.txt" beside it: Hugging Face's GPT-2
+ *    files (bytes shown through GPT-2's bytes_to_unicode map). Ranks come from the merge order
+ *    (256 bytes first), and vocab.json must agree with them, as tiktoken's own loader demands.
+ * A vocabulary that does not parse is refused with one message naming the file and line.
+ *
+ * Encoding is tiktoken's: split the text with GPT-2's pattern
+ *     's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+ * then merge the bytes of each piece, lowest-rank pair first (leftmost on ties). Invalid UTF-8
+ * is kept losslessly: PCRE2_MATCH_INVALID_UTF makes an invalid byte sequence a barrier no match
+ * crosses, so the valid stretches are split exactly as tiktoken splits each of them on its own,
+ * and each maximal run of bytes no match covers is one more piece, BPE-merged like any other.
+ * Hence decode(encode(x)) == x for every byte string x.
+ *
+ * A tokenizer_t holds scratch space and a cache: use one per thread. */
+#ifndef LLMT_TOKENIZER_H
+#define LLMT_TOKENIZER_H
+#include <stddef.h>
+#include <stdint.h>
+
+#define TOKENIZER_EOT_TEXT "<|endoftext|>"
+#define TOKENIZER_GPT2_PATTERN \
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
+
+typedef struct tokenizer tokenizer_t;
+
+/* A growable list of token ids; encode appends to it. Zero-initialise; free with tok_ids_free. */
+typedef struct tok_ids {
+    uint32_t *ids;
+    size_t n, cap;
+} tok_ids_t;
+void tok_ids_free(tok_ids_t *v);
+
+/* Load a vocabulary (see above). 0 on success; otherwise *out is NULL and err holds one message
+ * such as "vocab/gpt2.tiktoken:17: rank 9 repeats line 10". Never exits. */
+int tokenizer_create(tokenizer_t **out, const char *path, char *err, size_t errlen);
+void tokenizer_destroy(tokenizer_t *tok); /* accepts NULL */
+
+uint32_t tokenizer_n_ranks(const tokenizer_t *tok);    /* ordinary tokens: ids 0..n_ranks-1 */
+uint32_t tokenizer_eot(const tokenizer_t *tok);        /* <|endoftext|> = n_ranks */
+uint32_t tokenizer_vocab_size(const tokenizer_t *tok); /* n_ranks + 1 */
+/* The bytes of token `id` (the special token's text for the eot id); NULL if out of range. */
+const char *tokenizer_token(const tokenizer_t *tok, uint32_t id, size_t *len);
+
+enum {
+    TOKENIZER_ALLOW_SPECIAL = 1 /* "<|endoftext|>" in the text becomes the eot id; else text */
+};
+/* Encode text[0..len) and append the ids to *out. flags = 0 is tiktoken's encode_ordinary. */
+void tokenizer_encode(tokenizer_t *tok, const char *text, size_t len, unsigned flags,
+                      tok_ids_t *out);
+/* Decode ids[0..n) into out (at most `cap` bytes written, no terminating NUL). Returns the number
+ * of bytes the whole decoding needs, or SIZE_MAX when an id is not in the vocabulary. */
+size_t tokenizer_decode(const tokenizer_t *tok, const uint32_t *ids, size_t n, char *out,
+                        size_t cap);
+
+/* Write the vocabulary as a tiktoken rank file (rank order; the special token is implied).
+ * Written beside `path` and renamed. 0 on success, -1 with errno. */
+int tokenizer_save(const tokenizer_t *tok, const char *path);
+
+/* ---- training ----
+ * Count the pre-tokenised words of a corpus (the same pattern and invalid-UTF-8 rule as
+ * encoding), possibly on several ranks, then train on the merged counts. */
+typedef struct tok_counter tok_counter_t;
+tok_counter_t *tok_counter_create(void);
+void tok_counter_destroy(tok_counter_t *c);
+void tok_counter_add_text(tok_counter_t *c, const char *text, size_t len);
+size_t tok_counter_n_words(const tok_counter_t *c); /* distinct words */
+/* Serialise the counts (to send them to another rank): a malloc'd buffer, its size in *len. */
+char *tok_counter_pack(const tok_counter_t *c, size_t *len);
+/* Add packed counts into c. 0, or -1 when the buffer is malformed. */
+int tok_counter_unpack_add(tok_counter_t *c, const char *buf, size_t len);
+
+/* Train a byte-level BPE vocabulary of `vocab_size` ids in all (256 single bytes in byte order,
+ * then one rank per merge, then <|endoftext|>): repeatedly merge the most frequent adjacent pair
+ * (count weighted by word frequency); ties go to the pair with the smaller (left id, right id).
+ * Deterministic: the result depends only on the counts. Stops early when no pair is left.
+ * 0 on success, else err says why (vocab_size < 257). */
+int tokenizer_train(tokenizer_t **out, const tok_counter_t *counts, uint32_t vocab_size,
+                    char *err, size_t errlen);
+
+/* For tests: pieces longer than `n` bytes use the heap-based merge (O(n log n)) instead of the
+ * linear scan; both give identical ids. Default 64. */
+void tokenizer_set_heap_threshold(tokenizer_t *tok, size_t n);
+#endif

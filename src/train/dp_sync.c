@@ -1,0 +1,82 @@
+/* dp_sync.c — bucketed, overlapped data-parallel gradient all-reduce (see dp_sync.h). */
+#include "train/dp_sync.h"
+#include <string.h>
+#include "core/alloc.h"
+#include "core/error.h"
+#include "parallel/comm.h"
+
+/* When a parameter's gradient is final in backward order: blocks after their layer, the final
+ * norm (layer n_layer) right after the head, the embeddings only at the end. */
+static int param_ready_layer(const param_t *p) { return p->layer < 0 ? -1 : p->layer; }
+
+void dp_sync_create(dp_sync_t *d, gpt_t *m, MPI_Comm dp_comm, MPI_Comm embed_comm, int dp,
+                    double bucket_mb) {
+    memset(d, 0, sizeof *d);
+    d->m = m;
+    d->dp_comm = dp_comm;
+    d->embed_comm = embed_comm;
+    d->dp = dp;
+    const size_t cap_floats = (size_t)(bucket_mb * 1024 * 1024 / sizeof(float));
+    d->b = xcalloc((size_t)m->P.n + 1, sizeof(dp_bucket_t));
+    dp_bucket_t *cur = NULL;
+    for (int i = 0; i < m->P.n; i++) {
+        const param_t *p = &m->P.p[i];
+        if (!p->held) continue;
+        if (!cur || cur->end - cur->begin >= cap_floats) {
+            cur = &d->b[d->n++];
+            cur->begin = p->offset;
+            cur->ready_layer = param_ready_layer(p);
+            cur->req = MPI_REQUEST_NULL;
+        }
+        int r = param_ready_layer(p);
+        if (r < cur->ready_layer) cur->ready_layer = r;
+        /* the bucket runs to the next parameter's start, alignment padding included */
+        size_t next = i + 1 < m->P.n ? m->P.p[i + 1].offset : m->P.total;
+        cur->end = next;
+    }
+}
+
+void dp_sync_destroy(dp_sync_t *d) {
+    xfree(d->b);
+    memset(d, 0, sizeof *d);
+}
+
+static void start_bucket(dp_sync_t *d, dp_bucket_t *b) {
+    comm_iallreduce_sum(d->m->grads + b->begin, b->end - b->begin, d->dp_comm, COMM_DP, &b->req);
+    b->started = true;
+}
+
+void dp_sync_layer_done(void *ctx, int layer) {
+    dp_sync_t *d = ctx;
+    if (d->dp == 1) return;
+    for (int i = 0; i < d->n; i++) {
+        dp_bucket_t *b = &d->b[i];
+        if (!b->started && b->ready_layer >= layer) {
+            start_bucket(d, b);
+            d->started_early++;
+        }
+    }
+    /* OpenMPI progresses non-blocking collectives inside MPI calls: give it a chance. */
+    for (int i = 0; i < d->n; i++) {
+        int done = 0;
+        if (d->b[i].started && d->b[i].req != MPI_REQUEST_NULL)
+            MPI_CHECK(MPI_Test(&d->b[i].req, &done, MPI_STATUS_IGNORE));
+    }
+}
+
+/* Sum the two copies of the tied wte gradient (first and last pipeline stage). */
+static void tied_embedding_sum(dp_sync_t *d) {
+    const param_t *wte = params_find(&d->m->P, "wte");
+    if (wte->held) comm_allreduce_sum(d->m->grads + wte->offset, wte->numel, d->embed_comm, COMM_EMBED);
+}
+
+void dp_sync_finish(dp_sync_t *d) {
+    if (d->embed_comm != MPI_COMM_NULL) tied_embedding_sum(d);
+    if (d->dp > 1)
+        for (int i = 0; i < d->n; i++)
+            if (!d->b[i].started) start_bucket(d, &d->b[i]);
+    for (int i = 0; i < d->n; i++) {
+        comm_wait(&d->b[i].req, COMM_DP);
+        d->b[i].started = false;
+    }
+}

@@ -1,0 +1,37 @@
+/* dp_sync.h — data-parallel gradient synchronisation in buckets.
+ * The flat gradient buffer is cut at parameter boundaries into buckets of about bucket_mb.
+ * During the backward of a step's last micro-batch, a bucket's all-reduce over the dp group is
+ * started (non-blocking) as soon as every parameter in it has its final gradient, so the
+ * communication overlaps the rest of the backward; dp_sync_finish starts the rest (after the
+ * tied-embedding all-reduce between the first and last pipeline stage) and waits for all.
+ * Owns: the buckets and their requests. Uses: model/gpt, parallel/comm. Used by: train/trainer. */
+#ifndef LLMT_DP_SYNC_H
+#define LLMT_DP_SYNC_H
+#include <mpi.h>
+#include <stdbool.h>
+#include "model/gpt.h"
+
+typedef struct dp_bucket {
+    size_t begin, end;  /* float range of the flat gradient buffer */
+    int ready_layer;    /* final once the backward of this layer is done (-1: at the very end) */
+    bool started;
+    MPI_Request req;
+} dp_bucket_t;
+
+typedef struct dp_sync {
+    gpt_t *m;
+    MPI_Comm dp_comm, embed_comm;
+    int dp;
+    dp_bucket_t *b;
+    int n;
+    int started_early; /* buckets started inside the backward in the last step (for reports) */
+} dp_sync_t;
+
+void dp_sync_create(dp_sync_t *d, gpt_t *m, MPI_Comm dp_comm, MPI_Comm embed_comm, int dp,
+                    double bucket_mb);
+void dp_sync_destroy(dp_sync_t *d);
+/* A gpt_layer_hook_t: after `layer`'s backward of the last micro-batch. ctx is the dp_sync_t. */
+void dp_sync_layer_done(void *ctx, int layer);
+/* Tied-embedding all-reduce, then every bucket not yet started, then wait for all. */
+void dp_sync_finish(dp_sync_t *d);
+#endif
