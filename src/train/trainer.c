@@ -76,6 +76,15 @@ static void print_memory_plan(const trainer_t *tr) {
            pbytes / MiB, 2 * pbytes / MiB, tr->model.par.n_slots,
            tr->model.par.n_slots > 1 ? "s" : "", tr->model.slot_bytes / MiB,
            tr->model.head_bytes / MiB);
+    if (tr->grid->pp > 1) {
+        int *first = xmalloc(sizeof(int) * ((size_t)tr->grid->pp + 1));
+        params_partition_layers(tr->cfg, tr->grid->pp, first);
+        printf("pipeline: schedule %s, %d micro-batches per step, layers per stage:",
+               tr->cfg->schedule, tr->accum);
+        for (int s = 0; s < tr->grid->pp; s++) printf(" [%d,%d)", first[s], first[s + 1]);
+        printf(" (embedding on stage 0, head on stage %d)\n", tr->grid->pp - 1);
+        xfree(first);
+    }
     printf("MFU reference: %.1f GFLOP/s per rank (%s), %.4f GFLOP per token\n",
            tr->peak_flops / 1e9, tr->cfg->peak_flops > 0 ? "&log peak_flops" : "measured matmul",
            tr->flops_per_token / 1e9);

@@ -33,6 +33,10 @@ sed -e "s/dp = 2/dp = 3/" -e "s/global_batch = 8/global_batch = 12/" $g/good.nml
 check_case grid_not_world "dp*tp*pp" $g/grid.nml
 sed "s/global_batch = 8/global_batch = 12/" $g/good.nml >$g/batch.nml
 check_case batch_not_divisible "global_batch" $g/batch.nml
+sed -e "s/dp = 2/dp = 1, tp = 3/" -e "s/global_batch = 8/global_batch = 4/" $g/good.nml >$g/tp3.nml
+check_case tp_does_not_divide_heads "tp = 3 must divide" $g/tp3.nml 3
+sed -e "s/dp = 2/dp = 1, pp = 3/" -e "s/global_batch = 8/global_batch = 4/" $g/good.nml >$g/pp3.nml
+check_case pp_exceeds_layers "pp = 3 exceeds &model n_layer = 2" $g/pp3.nml 3
 check_case missing_file "no_such.nml" $g/no_such.nml
 sed "s|data/tiny/train_\*.bin|data/none_*.bin|" $g/good.nml >$g/nodata.nml
 check_case no_data_files "data/none_*.bin" $g/nodata.nml
