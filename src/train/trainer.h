@@ -37,7 +37,7 @@ typedef struct trainer {
     int64_t tokens_seen;
     double peak_flops;          /* per rank, for MFU */
     double flops_per_token;
-    double compute_s, step_s;   /* totals over the run, for the time split at the end */
+    double dp_blocking_ms;      /* one blocking all-reduce of all gradients, measured at setup */
 } trainer_t;
 
 /* Everything a run needs, allocated once; data files are validated here (a bad file is one

@@ -59,3 +59,6 @@ PY
 done
 echo
 cat $OUT/results.md
+echo
+echo "== parallelism measurements (validation/bench/pipeline_bench.sh)"
+bash validation/bench/pipeline_bench.sh
