@@ -85,8 +85,9 @@ int main(int argc, char **argv) {
     grid_print(&grid, MPI_COMM_WORLD);
     trainer_t tr;
     trainer_setup(&tr, &cfg, &grid, ops_cpu());
+    int code = 0;
     if (strcmp(cfg.mode, "train") == 0) {
-        trainer_train(&tr);
+        code = trainer_train(&tr);
     } else if (strcmp(cfg.mode, "eval") == 0) {
         double v = trainer_validate(&tr);
         if (rank == 0) printf("eval: val_loss %.6f over %d batches\n", v, cfg.val_batches);
@@ -97,5 +98,5 @@ int main(int argc, char **argv) {
     grid_destroy(&grid);
     config_destroy(&cfg);
     MPI_CHECK(MPI_Finalize());
-    return 0;
+    return code;
 }

@@ -17,6 +17,8 @@
 
 #define LLMT_EXIT_USER 2     /* bad input: namelist, data files, grid */
 #define LLMT_EXIT_INTERNAL 3 /* a library call failed or an invariant broke */
+#define LLMT_EXIT_CKPT 5     /* a checkpoint that had to be written could not be (disk full...) */
+#define LLMT_EXIT_REQUEUE 75 /* stopped by SIGUSR1/SIGTERM after a checkpoint: requeue me */
 
 /* Called with the library's own message; never returns. */
 _Noreturn void die_call(const char *file, int line, const char *call, const char *msg);

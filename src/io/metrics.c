@@ -20,11 +20,11 @@ int make_dirs(const char *path) {
     return 0;
 }
 
-void metrics_open(metrics_t *mx, const char *path, int enabled) {
+void metrics_open(metrics_t *mx, const char *path, int enabled, int append) {
     memset(mx, 0, sizeof *mx);
     snprintf(mx->path, sizeof mx->path, "%s", path);
     if (!enabled) return;
-    mx->f = fopen(path, "w");
+    mx->f = fopen(path, append ? "a" : "w");
     if (!mx->f) fatal_user_here("cannot create metrics file %s: %s", path, strerror(errno));
 }
 

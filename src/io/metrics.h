@@ -10,8 +10,9 @@ typedef struct metrics {
     char path[512];
 } metrics_t;
 
-/* Open (truncate) `path` when enabled; fatal_user_here naming the path if it cannot be created. */
-void metrics_open(metrics_t *mx, const char *path, int enabled);
+/* Open `path` when enabled (appending, or truncating when !append); fatal_user_here naming the
+ * path if it cannot be created. */
+void metrics_open(metrics_t *mx, const char *path, int enabled, int append);
 /* Append one line: `fmt` formats the object's members without braces, e.g. "\"step\":%d". */
 void metrics_write(metrics_t *mx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void metrics_close(metrics_t *mx);

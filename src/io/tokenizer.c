@@ -505,6 +505,18 @@ void tokenizer_encode(tokenizer_t *tok, const char *text, size_t len, unsigned f
     encode_ordinary(tok, p, (size_t)(end - p), out);
 }
 
+size_t tokenizer_safe_cut(const char *text, size_t len, size_t from) {
+    for (size_t p = from; p + 1 < len;) {
+        const char *nl = memchr(text + p, '\n', len - 1 - p);
+        if (!nl) break;
+        p = (size_t)(nl - text);
+        unsigned char next = (unsigned char)text[p + 1];
+        if (p > 0 && next < 0x80 && next != ' ' && !(next >= '\t' && next <= '\r')) return p;
+        p++;
+    }
+    return len;
+}
+
 size_t tokenizer_decode(const tokenizer_t *tok, const uint32_t *ids, size_t n, char *out,
                         size_t cap) {
     size_t total = 0;
@@ -1272,7 +1284,8 @@ static size_t pair_find(trainer_t *t, uint32_t a, uint32_t b, bool create) {
 
 /* Add `delta` to pair (a, b); note word w as a holder when `note`. */
 static void pair_add(trainer_t *t, uint32_t a, uint32_t b, int64_t delta, uint32_t w, bool note) {
-    train_pair_t *p = &t->pairs[pair_find(t, a, b, true)];
+    size_t pi = pair_find(t, a, b, true); /* may move t->pairs: index first */
+    train_pair_t *p = &t->pairs[pi];
     if (p->stamp != t->stamp) {
         p->stamp = t->stamp;
         p->old_count = p->count;

@@ -56,6 +56,11 @@ enum {
 /* Encode text[0..len) and append the ids to *out. flags = 0 is tiktoken's encode_ordinary. */
 void tokenizer_encode(tokenizer_t *tok, const char *text, size_t len, unsigned flags,
                       tok_ids_t *out);
+/* A cut point in text[0..len), at or after `from`, such that encoding text[0..cut) and
+ * text[cut..len) apart gives exactly the ids of encoding the whole: just before a "\n" that an
+ * ASCII non-space character follows (GPT-2's pattern always makes that "\n" a piece of its own,
+ * after the rest of any whitespace run before it). Returns len when there is none. */
+size_t tokenizer_safe_cut(const char *text, size_t len, size_t from);
 /* Decode ids[0..n) into out (at most `cap` bytes written, no terminating NUL). Returns the number
  * of bytes the whole decoding needs, or SIZE_MAX when an id is not in the vocabulary. */
 size_t tokenizer_decode(const tokenizer_t *tok, const uint32_t *ids, size_t n, char *out,

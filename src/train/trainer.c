@@ -1,6 +1,7 @@
 /* trainer.c — setup, the training step, validation and the run loop (see trainer.h). */
 #include "train/trainer.h"
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include "core/alloc.h"
@@ -8,6 +9,7 @@
 #include "core/timer.h"
 #include "io/checkpoint.h"
 #include "parallel/comm.h"
+#include "train/checkpointing.h"
 #include "train/lr.h"
 
 #ifndef LLMT_VERSION
@@ -51,11 +53,16 @@ static double measure_peak_flops(const ops_t *ops) {
     return 2.0 * n * n * (double)n / best;
 }
 
+/* The global batch: the namelist's, else the one of the checkpoint being resumed (so a run
+ * resumed with another dp keeps its batch and the accumulation adjusts), else micro_batch * dp. */
 static void batch_geometry(trainer_t *tr) {
     const config_t *cfg = tr->cfg;
     tr->T = cfg->seq_len;
     tr->micro_batch = cfg->micro_batch;
-    tr->global_batch = cfg->global_batch > 0 ? cfg->global_batch : cfg->micro_batch * cfg->dp;
+    int64_t resumed = cfg->global_batch > 0 ? 0 : ckpt_resume_global_batch(cfg, tr->run_dir);
+    tr->global_batch = cfg->global_batch > 0 ? cfg->global_batch
+                       : resumed > 0         ? (int)resumed
+                                             : cfg->micro_batch * cfg->dp;
     tr->accum = tr->global_batch / (cfg->micro_batch * cfg->dp);
     if (tr->accum * cfg->micro_batch * cfg->dp != tr->global_batch || tr->accum < 1)
         fatal_user("%s: &train global_batch = %d must be a multiple of micro_batch * dp = %d * %d",
@@ -129,7 +136,9 @@ static void setup_run_dir(trainer_t *tr) {
     if (bad) fatal_user("cannot create run directory %s: %s", tr->run_dir, strerror(bad));
     char path[600];
     snprintf(path, sizeof path, "%s/metrics.jsonl", tr->run_dir);
-    metrics_open(&tr->metrics, path, is_root(tr) && cfg->jsonl && strcmp(cfg->mode, "train") == 0);
+    /* A resumed run appends, so one file holds the whole loss curve. */
+    metrics_open(&tr->metrics, path, is_root(tr) && cfg->jsonl && strcmp(cfg->mode, "train") == 0,
+                 strcmp(cfg->resume, "none") != 0);
 }
 
 void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const ops_t *ops) {
@@ -137,9 +146,10 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
     tr->cfg = cfg;
     tr->grid = grid;
     tr->ops = ops;
+    tr->io_hints = MPI_INFO_NULL;
+    setup_run_dir(tr);
     batch_geometry(tr);
     setup_data(tr);
-    setup_run_dir(tr);
     const pipe_schedule_t sched = pipe_schedule_from_name(cfg->schedule);
     gpt_parallel_t par = {grid->tp, grid->rank_tp, grid->pp, grid->rank_pp, grid->tp_comm,
                           pipe_slots_needed(sched, grid->pp, grid->rank_pp, tr->accum)};
@@ -150,13 +160,14 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
     tr->pipe.hook_ctx = &tr->dps;
     if (cfg->init_from[0]) {
         float *host = xcalloc(tr->model.P.total, sizeof(float));
-        ckpt_read_weights(cfg->init_from, MPI_COMM_WORLD, &tr->model.P, host);
+        ckpt_read_weights(cfg->init_from, MPI_COMM_WORLD, &tr->model.P, host, grid->rank_dp == 0);
         ops->to_device(tr->model.params, host, tr->model.P.total * sizeof(float));
         xfree(host);
     } else {
         gpt_init_params(&tr->model, (uint64_t)cfg->seed);
     }
     adamw_create(&tr->opt, ops, tr->model.P.total);
+    if (strcmp(cfg->mode, "train") == 0) ckpt_resume(tr);
     tr->inputs = xmalloc(sizeof(int) * (size_t)tr->accum * tr->micro_batch * tr->T);
     tr->targets = xmalloc(sizeof(int) * (size_t)tr->accum * tr->micro_batch * tr->T);
     tr->flops_per_token = gpt_flops_per_token(&tr->model, tr->T);
@@ -207,8 +218,8 @@ static void save_weights(trainer_t *tr, const char *tag) {
 
 /* First global sample index of micro-batch `a` on this dp rank in step `step`: the global batch
  * is the contiguous range [step*G, (step+1)*G), cut into dp slices of accum micro-batches. */
-static uint64_t first_sample(const trainer_t *tr, int64_t step, int a) {
-    return (uint64_t)step * tr->global_batch +
+static uint64_t first_sample(const trainer_t *tr, int a) {
+    return (uint64_t)tr->sample_pos +
            (uint64_t)tr->grid->rank_dp * tr->accum * tr->micro_batch +
            (uint64_t)a * tr->micro_batch;
 }
@@ -221,7 +232,7 @@ static double accumulate_gradients(trainer_t *tr) {
     const size_t BT = (size_t)B * T;
     const float dloss = 1.0f / ((float)B * T * tr->accum * tr->grid->dp);
     for (int a = 0; a < tr->accum; a++)
-        sampler_fill(&tr->train_sampler, first_sample(tr, tr->step, a), B, tr->inputs + a * BT,
+        sampler_fill(&tr->train_sampler, first_sample(tr, a), B, tr->inputs + a * BT,
                      tr->targets + a * BT);
     double loss_sum = pipe_run(&tr->pipe, tr->inputs, tr->targets, tr->accum, B, T, true, dloss);
     dp_sync_finish(&tr->dps);
@@ -276,6 +287,7 @@ static step_result_t train_step(trainer_t *tr) {
                 "update %s (on_anomaly = '%s')\n", (long long)tr->step + 1, r.loss, r.norm,
                 r.applied ? "applied" : "skipped", cfg->on_anomaly);
     tr->step++;
+    tr->sample_pos += tr->global_batch;
     tr->tokens_seen += (int64_t)tr->global_batch * tr->T;
     return r;
 }
@@ -384,30 +396,52 @@ static void print_time_split(trainer_t *tr) {
 
 /* ---------------------------------------------------------------- the loop */
 
-double trainer_train(trainer_t *tr) {
+/* After each step: a checkpoint when one is due; the stop signals. Returns an exit code when
+ * the run must end now (stop signal), else -1. */
+static int after_step(trainer_t *tr) {
     const config_t *cfg = tr->cfg;
-    save_weights(tr, "step000000");
-    double ema = 0.0, last_loss = NAN;
+    int sig = stop_signal_pending(MPI_COMM_WORLD);
+    if (sig) {
+        if (is_root(tr))
+            printf("received %s at step %lld: writing a checkpoint, then exiting with code %d "
+                   "so the job can be requeued (resume = 'auto' continues from it)\n",
+                   sig == SIGTERM ? "SIGTERM" : "SIGUSR1", (long long)tr->step, LLMT_EXIT_REQUEUE);
+        return ckpt_write_now(tr, "signal") == 0 ? LLMT_EXIT_REQUEUE : LLMT_EXIT_CKPT;
+    }
+    if (cfg->ckpt_every > 0 && tr->step % cfg->ckpt_every == 0 && tr->step < cfg->max_steps)
+        ckpt_write_now(tr, "every"); /* a failure was reported; training goes on */
+    return -1;
+}
+
+int trainer_train(trainer_t *tr) {
+    const config_t *cfg = tr->cfg;
+    stop_signals_install();
+    if (tr->step == 0) save_weights(tr, "step000000");
+    double ema = 0.0;
     comm_stats_reset();
-    for (int s = 0; s < cfg->max_steps; s++) {
+    const int64_t first = tr->step;
+    while (tr->step < cfg->max_steps) {
         comm_stats_t before = *comm_stats(), delta;
         double t0 = now_sec();
         step_result_t r = train_step(tr);
         double dt = now_sec() - t0;
         comm_delta(&before, &delta);
         /* The first step carries one-time costs (page faults, BLAS warm-up): keep it out of the ETA. */
-        ema = s <= 1 ? dt : 0.9 * ema + 0.1 * dt;
+        ema = tr->step - first <= 2 ? dt : 0.9 * ema + 0.1 * dt;
         log_step(tr, &r, dt, ema * (cfg->max_steps - tr->step), &delta);
-        last_loss = r.loss;
         if (tr->has_val && cfg->val_every > 0 && tr->step % cfg->val_every == 0) run_validation(tr);
+        int code = after_step(tr);
+        if (code >= 0) return code;
     }
     if (tr->has_val && (cfg->val_every <= 0 || tr->step % cfg->val_every != 0)) run_validation(tr);
     char tag[32];
     snprintf(tag, sizeof tag, "step%06lld", (long long)tr->step);
     save_weights(tr, tag);
+    int code = 0;
+    if (cfg->ckpt_every > 0 && ckpt_write_now(tr, "final") != 0) code = LLMT_EXIT_CKPT;
     if (is_root(tr) && tr->skipped)
         printf("anomalies: %lld of %lld steps skipped\n", (long long)tr->skipped,
                (long long)tr->step);
     print_time_split(tr);
-    return last_loss;
+    return code;
 }

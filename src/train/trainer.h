@@ -35,6 +35,8 @@ typedef struct trainer {
     int64_t step;               /* optimizer steps taken */
     int64_t skipped;            /* steps whose update was discarded (on_anomaly = 'skip') */
     int64_t tokens_seen;
+    int64_t sample_pos;         /* global index of the next training sample */
+    MPI_Info io_hints;          /* MPI-IO hints for checkpoint files */
     double peak_flops;          /* per rank, for MFU */
     double flops_per_token;
     double dp_blocking_ms;      /* one blocking all-reduce of all gradients, measured at setup */
@@ -44,8 +46,10 @@ typedef struct trainer {
  * message naming it). Loads &run init_from weights when given, else the seeded init. */
 void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const ops_t *ops);
 void trainer_destroy(trainer_t *tr);
-/* mode = 'train': max_steps optimizer steps; returns the last training loss. */
-double trainer_train(trainer_t *tr);
+/* mode = 'train': optimizer steps up to max_steps (from the resumed step, if any), with
+ * checkpoints. Returns the exit code: 0; LLMT_EXIT_REQUEUE after a stop signal and its
+ * checkpoint; LLMT_EXIT_CKPT if a checkpoint that had to be written could not be. */
+int trainer_train(trainer_t *tr);
 /* Mean loss over val_batches micro-batches of the validation set (all ranks get it). */
 double trainer_validate(trainer_t *tr);
 /* mode = 'generate': sample max_new_tokens after the prompt; rank 0 prints the ids. */

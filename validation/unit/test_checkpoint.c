@@ -94,7 +94,8 @@ static void read_and_compare(const char *name, const config_t *cfg, int tp, int 
     float *got = xcalloc(P.total, sizeof(float));
     char path[512];
     path_in_dir(path, sizeof path, name);
-    int64_t step = ckpt_read_weights(path, MPI_COMM_WORLD, &P, got);
+    /* ranks beyond the tp group are replicas: only the first copy is checked */
+    int64_t step = ckpt_read_weights(path, MPI_COMM_WORLD, &P, got, world_rank < tp);
     assert_int_equal(step, want_step);
     assert_same_weights(&P, got, want);
     xfree(got);
@@ -320,7 +321,7 @@ static void expect_read_refused(const char *name, int vocab_size, const char *pa
     fatal_code = 0;
     error_set_fatal_hook(record_fatal);
     volatile int refused = 0;
-    if (setjmp(fatal_jump) == 0) ckpt_read_weights(path, MPI_COMM_WORLD, &P, flat);
+    if (setjmp(fatal_jump) == 0) ckpt_read_weights(path, MPI_COMM_WORLD, &P, flat, 1);
     else refused = 1;
     error_set_fatal_hook(NULL);
     if (world_rank == 0) printf("    message: %s\n", fatal_msg);

@@ -1,0 +1,324 @@
+/* topology.c — hwloc placement of the ranks of a node (see topology.h). */
+#include "parallel/topology.h"
+#include <errno.h>
+#include <stddef.h>
+#include <hwloc.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "core/alloc.h"
+#include "core/error.h"
+
+/* hwloc calls return -1 (or NULL) and set errno: report file:line, the call, and errno. */
+static const char *errno_text(int err) {
+    static char buf[160];
+    snprintf(buf, sizeof buf, "errno %d: %s", err, strerror(err));
+    return buf;
+}
+#define HWLOC_CHECK(call)                                                                  \
+    do {                                                                                   \
+        if ((call) < 0) {                                                                  \
+            int hwloc_errno_ = errno;                                                      \
+            die_call(__FILE__, __LINE__, #call, errno_text(hwloc_errno_));                 \
+        }                                                                                  \
+    } while (0)
+#define HWLOC_PTR_CHECK(ptr)                                                               \
+    do {                                                                                   \
+        if ((ptr) == NULL) {                                                               \
+            int hwloc_errno_ = errno;                                                      \
+            die_call(__FILE__, __LINE__, #ptr, errno_text(hwloc_errno_ ? hwloc_errno_ : ENOMEM)); \
+        }                                                                                  \
+    } while (0)
+
+static hwloc_bitmap_t bitmap_new(void) {
+    hwloc_bitmap_t b = hwloc_bitmap_alloc();
+    HWLOC_PTR_CHECK(b);
+    return b;
+}
+
+int topology_split_cores(int local_rank, int local_size, int n_cores, int *first, int *count) {
+    ASSERT(local_size > 0 && n_cores > 0 && local_rank >= 0 && local_rank < local_size);
+    if (local_size > n_cores) {
+        *first = local_rank % n_cores;
+        *count = 1;
+        return 1;
+    }
+    /* 64-bit products: r*n overflows int on no real machine, but costs nothing to avoid */
+    long lo = (long)local_rank * n_cores / local_size;
+    long hi = (long)(local_rank + 1) * n_cores / local_size;
+    *first = (int)lo;
+    *count = (int)(hi - lo);
+    return 0;
+}
+
+/* Cores are the unit of placement; a topology without CORE objects (some VMs) uses PUs. */
+static hwloc_obj_type_t core_type(hwloc_topology_t hw) {
+    return hwloc_get_nbobjs_by_type(hw, HWLOC_OBJ_CORE) > 0 ? HWLOC_OBJ_CORE : HWLOC_OBJ_PU;
+}
+
+/* Node-local rank and size, the node's index among nodes and the number of nodes. */
+static void find_node(topology_t *t, MPI_Comm world) {
+    topology_place_info_t *me = &t->me;
+    MPI_CHECK(MPI_Comm_rank(world, &me->world_rank));
+    MPI_CHECK(MPI_Comm_size(world, &t->world_size));
+    MPI_CHECK(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, me->world_rank, MPI_INFO_NULL,
+                                  &t->node_comm));
+    MPI_CHECK(MPI_Comm_rank(t->node_comm, &me->local_rank));
+    MPI_CHECK(MPI_Comm_size(t->node_comm, &me->local_size));
+    me->io_aggregator = me->local_rank == 0;
+    /* the node leaders, ordered by world rank, number the nodes */
+    int node[2] = {0, 0};
+    MPI_Comm leaders;
+    MPI_CHECK(MPI_Comm_split(world, me->io_aggregator ? 0 : MPI_UNDEFINED, me->world_rank, &leaders));
+    if (leaders != MPI_COMM_NULL) {
+        MPI_CHECK(MPI_Comm_rank(leaders, &node[0]));
+        MPI_CHECK(MPI_Comm_size(leaders, &node[1]));
+        MPI_CHECK(MPI_Comm_free(&leaders));
+    }
+    MPI_CHECK(MPI_Bcast(node, 2, MPI_INT, 0, t->node_comm));
+    me->node_index = node[0];
+    t->n_nodes = node[1];
+    SYS_CHECK(gethostname(me->host, sizeof me->host - 1));
+}
+
+/* Bind to this rank's share of the node's cores, or keep what the launcher did; sets the
+ * binding status. Never fatal: a refused binding is recorded and the run carries on. */
+static void bind_process(topology_t *t, const char *bind_mode) {
+    topology_place_info_t *me = &t->me;
+    hwloc_topology_t hw = t->hw;
+    hwloc_bitmap_t now = bitmap_new();
+    hwloc_const_cpuset_t machine = hwloc_topology_get_topology_cpuset(hw);
+    bool launcher_bound = false;
+    if (hwloc_get_cpubind(hw, now, HWLOC_CPUBIND_PROCESS) == 0)
+        launcher_bound = !hwloc_bitmap_isincluded(machine, now); /* narrower than the machine */
+
+    const hwloc_obj_type_t type = core_type(hw);
+    const int n = hwloc_get_nbobjs_by_type(hw, type);
+    ASSERT(n > 0);
+    int first, count;
+    me->oversubscribed = topology_split_cores(me->local_rank, me->local_size, n, &first, &count);
+    if (strcmp(bind_mode, "none") == 0) {
+        snprintf(me->binding, sizeof me->binding, "%s (bind_mode = none)",
+                 launcher_bound ? "bound by launcher" : "not bound");
+    } else if (launcher_bound) {
+        snprintf(me->binding, sizeof me->binding, "bound by launcher");
+    } else {
+        hwloc_bitmap_t want = bitmap_new();
+        for (int i = first; i < first + count; i++)
+            HWLOC_CHECK(hwloc_bitmap_or(want, want, hwloc_get_obj_by_type(hw, type, i)->cpuset));
+        if (hwloc_set_cpubind(hw, want, HWLOC_CPUBIND_PROCESS) == 0)
+            snprintf(me->binding, sizeof me->binding, "bound by llmtrain");
+        else
+            snprintf(me->binding, sizeof me->binding, "not permitted: %s", strerror(errno));
+        hwloc_bitmap_free(want);
+    }
+    if (me->oversubscribed && strncmp(me->binding, "bound by llmtrain", 17) == 0) {
+        size_t len = strlen(me->binding);
+        snprintf(me->binding + len, sizeof me->binding - len,
+                 " (oversubscribed: %d ranks on %d cores, core = local rank mod %d)",
+                 me->local_size, n, n);
+    }
+    hwloc_bitmap_free(now);
+}
+
+/* Record the binding as it now is: its cores (logical indices), NUMA nodes (OS indices). */
+static void describe_binding(topology_t *t, hwloc_bitmap_t binding) {
+    topology_place_info_t *me = &t->me;
+    hwloc_topology_t hw = t->hw;
+    if (hwloc_get_cpubind(hw, binding, HWLOC_CPUBIND_PROCESS) < 0)
+        HWLOC_CHECK(hwloc_bitmap_copy(binding, hwloc_topology_get_topology_cpuset(hw)));
+    hwloc_bitmap_and(binding, binding, hwloc_topology_get_topology_cpuset(hw));
+    const hwloc_obj_type_t type = core_type(hw);
+    hwloc_bitmap_t cores = bitmap_new();
+    hwloc_obj_t obj = NULL;
+    while ((obj = hwloc_get_next_obj_by_type(hw, type, obj)) != NULL)
+        if (hwloc_bitmap_intersects(obj->cpuset, binding))
+            HWLOC_CHECK(hwloc_bitmap_set(cores, obj->logical_index));
+    me->n_cores = hwloc_bitmap_weight(cores);
+    HWLOC_CHECK(hwloc_bitmap_list_snprintf(me->cores, sizeof me->cores, cores));
+    hwloc_bitmap_t nodes = bitmap_new();
+    HWLOC_CHECK(hwloc_cpuset_to_nodeset(hw, binding, nodes));
+    HWLOC_CHECK(hwloc_bitmap_list_snprintf(me->numa, sizeof me->numa, nodes));
+    if (me->numa[0] == '\0') snprintf(me->numa, sizeof me->numa, "-");
+    hwloc_bitmap_free(nodes);
+    hwloc_bitmap_free(cores);
+}
+
+/* ---- nearest GPU ------------------------------------------------------------------------------ */
+
+typedef struct gpu_candidate {
+    hwloc_obj_t osdev, pci; /* pci may be NULL (a GPU hwloc did not attach to a PCI device) */
+    int preference;         /* lower is better: the name the CUDA backend can use directly */
+    bool near;              /* its locality intersects this rank's binding */
+} gpu_candidate_t;
+
+#define MAX_GPUS 64
+
+static int name_preference(const char *name) {
+    if (strncmp(name, "cuda", 4) == 0) return 0;
+    if (strncmp(name, "nvml", 4) == 0 || strncmp(name, "rsmi", 4) == 0) return 1;
+    if (strncmp(name, "opencl", 6) == 0 || strncmp(name, "ze", 2) == 0) return 2;
+    if (strncmp(name, "card", 4) == 0) return 3;
+    return 4; /* renderD128 and other names */
+}
+
+static hwloc_obj_t pci_ancestor(hwloc_obj_t obj) {
+    while (obj && obj->type != HWLOC_OBJ_PCI_DEVICE) obj = obj->parent;
+    return obj;
+}
+
+/* One candidate per physical GPU: a GPU appears as several OS devices (card0, renderD128,
+ * nvml0, cuda0) under the same PCI device; keep the best-named one. */
+static int list_gpus(hwloc_topology_t hw, hwloc_const_cpuset_t binding, gpu_candidate_t *c) {
+    int n = 0;
+    hwloc_obj_t os = NULL;
+    while ((os = hwloc_get_next_osdev(hw, os)) != NULL) {
+        if (os->attr->osdev.type != HWLOC_OBJ_OSDEV_GPU &&
+            os->attr->osdev.type != HWLOC_OBJ_OSDEV_COPROC)
+            continue;
+        if (os->name == NULL) continue;
+        hwloc_obj_t pci = pci_ancestor(os);
+        int pref = name_preference(os->name), i = 0;
+        while (i < n && (pci == NULL || c[i].pci != pci)) i++;
+        if (i == n) {
+            if (n == MAX_GPUS) break;
+            n++;
+        } else if (c[i].preference <= pref) {
+            continue;
+        }
+        hwloc_obj_t local = hwloc_get_non_io_ancestor_obj(hw, os);
+        c[i] = (gpu_candidate_t){os, pci, pref,
+                                 local && hwloc_bitmap_intersects(local->cpuset, binding)};
+    }
+    return n;
+}
+
+static void find_gpu(topology_t *t, hwloc_const_cpuset_t binding) {
+    topology_place_info_t *me = &t->me;
+    gpu_candidate_t c[MAX_GPUS];
+    int n = list_gpus(t->hw, binding, c);
+    snprintf(me->gpu, sizeof me->gpu, "none");
+    me->gpu_pci[0] = '\0';
+    t->gpu_index = -1;
+    if (n == 0) return;
+    /* GPUs near the binding; when none is near, any GPU of the node beats none. Among them,
+     * ranks take turns by local rank, so k ranks on k GPUs get one each. */
+    int near[MAX_GPUS], n_near = 0;
+    for (int i = 0; i < n; i++)
+        if (c[i].near) near[n_near++] = i;
+    if (n_near == 0)
+        for (int i = 0; i < n; i++) near[n_near++] = i;
+    const gpu_candidate_t *g = &c[near[me->local_rank % n_near]];
+    snprintf(me->gpu, sizeof me->gpu, "%s", g->osdev->name);
+    if (g->pci) {
+        const struct hwloc_pcidev_attr_s *p = &g->pci->attr->pcidev;
+        snprintf(me->gpu_pci, sizeof me->gpu_pci, "%04x:%02x:%02x.%01x", p->domain, p->bus,
+                 p->dev, p->func);
+    }
+    if (strncmp(g->osdev->name, "cuda", 4) == 0) t->gpu_index = atoi(g->osdev->name + 4);
+}
+
+/* ---- the public API --------------------------------------------------------------------------- */
+
+void topology_place(topology_t *t, MPI_Comm world, const char *bind_mode) {
+    memset(t, 0, sizeof *t);
+    t->node_comm = MPI_COMM_NULL;
+    if (strcmp(bind_mode, "cores") != 0 && strcmp(bind_mode, "none") != 0)
+        fatal_user("bind mode '%s' is not one of 'cores', 'none'", bind_mode);
+    hwloc_topology_t hw;
+    HWLOC_CHECK(hwloc_topology_init(&hw));
+    t->hw = hw;
+    /* keep GPUs, NICs and their PCI devices: the nearest GPU needs them */
+    HWLOC_CHECK(hwloc_topology_set_io_types_filter(hw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT));
+    HWLOC_CHECK(hwloc_topology_load(hw));
+    find_node(t, world);
+    t->me.node_cores = hwloc_get_nbobjs_by_type(hw, core_type(hw));
+    bind_process(t, bind_mode);
+    hwloc_bitmap_t binding = bitmap_new();
+    describe_binding(t, binding);
+    find_gpu(t, binding);
+    hwloc_bitmap_free(binding);
+}
+
+/* Column width: the longest of `field` over all ranks, at least the header's. */
+static int col_width(const topology_place_info_t *all, int n, size_t offset, const char *head) {
+    size_t w = strlen(head);
+    for (int r = 0; r < n; r++) {
+        size_t len = strlen((const char *)&all[r] + offset);
+        if (len > w) w = len;
+    }
+    return (int)w;
+}
+
+static void print_table(const topology_place_info_t *all, int n, int n_nodes, FILE *out) {
+    int wh = col_width(all, n, offsetof(topology_place_info_t, host), "host");
+    int wc = col_width(all, n, offsetof(topology_place_info_t, cores), "cores");
+    int wn = col_width(all, n, offsetof(topology_place_info_t, numa), "numa");
+    int wg = col_width(all, n, offsetof(topology_place_info_t, gpu), "gpu");
+    fprintf(out, "placement: %d rank%s on %d node%s\n", n, n == 1 ? "" : "s", n_nodes,
+            n_nodes == 1 ? "" : "s");
+    fprintf(out, "  %5s  %-*s  %5s  %-*s  %-*s  %-*s  %4s  %s\n", "rank", wh, "host", "local", wc,
+            "cores", wn, "numa", wg, "gpu", "aggr", "binding");
+    for (int r = 0; r < n; r++) {
+        const topology_place_info_t *p = &all[r];
+        fprintf(out, "  %5d  %-*s  %5d  %-*s  %-*s  %-*s  %4s  %s\n", p->world_rank, wh, p->host,
+                p->local_rank, wc, p->cores, wn, p->numa, wg, p->gpu,
+                p->io_aggregator ? "yes" : "-", p->binding);
+    }
+    /* one note per oversubscribed node, named by its aggregator's record */
+    for (int r = 0; r < n; r++)
+        if (all[r].io_aggregator && all[r].oversubscribed)
+            fprintf(out, "  note: %s runs %d ranks on %d cores (oversubscribed): ranks share cores "
+                    "and steps run slower than on a full allocation\n", all[r].host,
+                    all[r].local_size, all[r].node_cores);
+}
+
+void topology_fprint(const topology_t *t, MPI_Comm world, FILE *out) {
+    const int n = t->world_size;
+    const bool root = t->me.world_rank == 0;
+    topology_place_info_t *all = root ? xmalloc(sizeof *all * (size_t)n) : NULL;
+    MPI_CHECK(MPI_Gather(&t->me, (int)sizeof t->me, MPI_BYTE, all, (int)sizeof t->me, MPI_BYTE, 0,
+                         world));
+    if (root) {
+        print_table(all, n, t->n_nodes, out);
+        fflush(out);
+    }
+    xfree(all);
+}
+
+void topology_print(const topology_t *t, MPI_Comm world) { topology_fprint(t, world, stdout); }
+
+MPI_Info topology_io_hints(const topology_t *t, MPI_Comm world, int striping_factor,
+                           long striping_unit) {
+    int size = 0;
+    MPI_CHECK(MPI_Comm_size(world, &size));
+    ASSERT(size == t->world_size);
+    MPI_Info info;
+    char value[32];
+    MPI_CHECK(MPI_Info_create(&info));
+    snprintf(value, sizeof value, "%d", t->n_nodes);
+    MPI_CHECK(MPI_Info_set(info, "cb_nodes", value));
+    MPI_CHECK(MPI_Info_set(info, "cb_config_list", "*:1")); /* one aggregator per node */
+    MPI_CHECK(MPI_Info_set(info, "romio_cb_write", "enable"));
+    MPI_CHECK(MPI_Info_set(info, "romio_cb_read", "enable"));
+    if (striping_factor > 0) {
+        snprintf(value, sizeof value, "%d", striping_factor);
+        MPI_CHECK(MPI_Info_set(info, "striping_factor", value));
+    }
+    if (striping_unit > 0) {
+        snprintf(value, sizeof value, "%ld", striping_unit);
+        MPI_CHECK(MPI_Info_set(info, "striping_unit", value));
+    }
+    return info;
+}
+
+void topology_destroy(topology_t *t) {
+    if (t->hw) hwloc_topology_destroy(t->hw);
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (!fin && t->node_comm != MPI_COMM_NULL) MPI_CHECK(MPI_Comm_free(&t->node_comm));
+    memset(t, 0, sizeof *t);
+    t->node_comm = MPI_COMM_NULL;
+}

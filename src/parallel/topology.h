@@ -1,0 +1,69 @@
+/* topology.h — where each rank runs: hwloc placement of the ranks of one node on its cores,
+ * the NUMA node(s) and nearest GPU of that placement, the node's I/O aggregator, and the MPI-IO
+ * hints that make collective I/O use one aggregator per node.
+ * Owns: this rank's binding and its placement record. Uses: hwloc, MPI, core/.
+ * Used by: main (placement table at startup), io/ (MPI-IO hints for HDF5 checkpoints),
+ * the CUDA backend (which device to open).
+ *
+ * Placement rule: the node's cores (hwloc CORE objects; PUs when the topology has no cores) are
+ * split evenly and contiguously among the node-local ranks: local rank r of k gets the cores
+ * [r*n/k, (r+1)*n/k). With more ranks than cores (oversubscription) rank r gets core r mod n.
+ * A binding the launcher already made (narrower than the whole machine) is kept, and a binding
+ * the system refuses (containers) is recorded, not fatal. */
+#ifndef LLMT_TOPOLOGY_H
+#define LLMT_TOPOLOGY_H
+#include <mpi.h>
+#include <stdio.h>
+
+struct hwloc_topology; /* hwloc_topology_t without making every includer see hwloc.h */
+
+#define TOPO_STR 64
+#define TOPO_STATUS 128
+
+/* One rank's placement, fixed-size so rank 0 can gather every rank's record as bytes. */
+typedef struct topology_place_info {
+    int world_rank;
+    int local_rank, local_size;  /* within the node (MPI_COMM_TYPE_SHARED) */
+    int node_index;              /* 0 .. n_nodes-1, in the order of the nodes' lowest rank */
+    int io_aggregator;           /* 1 on node-local rank 0: the node's MPI-IO aggregator */
+    int n_cores;                 /* cores in the binding as it is now (what OpenMP can use) */
+    int oversubscribed;          /* node-local ranks outnumber the node's cores */
+    int node_cores;              /* cores of the node (PUs when hwloc sees no cores) */
+    char host[TOPO_STR];
+    char cores[TOPO_STR];        /* logical core indices (lstopo's L#) of the binding: "0-3" */
+    char numa[TOPO_STR];         /* OS indices of the NUMA nodes the binding touches: "0" */
+    char gpu[TOPO_STR];          /* nearest GPU: "cuda0", "nvml1", "card0", ... or "none" */
+    char gpu_pci[TOPO_STR];      /* its PCI bus id "0000:65:00.0" (cudaDeviceGetByPCIBusId), or "" */
+    char binding[TOPO_STATUS];   /* "bound by llmtrain", "bound by launcher", "not bound
+                                    (bind_mode = none)", "not permitted: <strerror>" */
+} topology_place_info_t;
+
+typedef struct topology {
+    struct hwloc_topology *hw;   /* the loaded hwloc topology (with I/O devices) */
+    MPI_Comm node_comm;          /* the ranks sharing this node */
+    int world_size;
+    int n_nodes;
+    int gpu_index;               /* the CUDA device index when the GPU is a "cudaN" device, else -1 */
+    topology_place_info_t me;
+} topology_t;
+
+/* Load the topology, find the node-local rank, bind this process (bind_mode "cores") or leave
+ * it alone ("none"), and record the placement. Collective over world. Binding applies to the
+ * whole process (every thread), so OpenMP threads started later inherit it. */
+void topology_place(topology_t *t, MPI_Comm world, const char *bind_mode);
+/* Rank 0 prints one line per rank: rank, host, local rank, cores, NUMA, GPU, aggregator,
+ * binding status. Collective over world. topology_fprint writes the table to `out` (rank 0). */
+void topology_print(const topology_t *t, MPI_Comm world);
+void topology_fprint(const topology_t *t, MPI_Comm world, FILE *out);
+/* MPI-IO hints for collective buffering with one aggregator per node (cb_nodes = number of
+ * nodes, cb_config_list "*:1", romio_cb_read/write "enable"); Lustre striping_factor /
+ * striping_unit when > 0. Local (no communication). The caller frees the MPI_Info. */
+MPI_Info topology_io_hints(const topology_t *t, MPI_Comm world, int striping_factor,
+                           long striping_unit);
+void topology_destroy(topology_t *t);
+
+/* The placement rule on its own (pure; for tests): the cores [*first, *first + *count) of
+ * local rank `local_rank` of `local_size` on a node of `n_cores` cores. Returns 1 when the node
+ * is oversubscribed (then *count = 1 and *first = local_rank mod n_cores), else 0. */
+int topology_split_cores(int local_rank, int local_size, int n_cores, int *first, int *count);
+#endif

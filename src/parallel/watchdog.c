@@ -1,0 +1,298 @@
+/* watchdog.c — a background thread that ends the job when a blocking wait hangs (see watchdog.h).
+ *
+ * The wait in progress is one record written by the main thread and read by the watchdog
+ * thread through a seqlock: the writer makes the sequence number odd, stores the fields, makes
+ * it even again; the reader copies the fields and keeps the copy only when the number was even
+ * and unchanged around the copy. Every field is an atomic accessed with relaxed order between
+ * the fences (Boehm's seqlock recipe), so the race is defined C11 and costs plain moves on x86. */
+#include "parallel/watchdog.h"
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "core/alloc.h"
+#include "core/error.h"
+
+#define TEXT_WORDS ((WATCHDOG_PHASE_LEN + WATCHDOG_PEERS_LEN) / 8)
+#define PEERS_WORD (WATCHDOG_PHASE_LEN / 8) /* the peers text starts at this word */
+
+static struct {
+    atomic_uint seq;                /* odd while the main thread writes the record */
+    atomic_int active;              /* a wait is in progress */
+    atomic_llong t_enter_ns;        /* when it started (coarse monotonic clock) */
+    atomic_llong timeout_ns;        /* its timeout; <= 0: never */
+    atomic_uint_least64_t text[TEXT_WORDS]; /* phase then peers, NUL-terminated */
+    atomic_long step;
+} rec = {.step = -1};
+
+static struct {
+    pthread_t thread;
+    pthread_mutex_t mutex;
+    pthread_cond_t wake;
+    bool running;                   /* under mutex */
+    bool started;                   /* main thread only */
+    long long default_timeout_ns;   /* main thread only */
+    long long poll_ns;
+    int world_rank;
+} dog = {.mutex = PTHREAD_MUTEX_INITIALIZER};
+
+/* A coarse clock is a plain memory read in the vDSO (no system call even where the clock
+ * source makes CLOCK_MONOTONIC one); its few-millisecond resolution is ample for timeouts. */
+static inline long long coarse_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* ---- the writer side (main thread, hot path) ------------------------------------------------- */
+
+static inline void seq_begin(void) {
+    unsigned s = atomic_load_explicit(&rec.seq, memory_order_relaxed);
+    atomic_store_explicit(&rec.seq, s + 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+}
+
+static inline void seq_end(void) {
+    unsigned s = atomic_load_explicit(&rec.seq, memory_order_relaxed);
+    atomic_store_explicit(&rec.seq, s + 1, memory_order_release);
+}
+
+/* Copy at most cap-1 bytes of src into dst (cut texts end in "...") and store them as words.
+ * Only the words up to the terminating NUL are stored. */
+static inline void store_text(int word0, int cap, const char *src) {
+    union {
+        char c[WATCHDOG_PEERS_LEN];
+        uint64_t w[WATCHDOG_PEERS_LEN / 8];
+    } buf;
+    int i = 0;
+    if (src)
+        for (; i < cap - 1 && src[i]; i++) buf.c[i] = src[i];
+    if (src && src[i] != '\0' && i == cap - 1) memcpy(buf.c + cap - 4, "...", 3);
+    buf.c[i] = '\0';
+    for (int w = 0; w <= i / 8; w++)
+        atomic_store_explicit(&rec.text[word0 + w], buf.w[w], memory_order_relaxed);
+}
+
+void watchdog_enter_for(const char *phase, const char *peers, double timeout_s) {
+    long long t0 = coarse_ns();
+    seq_begin();
+    atomic_store_explicit(&rec.t_enter_ns, t0, memory_order_relaxed);
+    atomic_store_explicit(&rec.timeout_ns, timeout_s > 0 ? (long long)(timeout_s * 1e9) : 0,
+                          memory_order_relaxed);
+    store_text(0, WATCHDOG_PHASE_LEN, phase);
+    store_text(PEERS_WORD, WATCHDOG_PEERS_LEN, peers);
+    atomic_store_explicit(&rec.active, 1, memory_order_relaxed);
+    seq_end();
+}
+
+void watchdog_enter(const char *phase, const char *peers) {
+    long long t0 = coarse_ns();
+    seq_begin();
+    atomic_store_explicit(&rec.t_enter_ns, t0, memory_order_relaxed);
+    atomic_store_explicit(&rec.timeout_ns, dog.default_timeout_ns, memory_order_relaxed);
+    store_text(0, WATCHDOG_PHASE_LEN, phase);
+    store_text(PEERS_WORD, WATCHDOG_PEERS_LEN, peers);
+    atomic_store_explicit(&rec.active, 1, memory_order_relaxed);
+    seq_end();
+}
+
+void watchdog_leave(void) {
+    seq_begin();
+    atomic_store_explicit(&rec.active, 0, memory_order_relaxed);
+    seq_end();
+}
+
+void watchdog_set_step(long step) { atomic_store_explicit(&rec.step, step, memory_order_relaxed); }
+
+/* ---- the reader side (watchdog thread) ------------------------------------------------------- */
+
+typedef struct snapshot {
+    int active;
+    long long t_enter_ns, timeout_ns;
+    unsigned seq;
+    union {
+        char c[TEXT_WORDS * 8];
+        uint64_t w[TEXT_WORDS];
+    } text;
+} snapshot_t;
+
+static void read_record(snapshot_t *s) {
+    for (;;) {
+        unsigned s1 = atomic_load_explicit(&rec.seq, memory_order_acquire);
+        if (s1 & 1u) {
+            sched_yield(); /* a write is in progress: it takes nanoseconds */
+            continue;
+        }
+        s->active = atomic_load_explicit(&rec.active, memory_order_relaxed);
+        s->t_enter_ns = atomic_load_explicit(&rec.t_enter_ns, memory_order_relaxed);
+        s->timeout_ns = atomic_load_explicit(&rec.timeout_ns, memory_order_relaxed);
+        for (int w = 0; w < TEXT_WORDS; w++)
+            s->text.w[w] = atomic_load_explicit(&rec.text[w], memory_order_relaxed);
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&rec.seq, memory_order_relaxed) == s1) {
+            s->seq = s1;
+            s->text.c[WATCHDOG_PHASE_LEN - 1] = '\0';
+            s->text.c[TEXT_WORDS * 8 - 1] = '\0';
+            return;
+        }
+    }
+}
+
+/* The wait named in `s` is over its timeout: say so and end the process. No MPI (not
+ * initialised for threads) and no stdio lock we might wait on forever. */
+_Noreturn static void fire(const snapshot_t *s, long long now) {
+    char msg[512], step_text[48];
+    long step = atomic_load_explicit(&rec.step, memory_order_relaxed);
+    if (step >= 0)
+        snprintf(step_text, sizeof step_text, "at step %ld", step);
+    else
+        snprintf(step_text, sizeof step_text, "at startup (before the first step)");
+    const char *peers = s->text.c + WATCHDOG_PHASE_LEN;
+    int n = snprintf(msg, sizeof msg,
+                     "llmtrain: watchdog: rank %d waited %.1f s in '%s' %s for %s (timeout_s = "
+                     "%g): a peer is dead or hung; ending the job\n",
+                     dog.world_rank, (double)(now - s->t_enter_ns) * 1e-9, s->text.c, step_text,
+                     peers[0] ? peers : "its peers", (double)s->timeout_ns * 1e-9);
+    if (n < 0 || n >= (int)sizeof msg) n = (int)strlen(msg);
+    /* the main thread is blocked in MPI; if it happened to hold stdout's lock, skip the flush */
+    if (ftrylockfile(stdout) == 0) {
+        fflush_unlocked(stdout);
+        funlockfile(stdout);
+    }
+    for (ssize_t off = 0, w; off < n; off += w)
+        if ((w = write(STDERR_FILENO, msg + off, (size_t)(n - off))) <= 0) break;
+    _exit(LLMT_EXIT_HANG);
+}
+
+static void check_once(void) {
+    snapshot_t s;
+    read_record(&s);
+    if (!s.active || s.timeout_ns <= 0) return;
+    long long now = coarse_ns();
+    if (now - s.t_enter_ns <= s.timeout_ns) return;
+    /* still the same wait? (it may have ended while we looked) */
+    if (atomic_load_explicit(&rec.seq, memory_order_acquire) != s.seq) return;
+    fire(&s, now);
+}
+
+static void *watchdog_main(void *arg) {
+    (void)arg;
+    pthread_mutex_lock(&dog.mutex);
+    while (dog.running) {
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        long long ns = until.tv_nsec + dog.poll_ns;
+        until.tv_sec += ns / 1000000000LL;
+        until.tv_nsec = ns % 1000000000LL;
+        while (dog.running && pthread_cond_timedwait(&dog.wake, &dog.mutex, &until) == 0) {
+        }
+        if (!dog.running) break;
+        pthread_mutex_unlock(&dog.mutex);
+        check_once();
+        pthread_mutex_lock(&dog.mutex);
+    }
+    pthread_mutex_unlock(&dog.mutex);
+    return NULL;
+}
+
+/* ---- start / stop ---------------------------------------------------------------------------- */
+
+#define PTHREAD_CHECK(call)                                                                 \
+    do {                                                                                    \
+        int pthread_rc_ = (call);                                                           \
+        if (pthread_rc_ != 0) die_call(__FILE__, __LINE__, #call, strerror(pthread_rc_));   \
+    } while (0)
+
+void watchdog_start(double timeout_s, int world_rank) {
+    ASSERT(!dog.started);
+    dog.world_rank = world_rank;
+    dog.default_timeout_ns = timeout_s > 0 ? (long long)(timeout_s * 1e9) : 0;
+    if (timeout_s <= 0) return; /* disabled: enter/leave still record, nobody reads */
+    /* poll ten times per timeout, between every 50 ms and every second */
+    double poll = timeout_s / 10;
+    poll = poll < 0.05 ? 0.05 : poll > 1.0 ? 1.0 : poll;
+    dog.poll_ns = (long long)(poll * 1e9);
+
+    pthread_condattr_t attr;
+    PTHREAD_CHECK(pthread_condattr_init(&attr));
+    PTHREAD_CHECK(pthread_condattr_setclock(&attr, CLOCK_MONOTONIC));
+    PTHREAD_CHECK(pthread_cond_init(&dog.wake, &attr));
+    PTHREAD_CHECK(pthread_condattr_destroy(&attr));
+    dog.running = true;
+    /* the thread blocks every signal, so SIGTERM / SIGUSR1 reach the main thread's handlers */
+    sigset_t all, old;
+    sigfillset(&all);
+    PTHREAD_CHECK(pthread_sigmask(SIG_SETMASK, &all, &old));
+    PTHREAD_CHECK(pthread_create(&dog.thread, NULL, watchdog_main, NULL));
+    PTHREAD_CHECK(pthread_sigmask(SIG_SETMASK, &old, NULL));
+    dog.started = true;
+}
+
+void watchdog_stop(void) {
+    if (!dog.started) {
+        dog.default_timeout_ns = 0;
+        return;
+    }
+    pthread_mutex_lock(&dog.mutex);
+    dog.running = false;
+    pthread_cond_signal(&dog.wake);
+    pthread_mutex_unlock(&dog.mutex);
+    PTHREAD_CHECK(pthread_join(dog.thread, NULL));
+    PTHREAD_CHECK(pthread_cond_destroy(&dog.wake));
+    dog.started = false;
+    dog.default_timeout_ns = 0;
+    watchdog_leave();
+}
+
+/* ---- peers text ------------------------------------------------------------------------------ */
+
+/* snprintf at buf + *used, never past len (the text is cut, not overrun). */
+__attribute__((format(printf, 4, 5))) static void append(char *buf, size_t len, size_t *used,
+                                                        const char *fmt, ...) {
+    if (*used >= len) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf + *used, len - *used, fmt, ap);
+    va_end(ap);
+    if (n > 0) *used += (size_t)n;
+}
+
+void watchdog_format_ranks(const int *ranks, int n, const char *label, char *buf, size_t len) {
+    ASSERT(len > 0);
+    /* up to 8 ranks in full; longer groups as the first three, "...", the last, and a count */
+    const bool shorten = n > 8;
+    size_t used = 0;
+    buf[0] = '\0';
+    append(buf, len, &used, "%s%s%s", label, label[0] ? " " : "", n == 1 ? "rank " : "ranks ");
+    for (int i = 0; i < n; i++) {
+        if (shorten && i >= 3 && i < n - 1) {
+            if (i == 3) append(buf, len, &used, ",...");
+            continue;
+        }
+        append(buf, len, &used, "%s%d", i ? "," : "", ranks[i]);
+    }
+    if (shorten) append(buf, len, &used, " (%d ranks)", n);
+}
+
+void watchdog_group_peers(MPI_Comm comm, MPI_Comm world, const char *label, char *buf,
+                          size_t len) {
+    MPI_Group g, gw;
+    int n = 0;
+    MPI_CHECK(MPI_Comm_size(comm, &n));
+    MPI_CHECK(MPI_Comm_group(comm, &g));
+    MPI_CHECK(MPI_Comm_group(world, &gw));
+    int *mine = xmalloc(sizeof(int) * 2 * (size_t)n), *theirs = mine + n;
+    for (int i = 0; i < n; i++) mine[i] = i;
+    MPI_CHECK(MPI_Group_translate_ranks(g, n, mine, gw, theirs));
+    MPI_CHECK(MPI_Group_free(&g));
+    MPI_CHECK(MPI_Group_free(&gw));
+    watchdog_format_ranks(theirs, n, label, buf, len);
+    xfree(mine);
+}
