@@ -105,7 +105,8 @@ int ckpt_write_now(trainer_t *tr, const char *why) {
     char dir[600], path[700], msg[1024];
     ckpt_dir_of(cfg, tr->run_dir, dir, sizeof dir);
     ckpt_name(path, sizeof path, dir, (long long)tr->step);
-    const double need = 3.0 * (double)tr->model.P.n_global * sizeof(float) * 1.02 + (1 << 20);
+    /* tensors (model, m, v) plus HDF5's metadata: a few percent and one small block */
+    const double need = 3.0 * (double)tr->model.P.n_global * sizeof(float) * 1.02 + (64 << 10);
     if (!enough_space(dir, need, msg, sizeof msg)) {
         if (world_rank() == 0)
             fprintf(stderr, "llmtrain: error: checkpoint at step %lld (%s) not written: %s; "
