@@ -192,6 +192,7 @@ static int load_into(trainer_t *tr, const char *path, char *msg, size_t len) {
     float *vv = xcalloc(m->P.total, sizeof(float));
     ckpt_state_t st;
     int64_t step = 0;
+    double t0 = now_sec();
     int rc = ckpt_load(path, MPI_COMM_WORLD, &m->P, p, mm, vv, &st, &step, tr->grid->rank_dp == 0,
                        msg, len);
     if (rc == 0) {
@@ -203,11 +204,13 @@ static int load_into(trainer_t *tr, const char *path, char *msg, size_t len) {
         tr->skipped = st.skipped;
         tr->tokens_seen = st.tokens_seen;
         tr->sample_pos = st.sample_pos;
+        double dt = now_sec() - t0, mib = 3.0 * (double)m->P.n_global * sizeof(float) / 1048576.0;
         if (world_rank() == 0)
             printf("resume: %s: step %lld, %lld tokens seen, saved on grid dp %lld x tp %lld x "
-                   "pp %lld, continuing on dp %d x tp %d x pp %d\n", path, (long long)step,
-                   (long long)st.tokens_seen, (long long)st.grid_dp, (long long)st.grid_tp,
-                   (long long)st.grid_pp, tr->grid->dp, tr->grid->tp, tr->grid->pp);
+                   "pp %lld, continuing on dp %d x tp %d x pp %d (read and verified %.1f MiB in "
+                   "%.2f s, %.0f MiB/s)\n", path, (long long)step, (long long)st.tokens_seen,
+                   (long long)st.grid_dp, (long long)st.grid_tp, (long long)st.grid_pp,
+                   tr->grid->dp, tr->grid->tp, tr->grid->pp, mib, dt, mib / dt);
     }
     xfree(p);
     xfree(mm);

@@ -16,6 +16,7 @@ toks = rng.integers(0, 50257, 2_000_000).astype(np.uint16)
 h = np.zeros(256, np.int32); h[0], h[1], h[2] = 20240520, 1, len(toks)
 open("data/bench/train_000.bin", "wb").write(h.tobytes() + toks.tobytes())
 PY
+[ "${1:-}" = "--data-only" ] && exit 0
 
 # config name, L, C, NH, T, B
 CONFIGS="gpt2-124m,12,768,12,64,4 small,4,256,4,256,8"
@@ -62,3 +63,6 @@ cat $OUT/results.md
 echo
 echo "== parallelism measurements (validation/bench/pipeline_bench.sh)"
 bash validation/bench/pipeline_bench.sh
+echo
+echo "== checkpoint bandwidth (validation/bench/checkpoint_bench.sh)"
+bash validation/bench/checkpoint_bench.sh
