@@ -9,6 +9,8 @@
 #include "core/error.h"
 #include "kernels/ops.h"
 #include "parallel/grid.h"
+#include "parallel/topology.h"
+#include "parallel/watchdog.h"
 #include "train/trainer.h"
 
 #ifndef LLMT_VERSION
@@ -48,6 +50,17 @@ static void refuse_unimplemented(const config_t *cfg) {
                    cfg->recompute);
 }
 
+/* Name each communicator once for the watchdog's messages, then start it. */
+static void start_watchdog(const grid_t *g, double timeout_s) {
+    watchdog_peers_of(g->dp_comm, "dp group");
+    watchdog_peers_of(g->tp_comm, "tp group");
+    watchdog_peers_of(g->pp_comm, "pp group");
+    watchdog_peers_of(g->mp_comm, "model-parallel group");
+    if (g->embed_comm != MPI_COMM_NULL) watchdog_peers_of(g->embed_comm, "embedding group");
+    watchdog_peers_of(MPI_COMM_WORLD, "all ranks");
+    watchdog_start(timeout_s, g->world_rank);
+}
+
 static void print_banner(const config_t *cfg, int world) {
     printf("llmtrain %s | %d MPI rank%s x %d OpenMP thread%s | input %s | mode %s\n",
            LLMT_VERSION, world, world > 1 ? "s" : "", omp_get_max_threads(),
@@ -82,9 +95,14 @@ int main(int argc, char **argv) {
     grid_t grid;
     grid_create(&grid, &cfg, MPI_COMM_WORLD);
     if (rank == 0) print_banner(&cfg, world);
+    topology_t topo;
+    topology_place(&topo, MPI_COMM_WORLD, cfg.bind);
+    topology_print(&topo, MPI_COMM_WORLD);
     grid_print(&grid, MPI_COMM_WORLD);
+    start_watchdog(&grid, cfg.timeout_s);
     trainer_t tr;
     trainer_setup(&tr, &cfg, &grid, ops_cpu());
+    tr.io_hints = topology_io_hints(&topo, MPI_COMM_WORLD, cfg.striping_factor, cfg.striping_unit);
     int code = 0;
     if (strcmp(cfg.mode, "train") == 0) {
         code = trainer_train(&tr);
@@ -94,7 +112,11 @@ int main(int argc, char **argv) {
     } else {
         trainer_generate(&tr);
     }
+    MPI_CHECK(MPI_Info_free(&tr.io_hints));
     trainer_destroy(&tr);
+    watchdog_stop();
+    watchdog_forget_peers();
+    topology_destroy(&topo);
     grid_destroy(&grid);
     config_destroy(&cfg);
     MPI_CHECK(MPI_Finalize());

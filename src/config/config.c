@@ -94,6 +94,7 @@ static const key_spec_t key_specs[] = {
     INT_KEY(G_PARALLEL, "virtual_stages", virtual_stages, 1, AT_LEAST(1)),
     INT_KEY(G_PARALLEL, "zero_stage", zero_stage, 0, AT_LEAST(0), AT_MOST(3)),
     STR_KEY(G_PARALLEL, "recompute", recompute, "none", "none|selective|full"),
+    STR_KEY(G_PARALLEL, "bind", bind, "cores", "cores|none"),
     REAL_KEY(G_PARALLEL, "bucket_mb", bucket_mb, 25.0, ABOVE(0)),
 
     INT_KEY(G_TRAIN, "max_steps", max_steps, 100, AT_LEAST(0)),
@@ -127,6 +128,8 @@ static const key_spec_t key_specs[] = {
     STR_KEY(G_CHECKPOINT, "resume", resume, "none", NULL), /* 'none' | 'auto' | a path */
     REAL_KEY(G_CHECKPOINT, "timeout_s", timeout_s, 600, ABOVE(0)),
     BOOL_KEY(G_CHECKPOINT, "save_weights", save_weights, 1),
+    INT_KEY(G_CHECKPOINT, "striping_factor", striping_factor, 0, AT_LEAST(0)),
+    INT_KEY(G_CHECKPOINT, "striping_unit", striping_unit, 0, AT_LEAST(0)),
 
     INT_KEY(G_LOG, "every", log_every, 1, AT_LEAST(1)),
     BOOL_KEY(G_LOG, "jsonl", jsonl, true),

@@ -41,6 +41,7 @@ typedef struct config {
     int zero_stage;         /* 0..3 */
     char recompute[16];     /* 'none' | 'selective' | 'full' */
     double bucket_mb;
+    char bind[16];          /* 'cores': llmtrain binds each rank with hwloc; 'none' */
 
     /* &train */
     int max_steps;
@@ -67,8 +68,10 @@ typedef struct config {
     char ckpt_dir[CFG_STR]; /* key 'dir'; default out_dir/name */
     int ckpt_every, ckpt_keep;
     char resume[CFG_STR];   /* 'none' | 'auto' | path */
-    double timeout_s;
+    double timeout_s;       /* watchdog: a wait longer than this ends the job with a message */
     bool save_weights;      /* write step-0 and final weights (weights_stepNNNNNN.h5) */
+    int striping_factor;    /* Lustre: OSTs per checkpoint file (0 = file system default) */
+    int striping_unit;      /* Lustre: stripe size in bytes (0 = default) */
 
     /* &log */
     int log_every;          /* key 'every' */

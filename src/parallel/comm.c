@@ -4,8 +4,15 @@
 #include <string.h>
 #include "core/error.h"
 #include "core/timer.h"
+#include "parallel/watchdog.h"
 
 static comm_stats_t stats;
+
+/* What the watchdog reports for a wait of each kind, and on whom a pending wait depends
+ * (comm_wait has no communicator: the last one started for that kind is remembered). */
+static const char *phase_of[COMM_KINDS] = {"tp all-reduce", "pp send/recv", "dp all-reduce",
+                                           "embedding all-reduce", "all-reduce"};
+static const char *wait_peers[COMM_KINDS];
 
 comm_stats_t *comm_stats(void) { return &stats; }
 void comm_stats_reset(void) { memset(&stats, 0, sizeof stats); }
@@ -36,21 +43,27 @@ static void charge(comm_kind_t kind, double t0, double bytes) {
 void comm_allreduce_sum(float *x, size_t n, MPI_Comm comm, comm_kind_t kind) {
     if (comm_size(comm) == 1) return;
     double t0 = now_sec();
+    watchdog_enter(phase_of[kind], watchdog_peers_of(comm, comm_kind_name(kind)));
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x, as_count(n), MPI_FLOAT, MPI_SUM, comm));
+    watchdog_leave();
     charge(kind, t0, (double)n * sizeof(float));
 }
 
 void comm_allreduce_max(float *x, size_t n, MPI_Comm comm, comm_kind_t kind) {
     if (comm_size(comm) == 1) return;
     double t0 = now_sec();
+    watchdog_enter(phase_of[kind], watchdog_peers_of(comm, comm_kind_name(kind)));
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x, as_count(n), MPI_FLOAT, MPI_MAX, comm));
+    watchdog_leave();
     charge(kind, t0, (double)n * sizeof(float));
 }
 
 void comm_allreduce_sum_double(double *x, int n, MPI_Comm comm, comm_kind_t kind) {
     if (comm_size(comm) == 1) return;
     double t0 = now_sec();
+    watchdog_enter(phase_of[kind], watchdog_peers_of(comm, comm_kind_name(kind)));
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, comm));
+    watchdog_leave();
     charge(kind, t0, (double)n * sizeof(double));
 }
 
@@ -58,6 +71,7 @@ void comm_iallreduce_sum(float *x, size_t n, MPI_Comm comm, comm_kind_t kind, MP
     *req = MPI_REQUEST_NULL;
     if (comm_size(comm) == 1) return;
     double t0 = now_sec();
+    wait_peers[kind] = watchdog_peers_of(comm, comm_kind_name(kind));
     MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, x, as_count(n), MPI_FLOAT, MPI_SUM, comm, req));
     charge(kind, t0, (double)n * sizeof(float));
 }
@@ -65,17 +79,21 @@ void comm_iallreduce_sum(float *x, size_t n, MPI_Comm comm, comm_kind_t kind, MP
 void comm_isend(const float *x, size_t n, int peer, int tag, MPI_Comm comm, comm_kind_t kind,
                 MPI_Request *req) {
     double t0 = now_sec();
+    wait_peers[kind] = watchdog_peers_of(comm, comm_kind_name(kind));
     MPI_CHECK(MPI_Isend(x, as_count(n), MPI_FLOAT, peer, tag, comm, req));
     charge(kind, t0, (double)n * sizeof(float));
 }
 
 void comm_irecv(float *x, size_t n, int peer, int tag, MPI_Comm comm, MPI_Request *req) {
+    wait_peers[COMM_PP] = watchdog_peers_of(comm, comm_kind_name(COMM_PP));
     MPI_CHECK(MPI_Irecv(x, as_count(n), MPI_FLOAT, peer, tag, comm, req));
 }
 
 void comm_wait(MPI_Request *req, comm_kind_t kind) {
     if (*req == MPI_REQUEST_NULL) return;
     double t0 = now_sec();
+    watchdog_enter(phase_of[kind], wait_peers[kind] ? wait_peers[kind] : "");
     MPI_CHECK(MPI_Wait(req, MPI_STATUS_IGNORE));
+    watchdog_leave();
     stats.seconds[kind] += now_sec() - t0;
 }

@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <hwloc.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,7 +81,9 @@ static void find_node(topology_t *t, MPI_Comm world) {
     MPI_CHECK(MPI_Bcast(node, 2, MPI_INT, 0, t->node_comm));
     me->node_index = node[0];
     t->n_nodes = node[1];
-    SYS_CHECK(gethostname(me->host, sizeof me->host - 1));
+    char host[256] = {0}; /* HOST_NAME_MAX is 64: gethostname fails on a shorter buffer */
+    SYS_CHECK(gethostname(host, sizeof host - 1));
+    snprintf(me->host, sizeof me->host, "%s", host);
 }
 
 /* Bind to this rank's share of the node's cores, or keep what the launcher did; sets the
@@ -129,7 +132,7 @@ static void describe_binding(topology_t *t, hwloc_bitmap_t binding) {
     hwloc_topology_t hw = t->hw;
     if (hwloc_get_cpubind(hw, binding, HWLOC_CPUBIND_PROCESS) < 0)
         HWLOC_CHECK(hwloc_bitmap_copy(binding, hwloc_topology_get_topology_cpuset(hw)));
-    hwloc_bitmap_and(binding, binding, hwloc_topology_get_topology_cpuset(hw));
+    HWLOC_CHECK(hwloc_bitmap_and(binding, binding, hwloc_topology_get_topology_cpuset(hw)));
     const hwloc_obj_type_t type = core_type(hw);
     hwloc_bitmap_t cores = bitmap_new();
     hwloc_obj_t obj = NULL;
@@ -195,27 +198,42 @@ static int list_gpus(hwloc_topology_t hw, hwloc_const_cpuset_t binding, gpu_cand
     return n;
 }
 
+/* The GPUs near this rank's binding (all of them when none is near: a GPU across the socket
+ * beats none) are shared among the node's ranks that have the same near set, in local-rank
+ * order and contiguously: m ranks on n GPUs give GPU p*n/m to the p-th of them. So two ranks
+ * bound one per socket get one GPU each from their own socket, four ranks on four GPUs get one
+ * each, and eight get two per GPU. Collective over the node. */
 static void find_gpu(topology_t *t, hwloc_const_cpuset_t binding) {
     topology_place_info_t *me = &t->me;
     gpu_candidate_t c[MAX_GPUS];
     int n = list_gpus(t->hw, binding, c);
+    uint64_t near = 0;
+    for (int i = 0; i < n; i++)
+        if (c[i].near) near |= 1ull << i;
+    if (near == 0 && n > 0) near = n == 64 ? ~0ull : (1ull << n) - 1;
+    /* every rank of the node sees the same GPU list, so the masks compare across ranks */
+    uint64_t *all = xmalloc(sizeof *all * (size_t)me->local_size);
+    MPI_CHECK(MPI_Allgather(&near, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, t->node_comm));
+    int p = 0, m = 0;
+    for (int r = 0; r < me->local_size; r++)
+        if (all[r] == near) {
+            if (r < me->local_rank) p++;
+            m++;
+        }
+    xfree(all);
     snprintf(me->gpu, sizeof me->gpu, "none");
     me->gpu_pci[0] = '\0';
     t->gpu_index = -1;
     if (n == 0) return;
-    /* GPUs near the binding; when none is near, any GPU of the node beats none. Among them,
-     * ranks take turns by local rank, so k ranks on k GPUs get one each. */
-    int near[MAX_GPUS], n_near = 0;
-    for (int i = 0; i < n; i++)
-        if (c[i].near) near[n_near++] = i;
-    if (n_near == 0)
-        for (int i = 0; i < n; i++) near[n_near++] = i;
-    const gpu_candidate_t *g = &c[near[me->local_rank % n_near]];
+    int n_near = __builtin_popcountll(near), pick = (int)((long)p * n_near / m), i = -1;
+    for (int seen = -1; seen < pick;)
+        if (near & (1ull << ++i)) seen++;
+    const gpu_candidate_t *g = &c[i];
     snprintf(me->gpu, sizeof me->gpu, "%s", g->osdev->name);
     if (g->pci) {
-        const struct hwloc_pcidev_attr_s *p = &g->pci->attr->pcidev;
-        snprintf(me->gpu_pci, sizeof me->gpu_pci, "%04x:%02x:%02x.%01x", p->domain, p->bus,
-                 p->dev, p->func);
+        const struct hwloc_pcidev_attr_s *a = &g->pci->attr->pcidev;
+        snprintf(me->gpu_pci, sizeof me->gpu_pci, "%04x:%02x:%02x.%01x", a->domain, a->bus,
+                 a->dev, a->func);
     }
     if (strncmp(g->osdev->name, "cuda", 4) == 0) t->gpu_index = atoi(g->osdev->name + 4);
 }
@@ -242,6 +260,14 @@ void topology_place(topology_t *t, MPI_Comm world, const char *bind_mode) {
     hwloc_bitmap_free(binding);
 }
 
+/* The GPU column: the OS device name, with its PCI bus id when hwloc knows it. */
+static void gpu_text(const topology_place_info_t *p, char *buf, size_t len) {
+    if (p->gpu_pci[0])
+        snprintf(buf, len, "%s (%s)", p->gpu, p->gpu_pci);
+    else
+        snprintf(buf, len, "%s", p->gpu);
+}
+
 /* Column width: the longest of `field` over all ranks, at least the header's. */
 static int col_width(const topology_place_info_t *all, int n, size_t offset, const char *head) {
     size_t w = strlen(head);
@@ -253,18 +279,24 @@ static int col_width(const topology_place_info_t *all, int n, size_t offset, con
 }
 
 static void print_table(const topology_place_info_t *all, int n, int n_nodes, FILE *out) {
+    char gpu[2 * TOPO_STR + 4];
     int wh = col_width(all, n, offsetof(topology_place_info_t, host), "host");
     int wc = col_width(all, n, offsetof(topology_place_info_t, cores), "cores");
     int wn = col_width(all, n, offsetof(topology_place_info_t, numa), "numa");
-    int wg = col_width(all, n, offsetof(topology_place_info_t, gpu), "gpu");
+    int wg = 3;
+    for (int r = 0; r < n; r++) {
+        gpu_text(&all[r], gpu, sizeof gpu);
+        if ((int)strlen(gpu) > wg) wg = (int)strlen(gpu);
+    }
     fprintf(out, "placement: %d rank%s on %d node%s\n", n, n == 1 ? "" : "s", n_nodes,
             n_nodes == 1 ? "" : "s");
     fprintf(out, "  %5s  %-*s  %5s  %-*s  %-*s  %-*s  %4s  %s\n", "rank", wh, "host", "local", wc,
             "cores", wn, "numa", wg, "gpu", "aggr", "binding");
     for (int r = 0; r < n; r++) {
         const topology_place_info_t *p = &all[r];
+        gpu_text(p, gpu, sizeof gpu);
         fprintf(out, "  %5d  %-*s  %5d  %-*s  %-*s  %-*s  %4s  %s\n", p->world_rank, wh, p->host,
-                p->local_rank, wc, p->cores, wn, p->numa, wg, p->gpu,
+                p->local_rank, wc, p->cores, wn, p->numa, wg, gpu,
                 p->io_aggregator ? "yes" : "-", p->binding);
     }
     /* one note per oversubscribed node, named by its aggregator's record */

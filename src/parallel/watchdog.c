@@ -80,12 +80,11 @@ static inline void store_text(int word0, int cap, const char *src) {
         atomic_store_explicit(&rec.text[word0 + w], buf.w[w], memory_order_relaxed);
 }
 
-void watchdog_enter_for(const char *phase, const char *peers, double timeout_s) {
+static inline void record_wait(const char *phase, const char *peers, long long timeout_ns) {
     long long t0 = coarse_ns();
     seq_begin();
     atomic_store_explicit(&rec.t_enter_ns, t0, memory_order_relaxed);
-    atomic_store_explicit(&rec.timeout_ns, timeout_s > 0 ? (long long)(timeout_s * 1e9) : 0,
-                          memory_order_relaxed);
+    atomic_store_explicit(&rec.timeout_ns, timeout_ns, memory_order_relaxed);
     store_text(0, WATCHDOG_PHASE_LEN, phase);
     store_text(PEERS_WORD, WATCHDOG_PEERS_LEN, peers);
     atomic_store_explicit(&rec.active, 1, memory_order_relaxed);
@@ -93,14 +92,11 @@ void watchdog_enter_for(const char *phase, const char *peers, double timeout_s) 
 }
 
 void watchdog_enter(const char *phase, const char *peers) {
-    long long t0 = coarse_ns();
-    seq_begin();
-    atomic_store_explicit(&rec.t_enter_ns, t0, memory_order_relaxed);
-    atomic_store_explicit(&rec.timeout_ns, dog.default_timeout_ns, memory_order_relaxed);
-    store_text(0, WATCHDOG_PHASE_LEN, phase);
-    store_text(PEERS_WORD, WATCHDOG_PEERS_LEN, peers);
-    atomic_store_explicit(&rec.active, 1, memory_order_relaxed);
-    seq_end();
+    record_wait(phase, peers, dog.default_timeout_ns);
+}
+
+void watchdog_enter_for(const char *phase, const char *peers, double timeout_s) {
+    record_wait(phase, peers, timeout_s > 0 ? (long long)(timeout_s * 1e9) : 0);
 }
 
 void watchdog_leave(void) {
@@ -171,31 +167,35 @@ _Noreturn static void fire(const snapshot_t *s, long long now) {
     _exit(LLMT_EXIT_HANG);
 }
 
-static void check_once(void) {
+/* Look at the wait in progress; end the process if it is over its timeout. Returns how long
+ * to sleep before the next look: the poll period, or less when the wait's deadline is nearer
+ * (a wait with a timeout shorter than the default is then caught on time, once seen). */
+static long long check_once(void) {
     snapshot_t s;
     read_record(&s);
-    if (!s.active || s.timeout_ns <= 0) return;
-    long long now = coarse_ns();
-    if (now - s.t_enter_ns <= s.timeout_ns) return;
+    if (!s.active || s.timeout_ns <= 0) return dog.poll_ns;
+    long long now = coarse_ns(), left = s.t_enter_ns + s.timeout_ns - now;
+    if (left >= 0) return left + 5000000LL < dog.poll_ns ? left + 5000000LL : dog.poll_ns;
     /* still the same wait? (it may have ended while we looked) */
-    if (atomic_load_explicit(&rec.seq, memory_order_acquire) != s.seq) return;
+    if (atomic_load_explicit(&rec.seq, memory_order_acquire) != s.seq) return dog.poll_ns;
     fire(&s, now);
 }
 
 static void *watchdog_main(void *arg) {
     (void)arg;
+    long long sleep_ns = dog.poll_ns;
     pthread_mutex_lock(&dog.mutex);
     while (dog.running) {
         struct timespec until;
         clock_gettime(CLOCK_MONOTONIC, &until);
-        long long ns = until.tv_nsec + dog.poll_ns;
+        long long ns = until.tv_nsec + sleep_ns;
         until.tv_sec += ns / 1000000000LL;
         until.tv_nsec = ns % 1000000000LL;
         while (dog.running && pthread_cond_timedwait(&dog.wake, &dog.mutex, &until) == 0) {
         }
         if (!dog.running) break;
         pthread_mutex_unlock(&dog.mutex);
-        check_once();
+        sleep_ns = check_once();
         pthread_mutex_lock(&dog.mutex);
     }
     pthread_mutex_unlock(&dog.mutex);
@@ -296,3 +296,24 @@ void watchdog_group_peers(MPI_Comm comm, MPI_Comm world, const char *label, char
     watchdog_format_ranks(theirs, n, label, buf, len);
     xfree(mine);
 }
+
+#define PEERS_CACHE 32
+
+static struct {
+    MPI_Comm comm;
+    char text[WATCHDOG_PEERS_LEN];
+} peers_cache[PEERS_CACHE];
+static int peers_cached;
+
+const char *watchdog_peers_of(MPI_Comm comm, const char *label) {
+    for (int i = 0; i < peers_cached; i++)
+        if (peers_cache[i].comm == comm) return peers_cache[i].text;
+    /* a full table reuses its last slot: more than 32 live communicators is not our case */
+    int i = peers_cached < PEERS_CACHE ? peers_cached++ : PEERS_CACHE - 1;
+    peers_cache[i].comm = comm;
+    watchdog_group_peers(comm, MPI_COMM_WORLD, label, peers_cache[i].text,
+                         sizeof peers_cache[i].text);
+    return peers_cache[i].text;
+}
+
+void watchdog_forget_peers(void) { peers_cached = 0; }

@@ -47,6 +47,13 @@ void watchdog_enter_for(const char *phase, const char *peers, double timeout_s);
  * Collective-free (local MPI group calls only); call it once at setup, not per wait. */
 void watchdog_group_peers(MPI_Comm comm, MPI_Comm world, const char *label, char *buf,
                           size_t len);
+/* The same text for `comm` against MPI_COMM_WORLD, computed on the first call for that
+ * communicator and kept in a fixed table (32 communicators; no allocation), so comm.c can
+ * name the peers of every wait: watchdog_enter("dp all-reduce", watchdog_peers_of(c, "dp group")).
+ * After ~10 ns lookups. Main thread only. The table keys on the handle: call
+ * watchdog_forget_peers() when communicators are freed and new ones created (grid_destroy). */
+const char *watchdog_peers_of(MPI_Comm comm, const char *label);
+void watchdog_forget_peers(void);
 /* The text itself, from a list of world ranks (pure; for tests and for callers that already
  * hold the list). */
 void watchdog_format_ranks(const int *ranks, int n, const char *label, char *buf, size_t len);

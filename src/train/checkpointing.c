@@ -15,6 +15,7 @@
 #include "core/timer.h"
 #include "io/checkpoint.h"
 #include "parallel/comm.h"
+#include "parallel/watchdog.h"
 
 #define CKPT_PREFIX "ckpt_step"
 #define MAX_CANDIDATES 64
@@ -123,8 +124,10 @@ int ckpt_write_now(trainer_t *tr, const char *why) {
     ckpt_state_t st = {tr->tokens_seen, tr->sample_pos, tr->opt.t, tr->skipped, tr->global_batch,
                        1.0, tr->grid->dp, tr->grid->tp, tr->grid->pp};
     double t0 = now_sec();
+    watchdog_enter_for("checkpoint write", "all ranks", cfg->timeout_s);
     double written = ckpt_save(path, MPI_COMM_WORLD, tr->io_hints, &m->P, p, mm, vv, &meta, &st,
                                tr->grid->rank_dp == 0);
+    watchdog_leave();
     double dt = now_sec() - t0;
     xfree(p);
     xfree(mm);

@@ -9,6 +9,7 @@
 #include "core/timer.h"
 #include "io/checkpoint.h"
 #include "parallel/comm.h"
+#include "parallel/watchdog.h"
 #include "train/checkpointing.h"
 #include "train/lr.h"
 
@@ -270,6 +271,7 @@ typedef struct step_result {
 static step_result_t train_step(trainer_t *tr) {
     const config_t *cfg = tr->cfg;
     step_result_t r = {0};
+    watchdog_set_step(tr->step + 1);
     double loss_sum = accumulate_gradients(tr);
     if (tr->step == cfg->inject_nan_step) inject_nan(tr);
     r.loss = global_loss(tr, loss_sum);
