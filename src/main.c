@@ -45,6 +45,12 @@ static void refuse_unimplemented(const config_t *cfg) {
     if (strcmp(cfg->precision, "fp32") != 0)
         fatal_user("%s: &train precision = '%s': only 'fp32' is in this version", p,
                    cfg->precision);
+    if (cfg->tensorboard || cfg->profile || cfg->papi_events[0])
+        fatal_user("%s: &log tensorboard / profile / papi_events are not in this version yet; "
+                   "the per-step line, metrics.jsonl and the time split are", p);
+    if (cfg->virtual_stages > 1)
+        fatal_user("%s: &parallel virtual_stages = %d: interleaved pipeline stages are not in "
+                   "this version yet; use 1", p, cfg->virtual_stages);
     if (strcmp(cfg->recompute, "none") != 0)
         fatal_user("%s: &parallel recompute = '%s': only 'none' is in this version", p,
                    cfg->recompute);
