@@ -21,7 +21,7 @@ REF_SRC  := $(wildcard validation/reference/*.c)
 REF_BIN  := $(patsubst validation/reference/%.c,$(BUILD)/ref/%,$(REF_SRC))
 
 .PHONY: all check deps bench demo clean tests
-all: llmtrain
+all: llmtrain llmprep
 
 llmtrain: $(BUILD)/main.o $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(ALL_LIBS)
@@ -45,7 +45,7 @@ $(BUILD)/ref/%: validation/reference/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -o $@ $< $(LIB) $(ALL_LIBS) $(LDFLAGS)
 
-tests: llmtrain $(UNIT_BIN) $(REF_BIN)
+tests: llmtrain llmprep $(UNIT_BIN) $(REF_BIN)
 
 deps:
 	@bash validation/deps.sh
@@ -58,8 +58,9 @@ check:
 	@$(MAKE) --no-print-directory tests data/tiny/train_000.bin
 	@MPIRUN="$(MPIRUN)" PYTHON="$(PYTHON)" bash validation/run_tests.sh
 
-bench: llmtrain
+bench: llmtrain llmprep
 	@MPIRUN="$(MPIRUN)" PYTHON="$(PYTHON)" bash validation/bench/run_bench.sh
+	@MPIRUN="$(MPIRUN)" PYTHON="$(PYTHON)" bash validation/bench/bench_tokenizer.sh
 
 demo:
 	@bash validation/deps.sh --if-missing

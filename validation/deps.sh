@@ -7,8 +7,41 @@ set -u
 PACKAGES="make gcc pkg-config openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools \
 libhwloc-dev hwloc libpapi-dev libopenblas-dev libcmocka-dev python3 python3-numpy python3-h5py \
 python3-torch"
+PACKAGES="$PACKAGES libpcre2-dev python3-pip" # the tokenizer's regex (PCRE2); pip for tiktoken
 quiet=0
 [ "${1:-}" = "--if-missing" ] && quiet=1
+
+# The tokenizer's data and reference, from PyPI (after the Debian packages, which bring pip):
+# GPT-2's vocabulary data/gpt2/gpt2.tiktoken, taken from the openai-whisper source archive
+# (whisper/assets/gpt2.tiktoken, checked by sha256), and tiktoken in .deps/python for the tests
+# (they set PYTHONPATH). Both folders are git-ignored.
+GPT2_VOCAB_SHA256=306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930
+fetch_tokenizer_deps() {
+    local root py=${PYTHON:-/usr/bin/python3} tmp
+    root=$(cd "$(dirname "$0")/.." && pwd)
+    local vocab=$root/data/gpt2/gpt2.tiktoken pydir=$root/.deps/python
+    if [ ! -f "$vocab" ]; then
+        echo "deps: fetching GPT-2's vocabulary (openai-whisper source archive, PyPI)"
+        tmp=$(mktemp -d)
+        if "$py" -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: \
+                "openai-whisper==20250625" -d "$tmp" && mkdir -p "$(dirname "$vocab")" &&
+            tar -xzf "$tmp"/openai_whisper-*.tar.gz -O --wildcards '*/whisper/assets/gpt2.tiktoken' >"$tmp/v" &&
+            [ "$(sha256sum <"$tmp/v" | cut -d' ' -f1)" = "$GPT2_VOCAB_SHA256" ]; then
+            mv "$tmp/v" "$vocab"
+        else
+            echo "deps: could not get gpt2.tiktoken (no PyPI access, or its sha256 differs)"
+            rm -rf "$tmp"
+            return 1
+        fi
+        rm -rf "$tmp"
+    fi
+    if ! PYTHONPATH=$pydir "$py" -c "import tiktoken, regex" 2>/dev/null; then
+        echo "deps: installing tiktoken into .deps/python (PyPI)"
+        PIP_ROOT_USER_ACTION=ignore "$py" -m pip install -q --disable-pip-version-check \
+            --target "$pydir" "tiktoken>=0.7" || { echo "deps: pip install tiktoken failed"; return 1; }
+    fi
+    [ $quiet -eq 1 ] || echo "deps: tokenizer data and tiktoken present"
+}
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
     [ $quiet -eq 1 ] && exit 0
@@ -23,6 +56,7 @@ for p in $PACKAGES; do
 done
 if [ -z "$missing" ]; then
     [ $quiet -eq 1 ] || echo "deps: all packages present"
+    fetch_tokenizer_deps || [ $quiet -eq 1 ] || exit 1 # make check goes on: only tokenizer tests fail
     exit 0
 fi
 echo "deps: missing Debian packages:$missing"
@@ -36,3 +70,4 @@ apt-get -o DPkg::Lock::Timeout=600 update -q >/dev/null &&
     apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends $missing ||
     { echo "deps: apt-get install failed (see above)"; exit 1; }
 echo "deps: installed$missing"
+fetch_tokenizer_deps || [ $quiet -eq 1 ] || exit 1

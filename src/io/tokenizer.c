@@ -33,24 +33,49 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...) {
 
 /* ------------------------------------------------------------------ hashing, rank map */
 
-/* A fast 64-bit hash for short byte strings (tokens, words); quality matters more than speed of
- * long keys, which are rare. */
+/* n <= 16 bytes as two words, with loads that overlap instead of byte loops: every byte is in
+ * one of the words, and with n mixed into the hash, different strings give different pairs. */
+static inline void load_short(const uint8_t *p, size_t n, uint64_t *lo, uint64_t *hi) {
+    uint32_t a, b;
+    if (n >= 8) {
+        memcpy(lo, p, 8);
+        memcpy(hi, p + n - 8, 8);
+    } else if (n >= 4) {
+        memcpy(&a, p, 4);
+        memcpy(&b, p + n - 4, 4);
+        *lo = a, *hi = b;
+    } else {
+        *lo = n ? (uint64_t)p[0] | (uint64_t)p[n / 2] << 8 | (uint64_t)p[n - 1] << 16 : 0;
+        *hi = 0;
+    }
+}
+
+/* A fast 64-bit hash for byte strings (tokens, words: mostly short). */
 static inline uint64_t hash_bytes(const uint8_t *p, size_t n) {
-    uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0xC2B2AE3D27D4EB4Full);
-    while (n >= 8) {
-        uint64_t v;
-        memcpy(&v, p, 8);
-        h = (h ^ v) * 0xFF51AFD7ED558CCDull;
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0xC2B2AE3D27D4EB4Full), lo, hi;
+    while (n > 16) {
+        memcpy(&lo, p, 8);
+        h = (h ^ lo) * 0xFF51AFD7ED558CCDull;
         h ^= h >> 32;
         p += 8;
         n -= 8;
     }
-    uint64_t v = 0;
-    for (size_t i = 0; i < n; i++) v |= (uint64_t)p[i] << (8 * i);
-    h = (h ^ v) * 0xC4CEB9FE1A85EC53ull;
+    load_short(p, n, &lo, &hi);
+    h = (h ^ lo) * 0xFF51AFD7ED558CCDull;
+    h ^= h >> 32;
+    h = (h ^ hi) * 0xC4CEB9FE1A85EC53ull;
     h ^= h >> 29;
     h *= 0xFF51AFD7ED558CCDull;
     return h ^ (h >> 32);
+}
+
+/* a[0..n) == b[0..n) */
+static inline bool bytes_equal(const uint8_t *a, const uint8_t *b, size_t n) {
+    if (n > 16) return memcmp(a, b, n) == 0;
+    uint64_t alo, ahi, blo, bhi;
+    load_short(a, n, &alo, &ahi);
+    load_short(b, n, &blo, &bhi);
+    return alo == blo && ahi == bhi;
 }
 
 /* The vocabulary: n tokens back to back in `bytes`, token r = bytes[off[r] .. off[r+1]), and an
@@ -77,7 +102,7 @@ static inline uint32_t vocab_get(const vocab_t *v, const uint8_t *p, size_t n) {
         if (s == 0) return NO_RANK;
         if ((s & 0xFFFFFFFF00000000ull) != tag) continue;
         uint32_t r = (uint32_t)s - 1;
-        if (v->off[r + 1] - v->off[r] == n && memcmp(v->bytes + v->off[r], p, n) == 0) return r;
+        if (v->off[r + 1] - v->off[r] == n && bytes_equal(v->bytes + v->off[r], p, n)) return r;
     }
 }
 
@@ -146,6 +171,16 @@ static int vocab_check_bytes(const vocab_t *v, const char *path, char *err, size
 
 /* ------------------------------------------------------------------ the pre-tokenising regex */
 
+/* GPT-2's pattern for PCRE2. \s is spelled out as Unicode's White_Space, [\t-\r\x{85}\p{Z}]:
+ * under PCRE2_UCP, \s also matches U+180E (PCRE2 follows \h there), which Unicode took out of
+ * White_Space in 6.3 and which tiktoken (Rust regex) and GPT-2's encoder.py (Python regex) treat
+ * as an ordinary symbol. (?!\S) becomes (?![^...]): at an invalid UTF-8 sequence, as at the end,
+ * a class matches nothing, so the lookahead holds there as tiktoken's does at a run's end. */
+#define WS "\\t-\\r\\x{85}\\p{Z}"
+#define PCRE2_GPT2_PATTERN                                                                 \
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" WS "\\p{L}\\p{N}]+" \
+    "|[" WS "]+(?![^" WS "])|[" WS "]+"
+
 typedef struct pretok {
     pcre2_code *code;
     pcre2_match_data *md;
@@ -158,7 +193,7 @@ static int pretok_init(pretok_t *p, char *err, size_t errlen) {
     int ecode;
     PCRE2_SIZE eoff;
     memset(p, 0, sizeof *p);
-    p->code = pcre2_compile((PCRE2_SPTR)TOKENIZER_GPT2_PATTERN, PCRE2_ZERO_TERMINATED,
+    p->code = pcre2_compile((PCRE2_SPTR)PCRE2_GPT2_PATTERN, PCRE2_ZERO_TERMINATED,
                             PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &ecode, &eoff, NULL);
     if (!p->code) {
         PCRE2_UCHAR msg[256];
@@ -250,7 +285,6 @@ typedef struct bpe_part { /* one part of a piece being merged */
 } bpe_part_t;
 
 struct tokenizer {
-    char name[512]; /* the file it came from, for messages */
     vocab_t v;
     pretok_t re;
     size_t heap_threshold;
@@ -278,8 +312,7 @@ static inline void ids_push(tok_ids_t *v, uint32_t id) {
 }
 
 /* Wrap a finished vocabulary (takes ownership of *v). */
-static int tokenizer_from_vocab(tokenizer_t **out, vocab_t *v, const char *name, char *err,
-                                size_t errlen) {
+static int tokenizer_from_vocab(tokenizer_t **out, vocab_t *v, char *err, size_t errlen) {
     tokenizer_t *t = calloc(1, sizeof *t);
     PTR_CHECK(t);
     if (pretok_init(&t->re, err, errlen) != 0) {
@@ -287,7 +320,6 @@ static int tokenizer_from_vocab(tokenizer_t **out, vocab_t *v, const char *name,
         vocab_free(v);
         return -1;
     }
-    snprintf(t->name, sizeof t->name, "%s", name);
     t->v = *v;
     memset(v, 0, sizeof *v);
     t->heap_threshold = 64;
@@ -625,12 +657,14 @@ static int parse_rank_line(const char *s, size_t n, const char *path, int line, 
     while (r0 < n && (s[r0] == ' ' || s[r0] == '\t')) r0++;
     long len = b64_decode(s, sp, pool + out->off);
     if (len <= 0) {
-        set_err(err, errlen, "%s:%d: bad base64 token '%.*s'", path, line, (int)(sp > 60 ? 60 : sp), s);
+        set_err(err, errlen, "%s:%d: bad base64 token '%.*s'", path, line,
+                (int)(sp > 60 ? 60 : sp), s);
         return -1;
     }
     uint64_t rank = 0;
     size_t i = r0;
-    for (; i < n && s[i] >= '0' && s[i] <= '9' && rank < 0x7FFFFFFF; i++) rank = rank * 10 + (uint64_t)(s[i] - '0');
+    for (; i < n && s[i] >= '0' && s[i] <= '9' && rank < 0x7FFFFFFF; i++)
+        rank = rank * 10 + (uint64_t)(s[i] - '0');
     if (r0 == n || i != n || rank >= 0x7FFFFFFF) {
         set_err(err, errlen, "%s:%d: expected 'base64-token rank', found '%.*s'", path, line,
                 (int)(n > 60 ? 60 : n), s);
@@ -769,18 +803,17 @@ static size_t utf8_encode(int cp, char *out) {
     return 4;
 }
 
+/* byte_of_cp[cp] = the byte GPT-2's alphabet shows as code point cp (< 324), or -1. */
+static void gpt2_alphabet(int byte_of_cp[324]) {
+    int cp_of_byte[256];
+    uint8_t order[256];
+    gpt2_byte_map(cp_of_byte, order);
+    for (int i = 0; i < 324; i++) byte_of_cp[i] = -1;
+    for (int b = 0; b < 256; b++) byte_of_cp[cp_of_byte[b]] = b;
+}
+
 /* A token written in GPT-2's byte alphabet back to bytes. Returns the byte count or -1. */
-static long unicode_to_bytes(const char *s, size_t n, uint8_t *out) {
-    static int byte_of_cp[324];
-    static int ready = 0;
-    if (!ready) { /* constant table; racing initialisations write identical values */
-        int cp_of_byte[256];
-        uint8_t order[256];
-        gpt2_byte_map(cp_of_byte, order);
-        for (int i = 0; i < 324; i++) byte_of_cp[i] = -1;
-        for (int b = 0; b < 256; b++) byte_of_cp[cp_of_byte[b]] = b;
-        ready = 1;
-    }
+static long unicode_to_bytes(const int byte_of_cp[324], const char *s, size_t n, uint8_t *out) {
     long len = 0;
     for (size_t i = 0; i < n;) {
         int cp = 0;
@@ -800,9 +833,10 @@ typedef struct json_in {
 } json_in_t;
 
 static void json_ws(json_in_t *j) {
-    for (char c; j->pos < j->n && ((c = j->s[j->pos]) == ' ' || c == '\t' || c == '\r' || c == '\n');) {
-        if (j->s[j->pos] == '\n') j->line++;
-        j->pos++;
+    for (; j->pos < j->n; j->pos++) {
+        char c = j->s[j->pos];
+        if (c != ' ' && c != '\t' && c != '\r' && c != '\n') break;
+        if (c == '\n') j->line++;
     }
 }
 
@@ -919,7 +953,8 @@ static json_entry_t *parse_vocab_json(const char *buf, size_t len, const char *p
 /* merges.txt: "#version" line, then "left right" per line, in the byte alphabet. */
 static int load_merges(vocab_t *v, const char *buf, size_t len, const char *path, char *err,
                        size_t errlen) {
-    int line = 0;
+    int line = 0, alphabet[324];
+    gpt2_alphabet(alphabet);
     uint8_t *tmp = malloc(len + 1);
     PTR_CHECK(tmp);
     int rc = 0;
@@ -933,8 +968,8 @@ static int load_merges(vocab_t *v, const char *buf, size_t len, const char *path
         pos = end + 1;
         if (n == 0 || (line == 1 && n >= 8 && memcmp(s, "#version", 8) == 0)) continue;
         const char *sp = memchr(s, ' ', n);
-        long a = sp ? unicode_to_bytes(s, (size_t)(sp - s), tmp) : -1;
-        long b = a > 0 ? unicode_to_bytes(sp + 1, n - (size_t)(sp - s) - 1, tmp + a) : -1;
+        long a = sp ? unicode_to_bytes(alphabet, s, (size_t)(sp - s), tmp) : -1;
+        long b = a > 0 ? unicode_to_bytes(alphabet, sp + 1, n - (size_t)(sp - s) - 1, tmp + a) : -1;
         if (a <= 0 || b <= 0) {
             set_err(err, errlen, "%s:%d: expected two tokens in GPT-2's byte alphabet separated "
                     "by one space, found '%.*s'", path, line, (int)(n > 60 ? 60 : n), s);
@@ -963,7 +998,8 @@ static int check_vocab_json(const vocab_t *v, const json_entry_t *es, size_t n, 
     uint8_t *tmp = malloc(4096);
     PTR_CHECK(tmp);
     size_t n_tokens = 0;
-    int rc = 0;
+    int rc = 0, alphabet[324];
+    gpt2_alphabet(alphabet);
     for (size_t i = 0; i < n && rc == 0; i++) {
         const char *k = keys + es[i].off;
         if (es[i].len == EOT_LEN && memcmp(k, TOKENIZER_EOT_TEXT, EOT_LEN) == 0) {
@@ -974,7 +1010,7 @@ static int check_vocab_json(const vocab_t *v, const json_entry_t *es, size_t n, 
             }
             continue;
         }
-        long len = es[i].len <= 4096 ? unicode_to_bytes(k, es[i].len, tmp) : -1;
+        long len = es[i].len <= 4096 ? unicode_to_bytes(alphabet, k, es[i].len, tmp) : -1;
         uint32_t r = len > 0 ? vocab_get(v, tmp, (size_t)len) : NO_RANK;
         int shown = (int)(es[i].len > 60 ? 60 : es[i].len);
         if (r == NO_RANK) {
@@ -1059,7 +1095,7 @@ int tokenizer_create(tokenizer_t **out, const char *path, char *err, size_t errl
         vocab_free(&v);
         return -1;
     }
-    return tokenizer_from_vocab(out, &v, path, err, errlen);
+    return tokenizer_from_vocab(out, &v, err, errlen);
 }
 
 int tokenizer_save(const tokenizer_t *tok, const char *path) {
@@ -1482,5 +1518,5 @@ int tokenizer_train(tokenizer_t **out, const tok_counter_t *counts, uint32_t voc
     vocab_t v = t.v;
     memset(&t.v, 0, sizeof t.v);
     trainer_free(&t);
-    return tokenizer_from_vocab(out, &v, "(trained)", err, errlen);
+    return tokenizer_from_vocab(out, &v, err, errlen);
 }

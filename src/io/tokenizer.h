@@ -14,11 +14,16 @@
  *
  * Encoding is tiktoken's: split the text with GPT-2's pattern
  *     's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+ * (\s being Unicode's White_Space, as in tiktoken: PCRE2 gets it spelled out, see tokenizer.c)
  * then merge the bytes of each piece, lowest-rank pair first (leftmost on ties). Invalid UTF-8
  * is kept losslessly: PCRE2_MATCH_INVALID_UTF makes an invalid byte sequence a barrier no match
  * crosses, so the valid stretches are split exactly as tiktoken splits each of them on its own,
  * and each maximal run of bytes no match covers is one more piece, BPE-merged like any other.
- * Hence decode(encode(x)) == x for every byte string x.
+ * Hence decode(encode(x)) == x for every byte string x. (tiktoken's API takes str, so it never
+ * sees invalid bytes; validation/tokenizer/tiktoken_ref.py states the reference this matches.)
+ * Unicode version: the letter/number/space classes come from PCRE2's tables (10.42: Unicode 14).
+ * A character assigned later (e.g. U+1C89, Unicode 16) counts as unassigned, so where tiktoken's
+ * newer tables call it a letter the split can differ; ids still decode to the exact bytes.
  *
  * A tokenizer_t holds scratch space and a cache: use one per thread. */
 #ifndef LLMT_TOKENIZER_H
@@ -27,6 +32,7 @@
 #include <stdint.h>
 
 #define TOKENIZER_EOT_TEXT "<|endoftext|>"
+/* The pattern as GPT-2 and tiktoken write it (PCRE2 compiles an equivalent spelling). */
 #define TOKENIZER_GPT2_PATTERN \
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
 

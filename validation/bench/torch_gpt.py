@@ -52,7 +52,7 @@ class GPT(nn.Module):
             x = b(x, self.mask)
         logits = self.lnf(x) @ self.wte.weight.T
         logits[..., self.V:] = float("-inf")
-        return F.cross_entropy(logits.view(B * T, -1), targets.view(-1))
+        return F.cross_entropy(logits.reshape(B * T, -1), targets.reshape(-1))
 
 
 def main():

@@ -1,13 +1,15 @@
-"""tiktoken_ref.py — the reference the tokenizer tests compare llmtrain's tokenizer against.
+r"""tiktoken_ref.py — the reference the tokenizer tests compare llmtrain's tokenizer against.
 
 tiktoken's Encoding is built directly from a rank file (nothing is downloaded at run time) with
 GPT-2's original pattern and <|endoftext|> = number of ranks.
 
 Invalid UTF-8: tiktoken's public API takes `str`, so it cannot see invalid bytes at all (a str
 with lone surrogates, e.g. from errors="surrogateescape", is silently turned into U+FFFD by
-encode/encode_ordinary, which is lossy), and its private `_encode_bytes` re-merges the bytes after
-the first invalid one into the last piece (and drops them when the text starts invalid). So the
-reference for bytes is defined here, and it is what llmtrain's tokenizer promises (tokenizer.h):
+encode/encode_ordinary: lossy), and its private `_encode_bytes` encodes the valid prefix, then
+BPE-merges the last piece together with everything after the first invalid byte as one piece,
+without the regex (b"abc \xe2\x82 def" -> "abc", " \xe2", "\x82", " def"), which is no split
+rule for text that goes on. So the reference for bytes is defined here, and it is what
+llmtrain's tokenizer promises (tokenizer.h):
     split the bytes into maximal valid-UTF-8 runs and maximal invalid runs (exactly the split
     Python's decoder makes with errors="surrogateescape"); each valid run is encoded with
     tiktoken's encode_ordinary on its own; each invalid run is one piece, BPE-merged with
