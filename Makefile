@@ -64,7 +64,7 @@ bench: llmtrain llmprep
 
 demo:
 	@bash validation/deps.sh --if-missing
-	@$(MAKE) --no-print-directory llmtrain
+	@$(MAKE) --no-print-directory llmtrain llmprep
 	@MPIRUN="$(MPIRUN)" PYTHON="$(PYTHON)" bash validation/demo.sh
 
 clean:

@@ -8,6 +8,7 @@ PACKAGES="make gcc pkg-config openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf
 libhwloc-dev hwloc libpapi-dev libopenblas-dev libcmocka-dev python3 python3-numpy python3-h5py \
 python3-torch"
 PACKAGES="$PACKAGES libpcre2-dev python3-pip" # the tokenizer's regex (PCRE2); pip for tiktoken
+PACKAGES="$PACKAGES fortunes" # the demo corpus (make demo)
 quiet=0
 [ "${1:-}" = "--if-missing" ] && quiet=1
 

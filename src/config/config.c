@@ -65,6 +65,7 @@ static const key_spec_t key_specs[] = {
     STR_KEY(G_RUN, "device", device, "cpu", "cpu|cuda"),
     I64_KEY(G_RUN, "seed", seed, 1337, AT_LEAST(0)),
     STR_KEY(G_RUN, "init_from", init_from, "", NULL),
+    STR_KEY(G_RUN, "prompt", prompt, "", NULL),
     {.group = G_RUN, .key = "prompt_ids", .type = K_INT_ARRAY, FIELD(prompt_ids), .size = CFG_MAX_IDS,
      .count_offset = offsetof(config_t, n_prompt_ids), AT_LEAST(0)},
     INT_KEY(G_RUN, "max_new_tokens", max_new_tokens, 64, AT_LEAST(1)),
@@ -512,12 +513,20 @@ static int check_mode_inputs(parse_ctx_t *ctx, const config_t *cfg) {
                          "&data train_files: must be set when &run mode = 'train' (%s), "
                          "e.g. train_files = 'data/train_*.bin'", provenance(ctx, m, pm));
     }
-    if (!strcmp(cfg->mode, "generate") && cfg->n_prompt_ids < 1) {
+    if (!strcmp(cfg->mode, "generate") && cfg->n_prompt_ids < 1 && cfg->prompt[0] == '\0') {
         int p = key_index(G_RUN, "prompt_ids");
         locate(ctx, p, m, &line, &col);
         return cfg_error(ctx, line, col,
                          "&run prompt_ids: mode = 'generate' (%s) needs at least one prompt id "
-                         "(n_prompt_ids >= 1), e.g. prompt_ids = 50256", provenance(ctx, m, pm));
+                         "(n_prompt_ids >= 1), e.g. prompt_ids = 50256, or a text prompt with "
+                         "&data tokenizer", provenance(ctx, m, pm));
+    }
+    if (cfg->prompt[0] != '\0' && cfg->tokenizer[0] == '\0') {
+        int p = key_index(G_RUN, "prompt"), t = key_index(G_DATA, "tokenizer");
+        locate(ctx, t, p, &line, &col);
+        return cfg_error(ctx, line, col,
+                         "&data tokenizer: a text prompt (&run prompt) needs a tokenizer file, "
+                         "e.g. tokenizer = 'data/gpt2/gpt2.tiktoken'");
     }
     return 0;
 }

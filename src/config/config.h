@@ -20,6 +20,7 @@ typedef struct config {
     char init_from[CFG_STR];/* HDF5 weights file to start from ('' = random init) */
     int prompt_ids[CFG_MAX_IDS]; /* generate: prompt as token ids */
     int n_prompt_ids;       /* how many were given */
+    char prompt[CFG_STR];   /* generate: a text prompt (needs &data tokenizer); wins over ids */
     int max_new_tokens;     /* generate: default 64 */
     double temperature;     /* generate: default 1.0; 0 = greedy */
     int top_k;              /* generate: default 40; 0 = no top-k */

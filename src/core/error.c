@@ -6,6 +6,9 @@
 #include <stdlib.h>
 
 static fatal_hook_t fatal_hook = NULL;
+static const char *program = "llmtrain"; /* the prefix of every message */
+
+void error_set_program_name(const char *name) { program = name; }
 
 void error_set_fatal_hook(fatal_hook_t hook) { fatal_hook = hook; }
 
@@ -37,7 +40,7 @@ _Noreturn static void abort_all(int code) {
 }
 
 _Noreturn void die_call(const char *file, int line, const char *call, const char *msg) {
-    fprintf(stderr, "llmtrain: rank %d: %s:%d: %s failed: %s\n", error_world_rank(), file, line,
+    fprintf(stderr, "%s: rank %d: %s:%d: %s failed: %s\n", program, error_world_rank(), file, line,
             call, msg);
     abort_all(LLMT_EXIT_INTERNAL);
 }
@@ -70,7 +73,7 @@ _Noreturn void fatal_user(const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(body, sizeof body, fmt, ap);
     va_end(ap);
-    snprintf(msg, sizeof msg, "llmtrain: error: %s", body);
+    snprintf(msg, sizeof msg, "%s: error: %s", program, body);
     int rank = error_world_rank();
     if (rank == 0) fprintf(stderr, "%s\n", msg);
     if (fatal_hook) {
@@ -93,7 +96,7 @@ _Noreturn void fatal_user_here(const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(body, sizeof body, fmt, ap);
     va_end(ap);
-    snprintf(msg, sizeof msg, "llmtrain: error (rank %d): %s", error_world_rank(), body);
+    snprintf(msg, sizeof msg, "%s: error (rank %d): %s", program, error_world_rank(), body);
     fprintf(stderr, "%s\n", msg);
     if (fatal_hook) {
         fatal_hook(LLMT_EXIT_USER, msg);
@@ -106,7 +109,7 @@ void warn_user(const char *fmt, ...) {
     if (error_world_rank() != 0) return;
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "llmtrain: warning: ");
+    fprintf(stderr, "%s: warning: ", program);
     vfprintf(stderr, fmt, ap);
     fprintf(stderr, "\n");
     va_end(ap);

@@ -29,6 +29,8 @@ _Noreturn void fatal_user_here(const char *fmt, ...) __attribute__((format(print
 /* Print a warning from rank 0 only (or any rank with rank_prefix when only it knows). */
 void warn_user(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* The program name that prefixes every message ("llmtrain" unless a tool sets its own). */
+void error_set_program_name(const char *name);
 /* The MPI rank in MPI_COMM_WORLD, or 0 before MPI_Init / outside MPI programs. */
 int error_world_rank(void);
 /* When set (unit tests), fatal_user* call this instead of exiting, after printing. */

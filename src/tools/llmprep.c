@@ -93,7 +93,7 @@ static uint64_t parse_count(const char *opt, const char *s, uint64_t min, uint64
     errno = 0;
     double v = strtod(s, &end); /* accepts 1e8 */
     if (end == s || *end || errno || v != floor(v) || v < (double)min || v > (double)max)
-        fatal_user("llmprep: %s '%s': expected a whole number in [%llu, %llu]", opt, s,
+        fatal_user("%s '%s': expected a whole number in [%llu, %llu]", opt, s,
                    (unsigned long long)min, (unsigned long long)max);
     return (uint64_t)v;
 }
@@ -102,7 +102,7 @@ static uint64_t parse_count(const char *opt, const char *s, uint64_t min, uint64
 static size_t parse_separator(const char *s, char *out, size_t cap) {
     size_t n = 0;
     for (; *s; s++) {
-        if (n + 1 >= cap) fatal_user("llmprep: --doc-separator is longer than %zu bytes", cap - 1);
+        if (n + 1 >= cap) fatal_user("--doc-separator is longer than %zu bytes", cap - 1);
         if (*s != '\\') {
             out[n++] = *s;
             continue;
@@ -117,11 +117,11 @@ static size_t parse_separator(const char *s, char *out, size_t cap) {
             out[n++] = (char)strtol(hex, NULL, 16);
             s += 2;
         } else {
-            fatal_user("llmprep: --doc-separator: unknown escape '\\%c' (use \\n \\r \\t \\\\ "
+            fatal_user("--doc-separator: unknown escape '\\%c' (use \\n \\r \\t \\\\ "
                        "\\xHH)", c ? c : ' ');
         }
     }
-    if (n == 0) fatal_user("llmprep: --doc-separator is empty");
+    if (n == 0) fatal_user("--doc-separator is empty");
     return n;
 }
 
@@ -151,22 +151,22 @@ static void parse_options(prep_opts_t *o, int argc, char **argv, int rank) {
         case 'f':
             o->val_fraction = strtod(optarg, &end);
             if (end == optarg || *end || !(o->val_fraction >= 0 && o->val_fraction < 1))
-                fatal_user("llmprep: --val-fraction '%s': expected a number in [0, 1)", optarg);
+                fatal_user("--val-fraction '%s': expected a number in [0, 1)", optarg);
             break;
         case 'h':
             if (rank == 0) fputs(usage, stdout);
             MPI_Finalize();
             exit(0);
         default:
-            fatal_user("llmprep: unknown or incomplete option '%s'\n%s", argv[optind - 1], usage);
+            fatal_user("unknown or incomplete option '%s'\n%s", argv[optind - 1], usage);
         }
     }
     if (o->tokenizer && o->train_vocab)
-        fatal_user("llmprep: give either --tokenizer or --train-vocab, not both");
+        fatal_user("give either --tokenizer or --train-vocab, not both");
     if (!o->tokenizer && !o->train_vocab) o->tokenizer = DEFAULT_TOKENIZER;
-    if (!o->out) fatal_user("llmprep: --out DIR is required\n%s", usage);
-    if (strlen(o->out) > 900) fatal_user("llmprep: --out: a path of at most 900 bytes, please");
-    if (optind >= argc) fatal_user("llmprep: no input files\n%s", usage);
+    if (!o->out) fatal_user("--out DIR is required\n%s", usage);
+    if (strlen(o->out) > 900) fatal_user("--out: a path of at most 900 bytes, please");
+    if (optind >= argc) fatal_user("no input files\n%s", usage);
     o->files = argv + optind;
     o->n_files = argc - optind;
 }
@@ -192,23 +192,23 @@ static void check_inputs(prep_t *p) {
         struct stat st;
         int fd = open(p->o.files[i], O_RDONLY | O_CLOEXEC);
         if (fd < 0 || fstat(fd, &st) != 0)
-            snprintf(msg, sizeof msg, "llmprep: %s: cannot read: %s", p->o.files[i],
+            snprintf(msg, sizeof msg, "%s: cannot read: %s", p->o.files[i],
                      strerror(errno));
         else if (!S_ISREG(st.st_mode))
-            snprintf(msg, sizeof msg, "llmprep: %s: not a regular file", p->o.files[i]);
+            snprintf(msg, sizeof msg, "%s: not a regular file", p->o.files[i]);
         else
             p->file_bytes[i] = (uint64_t)st.st_size;
         if (fd >= 0) close(fd);
     }
     if (p->rank == 0 && !msg[0] && (make_dirs(p->o.out) != 0 || access(p->o.out, W_OK) != 0))
-        snprintf(msg, sizeof msg, "llmprep: --out %s: cannot write there: %s", p->o.out,
+        snprintf(msg, sizeof msg, "--out %s: cannot write there: %s", p->o.out,
                  strerror(errno));
     agree_on_error(msg, p->rank);
     MPI_CHECK(MPI_Bcast(p->file_bytes, p->o.n_files, MPI_UINT64_T, 0, MPI_COMM_WORLD));
     for (int i = 0; i < p->o.n_files; i++)
         p->file_start[i + 1] = p->file_start[i] + p->file_bytes[i];
     p->total_bytes = p->file_start[p->o.n_files];
-    if (p->total_bytes == 0) fatal_user("llmprep: the input files hold no text");
+    if (p->total_bytes == 0) fatal_user("the input files hold no text");
     unsigned __int128 t = p->total_bytes;
     p->lo = (uint64_t)(t * (unsigned)p->rank / (unsigned)p->size);
     p->hi = (uint64_t)(t * (unsigned)(p->rank + 1) / (unsigned)p->size);
@@ -219,10 +219,10 @@ static void check_inputs(prep_t *p) {
 static const char *file_map(prep_t *p, int i) {
     if (p->maps[i]) return p->maps[i];
     int fd = open(p->o.files[i], O_RDONLY | O_CLOEXEC);
-    if (fd < 0) fatal_user_here("llmprep: %s: cannot read: %s", p->o.files[i], strerror(errno));
+    if (fd < 0) fatal_user_here("%s: cannot read: %s", p->o.files[i], strerror(errno));
     void *m = mmap(NULL, p->file_bytes[i], PROT_READ, MAP_PRIVATE, fd, 0);
     if (m == MAP_FAILED)
-        fatal_user_here("llmprep: %s: cannot map: %s", p->o.files[i], strerror(errno));
+        fatal_user_here("%s: cannot map: %s", p->o.files[i], strerror(errno));
     close(fd);
     madvise(m, p->file_bytes[i], MADV_SEQUENTIAL);
     return p->maps[i] = m;
@@ -360,11 +360,11 @@ static void train_vocab(prep_t *p, const char *saved) {
         double t0 = now_sec();
         tokenizer_t *t = NULL;
         if (tokenizer_train(&t, c, p->o.train_vocab, err, sizeof err) != 0)
-            snprintf(msg, sizeof msg, "llmprep: --train-vocab: %s", err);
+            snprintf(msg, sizeof msg, "--train-vocab: %s", err);
         else if (tokenizer_save(t, saved) != 0)
-            snprintf(msg, sizeof msg, "llmprep: %s: cannot write: %s", saved, strerror(errno));
+            snprintf(msg, sizeof msg, "%s: cannot write: %s", saved, strerror(errno));
         else
-            printf("llmprep: trained %u ranks + %s on %zu distinct words in %.1f s\n",
+            printf("trained %u ranks + %s on %zu distinct words in %.1f s\n",
                    tokenizer_n_ranks(t), TOKENIZER_EOT_TEXT, tok_counter_n_words(c),
                    now_sec() - t0);
         tokenizer_destroy(t);
@@ -382,15 +382,15 @@ static void load_tokenizer(prep_t *p) {
     const char *path = p->o.train_vocab ? saved : p->o.tokenizer;
     int failed = tokenizer_create(&p->tok, path, err, sizeof err) != 0, n_failed = 0;
     MPI_CHECK(MPI_Allreduce(&failed, &n_failed, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
-    if (n_failed == p->size) fatal_user("llmprep: --tokenizer: %s", err); /* the usual case */
-    if (failed) fatal_user_here("llmprep: --tokenizer: %s", err);       /* only some ranks */
+    if (n_failed == p->size) fatal_user("--tokenizer: %s", err); /* the usual case */
+    if (failed) fatal_user_here("--tokenizer: %s", err);       /* only some ranks */
     if (n_failed) MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));               /* wait for the abort */
     if (tokenizer_vocab_size(p->tok) > 65536)
-        fatal_user("llmprep: %s: %u token ids do not fit llm.c's uint16 shards (at most 65536)",
+        fatal_user("%s: %u token ids do not fit llm.c's uint16 shards (at most 65536)",
                    path, tokenizer_vocab_size(p->tok));
     char msg[MSG_LEN] = "";
     if (p->rank == 0 && !p->o.train_vocab && tokenizer_save(p->tok, saved) != 0)
-        snprintf(msg, sizeof msg, "llmprep: %s: cannot write: %s", saved, strerror(errno));
+        snprintf(msg, sizeof msg, "%s: cannot write: %s", saved, strerror(errno));
     agree_on_error(msg, p->rank);
 }
 
@@ -506,7 +506,7 @@ static void sha256_file(const char *path, uint8_t out[32]) {
     sha256_t s;
     sha256_init(&s);
     FILE *f = fopen(path, "rb");
-    if (!f) fatal_user_here("llmprep: %s: cannot read back: %s", path, strerror(errno));
+    if (!f) fatal_user_here("%s: cannot read back: %s", path, strerror(errno));
     static uint8_t buf[1 << 16];
     for (size_t n; (n = fread(buf, 1, sizeof buf, f)) > 0;) sha256_add(&s, buf, n);
     fclose(f);
@@ -526,7 +526,7 @@ static shard_plan_t *plan_shards(const prep_t *p, uint64_t total, uint64_t *n_va
     uint64_t v = p->o.val_fraction > 0 ? (uint64_t)llround(p->o.val_fraction * (double)total) : 0;
     if (p->o.val_fraction > 0 && v == 0) v = 1;
     if (v >= total)
-        fatal_user("llmprep: --val-fraction %g leaves no training tokens (%llu tokens in all)",
+        fatal_user("--val-fraction %g leaves no training tokens (%llu tokens in all)",
                    p->o.val_fraction, (unsigned long long)total);
     uint64_t s = p->o.shard_tokens, nv = (v + s - 1) / s, nt = (total - v + s - 1) / s;
     shard_plan_t *plan = calloc(nv + nt, sizeof *plan);
@@ -585,7 +585,7 @@ static void write_round(prep_t *p, const shard_plan_t *plan, int first, int n, c
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", p->o.out, plan[mine].name);
     if (shard_write(path, buf, plan[mine].count) != 0)
-        fatal_user_here("llmprep: %s: cannot write: %s", path, strerror(errno));
+        fatal_user_here("%s: cannot write: %s", path, strerror(errno));
     sha256_file(path, sha[mine]);
 }
 
@@ -596,7 +596,7 @@ static void remove_stale(const prep_t *p, const char *split, int from) {
     for (int k = from;; k++) {
         snprintf(path, sizeof path, "%s/%s_%06d.bin", p->o.out, split, k);
         if (unlink(path) != 0) break;
-        printf("llmprep: removed %s (left from an earlier run)\n", path);
+        printf("removed %s (left from an earlier run)\n", path);
     }
 }
 
@@ -624,7 +624,7 @@ static void write_manifest(const prep_t *p, const shard_plan_t *plan, const tota
     snprintf(path, sizeof path, "%s/manifest.json", p->o.out);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
-    if (!f) fatal_user_here("llmprep: %s: cannot write: %s", tmp, strerror(errno));
+    if (!f) fatal_user_here("%s: cannot write: %s", tmp, strerror(errno));
     fprintf(f, "{\n  \"format\": \"llm.c token shards: 256 x int32 header (magic %d, version %d, "
             "token count), then uint16 tokens\",\n", SHARD_MAGIC, SHARD_VERSION);
     fprintf(f, "  \"tokenizer\": \"tokenizer.tiktoken\",\n  \"tokenizer_source\": ");
@@ -657,7 +657,7 @@ static void write_manifest(const prep_t *p, const shard_plan_t *plan, const tota
     fputs("\n  ]\n}\n", f);
     bool bad = ferror(f) != 0;
     if (fclose(f) != 0 || bad || rename(tmp, path) != 0)
-        fatal_user_here("llmprep: %s: cannot write: %s", path, strerror(errno));
+        fatal_user_here("%s: cannot write: %s", path, strerror(errno));
 }
 
 /* Exchange counts, write every shard, then the manifest. */
@@ -669,7 +669,7 @@ static totals_t write_output(prep_t *p) {
     MPI_CHECK(MPI_Allreduce(&docs, &t.docs, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD));
     for (int r = 0; r < p->size; r++) off[r + 1] += off[r];
     t.tokens = off[p->size];
-    if (t.tokens == 0) fatal_user("llmprep: no documents in the input (only separators?)");
+    if (t.tokens == 0) fatal_user("no documents in the input (only separators?)");
     shard_plan_t *plan = plan_shards(p, t.tokens, &t.val, &t.n_shards);
     uint8_t(*sha)[32] = calloc((size_t)t.n_shards, 32), (*all)[32] = calloc((size_t)t.n_shards, 32);
     uint16_t *buf = malloc((p->o.shard_tokens < t.tokens ? p->o.shard_tokens : t.tokens) * 2);
@@ -708,6 +708,7 @@ static void release(prep_t *p) {
 }
 
 int main(int argc, char **argv) {
+    error_set_program_name("llmprep");
     MPI_CHECK(MPI_Init(&argc, &argv));
     prep_t p = {0};
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &p.rank));
@@ -721,7 +722,7 @@ int main(int argc, char **argv) {
     totals_t t = write_output(&p);
     if (p.rank == 0) {
         double dt = now_sec() - t0;
-        printf("llmprep: %d files, %llu documents, %.2f MB -> %llu tokens (train %llu, val %llu) "
+        printf("%d files, %llu documents, %.2f MB -> %llu tokens (train %llu, val %llu) "
                "in %d shards, %.1f s (%.1f MB/s on %d ranks) -> %s\n",
                p.o.n_files, (unsigned long long)t.docs, (double)p.total_bytes / 1e6,
                (unsigned long long)t.tokens, (unsigned long long)(t.tokens - t.val),

@@ -9,6 +9,7 @@
 #include "core/alloc.h"
 #include "core/error.h"
 #include "core/rng.h"
+#include "io/tokenizer.h"
 #include "train/trainer.h"
 
 /* Index of the largest logit. */
@@ -61,16 +62,59 @@ int sample_token(float *logits, int V, double temperature, int top_k, float u, f
     return argmax(logits, V);
 }
 
+/* The tokenizer of &data tokenizer, or NULL when none is set. Every rank loads it (a bad file is
+ * the same error everywhere). */
+static tokenizer_t *load_tokenizer(const config_t *cfg, int vocab_size) {
+    if (cfg->tokenizer[0] == '\0') return NULL;
+    tokenizer_t *tok = NULL;
+    char err[1024];
+    if (tokenizer_create(&tok, cfg->tokenizer, err, sizeof err) != 0)
+        fatal_user("&data tokenizer: %s", err);
+    if ((int)tokenizer_vocab_size(tok) > vocab_size)
+        fatal_user("&data tokenizer: %s has %u tokens but &model vocab_size is %d",
+                   cfg->tokenizer, tokenizer_vocab_size(tok), vocab_size);
+    return tok;
+}
+
+/* The prompt as ids: the text prompt through the tokenizer, else &run prompt_ids. */
+static int prompt_ids(const config_t *cfg, tokenizer_t *tok, int *seq, int cap) {
+    if (cfg->prompt[0] == '\0') {
+        memcpy(seq, cfg->prompt_ids, sizeof(int) * (size_t)cfg->n_prompt_ids);
+        return cfg->n_prompt_ids;
+    }
+    tok_ids_t ids = {0};
+    tokenizer_encode(tok, cfg->prompt, strlen(cfg->prompt), TOKENIZER_ALLOW_SPECIAL, &ids);
+    int n = (int)ids.n < cap ? (int)ids.n : cap;
+    for (int i = 0; i < n; i++) seq[i] = (int)ids.ids[i];
+    tok_ids_free(&ids);
+    if (n == 0) fatal_user("&run prompt: the text encodes to no tokens");
+    return n;
+}
+
+static void print_text(const tokenizer_t *tok, const int *seq, int n) {
+    uint32_t *ids = xmalloc(sizeof(uint32_t) * (size_t)(n > 0 ? n : 1));
+    for (int i = 0; i < n; i++) ids[i] = (uint32_t)seq[i];
+    size_t need = tokenizer_decode(tok, ids, (size_t)n, NULL, 0);
+    if (need != SIZE_MAX) {
+        char *text = xmalloc(need + 1);
+        tokenizer_decode(tok, ids, (size_t)n, text, need);
+        text[need] = '\0';
+        printf("%s", text);
+        xfree(text);
+    }
+    xfree(ids);
+}
+
 void trainer_generate(trainer_t *tr) {
     const config_t *cfg = tr->cfg;
     gpt_t *m = &tr->model;
-    const int total = cfg->n_prompt_ids + cfg->max_new_tokens;
+    tokenizer_t *tok = load_tokenizer(cfg, m->V);
+    const int total = CFG_MAX_IDS + cfg->max_new_tokens;
     int *seq = xmalloc(sizeof(int) * (size_t)total);
     float *logits = xmalloc(sizeof(float) * (size_t)m->V);
     float *scratch = xmalloc(sizeof(float) * (size_t)m->V);
-    memcpy(seq, cfg->prompt_ids, sizeof(int) * (size_t)cfg->n_prompt_ids);
     philox_key_t key = rng_key((uint64_t)cfg->seed, rng_hash_str("generate"));
-    int len = cfg->n_prompt_ids;
+    int len = prompt_ids(cfg, tok, seq, CFG_MAX_IDS);
     const int root = tr->grid->world_rank == 0;
     if (root) {
         printf("generate: prompt (%d ids):", len);
@@ -90,6 +134,12 @@ void trainer_generate(trainer_t *tr) {
         }
     }
     if (root) printf("\n");
+    if (root && tok) {
+        printf("generate: text:\n");
+        print_text(tok, seq, len);
+        printf("\n");
+    }
+    tokenizer_destroy(tok);
     xfree(seq);
     xfree(logits);
     xfree(scratch);

@@ -19,7 +19,7 @@ PY
 [ "${1:-}" = "--data-only" ] && exit 0
 
 # config name, L, C, NH, T, B
-CONFIGS="gpt2-124m,12,768,12,64,4 small,4,256,4,256,8"
+: "${CONFIGS:=gpt2-124m,12,768,12,64,4 small,4,256,4,256,8}"
 # OpenBLAS 0.3.21 (Debian 12) does not know the newest Xeons and falls back to SSE3 kernels;
 # OPENBLAS_CORETYPE=SkylakeX makes it use its AVX-512 ones. Both settings are measured, for both
 # programs, so the comparison is like for like. An OPENBLAS_CORETYPE already set is kept as is.
@@ -71,6 +71,7 @@ PY
 done
 echo
 cat $OUT/results.md
+[ "${THROUGHPUT_ONLY:-0}" = 1 ] && exit 0
 echo
 echo "== parallelism measurements (validation/bench/pipeline_bench.sh)"
 bash validation/bench/pipeline_bench.sh

@@ -481,6 +481,11 @@ static void generation_needs_at_least_one_prompt_id(void **state) {
     parse_ok("&run mode = 'generate', prompt_ids = 7 /", &c);
     assert_int_equal(c.n_prompt_ids, 1);
     config_destroy(&c);
+    EXPECT_ERROR("&run mode = 'generate', prompt = 'Once upon' /",
+                 "&data tokenizer: a text prompt (&run prompt) needs a tokenizer file");
+    parse_ok("&run mode = 'generate', prompt = 'Once upon' /\n&data tokenizer = 'x.tiktoken' /", &c);
+    assert_string_equal(c.prompt, "Once upon");
+    config_destroy(&c);
 }
 
 static void prompt_ids_must_be_below_vocab_size(void **state) {
