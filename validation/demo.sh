@@ -12,9 +12,9 @@ if [ ! -f data/fortunes/manifest.json ]; then
     $MPIRUN -np 2 ./llmprep --tokenizer data/gpt2/gpt2.tiktoken --out data/fortunes \
         --val-fraction 0.02 --doc-separator '\n%\n' /usr/share/games/fortunes/*.u8
 fi
-echo "== 2/3 train: mpirun -np 8 ./llmtrain inputs/demo.nml (dp 2 x tp 2 x pp 2, about 4 minutes)"
+echo "== 2/3 train: mpirun -np 8 ./llmtrain inputs/demo.nml (dp 2 x tp 2 x pp 2, about 5 minutes)"
 rm -rf runs/demo
-$MPIRUN -np 8 ./llmtrain inputs/demo.nml | grep -E '^(step|val|grid|model|batch|pipeline|memory|checkpoint|dp all)'
+$MPIRUN -np 8 ./llmtrain inputs/demo.nml | grep --line-buffered -E '^(step|val|grid|model|batch|pipeline|memory|checkpoint|dp all)'
 echo "== 3/3 generate: 48 tokens after a prompt, from the trained weights"
 cat >runs/demo/generate.nml <<NML
 &run name = 'demo-generate', mode = 'generate', init_from = 'runs/demo/weights_step000120.h5'
