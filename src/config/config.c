@@ -566,6 +566,7 @@ static int resolve_derived(parse_ctx_t *ctx, config_t *cfg) {
         return cfg_error(ctx, 1, 1, "&train global_batch: micro_batch * dp = %lld does not fit in a 32-bit integer",
                          global_batch);
     if (cfg->d_ff == 0) cfg->d_ff = (int)d_ff;
+    cfg->global_batch_derived = cfg->global_batch == 0;
     if (cfg->global_batch == 0) cfg->global_batch = (int)global_batch;
     return 0;
 }

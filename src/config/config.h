@@ -46,7 +46,8 @@ typedef struct config {
 
     /* &train */
     int max_steps;
-    int global_batch;       /* sequences per optimizer step; 0 = micro_batch * dp */
+    int global_batch;       /* sequences per optimizer step; 0 in the file = micro_batch * dp */
+    bool global_batch_derived; /* global_batch was not given (a resume may take the saved one) */
     int micro_batch;        /* sequences per forward/backward on one rank */
     double lr, min_lr;
     int warmup_steps;

@@ -40,31 +40,27 @@ static void charge(comm_kind_t kind, double t0, double bytes) {
     stats.calls[kind]++;
 }
 
-void comm_allreduce_sum(float *x, size_t n, MPI_Comm comm, comm_kind_t kind) {
+/* One blocking in-place all-reduce, watched by the watchdog and charged to `kind`. */
+static void allreduce(void *x, int count, MPI_Datatype type, size_t type_bytes, MPI_Op op,
+                      MPI_Comm comm, comm_kind_t kind) {
     if (comm_size(comm) == 1) return;
     double t0 = now_sec();
     watchdog_enter(phase_of[kind], watchdog_peers_of(comm, comm_kind_name(kind)));
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x, as_count(n), MPI_FLOAT, MPI_SUM, comm));
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x, count, type, op, comm));
     watchdog_leave();
-    charge(kind, t0, (double)n * sizeof(float));
+    charge(kind, t0, (double)count * type_bytes);
+}
+
+void comm_allreduce_sum(float *x, size_t n, MPI_Comm comm, comm_kind_t kind) {
+    allreduce(x, as_count(n), MPI_FLOAT, sizeof(float), MPI_SUM, comm, kind);
 }
 
 void comm_allreduce_max(float *x, size_t n, MPI_Comm comm, comm_kind_t kind) {
-    if (comm_size(comm) == 1) return;
-    double t0 = now_sec();
-    watchdog_enter(phase_of[kind], watchdog_peers_of(comm, comm_kind_name(kind)));
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x, as_count(n), MPI_FLOAT, MPI_MAX, comm));
-    watchdog_leave();
-    charge(kind, t0, (double)n * sizeof(float));
+    allreduce(x, as_count(n), MPI_FLOAT, sizeof(float), MPI_MAX, comm, kind);
 }
 
 void comm_allreduce_sum_double(double *x, int n, MPI_Comm comm, comm_kind_t kind) {
-    if (comm_size(comm) == 1) return;
-    double t0 = now_sec();
-    watchdog_enter(phase_of[kind], watchdog_peers_of(comm, comm_kind_name(kind)));
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, comm));
-    watchdog_leave();
-    charge(kind, t0, (double)n * sizeof(double));
+    allreduce(x, n, MPI_DOUBLE, sizeof(double), MPI_SUM, comm, kind);
 }
 
 void comm_iallreduce_sum(float *x, size_t n, MPI_Comm comm, comm_kind_t kind, MPI_Request *req) {

@@ -65,10 +65,8 @@ static void batch_geometry(trainer_t *tr) {
     const config_t *cfg = tr->cfg;
     tr->T = cfg->seq_len;
     tr->micro_batch = cfg->micro_batch;
-    int64_t resumed = cfg->global_batch > 0 ? 0 : ckpt_resume_global_batch(cfg, tr->run_dir);
-    tr->global_batch = cfg->global_batch > 0 ? cfg->global_batch
-                       : resumed > 0         ? (int)resumed
-                                             : cfg->micro_batch * cfg->dp;
+    int64_t resumed = cfg->global_batch_derived ? ckpt_resume_global_batch(cfg, tr->run_dir) : 0;
+    tr->global_batch = resumed > 0 ? (int)resumed : cfg->global_batch;
     tr->accum = tr->global_batch / (cfg->micro_batch * cfg->dp);
     if (tr->accum * cfg->micro_batch * cfg->dp != tr->global_batch || tr->accum < 1)
         fatal_user("%s: &train global_batch = %d must be a multiple of micro_batch * dp = %d * %d",

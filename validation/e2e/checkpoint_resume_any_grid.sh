@@ -2,21 +2,23 @@
 # Checkpoints are grid-independent: a run on (dp,tp,pp) = (2,2,2) saves at step 5 and 10; its
 # step-5 checkpoint resumes on (2,2,2) (bit-identical continuation), (1,1,1), (4,2,1), (1,2,4) and
 # (8,1,1), each continuing to step 10 with losses within 1e-5 relative of the uninterrupted run.
+# The resumed namelists leave global_batch unset: it comes from the checkpoint (8 sequences), so
+# the accumulation adjusts to each grid (8 micro-batches on 1 rank, 1 on dp = 8).
 # h5py reads every tensor of the checkpoint in its global shape, /model equals the final weights
 # file and the AdamW moments are there.
 source "$(dirname "$0")/lib.bash"
-nml() { # name dp tp pp resume
+nml() { # name dp tp pp resume [global_batch]
     cat >"$TEST_DIR/$1.nml" <<NML
 &run name = '$1', out_dir = '$TEST_DIR', seed = 3 /
 &model n_layer = 4, n_head = 4, d_model = 32, d_ff = 128, vocab_size = 500, seq_len = 16 /
 &parallel dp = $2, tp = $3, pp = $4 /
-&train max_steps = 10, micro_batch = 1, global_batch = 8, lr = 3e-3, warmup_steps = 2 /
+&train max_steps = 10, micro_batch = 1, global_batch = ${6:-0}, lr = 3e-3, warmup_steps = 2 /
 &data train_files = 'data/tiny/train_*.bin' /
 &checkpoint every = 5, keep = 3, resume = '$5' /
 &log every = 5 /
 NML
 }
-nml save 2 2 2 none
+nml save 2 2 2 none 8
 $MPIRUN -np 8 ./llmtrain $TEST_DIR/save.nml >$TEST_DIR/save.log 2>&1 || { tail $TEST_DIR/save.log; fail "saving run failed"; }
 grep "^checkpoint:" $TEST_DIR/save.log
 ck=$TEST_DIR/save/ckpt_step00000005.h5
@@ -29,6 +31,7 @@ for g in 2,2,2 1,1,1 4,2,1 1,2,4 8,1,1; do
     $MPIRUN -np $((dp * tp * pp)) ./llmtrain $TEST_DIR/$name.nml >$TEST_DIR/$name.log 2>&1 ||
         { tail $TEST_DIR/$name.log; fail "$name failed"; }
     grep -q "^resume: .*step 5" $TEST_DIR/$name.log || fail "$name did not resume from step 5"
+    grep -q "^batch: global 8 sequences" $TEST_DIR/$name.log || fail "$name did not keep the global batch of 8"
     got=$(losses $TEST_DIR/$name/metrics.jsonl | tr '\n' ' ')
     if [ "$g" = 2,2,2 ]; then
         [ "$got" = "$want" ] || fail "same-grid resume not bit-identical: $got vs $want"

@@ -53,3 +53,22 @@ NML
 
 # losses FILE: the training losses of a metrics.jsonl, one per line
 losses() { grep '"loss"' "$1" | sed 's/.*"loss":\([^,]*\),.*/\1/'; }
+
+# launch_until_step NP NML NAME STEP: start llmtrain on NP ranks in the background (pid in
+# LAUNCH_PID, output in $TEST_DIR/NAME.log) and wait until metrics.jsonl shows STEP.
+launch_until_step() {
+    $MPIRUN -np "$1" ./llmtrain "$2" >"$TEST_DIR/$3.log" 2>&1 &
+    LAUNCH_PID=$!
+    local i
+    for i in $(seq 1200); do
+        grep -q "\"step\":$4," "$TEST_DIR/$3/metrics.jsonl" 2>/dev/null && return 0
+        sleep 0.05
+    done
+    fail "$3 never reached step $4"
+}
+# wait_gone PID SECONDS: wait until PID has exited; non-zero if it still runs after SECONDS.
+wait_gone() {
+    local i
+    for i in $(seq $(($2 * 10))); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
+    kill -0 "$1" 2>/dev/null && return 1 || return 0
+}

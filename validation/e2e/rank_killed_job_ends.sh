@@ -11,20 +11,15 @@ cat >$TEST_DIR/kill.nml <<NML
 &checkpoint timeout_s = 30 /
 &log every = 1 /
 NML
-$MPIRUN -np 8 ./llmtrain $TEST_DIR/kill.nml >$TEST_DIR/kill.log 2>&1 &
-pid=$!
-for i in $(seq 1200); do
-    grep -q '"step":3,' $TEST_DIR/kill/metrics.jsonl 2>/dev/null && break
-    sleep 0.05
-done
+launch_until_step 8 $TEST_DIR/kill.nml kill 3
+pid=$LAUNCH_PID
 victim=$(pgrep -f '^\./llmtrain .*kill\.nml' | sed -n 6p)
 [ -n "$victim" ] || fail "no rank process found"
 t0=$(date +%s.%N)
 kill -KILL $victim
-for i in $(seq 600); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
-if kill -0 $pid 2>/dev/null; then
+if ! wait_gone $pid 60; then
     pkill -KILL -f 'llmtrain .*kill\.nml'
-    fail "the job still runs 60 s after a rank was killed"
+    fail "the job still runs 60 s after the rank was killed"
 fi
 wait $pid
 rc=$?

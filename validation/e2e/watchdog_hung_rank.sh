@@ -13,20 +13,15 @@ cat >$TEST_DIR/hang.nml <<NML
 &checkpoint timeout_s = 5 /
 &log every = 1 /
 NML
-$MPIRUN -np 4 ./llmtrain $TEST_DIR/hang.nml >$TEST_DIR/hang.log 2>&1 &
-pid=$!
-for i in $(seq 1200); do
-    grep -q '"step":3,' $TEST_DIR/hang/metrics.jsonl 2>/dev/null && break
-    sleep 0.05
-done
+launch_until_step 4 $TEST_DIR/hang.nml hang 3
+pid=$LAUNCH_PID
 victim=$(pgrep -f '^\./llmtrain .*hang\.nml' | sed -n 3p)
 [ -n "$victim" ] || fail "no rank process found"
 t0=$(date +%s)
 kill -STOP $victim
-for i in $(seq 600); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
-if kill -0 $pid 2>/dev/null; then
+if ! wait_gone $pid 60; then
     pkill -KILL -f 'llmtrain .*hang\.nml'
-    fail "the job still runs 60 s after a rank hung"
+    fail "the job still runs 60 s after the rank was stopped"
 fi
 wait $pid
 rc=$?

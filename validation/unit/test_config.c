@@ -507,7 +507,8 @@ static char *to_namelist(const config_t *c) {
     return text;
 }
 
-/* parse(to_namelist(c)) must give c back, field for field (text and path aside). */
+/* parse(to_namelist(c)) must give c back, field for field (text, path and the provenance flag
+ * global_batch_derived aside: the echo states the effective batch explicitly). */
 static void assert_round_trip(config_t *c) {
     char *text = to_namelist(c);
     config_t back;
@@ -517,6 +518,7 @@ static void assert_round_trip(config_t *c) {
     char *saved_text = c->text, *saved_back = back.text;
     c->text = back.text = NULL;
     snprintf(back.source_path, sizeof back.source_path, "%s", c->source_path);
+    back.global_batch_derived = c->global_batch_derived;
     if (memcmp(c, &back, sizeof *c) != 0) fail_msg("config differs after a round trip through:\n%s", text);
     c->text = saved_text;
     back.text = saved_back;
