@@ -40,7 +40,8 @@ typedef struct ops {
     void (*layernorm_forward)(float *out, float *mean, float *rstd, const float *inp,
                               const float *w, const float *b, int N, int C);
     /* dinp[N, C] OVERWRITTEN, or += if accumulate_dinp (pre-LN blocks add into the residual
-     * gradient); dw, db accumulated. */
+     * gradient); dw, db accumulated (overwritten with overwrite_dw). dinp must not alias dout
+     * or inp. */
     void (*layernorm_backward)(float *dinp, float *dw, float *db, const float *dout,
                                const float *inp, const float *w, const float *mean,
                                const float *rstd, int N, int C, bool accumulate_dinp,
@@ -50,7 +51,8 @@ typedef struct ops {
     void (*matmul_forward)(float *out, const float *inp, const float *w, const float *bias,
                            int N, int C, int OC);
     /* dinp[N, C] = dout @ w (OVERWRITTEN, or += if accumulate_dinp; skipped if dinp NULL);
-     * dw[OC, C] += dout^T @ inp; dbias[OC] += colsum(dout) (skipped if NULL). */
+     * dw[OC, C] += dout^T @ inp; dbias[OC] += colsum(dout) (skipped if NULL); with
+     * overwrite_dw both dw and dbias are overwritten instead. */
     void (*matmul_backward)(float *dinp, float *dw, float *dbias, const float *dout,
                             const float *inp, const float *w, int N, int C, int OC,
                             bool accumulate_dinp, bool overwrite_dw);
@@ -79,7 +81,9 @@ typedef struct ops {
      *   row_max[N]   = max over valid columns                    (tp: all-reduce MAX)
      *   row_sumexp[N]= sum exp(logit - row_max)                  (tp: all-reduce SUM)
      *   target_logit[N] = logits[i, targets[i]-v_start] if owned else 0 (tp: all-reduce SUM)
-     * loss_i = log(row_sumexp) + row_max - target_logit. */
+     * loss_i = log(row_sumexp) + row_max - target_logit.
+     * A shard with no valid column (v_valid <= 0) gives row_max = -inf and row_sumexp = 0, the
+     * neutral elements of the two all-reduces. */
     void (*xent_row_max)(float *row_max, const float *logits, int N, int Vl, int v_valid);
     void (*xent_row_sumexp)(float *row_sumexp, const float *logits, const float *row_max,
                             int N, int Vl, int v_valid);
