@@ -16,20 +16,8 @@
 #include "io/sampler.h"
 #include "io/shards.h"
 
-static char dir[256];
-
-static int make_dir(void **state) {
-    (void)state;
-    snprintf(dir, sizeof dir, "/tmp/llmt_test_sampler_XXXXXX");
-    return mkdtemp(dir) ? 0 : -1;
-}
-
-static int remove_dir(void **state) {
-    (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
+#define TEST_DIR_TAG "sampler"
+#include "test_tmpdir.h"
 
 /* Write shards data_000.bin ... with the given lengths; token k of shard i is a distinct value
  * (i * 1000 + k) mod 65536 so any misplaced window shows up. Opens the set. */

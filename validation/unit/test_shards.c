@@ -15,20 +15,8 @@
 
 #include "io/shards.h"
 
-static char dir[256]; /* a fresh temporary directory per test */
-
-static int make_dir(void **state) {
-    (void)state;
-    snprintf(dir, sizeof dir, "/tmp/llmt_test_shards_XXXXXX");
-    return mkdtemp(dir) ? 0 : -1;
-}
-
-static int remove_dir(void **state) {
-    (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
+#define TEST_DIR_TAG "shards"
+#include "test_tmpdir.h"
 
 static void path_in_dir(char *out, size_t len, const char *name) {
     snprintf(out, len, "%s/%s", dir, name);

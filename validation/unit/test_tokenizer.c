@@ -17,20 +17,8 @@
 
 #include "io/tokenizer.h"
 
-static char dir[256]; /* a fresh temporary directory per test */
-
-static int make_dir(void **state) {
-    (void)state;
-    snprintf(dir, sizeof dir, "/tmp/llmt_test_tokenizer_XXXXXX");
-    return mkdtemp(dir) ? 0 : -1;
-}
-
-static int remove_dir(void **state) {
-    (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
+#define TEST_DIR_TAG "tokenizer"
+#include "test_tmpdir.h"
 
 static const char *in_dir(const char *name) {
     static char path[2][512];
