@@ -449,5 +449,9 @@ int trainer_train(trainer_t *tr) {
         printf("anomalies: %lld of %lld steps skipped\n", (long long)tr->skipped,
                (long long)tr->step);
     print_time_split(tr);
+    if (is_root(tr))
+        printf("memory (rank 0): tracked buffers %.1f MiB now, %.1f MiB at peak; resident %.1f "
+               "MiB\n", alloc_bytes_now() / 1048576.0, alloc_bytes_peak() / 1048576.0,
+               alloc_rss_bytes() / 1048576.0);
     return code;
 }
