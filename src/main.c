@@ -7,15 +7,13 @@
 #include <string.h>
 #include "config/config.h"
 #include "core/error.h"
+#include "core/version.h"
 #include "kernels/ops.h"
 #include "parallel/grid.h"
 #include "parallel/topology.h"
 #include "parallel/watchdog.h"
 #include "train/trainer.h"
 
-#ifndef LLMT_VERSION
-#define LLMT_VERSION "0.1.0"
-#endif
 
 static void usage(int rank) {
     if (rank == 0)

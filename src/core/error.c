@@ -105,6 +105,15 @@ _Noreturn void fatal_user_here(const char *fmt, ...) {
     abort_all(LLMT_EXIT_USER);
 }
 
+int errf(char *err, size_t errlen, const char *fmt, ...) {
+    if (!err || errlen == 0) return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
 void warn_user(const char *fmt, ...) {
     if (error_world_rank() != 0) return;
     va_list ap;

@@ -26,6 +26,10 @@ _Noreturn void die_call(const char *file, int line, const char *call, const char
 _Noreturn void fatal_user(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* A user error only this rank knows about (e.g. one rank's file): prints with the rank, aborts all. */
 _Noreturn void fatal_user_here(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Format an error message into the caller's buffer — the one helper for functions that report
+ * failures as text and let the caller decide (vsnprintf into err[errlen]; nothing when err is
+ * NULL or errlen is 0). Returns -1, so a failing function can end with `return errf(...)`. */
+int errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Print a warning from rank 0 only (or any rank with rank_prefix when only it knows). */
 void warn_user(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -6,15 +6,13 @@
 #include "io/checkpoint.h"
 #include "core/alloc.h"
 #include "core/error.h"
+#include "core/version.h"
 #include <hdf5.h>
 #include <stdio.h>
 #include <stdbool.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#ifndef LLMT_VERSION
-#define LLMT_VERSION "0.1.0"
-#endif
 
 #define CKPT_FORMAT "llmtrain-checkpoint"
 #define CKPT_FORMAT_VERSION 1

@@ -4,21 +4,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <string.h>
-#include <sys/stat.h>
 #include "core/error.h"
-
-int make_dirs(const char *path) {
-    char tmp[512];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = '\0';
-        if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -1;
-        *p = '/';
-    }
-    if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -1;
-    return 0;
-}
 
 void metrics_open(metrics_t *mx, const char *path, int enabled, int append) {
     memset(mx, 0, sizeof *mx);

@@ -18,6 +18,4 @@ void metrics_write(metrics_t *mx, const char *fmt, ...) __attribute__((format(pr
 void metrics_close(metrics_t *mx);
 /* JSON has no NaN/Inf: write those as null. Returns a static-per-call buffer in `buf`. */
 const char *metrics_num(char *buf, size_t len, double x);
-/* mkdir -p; returns 0 or -1 with errno. */
-int make_dirs(const char *path);
 #endif

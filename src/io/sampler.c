@@ -14,16 +14,6 @@
  * 6 leave margin for the small domains where each half has only a few bits. */
 #define FEISTEL_ROUNDS 6
 
-static void errf(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void errf(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || errlen == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 /* Windows of seq_len+1 tokens starting at multiples of seq_len that fit in n tokens. */
 static uint64_t windows_in(size_t n_tokens, int seq_len) {
     return n_tokens >= 1 ? (uint64_t)(n_tokens - 1) / (uint64_t)seq_len : 0;

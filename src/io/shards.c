@@ -24,16 +24,6 @@
 #define LLMC_DEBUG_MAGIC 20240327     /* gpt2_124M_debug_state.bin */
 #define LLMC_TOKENIZER_MAGIC 20240328 /* gpt2_tokenizer.bin */
 
-static void errf(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void errf(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || errlen == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 /* ---- pattern expansion ------------------------------------------------------------------ */
 
 /* A growing list of unique paths in the order they were first seen. */

@@ -23,6 +23,7 @@
 #include "core/error.h"
 #include "core/timer.h"
 #include "io/metrics.h"
+#include "core/fileio.h"
 #include "io/shards.h"
 #include "io/tokenizer.h"
 #include <ctype.h>

@@ -6,6 +6,8 @@
 #include <string.h>
 #include "core/alloc.h"
 #include "core/error.h"
+#include "core/fileio.h"
+#include "core/version.h"
 #include "core/timer.h"
 #include "io/checkpoint.h"
 #include "parallel/comm.h"
@@ -13,9 +15,6 @@
 #include "train/checkpointing.h"
 #include "train/lr.h"
 
-#ifndef LLMT_VERSION
-#define LLMT_VERSION "0.1.0"
-#endif
 
 static int is_root(const trainer_t *tr) { return tr->grid->world_rank == 0; }
 
