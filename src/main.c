@@ -1,5 +1,6 @@
 /* main.c — llmtrain: init -> config -> grid -> model -> train / eval / generate -> finalize.
  * Usage: srun ./llmtrain input.nml   (or mpirun -np N ./llmtrain input.nml) */
+#include <hdf5.h>
 #include <mpi.h>
 #include <omp.h>
 #include <stdio.h>
@@ -7,11 +8,13 @@
 #include <string.h>
 #include "config/config.h"
 #include "core/error.h"
+#include "core/fault.h"
 #include "core/version.h"
 #include "kernels/ops.h"
 #include "parallel/grid.h"
 #include "parallel/topology.h"
 #include "parallel/watchdog.h"
+#include "train/checkpointing.h"
 #include "train/trainer.h"
 
 
@@ -54,15 +57,38 @@ static void refuse_unimplemented(const config_t *cfg) {
                    cfg->recompute);
 }
 
-/* Name each communicator once for the watchdog's messages, then start it. */
-static void start_watchdog(const grid_t *g, double timeout_s) {
+/* Name each communicator once for the watchdog's messages. */
+static void name_communicators(const grid_t *g) {
     watchdog_peers_of(g->dp_comm, "dp group");
     watchdog_peers_of(g->tp_comm, "tp group");
     watchdog_peers_of(g->pp_comm, "pp group");
     watchdog_peers_of(g->mp_comm, "model-parallel group");
     if (g->embed_comm != MPI_COMM_NULL) watchdog_peers_of(g->embed_comm, "embedding group");
-    watchdog_peers_of(MPI_COMM_WORLD, "all ranks");
-    watchdog_start(timeout_s, g->world_rank);
+}
+
+/* Before the namelist is read the ranks wait for each other with this timeout (the namelist's
+ * &checkpoint timeout_s takes over once it is known). */
+static double startup_timeout_s(void) {
+    const char *e = getenv("LLMT_STARTUP_TIMEOUT_S");
+    double t = e ? atof(e) : 0;
+    return t > 0 ? t : 600.0;
+}
+
+/* MPI with the thread level the program needs: OpenMP threads compute and a watchdog thread
+ * watches, but only the main thread calls MPI (FUNNELED). */
+static void init_mpi(int *argc, char ***argv) {
+    int provided = MPI_THREAD_SINGLE;
+    MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
+    if (provided < MPI_THREAD_FUNNELED)
+        die_call(__FILE__, __LINE__, "MPI_Init_thread(MPI_THREAD_FUNNELED)",
+                 "this MPI library provides no thread support; llmtrain's OpenMP and watchdog "
+                 "threads need MPI_THREAD_FUNNELED");
+    /* MPI errors come back as codes to MPI_CHECK (file:line and the MPI message), not as the
+     * library's own abort. */
+    MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+    /* HDF5 would print its whole diagnostic stack for every failed call: our one message
+     * (with the library's reason, see die_h5) replaces it. */
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
 }
 
 static void print_banner(const config_t *cfg, int world) {
@@ -79,7 +105,7 @@ static void print_banner(const config_t *cfg, int world) {
 }
 
 int main(int argc, char **argv) {
-    MPI_CHECK(MPI_Init(&argc, &argv));
+    init_mpi(&argc, &argv);
     int rank = 0, world = 1;
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
@@ -93,17 +119,31 @@ int main(int argc, char **argv) {
         MPI_Finalize();
         return 0;
     }
+    /* From here on a signal is remembered (and acted on collectively), and no wait for a peer
+     * goes unwatched, setup included. */
+    stop_signals_install();
+    watchdog_peers_of(MPI_COMM_WORLD, "all ranks");
+    watchdog_start(startup_timeout_s(), rank);
+    fault_point("startup", rank);
     config_t cfg;
+    watchdog_enter("reading the namelist", "all ranks");
     config_load(argv[1], &cfg);
+    watchdog_leave();
+    watchdog_set_timeout(cfg.timeout_s);
     refuse_unimplemented(&cfg);
+    fault_point("setup", rank);
     grid_t grid;
+    watchdog_enter("building the process grid", "all ranks");
     grid_create(&grid, &cfg, MPI_COMM_WORLD);
+    watchdog_leave();
+    name_communicators(&grid);
     if (rank == 0) print_banner(&cfg, world);
     topology_t topo;
+    watchdog_enter("placement (hwloc)", "all ranks");
     topology_place(&topo, MPI_COMM_WORLD, cfg.bind);
     topology_print(&topo, MPI_COMM_WORLD);
     grid_print(&grid, MPI_COMM_WORLD);
-    start_watchdog(&grid, cfg.timeout_s);
+    watchdog_leave();
     trainer_t tr;
     trainer_setup(&tr, &cfg, &grid, ops_cpu());
     tr.io_hints = topology_io_hints(&topo, MPI_COMM_WORLD, cfg.striping_factor, cfg.striping_unit);
@@ -118,10 +158,12 @@ int main(int argc, char **argv) {
     }
     MPI_CHECK(MPI_Info_free(&tr.io_hints));
     trainer_destroy(&tr);
-    watchdog_stop();
-    watchdog_forget_peers();
+    watchdog_enter("finishing", "all ranks");
     topology_destroy(&topo);
     grid_destroy(&grid);
+    watchdog_leave();
+    watchdog_stop();
+    watchdog_forget_peers();
     config_destroy(&cfg);
     MPI_CHECK(MPI_Finalize());
     return code;

@@ -128,6 +128,8 @@ static const key_spec_t key_specs[] = {
     INT_KEY(G_CHECKPOINT, "keep", ckpt_keep, 3, AT_LEAST(1)),
     STR_KEY(G_CHECKPOINT, "resume", resume, "none", NULL), /* 'none' | 'auto' | a path */
     REAL_KEY(G_CHECKPOINT, "timeout_s", timeout_s, 600, ABOVE(0)),
+    REAL_KEY(G_CHECKPOINT, "io_timeout_s", io_timeout_s, 3600, ABOVE(0)),
+    BOOL_KEY(G_CHECKPOINT, "overwrite", ckpt_overwrite, false),
     BOOL_KEY(G_CHECKPOINT, "save_weights", save_weights, 1),
     INT_KEY(G_CHECKPOINT, "striping_factor", striping_factor, 0, AT_LEAST(0)),
     INT_KEY(G_CHECKPOINT, "striping_unit", striping_unit, 0, AT_LEAST(0)),

@@ -71,6 +71,8 @@ typedef struct config {
     int ckpt_every, ckpt_keep;
     char resume[CFG_STR];   /* 'none' | 'auto' | path */
     double timeout_s;       /* watchdog: a wait longer than this ends the job with a message */
+    double io_timeout_s;    /* the same for checkpoint and weights reads and writes */
+    bool ckpt_overwrite;    /* key 'overwrite': a fresh run may replace an older run's files */
     bool save_weights;      /* write step-0 and final weights (weights_stepNNNNNN.h5) */
     int striping_factor;    /* Lustre: OSTs per checkpoint file (0 = file system default) */
     int striping_unit;      /* Lustre: stripe size in bytes (0 = default) */

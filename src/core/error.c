@@ -52,42 +52,60 @@ void die_mpi(const char *file, int line, const char *call, int code) {
     die_call(file, line, call, msg);
 }
 
-/* Walk the HDF5 error stack and keep the innermost message (the most specific one). */
+/* Walk the HDF5 error stack and keep the innermost message (the most specific one): the
+ * visitor is called outermost first when walking downward, so the last call wins. Where a
+ * system call failed HDF5 puts its errno text into the description. */
+typedef struct h5_text {
+    char *buf;
+    size_t len;
+} h5_text_t;
+
 static herr_t h5_walk(unsigned n, const H5E_error2_t *e, void *data) {
     (void)n;
-    char *buf = data;
-    snprintf(buf, 512, "%s (in %s)", e->desc ? e->desc : "?", e->func_name ? e->func_name : "?");
+    h5_text_t *t = data;
+    snprintf(t->buf, t->len, "%s (in %s)", e->desc ? e->desc : "?", e->func_name ? e->func_name : "?");
     return 0;
 }
 
+void h5_error_text(char *buf, size_t len) {
+    if (!buf || len == 0) return;
+    snprintf(buf, len, "unknown HDF5 error");
+    h5_text_t t = {buf, len};
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, h5_walk, &t);
+}
+
 void die_h5(const char *file, int line, const char *call) {
-    char msg[512] = "unknown HDF5 error";
-    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, h5_walk, msg);
+    char msg[512];
+    h5_error_text(msg, sizeof msg);
     die_call(file, line, call, msg);
 }
 
-
-_Noreturn void fatal_user(const char *fmt, ...) {
-    char body[2048], msg[2304];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(body, sizeof body, fmt, ap);
-    va_end(ap);
+_Noreturn void fatal_agreed(int exit_code, const char *body) {
+    char msg[2304];
     snprintf(msg, sizeof msg, "%s: error: %s", program, body);
-    int rank = error_world_rank();
-    if (rank == 0) fprintf(stderr, "%s\n", msg);
+    if (error_world_rank() == 0) fprintf(stderr, "%s\n", msg);
     if (fatal_hook) {
-        fatal_hook(LLMT_EXIT_USER, msg);
-        abort();  /* the hook must not return; unit tests longjmp out of it */
+        fatal_hook(exit_code, msg);
+        abort(); /* the hook must not return; unit tests longjmp out of it */
     }
     fflush(stdout);
     fflush(stderr);
     int init = 0, fin = 0;
     MPI_Initialized(&init);
     MPI_Finalized(&fin);
-    /* Every rank saw the same error: finish MPI cleanly so the launcher reports exit 2 on all. */
+    /* Every rank knows the same verdict: finish MPI cleanly so the launcher reports the code
+     * of every rank instead of an abort. */
     if (init && !fin) MPI_Finalize();
-    exit(LLMT_EXIT_USER);
+    exit(exit_code);
+}
+
+_Noreturn void fatal_user(const char *fmt, ...) {
+    char body[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(body, sizeof body, fmt, ap);
+    va_end(ap);
+    fatal_agreed(LLMT_EXIT_USER, body);
 }
 
 _Noreturn void fatal_user_here(const char *fmt, ...) {

@@ -24,6 +24,9 @@
 _Noreturn void die_call(const char *file, int line, const char *call, const char *msg);
 /* A user error seen by every rank alike: rank 0 prints "llmtrain: error: ...", all exit 2. */
 _Noreturn void fatal_user(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The verdict of a collective agreement (parallel/comm.c comm_agree): every rank calls it with
+ * the same message; rank 0 prints "llmtrain: error: <msg>", all finish MPI and exit with code. */
+_Noreturn void fatal_agreed(int exit_code, const char *msg);
 /* A user error only this rank knows about (e.g. one rank's file): prints with the rank, aborts all. */
 _Noreturn void fatal_user_here(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Format an error message into the caller's buffer — the one helper for functions that report
@@ -67,6 +70,9 @@ void die_mpi(const char *file, int line, const char *call, int code);
 
 /* HDF5: negative return is failure; the HDF5 error stack supplies the message. */
 void die_h5(const char *file, int line, const char *call);
+/* The innermost (most specific) message of HDF5's current error stack, with the function that
+ * raised it, e.g. "file write failed (in H5FD__mpio_write)"; "unknown HDF5 error" if empty. */
+void h5_error_text(char *buf, size_t len);
 #define H5_CHECK(call)                                                                   \
     do {                                                                                 \
         if ((long long)(call) < 0) die_h5(__FILE__, __LINE__, #call);                    \

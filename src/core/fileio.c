@@ -85,41 +85,36 @@ int file_publish(const char *tmp, const char *path) {
 char *file_read_whole(const char *path, size_t max_bytes, size_t *len, int *err) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return (*err = errno), NULL;
-    struct stat st = {0};
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        *err = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
-        if (fstat(fd, &st) != 0) *err = errno;
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        *err = errno;
         close(fd);
         return NULL;
     }
-    /* Read until end of file rather than trusting st_size (a file may grow or be a /proc file),
-     * but never past max_bytes. */
-    size_t cap = (size_t)st.st_size + 1 < 4096 ? 4096 : (size_t)st.st_size + 1, n = 0;
-    if (cap > max_bytes + 1) cap = max_bytes + 1;
+    if (!S_ISREG(st.st_mode) || (size_t)st.st_size > max_bytes) {
+        *err = S_ISDIR(st.st_mode) ? EISDIR : !S_ISREG(st.st_mode) ? EINVAL : EFBIG;
+        close(fd);
+        return NULL;
+    }
+    /* Read until end of file rather than trusting st_size (a file may grow while we read), but
+     * never more than max_bytes: one byte beyond the announced size tells whether it grew. */
+    size_t cap = (size_t)st.st_size + 2, n = 0;
     char *buf = malloc(cap);
-    if (!buf) {
-        *err = ENOMEM;
-        close(fd);
-        return NULL;
-    }
     for (;;) {
-        if (n + 1 >= cap) {
-            if (cap > max_bytes) {
-                *err = EFBIG;
-                free(buf);
-                close(fd);
-                return NULL;
-            }
-            size_t grown = 2 * cap > max_bytes + 1 ? max_bytes + 1 : 2 * cap;
+        if (!buf) {
+            *err = ENOMEM;
+            close(fd);
+            return NULL;
+        }
+        if (n + 1 == cap) {
+            if (n >= max_bytes + 1) break;
+            size_t grown = cap + cap / 2 + 4096;
+            if (grown > max_bytes + 2) grown = max_bytes + 2;
             char *b = realloc(buf, grown);
-            if (!b) {
-                *err = ENOMEM;
-                free(buf);
-                close(fd);
-                return NULL;
-            }
+            if (!b) free(buf);
             buf = b;
             cap = grown;
+            continue;
         }
         ssize_t r = read(fd, buf + n, cap - 1 - n);
         if (r < 0 && errno == EINTR) continue;
@@ -133,6 +128,11 @@ char *file_read_whole(const char *path, size_t max_bytes, size_t *len, int *err)
         n += (size_t)r;
     }
     close(fd);
+    if (n > max_bytes) {
+        free(buf);
+        *err = EFBIG;
+        return NULL;
+    }
     buf[n] = '\0';
     *len = n;
     return buf;

@@ -2,116 +2,100 @@
  * checkpoint.h). Every parameter is a dataset in its GLOBAL shape; each rank moves exactly the
  * hyperslabs its registry says it owns, so the file does not depend on the grid that wrote it.
  * All HDF5 calls that touch metadata (create, attributes) are made by every rank with the same
- * arguments, as parallel HDF5 requires; only the data selections differ between ranks. */
+ * arguments, as parallel HDF5 requires; only the data selections differ between ranks.
+ *
+ * Failures: no HDF5 call here aborts. A rank that sees a failure records it and keeps making
+ * the same collective calls as the others; the ranks agree on the outcome at fixed points (after
+ * each dataset's creation, with each dataset's checksum, at the end), so they all stop at the
+ * same place, close what is open and report one message. HDF5's automatic error printing is
+ * off (main.c): the message carries the library's innermost reason instead. */
 #include "io/checkpoint.h"
-#include "core/alloc.h"
-#include "core/error.h"
-#include "core/version.h"
+#include <errno.h>
 #include <hdf5.h>
-#include <stdio.h>
+#include <limits.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-
+#include <unistd.h>
+#include "core/alloc.h"
+#include "core/error.h"
+#include "core/fault.h"
+#include "core/fileio.h"
+#include "core/version.h"
+#include "parallel/comm.h"
 
 #define CKPT_FORMAT "llmtrain-checkpoint"
 #define CKPT_FORMAT_VERSION 1
 /* An attribute lives in the object header, which holds at most 64 KiB: longer namelist texts
  * go to the dataset /config instead. */
 #define CKPT_CONFIG_ATTR_MAX 60000
+/* No string attribute we read is longer than this: a larger size in a damaged file is refused
+ * instead of allocated. */
+#define CKPT_STR_ATTR_MAX (1 << 20)
 
-/* ---- small HDF5 helpers ----------------------------------------------------------------- */
+/* ---- small HDF5 helpers (writing) -------------------------------------------------------------
+ * They return < 0 on failure and never abort; the writer turns that into its message. */
 
-/* A fixed-length, NUL-terminated string type holding `len` characters (at least one byte). */
-static hid_t str_type(size_t len) {
+/* A fixed-length, NUL-terminated string type of `len` characters (at least one byte). */
+static hid_t str_type(size_t len, H5T_cset_t cset) {
     hid_t t = H5Tcopy(H5T_C_S1);
-    H5_CHECK(t);
-    H5_CHECK(H5Tset_size(t, len + 1));
-    H5_CHECK(H5Tset_strpad(t, H5T_STR_NULLTERM));
+    if (t < 0) return t;
+    if (H5Tset_size(t, len + 1) < 0 || H5Tset_strpad(t, H5T_STR_NULLTERM) < 0 ||
+        H5Tset_cset(t, cset) < 0) {
+        H5Tclose(t);
+        return -1;
+    }
     return t;
 }
 
-static void write_str_attr(hid_t loc, const char *name, const char *value) {
-    hid_t type = str_type(strlen(value));
+static herr_t write_attr(hid_t loc, const char *name, hid_t file_type, hid_t mem_type,
+                         const void *value) {
     hid_t space = H5Screate(H5S_SCALAR);
-    H5_CHECK(space);
-    hid_t attr = H5Acreate2(loc, name, type, space, H5P_DEFAULT, H5P_DEFAULT);
-    H5_CHECK(attr);
-    H5_CHECK(H5Awrite(attr, type, value));
-    H5_CHECK(H5Aclose(attr));
-    H5_CHECK(H5Sclose(space));
-    H5_CHECK(H5Tclose(type));
-}
-
-static void write_int_attr(hid_t loc, const char *name, hid_t file_type, hid_t mem_type,
-                           const void *value) {
-    hid_t space = H5Screate(H5S_SCALAR);
-    H5_CHECK(space);
+    if (space < 0) return -1;
     hid_t attr = H5Acreate2(loc, name, file_type, space, H5P_DEFAULT, H5P_DEFAULT);
-    H5_CHECK(attr);
-    H5_CHECK(H5Awrite(attr, mem_type, value));
-    H5_CHECK(H5Aclose(attr));
-    H5_CHECK(H5Sclose(space));
-}
-
-/* Read a string attribute (fixed or variable length) into buf; -1 if it is absent. */
-static int read_str_attr(hid_t loc, const char *name, char *buf, size_t len) {
-    if (H5Aexists(loc, name) <= 0) return -1;
-    hid_t attr = H5Aopen(loc, name, H5P_DEFAULT);
-    H5_CHECK(attr);
-    hid_t ftype = H5Aget_type(attr);
-    H5_CHECK(ftype);
-    int rc = -1;
-    if (H5Tget_class(ftype) == H5T_STRING) {
-        if (H5Tis_variable_str(ftype) > 0) {
-            char *s = NULL;
-            hid_t mtype = H5Tcopy(H5T_C_S1);
-            H5_CHECK(H5Tset_size(mtype, H5T_VARIABLE));
-            H5_CHECK(H5Aread(attr, mtype, &s));
-            snprintf(buf, len, "%s", s ? s : "");
-            H5free_memory(s);
-            H5_CHECK(H5Tclose(mtype));
-        } else {
-            size_t n = H5Tget_size(ftype);
-            char *s = xcalloc(n + 1, 1);
-            hid_t mtype = str_type(n);
-            H5_CHECK(H5Aread(attr, mtype, s));
-            snprintf(buf, len, "%s", s);
-            H5_CHECK(H5Tclose(mtype));
-            xfree(s);
-        }
-        rc = 0;
-    }
-    H5_CHECK(H5Tclose(ftype));
-    H5_CHECK(H5Aclose(attr));
+    herr_t rc = attr < 0 ? -1 : H5Awrite(attr, mem_type, value);
+    if (attr >= 0 && H5Aclose(attr) < 0) rc = -1;
+    H5Sclose(space);
     return rc;
 }
 
-/* Read an integer attribute as int64; -1 if it is absent. */
-static int read_i64_attr(hid_t loc, const char *name, int64_t *value) {
-    if (H5Aexists(loc, name) <= 0) return -1;
-    hid_t attr = H5Aopen(loc, name, H5P_DEFAULT);
-    H5_CHECK(attr);
-    H5_CHECK(H5Aread(attr, H5T_NATIVE_INT64, value));
-    H5_CHECK(H5Aclose(attr));
-    return 0;
+static herr_t write_str_attr(hid_t loc, const char *name, const char *value) {
+    hid_t type = str_type(strlen(value), H5T_CSET_ASCII);
+    if (type < 0) return -1;
+    herr_t rc = write_attr(loc, name, type, type, value);
+    H5Tclose(type);
+    return rc;
+}
+
+static herr_t write_i64_attr(hid_t loc, const char *name, int64_t value) {
+    return write_attr(loc, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &value);
+}
+
+static herr_t write_i32_attr(hid_t loc, const char *name, int32_t value) {
+    return write_attr(loc, name, H5T_STD_I32LE, H5T_NATIVE_INT32, &value);
 }
 
 /* A file access list for the MPI-IO driver on `comm`, with collective metadata operations
  * (one rank reads or writes metadata and shares it, instead of every rank hitting the FS). */
-static hid_t mpio_fapl(MPI_Comm comm, MPI_Info info) {
+static hid_t mpio_fapl(MPI_Comm comm, MPI_Info info, hsize_t meta_block) {
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    H5_CHECK(fapl);
-    H5_CHECK(H5Pset_fapl_mpio(fapl, comm, info));
-    H5_CHECK(H5Pset_all_coll_metadata_ops(fapl, 1));
-    H5_CHECK(H5Pset_coll_metadata_write(fapl, 1));
+    if (fapl < 0) return -1;
+    if (H5Pset_fapl_mpio(fapl, comm, info) < 0 || H5Pset_all_coll_metadata_ops(fapl, 1) < 0 ||
+        H5Pset_coll_metadata_write(fapl, 1) < 0 ||
+        (meta_block > 0 && H5Pset_meta_block_size(fapl, meta_block) < 0)) {
+        H5Pclose(fapl);
+        return -1;
+    }
     return fapl;
 }
 
 static hid_t collective_dxpl(void) {
     hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
-    H5_CHECK(dxpl);
-    H5_CHECK(H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE));
+    if (dxpl >= 0 && H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE) < 0) {
+        H5Pclose(dxpl);
+        return -1;
+    }
     return dxpl;
 }
 
@@ -120,15 +104,14 @@ static hid_t collective_dxpl(void) {
 /* Select in `fspace` the union of this rank's hyperslabs of p (or nothing), and return the
  * matching memory space: the local shard as a flat array. HDF5 enumerates a selection in
  * row-major file order, which is exactly the row-major order of the local shard, also when
- * split_blocks = 3 (local rows are q part | k part | v part, in file order). */
+ * split_blocks = 3 (local rows are q part | k part | v part, in file order). < 0 on failure. */
 static hid_t select_local_shard(const param_t *p, const params_t *P, hid_t fspace,
                                 bool this_rank_moves_data) {
     hsize_t local = p->numel > 0 ? (hsize_t)p->numel : 1;
     hid_t mspace = H5Screate_simple(1, &local, NULL);
-    H5_CHECK(mspace);
+    if (mspace < 0) return -1;
     if (!this_rank_moves_data || p->numel == 0) {
-        H5_CHECK(H5Sselect_none(fspace));
-        H5_CHECK(H5Sselect_none(mspace));
+        if (H5Sselect_none(fspace) < 0 || H5Sselect_none(mspace) < 0) goto fail;
         return mspace;
     }
     int64_t start[3][2], count[3][2];
@@ -138,13 +121,17 @@ static hid_t select_local_shard(const param_t *p, const params_t *P, hid_t fspac
     for (int b = 0; b < nblk; b++) {
         hsize_t st[2] = {(hsize_t)start[b][0], (hsize_t)start[b][1]};
         hsize_t ct[2] = {(hsize_t)count[b][0], (hsize_t)count[b][1]};
-        H5_CHECK(H5Sselect_hyperslab(fspace, b == 0 ? H5S_SELECT_SET : H5S_SELECT_OR, st, NULL,
-                                     ct, NULL));
+        if (H5Sselect_hyperslab(fspace, b == 0 ? H5S_SELECT_SET : H5S_SELECT_OR, st, NULL, ct,
+                                NULL) < 0)
+            goto fail;
         total += ct[0] * (p->ndim == 2 ? ct[1] : 1);
     }
     ASSERT(total == (hsize_t)p->numel); /* registry and hyperslabs agree */
     ASSERT(H5Sget_select_npoints(fspace) == (hssize_t)p->numel);
     return mspace;
+fail:
+    H5Sclose(mspace);
+    return -1;
 }
 
 /* The GLOBAL shape of p as HDF5 dims (1-D parameters are stored 1-D). */
@@ -153,9 +140,6 @@ static int global_dims(const param_t *p, hsize_t dims[2]) {
     dims[1] = (hsize_t)p->shape[1];
     return p->ndim;
 }
-
-/* ---- write ---------------------------------------------------------------------------------- */
-
 
 /* ---- checksums ------------------------------------------------------------------------------ */
 
@@ -181,135 +165,288 @@ static uint64_t local_checksum(const param_t *p, const params_t *P, const float 
     return sum;
 }
 
-/* Whether this rank holds the one copy of p's local elements that is written and checked. */
+/* Whether this rank holds the one copy of p's local elements that is written. */
 static bool owns_copy(const param_t *p, const params_t *P, int owner) {
     return owner && p->held && !p->tied_copy && (p->split_dim >= 0 || P->tp_rank == 0);
 }
 
-/* ---- write ---------------------------------------------------------------------------------- */
+/* ---- write ----------------------------------------------------------------------------------
+ * Two phases, so that a failed data write never leaves dirty metadata behind:
+ *  1. every dataset and attribute is created (checksums are computed from the host copies and
+ *     reduced before any data is written) and the metadata is flushed to the file;
+ *  2. the tensor data is written, one collective H5Dwrite per dataset, the ranks agreeing on
+ *     the outcome after each.
+ * Why: parallel HDF5 flushes dirty metadata collectively when a file is closed, and after a
+ * write error that flush can leave the ranks in different collectives of the library (the rank
+ * that failed skips a synchronisation point): a hang. With the metadata flushed before the first
+ * data write, a failure in phase 2 leaves nothing to flush and the close stays collective. */
 
-static void write_root_attributes(hid_t file, const ckpt_meta_t *meta, bool config_as_attr,
-                                  const char *kind) {
-    const int32_t version = CKPT_FORMAT_VERSION;
-    const int32_t vocab = meta->vocab_size, padded = meta->padded_vocab;
-    write_str_attr(file, "format", CKPT_FORMAT);
-    write_int_attr(file, "format_version", H5T_STD_I32LE, H5T_NATIVE_INT32, &version);
-    write_str_attr(file, "llmtrain_version", LLMT_VERSION);
-    write_str_attr(file, "kind", kind);
-    write_int_attr(file, "step", H5T_STD_I64LE, H5T_NATIVE_INT64, &meta->step);
-    write_int_attr(file, "seed", H5T_STD_I64LE, H5T_NATIVE_INT64, &meta->seed);
-    write_int_attr(file, "vocab_size", H5T_STD_I32LE, H5T_NATIVE_INT32, &vocab);
-    write_int_attr(file, "padded_vocab", H5T_STD_I32LE, H5T_NATIVE_INT32, &padded);
-    if (config_as_attr) write_str_attr(file, "config", meta->config_text ? meta->config_text : "");
+/* All metadata goes in one block at the start of the file, before the tensor data: then the
+ * metadata flush at the end of phase 1 writes only there, and a file that cannot grow fails in
+ * phase 2, in the data, where a failure is clean. About 1 KiB per dataset (object header,
+ * checksum attribute, group entries), the root attributes with the config text, and room. */
+static hsize_t meta_block_bytes(const params_t *P, bool with_optimizer) {
+    return (hsize_t)(with_optimizer ? 3 : 1) * (hsize_t)P->n * 2048 + (256 << 10);
 }
 
-static void write_state_attributes(hid_t file, const ckpt_state_t *s) {
+double ckpt_file_bytes(const params_t *P, bool with_optimizer) {
+    double tensors = (double)P->n_global * sizeof(float) * (with_optimizer ? 3 : 1);
+    return tensors + (double)meta_block_bytes(P, with_optimizer) + (64 << 10);
+}
+
+typedef struct writer {
+    MPI_Comm comm;
+    const params_t *P;
+    int owner;
+    hid_t dxpl;
+    int bad;        /* this rank saw a failure (the first one is in msg) */
+    int agreed_bad; /* some rank did, and every rank knows */
+    char msg[1800];
+} writer_t;
+
+/* One dataset created in phase 1, written in phase 2. */
+typedef struct pending {
+    hid_t dset, mem_type;
+    const param_t *p;   /* NULL: the /config string, written by rank 0 */
+    const void *data;
+    char object[96];
+} pending_t;
+
+/* Record this rank's first failure: which call, on what, and HDF5's reason. */
+static void w_fail(writer_t *w, const char *what, const char *object) {
+    if (w->bad++) return;
+    char why[512];
+    h5_error_text(why, sizeof why);
+    snprintf(w->msg, sizeof w->msg, "%s %s failed: %s", what, object, why);
+}
+
+#define W_TRY(w, call, what, object)                                     \
+    do {                                                                 \
+        if (!(w)->bad && (long long)(call) < 0) w_fail(w, what, object); \
+    } while (0)
+
+/* The ranks compare notes: afterwards every rank knows whether any failed. */
+static int w_agree(writer_t *w) {
+    if (w->agreed_bad) return -1;
+    int bad = w->bad != 0;
+    comm_allreduce(&bad, 1, MPI_INT, MPI_MAX, w->comm, "checkpoint write");
+    w->agreed_bad = bad;
+    return bad ? -1 : 0;
+}
+
+static void write_root_attributes(writer_t *w, hid_t file, const ckpt_meta_t *meta,
+                                  bool config_as_attr, const char *kind) {
+    const struct {
+        const char *name;
+        int32_t value;
+    } ints[] = {{"format_version", CKPT_FORMAT_VERSION}, {"vocab_size", meta->vocab_size},
+                {"padded_vocab", meta->padded_vocab},     {"n_layer", meta->n_layer},
+                {"n_head", meta->n_head},                 {"d_model", meta->d_model},
+                {"d_ff", meta->d_ff},                     {"seq_len", meta->seq_len}};
+    W_TRY(w, write_str_attr(file, "format", CKPT_FORMAT), "writing attribute", "format");
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        W_TRY(w, write_i32_attr(file, ints[i].name, ints[i].value), "writing attribute", ints[i].name);
+    W_TRY(w, write_str_attr(file, "llmtrain_version", LLMT_VERSION), "writing attribute", "llmtrain_version");
+    W_TRY(w, write_str_attr(file, "kind", kind), "writing attribute", "kind");
+    W_TRY(w, write_str_attr(file, "run_id", meta->run_id), "writing attribute", "run_id");
+    W_TRY(w, write_i64_attr(file, "step", meta->step), "writing attribute", "step");
+    W_TRY(w, write_i64_attr(file, "seed", meta->seed), "writing attribute", "seed");
+    if (config_as_attr)
+        W_TRY(w, write_str_attr(file, "config", meta->config_text ? meta->config_text : ""),
+              "writing attribute", "config");
+}
+
+static void write_state_attributes(writer_t *w, hid_t file, const ckpt_state_t *s) {
     const int64_t *v[] = {&s->tokens_seen, &s->sample_pos, &s->adam_t, &s->skipped,
                           &s->global_batch, &s->grid_dp, &s->grid_tp, &s->grid_pp};
     const char *names[] = {"tokens_seen", "sample_pos", "adam_t", "skipped", "global_batch",
                            "grid_dp", "grid_tp", "grid_pp"};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
-        write_int_attr(file, names[i], H5T_STD_I64LE, H5T_NATIVE_INT64, v[i]);
-    write_int_attr(file, "loss_scale", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &s->loss_scale);
+        W_TRY(w, write_i64_attr(file, names[i], *v[i]), "writing attribute", names[i]);
+    W_TRY(w, write_attr(file, "loss_scale", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &s->loss_scale),
+          "writing attribute", "loss_scale");
 }
 
-/* A namelist too long for an attribute: a scalar string dataset /config, written by rank 0. */
-static void write_config_dataset(hid_t file, const char *text, int rank, hid_t dxpl) {
-    hid_t type = str_type(strlen(text));
-    hid_t fspace = H5Screate(H5S_SCALAR), mspace = H5Screate(H5S_SCALAR);
-    H5_CHECK(fspace);
-    H5_CHECK(mspace);
-    hid_t dset = H5Dcreate2(file, "config", type, fspace, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    H5_CHECK(dset);
-    if (rank != 0) {
-        H5_CHECK(H5Sselect_none(fspace));
-        H5_CHECK(H5Sselect_none(mspace));
+/* Dataset creation properties: no timestamps in the object headers, so the same state gives
+ * the same file bytes and a data write never touches metadata. */
+static hid_t quiet_dcpl(void) {
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    if (dcpl >= 0 && H5Pset_obj_track_times(dcpl, 0) < 0) {
+        H5Pclose(dcpl);
+        return -1;
     }
-    H5_CHECK(H5Dwrite(dset, type, mspace, fspace, dxpl, text));
-    H5_CHECK(H5Dclose(dset));
-    H5_CHECK(H5Sclose(mspace));
-    H5_CHECK(H5Sclose(fspace));
-    H5_CHECK(H5Tclose(type));
+    return dcpl;
 }
 
-/* One tensor: collective create, each owner writes its hyperslabs, then the combined checksum
- * as an attribute (same value on every rank, as collective metadata requires). */
-static void write_param(hid_t group, const params_t *P, const param_t *p, const float *flat,
-                        bool this_rank_writes, hid_t dxpl, MPI_Comm comm) {
-    hsize_t dims[2];
-    hid_t fspace = H5Screate_simple(global_dims(p, dims), dims, NULL);
-    H5_CHECK(fspace);
-    hid_t dset = H5Dcreate2(group, p->name, H5T_IEEE_F32LE, fspace, H5P_DEFAULT, H5P_DEFAULT,
-                            H5P_DEFAULT);
-    H5_CHECK(dset);
-    hid_t mspace = select_local_shard(p, P, fspace, this_rank_writes);
-    /* Collective: ranks with nothing to write still take part, with empty selections. */
-    H5_CHECK(H5Dwrite(dset, H5T_NATIVE_FLOAT, mspace, fspace, dxpl, flat + p->offset));
-    uint64_t sum = this_rank_writes ? local_checksum(p, P, flat + p->offset) : 0;
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_UINT64_T, MPI_SUM, comm));
-    write_int_attr(dset, "checksum", H5T_STD_U64LE, H5T_NATIVE_UINT64, &sum);
-    H5_CHECK(H5Sclose(mspace));
-    H5_CHECK(H5Dclose(dset));
-    H5_CHECK(H5Sclose(fspace));
+/* Phase 1 for a namelist too long for an attribute: the scalar string dataset /config. */
+static void create_config_dataset(writer_t *w, hid_t file, const char *text, hid_t dcpl,
+                                  pending_t *pd) {
+    memset(pd, 0, sizeof *pd);
+    pd->dset = pd->mem_type = -1;
+    snprintf(pd->object, sizeof pd->object, "/config");
+    pd->data = text;
+    hid_t type = str_type(strlen(text), H5T_CSET_ASCII), space = H5Screate(H5S_SCALAR);
+    if (type >= 0 && space >= 0)
+        pd->dset = H5Dcreate2(file, "config", type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    W_TRY(w, pd->dset, "creating dataset", "/config");
+    pd->mem_type = type;
+    if (space >= 0) H5Sclose(space);
 }
 
-static double write_tensor_group(hid_t parent, const char *name, const params_t *P,
-                                 const float *flat, int owner, hid_t dxpl, MPI_Comm comm) {
+/* Phase 1 for one tensor group: each dataset in its global shape with its checksum attribute
+ * (the same value on every rank, as collective metadata requires). Returns its bytes. */
+static double create_tensor_group(writer_t *w, hid_t file, const char *name, const float *flat,
+                                  hid_t dcpl, pending_t *pd) {
+    const int n = w->P->n;
+    for (int i = 0; i < n; i++) pd[i] = (pending_t){.dset = -1, .mem_type = H5T_NATIVE_FLOAT};
     hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
-    H5_CHECK(lcpl);
-    H5_CHECK(H5Pset_create_intermediate_group(lcpl, 1));
-    hid_t group = H5Gcreate2(parent, name, lcpl, H5P_DEFAULT, H5P_DEFAULT);
-    H5_CHECK(group);
+    W_TRY(w, lcpl, "creating a link property list for", name);
+    if (lcpl >= 0) W_TRY(w, H5Pset_create_intermediate_group(lcpl, 1), "creating group", name);
+    hid_t group = w->bad ? -1 : H5Gcreate2(file, name, lcpl, H5P_DEFAULT, H5P_DEFAULT);
+    W_TRY(w, group, "creating group", name);
+    /* the checksums of every tensor in one reduction: sums of this rank's owned parts */
+    uint64_t *sums = xcalloc((size_t)n, sizeof *sums);
+    for (int i = 0; i < n; i++)
+        if (owns_copy(&w->P->p[i], w->P, w->owner))
+            sums[i] = local_checksum(&w->P->p[i], w->P, flat + w->P->p[i].offset);
+    comm_allreduce(sums, n, MPI_UINT64_T, MPI_SUM, w->comm, "checkpoint write");
     double bytes = 0;
-    for (int i = 0; i < P->n; i++) {
-        const param_t *p = &P->p[i];
-        bool writes = owns_copy(p, P, owner);
-        write_param(group, P, p, flat, writes, dxpl, comm);
+    for (int i = 0; i < n && group >= 0; i++) {
+        const param_t *p = &w->P->p[i];
+        pd[i].p = p;
+        pd[i].data = flat + p->offset;
+        snprintf(pd[i].object, sizeof pd[i].object, "/%s/%s", name, p->name);
+        hsize_t dims[2];
+        hid_t fspace = H5Screate_simple(global_dims(p, dims), dims, NULL);
+        if (!w->bad && fspace >= 0)
+            pd[i].dset = H5Dcreate2(group, p->name, H5T_IEEE_F32LE, fspace, H5P_DEFAULT, dcpl,
+                                    H5P_DEFAULT);
+        W_TRY(w, pd[i].dset, "creating dataset", pd[i].object);
+        if (pd[i].dset >= 0)
+            W_TRY(w, write_attr(pd[i].dset, "checksum", H5T_STD_U64LE, H5T_NATIVE_UINT64, &sums[i]),
+                  "writing the checksum of", pd[i].object);
+        if (fspace >= 0) H5Sclose(fspace);
         bytes += (double)p->shape[0] * p->shape[1] * sizeof(float);
     }
-    H5_CHECK(H5Gclose(group));
-    H5_CHECK(H5Pclose(lcpl));
+    xfree(sums);
+    if (group >= 0 && H5Gclose(group) < 0) w_fail(w, "closing group", name);
+    if (lcpl >= 0) H5Pclose(lcpl);
     return bytes;
 }
 
-double ckpt_save(const char *path, MPI_Comm comm, MPI_Info info, const params_t *P,
-                 const float *params, const float *m, const float *v, const ckpt_meta_t *meta,
-                 const ckpt_state_t *state, int owner) {
-    int rank;
-    MPI_CHECK(MPI_Comm_rank(comm, &rank));
-    char tmp[1024];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
-        fatal_user("checkpoint path too long: %s", path);
-    hid_t fapl = mpio_fapl(comm, info);
-    MPI_CHECK(MPI_Barrier(comm));
-    hid_t file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
-    if (file < 0) fatal_user("cannot create checkpoint file %s (is its directory writable?)", tmp);
-    H5_CHECK(H5Pclose(fapl));
-
-    const char *text = meta->config_text ? meta->config_text : "";
-    bool config_as_attr = strlen(text) <= CKPT_CONFIG_ATTR_MAX;
-    write_root_attributes(file, meta, config_as_attr, state ? "checkpoint" : "weights");
-    if (state) write_state_attributes(file, state);
-    hid_t dxpl = collective_dxpl();
-    if (!config_as_attr) write_config_dataset(file, text, rank, dxpl);
-    double bytes = write_tensor_group(file, "model", P, params, owner, dxpl, comm);
-    if (m && v) {
-        bytes += write_tensor_group(file, "optimizer/adamw/m", P, m, owner, dxpl, comm);
-        bytes += write_tensor_group(file, "optimizer/adamw/v", P, v, owner, dxpl, comm);
+/* Phase 2 for one dataset: every rank takes part in the collective write (with an empty
+ * selection when it writes nothing), then the ranks agree on the outcome. */
+static void write_pending(writer_t *w, const pending_t *pd, int rank) {
+    hid_t fspace = H5Dget_space(pd->dset), mspace = -1;
+    bool mine = pd->p ? owns_copy(pd->p, w->P, w->owner) : rank == 0;
+    if (fspace < 0) {
+        w_fail(w, "selecting", pd->object);
+    } else if (pd->p) {
+        mspace = select_local_shard(pd->p, w->P, fspace, mine);
+    } else {
+        mspace = H5Screate(H5S_SCALAR);
+        if (mspace >= 0 && !mine && (H5Sselect_none(fspace) < 0 || H5Sselect_none(mspace) < 0)) {
+            H5Sclose(mspace);
+            mspace = -1;
+        }
     }
-    H5_CHECK(H5Pclose(dxpl));
-    /* Make the data durable before the rename publishes the file. */
-    H5_CHECK(H5Fflush(file, H5F_SCOPE_GLOBAL));
-    H5_CHECK(H5Fclose(file));
-    MPI_CHECK(MPI_Barrier(comm));
-    if (rank == 0) SYS_CHECK(rename(tmp, path));
-    MPI_CHECK(MPI_Barrier(comm)); /* every rank returns with the final name in place */
+    if (fspace >= 0 && mspace < 0) w_fail(w, "selecting", pd->object);
+    /* a rank that failed to select still joins with an empty write: the call is collective */
+    if (fspace >= 0 && mspace < 0 && (mspace = H5Screate(H5S_NULL)) >= 0) H5Sselect_none(fspace);
+    if (H5Dwrite(pd->dset, pd->mem_type, mspace >= 0 ? mspace : H5S_ALL, fspace >= 0 ? fspace : H5S_ALL,
+                 w->dxpl, pd->data) < 0)
+        w_fail(w, "writing dataset", pd->object);
+    if (mspace >= 0) H5Sclose(mspace);
+    if (fspace >= 0) H5Sclose(fspace);
+    w_agree(w);
+}
+
+/* Everything inside the open file; the caller closes it. Returns the tensor bytes. */
+static double write_contents(writer_t *w, hid_t file, int rank, const float *params,
+                             const float *m, const float *v, const ckpt_meta_t *meta,
+                             const ckpt_state_t *state) {
+    const char *text = meta->config_text ? meta->config_text : "";
+    const bool config_as_attr = strlen(text) <= CKPT_CONFIG_ATTR_MAX;
+    const int n = w->P->n, groups = m && v ? 3 : 1;
+    const float *flat[3] = {params, m, v};
+    const char *names[3] = {"model", "optimizer/adamw/m", "optimizer/adamw/v"};
+    pending_t *pd = xcalloc((size_t)(groups * n + 1), sizeof *pd), *config = &pd[groups * n];
+    config->dset = -1;
+    hid_t dcpl = quiet_dcpl();
+    W_TRY(w, dcpl, "creating dataset properties for", "the file");
+    write_root_attributes(w, file, meta, config_as_attr, state ? "checkpoint" : "weights");
+    if (state) write_state_attributes(w, file, state);
+    if (!config_as_attr) create_config_dataset(w, file, text, dcpl, config);
+    double bytes = 0;
+    for (int g = 0; g < groups && w_agree(w) == 0; g++)
+        bytes += create_tensor_group(w, file, names[g], flat[g], dcpl, pd + g * n);
+    /* the end of phase 1: all metadata on disk before the first byte of data */
+    if (w_agree(w) == 0) W_TRY(w, H5Fflush(file, H5F_SCOPE_GLOBAL), "flushing the metadata of", "the file");
+    if (w_agree(w) == 0 && config->dset >= 0) write_pending(w, config, rank);
+    for (int i = 0; i < groups * n && !w->agreed_bad; i++) write_pending(w, &pd[i], rank);
+    /* make the data durable before the rename publishes the file */
+    if (w_agree(w) == 0) W_TRY(w, H5Fflush(file, H5F_SCOPE_GLOBAL), "flushing", "the file");
+    for (int i = 0; i <= groups * n; i++)
+        if (pd[i].dset >= 0 && H5Dclose(pd[i].dset) < 0) w_fail(w, "closing dataset", pd[i].object);
+    if (config->mem_type >= 0 && config->dset >= 0) H5Tclose(config->mem_type);
+    if (dcpl >= 0) H5Pclose(dcpl);
+    xfree(pd);
     return bytes;
 }
 
-void ckpt_write_weights(const char *path, MPI_Comm comm, const params_t *P, const float *flat,
-                        const ckpt_meta_t *meta, int writer) {
-    ckpt_save(path, comm, MPI_INFO_NULL, P, flat, NULL, NULL, meta, NULL, writer);
+int ckpt_save(const char *path, MPI_Comm comm, MPI_Info info, const params_t *P,
+              const float *params, const float *m, const float *v, const ckpt_meta_t *meta,
+              const ckpt_state_t *state, int owner, double *written, char *err, size_t errlen) {
+    int rank, world_rank;
+    MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
+    char tmp[1100];
+    *written = 0;
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+        return errf(err, errlen, "%s: path too long", path);
+    writer_t w = {.comm = comm, .P = P, .owner = owner, .dxpl = -1};
+    hid_t fapl = mpio_fapl(comm, info, meta_block_bytes(P, m && v));
+    W_TRY(&w, fapl, "setting up MPI-IO for", tmp);
+    w.dxpl = collective_dxpl();
+    W_TRY(&w, w.dxpl, "setting up collective transfers for", tmp);
+    hid_t file = w.bad ? -1 : H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    if (file < 0 && !w.bad) {
+        char why[512];
+        h5_error_text(why, sizeof why);
+        w.bad = 1;
+        snprintf(w.msg, sizeof w.msg, "cannot create %s (is its directory there and writable?): "
+                 "%s", tmp, why);
+    }
+    if (fapl >= 0) H5Pclose(fapl);
+    double bytes = 0;
+    if (w_agree(&w) == 0) {
+        fault_point(state ? "save" : "weights", world_rank);
+        bytes = write_contents(&w, file, rank, params, m, v, meta, state);
+    }
+    if (file >= 0 && H5Fclose(file) < 0) w_fail(&w, "closing", tmp);
+    if (w.dxpl >= 0) H5Pclose(w.dxpl);
+    /* A rank that saw nothing wrong joins the agreement with NULL; the failing rank's message
+     * reaches every rank. */
+    int failed = comm_agree(comm, w.bad ? w.msg : NULL, err, errlen);
+    if (!failed && rank == 0 && file_publish(tmp, path) != 0) {
+        snprintf(w.msg, sizeof w.msg, "cannot publish %s as %s: %s", tmp, path, strerror(errno));
+        w.bad = 1;
+    }
+    if (!failed) failed = comm_agree(comm, rank == 0 && w.bad ? w.msg : NULL, err, errlen);
+    if (failed) {
+        if (rank == 0) unlink(tmp); /* the old file of this name, if any, is untouched */
+        comm_barrier(comm, "checkpoint write");
+        return -1;
+    }
+    *written = bytes;
+    return 0;
+}
+
+int ckpt_write_weights(const char *path, MPI_Comm comm, const params_t *P, const float *flat,
+                       const ckpt_meta_t *meta, int writer, char *err, size_t errlen) {
+    double written;
+    return ckpt_save(path, comm, MPI_INFO_NULL, P, flat, NULL, NULL, meta, NULL, writer,
+                     &written, err, errlen);
 }
 
 /* ---- read ------------------------------------------------------------------------------------
@@ -327,13 +464,82 @@ static void format_dims(char *buf, size_t len, int ndim, const hsize_t *dims) {
 
 typedef struct reader {
     const char *path;
-    MPI_Comm comm;
+    MPI_Comm comm, copy_comm;
     const params_t *P;
-    int owner;
     hid_t dxpl;
     char *msg;
     size_t len;
 } reader_t;
+
+/* Read a string attribute (fixed or variable length, ASCII or UTF-8 as h5py writes them) into
+ * buf. 0; 1 when absent; -1 when it exists but cannot be read (damaged, not a string, absurd
+ * size). */
+static int read_str_attr(hid_t loc, const char *name, char *buf, size_t len) {
+    htri_t exists = H5Aexists(loc, name);
+    if (exists == 0) return 1;
+    if (exists < 0) return -1;
+    hid_t attr = H5Aopen(loc, name, H5P_DEFAULT);
+    hid_t ftype = attr < 0 ? -1 : H5Aget_type(attr);
+    int rc = -1;
+    if (ftype >= 0 && H5Tget_class(ftype) == H5T_STRING) {
+        /* the memory type must carry the file's character set, or HDF5 refuses to convert */
+        H5T_cset_t cset = H5Tget_cset(ftype);
+        if (H5Tis_variable_str(ftype) > 0) {
+            char *s = NULL;
+            hid_t mtype = H5Tcopy(H5T_C_S1);
+            if (mtype >= 0 && H5Tset_size(mtype, H5T_VARIABLE) >= 0 && H5Tset_cset(mtype, cset) >= 0 &&
+                H5Aread(attr, mtype, &s) >= 0) {
+                snprintf(buf, len, "%s", s ? s : "");
+                rc = 0;
+            }
+            if (s) H5free_memory(s);
+            if (mtype >= 0) H5Tclose(mtype);
+        } else {
+            size_t n = H5Tget_size(ftype);
+            if (n > 0 && n <= CKPT_STR_ATTR_MAX) {
+                char *s = xcalloc(n + 1, 1);
+                hid_t mtype = str_type(n, cset);
+                if (mtype >= 0 && H5Aread(attr, mtype, s) >= 0) {
+                    snprintf(buf, len, "%s", s);
+                    rc = 0;
+                }
+                if (mtype >= 0) H5Tclose(mtype);
+                xfree(s);
+            }
+        }
+    }
+    if (ftype >= 0) H5Tclose(ftype);
+    if (attr >= 0) H5Aclose(attr);
+    return rc;
+}
+
+/* Read a scalar numeric attribute converted to `mem_type`. 0; 1 when absent; -1 when it exists
+ * but cannot be read or is not a single number. */
+static int read_num_attr(hid_t loc, const char *name, hid_t mem_type, void *value) {
+    htri_t exists = H5Aexists(loc, name);
+    if (exists == 0) return 1;
+    if (exists < 0) return -1;
+    hid_t attr = H5Aopen(loc, name, H5P_DEFAULT);
+    hid_t space = attr < 0 ? -1 : H5Aget_space(attr);
+    hid_t ftype = attr < 0 ? -1 : H5Aget_type(attr);
+    int rc = -1;
+    if (space >= 0 && ftype >= 0 && H5Sget_simple_extent_npoints(space) == 1) {
+        H5T_class_t c = H5Tget_class(ftype);
+        if ((c == H5T_INTEGER || c == H5T_FLOAT) && H5Aread(attr, mem_type, value) >= 0) rc = 0;
+    }
+    if (ftype >= 0) H5Tclose(ftype);
+    if (space >= 0) H5Sclose(space);
+    if (attr >= 0) H5Aclose(attr);
+    return rc;
+}
+
+/* A root attribute the format requires; a message naming it when missing or unreadable. */
+static int need_attr(reader_t *r, int rc, const char *name, const char *hint) {
+    if (rc == 0) return 0;
+    if (rc > 0) errf(r->msg, r->len, "checkpoint %s: root attribute '%s' is missing%s", r->path, name, hint);
+    else errf(r->msg, r->len, "checkpoint %s: root attribute '%s' cannot be read (damaged file)", r->path, name);
+    return -1;
+}
 
 /* Open read-only on every rank; < 0 with a message if missing or not a readable HDF5 file. */
 static hid_t open_for_read(reader_t *r, MPI_Info info) {
@@ -341,43 +547,88 @@ static hid_t open_for_read(reader_t *r, MPI_Info info) {
     MPI_CHECK(MPI_Comm_rank(r->comm, &rank));
     struct stat st;
     if (rank == 0) exists = stat(r->path, &st) == 0 && S_ISREG(st.st_mode);
-    MPI_CHECK(MPI_Bcast(&exists, 1, MPI_INT, 0, r->comm));
+    comm_bcast(&exists, 1, MPI_INT, 0, r->comm, "checkpoint read");
     if (!exists) {
-        snprintf(r->msg, r->len, "checkpoint %s: no such file", r->path);
+        errf(r->msg, r->len, "checkpoint %s: no such file", r->path);
         return -1;
     }
-    hid_t fapl = mpio_fapl(r->comm, info);
-    hid_t file = H5Fopen(r->path, H5F_ACC_RDONLY, fapl);
-    H5_CHECK(H5Pclose(fapl));
-    if (file < 0)
-        snprintf(r->msg, r->len, "checkpoint %s: not a readable HDF5 file (truncated or "
-                 "corrupt)", r->path);
+    hid_t fapl = mpio_fapl(r->comm, info, 0);
+    hid_t file = fapl < 0 ? -1 : H5Fopen(r->path, H5F_ACC_RDONLY, fapl);
+    if (fapl >= 0) H5Pclose(fapl);
+    /* H5Fopen is collective; agree anyway, so a rank that alone fails is not left behind */
+    char why[512] = "";
+    if (file < 0) h5_error_text(why, sizeof why);
+    char mine[700];
+    snprintf(mine, sizeof mine, "checkpoint %s: not a readable HDF5 file (truncated or corrupt): %s",
+             r->path, why);
+    if (comm_agree(r->comm, file < 0 ? mine : NULL, NULL, 0) > 0) {
+        if (file >= 0) H5Fclose(file);
+        errf(r->msg, r->len, "checkpoint %s: not a readable HDF5 file (truncated or corrupt)", r->path);
+        return -1;
+    }
     return file;
 }
 
-/* The root attributes say this is a checkpoint this program can read; else a message. */
+/* The root attributes say this is a file this program can read; else a message. */
 static int check_format(reader_t *r, hid_t file) {
     char format[64] = "";
     int64_t version = 0;
-    if (read_str_attr(file, "format", format, sizeof format) != 0 ||
-        strcmp(format, CKPT_FORMAT) != 0) {
-        snprintf(r->msg, r->len, "checkpoint %s: not an llmtrain checkpoint (attribute format "
-                 "is '%s', expected '%s')", r->path, format, CKPT_FORMAT);
+    int rc = read_str_attr(file, "format", format, sizeof format);
+    if (rc != 0 || strcmp(format, CKPT_FORMAT) != 0)
+        return errf(r->msg, r->len, "checkpoint %s: not an llmtrain checkpoint (attribute format "
+                    "is '%s', expected '%s')", r->path, rc == 0 ? format : rc > 0 ? "(missing)" : "(unreadable)",
+                    CKPT_FORMAT);
+    if (read_num_attr(file, "format_version", H5T_NATIVE_INT64, &version) != 0 ||
+        version != CKPT_FORMAT_VERSION)
+        return errf(r->msg, r->len, "checkpoint %s: format_version %lld, this program reads "
+                    "version %d", r->path, (long long)version, CKPT_FORMAT_VERSION);
+    return 0;
+}
+
+/* The file's description of the run and model; the shape attributes are optional (files of
+ * version 0.1 have none), vocab_size and padded_vocab are not. */
+static int read_meta(reader_t *r, hid_t file, ckpt_meta_t *f) {
+    memset(f, 0, sizeof *f);
+    int32_t v[7] = {0};
+    const char *names[7] = {"vocab_size", "padded_vocab", "n_layer", "n_head", "d_model", "d_ff", "seq_len"};
+    if (need_attr(r, read_num_attr(file, "step", H5T_NATIVE_INT64, &f->step), "step", "") ||
+        need_attr(r, read_num_attr(file, "seed", H5T_NATIVE_INT64, &f->seed), "seed", ""))
         return -1;
+    for (int i = 0; i < 7; i++) {
+        int rc = read_num_attr(file, names[i], H5T_NATIVE_INT32, &v[i]);
+        if (rc < 0 || (rc > 0 && i < 2)) return need_attr(r, rc, names[i], "");
     }
-    if (read_i64_attr(file, "format_version", &version) != 0 || version != CKPT_FORMAT_VERSION) {
-        snprintf(r->msg, r->len, "checkpoint %s: format_version %lld, this program reads "
-                 "version %d", r->path, (long long)version, CKPT_FORMAT_VERSION);
-        return -1;
-    }
+    f->vocab_size = v[0], f->padded_vocab = v[1], f->n_layer = v[2], f->n_head = v[3];
+    f->d_model = v[4], f->d_ff = v[5], f->seq_len = v[6];
+    if (read_str_attr(file, "run_id", f->run_id, sizeof f->run_id) < 0)
+        return need_attr(r, -1, "run_id", "");
+    return 0;
+}
+
+/* The file was written for the model the namelist describes; else a message naming the key. */
+static int check_model(reader_t *r, const ckpt_meta_t *f, const ckpt_meta_t *want) {
+    const struct {
+        const char *key;
+        int file, namelist;
+    } k[] = {{"vocab_size", f->vocab_size, want->vocab_size}, {"n_layer", f->n_layer, want->n_layer},
+             {"n_head", f->n_head, want->n_head},             {"d_model", f->d_model, want->d_model},
+             {"d_ff", f->d_ff, want->d_ff},                   {"seq_len", f->seq_len, want->seq_len}};
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
+        if (k[i].file != 0 && k[i].file != k[i].namelist)
+            return errf(r->msg, r->len, "checkpoint %s was written for &model %s = %d, but the "
+                        "namelist has %s = %d", r->path, k[i].key, k[i].file, k[i].key, k[i].namelist);
+    if (f->padded_vocab != want->padded_vocab)
+        return errf(r->msg, r->len, "checkpoint %s has a padded vocabulary of %d rows, this "
+                    "program pads &model vocab_size = %d to %d", r->path, f->padded_vocab,
+                    want->vocab_size, want->padded_vocab);
     return 0;
 }
 
 /* Open <group>/<name> and check its shape against the registry; < 0 with a message if not. */
 static hid_t open_param(reader_t *r, hid_t group, const char *gname, const param_t *p) {
     if (H5Lexists(group, p->name, H5P_DEFAULT) <= 0) {
-        snprintf(r->msg, r->len, "checkpoint %s: dataset /%s/%s is missing (written for a "
-                 "different model?)", r->path, gname, p->name);
+        errf(r->msg, r->len, "checkpoint %s: dataset /%s/%s is missing (written for a "
+             "different model?)", r->path, gname, p->name);
         return -1;
     }
     hid_t dset = H5Dopen2(group, p->name, H5P_DEFAULT);
@@ -387,8 +638,8 @@ static hid_t open_param(reader_t *r, hid_t group, const char *gname, const param
     if (space >= 0) H5Sclose(space);
     if (ndim < 0) {
         if (dset >= 0) H5Dclose(dset);
-        snprintf(r->msg, r->len, "checkpoint %s: dataset /%s/%s cannot be opened (corrupt "
-                 "file)", r->path, gname, p->name);
+        errf(r->msg, r->len, "checkpoint %s: dataset /%s/%s cannot be opened (corrupt file)",
+             r->path, gname, p->name);
         return -1;
     }
     int want_ndim = global_dims(p, want);
@@ -397,64 +648,106 @@ static hid_t open_param(reader_t *r, hid_t group, const char *gname, const param
         char have_s[64], want_s[64];
         format_dims(have_s, sizeof have_s, ndim, dims);
         format_dims(want_s, sizeof want_s, want_ndim, want);
-        snprintf(r->msg, r->len, "checkpoint %s: dataset /%s/%s has shape %s but the model "
-                 "expects %s", r->path, gname, p->name, have_s, want_s);
+        errf(r->msg, r->len, "checkpoint %s: dataset /%s/%s has shape %s but the model "
+             "expects %s", r->path, gname, p->name, have_s, want_s);
         H5Dclose(dset);
         return -1;
     }
     return dset;
 }
 
-/* Read this rank's part of one tensor and agree with every rank that the checksum holds. */
+/* Per-parameter results of reading one group, checked together at its end. */
+typedef struct group_sums {
+    uint64_t *stored, *local; /* [P->n] */
+    int *held_here;           /* [P->n] this rank read elements of it */
+} group_sums_t;
+
+/* Read this rank's part of one tensor and its stored checksum; 0, or -1 on a local failure
+ * (the message is made once the ranks agree). */
 static int read_param(reader_t *r, hid_t group, const char *gname, const param_t *p,
-                      float *flat) {
+                      float *flat, group_sums_t *gs, int i) {
     hid_t dset = open_param(r, group, gname, p);
-    if (dset < 0) return -1;
+    if (dset < 0) return -2; /* metadata problem: the same on every rank (collective metadata) */
     int bad = 0;
     hid_t fspace = H5Dget_space(dset);
-    H5_CHECK(fspace);
-    hid_t mspace = select_local_shard(p, r->P, fspace, true);
-    if (H5Dread(dset, H5T_NATIVE_FLOAT, mspace, fspace, r->dxpl, flat + p->offset) < 0) bad = 1;
-    H5Sclose(mspace);
-    H5Sclose(fspace);
-    bool has_sum = H5Aexists(dset, "checksum") > 0;
-    uint64_t stored = 0;
-    if (has_sum) {
-        hid_t attr = H5Aopen(dset, "checksum", H5P_DEFAULT);
-        if (attr < 0 || H5Aread(attr, H5T_NATIVE_UINT64, &stored) < 0) bad = 1;
-        if (attr >= 0) H5Aclose(attr);
-    }
+    hid_t mspace = fspace < 0 ? -1 : select_local_shard(p, r->P, fspace, true);
+    if (mspace < 0 || H5Dread(dset, H5T_NATIVE_FLOAT, mspace, fspace, r->dxpl, flat + p->offset) < 0)
+        bad = 1;
+    if (mspace >= 0) H5Sclose(mspace);
+    if (fspace >= 0) H5Sclose(fspace);
+    int rc = read_num_attr(dset, "checksum", H5T_NATIVE_UINT64, &gs->stored[i]);
     H5Dclose(dset);
-    uint64_t v[2] = {!bad && owns_copy(p, r->P, r->owner) ? local_checksum(p, r->P, flat + p->offset) : 0,
-                     (uint64_t)bad};
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_UINT64_T, MPI_SUM, r->comm));
-    if (v[1]) {
-        snprintf(r->msg, r->len, "checkpoint %s: dataset /%s/%s cannot be read (corrupt or "
-                 "truncated file)", r->path, gname, p->name);
-        return -1;
+    if (rc != 0) {
+        errf(r->msg, r->len, "checkpoint %s: dataset /%s/%s has %s checksum attribute", r->path,
+             gname, p->name, rc > 0 ? "no" : "an unreadable");
+        return -2;
     }
-    if (has_sum && v[0] != stored) {
-        snprintf(r->msg, r->len, "checkpoint %s: dataset /%s/%s fails its checksum (stored "
-                 "%016llx, computed %016llx): the file is corrupt", r->path, gname, p->name,
-                 (unsigned long long)stored, (unsigned long long)v[0]);
-        return -1;
+    gs->held_here[i] = p->numel > 0;
+    gs->local[i] = bad ? 0 : local_checksum(p, r->P, flat + p->offset);
+    return bad ? -1 : 0;
+}
+
+/* Every copy of every tensor this group read is verified: a tp-split tensor's checksum is
+ * summed over the tp group (which together holds one copy), a replicated one stands alone. */
+static int verify_group(reader_t *r, const char *gname, group_sums_t *gs, int read_failed) {
+    const int n = r->P->n;
+    uint64_t *split = xcalloc((size_t)n, sizeof *split);
+    for (int i = 0; i < n; i++)
+        if (r->P->p[i].split_dim >= 0) split[i] = gs->local[i];
+    comm_allreduce(split, n, MPI_UINT64_T, MPI_SUM, r->copy_comm, "checkpoint read");
+    int first_bad = n;
+    for (int i = 0; i < n && !read_failed; i++) {
+        if (!gs->held_here[i]) continue;
+        uint64_t have = r->P->p[i].split_dim >= 0 ? split[i] : gs->local[i];
+        if (have != gs->stored[i] && i < first_bad) first_bad = i;
     }
+    xfree(split);
+    int v[2] = {read_failed, first_bad};
+    comm_allreduce(&v[0], 1, MPI_INT, MPI_MAX, r->comm, "checkpoint read");
+    comm_allreduce(&v[1], 1, MPI_INT, MPI_MIN, r->comm, "checkpoint read");
+    if (v[0])
+        return errf(r->msg, r->len, "checkpoint %s: a dataset of /%s cannot be read (corrupt or "
+                    "truncated file)", r->path, gname);
+    if (v[1] < n)
+        return errf(r->msg, r->len, "checkpoint %s: dataset /%s/%s fails its checksum (stored "
+                    "%016llx): the file is corrupt", r->path, gname, r->P->p[v[1]].name,
+                    (unsigned long long)gs->stored[v[1]]);
+    return 0;
+}
+
+/* The group holds exactly the registry's datasets: one more (a deeper model's layer) is a
+ * different model, not something to ignore. */
+static int check_no_extra(reader_t *r, hid_t group, const char *gname) {
+    H5G_info_t info;
+    if (H5Gget_info(group, &info) < 0)
+        return errf(r->msg, r->len, "checkpoint %s: group /%s cannot be read", r->path, gname);
+    if (info.nlinks > (hsize_t)r->P->n)
+        return errf(r->msg, r->len, "checkpoint %s: /%s holds %llu tensors but the namelist's "
+                    "model has %d (a model with more layers? check &model n_layer)", r->path,
+                    gname, (unsigned long long)info.nlinks, r->P->n);
     return 0;
 }
 
 static int read_tensor_group(reader_t *r, hid_t file, const char *gname, float *flat) {
-    if (H5Lexists(file, "optimizer", H5P_DEFAULT) <= 0 && strncmp(gname, "optimizer", 9) == 0) {
-        snprintf(r->msg, r->len, "checkpoint %s: no optimizer state (a weights file, not a "
-                 "checkpoint)", r->path);
-        return -1;
-    }
+    if (H5Lexists(file, "optimizer", H5P_DEFAULT) <= 0 && strncmp(gname, "optimizer", 9) == 0)
+        return errf(r->msg, r->len, "checkpoint %s: no optimizer state (a weights file, not a "
+                    "checkpoint)", r->path);
     hid_t group = H5Lexists(file, gname, H5P_DEFAULT) > 0 ? H5Gopen2(file, gname, H5P_DEFAULT) : -1;
-    if (group < 0) {
-        snprintf(r->msg, r->len, "checkpoint %s: group /%s is missing", r->path, gname);
-        return -1;
+    if (group < 0) return errf(r->msg, r->len, "checkpoint %s: group /%s is missing", r->path, gname);
+    int rc = check_no_extra(r, group, gname);
+    const int n = r->P->n;
+    group_sums_t gs = {xcalloc((size_t)n, sizeof(uint64_t)), xcalloc((size_t)n, sizeof(uint64_t)),
+                       xcalloc((size_t)n, sizeof(int))};
+    int read_failed = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        int one = read_param(r, group, gname, &r->P->p[i], flat, &gs, i);
+        if (one == -2) rc = -1; /* same on every rank: stop reading */
+        if (one == -1) read_failed = 1;
     }
-    int rc = 0;
-    for (int i = 0; i < r->P->n && rc == 0; i++) rc = read_param(r, group, gname, &r->P->p[i], flat);
+    if (rc == 0) rc = verify_group(r, gname, &gs, read_failed);
+    xfree(gs.stored);
+    xfree(gs.local);
+    xfree(gs.held_here);
     H5Gclose(group);
     return rc;
 }
@@ -465,69 +758,55 @@ static int read_state(reader_t *r, hid_t file, ckpt_state_t *s) {
     const char *names[] = {"tokens_seen", "sample_pos", "adam_t", "skipped", "global_batch",
                            "grid_dp", "grid_tp", "grid_pp"};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
-        if (read_i64_attr(file, names[i], v[i]) != 0) {
-            snprintf(r->msg, r->len, "checkpoint %s: root attribute '%s' is missing (a weights "
-                     "file, not a checkpoint?)", r->path, names[i]);
+        if (need_attr(r, read_num_attr(file, names[i], H5T_NATIVE_INT64, v[i]), names[i],
+                      " (a weights file, not a checkpoint?)") != 0)
             return -1;
-        }
     s->loss_scale = 1.0;
-    if (H5Aexists(file, "loss_scale") > 0) {
-        hid_t a = H5Aopen(file, "loss_scale", H5P_DEFAULT);
-        if (a >= 0) {
-            H5Aread(a, H5T_NATIVE_DOUBLE, &s->loss_scale);
-            H5Aclose(a);
-        }
-    }
+    if (read_num_attr(file, "loss_scale", H5T_NATIVE_DOUBLE, &s->loss_scale) < 0)
+        return need_attr(r, -1, "loss_scale", "");
+    if (s->global_batch < 1 || s->sample_pos < 0 || s->tokens_seen < 0 || s->adam_t < 0)
+        return errf(r->msg, r->len, "checkpoint %s: impossible state (global_batch %lld, "
+                    "sample_pos %lld, adam_t %lld): damaged file", r->path,
+                    (long long)s->global_batch, (long long)s->sample_pos, (long long)s->adam_t);
     return 0;
 }
 
-int ckpt_load(const char *path, MPI_Comm comm, const params_t *P, float *params, float *m,
-              float *v, ckpt_state_t *state, int64_t *meta_step, int owner, char *err,
-              size_t errlen) {
-    reader_t r = {path, comm, P, owner, -1, err, errlen};
+int ckpt_load(const char *path, MPI_Comm comm, MPI_Comm copy_comm, const params_t *P,
+              float *params, float *m, float *v, ckpt_state_t *state, const ckpt_meta_t *expect,
+              ckpt_meta_t *found, char *err, size_t errlen) {
+    reader_t r = {path, comm, copy_comm, P, -1, err, errlen};
     err[0] = '\0';
-    /* HDF5 would print its whole error stack for a damaged file: our one message replaces it. */
-    H5E_auto2_t old_func;
-    void *old_data;
-    H5_CHECK(H5Eget_auto2(H5E_DEFAULT, &old_func, &old_data));
-    H5_CHECK(H5Eset_auto2(H5E_DEFAULT, NULL, NULL));
+    ckpt_meta_t meta;
+    int world_rank;
+    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
     hid_t file = open_for_read(&r, MPI_INFO_NULL);
     int rc = file < 0 ? -1 : check_format(&r, file);
-    if (rc == 0 && read_i64_attr(file, "step", meta_step) != 0) {
-        snprintf(err, errlen, "checkpoint %s: root attribute 'step' is missing", path);
-        rc = -1;
-    }
+    if (rc == 0) rc = read_meta(&r, file, &meta);
+    if (rc == 0 && expect) rc = check_model(&r, &meta, expect);
     if (rc == 0 && state) rc = read_state(&r, file, state);
-    r.dxpl = collective_dxpl();
+    if (rc == 0) {
+        fault_point("resume", world_rank);
+        r.dxpl = collective_dxpl();
+        if (r.dxpl < 0) rc = errf(err, errlen, "checkpoint %s: cannot set up collective reads", path);
+    }
     if (rc == 0) rc = read_tensor_group(&r, file, "model", params);
     if (rc == 0 && m) rc = read_tensor_group(&r, file, "optimizer/adamw/m", m);
     if (rc == 0 && v) rc = read_tensor_group(&r, file, "optimizer/adamw/v", v);
-    H5Pclose(r.dxpl);
+    if (r.dxpl >= 0) H5Pclose(r.dxpl);
     if (file >= 0) H5Fclose(file);
-    H5_CHECK(H5Eset_auto2(H5E_DEFAULT, old_func, old_data));
-    return rc;
+    /* every step above is decided alike on every rank; one last agreement makes sure of it */
+    int bad = rc != 0;
+    comm_allreduce(&bad, 1, MPI_INT, MPI_MAX, comm, "checkpoint read");
+    if (bad && rc == 0) errf(err, errlen, "checkpoint %s: refused on another rank", path);
+    if (!bad && found) *found = meta;
+    return bad ? -1 : 0;
 }
 
-int64_t ckpt_peek_global_batch(const char *path) {
-    H5E_auto2_t old_func;
-    void *old_data;
-    H5_CHECK(H5Eget_auto2(H5E_DEFAULT, &old_func, &old_data));
-    H5_CHECK(H5Eset_auto2(H5E_DEFAULT, NULL, NULL));
-    int64_t gb = 0;
+int ckpt_peek(const char *path, int64_t *step, char *run_id, size_t run_id_len) {
     hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (file >= 0) {
-        if (read_i64_attr(file, "global_batch", &gb) != 0) gb = 0;
-        H5Fclose(file);
-    }
-    H5_CHECK(H5Eset_auto2(H5E_DEFAULT, old_func, old_data));
-    return gb;
-}
-
-int64_t ckpt_read_weights(const char *path, MPI_Comm comm, const params_t *P, float *flat,
-                          int owner) {
-    char msg[1024];
-    int64_t step = 0;
-    if (ckpt_load(path, comm, P, flat, NULL, NULL, NULL, &step, owner, msg, sizeof msg) != 0)
-        fatal_user("%s", msg);
-    return step;
+    if (file < 0) return -1;
+    int rc = read_num_attr(file, "step", H5T_NATIVE_INT64, step) == 0 ? 0 : -1;
+    if (rc == 0 && read_str_attr(file, "run_id", run_id, run_id_len) != 0) run_id[0] = '\0';
+    H5Fclose(file);
+    return rc;
 }

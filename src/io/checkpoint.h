@@ -6,15 +6,19 @@
  *                  mix64(global index, float bits); ranks compute it on their own parts
  *   attributes on / : format ("llmtrain-checkpoint"), format_version (1), llmtrain_version,
  *                  kind ("weights" | "checkpoint"), step, seed, vocab_size, padded_vocab,
- *                  config (the effective namelist); checkpoints also: tokens_seen, sample_pos
- *                  (next global sample index), adam_t, skipped, global_batch, loss_scale,
- *                  grid_dp, grid_tp, grid_pp (the grid that wrote it)
+ *                  n_layer, n_head, d_model, d_ff, seq_len (the model), run_id (the lineage:
+ *                  one id per fresh start, kept across resumes), config (the effective
+ *                  namelist); checkpoints also: tokens_seen, sample_pos (next global sample
+ *                  index), adam_t, skipped, global_batch, loss_scale, grid_dp, grid_tp, grid_pp
  *   /config        : the namelist instead of the attribute when it is over 60000 bytes
  * Written collectively through parallel HDF5 (MPI-IO, collective transfers): each element by
  * one rank only (dp rank 0; replicated tensors by tp rank 0; the tied wte by the first stage).
  * Read likewise: each rank reads exactly its own hyperslabs, so a file written on one grid
- * loads on any other, and the checksums are verified over the elements read.
- * Written to "<path>.tmp", flushed, and renamed when complete. Uses: model/params, core/. */
+ * loads on any other, and every rank verifies the checksum of the copy it holds.
+ * Written to "<path>.tmp", flushed, and renamed (then the directory fsync'ed) when complete.
+ * Nothing here exits on a bad file or a failed write: every problem is one message, the same
+ * on every rank, so the caller can fall back to an older file or carry on without the save.
+ * Uses: model/params, parallel/comm (agreement between ranks), core/. */
 #ifndef LLMT_CHECKPOINT_H
 #define LLMT_CHECKPOINT_H
 #include <mpi.h>
@@ -22,11 +26,16 @@
 #include <stdint.h>
 #include "model/params.h"
 
+#define CKPT_RUN_ID_LEN 40
+
+/* What every file records about the run and the model (and load checks against the namelist). */
 typedef struct ckpt_meta {
     int64_t step;
     int64_t seed;
     int vocab_size, padded_vocab;
-    const char *config_text; /* effective namelist text (may be NULL) */
+    int n_layer, n_head, d_model, d_ff, seq_len; /* 0 = unknown (files of version 0.1) */
+    const char *config_text;                     /* effective namelist text (may be NULL) */
+    char run_id[CKPT_RUN_ID_LEN];                /* lineage ("" in files of version 0.1) */
 } ckpt_meta_t;
 
 /* What a resume needs besides tensors. */
@@ -39,26 +48,30 @@ typedef struct ckpt_state {
 
 /* Collective over comm. params (and m, v for a checkpoint; NULL for a weights file) are host
  * copies of this rank's local flat buffers. `owner`: this rank's replica writes (dp rank 0).
- * `info`: MPI-IO hints (MPI_INFO_NULL for none). Returns the bytes of tensor data written. */
-double ckpt_save(const char *path, MPI_Comm comm, MPI_Info info, const params_t *P,
-                 const float *params, const float *m, const float *v, const ckpt_meta_t *meta,
-                 const ckpt_state_t *state, int owner);
+ * `info`: MPI-IO hints (MPI_INFO_NULL for none). Returns 0 with the bytes of tensor data in
+ * *written, or -1 with one message in err on every rank: then nothing was published, the .tmp
+ * file is gone and an earlier file of the same name is untouched. */
+int ckpt_save(const char *path, MPI_Comm comm, MPI_Info info, const params_t *P,
+              const float *params, const float *m, const float *v, const ckpt_meta_t *meta,
+              const ckpt_state_t *state, int owner, double *written, char *err, size_t errlen);
+/* An upper bound of the size of the file ckpt_save writes (tensors, metadata block, slack). */
+double ckpt_file_bytes(const params_t *P, bool with_optimizer);
+/* Weights only (weights_stepNNNNNN.h5): the same, without optimizer and state. */
+int ckpt_write_weights(const char *path, MPI_Comm comm, const params_t *P, const float *flat,
+                       const ckpt_meta_t *meta, int writer, char *err, size_t errlen);
+
 /* Collective: read this rank's hyperslabs of /model (and the moments when m, v are not NULL,
- * and state when not NULL) and verify every dataset's checksum. Returns 0, or -1 with one
- * message in err (missing, not HDF5, truncated, corrupt, wrong model) on every rank alike; never
- * exits, so a caller can fall back to an older file. meta_step receives the step. */
-int ckpt_load(const char *path, MPI_Comm comm, const params_t *P, float *params, float *m,
-              float *v, ckpt_state_t *state, int64_t *meta_step, int owner, char *err,
-              size_t errlen);
+ * and state when not NULL); every rank verifies the checksum of what it read: copy_comm joins
+ * the ranks that together hold one copy of the tensor-parallel tensors (the tp group; a
+ * replicated tensor is checked on each rank alone). `expect` is the model of the namelist: a
+ * file written for another model is refused with a message naming the &model key. Returns 0
+ * (the file's meta in *found, config_text NULL), or -1 with one message in err on every rank
+ * (missing, not HDF5, truncated, corrupt, wrong model, attribute missing or unreadable). */
+int ckpt_load(const char *path, MPI_Comm comm, MPI_Comm copy_comm, const params_t *P,
+              float *params, float *m, float *v, ckpt_state_t *state, const ckpt_meta_t *expect,
+              ckpt_meta_t *found, char *err, size_t errlen);
 
-/* Rank-local, cheap: the global_batch attribute of a checkpoint file, 0 if unreadable. */
-int64_t ckpt_peek_global_batch(const char *path);
-
-/* Weights only (mode eval/generate, &run init_from, weights_stepNNNNNN.h5 files). */
-void ckpt_write_weights(const char *path, MPI_Comm comm, const params_t *P, const float *flat,
-                        const ckpt_meta_t *meta, int writer);
-/* Reads and verifies (checksums over the elements of the replicas with owner = 1, which must
- * together hold one copy: dp rank 0); any problem is a user error naming the file. Returns step. */
-int64_t ckpt_read_weights(const char *path, MPI_Comm comm, const params_t *P, float *flat,
-                          int owner);
+/* Rank-local, cheap (root attributes only; the file is not verified): the step and run_id of
+ * a checkpoint file. 0, or -1 when it cannot be read. */
+int ckpt_peek(const char *path, int64_t *step, char *run_id, size_t run_id_len);
 #endif

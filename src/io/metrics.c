@@ -6,12 +6,12 @@
 #include <string.h>
 #include "core/error.h"
 
-void metrics_open(metrics_t *mx, const char *path, int enabled, int append) {
+int metrics_open(metrics_t *mx, const char *path, int enabled, int append) {
     memset(mx, 0, sizeof *mx);
     snprintf(mx->path, sizeof mx->path, "%s", path);
-    if (!enabled) return;
+    if (!enabled) return 0;
     mx->f = fopen(path, append ? "a" : "w");
-    if (!mx->f) fatal_user_here("cannot create metrics file %s: %s", path, strerror(errno));
+    return mx->f ? 0 : -1;
 }
 
 void metrics_write(metrics_t *mx, const char *fmt, ...) {
@@ -26,7 +26,9 @@ void metrics_write(metrics_t *mx, const char *fmt, ...) {
 }
 
 void metrics_close(metrics_t *mx) {
-    if (mx->f) fclose(mx->f);
+    /* every line was flushed when written; a failure to close loses nothing but is still news */
+    if (mx->f && fclose(mx->f) != 0)
+        fprintf(stderr, "llmtrain: warning: closing %s: %s\n", mx->path, strerror(errno));
     mx->f = NULL;
 }
 

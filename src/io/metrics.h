@@ -10,9 +10,9 @@ typedef struct metrics {
     char path[512];
 } metrics_t;
 
-/* Open `path` when enabled (appending, or truncating when !append); fatal_user_here naming the
- * path if it cannot be created. */
-void metrics_open(metrics_t *mx, const char *path, int enabled, int append);
+/* Open `path` when enabled (appending, or truncating when !append). 0, or -1 with errno (the
+ * caller reports it: only the writing rank knows). */
+int metrics_open(metrics_t *mx, const char *path, int enabled, int append);
 /* Append one line: `fmt` formats the object's members without braces, e.g. "\"step\":%d". */
 void metrics_write(metrics_t *mx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void metrics_close(metrics_t *mx);

@@ -363,7 +363,7 @@ void gpt_logits_row(gpt_t *m, int b, int t, int T, float *out) {
     float *local = xmalloc((size_t)m->Vl * sizeof(float));
     float *full = xmalloc((size_t)m->Vp * sizeof(float));
     m->ops->to_host(local, row, (size_t)m->Vl * sizeof(float));
-    MPI_CHECK(MPI_Allgather(local, m->Vl, MPI_FLOAT, full, m->Vl, MPI_FLOAT, m->par.tp_comm));
+    comm_allgather_float(local, m->Vl, full, m->par.tp_comm, COMM_TP);
     memcpy(out, full, (size_t)m->V * sizeof(float));
     xfree(local);
     xfree(full);

@@ -1,7 +1,9 @@
 /* comm.c — timed collectives and point-to-point transfers (see comm.h). */
 #include "parallel/comm.h"
 #include <limits.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #include "core/error.h"
 #include "core/timer.h"
 #include "parallel/watchdog.h"
@@ -92,4 +94,98 @@ void comm_wait(MPI_Request *req, comm_kind_t kind) {
     MPI_CHECK(MPI_Wait(req, MPI_STATUS_IGNORE));
     watchdog_leave();
     stats.seconds[kind] += now_sec() - t0;
+}
+
+void comm_allgather_float(const float *mine, int n, float *all, MPI_Comm comm, comm_kind_t kind) {
+    double t0 = now_sec();
+    watchdog_enter("all-gather", watchdog_peers_of(comm, comm_kind_name(kind)));
+    MPI_CHECK(MPI_Allgather(mine, n, MPI_FLOAT, all, n, MPI_FLOAT, comm));
+    watchdog_leave();
+    charge(kind, t0, (double)n * sizeof(float));
+}
+
+/* ---- setup and bookkeeping collectives ---------------------------------------------------- */
+
+static void watch(const char *phase, MPI_Comm comm) {
+    watchdog_enter(phase, watchdog_peers_of(comm, ""));
+}
+
+static void unwatch(double t0) {
+    watchdog_leave();
+    stats.seconds[COMM_OTHER] += now_sec() - t0;
+    stats.calls[COMM_OTHER]++;
+}
+
+void comm_barrier(MPI_Comm comm, const char *phase) {
+    double t0 = now_sec();
+    watch(phase, comm);
+    MPI_CHECK(MPI_Barrier(comm));
+    unwatch(t0);
+}
+
+void comm_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm,
+                const char *phase) {
+    double t0 = now_sec();
+    watch(phase, comm);
+    MPI_CHECK(MPI_Bcast(buf, count, type, root, comm));
+    unwatch(t0);
+}
+
+void comm_allreduce(void *x, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                    const char *phase) {
+    double t0 = now_sec();
+    watch(phase, comm);
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x, count, type, op, comm));
+    unwatch(t0);
+}
+
+void comm_gather(const void *mine, int count, MPI_Datatype type, void *all, int root,
+                 MPI_Comm comm, const char *phase) {
+    double t0 = now_sec();
+    watch(phase, comm);
+    MPI_CHECK(MPI_Gather(mine, count, type, all, count, type, root, comm));
+    unwatch(t0);
+}
+
+void comm_split(MPI_Comm comm, int color, int key, MPI_Comm *out, const char *phase) {
+    double t0 = now_sec();
+    watch(phase, comm);
+    MPI_CHECK(MPI_Comm_split(comm, color, key, out));
+    unwatch(t0);
+}
+
+/* ---- errors that one rank may see alone -------------------------------------------------- */
+
+int comm_agree(MPI_Comm comm, const char *mine, char *out, size_t outlen) {
+    int rank = 0, size = 1;
+    MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    MPI_CHECK(MPI_Comm_size(comm, &size));
+    /* how many failed (every call), then who failed first (only when someone did) */
+    int counted = mine ? 1 : 0, first = mine ? rank : size;
+    comm_allreduce(&counted, 1, MPI_INT, MPI_SUM, comm, "agreeing on errors");
+    if (counted == 0) return 0;
+    comm_allreduce(&first, 1, MPI_INT, MPI_MIN, comm, "agreeing on errors");
+    char msg[COMM_MSG_MAX] = "";
+    if (rank == first) {
+        char host[256] = "?";
+        gethostname(host, sizeof host - 1);
+        host[sizeof host - 1] = '\0';
+        int world_rank = 0;
+        MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
+        snprintf(msg, sizeof msg, "rank %d (host %s): %s", world_rank, host, mine);
+    }
+    comm_bcast(msg, (int)sizeof msg, MPI_CHAR, first, comm, "agreeing on errors");
+    msg[sizeof msg - 1] = '\0';
+    if (out && outlen) {
+        if (counted > 1) snprintf(out, outlen, "%s [and %d more rank%s]", msg, counted - 1,
+                                  counted > 2 ? "s" : "");
+        else snprintf(out, outlen, "%s", msg);
+    }
+    return counted;
+}
+
+void comm_agree_or_exit(MPI_Comm comm, int exit_code, const char *mine) {
+    char msg[COMM_MSG_MAX + 64];
+    if (comm_agree(comm, mine, msg, sizeof msg) == 0) return;
+    fatal_agreed(exit_code, msg);
 }

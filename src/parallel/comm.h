@@ -32,4 +32,33 @@ void comm_isend(const float *x, size_t n, int peer, int tag, MPI_Comm comm, comm
 void comm_irecv(float *x, size_t n, int peer, int tag, MPI_Comm comm, MPI_Request *req);
 /* Wait for one request (MPI_REQUEST_NULL is fine), charging the wait to `kind`. */
 void comm_wait(MPI_Request *req, comm_kind_t kind);
+/* Allgather of n floats per rank (generation's logits over tp), charged to `kind`. */
+void comm_allgather_float(const float *mine, int n, float *all, MPI_Comm comm, comm_kind_t kind);
+
+/* ---- setup and bookkeeping collectives ------------------------------------------------------
+ * Every blocking MPI call of llmtrain goes through this file, so the watchdog sees every wait:
+ * `phase` names it in the watchdog's message ("reading the namelist", "stop-signal check",
+ * "resume", ...). Charged to COMM_OTHER. */
+void comm_barrier(MPI_Comm comm, const char *phase);
+void comm_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm,
+                const char *phase);
+void comm_allreduce(void *x, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                    const char *phase); /* in place */
+void comm_gather(const void *mine, int count, MPI_Datatype type, void *all, int root,
+                 MPI_Comm comm, const char *phase);
+void comm_split(MPI_Comm comm, int color, int key, MPI_Comm *out, const char *phase);
+
+/* ---- errors that one rank may see alone ------------------------------------------------------
+ * A file only some nodes can see, a directory one rank cannot write, a tokenizer one rank cannot
+ * read: every rank states its own outcome and all learn the same verdict, so no rank is left
+ * waiting in the next collective while another exits.
+ * comm_agree: collective over comm. `mine` is this rank's error message, or NULL when it is
+ * fine. Returns the number of ranks that failed (0 on every rank when none did) and, when some
+ * did, writes the lowest failing rank's message as "rank R (host H): <message>" (plus
+ * " [and N more ranks]") into out on every rank. */
+#define COMM_MSG_MAX 2048
+int comm_agree(MPI_Comm comm, const char *mine, char *out, size_t outlen);
+/* The same, fatal: when any rank failed, rank 0 prints "llmtrain: error: rank R (host H): ..."
+ * once and every rank exits with exit_code (after MPI_Finalize). Returns when no rank failed. */
+void comm_agree_or_exit(MPI_Comm comm, int exit_code, const char *mine);
 #endif

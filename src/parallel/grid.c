@@ -10,10 +10,11 @@
 /* Every check here runs on every rank with the same inputs, so fatal_user is collective. */
 static void grid_validate(const config_t *cfg, int world) {
     const int dp = cfg->dp, tp = cfg->tp, pp = cfg->pp;
-    if (dp * tp * pp != world)
-        fatal_user("%s: &parallel dp*tp*pp = %d*%d*%d = %d does not equal the %d MPI ranks "
+    const long long ranks = (long long)dp * tp * pp; /* three ints: no overflow in 64 bits */
+    if (ranks != world)
+        fatal_user("%s: &parallel dp*tp*pp = %d*%d*%d = %lld does not equal the %d MPI ranks "
                    "started; change dp, tp, pp or the rank count", cfg->source_path, dp, tp, pp,
-                   dp * tp * pp, world);
+                   ranks, world);
     if (cfg->n_head % tp || cfg->d_ff % tp || config_padded_vocab(cfg) % tp)
         fatal_user("%s: &parallel tp = %d must divide &model n_head (%d), d_ff (%d) and the "
                    "padded vocabulary (%d)", cfg->source_path, tp, cfg->n_head, cfg->d_ff,

@@ -39,8 +39,9 @@ static struct {
     bool running;                   /* under mutex */
     bool started;                   /* main thread only */
     long long default_timeout_ns;   /* main thread only */
-    long long poll_ns;
+    atomic_llong poll_ns;           /* written by the main thread (set_timeout), read by the dog */
     int world_rank;
+    int depth;                      /* main thread only: nesting of enter/leave pairs */
 } dog = {.mutex = PTHREAD_MUTEX_INITIALIZER};
 
 /* A coarse clock is a plain memory read in the vDSO (no system call even where the clock
@@ -91,18 +92,34 @@ static inline void record_wait(const char *phase, const char *peers, long long t
     seq_end();
 }
 
+/* An enter inside a wait already in progress (a collective inside a checkpoint save) only
+ * counts: the outer wait, with its phase and its (longer) timeout, stays the one watched. */
 void watchdog_enter(const char *phase, const char *peers) {
-    record_wait(phase, peers, dog.default_timeout_ns);
+    if (dog.depth++ == 0) record_wait(phase, peers, dog.default_timeout_ns);
 }
 
 void watchdog_enter_for(const char *phase, const char *peers, double timeout_s) {
-    record_wait(phase, peers, timeout_s > 0 ? (long long)(timeout_s * 1e9) : 0);
+    if (dog.depth++ == 0) record_wait(phase, peers, timeout_s > 0 ? (long long)(timeout_s * 1e9) : 0);
 }
 
 void watchdog_leave(void) {
+    if (dog.depth > 0 && --dog.depth > 0) return;
     seq_begin();
     atomic_store_explicit(&rec.active, 0, memory_order_relaxed);
     seq_end();
+}
+
+void watchdog_set_timeout(double timeout_s) {
+    dog.default_timeout_ns = timeout_s > 0 ? (long long)(timeout_s * 1e9) : 0;
+    if (dog.started) {
+        /* poll often enough for the new timeout too */
+        double poll = timeout_s / 10;
+        poll = poll < 0.05 ? 0.05 : poll > 1.0 ? 1.0 : poll;
+        pthread_mutex_lock(&dog.mutex);
+        if ((long long)(poll * 1e9) < dog.poll_ns) dog.poll_ns = (long long)(poll * 1e9);
+        pthread_cond_signal(&dog.wake);
+        pthread_mutex_unlock(&dog.mutex);
+    }
 }
 
 void watchdog_set_step(long step) { atomic_store_explicit(&rec.step, step, memory_order_relaxed); }
@@ -248,6 +265,7 @@ void watchdog_stop(void) {
     PTHREAD_CHECK(pthread_cond_destroy(&dog.wake));
     dog.started = false;
     dog.default_timeout_ns = 0;
+    dog.depth = 0;
     watchdog_leave();
 }
 

@@ -15,7 +15,9 @@
  * ranks. The thread never calls MPI (MPI is initialised without thread support).
  *
  * One writer: only the thread that called watchdog_start (the main thread) may call
- * enter/leave/set_step. Waits do not nest: an enter replaces the wait in progress. */
+ * enter/leave/set_step. Waits nest: an enter inside a wait in progress (a collective inside a
+ * checkpoint write) is counted but the outer wait stays the one watched, with its phase and
+ * timeout, until the matching outermost leave. */
 #ifndef LLMT_WATCHDOG_H
 #define LLMT_WATCHDOG_H
 #include <mpi.h>
@@ -29,6 +31,10 @@
 /* Start the watchdog thread with the default timeout of every wait. timeout_s <= 0 disables
  * it (enter/leave stay valid and cheap). world_rank is only used in the message. */
 void watchdog_start(double timeout_s, int world_rank);
+/* Change the default timeout (main starts the watchdog before the namelist is read, with the
+ * startup timeout, then sets the namelist's &checkpoint timeout_s). Waits that start later use
+ * it; <= 0 disables the default. */
+void watchdog_set_timeout(double timeout_s);
 /* Stop and join the thread (promptly, not after a poll period). Safe when not started. */
 void watchdog_stop(void);
 /* The training step the message will name (before the first call: "at startup"). */

@@ -1,9 +1,10 @@
 /* checkpointing.c — checkpoint policy: save, keep, latest pointer, resume, stop signals (see
- * checkpointing.h). File-system housekeeping (pointer, pruning, free space) is done by rank 0 and
- * its outcome broadcast, so every rank takes the same branch. */
+ * checkpointing.h). File-system housekeeping (pointer, pruning, free space, listing) is done by
+ * rank 0 and its outcome broadcast, so every rank takes the same branch. */
 #include "train/checkpointing.h"
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,106 +13,185 @@
 #include <unistd.h>
 #include "core/alloc.h"
 #include "core/error.h"
+#include "core/fileio.h"
 #include "core/timer.h"
 #include "io/checkpoint.h"
 #include "parallel/comm.h"
 #include "parallel/watchdog.h"
 
 #define CKPT_PREFIX "ckpt_step"
-#define MAX_CANDIDATES 64
-
-void ckpt_dir_of(const config_t *cfg, const char *run_dir, char *out, size_t len) {
-    snprintf(out, len, "%s", cfg->ckpt_dir[0] ? cfg->ckpt_dir : run_dir);
-}
+#define PATH_LEN 700
 
 static int world_rank(void) { return error_world_rank(); }
 
 /* ---------------------------------------------------------------- directory listing */
 
-/* Steps of the complete checkpoint files in dir, newest first (rank 0 only). */
-static int list_checkpoints(const char *dir, long long *steps, int cap) {
-    DIR *d = opendir(dir);
-    if (!d) return 0;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        long long s;
-        char tail[8];
-        if (sscanf(e->d_name, CKPT_PREFIX "%lld.h%7s", &s, tail) == 2 && strcmp(tail, "5") == 0 &&
-            n < cap)
-            steps[n++] = s;
-    }
-    closedir(d);
-    for (int i = 1; i < n; i++) /* insertion sort, descending */
-        for (int j = i; j > 0 && steps[j] > steps[j - 1]; j--) {
-            long long t = steps[j];
-            steps[j] = steps[j - 1];
-            steps[j - 1] = t;
-        }
-    return n;
+typedef struct ckpt_file {
+    long long step;
+    char run_id[CKPT_RUN_ID_LEN];
+} ckpt_file_t;
+
+static int by_step_descending(const void *a, const void *b) {
+    long long x = ((const ckpt_file_t *)a)->step, y = ((const ckpt_file_t *)b)->step;
+    return x < y ? 1 : x > y ? -1 : 0;
 }
 
 static void ckpt_name(char *out, size_t len, const char *dir, long long step) {
     snprintf(out, len, "%s/" CKPT_PREFIX "%08lld.h5", dir, step);
 }
 
+/* Every complete checkpoint file in dir (by name), newest first, with its lineage when
+ * `with_run_ids` (rank 0 only; the caller frees the array). */
+static ckpt_file_t *list_checkpoints(const char *dir, int *n_out, bool with_run_ids) {
+    *n_out = 0;
+    DIR *d = opendir(dir);
+    if (!d) return NULL;
+    int n = 0, cap = 0;
+    ckpt_file_t *list = NULL;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        long long s;
+        char tail[8];
+        if (sscanf(e->d_name, CKPT_PREFIX "%lld.h%7s", &s, tail) != 2 || strcmp(tail, "5") != 0)
+            continue;
+        if (n == cap) list = xrealloc_small(list, sizeof *list * (size_t)(cap = cap ? 2 * cap : 64));
+        list[n].step = s;
+        list[n++].run_id[0] = '\0';
+    }
+    closedir(d);
+    qsort(list, (size_t)n, sizeof *list, by_step_descending);
+    for (int i = 0; with_run_ids && i < n; i++) {
+        char path[PATH_LEN];
+        int64_t step;
+        ckpt_name(path, sizeof path, dir, list[i].step);
+        if (ckpt_peek(path, &step, list[i].run_id, sizeof list[i].run_id) != 0)
+            snprintf(list[i].run_id, sizeof list[i].run_id, "?"); /* unreadable: no lineage */
+    }
+    *n_out = n;
+    return list;
+}
+
 /* ---------------------------------------------------------------- saving */
 
-/* Rank 0 checks the free space for `need` bytes; every rank learns the verdict. */
-static int enough_space(const char *dir, double need, char *msg, size_t len) {
-    double avail = 1e300;
+/* Rank 0 makes sure `need` bytes can really be written in `dir` before any HDF5 call: the free
+ * space (statvfs, for a message with numbers), then a reservation file of that size allocated
+ * with fallocate(2), which also meets quotas (EDQUOT) and file-size limits (EFBIG) that
+ * statvfs cannot see. The reservation is removed again at once: what is proven is that the
+ * space was there a moment before the save. Every rank learns the verdict.
+ * Why before HDF5: parallel HDF5 reports a write error inside a collective save, but closing
+ * such a file can leave the ranks in different collectives of the library (its metadata flush
+ * skips a synchronisation point on the rank that failed), i.e. a hang that only the watchdog's
+ * io_timeout_s ends. A failure found here costs nothing and the run goes on. File systems
+ * without fallocate (EOPNOTSUPP) get the statvfs check alone. */
+int ckpt_reserve_space(const char *dir, double need, char *msg, size_t len) {
+    char text[COMM_MSG_MAX] = "";
     if (world_rank() == 0) {
         struct statvfs st;
-        if (statvfs(dir, &st) == 0) avail = (double)st.f_bavail * (double)st.f_frsize;
+        double avail = statvfs(dir, &st) == 0 ? (double)st.f_bavail * (double)st.f_frsize : 1e300;
+        char path[PATH_LEN];
+        snprintf(path, sizeof path, "%s/.llmtrain.reserve", dir);
+        int fd = -1, err = 0;
+        if (avail < need)
+            snprintf(text, sizeof text, "the file system of %s has %.1f MiB free but the file "
+                     "needs %.1f MiB", dir, avail / 1048576.0, need / 1048576.0);
+        else if ((fd = open(path, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600)) < 0)
+            snprintf(text, sizeof text, "cannot create a file in %s: %s", dir, strerror(errno));
+        else if (fallocate(fd, 0, 0, (off_t)need) != 0 && (err = errno) != EOPNOTSUPP && err != ENOSYS)
+            snprintf(text, sizeof text, "%.1f MiB cannot be allocated in %s: %s", need / 1048576.0,
+                     dir, strerror(err));
+        if (fd >= 0) {
+            close(fd);
+            unlink(path);
+        }
     }
-    MPI_CHECK(MPI_Bcast(&avail, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
-    if (avail >= need) return 1;
-    snprintf(msg, len, "the file system of %s has %.1f MiB free but the checkpoint needs %.1f "
-             "MiB", dir, avail / 1048576.0, need / 1048576.0);
+    comm_bcast(text, (int)sizeof text, MPI_CHAR, 0, MPI_COMM_WORLD, "checkpoint space check");
+    if (text[0] == '\0') return 1;
+    snprintf(msg, len, "%s", text);
     return 0;
 }
 
 /* Replace dir/latest by a file naming `file`, atomically (rank 0). */
-static void write_latest(const char *dir, const char *file) {
-    char tmp[700], path[700];
-    snprintf(tmp, sizeof tmp, "%s/latest.tmp", dir);
+static int write_latest(const char *dir, const char *file) {
+    char path[PATH_LEN], line[PATH_LEN];
     snprintf(path, sizeof path, "%s/latest", dir);
-    FILE *f = fopen(tmp, "w");
-    PTR_CHECK(f);
-    fprintf(f, "%s\n", file);
-    if (fflush(f) != 0 || fsync(fileno(f)) != 0) die_call(__FILE__, __LINE__, "fsync", strerror(errno));
-    fclose(f);
-    SYS_CHECK(rename(tmp, path));
+    int n = snprintf(line, sizeof line, "%s\n", file);
+    return file_write_atomic(path, line, (size_t)n);
 }
 
-/* Delete all but the newest `keep` checkpoints, and leftovers of killed saves (rank 0). */
-static void prune(const char *dir, int keep, long long current) {
-    long long steps[MAX_CANDIDATES];
-    int n = list_checkpoints(dir, steps, MAX_CANDIDATES);
-    char path[700];
-    for (int i = keep; i < n; i++) {
-        ckpt_name(path, sizeof path, dir, steps[i]);
-        if (unlink(path) != 0) warn_user("could not remove old checkpoint %s: %s", path, strerror(errno));
+/* Delete checkpoints of this run's lineage beyond the newest `keep`, never `just_written`, and
+ * leftovers of killed saves (rank 0). Other lineages' files are never touched. */
+static void prune(const char *dir, int keep, const char *run_id, long long just_written) {
+    int n;
+    ckpt_file_t *list = list_checkpoints(dir, &n, true);
+    char path[PATH_LEN];
+    int ours = 0;
+    for (int i = 0; i < n; i++) {
+        if (strcmp(list[i].run_id, run_id) != 0) continue;
+        if (++ours <= keep || list[i].step == just_written) continue;
+        ckpt_name(path, sizeof path, dir, list[i].step);
+        if (unlink(path) != 0)
+            fprintf(stderr, "llmtrain: warning: could not remove old checkpoint %s: %s\n", path,
+                    strerror(errno));
     }
-    for (int i = 0; i < n; i++) { /* a .tmp next to a complete file of an older step is garbage */
-        if (steps[i] >= current) continue;
-        ckpt_name(path, sizeof path, dir, steps[i]);
-        strcat(path, ".tmp");
-        unlink(path);
+    free(list);
+    /* a .tmp is a save that never finished (the run's lock means nobody else is writing) */
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        if (!strncmp(e->d_name, CKPT_PREFIX, strlen(CKPT_PREFIX)) && len > 7 &&
+            !strcmp(e->d_name + len - 7, ".h5.tmp")) {
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            unlink(path);
+        }
     }
+    if (d) closedir(d);
+    fsync_dir_of(path);
+}
+
+/* JSON string contents for a metrics record (quotes and control characters escaped). */
+static void json_escape(const char *s, char *out, size_t len) {
+    size_t o = 0;
+    for (; *s && o + 7 < len; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') out[o++] = '\\', out[o++] = (char)c;
+        else if (c < 0x20) o += (size_t)snprintf(out + o, len - o, "\\u%04x", c);
+        else out[o++] = (char)c;
+    }
+    out[o] = '\0';
+}
+
+static void report_failed_save(trainer_t *tr, const char *why, const char *msg) {
+    char esc[2048];
+    if (world_rank() == 0) {
+        fprintf(stderr, "llmtrain: error: checkpoint at step %lld (%s) not written: %s; earlier "
+                "checkpoints are intact%s\n", (long long)tr->step, why, msg,
+                strcmp(why, "every") == 0 ? "; training goes on" : "");
+        fflush(stderr);
+    }
+    json_escape(msg, esc, sizeof esc);
+    metrics_write(&tr->metrics, "\"step\":%lld,\"checkpoint\":\"%s\",\"failed\":true,\"error\":\"%s\"",
+                  (long long)tr->step, why, esc);
+}
+
+/* The model the namelist describes, for the files' attributes and the checks on load. */
+static ckpt_meta_t model_meta(const trainer_t *tr) {
+    const config_t *cfg = tr->cfg;
+    ckpt_meta_t meta = {tr->step, cfg->seed, cfg->vocab_size, config_padded_vocab(cfg),
+                        cfg->n_layer, cfg->n_head, cfg->d_model, cfg->d_ff, cfg->seq_len,
+                        tr->config_text, ""};
+    snprintf(meta.run_id, sizeof meta.run_id, "%s", tr->rd.run_id);
+    return meta;
 }
 
 int ckpt_write_now(trainer_t *tr, const char *why) {
     const config_t *cfg = tr->cfg;
-    char dir[600], path[700], msg[1024];
-    ckpt_dir_of(cfg, tr->run_dir, dir, sizeof dir);
+    const char *dir = tr->rd.ckpt_dir;
+    char path[PATH_LEN], msg[COMM_MSG_MAX + 64];
     ckpt_name(path, sizeof path, dir, (long long)tr->step);
-    /* tensors (model, m, v) plus HDF5's metadata: a few percent and one small block */
-    const double need = 3.0 * (double)tr->model.P.n_global * sizeof(float) * 1.02 + (64 << 10);
-    if (!enough_space(dir, need, msg, sizeof msg)) {
-        if (world_rank() == 0)
-            fprintf(stderr, "llmtrain: error: checkpoint at step %lld (%s) not written: %s; "
-                    "earlier checkpoints are intact\n", (long long)tr->step, why, msg);
+    const double need = ckpt_file_bytes(&tr->model.P, true);
+    if (!ckpt_reserve_space(dir, need, msg, sizeof msg)) {
+        report_failed_save(tr, why, msg);
         return -1;
     }
     gpt_t *m = &tr->model;
@@ -120,27 +200,35 @@ int ckpt_write_now(trainer_t *tr, const char *why) {
     tr->ops->to_host(p, m->params, bytes);
     tr->ops->to_host(mm, tr->opt.m, bytes);
     tr->ops->to_host(vv, tr->opt.v, bytes);
-    ckpt_meta_t meta = {tr->step, cfg->seed, m->V, m->Vp, tr->config_text};
+    ckpt_meta_t meta = model_meta(tr);
     ckpt_state_t st = {tr->tokens_seen, tr->sample_pos, tr->opt.t, tr->skipped, tr->global_batch,
                        1.0, tr->grid->dp, tr->grid->tp, tr->grid->pp};
-    double t0 = now_sec();
-    watchdog_enter_for("checkpoint write", "all ranks", cfg->timeout_s);
-    double written = ckpt_save(path, MPI_COMM_WORLD, tr->io_hints, &m->P, p, mm, vv, &meta, &st,
-                               tr->grid->rank_dp == 0);
+    double t0 = now_sec(), written = 0;
+    watchdog_enter_for("checkpoint write", "all ranks", cfg->io_timeout_s);
+    int rc = ckpt_save(path, MPI_COMM_WORLD, tr->io_hints, &m->P, p, mm, vv, &meta, &st,
+                       tr->grid->rank_dp == 0, &written, msg, sizeof msg);
     watchdog_leave();
     double dt = now_sec() - t0;
     xfree(p);
     xfree(mm);
     xfree(vv);
+    if (rc != 0) {
+        report_failed_save(tr, why, msg);
+        return -1;
+    }
+    tr->last_ckpt_step = tr->step;
     if (world_rank() == 0) {
         const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-        write_latest(dir, base);
-        prune(dir, cfg->ckpt_keep, (long long)tr->step);
+        if (write_latest(dir, base) != 0)
+            fprintf(stderr, "llmtrain: warning: checkpoint %s written, but the 'latest' pointer "
+                    "could not be updated: %s (resume = 'auto' still finds the newest file)\n",
+                    path, strerror(errno));
+        prune(dir, cfg->ckpt_keep, tr->rd.run_id, (long long)tr->step);
         printf("checkpoint: step %lld (%s) -> %s: %.1f MiB in %.2f s (%.0f MiB/s)\n",
                (long long)tr->step, why, path, written / 1048576.0, dt, written / 1048576.0 / dt);
         fflush(stdout);
     }
-    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    comm_barrier(MPI_COMM_WORLD, "checkpoint housekeeping");
     metrics_write(&tr->metrics, "\"step\":%lld,\"checkpoint\":\"%s\",\"ckpt_s\":%.4f,"
                   "\"ckpt_mib\":%.3f", (long long)tr->step, why, dt, written / 1048576.0);
     return 0;
@@ -148,94 +236,139 @@ int ckpt_write_now(trainer_t *tr, const char *why) {
 
 /* ---------------------------------------------------------------- choosing what to resume */
 
-/* The files resume would try, in order; rank 0 decides, every rank gets the list. */
-static int resume_candidates(const config_t *cfg, const char *run_dir, char (*out)[700], int cap) {
+/* The files resume would try, in order (rank 0 decides, every rank gets the list): for 'auto',
+ * the file `latest` names and the other files of its lineage, newest first (without a usable
+ * `latest`: every file, newest first); else the one path given. Free with free(). */
+static char *resume_candidates(const config_t *cfg, const char *dir, int *n_out) {
     int n = 0;
+    char *out = NULL;
     if (world_rank() == 0) {
         if (strcmp(cfg->resume, "auto") != 0) {
-            snprintf(out[n++], 700, "%s", cfg->resume);
+            out = xrealloc_small(NULL, PATH_LEN);
+            snprintf(out, PATH_LEN, "%s", cfg->resume);
+            n = 1;
         } else {
-            char dir[600], line[600] = "", path[700];
-            ckpt_dir_of(cfg, run_dir, dir, sizeof dir);
+            char path[PATH_LEN], line[PATH_LEN] = "", lineage[CKPT_RUN_ID_LEN] = "";
+            int k, others = 0;
+            ckpt_file_t *list = list_checkpoints(dir, &k, true);
+            out = xrealloc_small(NULL, (size_t)(k + 1) * PATH_LEN);
             snprintf(path, sizeof path, "%s/latest", dir);
             FILE *f = fopen(path, "r");
             if (f && fgets(line, sizeof line, f)) {
                 line[strcspn(line, "\n")] = '\0';
-                snprintf(out[n++], 700, "%s/%s", dir, line);
+                snprintf(out, PATH_LEN, "%s/%s", dir, line);
+                int64_t step;
+                if (strchr(line, '/') == NULL && ckpt_peek(out, &step, lineage, sizeof lineage) == 0)
+                    n = 1;
+                else
+                    fprintf(stderr, "llmtrain: warning: resume: %s names '%s', which cannot be "
+                            "read; trying the checkpoints in %s newest first\n", path, line, dir);
             }
             if (f) fclose(f);
-            long long steps[MAX_CANDIDATES];
-            int k = list_checkpoints(dir, steps, MAX_CANDIDATES);
-            for (int i = 0; i < k && n < cap; i++) {
-                ckpt_name(path, sizeof path, dir, steps[i]);
-                if (n == 0 || strcmp(out[0], path) != 0) snprintf(out[n++], 700, "%s", path);
+            for (int i = 0; i < k; i++) {
+                ckpt_name(path, sizeof path, dir, list[i].step);
+                if (n > 0 && strcmp(out, path) == 0) continue;
+                if (n > 0 && lineage[0] && strcmp(list[i].run_id, lineage) != 0) {
+                    others++;
+                    continue;
+                }
+                snprintf(out + (size_t)n++ * PATH_LEN, PATH_LEN, "%s", path);
             }
+            if (others)
+                printf("resume: %d checkpoint%s in %s belong to another run (not the lineage of "
+                       "'latest') and %s not considered\n", others, others > 1 ? "s" : "", dir,
+                       others > 1 ? "are" : "is");
+            free(list);
         }
     }
-    MPI_CHECK(MPI_Bcast(&n, 1, MPI_INT, 0, MPI_COMM_WORLD));
-    MPI_CHECK(MPI_Bcast(out, 700 * n, MPI_CHAR, 0, MPI_COMM_WORLD));
-    return n;
+    comm_bcast(&n, 1, MPI_INT, 0, MPI_COMM_WORLD, "resume");
+    if (world_rank() != 0) out = xrealloc_small(NULL, (size_t)(n > 0 ? n : 1) * PATH_LEN);
+    if (n > 0) comm_bcast(out, n * PATH_LEN, MPI_CHAR, 0, MPI_COMM_WORLD, "resume");
+    *n_out = n;
+    return out;
 }
 
-int64_t ckpt_resume_global_batch(const config_t *cfg, const char *run_dir) {
-    if (strcmp(cfg->resume, "none") == 0) return 0;
-    char files[MAX_CANDIDATES][700];
-    int n = resume_candidates(cfg, run_dir, files, MAX_CANDIDATES);
-    int64_t gb = 0;
-    if (n > 0 && world_rank() == 0) gb = ckpt_peek_global_batch(files[0]);
-    MPI_CHECK(MPI_Bcast(&gb, 1, MPI_INT64_T, 0, MPI_COMM_WORLD));
-    return gb;
-}
-
-/* Load one file into the trainer; 0, or -1 with the reason in msg. */
-static int load_into(trainer_t *tr, const char *path, char *msg, size_t len) {
-    gpt_t *m = &tr->model;
-    const size_t bytes = m->P.total * sizeof(float);
-    float *p = xcalloc(m->P.total, sizeof(float)), *mm = xcalloc(m->P.total, sizeof(float));
-    float *vv = xcalloc(m->P.total, sizeof(float));
-    ckpt_state_t st;
-    int64_t step = 0;
+/* Read and verify one file into res; 0, or -1 with the reason in msg. */
+static int load_candidate(trainer_t *tr, const params_t *P, const char *path, ckpt_resumed_t *res,
+                          char *msg, size_t len) {
+    const ckpt_meta_t want = model_meta(tr);
     double t0 = now_sec();
-    int rc = ckpt_load(path, MPI_COMM_WORLD, &m->P, p, mm, vv, &st, &step, tr->grid->rank_dp == 0,
-                       msg, len);
-    if (rc == 0) {
-        tr->ops->to_device(m->params, p, bytes);
-        tr->ops->to_device(tr->opt.m, mm, bytes);
-        tr->ops->to_device(tr->opt.v, vv, bytes);
-        tr->step = step;
-        tr->opt.t = st.adam_t;
-        tr->skipped = st.skipped;
-        tr->tokens_seen = st.tokens_seen;
-        tr->sample_pos = st.sample_pos;
-        double dt = now_sec() - t0, mib = 3.0 * (double)m->P.n_global * sizeof(float) / 1048576.0;
-        if (world_rank() == 0)
-            printf("resume: %s: step %lld, %lld tokens seen, saved on grid dp %lld x tp %lld x "
-                   "pp %lld, continuing on dp %d x tp %d x pp %d (read and verified %.1f MiB in "
-                   "%.2f s, %.0f MiB/s)\n", path, (long long)step, (long long)st.tokens_seen,
-                   (long long)st.grid_dp, (long long)st.grid_tp, (long long)st.grid_pp,
-                   tr->grid->dp, tr->grid->tp, tr->grid->pp, mib, dt, mib / dt);
-    }
-    xfree(p);
-    xfree(mm);
-    xfree(vv);
-    return rc;
+    watchdog_enter_for("checkpoint read", "all ranks", tr->cfg->io_timeout_s);
+    int rc = ckpt_load(path, MPI_COMM_WORLD, tr->grid->tp_comm, P, res->params, res->m, res->v,
+                       &res->state, &want, &res->meta, msg, len);
+    watchdog_leave();
+    if (rc != 0) return -1;
+    res->found = true;
+    snprintf(res->path, sizeof res->path, "%s", path);
+    res->seconds = now_sec() - t0;
+    res->mib = 3.0 * (double)P->n_global * sizeof(float) / 1048576.0;
+    return 0;
 }
 
-bool ckpt_resume(trainer_t *tr) {
+void ckpt_resume_find(trainer_t *tr, ckpt_resumed_t *res) {
     const config_t *cfg = tr->cfg;
-    if (strcmp(cfg->resume, "none") == 0) return false;
-    char files[MAX_CANDIDATES][700], msg[1024];
-    int n = resume_candidates(cfg, tr->run_dir, files, MAX_CANDIDATES);
-    for (int i = 0; i < n; i++) {
-        if (load_into(tr, files[i], msg, sizeof msg) == 0) return true;
-        if (strcmp(cfg->resume, "auto") != 0) fatal_user("&checkpoint resume: %s", msg);
+    memset(res, 0, sizeof *res);
+    if (strcmp(cfg->resume, "none") == 0 || strcmp(cfg->mode, "train") != 0) return;
+    /* the registry the model will have on this rank: the host buffers match its layout */
+    params_t P;
+    params_create_stage(&P, cfg, tr->grid->tp, tr->grid->rank_tp, tr->grid->pp, tr->grid->rank_pp);
+    res->total = P.total;
+    res->params = xcalloc(P.total, sizeof(float));
+    res->m = xcalloc(P.total, sizeof(float));
+    res->v = xcalloc(P.total, sizeof(float));
+    int n;
+    char *files = resume_candidates(cfg, tr->rd.ckpt_dir, &n), msg[COMM_MSG_MAX + 64];
+    for (int i = 0; i < n && !res->found; i++) {
+        const char *path = files + (size_t)i * PATH_LEN;
+        if (load_candidate(tr, &P, path, res, msg, sizeof msg) == 0) break;
+        if (strcmp(cfg->resume, "auto") != 0) {
+            free(files);
+            fatal_user("&checkpoint resume: %s", msg);
+        }
         if (world_rank() == 0)
             fprintf(stderr, "llmtrain: warning: resume: refused %s; trying an older checkpoint\n", msg);
     }
+    free(files);
+    params_destroy(&P);
+    if (!res->found) {
+        if (world_rank() == 0)
+            printf("resume = 'auto': %s in %s; starting from step 0\n",
+                   n ? "no checkpoint passed verification" : "no checkpoint found", tr->rd.ckpt_dir);
+        xfree(res->params);
+        xfree(res->m);
+        xfree(res->v);
+        res->params = res->m = res->v = NULL;
+    }
+}
+
+void ckpt_resume_apply(trainer_t *tr, ckpt_resumed_t *res) {
+    if (!res->found) return;
+    gpt_t *m = &tr->model;
+    ASSERT(res->total == m->P.total); /* the same registry as the model's */
+    const size_t bytes = m->P.total * sizeof(float);
+    tr->ops->to_device(m->params, res->params, bytes);
+    tr->ops->to_device(tr->opt.m, res->m, bytes);
+    tr->ops->to_device(tr->opt.v, res->v, bytes);
+    const ckpt_state_t *st = &res->state;
+    tr->step = res->meta.step;
+    tr->last_ckpt_step = tr->step;
+    tr->opt.t = st->adam_t;
+    tr->skipped = st->skipped;
+    tr->tokens_seen = st->tokens_seen;
+    tr->sample_pos = st->sample_pos;
+    /* the lineage continues (a file of version 0.1 has none: this run's new id stands) */
+    if (res->meta.run_id[0]) snprintf(tr->rd.run_id, sizeof tr->rd.run_id, "%s", res->meta.run_id);
     if (world_rank() == 0)
-        printf("resume = 'auto': %s; starting from step 0\n",
-               n ? "no checkpoint passed verification" : "no checkpoint found");
-    return false;
+        printf("resume: %s: step %lld, %lld tokens seen, saved on grid dp %lld x tp %lld x pp %lld, "
+               "continuing on dp %d x tp %d x pp %d (read and verified %.1f MiB in %.2f s, %.0f "
+               "MiB/s)\n", res->path, (long long)tr->step, (long long)st->tokens_seen,
+               (long long)st->grid_dp, (long long)st->grid_tp, (long long)st->grid_pp,
+               tr->grid->dp, tr->grid->tp, tr->grid->pp, res->mib, res->seconds,
+               res->mib / res->seconds);
+    xfree(res->params);
+    xfree(res->m);
+    xfree(res->v);
+    memset(res, 0, sizeof *res);
 }
 
 /* ---------------------------------------------------------------- stop signals */
@@ -252,10 +385,13 @@ void stop_signals_install(void) {
     sa.sa_flags = SA_RESTART;
     SYS_CHECK(sigaction(SIGUSR1, &sa, NULL));
     SYS_CHECK(sigaction(SIGTERM, &sa, NULL));
+    /* A file-size limit (ulimit -f) makes write() fail with EFBIG, which a save reports and
+     * survives; the default action of SIGXFSZ would kill the rank instead. */
+    signal(SIGXFSZ, SIG_IGN);
 }
 
 int stop_signal_pending(MPI_Comm world) {
     int sig = stop_signal;
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &sig, 1, MPI_INT, MPI_MAX, world));
+    comm_allreduce(&sig, 1, MPI_INT, MPI_MAX, world, "stop-signal check");
     return sig;
 }

@@ -1,31 +1,51 @@
 /* checkpointing.h — when and where checkpoints are written and which one a run resumes from
  * (the file format itself is io/checkpoint). Files live in &checkpoint dir (default: the run
  * directory) as ckpt_stepNNNNNNNN.h5, with a `latest` pointer (a one-line text file, replaced
- * atomically) and only the newest `keep` files kept. A save first checks the free space, writes
- * "<name>.tmp", flushes and renames, then moves `latest`: a failed or killed save leaves every
- * earlier checkpoint and the pointer intact. resume = 'auto' tries `latest`, then older files
- * newest first, refusing (with a message) any that fail to load or verify; resume = path loads
- * exactly that file. Also owns the SIGUSR1/SIGTERM flag. Uses: train/trainer, io/checkpoint.
- * Used by: train/trainer. */
+ * atomically). A save first checks the free space, writes "<name>.tmp", flushes, renames and
+ * fsyncs the directory, then moves `latest` and prunes: only checkpoints of this run's lineage
+ * (rundir.h) beyond the newest `keep` are deleted, never the one just written, so a failed or
+ * killed save, or a fresh run beside an older one, loses nothing. A save that fails (no space, a
+ * write error inside HDF5, a file that cannot be created) is abandoned on every rank, its .tmp
+ * removed, and reported; the caller decides whether training goes on.
+ * resume = 'auto' tries the file `latest` names, then older files of the same lineage newest
+ * first, refusing (with a message) any that fail to load or verify; resume = path loads exactly
+ * that file (any problem: exit 2). The choice is made before the model exists, so the global
+ * batch of the file actually used sets the batch geometry.
+ * Also owns the SIGUSR1/SIGTERM flag. Uses: train/trainer, train/rundir, io/checkpoint,
+ * parallel/comm. Used by: train/trainer, main. */
 #ifndef LLMT_CHECKPOINTING_H
 #define LLMT_CHECKPOINTING_H
 #include <stdbool.h>
 #include "train/trainer.h"
 
-/* Write a checkpoint of the current step; `why` appears in the log ("every", "final",
- * "signal"). Returns 0, or -1 after reporting why it could not be written (nothing lost). */
+/* Write a checkpoint of the current step; `why` appears in the log and metrics ("every",
+ * "final", "signal"). Returns 0, or -1 after reporting why it could not be written (on stderr
+ * and as a metrics record; nothing earlier is lost). */
 int ckpt_write_now(trainer_t *tr, const char *why);
-/* Before the model exists: the global batch of the checkpoint a resume would start from, or 0
- * (resume = 'none', nothing to resume, or unreadable). */
-int64_t ckpt_resume_global_batch(const config_t *cfg, const char *run_dir);
-/* Load the checkpoint &checkpoint resume asks for into the trainer (model, AdamW state, step,
- * data position). Returns true if a checkpoint was loaded. */
-bool ckpt_resume(trainer_t *tr);
-/* The checkpoint directory of a run. */
-void ckpt_dir_of(const config_t *cfg, const char *run_dir, char *out, size_t len);
+/* Collective: whether `need` bytes can be written in dir right now (free space, then a real
+ * allocation, which also meets quotas and file-size limits); 0 with the reason in msg if not.
+ * Checkpoints and weights files call it before any HDF5 call. */
+int ckpt_reserve_space(const char *dir, double need, char *msg, size_t len);
+/* The verified contents of the checkpoint a resume starts from, read before the model exists. */
+typedef struct ckpt_resumed {
+    bool found;
+    char path[700];
+    float *params, *m, *v; /* host copies of this rank's local flat buffers [P.total] */
+    size_t total;
+    ckpt_state_t state;
+    ckpt_meta_t meta;
+    double seconds, mib;   /* how long reading and verifying took, and how much */
+} ckpt_resumed_t;
+/* Collective: choose, read and verify the checkpoint &checkpoint resume asks for (nothing when
+ * resume = 'none' or 'auto' finds none that verifies). */
+void ckpt_resume_find(trainer_t *tr, ckpt_resumed_t *res);
+/* Put what ckpt_resume_find read into the model and optimizer (step, data position, lineage)
+ * and free the host copies. */
+void ckpt_resume_apply(trainer_t *tr, ckpt_resumed_t *res);
 
-/* SIGUSR1 / SIGTERM: remembered, acted on at the next step boundary by every rank together. */
+/* SIGUSR1 / SIGTERM: remembered from the moment main installs the handlers (setup included),
+ * acted on at the next step boundary by every rank together. */
 void stop_signals_install(void);
-/* Collective: whether any rank received a stop signal (and which). 0 if none. */
+/* Collective (watched): whether any rank received a stop signal (and which). 0 if none. */
 int stop_signal_pending(MPI_Comm world);
 #endif

@@ -8,8 +8,10 @@
 #include <string.h>
 #include "core/alloc.h"
 #include "core/error.h"
+#include "core/fault.h"
 #include "core/rng.h"
 #include "io/tokenizer.h"
+#include "parallel/comm.h"
 #include "train/trainer.h"
 
 /* Index of the largest logit. */
@@ -62,17 +64,27 @@ int sample_token(float *logits, int V, double temperature, int top_k, float u, f
     return argmax(logits, V);
 }
 
-/* The tokenizer of &data tokenizer, or NULL when none is set. Every rank loads it (a bad file is
- * the same error everywhere). */
+/* The tokenizer of &data tokenizer, or NULL when none is set. Every rank loads it, and a file
+ * may be readable on some nodes only: the ranks agree, and the first failing rank's message is
+ * printed once with its rank and host. */
 static tokenizer_t *load_tokenizer(const config_t *cfg, int vocab_size) {
     if (cfg->tokenizer[0] == '\0') return NULL;
     tokenizer_t *tok = NULL;
-    char err[1024];
-    if (tokenizer_create(&tok, cfg->tokenizer, err, sizeof err) != 0)
-        fatal_user("&data tokenizer: %s", err);
-    if ((int)tokenizer_vocab_size(tok) > vocab_size)
-        fatal_user("&data tokenizer: %s has %u tokens but &model vocab_size is %d",
-                   cfg->tokenizer, tokenizer_vocab_size(tok), vocab_size);
+    char err[1024], msg[1400];
+    const char *mine = NULL;
+    if (tokenizer_create(&tok, cfg->tokenizer, err, sizeof err) != 0) {
+        snprintf(msg, sizeof msg, "&data tokenizer: %s", err);
+        mine = msg;
+    } else if ((int)tokenizer_vocab_size(tok) > vocab_size) {
+        snprintf(msg, sizeof msg, "&data tokenizer: %s has %u tokens but &model vocab_size is %d",
+                 cfg->tokenizer, tokenizer_vocab_size(tok), vocab_size);
+        mine = msg;
+    }
+    if (mine) {
+        tokenizer_destroy(tok);
+        tok = NULL;
+    }
+    comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, mine);
     return tok;
 }
 
@@ -125,6 +137,7 @@ void trainer_generate(trainer_t *tr) {
     for (int i = 0; i < cfg->max_new_tokens; i++, len++) {
         int T = len < m->T ? len : m->T;
         gpt_forward(m, seq + len - T, NULL, 1, T);
+        fault_point("generate", tr->grid->world_rank);
         gpt_logits_row(m, 0, T - 1, T, logits);
         seq[len] = sample_token(logits, m->V, cfg->temperature, cfg->top_k,
                                 rng_uniform(key, (uint64_t)i, 0), scratch);

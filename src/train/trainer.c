@@ -6,6 +6,7 @@
 #include <string.h>
 #include "core/alloc.h"
 #include "core/error.h"
+#include "core/fault.h"
 #include "core/fileio.h"
 #include "core/version.h"
 #include "core/timer.h"
@@ -20,15 +21,23 @@ static int is_root(const trainer_t *tr) { return tr->grid->world_rank == 0; }
 
 /* ---------------------------------------------------------------- setup */
 
-/* Open a set of shards and its sampler; any problem is the same on every rank (same files),
- * so the error is reported collectively. */
+/* Open a set of shards and its sampler. Every rank opens the files itself, and a file may be
+ * visible on some nodes only (node-local storage, a missing mount): the ranks agree, and the
+ * first failing rank's message is printed once with its rank and host. */
 static void open_data(const config_t *cfg, const char *patterns, const char *key,
                       shard_set_t *set, sampler_t *s, bool shuffle) {
-    char err[1024];
-    if (shard_set_open(set, patterns, key, err, sizeof err) != 0)
-        fatal_user("%s: &data %s: %s", cfg->source_path, key, err);
-    if (sampler_create(s, set, cfg->seq_len, shuffle, (uint64_t)cfg->seed, err, sizeof err) != 0)
-        fatal_user("%s: &data %s: %s", cfg->source_path, key, err);
+    char err[1024], msg[1400];
+    const char *mine = NULL;
+    if (shard_set_open(set, patterns, key, err, sizeof err) != 0) {
+        snprintf(msg, sizeof msg, "%s: &data %s: %s", cfg->source_path, key, err);
+        mine = msg;
+    } else if (sampler_create(s, set, cfg->seq_len, shuffle, (uint64_t)cfg->seed, err,
+                              sizeof err) != 0) {
+        snprintf(msg, sizeof msg, "%s: &data %s: %s", cfg->source_path, key, err);
+        shard_set_close(set);
+        mine = msg;
+    }
+    comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, mine);
 }
 
 /* FLOP/s of one matrix product out[N, OC] = in[N, C] w[OC, C]^T: one warm-up, best of 3. */
@@ -60,11 +69,13 @@ static double measure_peak_flops(const ops_t *ops, int rows, int C, int F) {
     return square > mlp ? square : mlp;
 }
 
-static void batch_geometry(trainer_t *tr) {
+/* The global batch is the namelist's, or, when the namelist leaves it unset, that of the
+ * checkpoint the run resumes from (the file actually used). */
+static void batch_geometry(trainer_t *tr, int64_t resumed) {
     const config_t *cfg = tr->cfg;
     tr->T = cfg->seq_len;
     tr->micro_batch = cfg->micro_batch;
-    int64_t resumed = cfg->global_batch_derived ? ckpt_resume_global_batch(cfg, tr->run_dir) : 0;
+    if (!cfg->global_batch_derived || resumed > INT32_MAX) resumed = 0;
     tr->global_batch = resumed > 0 ? (int)resumed : cfg->global_batch;
     tr->accum = tr->global_batch / (cfg->micro_batch * cfg->dp);
     if (tr->accum * cfg->micro_batch * cfg->dp != tr->global_batch || tr->accum < 1)
@@ -102,6 +113,7 @@ static void print_memory_plan(const trainer_t *tr) {
 
 static void setup_data(trainer_t *tr) {
     const config_t *cfg = tr->cfg;
+    fault_point("data", tr->grid->world_rank);
     tr->has_train = cfg->train_files[0] != '\0';
     tr->has_val = cfg->val_files[0] != '\0';
     if (tr->has_train)
@@ -119,10 +131,9 @@ static double measure_dp_allreduce_ms(trainer_t *tr) {
     if (tr->grid->dp == 1) return 0.0;
     double best = 1e30;
     for (int i = 0; i < 2; i++) {
-        MPI_CHECK(MPI_Barrier(tr->grid->dp_comm));
+        comm_barrier(tr->grid->dp_comm, "measuring the dp all-reduce");
         double t0 = now_sec();
-        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, tr->model.grads, (int)tr->model.P.total, MPI_FLOAT,
-                                MPI_SUM, tr->grid->dp_comm));
+        comm_allreduce_sum(tr->model.grads, tr->model.P.total, tr->grid->dp_comm, COMM_OTHER);
         double dt = now_sec() - t0;
         if (dt < best) best = dt;
     }
@@ -130,18 +141,40 @@ static double measure_dp_allreduce_ms(trainer_t *tr) {
     return best * 1e3;
 }
 
-static void setup_run_dir(trainer_t *tr) {
+/* metrics.jsonl in the run directory: appended to by a resumed run (one file holds the whole
+ * loss curve), replaced by a fresh one. Only rank 0 writes it; the ranks agree on the outcome. */
+static void open_metrics(trainer_t *tr, bool resumed) {
     const config_t *cfg = tr->cfg;
-    snprintf(tr->run_dir, sizeof tr->run_dir, "%s/%s", cfg->out_dir, cfg->name);
-    int bad = 0;
-    if (is_root(tr)) bad = make_dirs(tr->run_dir) != 0 ? errno : 0;
-    MPI_CHECK(MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD));
-    if (bad) fatal_user("cannot create run directory %s: %s", tr->run_dir, strerror(bad));
-    char path[600];
-    snprintf(path, sizeof path, "%s/metrics.jsonl", tr->run_dir);
-    /* A resumed run appends, so one file holds the whole loss curve. */
-    metrics_open(&tr->metrics, path, is_root(tr) && cfg->jsonl && strcmp(cfg->mode, "train") == 0,
-                 strcmp(cfg->resume, "none") != 0);
+    char path[RUNDIR_PATH_MAX + 32], msg[RUNDIR_PATH_MAX + 200];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", tr->rd.dir);
+    const bool writes = is_root(tr) && cfg->jsonl && strcmp(cfg->mode, "train") == 0;
+    const bool append = resumed || strcmp(cfg->resume, "auto") == 0;
+    const char *mine = NULL;
+    if (metrics_open(&tr->metrics, path, writes, append) != 0) {
+        snprintf(msg, sizeof msg, "cannot create the metrics file %s: %s", path, strerror(errno));
+        mine = msg;
+    }
+    comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, mine);
+}
+
+/* &run init_from: weights of any grid (or a checkpoint's model part), checked against the
+ * namelist's model; any problem is one message and exit 2. */
+static void load_init_weights(trainer_t *tr) {
+    const config_t *cfg = tr->cfg;
+    float *host = xcalloc(tr->model.P.total, sizeof(float));
+    ckpt_meta_t want = {0, cfg->seed, cfg->vocab_size, config_padded_vocab(cfg), cfg->n_layer,
+                        cfg->n_head, cfg->d_model, cfg->d_ff, cfg->seq_len, NULL, ""};
+    char msg[COMM_MSG_MAX + 64];
+    watchdog_enter_for("weights read", "all ranks", cfg->io_timeout_s);
+    int rc = ckpt_load(cfg->init_from, MPI_COMM_WORLD, tr->grid->tp_comm, &tr->model.P, host,
+                       NULL, NULL, NULL, &want, NULL, msg, sizeof msg);
+    watchdog_leave();
+    if (rc != 0) {
+        xfree(host);
+        fatal_user("&run init_from: %s", msg);
+    }
+    tr->ops->to_device(tr->model.params, host, tr->model.P.total * sizeof(float));
+    xfree(host);
 }
 
 void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const ops_t *ops) {
@@ -150,8 +183,16 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
     tr->grid = grid;
     tr->ops = ops;
     tr->io_hints = MPI_INFO_NULL;
-    setup_run_dir(tr);
-    batch_geometry(tr);
+    tr->last_ckpt_step = -1;
+    /* The effective configuration (defaults filled in) is what checkpoints record. */
+    int n = config_to_namelist(cfg, NULL, 0);
+    tr->config_text = xmalloc((size_t)n + 1);
+    config_to_namelist(cfg, tr->config_text, n + 1);
+    rundir_open(&tr->rd, cfg);
+    rundir_check_fresh(&tr->rd, cfg);
+    ckpt_resumed_t resumed;
+    ckpt_resume_find(tr, &resumed);
+    batch_geometry(tr, resumed.found ? resumed.state.global_batch : 0);
     setup_data(tr);
     const pipe_schedule_t sched = pipe_schedule_from_name(cfg->schedule);
     gpt_parallel_t par = {grid->tp, grid->rank_tp, grid->pp, grid->rank_pp, grid->tp_comm,
@@ -161,26 +202,18 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
     dp_sync_create(&tr->dps, &tr->model, grid->dp_comm, grid->embed_comm, grid->dp, cfg->bucket_mb);
     tr->pipe.last_micro_hook = dp_sync_layer_done;
     tr->pipe.hook_ctx = &tr->dps;
-    if (cfg->init_from[0]) {
-        float *host = xcalloc(tr->model.P.total, sizeof(float));
-        ckpt_read_weights(cfg->init_from, MPI_COMM_WORLD, &tr->model.P, host, grid->rank_dp == 0);
-        ops->to_device(tr->model.params, host, tr->model.P.total * sizeof(float));
-        xfree(host);
-    } else {
-        gpt_init_params(&tr->model, (uint64_t)cfg->seed);
-    }
+    if (cfg->init_from[0]) load_init_weights(tr);
+    else gpt_init_params(&tr->model, (uint64_t)cfg->seed);
     adamw_create(&tr->opt, ops, tr->model.P.total);
-    if (strcmp(cfg->mode, "train") == 0) ckpt_resume(tr);
+    const bool was_resumed = resumed.found;
+    ckpt_resume_apply(tr, &resumed);
+    open_metrics(tr, was_resumed);
     tr->inputs = xmalloc(sizeof(int) * (size_t)tr->accum * tr->micro_batch * tr->T);
     tr->targets = xmalloc(sizeof(int) * (size_t)tr->accum * tr->micro_batch * tr->T);
     tr->flops_per_token = gpt_flops_per_token(&tr->model, tr->T);
     tr->dp_blocking_ms = measure_dp_allreduce_ms(tr);
     tr->peak_flops = cfg->peak_flops > 0 ? cfg->peak_flops
                      : measure_peak_flops(ops, tr->micro_batch * tr->T, cfg->d_model, cfg->d_ff);
-    /* The effective configuration (defaults filled in) is what checkpoints record. */
-    int n = config_to_namelist(cfg, NULL, 0);
-    tr->config_text = xmalloc((size_t)n + 1);
-    config_to_namelist(cfg, tr->config_text, n + 1);
     if (is_root(tr)) print_memory_plan(tr);
 }
 
@@ -201,21 +234,43 @@ void trainer_destroy(trainer_t *tr) {
     xfree(tr->inputs);
     xfree(tr->targets);
     xfree(tr->config_text);
+    rundir_close(&tr->rd);
 }
 
 /* ---------------------------------------------------------------- weights */
 
-static void save_weights(trainer_t *tr, const char *tag) {
-    if (!tr->cfg->save_weights) return;
-    char path[700];
-    snprintf(path, sizeof path, "%s/weights_%s.h5", tr->run_dir, tag);
-    float *host = xmalloc(tr->model.P.total * sizeof(float));
-    tr->ops->to_host(host, tr->model.params, tr->model.P.total * sizeof(float));
-    ckpt_meta_t meta = {tr->step, tr->cfg->seed, tr->model.V, tr->model.Vp, tr->config_text};
-    /* One replica writes: dp rank 0 (tp shards are disjoint, so each tp rank writes its own). */
-    ckpt_write_weights(path, MPI_COMM_WORLD, &tr->model.P, host, &meta, tr->grid->rank_dp == 0);
-    xfree(host);
-    if (is_root(tr)) printf("weights: wrote %s\n", path);
+/* A weights file weights_<tag>.h5 in the run directory (space-checked, watched with the I/O
+ * timeout). 0, or -1 after saying why it was not written. */
+static int save_weights(trainer_t *tr, const char *tag) {
+    if (!tr->cfg->save_weights) return 0;
+    char path[RUNDIR_PATH_MAX + 64], msg[COMM_MSG_MAX + 64];
+    snprintf(path, sizeof path, "%s/weights_%s.h5", tr->rd.dir, tag);
+    const double need = ckpt_file_bytes(&tr->model.P, false);
+    int rc = -1;
+    if (!ckpt_reserve_space(tr->rd.dir, need, msg, sizeof msg)) {
+        /* msg says why */
+    } else {
+        float *host = xmalloc(tr->model.P.total * sizeof(float));
+        tr->ops->to_host(host, tr->model.params, tr->model.P.total * sizeof(float));
+        ckpt_meta_t meta = {tr->step, tr->cfg->seed, tr->model.V, tr->model.Vp, tr->cfg->n_layer,
+                            tr->cfg->n_head, tr->cfg->d_model, tr->cfg->d_ff, tr->cfg->seq_len,
+                            tr->config_text, ""};
+        snprintf(meta.run_id, sizeof meta.run_id, "%s", tr->rd.run_id);
+        /* One replica writes: dp rank 0 (tp shards are disjoint, so each tp rank writes its own). */
+        watchdog_enter_for("weights write", "all ranks", tr->cfg->io_timeout_s);
+        rc = ckpt_write_weights(path, MPI_COMM_WORLD, &tr->model.P, host, &meta,
+                                tr->grid->rank_dp == 0, msg, sizeof msg);
+        watchdog_leave();
+        xfree(host);
+    }
+    if (rc == 0) {
+        if (is_root(tr)) printf("weights: wrote %s\n", path);
+        return 0;
+    }
+    if (is_root(tr)) fprintf(stderr, "llmtrain: error: weights %s not written: %s\n", path, msg);
+    metrics_write(&tr->metrics, "\"step\":%lld,\"weights\":\"%s\",\"failed\":true",
+                  (long long)tr->step, tag);
+    return -1;
 }
 
 /* ---------------------------------------------------------------- one step */
@@ -377,7 +432,8 @@ static void print_time_split(trainer_t *tr) {
                        c->bytes[COMM_DP] / steps / MiB, tr->pipe.max_inflight,
                        tr->pipe.max_inflight * tr->model.slot_bytes / MiB};
     double *all = is_root(tr) ? xmalloc(sizeof(double) * NV * (size_t)tr->grid->world_size) : NULL;
-    MPI_CHECK(MPI_Gather(mine, NV, MPI_DOUBLE, all, NV, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+    fault_point("stats", tr->grid->world_rank);
+    comm_gather(mine, NV, MPI_DOUBLE, all, 0, MPI_COMM_WORLD, "end-of-run statistics");
     if (is_root(tr) && tr->grid->world_size > 1) {
         printf("time split per step (ms, mean over %lld steps) and bytes sent (MiB/step):\n"
                "  %4s %5s %8s %11s %11s %8s %8s %8s %9s %13s\n", (long long)tr->step, "rank",
@@ -401,27 +457,68 @@ static void print_time_split(trainer_t *tr) {
 
 /* ---------------------------------------------------------------- the loop */
 
-/* After each step: a checkpoint when one is due; the stop signals. Returns an exit code when
- * the run must end now (stop signal), else -1. */
+/* A stop signal: the state of the current step is saved (unless a checkpoint of exactly this
+ * step exists already: one was just written, or the run stopped before its first step), then
+ * the run ends with the requeue code. */
+static int stop_for_signal(trainer_t *tr, int sig, const char *when) {
+    const char *name = sig == SIGTERM ? "SIGTERM" : "SIGUSR1";
+    const bool untrained = tr->step == 0 && tr->last_ckpt_step < 0;
+    if (tr->last_ckpt_step == tr->step || untrained) {
+        if (is_root(tr))
+            printf("received %s%s at step %lld: %s; exiting with code %d so the job can be "
+                   "requeued (resume = 'auto' continues from it)\n", name, when,
+                   (long long)tr->step, untrained ? "nothing trained yet, nothing to save"
+                   : "the checkpoint of this step exists", LLMT_EXIT_REQUEUE);
+        return LLMT_EXIT_REQUEUE;
+    }
+    if (is_root(tr))
+        printf("received %s%s at step %lld: writing a checkpoint, then exiting with code %d so "
+               "the job can be requeued (resume = 'auto' continues from it)\n", name, when,
+               (long long)tr->step, LLMT_EXIT_REQUEUE);
+    return ckpt_write_now(tr, "signal") == 0 ? LLMT_EXIT_REQUEUE : LLMT_EXIT_CKPT;
+}
+
+/* After each step: a checkpoint when one is due, then the stop signals (a signal that arrived
+ * during that save is seen here, and the save just made serves it). Returns an exit code when
+ * the run must end now, else -1. */
 static int after_step(trainer_t *tr) {
     const config_t *cfg = tr->cfg;
-    int sig = stop_signal_pending(MPI_COMM_WORLD);
-    if (sig) {
-        if (is_root(tr))
-            printf("received %s at step %lld: writing a checkpoint, then exiting with code %d "
-                   "so the job can be requeued (resume = 'auto' continues from it)\n",
-                   sig == SIGTERM ? "SIGTERM" : "SIGUSR1", (long long)tr->step, LLMT_EXIT_REQUEUE);
-        return ckpt_write_now(tr, "signal") == 0 ? LLMT_EXIT_REQUEUE : LLMT_EXIT_CKPT;
-    }
     if (cfg->ckpt_every > 0 && tr->step % cfg->ckpt_every == 0 && tr->step < cfg->max_steps)
         ckpt_write_now(tr, "every"); /* a failure was reported; training goes on */
-    return -1;
+    fault_point("step", tr->grid->world_rank);
+    int sig = stop_signal_pending(MPI_COMM_WORLD);
+    return sig ? stop_for_signal(tr, sig, "") : -1;
+}
+
+/* The end of a run: validation, the final checkpoint, then the final weights (both checked for
+ * space first; either failing is exit code 5). */
+static int finish(trainer_t *tr) {
+    const config_t *cfg = tr->cfg;
+    if (tr->has_val && (cfg->val_every <= 0 || tr->step % cfg->val_every != 0)) run_validation(tr);
+    int code = 0;
+    if (cfg->ckpt_every > 0 && tr->last_ckpt_step != tr->step && ckpt_write_now(tr, "final") != 0)
+        code = LLMT_EXIT_CKPT;
+    char tag[32];
+    snprintf(tag, sizeof tag, "step%06lld", (long long)tr->step);
+    if (save_weights(tr, tag) != 0) code = LLMT_EXIT_CKPT;
+    if (is_root(tr) && tr->skipped)
+        printf("anomalies: %lld of %lld steps skipped\n", (long long)tr->skipped,
+               (long long)tr->step);
+    print_time_split(tr);
+    if (is_root(tr))
+        printf("memory (rank 0): tracked buffers %.1f MiB now, %.1f MiB at peak; resident %.1f "
+               "MiB\n", alloc_bytes_now() / 1048576.0, alloc_bytes_peak() / 1048576.0,
+               alloc_rss_bytes() / 1048576.0);
+    return code;
 }
 
 int trainer_train(trainer_t *tr) {
     const config_t *cfg = tr->cfg;
-    stop_signals_install();
-    if (tr->step == 0) save_weights(tr, "step000000");
+    /* a signal during setup (or resume) is acted on before the first step */
+    int sig = stop_signal_pending(MPI_COMM_WORLD);
+    if (sig) return stop_for_signal(tr, sig, " during setup");
+    if (tr->step == 0 && save_weights(tr, "step000000") != 0 && is_root(tr))
+        fprintf(stderr, "llmtrain: warning: training goes on without the step-0 weights file\n");
     double ema = 0.0;
     comm_stats_reset();
     const int64_t first = tr->step;
@@ -438,19 +535,5 @@ int trainer_train(trainer_t *tr) {
         int code = after_step(tr);
         if (code >= 0) return code;
     }
-    if (tr->has_val && (cfg->val_every <= 0 || tr->step % cfg->val_every != 0)) run_validation(tr);
-    char tag[32];
-    snprintf(tag, sizeof tag, "step%06lld", (long long)tr->step);
-    save_weights(tr, tag);
-    int code = 0;
-    if (cfg->ckpt_every > 0 && ckpt_write_now(tr, "final") != 0) code = LLMT_EXIT_CKPT;
-    if (is_root(tr) && tr->skipped)
-        printf("anomalies: %lld of %lld steps skipped\n", (long long)tr->skipped,
-               (long long)tr->step);
-    print_time_split(tr);
-    if (is_root(tr))
-        printf("memory (rank 0): tracked buffers %.1f MiB now, %.1f MiB at peak; resident %.1f "
-               "MiB\n", alloc_bytes_now() / 1048576.0, alloc_bytes_peak() / 1048576.0,
-               alloc_rss_bytes() / 1048576.0);
-    return code;
+    return finish(tr);
 }

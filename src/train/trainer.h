@@ -15,6 +15,7 @@
 #include "train/dp_sync.h"
 #include "train/optimizer.h"
 #include "train/pipeline.h"
+#include "train/rundir.h"
 
 typedef struct trainer {
     const config_t *cfg;
@@ -29,13 +30,14 @@ typedef struct trainer {
     bool has_train, has_val;
     int micro_batch, accum, global_batch, T;
     int *inputs, *targets;      /* host [accum][micro_batch * T]: one step's micro-batches */
-    char run_dir[512];
+    rundir_t rd;                /* the run and checkpoint directories, lock and lineage */
     char *config_text;          /* effective namelist, stored in weight files */
     metrics_t metrics;
     int64_t step;               /* optimizer steps taken */
     int64_t skipped;            /* steps whose update was discarded (on_anomaly = 'skip') */
     int64_t tokens_seen;
     int64_t sample_pos;         /* global index of the next training sample */
+    int64_t last_ckpt_step;     /* step of the newest checkpoint written or resumed (-1: none) */
     MPI_Info io_hints;          /* MPI-IO hints for checkpoint files */
     double peak_flops;          /* per rank, for MFU */
     double flops_per_token;

@@ -110,7 +110,7 @@ if mount -t tmpfs -o size=3m tmpfs "$mnt" 2>/dev/null; then
     run full
     rc=$?
     [ $rc -eq 5 ] || { tail "$TEST_DIR/full.log"; fail "exit code $rc, expected 5"; }
-    grep "not written: the file system of .* free but the checkpoint needs" "$TEST_DIR/full.log" || fail "no clear message"
+    grep "not written: the file system of .* free but the file needs" "$TEST_DIR/full.log" || fail "no clear message"
     $PYTHON -c "import h5py,sys; f=h5py.File(sys.argv[1]); assert f.attrs['step']==2" "$mnt/ckpt_step00000002.h5" ||
         fail "the earlier checkpoint is not intact"
     echo "step-2 checkpoint intact"

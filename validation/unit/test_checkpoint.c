@@ -2,8 +2,11 @@
  * registry on one rank (tp=1); tolerance: exact (the file stores the float32 values as they are).
  * Runs on 1 rank and under `mpirun -np 2`: with 2 ranks the file is written by a tp=2 registry
  * (each rank its half of every split tensor) and by a dp=2 layout (rank 1 writes nothing), and
- * read back on tp=1 and tp=2. Shapes and attributes are checked through the HDF5 API; a missing
- * file, a missing dataset and a wrong shape must be refused with a message (fatal hook). */
+ * read back on tp=1 and tp=2 (every rank verifies the copy it read). Shapes and attributes are
+ * checked through the HDF5 API; a missing file, a missing dataset, a wrong shape, a missing
+ * checksum, another model (n_head, extra layers) must be refused with a message, and string
+ * attributes as h5py writes them (UTF-8, variable length) must be read. A save into a directory
+ * that does not exist fails with a message and leaves no .tmp behind. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -24,17 +27,6 @@
 
 static int world_rank, world_size;
 static char dir[256];
-
-/* ---- fatal hook: record the message and jump back into the test ---------------------------- */
-static jmp_buf fatal_jump;
-static char fatal_msg[2400];
-static int fatal_code;
-
-static void record_fatal(int code, const char *message) {
-    fatal_code = code;
-    snprintf(fatal_msg, sizeof fatal_msg, "%s", message);
-    longjmp(fatal_jump, 1);
-}
 
 /* ---- fixtures ------------------------------------------------------------------------------- */
 
@@ -65,12 +57,38 @@ static void path_in_dir(char *out, size_t len, const char *name) {
 static const char *namelist_text =
     "&model\n  n_layer = 2\n  d_model = 16\n  vocab_size = 100\n/\n&run\n  seed = 1337\n/\n";
 
+/* The model small_config describes, as the files record it. */
+static ckpt_meta_t meta_of(const config_t *cfg, int64_t step, const char *config_text) {
+    ckpt_meta_t meta = {step, 1337, cfg->vocab_size, (cfg->vocab_size + 127) / 128 * 128,
+                        cfg->n_layer, cfg->n_head, cfg->d_model, cfg->d_ff, cfg->seq_len,
+                        config_text, "0123456789abcdef"};
+    return meta;
+}
+
 static void write_ckpt(const char *name, const params_t *P, const float *flat, int64_t step,
                        const char *config_text, int writer) {
+    char path[512], err[2048];
+    path_in_dir(path, sizeof path, name);
+    config_t cfg;
+    small_config(&cfg, 100);
+    ckpt_meta_t meta = meta_of(&cfg, step, config_text);
+    int rc = ckpt_write_weights(path, MPI_COMM_WORLD, P, flat, &meta, writer, err, sizeof err);
+    if (rc != 0) printf("    write failed: %s\n", err);
+    assert_int_equal(rc, 0);
+}
+
+/* The communicator of ranks that together hold one copy of the tp-split tensors: all ranks
+ * for a registry of tp = world size, each rank alone for tp = 1. */
+static MPI_Comm copy_comm_for(int tp) { return tp == 1 ? MPI_COMM_SELF : MPI_COMM_WORLD; }
+
+/* Load `name` into a registry of (tp, tp_rank) for cfg; returns ckpt_load's result. */
+static int load(const char *name, const config_t *cfg, params_t *P, float *flat, int tp,
+                ckpt_meta_t *found, char *err, size_t errlen) {
     char path[512];
     path_in_dir(path, sizeof path, name);
-    ckpt_meta_t meta = {step, 1337, 100, 128, config_text};
-    ckpt_write_weights(path, MPI_COMM_WORLD, P, flat, &meta, writer);
+    ckpt_meta_t want = meta_of(cfg, 0, NULL);
+    return ckpt_load(path, MPI_COMM_WORLD, copy_comm_for(tp), P, flat, NULL, NULL, NULL, &want,
+                     found, err, errlen);
 }
 
 /* Every local element of every parameter equal; prints the first one that differs. */
@@ -92,11 +110,13 @@ static void read_and_compare(const char *name, const config_t *cfg, int tp, int 
     params_t P;
     float *want = init_weights(&P, cfg, tp, tp_rank);
     float *got = xcalloc(P.total, sizeof(float));
-    char path[512];
-    path_in_dir(path, sizeof path, name);
-    /* ranks beyond the tp group are replicas: only the first copy is checked */
-    int64_t step = ckpt_read_weights(path, MPI_COMM_WORLD, &P, got, world_rank < tp);
-    assert_int_equal(step, want_step);
+    char err[2048];
+    ckpt_meta_t found;
+    int rc = load(name, cfg, &P, got, tp, &found, err, sizeof err);
+    if (rc != 0) printf("    refused: %s\n", err);
+    assert_int_equal(rc, 0);
+    assert_int_equal(found.step, want_step);
+    assert_string_equal(found.run_id, "0123456789abcdef");
     assert_same_weights(&P, got, want);
     xfree(got);
     xfree(want);
@@ -220,6 +240,12 @@ static void check_file_layout(const char *path, const params_t *P) {
     assert_int_equal(int_attr(file, "seed"), 1337);
     assert_int_equal(int_attr(file, "vocab_size"), 100);
     assert_int_equal(int_attr(file, "padded_vocab"), 128);
+    assert_int_equal(int_attr(file, "n_layer"), 2);
+    assert_int_equal(int_attr(file, "n_head"), 2);
+    assert_int_equal(int_attr(file, "d_model"), 16);
+    assert_int_equal(int_attr(file, "d_ff"), 64);
+    assert_int_equal(int_attr(file, "seq_len"), 8);
+    check_string_attr(file, "run_id", "0123456789abcdef");
     for (int i = 0; i < P->n; i++) {
         const param_t *p = &P->p[i];
         char name[128];
@@ -307,32 +333,39 @@ static void long_config_text_is_stored_as_dataset(void **state) {
 
 /* ---- refusals ------------------------------------------------------------------------------- */
 
-/* Read `name` with a registry for `vocab_size`; expect a user error whose message holds parts. */
+/* Read `name` with a registry for cfg; expect a refusal whose message holds the path and parts. */
+static void expect_refused_cfg(const char *name, const config_t *cfg, const char *part1,
+                               const char *part2) {
+    params_t P;
+    params_create(&P, cfg, world_size, world_rank);
+    float *flat = xcalloc(P.total, sizeof(float));
+    char path[512], err[2048] = "";
+    path_in_dir(path, sizeof path, name);
+    int rc = load(name, cfg, &P, flat, world_size, NULL, err, sizeof err);
+    if (world_rank == 0) printf("    message: %s\n", err);
+    assert_int_equal(rc, -1);
+    assert_non_null(strstr(err, path));
+    if (part1) assert_non_null(strstr(err, part1));
+    if (part2) assert_non_null(strstr(err, part2));
+    xfree(flat);
+    params_destroy(&P);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 static void expect_read_refused(const char *name, int vocab_size, const char *part1,
                                 const char *part2) {
     config_t cfg;
     small_config(&cfg, vocab_size);
-    params_t P;
-    params_create(&P, &cfg, world_size, world_rank);
-    float *flat = xcalloc(P.total, sizeof(float));
+    expect_refused_cfg(name, &cfg, part1, part2);
+}
+
+/* Rank 0 edits a written file behind the writer's back (plain serial HDF5). */
+static hid_t open_for_edit(const char *name) {
     char path[512];
     path_in_dir(path, sizeof path, name);
-    fatal_msg[0] = 0;
-    fatal_code = 0;
-    error_set_fatal_hook(record_fatal);
-    volatile int refused = 0;
-    if (setjmp(fatal_jump) == 0) ckpt_read_weights(path, MPI_COMM_WORLD, &P, flat, 1);
-    else refused = 1;
-    error_set_fatal_hook(NULL);
-    if (world_rank == 0) printf("    message: %s\n", fatal_msg);
-    assert_true(refused);
-    assert_int_equal(fatal_code, LLMT_EXIT_USER);
-    assert_non_null(strstr(fatal_msg, path));
-    if (part1) assert_non_null(strstr(fatal_msg, part1));
-    if (part2) assert_non_null(strstr(fatal_msg, part2));
-    xfree(flat);
-    params_destroy(&P);
-    MPI_Barrier(MPI_COMM_WORLD);
+    hid_t file = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    assert_true(file >= 0);
+    return file;
 }
 
 static void missing_file_is_refused_naming_it(void **state) {
@@ -348,10 +381,7 @@ static void missing_dataset_is_refused_naming_it(void **state) {
     float *flat = init_weights(&P, &cfg, world_size, world_rank);
     write_ckpt("partial.h5", &P, flat, 1, namelist_text, 1);
     if (world_rank == 0) { /* remove one tensor behind the writer's back */
-        char path[512];
-        path_in_dir(path, sizeof path, "partial.h5");
-        hid_t file = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
-        assert_true(file >= 0);
+        hid_t file = open_for_edit("partial.h5");
         assert_true(H5Ldelete(file, "/model/h.1.mlp.fc.w", H5P_DEFAULT) >= 0);
         H5Fclose(file);
     }
@@ -361,7 +391,9 @@ static void missing_dataset_is_refused_naming_it(void **state) {
     params_destroy(&P);
 }
 
-/* A file for vocabulary 100 (padded 128) read by a model with vocabulary 200 (padded 256). */
+/* A file for vocabulary 100 (padded 128) read by a model with vocabulary 200 (padded 256): the
+ * recorded vocab_size names the mismatch. A file that does not record d_ff (as files of version
+ * 0.1) read by a model with another d_ff: the tensor shapes tell, with both shapes. */
 static void wrong_shape_is_refused_with_both_shapes(void **state) {
     (void)state;
     config_t cfg;
@@ -369,8 +401,16 @@ static void wrong_shape_is_refused_with_both_shapes(void **state) {
     params_t P;
     float *flat = init_weights(&P, &cfg, world_size, world_rank);
     write_ckpt("small_vocab.h5", &P, flat, 1, namelist_text, 1);
-    expect_read_refused("small_vocab.h5", 200, "/model/wte has shape [128, 16]",
-                        "expects [256, 16]");
+    expect_read_refused("small_vocab.h5", 200, "vocab_size = 100", "vocab_size = 200");
+    char path[512], err[2048];
+    path_in_dir(path, sizeof path, "no_dff.h5");
+    ckpt_meta_t meta = meta_of(&cfg, 1, NULL);
+    meta.d_ff = 0;
+    assert_int_equal(ckpt_write_weights(path, MPI_COMM_WORLD, &P, flat, &meta, 1, err, sizeof err), 0);
+    config_t wider = cfg;
+    wider.d_ff = 128;
+    expect_refused_cfg("no_dff.h5", &wider, "/model/h.0.mlp.fc.w has shape [64, 16]",
+                       "expects [128, 16]");
     xfree(flat);
     params_destroy(&P);
 }
@@ -388,8 +428,111 @@ static void non_hdf5_file_is_refused(void **state) {
     expect_read_refused("text.h5", 100, "not a readable HDF5 file", NULL);
 }
 
+/* A dataset without its checksum cannot be verified: refused, not skipped. */
+static void missing_checksum_is_refused(void **state) {
+    (void)state;
+    config_t cfg;
+    small_config(&cfg, 100);
+    params_t P;
+    float *flat = init_weights(&P, &cfg, world_size, world_rank);
+    write_ckpt("nosum.h5", &P, flat, 1, namelist_text, 1);
+    if (world_rank == 0) {
+        hid_t file = open_for_edit("nosum.h5");
+        assert_true(H5Adelete_by_name(file, "/model/h.0.ln1.w", "checksum", H5P_DEFAULT) >= 0);
+        H5Fclose(file);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    expect_read_refused("nosum.h5", 100, "/model/h.0.ln1.w", "no checksum");
+    xfree(flat);
+    params_destroy(&P);
+}
+
+/* n_head changes no tensor shape: only the recorded attribute can tell the models apart. A
+ * deeper model's file (an extra layer) is another model too, not a file to read partly. */
+static void file_of_another_model_is_refused_naming_the_key(void **state) {
+    (void)state;
+    config_t cfg;
+    small_config(&cfg, 100);
+    params_t P;
+    float *flat = init_weights(&P, &cfg, world_size, world_rank);
+    write_ckpt("heads.h5", &P, flat, 1, namelist_text, 1);
+    config_t other = cfg;
+    other.n_head = 4;
+    expect_refused_cfg("heads.h5", &other, "n_head = 2", "n_head = 4");
+    config_t deeper = cfg;
+    deeper.n_layer = 3;
+    params_t P3;
+    float *flat3 = init_weights(&P3, &deeper, world_size, world_rank);
+    char path[512], err[2048];
+    path_in_dir(path, sizeof path, "deep.h5");
+    ckpt_meta_t meta = meta_of(&deeper, 1, NULL);
+    meta.n_layer = 0; /* as a file that does not record its depth: the extra tensors tell */
+    assert_int_equal(ckpt_write_weights(path, MPI_COMM_WORLD, &P3, flat3, &meta, 1, err, sizeof err), 0);
+    expect_refused_cfg("deep.h5", &cfg, "holds", "n_layer");
+    xfree(flat3);
+    params_destroy(&P3);
+    xfree(flat);
+    params_destroy(&P);
+}
+
+/* h5py writes str attributes as variable-length UTF-8 strings: they must be read (today's
+ * files use fixed-length ASCII; both are HDF5 strings). */
+static void utf8_string_attributes_as_h5py_writes_them_are_read(void **state) {
+    (void)state;
+    config_t cfg;
+    small_config(&cfg, 100);
+    params_t P;
+    float *flat = init_weights(&P, &cfg, world_size, world_rank);
+    write_ckpt("utf8.h5", &P, flat, 9, namelist_text, 1);
+    if (world_rank == 0) {
+        hid_t file = open_for_edit("utf8.h5");
+        const char *names[] = {"format", "run_id"}, *values[] = {"llmtrain-checkpoint", "0123456789abcdef"};
+        for (int i = 0; i < 2; i++) {
+            assert_true(H5Adelete(file, names[i]) >= 0);
+            hid_t type = H5Tcopy(H5T_C_S1);
+            H5Tset_size(type, H5T_VARIABLE);
+            H5Tset_cset(type, H5T_CSET_UTF8);
+            hid_t space = H5Screate(H5S_SCALAR);
+            hid_t attr = H5Acreate2(file, names[i], type, space, H5P_DEFAULT, H5P_DEFAULT);
+            assert_true(attr >= 0);
+            assert_true(H5Awrite(attr, type, &values[i]) >= 0);
+            H5Aclose(attr);
+            H5Sclose(space);
+            H5Tclose(type);
+        }
+        H5Fclose(file);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    read_and_compare("utf8.h5", &cfg, world_size, world_rank, 9);
+    xfree(flat);
+    params_destroy(&P);
+}
+
+/* A save that cannot create its file fails on every rank with a message; nothing is left. */
+static void save_into_missing_directory_fails_cleanly(void **state) {
+    (void)state;
+    config_t cfg;
+    small_config(&cfg, 100);
+    params_t P;
+    float *flat = init_weights(&P, &cfg, world_size, world_rank);
+    char path[512], err[2048] = "";
+    path_in_dir(path, sizeof path, "no_such_dir/w.h5");
+    ckpt_meta_t meta = meta_of(&cfg, 1, NULL);
+    int rc = ckpt_write_weights(path, MPI_COMM_WORLD, &P, flat, &meta, 1, err, sizeof err);
+    if (world_rank == 0) printf("    message: %s\n", err);
+    assert_int_equal(rc, -1);
+    assert_non_null(strstr(err, "cannot create"));
+    assert_non_null(strstr(err, "no_such_dir"));
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    assert_int_not_equal(access(tmp, F_OK), 0);
+    xfree(flat);
+    params_destroy(&P);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* as llmtrain does: our messages, not HDF5's stack */
     MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world_size);
     if (world_size > 2) {
@@ -407,6 +550,10 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(missing_dataset_is_refused_naming_it, make_dir, remove_dir),
         cmocka_unit_test_setup_teardown(wrong_shape_is_refused_with_both_shapes, make_dir, remove_dir),
         cmocka_unit_test_setup_teardown(non_hdf5_file_is_refused, make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(missing_checksum_is_refused, make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(file_of_another_model_is_refused_naming_the_key, make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(utf8_string_attributes_as_h5py_writes_them_are_read, make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(save_into_missing_directory_fails_cleanly, make_dir, remove_dir),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     /* A test that failed on one rank only must fail the run on every rank. */

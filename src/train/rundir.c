@@ -1,0 +1,344 @@
+/* rundir.c — run directory ownership: directories, writability, lock, fresh-run refusal, lineage
+ * (see rundir.h). File-system work is done by rank 0 (one client touching metadata, not
+ * thousands) except the access check, which every rank makes for itself; every outcome is
+ * agreed, so all ranks take the same branch. */
+#include "train/rundir.h"
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include "core/error.h"
+#include "core/fileio.h"
+#include "parallel/comm.h"
+
+#define LOCK_NAME ".llmtrain.lock"
+
+static int world_rank(void) { return error_world_rank(); }
+
+static void hostname_of_this(char *buf, size_t len) {
+    if (gethostname(buf, len - 1) != 0) snprintf(buf, len, "?");
+    buf[len - 1] = '\0';
+}
+
+/* ---- directories -------------------------------------------------------------------------- */
+
+/* Rank 0 creates `dir` and proves it writable with a probe file; every rank checks that it may
+ * write there (checkpoints and weights are written through MPI-IO by many ranks). */
+static void prepare_dir(const char *dir, const char *what, const config_t *cfg) {
+    char msg[1200];
+    const char *mine = NULL;
+    if (world_rank() == 0) {
+        char probe[RUNDIR_PATH_MAX + 64];
+        snprintf(probe, sizeof probe, "%s/.llmtrain.probe.%d", dir, (int)getpid());
+        int fd = -1;
+        if (make_dirs(dir) != 0) {
+            snprintf(msg, sizeof msg, "%s: cannot create the %s %s: %s", cfg->source_path, what,
+                     dir, strerror(errno));
+            mine = msg;
+        } else if ((fd = open(probe, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644)) < 0 ||
+                   write(fd, "x", 1) != 1 || close(fd) != 0) {
+            snprintf(msg, sizeof msg, "%s: the %s %s is not writable: %s", cfg->source_path,
+                     what, dir, strerror(errno));
+            mine = msg;
+        }
+        unlink(probe);
+    }
+    comm_barrier(MPI_COMM_WORLD, "preparing the run directory");
+    if (!mine && access(dir, W_OK | X_OK) != 0) {
+        snprintf(msg, sizeof msg, "%s: the %s %s is not writable from this rank: %s",
+                 cfg->source_path, what, dir, strerror(errno));
+        mine = msg;
+    }
+    comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, mine);
+}
+
+/* ---- the lock ----------------------------------------------------------------------------- */
+
+typedef struct lock_owner {
+    char host[256], job[64];
+    long pid, started;
+} lock_owner_t;
+
+static void this_owner(lock_owner_t *o) {
+    memset(o, 0, sizeof *o);
+    hostname_of_this(o->host, sizeof o->host);
+    const char *job = getenv("SLURM_JOB_ID");
+    snprintf(o->job, sizeof o->job, "%s", job ? job : "");
+    o->pid = (long)getpid();
+    o->started = (long)time(NULL);
+}
+
+static int format_owner(const lock_owner_t *o, char *buf, size_t len) {
+    return snprintf(buf, len, "host=%s\npid=%ld\njob=%s\nstarted=%ld\n", o->host, o->pid, o->job,
+                    o->started);
+}
+
+static void parse_owner(const char *text, lock_owner_t *o) {
+    memset(o, 0, sizeof *o);
+    for (const char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        int n = (int)strcspn(line, "\n");
+        if (!strncmp(line, "host=", 5)) snprintf(o->host, sizeof o->host, "%.*s", n - 5, line + 5);
+        else if (!strncmp(line, "job=", 4)) snprintf(o->job, sizeof o->job, "%.*s", n - 4, line + 4);
+        else if (!strncmp(line, "pid=", 4)) o->pid = atol(line + 4);
+        else if (!strncmp(line, "started=", 8)) o->started = atol(line + 8);
+    }
+}
+
+/* Why a lock held by `old` may be taken over, or NULL when its owner may still be running. */
+static const char *stale_reason(const lock_owner_t *old, const lock_owner_t *me, double age_s) {
+    if (age_s > RUNDIR_STALE_S) return "its heartbeat stopped";
+    if (old->job[0] && strcmp(old->job, me->job) == 0) return "it belongs to this Slurm job (requeued)";
+    if (strcmp(old->host, me->host) == 0 && old->pid > 0 && kill((pid_t)old->pid, 0) != 0 &&
+        errno == ESRCH)
+        return "its process no longer exists";
+    return NULL;
+}
+
+/* Write our lock over a stale one: a whole new file renamed into place, then read back (two
+ * runs taking over the same stale lock: the last rename wins and the other sees it). */
+static int take_over(const char *path, const char *content, const lock_owner_t *me) {
+    if (file_write_atomic(path, content, strlen(content)) != 0) return -1;
+    size_t len;
+    int err;
+    char *back = file_read_whole(path, 4096, &len, &err);
+    if (!back) return -1;
+    lock_owner_t now;
+    parse_owner(back, &now);
+    free(back);
+    return now.pid == me->pid && strcmp(now.host, me->host) == 0 ? 0 : (errno = EEXIST, -1);
+}
+
+/* Rank 0: take the lock of `dir`; 0, or -1 with the reason in msg. */
+static int acquire(const char *path, char *msg, size_t len) {
+    lock_owner_t me, old;
+    this_owner(&me);
+    char content[512];
+    format_owner(&me, content, sizeof content);
+    int fd = open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+        ssize_t n = write(fd, content, strlen(content));
+        int ok = n == (ssize_t)strlen(content) && fsync(fd) == 0;
+        if (close(fd) != 0) ok = 0;
+        if (ok) return 0;
+        unlink(path);
+        return errf(msg, len, "cannot write the lock %s: %s", path, strerror(errno));
+    }
+    if (errno != EEXIST) return errf(msg, len, "cannot create the lock %s: %s", path, strerror(errno));
+    size_t n;
+    int err;
+    struct stat st;
+    char *text = file_read_whole(path, 4096, &n, &err);
+    if (!text || stat(path, &st) != 0) {
+        free(text);
+        return errf(msg, len, "cannot read the lock %s: %s", path, strerror(text ? errno : err));
+    }
+    parse_owner(text, &old);
+    free(text);
+    const double age = difftime(time(NULL), st.st_mtime);
+    const char *why = stale_reason(&old, &me, age);
+    if (!why)
+        return errf(msg, len, "the run directory is in use: %s names llmtrain pid %ld on host %s%s%s "
+                    "(heartbeat %.0f s ago). Two runs must not share a directory: choose another "
+                    "&run name or out_dir. If that run is gone, its lock goes stale %d s after its "
+                    "last heartbeat (or delete the file).", path, old.pid, old.host,
+                    old.job[0] ? ", Slurm job " : "", old.job, age, RUNDIR_STALE_S);
+    if (take_over(path, content, &me) != 0)
+        return errf(msg, len, "the stale lock %s was taken by another run at the same moment", path);
+    fprintf(stderr, "llmtrain: warning: took over the stale lock %s of pid %ld on host %s: %s\n",
+            path, old.pid, old.host, why);
+    return 0;
+}
+
+/* ---- heartbeat ---------------------------------------------------------------------------- */
+
+static struct {
+    pthread_t thread;
+    pthread_mutex_t mutex;
+    pthread_cond_t wake;
+    int running;
+    rundir_t *rd;
+} beat = {.mutex = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
+
+static void *heartbeat_main(void *arg) {
+    (void)arg;
+    pthread_mutex_lock(&beat.mutex);
+    while (beat.running) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += RUNDIR_HEARTBEAT_S;
+        while (beat.running && pthread_cond_timedwait(&beat.wake, &beat.mutex, &until) == 0) {
+        }
+        if (!beat.running) break;
+        for (int i = 0; i < beat.rd->n_locks; i++) /* a failed touch only ages the lock */
+            (void)utimensat(AT_FDCWD, beat.rd->lock_path[i], NULL, 0);
+    }
+    pthread_mutex_unlock(&beat.mutex);
+    return NULL;
+}
+
+static void start_heartbeat(rundir_t *rd) {
+    sigset_t all, old;
+    sigfillset(&all);
+    beat.rd = rd;
+    beat.running = 1;
+    /* the thread takes no signals: SIGTERM / SIGUSR1 belong to the main thread's handlers */
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&beat.thread, NULL, heartbeat_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) die_call(__FILE__, __LINE__, "pthread_create(heartbeat)", strerror(rc));
+}
+
+static void stop_heartbeat(void) {
+    if (!beat.running) return;
+    pthread_mutex_lock(&beat.mutex);
+    beat.running = 0;
+    pthread_cond_signal(&beat.wake);
+    pthread_mutex_unlock(&beat.mutex);
+    pthread_join(beat.thread, NULL);
+}
+
+/* A run that ends through exit() (a user error after the lock was taken) leaves no lock. */
+static rundir_t *held_at_exit;
+static void release_at_exit(void) {
+    if (held_at_exit) rundir_close(held_at_exit);
+}
+
+/* ---- lineage ------------------------------------------------------------------------------ */
+
+static uint64_t mix(uint64_t x) {
+    x ^= x >> 31;
+    x *= 0x7fb5d329728ea185ull;
+    x ^= x >> 27;
+    x *= 0x81dadef4bc2dd44dull;
+    return x ^ (x >> 33);
+}
+
+/* 16 hex digits from the clock, the host and the pid of rank 0, shared with every rank. */
+static void draw_run_id(rundir_t *rd) {
+    char id[CKPT_RUN_ID_LEN] = "";
+    if (world_rank() == 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        char host[256];
+        hostname_of_this(host, sizeof host);
+        uint64_t h = mix((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec);
+        for (const char *c = host; *c; c++) h = mix(h ^ (unsigned char)*c);
+        h = mix(h ^ (uint64_t)getpid());
+        snprintf(id, sizeof id, "%016llx", (unsigned long long)h);
+    }
+    comm_bcast(id, (int)sizeof id, MPI_CHAR, 0, MPI_COMM_WORLD, "preparing the run directory");
+    snprintf(rd->run_id, sizeof rd->run_id, "%s", id);
+}
+
+/* ---- the public API ----------------------------------------------------------------------- */
+
+void rundir_open(rundir_t *rd, const config_t *cfg) {
+    memset(rd, 0, sizeof *rd);
+    if (snprintf(rd->dir, sizeof rd->dir, "%s/%s", cfg->out_dir, cfg->name) >= (int)sizeof rd->dir)
+        fatal_user("%s: &run out_dir/name is longer than %d characters", cfg->source_path,
+                   RUNDIR_PATH_MAX - 1);
+    snprintf(rd->ckpt_dir, sizeof rd->ckpt_dir, "%s", cfg->ckpt_dir[0] ? cfg->ckpt_dir : rd->dir);
+    if (strcmp(cfg->mode, "train") != 0) return; /* eval and generate write nothing there */
+    prepare_dir(rd->dir, "run directory", cfg);
+    const bool separate = strcmp(rd->ckpt_dir, rd->dir) != 0;
+    if (separate) prepare_dir(rd->ckpt_dir, "checkpoint directory (&checkpoint dir)", cfg);
+    char msg[1400];
+    const char *mine = NULL;
+    if (world_rank() == 0) {
+        const char *dirs[2] = {rd->dir, rd->ckpt_dir};
+        for (int i = 0; i < (separate ? 2 : 1) && !mine; i++) {
+            snprintf(rd->lock_path[i], sizeof rd->lock_path[i], "%s/" LOCK_NAME, dirs[i]);
+            if (acquire(rd->lock_path[i], msg, sizeof msg) != 0) mine = msg;
+            else rd->n_locks = i + 1;
+        }
+        if (!mine) {
+            held_at_exit = rd;
+            atexit(release_at_exit);
+            start_heartbeat(rd);
+        }
+    }
+    if (mine) {
+        rundir_close(rd); /* a partly taken pair of locks is given back */
+        comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, mine);
+    }
+    comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, NULL);
+    draw_run_id(rd);
+}
+
+/* What an older run left in `dir`: a short list for the message ("3 checkpoints, latest,
+ * metrics.jsonl (412 lines)"), empty when nothing. */
+static void describe_leftovers(const char *dir, bool run_dir, char *out, size_t len) {
+    out[0] = '\0';
+    DIR *d = opendir(dir);
+    if (!d) return;
+    int ckpts = 0, weights = 0, latest = 0;
+    long long metrics_bytes = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (!strncmp(e->d_name, "ckpt_step", 9)) ckpts++;
+        else if (!strcmp(e->d_name, "latest")) latest = 1;
+        else if (run_dir && !strncmp(e->d_name, "weights_", 8)) weights++;
+        else if (run_dir && !strcmp(e->d_name, "metrics.jsonl")) {
+            char p[RUNDIR_PATH_MAX + 32];
+            struct stat st;
+            snprintf(p, sizeof p, "%s/metrics.jsonl", dir);
+            if (stat(p, &st) == 0) metrics_bytes = (long long)st.st_size;
+        }
+    }
+    closedir(d);
+    size_t used = 0;
+#define ADD(...) (used += (size_t)snprintf(out + used, used < len ? len - used : 0, __VA_ARGS__))
+    if (ckpts) ADD("%s%d checkpoint file%s", used ? ", " : "", ckpts, ckpts > 1 ? "s" : "");
+    if (latest) ADD("%sthe 'latest' pointer", used ? ", " : "");
+    if (weights) ADD("%s%d weights file%s", used ? ", " : "", weights, weights > 1 ? "s" : "");
+    if (metrics_bytes > 0) ADD("%smetrics.jsonl (%lld bytes)", used ? ", " : "", metrics_bytes);
+#undef ADD
+}
+
+void rundir_check_fresh(const rundir_t *rd, const config_t *cfg) {
+    if (strcmp(cfg->mode, "train") != 0 || strcmp(cfg->resume, "none") != 0) return;
+    char found[2][300], msg[2400];
+    const char *mine = NULL;
+    if (world_rank() == 0) {
+        describe_leftovers(rd->dir, true, found[0], sizeof found[0]);
+        found[1][0] = '\0';
+        if (strcmp(rd->ckpt_dir, rd->dir) != 0)
+            describe_leftovers(rd->ckpt_dir, false, found[1], sizeof found[1]);
+        const bool any = found[0][0] || found[1][0];
+        if (any && !cfg->ckpt_overwrite) {
+            snprintf(msg, sizeof msg, "%s: a fresh run (&checkpoint resume = 'none') would replace "
+                     "an older run's files: %s%s%s%s%s. Continue that run with resume = 'auto', "
+                     "use another &run name or out_dir, or set &checkpoint overwrite = .true.",
+                     cfg->source_path, found[0][0] ? rd->dir : "", found[0][0] ? " holds " : "",
+                     found[0], found[1][0] ? (found[0][0] ? "; " : "") : "",
+                     found[1][0] ? rd->ckpt_dir : "");
+            if (found[1][0]) {
+                size_t n = strlen(msg);
+                snprintf(msg + n, sizeof msg - n, " (holds %s)", found[1]);
+            }
+            mine = msg;
+        } else if (any) {
+            fprintf(stderr, "llmtrain: warning: &checkpoint overwrite = .true.: this fresh run "
+                    "replaces files of an older run in %s (%s%s%s); checkpoints of the older run "
+                    "that this run does not overwrite are kept\n", rd->dir, found[0],
+                    found[1][0] ? "; " : "", found[1]);
+        }
+    }
+    comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, mine);
+}
+
+void rundir_close(rundir_t *rd) {
+    if (world_rank() != 0 || rd->n_locks == 0) return;
+    stop_heartbeat();
+    for (int i = rd->n_locks - 1; i >= 0; i--) unlink(rd->lock_path[i]);
+    rd->n_locks = 0;
+    held_at_exit = NULL;
+}
