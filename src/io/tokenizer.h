@@ -2,7 +2,7 @@
  * Owns: a vocabulary of byte strings ranked by merge priority (rank = token id), the special
  * token <|endoftext|> (id = number of ranks: 50256 for GPT-2), GPT-2's pre-tokenising regular
  * expression (PCRE2, UTF + Unicode properties, JIT), and BPE training on word counts.
- * Uses: core/. Used by: tools/llmprep, tests.
+ * Uses: core/. Used by: tools/llmprep, train/generate, tests and benches.
  *
  * Vocabulary files (the format is decided by the path):
  *  - "*.tiktoken" (or any plain file): tiktoken's rank file, one "base64(token) rank" per line,
@@ -14,7 +14,8 @@
  *
  * Encoding is tiktoken's: split the text with GPT-2's pattern
  *     's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
- * (\s being Unicode's White_Space, as in tiktoken: PCRE2 gets it spelled out, see tokenizer.c)
+ * (\s being Unicode's White_Space, as in tiktoken: PCRE2 gets it spelled out, see
+ * tokenizer_pretok.c)
  * then merge the bytes of each piece, lowest-rank pair first (leftmost on ties). Invalid UTF-8
  * is kept losslessly: PCRE2_MATCH_INVALID_UTF makes an invalid byte sequence a barrier no match
  * crosses, so the valid stretches are split exactly as tiktoken splits each of them on its own,
@@ -73,7 +74,8 @@ size_t tokenizer_decode(const tokenizer_t *tok, const uint32_t *ids, size_t n, c
                         size_t cap);
 
 /* Write the vocabulary as a tiktoken rank file (rank order; the special token is implied).
- * Written beside `path` and renamed. 0 on success, -1 with errno. */
+ * Written atomically (core/fileio: "<path>.tmp", fsync, rename, fsync of the directory), so
+ * a crash leaves the old file or the whole new one. 0 on success, -1 with errno. */
 int tokenizer_save(const tokenizer_t *tok, const char *path);
 
 /* ---- training ----

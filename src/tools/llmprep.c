@@ -19,11 +19,10 @@
  * counts (deterministic) and writes DIR/tokenizer.tiktoken, which every rank then loads.
  * Memory: each rank holds its tokens (2 bytes each, about half its share of the input).
  *
- * Uses: io/tokenizer, io/shards, io/metrics (make_dirs), core/. */
+ * Uses: io/tokenizer, io/shards, core/ (errors, timers, fileio: make_dirs, atomic writes). */
 #include "core/error.h"
-#include "core/timer.h"
-#include "io/metrics.h"
 #include "core/fileio.h"
+#include "core/timer.h"
 #include "io/shards.h"
 #include "io/tokenizer.h"
 #include <ctype.h>
@@ -502,15 +501,19 @@ static void sha256_end(sha256_t *s, uint8_t out[32]) {
         for (int k = 0; k < 4; k++) out[4 * i + k] = (uint8_t)(s->h[i] >> (24 - 8 * k));
 }
 
-/* sha256 of a whole file (the shard just written, as it is on disk). */
+/* sha256 of a whole file (the shard just written, as it is on disk). Streamed, not read whole:
+ * a shard is up to 2 x --shard-tokens bytes. A read error is an error, not a short hash. */
 static void sha256_file(const char *path, uint8_t out[32]) {
     sha256_t s;
     sha256_init(&s);
     FILE *f = fopen(path, "rb");
     if (!f) fatal_user_here("%s: cannot read back: %s", path, strerror(errno));
     static uint8_t buf[1 << 16];
+    errno = 0;
     for (size_t n; (n = fread(buf, 1, sizeof buf, f)) > 0;) sha256_add(&s, buf, n);
-    fclose(f);
+    int bad = ferror(f) ? (errno ? errno : EIO) : 0;
+    if (fclose(f) != 0 && !bad) bad = errno;
+    if (bad) fatal_user_here("%s: cannot read back: %s", path, strerror(bad));
     sha256_end(&s, out);
 }
 
@@ -619,13 +622,16 @@ typedef struct totals {
     int n_shards;
 } totals_t;
 
+/* DIR/manifest.json through atomic_file_* (tmp, fsync, rename, fsync of DIR): a crash never
+ * leaves a manifest that is cut short or describes shards only half written. */
 static void write_manifest(const prep_t *p, const shard_plan_t *plan, const totals_t *t,
                            uint8_t (*sha)[32]) {
-    char path[4096], tmp[4200];
-    snprintf(path, sizeof path, "%s/manifest.json", p->o.out);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) fatal_user_here("%s: cannot write: %s", tmp, strerror(errno));
+    char path[1024];
+    snprintf(path, sizeof path, "%s/manifest.json", p->o.out); /* --out is <= 900 bytes */
+    atomic_file_t af;
+    if (atomic_file_open(&af, path) != 0)
+        fatal_user_here("%s: cannot write: %s", af.tmp[0] ? af.tmp : path, strerror(errno));
+    FILE *f = af.f;
     fprintf(f, "{\n  \"format\": \"llm.c token shards: 256 x int32 header (magic %d, version %d, "
             "token count), then uint16 tokens\",\n", SHARD_MAGIC, SHARD_VERSION);
     fprintf(f, "  \"tokenizer\": \"tokenizer.tiktoken\",\n  \"tokenizer_source\": ");
@@ -656,8 +662,7 @@ static void write_manifest(const prep_t *p, const shard_plan_t *plan, const tota
         fputs("\"}", f);
     }
     fputs("\n  ]\n}\n", f);
-    bool bad = ferror(f) != 0;
-    if (fclose(f) != 0 || bad || rename(tmp, path) != 0)
+    if (atomic_file_commit(&af) != 0) /* checks every write, the flush, fsync and close */
         fatal_user_here("%s: cannot write: %s", path, strerror(errno));
 }
 
