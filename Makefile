@@ -4,10 +4,26 @@
 #   make deps     install missing Debian packages (as root), or say what to install
 #   make bench    benchmarks (not tests): tokens/s and GFLOP/s next to PyTorch
 #   make demo     install, build, prepare data, train a small model, show results
-#   make clean
+#   make fuzz     fuzz the namelist parser and schema with libFuzzer (clang) for FUZZ_SECONDS
+#                 (default 300); a crashing input is kept in build/fuzz/crashes/ and printed
+#   make SANITIZE=1 [all|tests]  the same programs built with AddressSanitizer + UBSan into
+#                 build-asan/ (build-asan/llmtrain, build-asan/llmprep, build-asan/tests/...),
+#                 never mixed with the normal build; validation/e2e/sanitizers.sh runs them
+#   make clean    removes build/, build-asan/ and the programs
 include Makefile.inc
 
+# SANITIZE=1: everything (objects, library, programs, tests) goes to build-asan/ instead.
+ifeq ($(SANITIZE),1)
+BUILD   := build-asan
+BIN_DIR := $(BUILD)/
+override CFLAGS  += $(SANITIZE_FLAGS)
+override LDFLAGS += $(SANITIZE_FLAGS)
+else
 BUILD   := build
+BIN_DIR :=
+endif
+LLMTRAIN := $(BIN_DIR)llmtrain
+LLMPREP  := $(BIN_DIR)llmprep
 SRC_DIRS := src/core src/config src/parallel src/model src/kernels src/kernels/cpu src/train src/io
 LIB_SRC := $(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c))
 LIB_OBJ := $(patsubst src/%.c,$(BUILD)/%.o,$(LIB_SRC))
@@ -20,14 +36,20 @@ UNIT_BIN := $(patsubst validation/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 REF_SRC  := $(wildcard validation/reference/*.c)
 REF_BIN  := $(patsubst validation/reference/%.c,$(BUILD)/ref/%,$(REF_SRC))
 
-.PHONY: all check deps bench demo clean tests
-all: llmtrain llmprep
+.PHONY: all check deps bench demo clean tests fuzz
+all: $(LLMTRAIN) $(LLMPREP)
 
-llmtrain: $(BUILD)/main.o $(LIB)
+$(LLMTRAIN): $(BUILD)/main.o $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(ALL_LIBS)
 
-llmprep: $(BUILD)/tools/llmprep.o $(LIB)
+$(LLMPREP): $(BUILD)/tools/llmprep.o $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(ALL_LIBS)
+
+ifeq ($(SANITIZE),1)
+.PHONY: llmtrain llmprep
+llmtrain: $(LLMTRAIN)
+llmprep: $(LLMPREP)
+endif
 
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
@@ -45,7 +67,21 @@ $(BUILD)/ref/%: validation/reference/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -o $@ $< $(LIB) $(ALL_LIBS) $(LDFLAGS)
 
-tests: llmtrain llmprep $(UNIT_BIN) $(REF_BIN)
+tests: $(LLMTRAIN) $(LLMPREP) $(UNIT_BIN) $(REF_BIN)
+
+# The fuzz target: the parser, the schema and the two core files they need, compiled together
+# by clang with libFuzzer and the sanitizers (never with the objects above). See validation/fuzz/.
+FUZZ_SRC := validation/fuzz/fuzz_namelist.c src/config/namelist.c src/config/config.c \
+            src/core/error.c src/core/alloc.c
+FUZZ_BIN := build/fuzz/fuzz_namelist
+FUZZ_SECONDS ?= 300
+
+$(FUZZ_BIN): $(FUZZ_SRC) $(wildcard src/config/*.h src/core/*.h)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -Isrc $(MPI_CFLAGS) $(HDF5_CFLAGS) -o $@ $(FUZZ_SRC) $(MPI_LIBS) $(HDF5_LIBS)
+
+fuzz: $(FUZZ_BIN)
+	@bash validation/fuzz/run_fuzz.sh $(FUZZ_SECONDS)
 
 deps:
 	@bash validation/deps.sh
@@ -68,6 +104,6 @@ demo:
 	@MPIRUN="$(MPIRUN)" PYTHON="$(PYTHON)" bash validation/demo.sh
 
 clean:
-	rm -rf $(BUILD) llmtrain llmprep
+	rm -rf build build-asan llmtrain llmprep
 
 -include $(LIB_OBJ:.o=.d) $(BUILD)/main.d $(BUILD)/tools/llmprep.d $(UNIT_BIN:=.d) $(REF_BIN:=.d)

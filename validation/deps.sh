@@ -9,6 +9,9 @@ libhwloc-dev hwloc libpapi-dev libopenblas-dev libcmocka-dev python3 python3-num
 python3-torch"
 PACKAGES="$PACKAGES libpcre2-dev python3-pip" # the tokenizer's regex (PCRE2); pip for tiktoken
 PACKAGES="$PACKAGES fortunes" # the demo corpus (make demo)
+# make fuzz and validation/e2e/fuzz_namelist.sh: clang with libFuzzer (libclang-rt-dev holds the
+# runtime; clang alone only recommends it). make SANITIZE=1 needs nothing more: gcc brings ASan/UBSan.
+PACKAGES="$PACKAGES clang libclang-rt-dev"
 quiet=0
 [ "${1:-}" = "--if-missing" ] && quiet=1
 

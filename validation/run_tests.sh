@@ -2,7 +2,8 @@
 # run_tests.sh — the whole test suite, as `make check` runs it.
 # Runs every unit-test program (each cmocka case counts as one test) and every scenario script in
 # validation/e2e/ (each script counts as one test; it exits 0 on success and prints the numbers
-# that differ on failure). The last line is "N passed, N failed".
+# that differ on failure, or exits 77 after printing why it is skipped, e.g. a missing compiler).
+# The last line is "N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
@@ -12,7 +13,7 @@ export MPIRUN=${MPIRUN:-"mpirun --oversubscribe"} PYTHON=${PYTHON:-/usr/bin/pyth
 LOG_DIR=build/test-logs
 rm -rf "$LOG_DIR" && mkdir -p "$LOG_DIR"
 pass=0 fail=0
-failed=()
+failed=() skipped=()
 
 run_unit() { # one cmocka program: count its cases
     local bin=$1 name log rc ok bad
@@ -38,6 +39,8 @@ run_scenario() { # one script in validation/e2e: one test
     t1=$(date +%s)
     if [ "$rc" -eq 0 ]; then
         pass=$((pass + 1)); printf '%-44s PASS (%ds)\n' "$name" $((t1 - t0))
+    elif [ "$rc" -eq 77 ]; then # neither passed nor failed: the reason is its last line
+        skipped+=("$name: $(tail -1 "$log")"); printf '%-44s SKIP (%s)\n' "$name" "$(tail -1 "$log")"
     else
         fail=$((fail + 1)); failed+=("$name (see $log)")
         printf '%-44s FAIL (exit %d, %ds)\n' "$name" "$rc" $((t1 - t0)); tail -25 "$log"
@@ -53,6 +56,10 @@ echo "== scenario and reference tests"
 for script in validation/e2e/*.sh; do
     [ -f "$script" ] && run_scenario "$script"
 done
+if [ ${#skipped[@]} -gt 0 ]; then
+    echo "skipped (not counted):"
+    printf '  %s\n' "${skipped[@]}"
+fi
 if [ ${#failed[@]} -gt 0 ]; then
     echo "failed:"
     printf '  %s\n' "${failed[@]}"

@@ -3,7 +3,11 @@
  * column; lookahead is done on a copy of the lexer. Every failure formats one message and
  * returns -1 up the call chain; nothing here exits.
  * Memory: arrays grow with xrealloc_small and strings come from xstrdup, so they are released
- * with free() (xfree is only for xmalloc's tracked blocks). */
+ * with free() (xfree is only for xmalloc's tracked blocks).
+ * Limits: no text can make the parser use unbounded memory or time. The text is at most
+ * NL_MAX_TEXT bytes (what config.c reads from a file), one repeat count at most NL_MAX_REPEAT, and
+ * one parse at most NL_MAX_VALUES values, every copy of a repeat count included; so `a = 100000*'x',
+ * 100000*'y', ...` or a million keys end with one "path:line:col:" message naming the limit. */
 #include "config/namelist.h"
 #include "core/alloc.h"
 #include <ctype.h>
@@ -14,7 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NL_MAX_REPEAT 100000 /* r*value: beyond this it is surely a typo, not a real array */
+#define NL_MAX_REPEAT 100000   /* r*value: beyond this it is surely a typo, not a real array */
+#define NL_MAX_VALUES 1000000  /* values in one parse (~100 MB of nl_value_t and strings) */
+#define NL_MAX_TEXT (16 << 20) /* bytes of text: config.c's CFG_MAX_FILE, for callers that skip it */
 
 typedef struct lexer {
     const char *path;
@@ -22,6 +28,7 @@ typedef struct lexer {
     int line, col;
     char *err;
     size_t errsize;
+    int n_values; /* in the whole parse so far, <= NL_MAX_VALUES */
 } lexer_t;
 
 /* ---- characters and positions ------------------------------------------------------------ */
@@ -84,6 +91,17 @@ static int lex_error(lexer_t *lx, int line, int col, const char *fmt, ...) {
     vsnprintf(lx->err + n, lx->errsize - (size_t)n, fmt, ap);
     va_end(ap);
     return -1;
+}
+
+/* Room for n more values in this parse? The one check behind NL_MAX_VALUES; (line, col) is the
+ * value, or the repeat count, that would go past it. */
+static int count_values(lexer_t *lx, int line, int col, int64_t n) {
+    if (n > NL_MAX_VALUES - lx->n_values)
+        return lex_error(lx, line, col,
+                         "too many values: a namelist holds at most %d values (the limit; each copy made by "
+                         "a repeat count r*value counts)", NL_MAX_VALUES);
+    lx->n_values += (int)n;
+    return 0;
 }
 
 /* ---- growable arrays --------------------------------------------------------------------- */
@@ -318,6 +336,7 @@ static int expand_repeat(lexer_t *lx, nl_entry_t *e, const char *key) {
     memset(counter, 0, sizeof *counter);
     if (read_single_value(lx, counter, key) != 0) return -1;
     if (peek(lx) == '*') return lex_error(lx, lx->line, lx->col, "a repeat count cannot be repeated");
+    if (count_values(lx, line, col, count - 1) != 0) return -1; /* the first copy is counted */
     for (int64_t k = 1; k < count; k++) {
         nl_value_t *v = push_value(e);
         copy_value(v, &e->values[e->n_values - 2]);
@@ -351,6 +370,7 @@ static int parse_values(lexer_t *lx, nl_entry_t *e) {
             if (e->n_values == 0) return lex_error(lx, e->line, e->col, "key '%s' has no value after '='", e->key);
             return 0;
         }
+        if (count_values(lx, lx->line, lx->col, 1) != 0) return -1;
         nl_value_t *v = push_value(e);
         if (read_single_value(lx, v, e->key) != 0) return -1;
         if (peek(lx) == '*' && expand_repeat(lx, e, e->key) != 0) return -1;
@@ -451,11 +471,22 @@ static int parse_text(lexer_t *lx, namelist_t *nl) {
     }
 }
 
+/* The text is longer than NL_MAX_TEXT: point at its first byte past the limit. */
+static int text_too_long(lexer_t *lx) {
+    const char *limit = lx->p + NL_MAX_TEXT, *line_start = lx->p;
+    int line = 1;
+    for (const char *c = lx->p; (c = memchr(c, '\n', (size_t)(limit - c))) != NULL; line_start = ++c) line++;
+    return lex_error(lx, line, (int)(limit - line_start) + 1,
+                     "the namelist text is longer than %d bytes (16 MiB, the limit); is this a namelist file?",
+                     NL_MAX_TEXT);
+}
+
 int namelist_parse(const char *path, const char *text, namelist_t *nl, char *err, size_t errsize) {
     lexer_t lx = {.path = path ? path : "<namelist>", .p = text ? text : "", .line = 1, .col = 1,
                   .err = err, .errsize = errsize};
     memset(nl, 0, sizeof *nl);
     if (errsize > 0) err[0] = '\0';
+    if (strnlen(lx.p, NL_MAX_TEXT + 1) > NL_MAX_TEXT) return text_too_long(&lx);
     if (!strncmp(lx.p, "\xEF\xBB\xBF", 3)) lx.p += 3; /* UTF-8 byte-order mark from some editors */
     if (parse_text(&lx, nl) != 0) {
         namelist_free(nl);

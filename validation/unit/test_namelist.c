@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 #include <mpi.h>
@@ -27,7 +28,8 @@ static void expect_error(const char *text, const char *expected) {
     char err[1024];
     if (namelist_parse(PATH, text, &nl, err, sizeof err) == 0) {
         namelist_free(&nl);
-        fail_msg("expected error '%s' but the text parsed:\n%s", expected, text);
+        fail_msg("expected error '%s' but the text parsed:\n%.300s%s", expected, text,
+                 strlen(text) > 300 ? "..." : ""); /* the limit tests' texts are megabytes */
     }
     if (strcmp(err, expected) != 0) fail_msg("message differs\n  got:      %s\n  expected: %s", err, expected);
     assert_int_equal(nl.n_groups, 0); /* nothing left allocated */
@@ -350,6 +352,69 @@ static void bad_repeat_counts(void **state) {
     expect_error("&g x = 2*3*4 /", PATH ":1:11: a repeat count cannot be repeated");
 }
 
+/* ---- limits: no text makes the parser use unbounded memory (namelist.c NL_MAX_*) ------------- */
+
+/* n copies of `piece` after `head`, then `tail`: a large text built in memory. */
+static char *repeat_text(const char *head, const char *piece, long n, const char *tail) {
+    size_t lh = strlen(head), lp = strlen(piece), lt = strlen(tail);
+    char *text = malloc(lh + (size_t)n * lp + lt + 1);
+    assert_non_null(text);
+    memcpy(text, head, lh);
+    for (long i = 0; i < n; i++) memcpy(text + lh + (size_t)i * lp, piece, lp);
+    memcpy(text + lh + (size_t)n * lp, tail, lt + 1);
+    return text;
+}
+
+static void repeat_counts_stop_at_one_million_values_in_total(void **state) {
+    (void)state;
+    namelist_t nl;
+    /* 10 x 100000 = exactly the limit: fine, and every copy is there */
+    char *text = repeat_text("&g a =", " 100000*'x'", 10, " /");
+    parse_ok(text, &nl);
+    assert_int_equal(entry(&nl, 0, 0)->n_values, 1000000);
+    assert_string_equal(entry(&nl, 0, 0)->values[999999].s, "x");
+    namelist_free(&nl);
+    free(text);
+    /* 999999 values, then 2*1: the repeat count that would make the 1000001st value is named */
+    text = repeat_text("&g a = 99999*'x'", " 100000*'x'", 9, "\n  b = 2*1 /");
+    expect_error(text, PATH ":2:7: too many values: a namelist holds at most 1000000 values (the limit; "
+                        "each copy made by a repeat count r*value counts)");
+    free(text);
+}
+
+static void many_keys_stop_at_one_million_values_in_total(void **state) {
+    (void)state;
+    /* a million one-value keys fill the limit; the next plain value (line 2, col 10) crosses it */
+    char *text = repeat_text("&g", " k=1", 1000000, "\n  last = 7 /");
+    expect_error(text, PATH ":2:10: too many values: a namelist holds at most 1000000 values (the limit; "
+                        "each copy made by a repeat count r*value counts)");
+    free(text);
+    /* the count is per parse, not per group */
+    text = repeat_text("&g a = 100000*1 / &h b = 100000*1 /", " &i c = 100000*1 /", 8, " &j d = 1 /");
+    expect_error(text, PATH ":1:188: too many values: a namelist holds at most 1000000 values (the limit; "
+                        "each copy made by a repeat count r*value counts)");
+    free(text);
+}
+
+static void text_longer_than_16_mib_is_refused_at_the_first_byte_past_it(void **state) {
+    (void)state;
+    enum { LIMIT = 16 << 20 };
+    /* a comment that fills exactly 16 MiB parses (nothing in it) */
+    char *text = repeat_text("!", "x", LIMIT - 2, "\n");
+    assert_int_equal(strlen(text), LIMIT);
+    namelist_t nl;
+    parse_ok(text, &nl);
+    assert_int_equal(nl.n_groups, 0);
+    namelist_free(&nl);
+    free(text);
+    /* one byte more: refused, pointing at that byte (line 3 starts at byte 7) */
+    text = repeat_text("&g /\n!\n", "x", LIMIT - 7, "!");
+    assert_int_equal(strlen(text), LIMIT + 1);
+    expect_error(text, PATH ":3:16777210: the namelist text is longer than 16777216 bytes (16 MiB, the limit); "
+                        "is this a namelist file?");
+    free(text);
+}
+
 static void path_defaults_when_none_is_given(void **state) {
     (void)state;
     namelist_t nl;
@@ -392,6 +457,9 @@ int main(int argc, char **argv) {
         cmocka_unit_test(indexed_assignment_is_refused_with_the_alternative),
         cmocka_unit_test(null_values_and_missing_values),
         cmocka_unit_test(bad_repeat_counts),
+        cmocka_unit_test(repeat_counts_stop_at_one_million_values_in_total),
+        cmocka_unit_test(many_keys_stop_at_one_million_values_in_total),
+        cmocka_unit_test(text_longer_than_16_mib_is_refused_at_the_first_byte_past_it),
         cmocka_unit_test(path_defaults_when_none_is_given),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
