@@ -27,36 +27,6 @@ static void usage(int rank) {
                LLMT_VERSION);
 }
 
-/* Features whose keys exist (they are the users' contract) but whose implementation comes in a
- * later version: refuse them clearly instead of silently ignoring them. */
-static void refuse_unimplemented(const config_t *cfg) {
-    const char *p = cfg->source_path;
-    if (strcmp(cfg->schedule, "interleaved") == 0)
-        fatal_user("%s: &parallel schedule = 'interleaved': virtual pipeline stages are not in "
-                   "this version yet; use '1f1b' or 'gpipe'", p);
-    if (cfg->pp > 1 && strcmp(cfg->mode, "generate") == 0)
-        fatal_user("%s: &run mode = 'generate' runs with pp = 1 (any file saved on any grid "
-                   "loads there)", p);
-    if (cfg->ep > 1 || cfg->zero_stage > 0)
-        fatal_user("%s: &parallel ep / zero_stage are not in this version yet; use ep = 1, "
-                   "zero_stage = 0", p);
-    if (strcmp(cfg->device, "cpu") != 0)
-        fatal_user("%s: &run device = '%s': only the CPU backend is in this version", p,
-                   cfg->device);
-    if (strcmp(cfg->precision, "fp32") != 0)
-        fatal_user("%s: &train precision = '%s': only 'fp32' is in this version", p,
-                   cfg->precision);
-    if (cfg->tensorboard || cfg->profile || cfg->papi_events[0])
-        fatal_user("%s: &log tensorboard / profile / papi_events are not in this version yet; "
-                   "the per-step line, metrics.jsonl and the time split are", p);
-    if (cfg->virtual_stages > 1)
-        fatal_user("%s: &parallel virtual_stages = %d: interleaved pipeline stages are not in "
-                   "this version yet; use 1", p, cfg->virtual_stages);
-    if (strcmp(cfg->recompute, "none") != 0)
-        fatal_user("%s: &parallel recompute = '%s': only 'none' is in this version", p,
-                   cfg->recompute);
-}
-
 /* Name each communicator once for the watchdog's messages. */
 static void name_communicators(const grid_t *g) {
     watchdog_peers_of(g->dp_comm, "dp group");
@@ -127,10 +97,9 @@ int main(int argc, char **argv) {
     fault_point("startup", rank);
     config_t cfg;
     watchdog_enter("reading the namelist", "all ranks");
-    config_load(argv[1], &cfg);
+    config_load(argv[1], &cfg); /* also refuses the keys of features not in this version */
     watchdog_leave();
     watchdog_set_timeout(cfg.timeout_s);
-    refuse_unimplemented(&cfg);
     fault_point("setup", rank);
     grid_t grid;
     watchdog_enter("building the process grid", "all ranks");

@@ -4,7 +4,12 @@
  * namelist.c's. Uses: namelist.h, core/error.h, core/alloc.h.
  *
  * One table drives defaults, assignment, range checks, error messages and the echo, so a new
- * key is one line in key_specs[] (plus a cross-key check if it has one).
+ * key is one line in key_specs[] (plus a cross-key check if it has one). The table is also the
+ * one place that says which keys (or string values) are in the contract but not implemented
+ * yet (.not_impl): setting them to anything but the default is refused with the file:line:col
+ * of the value, and a later feature only deletes its marker. Sizes derived from several keys
+ * (tokens per micro-batch, activations, parameters per rank, bytes per rank, ranks) are
+ * computed without overflow and bounded in check_sizes, with messages that name the keys.
  * Every error is formatted into a buffer, everything parsed is freed, and only then is
  * fatal_user() called: unit tests longjmp out of it and must not leak. */
 #include "config/config.h"
@@ -40,7 +45,12 @@ typedef struct key_spec {
     double def;            /* numeric default */
     const char *def_str;   /* K_STR default */
     const char *choices;   /* K_STR: "a|b|c" (matched case-insensitively), NULL = free text */
-    const char *planned;   /* K_STR: a value in the DESIGN contract that is not implemented yet */
+    const char *planned;   /* K_STR: "a|b", values in the DESIGN contract (not in choices) that
+                              are not implemented yet; refused with not_impl */
+    const char *not_impl;  /* non-NULL: what is not implemented in this version. Without
+                              planned: the whole key (any value but the default is refused);
+                              with planned: those values */
+    const char *why;       /* the reason of a bound, appended to the range message */
     char lo_kind, hi_kind; /* '[' or '(' / ']' or ')' for inclusive / exclusive; 0 = unbounded */
     double lo, hi;
 } key_spec_t;
@@ -57,46 +67,65 @@ typedef struct key_spec {
 #define AT_MOST(x) .hi_kind = ']', .hi = (x)
 #define BELOW(x) .hi_kind = ')', .hi = (x)
 #define UNBOUNDED .lo_kind = 0
+#define WHY(text) .why = text
+#define NOT_IMPL(text) .not_impl = text
+/* A string key with implemented choices and planned values, refused with `text`. */
+#define PLANNED_STR_KEY(g, k, f, d, ch, pl, text) \
+    {.group = g, .key = k, .type = K_STR, FIELD(f), .size = sizeof(((config_t *)0)->f), .def_str = d, .choices = ch, \
+     .planned = pl, .not_impl = text}
+/* A whole key that is not implemented: only its default is accepted. */
+#define MOE NOT_IMPL("Mixture-of-Experts is not implemented in this version (n_experts = 0)")
+#define WATCHDOG_BOUNDS \
+    AT_LEAST(1e-3), AT_MOST(1e9), WHY("the watchdog counts nanoseconds: below 1 ms every wait would time out")
 
 static const key_spec_t key_specs[] = {
     STR_KEY(G_RUN, "name", name, "run", NULL),
     STR_KEY(G_RUN, "out_dir", out_dir, "runs", NULL),
     STR_KEY(G_RUN, "mode", mode, "train", "train|eval|generate"),
-    STR_KEY(G_RUN, "device", device, "cpu", "cpu|cuda"),
+    PLANNED_STR_KEY(G_RUN, "device", device, "cpu", "cpu", "cuda", "the CUDA backend is not implemented in this version"),
     I64_KEY(G_RUN, "seed", seed, 1337, AT_LEAST(0)),
     STR_KEY(G_RUN, "init_from", init_from, "", NULL),
     STR_KEY(G_RUN, "prompt", prompt, "", NULL),
     {.group = G_RUN, .key = "prompt_ids", .type = K_INT_ARRAY, FIELD(prompt_ids), .size = CFG_MAX_IDS,
      .count_offset = offsetof(config_t, n_prompt_ids), AT_LEAST(0)},
-    INT_KEY(G_RUN, "max_new_tokens", max_new_tokens, 64, AT_LEAST(1)),
+    INT_KEY(G_RUN, "max_new_tokens", max_new_tokens, 64, AT_LEAST(1), AT_MOST(INT_MAX - CFG_MAX_IDS),
+            WHY("the prompt and the new tokens are counted in a 32-bit integer")),
     REAL_KEY(G_RUN, "temperature", temperature, 1.0, AT_LEAST(0)),
     INT_KEY(G_RUN, "top_k", top_k, 40, AT_LEAST(0)),
 
-    INT_KEY(G_MODEL, "n_layer", n_layer, 12, AT_LEAST(1)),
+    INT_KEY(G_MODEL, "n_layer", n_layer, 12, AT_LEAST(1), AT_MOST(1024),
+            WHY("the pipeline layer partition takes pp * n_layer^2 steps")),
     INT_KEY(G_MODEL, "n_head", n_head, 12, AT_LEAST(1)),
     INT_KEY(G_MODEL, "d_model", d_model, 768, AT_LEAST(1)),
     INT_KEY(G_MODEL, "d_ff", d_ff, 0, AT_LEAST(0)), /* 0 = 4 * d_model, resolved after parsing */
-    INT_KEY(G_MODEL, "vocab_size", vocab_size, 50257, AT_LEAST(1)),
-    INT_KEY(G_MODEL, "seq_len", seq_len, 1024, AT_LEAST(1)),
-    REAL_KEY(G_MODEL, "dropout", dropout, 0.0, AT_LEAST(0), BELOW(1)),
-    INT_KEY(G_MODEL, "n_experts", n_experts, 0, AT_LEAST(0)),
-    INT_KEY(G_MODEL, "top_k", top_k_moe, 2, AT_LEAST(1)),
-    INT_KEY(G_MODEL, "moe_every", moe_every, 1, AT_LEAST(1)),
-    REAL_KEY(G_MODEL, "capacity_factor", capacity_factor, 1.25, ABOVE(0)),
-    REAL_KEY(G_MODEL, "router_noise", router_noise, 0.0, AT_LEAST(0)),
-    REAL_KEY(G_MODEL, "aux_loss_coef", aux_loss_coef, 0.01, AT_LEAST(0)),
-    REAL_KEY(G_MODEL, "z_loss_coef", z_loss_coef, 0.001, AT_LEAST(0)),
+    INT_KEY(G_MODEL, "vocab_size", vocab_size, 50257, AT_LEAST(1), AT_MOST(65536),
+            WHY("llm.c version-1 shards hold uint16 tokens")),
+    INT_KEY(G_MODEL, "seq_len", seq_len, 1024, AT_LEAST(1), AT_MOST(INT_MAX - 1),
+            WHY("a window of seq_len + 1 tokens is counted in a 32-bit integer")),
+    REAL_KEY(G_MODEL, "dropout", dropout, 0.0, AT_LEAST(0), BELOW(1), NOT_IMPL("dropout is not implemented in this version")),
+    INT_KEY(G_MODEL, "n_experts", n_experts, 0, AT_LEAST(0), NOT_IMPL("Mixture-of-Experts is not implemented in this version")),
+    INT_KEY(G_MODEL, "top_k", top_k_moe, 2, AT_LEAST(1), MOE),
+    INT_KEY(G_MODEL, "moe_every", moe_every, 1, AT_LEAST(1), MOE),
+    REAL_KEY(G_MODEL, "capacity_factor", capacity_factor, 1.25, ABOVE(0), MOE),
+    REAL_KEY(G_MODEL, "router_noise", router_noise, 0.0, AT_LEAST(0), MOE),
+    REAL_KEY(G_MODEL, "aux_loss_coef", aux_loss_coef, 0.01, AT_LEAST(0), MOE),
+    REAL_KEY(G_MODEL, "z_loss_coef", z_loss_coef, 0.001, AT_LEAST(0), MOE),
 
     INT_KEY(G_PARALLEL, "dp", dp, 1, AT_LEAST(1)),
     INT_KEY(G_PARALLEL, "tp", tp, 1, AT_LEAST(1)),
     INT_KEY(G_PARALLEL, "pp", pp, 1, AT_LEAST(1)),
-    INT_KEY(G_PARALLEL, "ep", ep, 1, AT_LEAST(1)),
-    STR_KEY(G_PARALLEL, "schedule", schedule, "1f1b", "1f1b|gpipe|interleaved"),
-    INT_KEY(G_PARALLEL, "virtual_stages", virtual_stages, 1, AT_LEAST(1)),
-    INT_KEY(G_PARALLEL, "zero_stage", zero_stage, 0, AT_LEAST(0), AT_MOST(3)),
-    STR_KEY(G_PARALLEL, "recompute", recompute, "none", "none|selective|full"),
+    INT_KEY(G_PARALLEL, "ep", ep, 1, AT_LEAST(1), NOT_IMPL("expert parallelism is not implemented in this version")),
+    PLANNED_STR_KEY(G_PARALLEL, "schedule", schedule, "1f1b", "1f1b|gpipe", "interleaved",
+                    "the interleaved schedule (virtual pipeline stages) is not implemented in this version"),
+    INT_KEY(G_PARALLEL, "virtual_stages", virtual_stages, 1, AT_LEAST(1),
+            NOT_IMPL("virtual pipeline stages are not implemented in this version")),
+    INT_KEY(G_PARALLEL, "zero_stage", zero_stage, 0, AT_LEAST(0), AT_MOST(3),
+            NOT_IMPL("ZeRO sharding of optimizer state is not implemented in this version")),
+    PLANNED_STR_KEY(G_PARALLEL, "recompute", recompute, "none", "none", "selective|full",
+                    "activation recomputation is not implemented in this version"),
     STR_KEY(G_PARALLEL, "bind", bind, "cores", "cores|none"),
-    REAL_KEY(G_PARALLEL, "bucket_mb", bucket_mb, 25.0, ABOVE(0)),
+    REAL_KEY(G_PARALLEL, "bucket_mb", bucket_mb, 25.0, ABOVE(0), AT_MOST(1e6),
+             WHY("the bucket size is converted to a count of floats")),
 
     INT_KEY(G_TRAIN, "max_steps", max_steps, 100, AT_LEAST(0)),
     INT_KEY(G_TRAIN, "global_batch", global_batch, 0, AT_LEAST(0)), /* 0 = micro_batch * dp */
@@ -111,9 +140,10 @@ static const key_spec_t key_specs[] = {
     REAL_KEY(G_TRAIN, "beta2", beta2, 0.95, AT_LEAST(0), BELOW(1)),
     REAL_KEY(G_TRAIN, "eps", eps, 1e-8, ABOVE(0)),
     REAL_KEY(G_TRAIN, "grad_clip", grad_clip, 1.0, AT_LEAST(0)),
-    STR_KEY(G_TRAIN, "precision", precision, "fp32", "fp32|bf16|fp16"),
-    {.group = G_TRAIN, .key = "on_anomaly", .type = K_STR, FIELD(on_anomaly), .size = sizeof(((config_t *)0)->on_anomaly),
-     .def_str = "skip", .choices = "warn|skip|abort", .planned = "rollback"},
+    PLANNED_STR_KEY(G_TRAIN, "precision", precision, "fp32", "fp32", "bf16|fp16",
+                    "mixed precision is not implemented in this version (the CPU backend computes in fp32)"),
+    PLANNED_STR_KEY(G_TRAIN, "on_anomaly", on_anomaly, "skip", "warn|skip|abort", "rollback",
+                    "rolling back to the last checkpoint is not implemented in this version"),
     INT_KEY(G_TRAIN, "inject_nan_step", inject_nan_step, -1, AT_LEAST(-1)),
 
     STR_KEY(G_DATA, "train_files", train_files, "", NULL),
@@ -122,13 +152,14 @@ static const key_spec_t key_specs[] = {
     INT_KEY(G_DATA, "val_every", val_every, 0, AT_LEAST(0)),
     INT_KEY(G_DATA, "val_batches", val_batches, 8, AT_LEAST(1)),
     STR_KEY(G_DATA, "tokenizer", tokenizer, "", NULL),
+    STR_KEY(G_DATA, "format", data_format, "auto", "auto|llmc|nanogpt"),
 
     STR_KEY(G_CHECKPOINT, "dir", ckpt_dir, "", NULL),
     INT_KEY(G_CHECKPOINT, "every", ckpt_every, 0, AT_LEAST(0)),
     INT_KEY(G_CHECKPOINT, "keep", ckpt_keep, 3, AT_LEAST(1)),
     STR_KEY(G_CHECKPOINT, "resume", resume, "none", NULL), /* 'none' | 'auto' | a path */
-    REAL_KEY(G_CHECKPOINT, "timeout_s", timeout_s, 600, ABOVE(0)),
-    REAL_KEY(G_CHECKPOINT, "io_timeout_s", io_timeout_s, 3600, ABOVE(0)),
+    REAL_KEY(G_CHECKPOINT, "timeout_s", timeout_s, 600, WATCHDOG_BOUNDS),
+    REAL_KEY(G_CHECKPOINT, "io_timeout_s", io_timeout_s, 3600, WATCHDOG_BOUNDS),
     BOOL_KEY(G_CHECKPOINT, "overwrite", ckpt_overwrite, false),
     BOOL_KEY(G_CHECKPOINT, "save_weights", save_weights, 1),
     INT_KEY(G_CHECKPOINT, "striping_factor", striping_factor, 0, AT_LEAST(0)),
@@ -136,10 +167,13 @@ static const key_spec_t key_specs[] = {
 
     INT_KEY(G_LOG, "every", log_every, 1, AT_LEAST(1)),
     BOOL_KEY(G_LOG, "jsonl", jsonl, true),
-    BOOL_KEY(G_LOG, "tensorboard", tensorboard, false),
-    REAL_KEY(G_LOG, "peak_flops", peak_flops, 0, AT_LEAST(0)),
-    STR_KEY(G_LOG, "papi_events", papi_events, "", NULL),
-    BOOL_KEY(G_LOG, "profile", profile, false),
+    {.group = G_LOG, .key = "tensorboard", .type = K_BOOL, FIELD(tensorboard), .def = false,
+     NOT_IMPL("TensorBoard output is not implemented in this version (metrics.jsonl is)")},
+    REAL_KEY(G_LOG, "peak_flops", peak_flops, 0, AT_LEAST(0), AT_MOST(1e18), WHY("FLOP/s of one rank")),
+    {.group = G_LOG, .key = "papi_events", .type = K_STR, FIELD(papi_events), .size = sizeof(((config_t *)0)->papi_events),
+     .def_str = "", NOT_IMPL("PAPI hardware counters are not implemented in this version")},
+    {.group = G_LOG, .key = "profile", .type = K_BOOL, FIELD(profile), .def = false,
+     NOT_IMPL("the profiler is not implemented in this version (the per-step time split is printed)")},
 };
 #define N_KEYS ((int)(sizeof key_specs / sizeof key_specs[0]))
 
@@ -310,14 +344,23 @@ static void format_choices(const char *choices, char *out, size_t size) {
     }
 }
 
+/* One bound as the user would write it: integers exactly (2147483646, not 2.14748e+09). */
+static void format_number(const key_spec_t *ks, double x, char *out, size_t size) {
+    if (ks->type != K_REAL && fabs(x) < 1e15) snprintf(out, size, "%.0f", x);
+    else snprintf(out, size, "%g", x);
+}
+
 /* ">= 0", "> 0", "<= 3", "in [0, 1)" */
 static void format_bounds(const key_spec_t *ks, char *out, size_t size) {
+    char lo[32], hi[32];
+    format_number(ks, ks->lo, lo, sizeof lo);
+    format_number(ks, ks->hi, hi, sizeof hi);
     if (ks->lo_kind && ks->hi_kind)
-        snprintf(out, size, "in %c%g, %g%c", ks->lo_kind, ks->lo, ks->hi, ks->hi_kind);
+        snprintf(out, size, "in %c%s, %s%c", ks->lo_kind, lo, hi, ks->hi_kind);
     else if (ks->lo_kind)
-        snprintf(out, size, "%s %g", ks->lo_kind == '[' ? ">=" : ">", ks->lo);
+        snprintf(out, size, "%s %s", ks->lo_kind == '[' ? ">=" : ">", lo);
     else
-        snprintf(out, size, "%s %g", ks->hi_kind == ']' ? "<=" : "<", ks->hi);
+        snprintf(out, size, "%s %s", ks->hi_kind == ']' ? "<=" : "<", hi);
 }
 
 static bool in_bounds(const key_spec_t *ks, double x) {
@@ -362,32 +405,57 @@ static int check_value(parse_ctx_t *ctx, const key_spec_t *ks, const nl_value_t 
                          namelist_kind_name(v->kind), v->raw);
     if (v->kind != NL_INTEGER && v->kind != NL_REAL) return 0;
     if ((ks->lo_kind || ks->hi_kind) && !in_bounds(ks, v->r)) {
-        char bounds[64];
+        char bounds[96];
         format_bounds(ks, bounds, sizeof bounds);
-        return cfg_error(ctx, v->line, v->col, "&%s %s: must be %s, got %s", g, ks->key, bounds, v->raw);
+        return cfg_error(ctx, v->line, v->col, "&%s %s: must be %s, got %s%s%s%s", g, ks->key, bounds, v->raw,
+                         ks->why ? " (" : "", ks->why ? ks->why : "", ks->why ? ")" : "");
     }
     if ((ks->type == K_INT || ks->type == K_INT_ARRAY) && (v->i < INT_MIN || v->i > INT_MAX))
         return cfg_error(ctx, v->line, v->col, "&%s %s: %s does not fit in a 32-bit integer", g, ks->key, v->raw);
     return 0;
 }
 
-/* One of ks->choices (any case); stores the canonical lower-case spelling. */
-static int assign_choice(parse_ctx_t *ctx, const key_spec_t *ks, const nl_value_t *v, char *dst) {
-    for (const char *c = ks->choices; *c;) {
+/* Whether `value` is one of "a|b|c" (any case); the canonical spelling goes to dst if given. */
+static bool match_choice(const char *choices, const char *value, char *dst, size_t size) {
+    for (const char *c = choices; c && *c;) {
         size_t n = strcspn(c, "|");
-        if (strlen(v->s) == n && !strncasecmp(c, v->s, n)) {
-            snprintf(dst, ks->size, "%.*s", (int)n, c);
-            return 0;
+        if (strlen(value) == n && !strncasecmp(c, value, n)) {
+            if (dst) snprintf(dst, size, "%.*s", (int)n, c);
+            return true;
         }
         c += n + (c[n] == '|');
     }
+    return false;
+}
+
+/* One of ks->choices (any case); stores the canonical lower-case spelling. A planned value is
+ * refused as not implemented, anything else as not one of the choices. */
+static int assign_choice(parse_ctx_t *ctx, const key_spec_t *ks, const nl_value_t *v, char *dst) {
+    if (match_choice(ks->choices, v->s, dst, ks->size)) return 0;
     char list[256];
     format_choices(ks->choices, list, sizeof list);
     const char *g = group_names[ks->group];
-    if (ks->planned && !strcasecmp(ks->planned, v->s))
-        return cfg_error(ctx, v->line, v->col, "&%s %s: '%s' is not implemented yet; use one of %s", g, ks->key,
-                         v->s, list);
+    const char *use = strchr(ks->choices, '|') ? "use one of " : "use ";
+    if (match_choice(ks->planned, v->s, NULL, 0))
+        return cfg_error(ctx, v->line, v->col, "&%s %s: '%s': %s; %s%s", g, ks->key, v->s, ks->not_impl, use, list);
     return cfg_error(ctx, v->line, v->col, "&%s %s: '%s' is not one of %s", g, ks->key, v->s, list);
+}
+
+/* A key marked not implemented (not_impl without planned values) accepts only its default. */
+static int refuse_unimplemented(parse_ctx_t *ctx, const key_spec_t *ks, const nl_value_t *v) {
+    if (!ks->not_impl || ks->planned) return 0;
+    bool is_default = true;
+    switch (ks->type) {
+    case K_INT:
+    case K_I64: is_default = v->i == (int64_t)ks->def; break;
+    case K_REAL: is_default = v->r == ks->def; break;
+    case K_BOOL: is_default = v->b == (ks->def != 0); break;
+    case K_STR: is_default = strcmp(v->s, ks->def_str) == 0; break;
+    case K_INT_ARRAY: break;
+    }
+    if (is_default) return 0;
+    return cfg_error(ctx, v->line, v->col, "&%s %s: %s; remove the key", group_names[ks->group], ks->key,
+                     ks->not_impl);
 }
 
 static int assign_string(parse_ctx_t *ctx, const key_spec_t *ks, const nl_value_t *v, char *dst) {
@@ -421,7 +489,7 @@ static int assign_entry(parse_ctx_t *ctx, const key_spec_t *ks, const nl_entry_t
         return cfg_error(ctx, e->values[1].line, e->values[1].col, "&%s %s: expected one value, got %d values",
                          group_names[ks->group], ks->key, e->n_values);
     const nl_value_t *v = &e->values[0];
-    if (check_value(ctx, ks, v) != 0) return -1;
+    if (check_value(ctx, ks, v) != 0 || refuse_unimplemented(ctx, ks, v) != 0) return -1;
     void *f = field_ptr(cfg, ks);
     switch (ks->type) {
     case K_INT: *(int *)f = (int)v->i; break;
@@ -546,17 +614,26 @@ static int check_prompt_in_vocab(parse_ctx_t *ctx, const config_t *cfg) {
     return 0;
 }
 
-/* Keys that are in the contract but whose feature is not built yet: refuse rather than ignore. */
-static int check_unimplemented(parse_ctx_t *ctx, const config_t *cfg) {
-    const nl_entry_t *e = ctx->set_by[key_index(G_MODEL, "dropout")];
-    if (cfg->dropout != 0.0)
-        return cfg_error(ctx, e->values[0].line, e->values[0].col,
-                         "&model dropout: dropout is not implemented yet; use 0");
-    e = ctx->set_by[key_index(G_MODEL, "n_experts")];
-    if (cfg->n_experts > 0)
-        return cfg_error(ctx, e->values[0].line, e->values[0].col,
-                         "&model n_experts: Mixture-of-Experts is not implemented yet; use n_experts = 0");
-    return 0;
+/* Generation runs the whole model on each rank: any saved file loads on any grid. */
+static int check_generate_grid(parse_ctx_t *ctx, const config_t *cfg) {
+    if (cfg->pp == 1 || strcmp(cfg->mode, "generate") != 0) return 0;
+    int m = key_index(G_RUN, "mode"), p = key_index(G_PARALLEL, "pp"), line, col;
+    char pm[32], pp[32];
+    locate(ctx, p, m, &line, &col);
+    return cfg_error(ctx, line, col,
+                     "&parallel pp: mode = 'generate' (%s) runs with pp = 1, got pp = %d (%s); weights "
+                     "saved on any grid load there", provenance(ctx, m, pm), cfg->pp, provenance(ctx, p, pp));
+}
+
+/* Validation every val_every steps needs data to validate on; without it nothing would run. */
+static int check_val_files(parse_ctx_t *ctx, const config_t *cfg) {
+    if (cfg->val_every == 0 || cfg->val_files[0] != '\0' || strcmp(cfg->mode, "train") != 0) return 0;
+    int e = key_index(G_DATA, "val_every"), f = key_index(G_DATA, "val_files"), line, col;
+    char pe[32];
+    locate(ctx, e, f, &line, &col);
+    return cfg_error(ctx, line, col,
+                     "&data val_files: val_every = %d (%s) asks for validation, but val_files is not set; "
+                     "set val_files = 'data/val_*.bin' or val_every = 0", cfg->val_every, provenance(ctx, e, pe));
 }
 
 /* 0 in the file means "derive": d_ff = 4 * d_model, global_batch = micro_batch * dp. */
@@ -573,11 +650,192 @@ static int resolve_derived(parse_ctx_t *ctx, config_t *cfg) {
     return 0;
 }
 
+/* ---- sizes derived from several keys ------------------------------------------------------ */
+
+/* Computed in double: products of up to four 32-bit values stay far inside its range (nothing
+ * can overflow), and comparing with a bound below 2^53 is exact (rounding is monotone and the
+ * bounds are representable). */
+#define INT_LIMIT 2147483647.0              /* what the kernels and MPI counts hold */
+#define RANK_BYTES_LIMIT 1099511627776.0    /* 1 TiB: an estimate above it is a typo, not a run */
+
+/* "&train micro_batch: line 3, &model seq_len: default" */
+static void provenances(const parse_ctx_t *ctx, const int *keys, int n, char *out, size_t size) {
+    out[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        char one[96], where[32];
+        const key_spec_t *k = &key_specs[keys[i]];
+        snprintf(one, sizeof one, "%s&%s %s: %s", i ? ", " : "", group_names[k->group], k->key,
+                 provenance(ctx, keys[i], where));
+        append(out, size, one);
+    }
+}
+
+/* "&group key: <body> (<where each key came from>)", pointing at the first key the file set. */
+__attribute__((format(printf, 4, 5)))
+static int size_error(parse_ctx_t *ctx, const int *keys, int n, const char *fmt, ...) {
+    int line = 0, col = 0, at = -1;
+    for (int i = 0; i < n && at < 0; i++)
+        if (ctx->set_by[keys[i]]) at = keys[i];
+    locate(ctx, at >= 0 ? at : keys[0], keys[0], &line, &col);
+    char body[1024], prov[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(body, sizeof body, fmt, ap);
+    va_end(ap);
+    provenances(ctx, keys, n, prov, sizeof prov);
+    const key_spec_t *k = &key_specs[keys[0]];
+    return cfg_error(ctx, line, col, "&%s %s: %s (%s)", group_names[k->group], k->key, body, prov);
+}
+
+/* 1.5 GiB, 3.0 TiB, 12345 bytes */
+static void format_bytes(double b, char out[32]) {
+    if (b >= 1099511627776.0) snprintf(out, 32, "%.1f TiB", b / 1099511627776.0);
+    else if (b >= 1073741824.0) snprintf(out, 32, "%.1f GiB", b / 1073741824.0);
+    else if (b >= 1048576.0) snprintf(out, 32, "%.1f MiB", b / 1048576.0);
+    else snprintf(out, 32, "%.0f bytes", b);
+}
+
+/* What one rank of the largest pipeline stage holds, as lower bounds (exact for pp = 1, as in
+ * model/gpt.c and model/params.c): every stage holds at least one layer and some stage at least
+ * ceil(n_layer / pp); the first also wte and wpe, the last a copy of wte, the final norm and the
+ * logits. Alignment padding is left out. */
+typedef struct rank_size {
+    double params;      /* parameters on the rank */
+    double act_floats;  /* activations, scratch and head buffers (floats) */
+} rank_size_t;
+
+static rank_size_t rank_size_at_least(const config_t *cfg) {
+    const double C = cfg->d_model, F = cfg->d_ff, T = cfg->seq_len, tp = cfg->tp;
+    const double L = cfg->n_layer, pp = cfg->pp, Vp = (double)config_padded_vocab(cfg);
+    const double N = (double)cfg->micro_batch * T, Cl = C / tp, Fl = F / tp;
+    const double att = (double)cfg->micro_batch * ((double)cfg->n_head / tp) * T * T;
+    /* a block: ln1, proj.b, ln2, mlp.proj.b replicated; qkv, attn.proj.w, mlp.fc, mlp.proj.w split */
+    const double layer_p = 6 * C + (4 * C * C + 3 * C + 2 * F * C + F) / tp;
+    const double wte = Vp * C / tp, wpe = T * C, lnf = 2 * C;
+    /* per layer: ln1, res2, ln2, res3 (N*C), 4 row statistics, qkv + atty, fch + gelu, att */
+    const double layer_a = N * (4 * C + 4 + 4 * Cl + 2 * Fl) + att;
+    const double fixed_a = 2 * N * C + 2 * N * C + N * (3 * Cl > Fl ? 3 * Cl : Fl) + att; /* slot io, dC, dC2, dbig, datt */
+    const double head_a = N * C + 6 * N + N * Vp / tp;
+    rank_size_t r;
+    if (cfg->pp == 1) {
+        r.params = wte + wpe + lnf + L * layer_p;
+        r.act_floats = fixed_a + L * layer_a + head_a;
+        return r;
+    }
+    const double most = ceil(L / pp);
+    const rank_size_t witness[3] = {
+        {most * layer_p, fixed_a + most * layer_a},          /* the stage with the most layers */
+        {wte + wpe + layer_p, fixed_a + layer_a},            /* the first stage */
+        {wte + lnf + layer_p, fixed_a + layer_a + head_a},   /* the last stage */
+    };
+    r = witness[0];
+    for (int i = 1; i < 3; i++) {
+        if (witness[i].params > r.params) r.params = witness[i].params;
+        if (witness[i].act_floats > r.act_floats) r.act_floats = witness[i].act_floats;
+    }
+    return r;
+}
+
+/* Bytes of the stage witnesses above, taken per stage (a max of sums, still a lower bound). */
+static double rank_bytes_at_least(const config_t *cfg, double *param_bytes, double *act_bytes) {
+    rank_size_t r = rank_size_at_least(cfg);
+    *param_bytes = 16.0 * r.params; /* parameters, gradients, AdamW m and v: 4 floats each */
+    *act_bytes = 4.0 * r.act_floats;
+    return *param_bytes + *act_bytes;
+}
+
+static int check_grid_and_rows(parse_ctx_t *ctx, const config_t *cfg) {
+    const double ranks = (double)cfg->dp * cfg->tp * cfg->pp;
+    if (ranks > INT_LIMIT) {
+        int k[] = {key_index(G_PARALLEL, "dp"), key_index(G_PARALLEL, "tp"), key_index(G_PARALLEL, "pp")};
+        return size_error(ctx, k, 3, "dp * tp * pp = %d * %d * %d = %.0f ranks exceed %.0f (MPI counts ranks in "
+                          "32-bit integers)", cfg->dp, cfg->tp, cfg->pp, ranks, INT_LIMIT);
+    }
+    if (3.0 * cfg->d_model > INT_LIMIT) {
+        int k[] = {key_index(G_MODEL, "d_model")};
+        return size_error(ctx, k, 1, "3 * d_model = %.0f (the width of a qkv row) exceeds %.0f, the largest "
+                          "dimension the kernels take", 3.0 * cfg->d_model, INT_LIMIT);
+    }
+    return 0;
+}
+
+static int check_batch_sizes(parse_ctx_t *ctx, const config_t *cfg) {
+    const int mb = key_index(G_TRAIN, "micro_batch"), T = key_index(G_MODEL, "seq_len");
+    const double tokens = (double)cfg->micro_batch * cfg->seq_len;
+    if (tokens > INT_LIMIT) {
+        int k[] = {mb, T};
+        return size_error(ctx, k, 2, "micro_batch * seq_len = %d * %d = %.0f tokens per micro-batch exceed %.0f "
+                          "(the kernels count them in 32-bit integers)", cfg->micro_batch, cfg->seq_len, tokens,
+                          INT_LIMIT);
+    }
+    const double heads = (double)cfg->micro_batch * cfg->n_head;
+    if (heads > INT_LIMIT) {
+        int k[] = {mb, key_index(G_MODEL, "n_head")};
+        return size_error(ctx, k, 2, "micro_batch * n_head = %d * %d = %.0f attention heads per micro-batch "
+                          "exceed %.0f (the kernels count them in 32-bit integers)", cfg->micro_batch,
+                          cfg->n_head, heads, INT_LIMIT);
+    }
+    const double acts = tokens * cfg->d_model;
+    if (acts > INT_LIMIT) {
+        int k[] = {mb, T, key_index(G_MODEL, "d_model")};
+        return size_error(ctx, k, 3, "micro_batch * seq_len * d_model = %d * %d * %d = %.0f activations per "
+                          "micro-batch exceed %.0f (they are sent between pipeline stages and summed over tp "
+                          "in one MPI call, whose count is a 32-bit integer)", cfg->micro_batch, cfg->seq_len,
+                          cfg->d_model, acts, INT_LIMIT);
+    }
+    const double step_tokens = (double)cfg->global_batch * cfg->seq_len;
+    if (step_tokens > INT_LIMIT) {
+        int k[] = {key_index(G_TRAIN, "global_batch"), T, mb, key_index(G_PARALLEL, "dp")};
+        return size_error(ctx, k, cfg->global_batch_derived ? 4 : 2,
+                          "global_batch * seq_len = %d%s * %d = %.0f tokens per optimizer step exceed %.0f "
+                          "(counted in 32-bit integers)", cfg->global_batch,
+                          cfg->global_batch_derived ? " (micro_batch * dp)" : "", cfg->seq_len, step_tokens,
+                          INT_LIMIT);
+    }
+    return 0;
+}
+
+static int check_rank_memory(parse_ctx_t *ctx, const config_t *cfg) {
+    const int model_keys[] = {key_index(G_MODEL, "d_model"), key_index(G_MODEL, "n_layer"),
+                              key_index(G_MODEL, "d_ff"), key_index(G_MODEL, "vocab_size"),
+                              key_index(G_PARALLEL, "tp"), key_index(G_PARALLEL, "pp")};
+    rank_size_t r = rank_size_at_least(cfg);
+    if (r.params > INT_LIMIT)
+        return size_error(ctx, model_keys, 6, "one rank would hold at least %.4g parameters (n_layer = %d, d_model = "
+                          "%d, d_ff = %d, vocab_size = %d, tp = %d, pp = %d), more than %.0f (gradients are "
+                          "all-reduced with 32-bit MPI counts): use a larger &parallel tp or pp, or a smaller "
+                          "model", r.params, cfg->n_layer, cfg->d_model, cfg->d_ff, cfg->vocab_size, cfg->tp,
+                          cfg->pp, INT_LIMIT);
+    double pbytes, abytes, total = rank_bytes_at_least(cfg, &pbytes, &abytes);
+    if (total <= RANK_BYTES_LIMIT) return 0;
+    char t[32], pb[32], ab[32];
+    format_bytes(total, t);
+    format_bytes(pbytes, pb);
+    format_bytes(abytes, ab);
+    const int act_keys[] = {key_index(G_TRAIN, "micro_batch"), key_index(G_MODEL, "seq_len"),
+                            key_index(G_MODEL, "d_model"), key_index(G_MODEL, "n_head"),
+                            key_index(G_MODEL, "n_layer")};
+    const bool acts = abytes > pbytes;
+    return size_error(ctx, acts ? act_keys : model_keys, acts ? 5 : 6,
+                      "one rank needs at least %s (parameters, gradients and AdamW moments: %s; activations "
+                      "for micro_batch = %d, seq_len = %d: %s), more than the 1 TiB llmtrain accepts per rank: "
+                      "use a smaller %s, a larger &parallel tp or pp", t, pb, cfg->micro_batch, cfg->seq_len, ab,
+                      acts ? "micro_batch or seq_len" : "model");
+}
+
+/* After resolve_derived: global_batch and d_ff hold their effective values. */
+static int check_sizes(parse_ctx_t *ctx, const config_t *cfg) {
+    if (check_grid_and_rows(ctx, cfg) || check_batch_sizes(ctx, cfg) || check_rank_memory(ctx, cfg)) return -1;
+    return 0;
+}
+
 static int check_cross_keys(parse_ctx_t *ctx, config_t *cfg) {
-    if (check_unimplemented(ctx, cfg) || check_heads_divide_width(ctx, cfg) || check_global_batch(ctx, cfg) ||
-        check_min_lr(ctx, cfg) || check_mode_inputs(ctx, cfg) || check_prompt_in_vocab(ctx, cfg))
+    if (check_heads_divide_width(ctx, cfg) || check_global_batch(ctx, cfg) || check_min_lr(ctx, cfg) ||
+        check_mode_inputs(ctx, cfg) || check_prompt_in_vocab(ctx, cfg) || check_generate_grid(ctx, cfg) ||
+        check_val_files(ctx, cfg))
         return -1;
-    return resolve_derived(ctx, cfg);
+    if (resolve_derived(ctx, cfg) != 0) return -1;
+    return check_sizes(ctx, cfg);
 }
 
 /* ---- parse, load, destroy ---------------------------------------------------------------- */
@@ -673,7 +931,12 @@ void config_destroy(config_t *cfg) {
     cfg->text = NULL;
 }
 
-int config_padded_vocab(const config_t *cfg) { return (cfg->vocab_size + 127) / 128 * 128; }
+/* In 64 bits: vocab_size + 127 would overflow an int near INT_MAX (validation bounds
+ * vocab_size by 65536, but tools may call this on an unvalidated config). */
+int config_padded_vocab(const config_t *cfg) {
+    long long padded = ((long long)cfg->vocab_size + 127) / 128 * 128;
+    return padded > INT_MAX ? INT_MAX / 128 * 128 : (int)padded;
+}
 
 /* ---- echo as a namelist ------------------------------------------------------------------ */
 

@@ -65,13 +65,14 @@ typedef struct config {
     int val_every;          /* 0 = never */
     int val_batches;
     char tokenizer[CFG_STR];
+    char data_format[16];   /* key 'format': 'auto' | 'llmc' | 'nanogpt' (io/shards.h) */
 
     /* &checkpoint */
     char ckpt_dir[CFG_STR]; /* key 'dir'; default out_dir/name */
     int ckpt_every, ckpt_keep;
     char resume[CFG_STR];   /* 'none' | 'auto' | path */
     double timeout_s;       /* watchdog: a wait longer than this ends the job with a message */
-    double io_timeout_s;    /* the same for checkpoint and weights reads and writes */
+    double io_timeout_s;    /* the watchdog timeout of checkpoint / weights reads and writes */
     bool ckpt_overwrite;    /* key 'overwrite': a fresh run may replace an older run's files */
     bool save_weights;      /* write step-0 and final weights (weights_stepNNNNNN.h5) */
     int striping_factor;    /* Lustre: OSTs per checkpoint file (0 = file system default) */

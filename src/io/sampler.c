@@ -6,6 +6,7 @@
 #include "core/alloc.h"
 #include "core/error.h"
 #include "core/rng.h"
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -19,33 +20,34 @@ static uint64_t windows_in(size_t n_tokens, int seq_len) {
     return n_tokens >= 1 ? (uint64_t)(n_tokens - 1) / (uint64_t)seq_len : 0;
 }
 
-int sampler_create(sampler_t *s, const shard_set_t *set, int seq_len, bool shuffle,
-                   uint64_t seed, char *err, size_t errlen) {
+int sampler_create(sampler_t *s, const shard_set_t *set, int seq_len, int vocab_size,
+                   bool shuffle, uint64_t seed, char *err, size_t errlen) {
     memset(s, 0, sizeof *s);
-    if (seq_len <= 0) {
-        errf(err, errlen, "seq_len must be positive (got %d)", seq_len);
-        return -1;
-    }
+    if (seq_len <= 0 || seq_len == INT_MAX)
+        return errf(err, errlen, "%s: seq_len must be in [1, %d] (got %d)", set->what,
+                    INT_MAX - 1, seq_len);
+    if (vocab_size < 1 || vocab_size > SHARD_MAX_VOCAB)
+        return errf(err, errlen, "%s: vocab_size must be in [1, %d] (got %d)", set->what,
+                    SHARD_MAX_VOCAB, vocab_size);
+    if (set->n_shards < 1) return errf(err, errlen, "%s: the shard set is empty", set->what);
+    /* A shard without a window would be silently skipped: the user meant it to be read. */
+    const size_t window = (size_t)seq_len + 1;
+    for (int i = 0; i < set->n_shards; i++)
+        if (set->shards[i].n_tokens < window)
+            return errf(err, errlen, "%s: %s holds %zu tokens, fewer than one window of "
+                        "seq_len + 1 = %zu tokens (every shard must hold at least one: remove it "
+                        "from the pattern or use a smaller &model seq_len)", set->what,
+                        set->shards[i].path, set->shards[i].n_tokens, window);
     s->set = set;
     s->seq_len = seq_len;
+    s->vocab_size = vocab_size;
     s->shuffle = shuffle;
     s->seed = seed;
     s->shard_first_window = xcalloc((size_t)set->n_shards + 1, sizeof *s->shard_first_window);
-    size_t largest = 0;
-    for (int i = 0; i < set->n_shards; i++) {
-        uint64_t w = windows_in(set->shards[i].n_tokens, seq_len);
-        s->shard_first_window[i + 1] = s->shard_first_window[i] + w;
-        if (set->shards[i].n_tokens > largest) largest = set->shards[i].n_tokens;
-    }
+    for (int i = 0; i < set->n_shards; i++)
+        s->shard_first_window[i + 1] =
+            s->shard_first_window[i] + windows_in(set->shards[i].n_tokens, seq_len);
     s->n_windows = s->shard_first_window[set->n_shards];
-    if (s->n_windows == 0) {
-        errf(err, errlen,
-             "no shard holds seq_len+1 = %d tokens (the largest of %d holds %zu): use shorter "
-             "sequences or more data",
-             seq_len + 1, set->n_shards, largest);
-        sampler_destroy(s);
-        return -1;
-    }
     shard_set_advise(set, shuffle);
     return 0;
 }
@@ -113,17 +115,29 @@ void sampler_locate(const sampler_t *s, uint64_t sample, int *shard, uint64_t *o
     *offset = (w - s->shard_first_window[i]) * (uint64_t)s->seq_len;
 }
 
-void sampler_fill(const sampler_t *s, uint64_t first, int count, int *inputs, int *targets) {
-    int T = s->seq_len;
+/* One window: inputs = tok[0, T), targets = tok[1, T], and the max of its T+1 tokens in the
+ * same vectorised loop (measured in cache, T = 1024: the copy alone 5.9 us per 16 windows, with
+ * the max in the loop +2.5%, as a separate pass +4%). */
+int sampler_fill(const sampler_t *s, uint64_t first, int count, int *inputs, int *targets,
+                 char *err, size_t errlen) {
+    const int T = s->seq_len;
     for (int b = 0; b < count; b++) {
         int shard;
         uint64_t offset;
         sampler_locate(s, first + (uint64_t)b, &shard, &offset);
         const uint16_t *tok = s->set->shards[shard].tokens + offset;
         int *in = inputs + (size_t)b * T, *tg = targets + (size_t)b * T;
+        uint16_t largest = tok[T];
         for (int t = 0; t < T; t++) {
-            in[t] = tok[t];
+            const uint16_t x = tok[t];
+            in[t] = x;
             tg[t] = tok[t + 1];
+            largest = x > largest ? x : largest;
+        }
+        if (largest >= s->vocab_size) { /* never for vocab_size 65536 */
+            size_t pos = offset + shard_find_token_at_least(tok, (size_t)T + 1, s->vocab_size);
+            return shard_bad_token_error(s->set, shard, pos, s->vocab_size, err, errlen);
         }
     }
+    return 0;
 }

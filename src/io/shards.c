@@ -1,12 +1,13 @@
-/* shards.c — token shards in llm.c's format (see shards.h).
+/* shards.c — token shards in llm.c's or nanoGPT's format (see shards.h).
  * A shard set is opened once at startup: the patterns are expanded with glob(3), every file is
  * validated (header, version, size) and mapped read-only, so the sampler reads tokens straight
  * from the page cache without copies or file offsets. Problems are returned as one message that
  * names the namelist key and the file; this module never exits (the caller reports on rank 0).
- * The format is little-endian, like the x86/ARM machines it is written and read on. */
+ * The formats are little-endian, like the x86/ARM machines they are written and read on. */
 #include "io/shards.h"
 #include "core/alloc.h"
 #include "core/error.h"
+#include "core/fileio.h"
 #include <fcntl.h>
 #include <glob.h>
 #include <stdarg.h>
@@ -94,120 +95,164 @@ static int expand_patterns(path_list_t *l, const char *patterns, const char *wha
 
 /* ---- one shard -------------------------------------------------------------------------- */
 
-/* Name a magic number that belongs to a different known format, or NULL. */
-static const char *known_other_format(int32_t magic, const unsigned char *bytes, size_t size) {
-    static const unsigned char hdf5_sig[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
-    if (magic == LLMC_MODEL_MAGIC) return "an llm.c model weights file (magic 20240326)";
-    if (magic == LLMC_DEBUG_MAGIC) return "an llm.c debug state file (magic 20240327)";
-    if (magic == LLMC_TOKENIZER_MAGIC) return "an llm.c tokenizer file (magic 20240328)";
-    if (size >= 8 && memcmp(bytes, hdf5_sig, 8) == 0) return "an HDF5 file (a checkpoint?)";
-    if (size >= 6 && memcmp(bytes, "\x93NUMPY", 6) == 0) return "a NumPy .npy file";
-    if (__builtin_bswap32((uint32_t)magic) == SHARD_MAGIC)
-        return "a shard written with the other byte order";
-    bool text = true;
-    for (size_t i = 0; i < 16 && i < size; i++)
-        if (bytes[i] < 9 || (bytes[i] > 13 && bytes[i] < 32 && bytes[i] != 27)) text = false;
-    return text ? "a text file (tokenize it with llmprep first)" : NULL;
+typedef enum shard_format { FORMAT_AUTO, FORMAT_LLMC, FORMAT_NANOGPT } shard_format_t;
+
+static int parse_format(const char *name, shard_format_t *format, const char *what, char *err,
+                        size_t errlen) {
+    if (!name || !name[0] || !strcmp(name, "auto")) *format = FORMAT_AUTO;
+    else if (!strcmp(name, "llmc")) *format = FORMAT_LLMC;
+    else if (!strcmp(name, "nanogpt")) *format = FORMAT_NANOGPT;
+    else return errf(err, errlen, "%s: unknown shard format '%s' (known: 'auto', 'llmc', "
+                     "'nanogpt')", what, name);
+    return 0;
 }
 
-/* Check the header of a mapped file of `size` bytes; on success set the token count. */
+/* Text: no control characters other than tab, newline, vertical tab, form feed, return and
+ * escape in the first KiB. A file of uint16 tokens fails this at its first token below 2304
+ * (high byte 0..8), which the frequent tokens of any tokenizer are. */
+static bool looks_like_text(const unsigned char *bytes, size_t size) {
+    for (size_t i = 0; i < 1024 && i < size; i++)
+        if (bytes[i] < 9 || (bytes[i] > 13 && bytes[i] < 32 && bytes[i] != 27)) return false;
+    return true;
+}
+
+/* Raw uint16 tokens (nanoGPT's train.bin): an even size, the first 64 Ki values all inside
+ * GPT-2's padded vocabulary, and not shaped like a header (ints 3..255 all zero: 506 tokens
+ * of id 0 in a row are not text). Only used for a hint; never to decide the format. */
+static bool looks_like_raw_tokens(const void *map, size_t size) {
+    if (size < 2 || size % 2 != 0) return false;
+    if (size >= SHARD_HEADER_BYTES) {
+        const int32_t *h = map;
+        bool header_shaped = true;
+        for (int i = 3; i < SHARD_HEADER_INTS && header_shaped; i++) header_shaped = h[i] == 0;
+        if (header_shaped) return false;
+    }
+    size_t n = size / 2 < 65536 ? size / 2 : 65536;
+    return shard_max_token(map, n) < 50304;
+}
+
+/* Name a magic number that belongs to a different known format, or NULL. */
+static const char *known_other_format(int32_t magic, const unsigned char *bytes, size_t size,
+                                      shard_format_t format) {
+    static const unsigned char hdf5_sig[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+    if (size >= 4 && magic == LLMC_MODEL_MAGIC) return "an llm.c model weights file (magic 20240326)";
+    if (size >= 4 && magic == LLMC_DEBUG_MAGIC) return "an llm.c debug state file (magic 20240327)";
+    if (size >= 4 && magic == LLMC_TOKENIZER_MAGIC) return "an llm.c tokenizer file (magic 20240328)";
+    if (size >= 8 && memcmp(bytes, hdf5_sig, 8) == 0) return "an HDF5 file (a checkpoint?)";
+    if (size >= 6 && memcmp(bytes, "\x93NUMPY", 6) == 0) return "a NumPy .npy file";
+    if (size >= 4 && __builtin_bswap32((uint32_t)magic) == SHARD_MAGIC)
+        return "a shard written with the other byte order";
+    if (looks_like_text(bytes, size)) return "a text file (tokenize it with llmprep first)";
+    if (format == FORMAT_AUTO && looks_like_raw_tokens(bytes, size))
+        return "raw uint16 tokens without a header (nanoGPT's train.bin?); if so, set "
+               "&data format = 'nanogpt'";
+    return NULL;
+}
+
+/* Check the llm.c header of a mapped file of `size` bytes; on success set the token count. */
 static int validate_header(const void *map, size_t size, const char *path, const char *what,
-                           size_t *n_tokens, char *err, size_t errlen) {
+                           shard_format_t format, size_t *n_tokens, char *err, size_t errlen) {
     const int32_t *h = map;
-    if (h[0] != SHARD_MAGIC) {
-        const char *other = known_other_format(h[0], map, size);
-        errf(err, errlen, "%s: %s: bad magic %d (expected %d)%s%s", what, path, h[0],
-             SHARD_MAGIC, other ? ": this looks like " : "", other ? other : "");
-        return -1;
+    int32_t magic = 0;
+    memcpy(&magic, map, size < sizeof magic ? size : sizeof magic);
+    if (size < SHARD_HEADER_BYTES || magic != SHARD_MAGIC) {
+        const char *other = known_other_format(magic, map, size, format);
+        if (magic == SHARD_MAGIC || (size < SHARD_HEADER_BYTES && !other))
+            return errf(err, errlen, "%s: %s: truncated header: file holds %zu bytes, a shard "
+                        "header is %zu", what, path, size, SHARD_HEADER_BYTES);
+        return errf(err, errlen, "%s: %s: bad magic %d (expected %d)%s%s", what, path, magic,
+                    SHARD_MAGIC, other ? ": this looks like " : "", other ? other : "");
     }
-    if (h[1] != SHARD_VERSION) {
-        errf(err, errlen, "%s: %s: unsupported shard version %d (expected %d%s)", what, path,
-             h[1], SHARD_VERSION,
-             h[1] == 2 ? "; version 2 holds uint32 tokens (llm.c LLaMA 3 data), this program "
-                         "reads uint16 GPT-2 tokens"
-                       : "");
-        return -1;
-    }
-    if (h[2] < 0) {
-        errf(err, errlen, "%s: %s: header token count %d is negative", what, path, h[2]);
-        return -1;
-    }
-    if (h[2] == 0) {
-        errf(err, errlen, "%s: %s: shard holds zero tokens", what, path);
-        return -1;
-    }
+    if (h[1] != SHARD_VERSION)
+        return errf(err, errlen, "%s: %s: unsupported shard version %d (expected %d%s)", what,
+                    path, h[1], SHARD_VERSION,
+                    h[1] == 2 ? "; version 2 holds uint32 tokens (llm.c LLaMA 3 data), this "
+                                "program reads uint16 GPT-2 tokens"
+                              : "");
+    if (h[2] < 0)
+        return errf(err, errlen, "%s: %s: header token count %d is negative", what, path, h[2]);
+    if (h[2] == 0) return errf(err, errlen, "%s: %s: shard holds zero tokens", what, path);
     size_t want = SHARD_HEADER_BYTES + (size_t)h[2] * sizeof(uint16_t);
-    if (size < want) {
-        errf(err, errlen, "%s: %s: truncated: header says %d tokens but file holds %zu", what,
-             path, h[2], (size - SHARD_HEADER_BYTES) / sizeof(uint16_t));
-        return -1;
-    }
-    if (size > want) {
-        errf(err, errlen, "%s: %s: has %zu extra bytes after the %d tokens the header announces",
-             what, path, size - want, h[2]);
-        return -1;
-    }
+    if (size < want)
+        return errf(err, errlen, "%s: %s: truncated: header says %d tokens but file holds %zu",
+                    what, path, h[2], (size - SHARD_HEADER_BYTES) / sizeof(uint16_t));
+    if (size > want)
+        return errf(err, errlen, "%s: %s: has %zu extra bytes after the %d tokens the header "
+                    "announces", what, path, size - want, h[2]);
     *n_tokens = (size_t)h[2];
     return 0;
 }
 
+/* A nanoGPT file: uint16 tokens from byte 0, so the size must be even. An llm.c header at the
+ * start means the user picked the wrong format (its ints would be read as tokens). */
+static int validate_raw(const void *map, size_t size, const char *path, const char *what,
+                        size_t *n_tokens, char *err, size_t errlen) {
+    int32_t h[2] = {0, 0};
+    memcpy(h, map, size < sizeof h ? size : sizeof h);
+    if (size >= sizeof h && h[0] == SHARD_MAGIC && (h[1] == 1 || h[1] == 2))
+        return errf(err, errlen, "%s: %s: starts with an llm.c shard header (magic %d, version "
+                    "%d), but &data format = 'nanogpt' reads raw uint16 tokens; use format = "
+                    "'auto' or 'llmc'", what, path, SHARD_MAGIC, h[1]);
+    if (size % 2 != 0)
+        return errf(err, errlen, "%s: %s: holds %zu bytes, an odd number: &data format = "
+                    "'nanogpt' reads raw uint16 tokens (2 bytes each)", what, path, size);
+    *n_tokens = size / 2;
+    return 0;
+}
+
 /* Open, validate and map one shard file. The descriptor is closed again: the mapping stays. */
-static int shard_open(shard_t *s, const char *path, const char *what, char *err, size_t errlen) {
+static int shard_open(shard_t *s, const char *path, const char *what, shard_format_t format,
+                      char *err, size_t errlen) {
     memset(s, 0, sizeof *s);
-    if (strlen(path) >= sizeof s->path) {
-        errf(err, errlen, "%s: %s: path longer than %zu characters", what, path,
-             sizeof s->path - 1);
-        return -1;
-    }
+    if (strlen(path) >= sizeof s->path)
+        return errf(err, errlen, "%s: %s: path longer than %zu characters", what, path,
+                    sizeof s->path - 1);
     snprintf(s->path, sizeof s->path, "%s", path);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        errf(err, errlen, "%s: %s: cannot open: %s", what, path, strerror(errno));
-        return -1;
-    }
+    if (fd < 0) return errf(err, errlen, "%s: %s: cannot open: %s", what, path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {
         errf(err, errlen, "%s: %s: cannot stat: %s", what, path, strerror(errno));
         close(fd);
         return -1;
     }
-    if (!S_ISREG(st.st_mode)) {
+    if (!S_ISREG(st.st_mode) || st.st_size == 0) {
         errf(err, errlen, "%s: %s: %s", what, path,
-             S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file");
+             S_ISDIR(st.st_mode) ? "is a directory"
+             : S_ISREG(st.st_mode) ? "is empty (0 bytes)" : "not a regular file");
         close(fd);
         return -1;
     }
     size_t size = (size_t)st.st_size;
-    if (size < SHARD_HEADER_BYTES) {
-        errf(err, errlen, "%s: %s: truncated header: file holds %zu bytes, a shard header is %zu",
-             what, path, size, SHARD_HEADER_BYTES);
-        close(fd);
-        return -1;
-    }
     void *map = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
     int mmap_errno = errno;
     close(fd);
-    if (map == MAP_FAILED) {
-        errf(err, errlen, "%s: %s: cannot map: %s", what, path, strerror(mmap_errno));
-        return -1;
-    }
+    if (map == MAP_FAILED)
+        return errf(err, errlen, "%s: %s: cannot map: %s", what, path, strerror(mmap_errno));
     s->map = map;
     s->map_bytes = size;
-    if (validate_header(map, size, path, what, &s->n_tokens, err, errlen) != 0) {
+    int rc = format == FORMAT_NANOGPT
+                 ? validate_raw(map, size, path, what, &s->n_tokens, err, errlen)
+                 : validate_header(map, size, path, what, format, &s->n_tokens, err, errlen);
+    if (rc != 0) {
         munmap(map, size);
         s->map = NULL;
         return -1;
     }
-    s->tokens = (const uint16_t *)((const char *)map + SHARD_HEADER_BYTES);
+    size_t header = format == FORMAT_NANOGPT ? 0 : SHARD_HEADER_BYTES;
+    s->tokens = (const uint16_t *)((const char *)map + header);
     return 0;
 }
 
 /* ---- the set ---------------------------------------------------------------------------- */
 
-int shard_set_open(shard_set_t *set, const char *patterns, const char *what, char *err,
-                   size_t errlen) {
+int shard_set_open(shard_set_t *set, const char *patterns, const char *what, const char *format,
+                   char *err, size_t errlen) {
     memset(set, 0, sizeof *set);
     if (!what) what = "files";
+    snprintf(set->what, sizeof set->what, "%s", what);
+    shard_format_t fmt = FORMAT_AUTO;
+    if (parse_format(format, &fmt, what, err, errlen) != 0) return -1;
     path_list_t list = {0};
     if (expand_patterns(&list, patterns, what, err, errlen) != 0) {
         path_list_free(&list);
@@ -215,7 +260,7 @@ int shard_set_open(shard_set_t *set, const char *patterns, const char *what, cha
     }
     set->shards = xcalloc((size_t)list.n, sizeof *set->shards);
     for (int i = 0; i < list.n; i++) {
-        if (shard_open(&set->shards[i], list.paths[i], what, err, errlen) != 0) {
+        if (shard_open(&set->shards[i], list.paths[i], what, fmt, err, errlen) != 0) {
             path_list_free(&list);
             shard_set_close(set);
             return -1;
@@ -241,20 +286,60 @@ void shard_set_advise(const shard_set_t *set, bool random_access) {
         if (set->shards[i].map) (void)madvise(set->shards[i].map, set->shards[i].map_bytes, advice);
 }
 
-/* ---- writing ---------------------------------------------------------------------------- */
+/* ---- the token-id check ----------------------------------------------------------------- */
 
-/* write(2) until done: a large write may be split by the kernel. */
-static int write_all(int fd, const void *buf, size_t bytes) {
-    const char *p = buf;
-    while (bytes > 0) {
-        ssize_t n = write(fd, p, bytes);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return -1;
-        p += n;
-        bytes -= (size_t)n;
+/* Tokens per block of the scan: 64 KiB, still in L2 when a block over the limit is searched
+ * again for its first bad position. */
+#define SCAN_BLOCK 32768
+
+/* A plain max loop: gcc -O3 turns it into pmaxuw / vpmaxuw over 8, 16 or 32 lanes (checked
+ * with -fopt-info-vec), no intrinsics needed. */
+uint16_t shard_max_token(const uint16_t *tok, size_t n) {
+    uint16_t m = 0;
+    for (size_t i = 0; i < n; i++) m = tok[i] > m ? tok[i] : m;
+    return m;
+}
+
+size_t shard_find_token_at_least(const uint16_t *tok, size_t n, int limit) {
+    if (limit > UINT16_MAX) return n; /* every uint16 is below it */
+    if (limit <= 0) return 0;
+    for (size_t b = 0; b < n; b += SCAN_BLOCK) {
+        size_t len = n - b < SCAN_BLOCK ? n - b : SCAN_BLOCK;
+        if (shard_max_token(tok + b, len) < limit) continue;
+        for (size_t i = b;; i++)
+            if (tok[i] >= limit) return i;
+    }
+    return n;
+}
+
+int shard_bad_token_error(const shard_set_t *set, int shard, size_t pos, int vocab_size, char *err,
+                          size_t errlen) {
+    const shard_t *s = &set->shards[shard];
+    return errf(err, errlen, "%s: %s: token %u at position %zu (token index in the shard) is >= "
+                "&model vocab_size = %d", set->what, s->path, (unsigned)s->tokens[pos], pos,
+                vocab_size);
+}
+
+int shard_set_check_tokens(const shard_set_t *set, int vocab_size, int part, int n_parts,
+                           char *err, size_t errlen) {
+    ASSERT(n_parts >= 1 && part >= 0 && part < n_parts);
+    /* Part p is [p*base + min(p, rem), ...): balanced, in order, and no product can overflow. */
+    const size_t np = (size_t)n_parts, p = (size_t)part;
+    const size_t base = set->n_tokens / np, rem = set->n_tokens % np;
+    const size_t begin = p * base + (p < rem ? p : rem), end = begin + base + (p < rem);
+    size_t first = 0; /* index of shard i's first token in the set */
+    for (int i = 0; i < set->n_shards && first < end; first += set->shards[i++].n_tokens) {
+        const shard_t *s = &set->shards[i];
+        if (first + s->n_tokens <= begin) continue;
+        size_t lo = begin > first ? begin - first : 0;
+        size_t hi = end - first < s->n_tokens ? end - first : s->n_tokens;
+        size_t pos = lo + shard_find_token_at_least(s->tokens + lo, hi - lo, vocab_size);
+        if (pos < hi) return shard_bad_token_error(set, i, pos, vocab_size, err, errlen);
     }
     return 0;
 }
+
+/* ---- writing ---------------------------------------------------------------------------- */
 
 int shard_write(const char *path, const uint16_t *tokens, size_t n_tokens) {
     if (n_tokens == 0 || n_tokens > INT32_MAX) {
@@ -265,22 +350,13 @@ int shard_write(const char *path, const uint16_t *tokens, size_t n_tokens) {
     header[0] = SHARD_MAGIC;
     header[1] = SHARD_VERSION;
     header[2] = (int32_t)n_tokens;
-
-    /* Write beside the target and rename, so a reader never sees half a shard. */
-    size_t len = strlen(path) + 5;
-    char *tmp = xrealloc_small(NULL, len);
-    snprintf(tmp, len, "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    int rc = fd < 0 ? -1 : 0;
-    if (rc == 0) rc = write_all(fd, header, sizeof header);
-    if (rc == 0) rc = write_all(fd, tokens, n_tokens * sizeof *tokens);
-    if (fd >= 0 && close(fd) != 0) rc = -1;
-    if (rc == 0) rc = rename(tmp, path);
-    if (rc != 0) {
-        int saved = errno;
-        unlink(tmp);
-        errno = saved;
+    /* Beside the target, fsync'd, renamed over it: a reader never sees half a shard. */
+    atomic_file_t af;
+    if (atomic_file_open(&af, path) != 0) return -1;
+    if (atomic_file_write(&af, header, sizeof header) != 0 ||
+        atomic_file_write(&af, tokens, n_tokens * sizeof *tokens) != 0) {
+        atomic_file_abort(&af);
+        return -1;
     }
-    free(tmp);
-    return rc;
+    return atomic_file_commit(&af);
 }

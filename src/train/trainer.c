@@ -21,23 +21,40 @@ static int is_root(const trainer_t *tr) { return tr->grid->world_rank == 0; }
 
 /* ---------------------------------------------------------------- setup */
 
-/* Open a set of shards and its sampler. Every rank opens the files itself, and a file may be
- * visible on some nodes only (node-local storage, a missing mount): the ranks agree, and the
- * first failing rank's message is printed once with its rank and host. */
-static void open_data(const config_t *cfg, const char *patterns, const char *key,
+/* A data error that only some ranks of `comm` saw (each checks its own part or windows): all
+ * learn of it, the lowest such rank's message is printed once with its rank and host (its part
+ * comes first, so it names the first bad token), and every rank exits 2. */
+static void agree_on_data_error(const config_t *cfg, MPI_Comm comm, int failed, const char *err) {
+    char msg[1400];
+    if (failed) snprintf(msg, sizeof msg, "%s: &data %s", cfg->source_path, err);
+    comm_agree_or_exit(comm, LLMT_EXIT_USER, failed ? msg : NULL);
+}
+
+/* Open a set of shards, check every token id (each rank scans 1/world of the set, so the ranks
+ * read it once together; sets above SHARD_SCAN_MAX_BYTES_PER_RANK per rank rely on the check of
+ * every window in sampler_fill) and create its sampler. Every rank opens the files itself, and a
+ * file may be visible on some nodes only (node-local storage, a missing mount): each problem is
+ * agreed and reported once. */
+static void open_data(const trainer_t *tr, const char *patterns, const char *key,
                       shard_set_t *set, sampler_t *s, bool shuffle) {
-    char err[1024], msg[1400];
-    const char *mine = NULL;
-    if (shard_set_open(set, patterns, key, err, sizeof err) != 0) {
-        snprintf(msg, sizeof msg, "%s: &data %s: %s", cfg->source_path, key, err);
-        mine = msg;
-    } else if (sampler_create(s, set, cfg->seq_len, shuffle, (uint64_t)cfg->seed, err,
-                              sizeof err) != 0) {
-        snprintf(msg, sizeof msg, "%s: &data %s: %s", cfg->source_path, key, err);
-        shard_set_close(set);
-        mine = msg;
+    const config_t *cfg = tr->cfg;
+    char err[1024] = "";
+    int bad = shard_set_open(set, patterns, key, cfg->data_format, err, sizeof err) != 0;
+    agree_on_data_error(cfg, MPI_COMM_WORLD, bad, err);
+    const double per_rank = 2.0 * (double)set->n_tokens / tr->grid->world_size;
+    if (per_rank <= (double)SHARD_SCAN_MAX_BYTES_PER_RANK) {
+        bad = shard_set_check_tokens(set, cfg->vocab_size, tr->grid->world_rank,
+                                     tr->grid->world_size, err, sizeof err) != 0;
+        agree_on_data_error(cfg, MPI_COMM_WORLD, bad, err);
+    } else if (is_root(tr)) {
+        printf("data: %s holds %.1f GiB of tokens, %.1f GiB per rank: no startup scan above %.0f "
+               "GiB per rank; every window is checked against vocab_size as it is read\n", key,
+               2.0 * (double)set->n_tokens / (1 << 30), per_rank / (1 << 30),
+               (double)SHARD_SCAN_MAX_BYTES_PER_RANK / (1 << 30));
     }
-    comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, mine);
+    bad = sampler_create(s, set, cfg->seq_len, cfg->vocab_size, shuffle, (uint64_t)cfg->seed, err,
+                         sizeof err) != 0;
+    agree_on_data_error(cfg, MPI_COMM_WORLD, bad, err);
 }
 
 /* FLOP/s of one matrix product out[N, OC] = in[N, C] w[OC, C]^T: one warm-up, best of 3. */
@@ -117,10 +134,10 @@ static void setup_data(trainer_t *tr) {
     tr->has_train = cfg->train_files[0] != '\0';
     tr->has_val = cfg->val_files[0] != '\0';
     if (tr->has_train)
-        open_data(cfg, cfg->train_files, "train_files", &tr->train_set, &tr->train_sampler,
+        open_data(tr, cfg->train_files, "train_files", &tr->train_set, &tr->train_sampler,
                   cfg->shuffle);
     if (tr->has_val)
-        open_data(cfg, cfg->val_files, "val_files", &tr->val_set, &tr->val_sampler, false);
+        open_data(tr, cfg->val_files, "val_files", &tr->val_set, &tr->val_sampler, false);
     if (strcmp(cfg->mode, "eval") == 0 && !tr->has_val)
         fatal_user("%s: &run mode = 'eval' needs &data val_files", cfg->source_path);
 }
@@ -290,9 +307,12 @@ static double accumulate_gradients(trainer_t *tr) {
     const int B = tr->micro_batch, T = tr->T;
     const size_t BT = (size_t)B * T;
     const float dloss = 1.0f / ((float)B * T * tr->accum * tr->grid->dp);
-    for (int a = 0; a < tr->accum; a++)
-        sampler_fill(&tr->train_sampler, first_sample(tr, a), B, tr->inputs + a * BT,
-                     tr->targets + a * BT);
+    char err[1024] = "";
+    int bad = 0;
+    for (int a = 0; a < tr->accum && !bad; a++)
+        bad = sampler_fill(&tr->train_sampler, first_sample(tr, a), B, tr->inputs + a * BT,
+                           tr->targets + a * BT, err, sizeof err) != 0;
+    agree_on_data_error(tr->cfg, tr->grid->dp_comm, bad, err);
     double loss_sum = pipe_run(&tr->pipe, tr->inputs, tr->targets, tr->accum, B, T, true, dloss);
     dp_sync_finish(&tr->dps);
     return loss_sum;
@@ -358,10 +378,14 @@ double trainer_validate(trainer_t *tr) {
     const int B = tr->micro_batch, T = tr->T, n = tr->cfg->val_batches;
     double sum = 0.0;
     /* Batch i goes to dp rank i % dp; the same batches every time, so curves are comparable. */
-    for (int i = tr->grid->rank_dp; i < n; i += tr->grid->dp) {
-        sampler_fill(&tr->val_sampler, (uint64_t)i * B, B, tr->inputs, tr->targets);
-        sum += pipe_run(&tr->pipe, tr->inputs, tr->targets, 1, B, T, false, 0.0f);
+    char err[1024] = "";
+    int bad = 0;
+    for (int i = tr->grid->rank_dp; i < n && !bad; i += tr->grid->dp) {
+        bad = sampler_fill(&tr->val_sampler, (uint64_t)i * B, B, tr->inputs, tr->targets, err,
+                           sizeof err) != 0;
+        if (!bad) sum += pipe_run(&tr->pipe, tr->inputs, tr->targets, 1, B, T, false, 0.0f);
     }
+    agree_on_data_error(tr->cfg, tr->grid->dp_comm, bad, err);
     comm_allreduce_sum_double(&sum, 1, tr->grid->pp_comm, COMM_OTHER);
     comm_allreduce_sum_double(&sum, 1, tr->grid->dp_comm, COMM_OTHER);
     return sum / n;

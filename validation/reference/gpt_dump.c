@@ -42,8 +42,10 @@ int main(int argc, char **argv) {
     shard_set_t set;
     sampler_t s;
     char err[1024];
-    if (shard_set_open(&set, cfg.train_files, "train_files", err, sizeof err)) fatal_user("%s", err);
-    if (sampler_create(&s, &set, T, cfg.shuffle, (uint64_t)cfg.seed, err, sizeof err))
+    if (shard_set_open(&set, cfg.train_files, "train_files", cfg.data_format, err, sizeof err))
+        fatal_user("%s", err);
+    if (shard_set_check_tokens(&set, cfg.vocab_size, 0, 1, err, sizeof err)) fatal_user("%s", err);
+    if (sampler_create(&s, &set, T, cfg.vocab_size, cfg.shuffle, (uint64_t)cfg.seed, err, sizeof err))
         fatal_user("%s", err);
     gpt_t m;
     gpt_parallel_t serial = gpt_serial();
@@ -52,7 +54,7 @@ int main(int argc, char **argv) {
     int *in = xmalloc(sizeof(int) * (size_t)B * T), *tg = xmalloc(sizeof(int) * (size_t)B * T);
     double loss = 0.0;
     for (int a = 0; a < accum; a++) {
-        sampler_fill(&s, (uint64_t)a * B, B, in, tg);
+        if (sampler_fill(&s, (uint64_t)a * B, B, in, tg, err, sizeof err)) fatal_user("%s", err);
         loss += gpt_forward(&m, in, tg, B, T) / accum;
         gpt_backward(&m, B, T, 1.0f / ((float)B * T * accum), a == 0);
     }

@@ -11,7 +11,9 @@
 #include <cmocka.h>
 
 #include "core/alloc.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "kernels/ops.h"
+#include <float.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -482,6 +484,92 @@ static void gelu_backward_matches_finite_differences_1e_3(void **state) {
     ops->free(dinp), ops->free(inplace), ops->free(c.out), ops->free(c.inp), ops->free(c.r);
 }
 
+/* Large |x|: exp(-2u) overflows to +Inf for x < -10; the backward must give the limit 0, not
+ * Inf * 0 = NaN, and the forward -0 / x (gelu(x) -> 0 and x). */
+static void gelu_is_finite_where_exp_overflows_exact(void **state) {
+    (void)state;
+    const float x[6] = {-1e4f, -100.0f, -30.0f, -10.5f, 30.0f, 1e4f}; /* x^3 stays finite */
+    float out[6], dinp[6], dout[6] = {1, 1, 1, 1, 1, 1};
+    ops->gelu_forward(out, x, 6);
+    ops->gelu_backward(dinp, x, dout, 6);
+    for (int i = 0; i < 6; i++) {
+        if (!isfinite(out[i]) || !isfinite(dinp[i]))
+            fail_msg("gelu(%g) = %g, gelu'(%g) = %g: not finite", (double)x[i], (double)out[i], (double)x[i],
+                     (double)dinp[i]);
+        double want = x[i] > 0 ? 1.0 : 0.0, want_out = x[i] > 0 ? x[i] : 0.0;
+        if (fabs(dinp[i] - want) > 1e-6 || fabs(out[i] - want_out) > 1e-6 * fabs(want_out))
+            fail_msg("x = %g: gelu %g (want %g), gelu' %g (want %g)", (double)x[i], (double)out[i], want_out,
+                     (double)dinp[i], want);
+    }
+}
+
+/* ---------------------------------------------------------------- exp */
+
+/* Both the scalar and a vectorised loop: the compiler may build them differently. */
+__attribute__((noinline)) static void expf_array(float *y, const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) y[i] = cpu_expf(x[i]);
+}
+
+/* One comparison with libm: relative 2.5e-7 where libm's result is at least 2.5e-38 (the
+ * flush-to-zero threshold), else an absolute 2.5e-38; overflow where libm overflows (and only
+ * within 4 ulp of FLT_MAX otherwise); NaN for NaN. */
+static bool expf_close(float x, float got) {
+    float want = expf(x);
+    if (isnan(want)) return isnan(got);
+    if (isinf(want)) return got == want;
+    if (isinf(got)) return want >= FLT_MAX * (1.0f - 5e-7f);
+    double tol = want >= 2.5e-38f ? 2.5e-7 * (double)want : 2.5e-38;
+    return fabs((double)got - (double)want) <= tol && got >= 0.0f;
+}
+
+/* cpu_expf against libm expf: IEEE special values and overflow/underflow exactly, and a strided
+ * sweep over every 97th float in [-120, 100] (both signs, all exponents) to 2.5e-7. */
+static void cpu_expf_matches_libm_ieee_special_values_and_sweep_2_5e_7(void **state) {
+    (void)state;
+    const float special[] = {NAN, -NAN, INFINITY, -INFINITY, FLT_MAX, -FLT_MAX, 1e30f, -1e30f,
+                             88.8f, 88.73f, 88.7228f, 88.72283f, 88.72284f, 88.0f, 0.0f, -0.0f,
+                             FLT_MIN, -FLT_MIN, 1e-30f, -1e-30f, 1.0f, -1.0f, 0.5f * 0.6931472f,
+                             -86.59f, -86.6f, -86.61f, -87.3f, -87.34f, -100.0f, -103.97f, -104.0f,
+                             -1000.0f, 1000.0f, 12582912.0f, -12582912.0f, 3e9f, -3e9f};
+    const size_t ns = sizeof special / sizeof special[0];
+    float vec[sizeof special / sizeof special[0]];
+    expf_array(vec, special, ns);
+    for (size_t i = 0; i < ns; i++) {
+        volatile float x = special[i];
+        float scalar = cpu_expf(x);
+        if (!expf_close(special[i], scalar) || !expf_close(special[i], vec[i]))
+            fail_msg("cpu_expf(%.9g) = %.9g (vector loop %.9g), libm %.9g", (double)special[i], (double)scalar,
+                     (double)vec[i], (double)expf(special[i]));
+    }
+    assert_true(isnan(cpu_expf(NAN)) && cpu_expf(INFINITY) == INFINITY);
+    assert_true(cpu_expf(-INFINITY) == 0.0f && !signbit(cpu_expf(-INFINITY)));
+    assert_true(cpu_expf(89.0f) == INFINITY && cpu_expf(-90.0f) == 0.0f && cpu_expf(0.0f) == 1.0f);
+    /* the sweep, through the vectorised loop */
+    enum { BATCH = 4096 };
+    float xs[BATCH], ys[BATCH];
+    size_t n = 0, checked = 0;
+    double worst = 0.0;
+    float worst_x = 0.0f;
+    for (int sign = 0; sign < 2; sign++) {
+        const uint32_t top = sign ? 0xC2F00000u /* -120 */ : 0x42C80000u /* 100 */;
+        for (uint32_t bits = sign ? 0x80000000u : 0u; bits <= top; bits += 97u) {
+            memcpy(&xs[n++], &bits, sizeof bits);
+            if (n < BATCH && bits + 97u <= top) continue;
+            expf_array(ys, xs, n);
+            for (size_t i = 0; i < n; i++) {
+                if (!expf_close(xs[i], ys[i]))
+                    fail_msg("cpu_expf(%.9g) = %.9g, libm %.9g", (double)xs[i], (double)ys[i], (double)expf(xs[i]));
+                double want = expf(xs[i]);
+                if (want >= 2.5e-38 && isfinite(want) && fabs(ys[i] - want) / want > worst)
+                    worst = fabs(ys[i] - want) / want, worst_x = xs[i];
+            }
+            checked += n;
+            n = 0;
+        }
+    }
+    printf("    %zu values, worst relative error %.3g at x = %.9g\n", checked, worst, (double)worst_x);
+}
+
 /* ---------------------------------------------------------------- embedding */
 
 enum { EB = 2, ET = 5, EC = 8, EV = 37 };
@@ -851,6 +939,8 @@ int main(void) {
         cmocka_unit_test(attention_causal_mask_future_token_does_not_change_past_exact),
         cmocka_unit_test(gelu_forward_matches_tanh_formula_in_double_1e_6),
         cmocka_unit_test(gelu_backward_matches_finite_differences_1e_3),
+        cmocka_unit_test(gelu_is_finite_where_exp_overflows_exact),
+        cmocka_unit_test(cpu_expf_matches_libm_ieee_special_values_and_sweep_2_5e_7),
         cmocka_unit_test(embed_backward_matches_finite_differences_1e_4),
         cmocka_unit_test(embed_vocab_shards_sum_to_whole_vocab_exact),
         cmocka_unit_test(xent_loss_matches_naive_double_1e_6),

@@ -1,6 +1,8 @@
 /* test_sampler.c — the data order: window counts and locations, llm.c's sequential order when
  * shuffle is off (reference: a re-implementation of llm.c's DataLoader over the same shard
- * arrays, exact), and the keyed permutation (bijection, epoch- and seed-dependent, pure). */
+ * arrays, exact), the keyed permutation (bijection, epoch- and seed-dependent, pure), shards
+ * shorter than a window refused by name, and the per-window token check of sampler_fill
+ * (exact message: file, position, token, vocab_size). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -32,28 +34,28 @@ static void make_shards(shard_set_t *set, const size_t *lengths, int n) {
     }
     char pattern[512], err[512] = "";
     snprintf(pattern, sizeof pattern, "%s/data_*.bin", dir);
-    assert_int_equal(shard_set_open(set, pattern, "train_files", err, sizeof err), 0);
+    assert_int_equal(shard_set_open(set, pattern, "train_files", "auto", err, sizeof err), 0);
     assert_int_equal(set->n_shards, n);
 }
 
 static void window_counts_are_floor_n_minus_1_over_T_per_shard(void **state) {
     (void)state;
-    const size_t len[] = {17, 8, 33, 1, 100, 9, 8};
-    const uint64_t want[] = {2, 0, 4, 0, 12, 1, 0}; /* T = 8 */
+    const size_t len[] = {17, 9, 33, 16, 100, 9, 24};
+    const uint64_t want[] = {2, 1, 4, 1, 12, 1, 2}; /* T = 8 */
     shard_set_t set;
     make_shards(&set, len, 7);
     sampler_t s;
     char err[256] = "";
-    assert_int_equal(sampler_create(&s, &set, 8, false, 1, err, sizeof err), 0);
-    assert_int_equal(s.n_windows, 19);
+    assert_int_equal(sampler_create(&s, &set, 8, SHARD_MAX_VOCAB, false, 1, err, sizeof err), 0);
+    assert_int_equal(s.n_windows, 23);
     uint64_t first = 0;
     for (int i = 0; i < 7; i++) {
         assert_int_equal(s.shard_first_window[i], first);
         first += want[i];
     }
-    assert_int_equal(s.shard_first_window[7], 19);
-    /* Unshuffled, window j is the j-th (shard, offset) pair in shard order, skipping shards
-     * without a window; sample j + e*n_windows is the same window in epoch e. */
+    assert_int_equal(s.shard_first_window[7], 23);
+    /* Unshuffled, window j is the j-th (shard, offset) pair in shard order; sample
+     * j + e*n_windows is the same window in epoch e. */
     uint64_t j = 0;
     for (int e = 0; e < 2; e++)
         for (int i = 0; i < 7; i++)
@@ -103,13 +105,13 @@ static void unshuffled_order_equals_llmc_dataloader_exactly(void **state) {
     make_shards(&set, len, 4);
     sampler_t s;
     char err[256] = "";
-    assert_int_equal(sampler_create(&s, &set, T, false, 42, err, sizeof err), 0);
+    assert_int_equal(sampler_create(&s, &set, T, SHARD_MAX_VOCAB, false, 42, err, sizeof err), 0);
     assert_int_equal(s.n_windows, (3 + 5 + 1 + 2) * B);
     llmc_loader_t L = {&set, B, T, 0, 0};
     int want_in[B * T], want_tg[B * T], in[B * T], tg[B * T];
     for (int step = 0; step < 2 * 11 + 3; step++) { /* two epochs and a bit */
         llmc_next_batch(&L, want_in, want_tg);
-        sampler_fill(&s, (uint64_t)step * B, B, in, tg);
+        assert_int_equal(sampler_fill(&s, (uint64_t)step * B, B, in, tg, err, sizeof err), 0);
         for (int i = 0; i < B * T; i++)
             if (in[i] != want_in[i] || tg[i] != want_tg[i]) {
                 printf("    step %d element %d: inputs %d targets %d, llm.c %d %d\n", step, i,
@@ -204,7 +206,7 @@ static void shuffled_epoch_visits_every_window_once_in_a_new_order(void **state)
     make_shards(&set, len, 4);
     sampler_t s;
     char err[256] = "";
-    assert_int_equal(sampler_create(&s, &set, 12, true, 1337, err, sizeof err), 0);
+    assert_int_equal(sampler_create(&s, &set, 12, SHARD_MAX_VOCAB, true, 1337, err, sizeof err), 0);
     const uint64_t n = s.n_windows; /* 41 + 3 + 100 + 5 */
     assert_int_equal(n, 149);
     unsigned char *seen = calloc(n, 1);
@@ -228,7 +230,7 @@ static void shuffled_epoch_visits_every_window_once_in_a_new_order(void **state)
     assert_true(same_as_unshuffled < 10 && same_as_next_epoch < 10);
     /* sampler_fill agrees with sampler_locate. */
     int in[3 * 12], tg[3 * 12];
-    sampler_fill(&s, 2 * n + 5, 3, in, tg);
+    assert_int_equal(sampler_fill(&s, 2 * n + 5, 3, in, tg, err, sizeof err), 0);
     for (int b = 0; b < 3; b++) {
         int shard;
         uint64_t off;
@@ -249,12 +251,101 @@ static void too_short_shards_are_refused_with_message(void **state) {
     shard_set_t set;
     make_shards(&set, len, 2);
     sampler_t s;
-    char err[256] = "";
-    assert_int_not_equal(sampler_create(&s, &set, 65, false, 1, err, sizeof err), 0);
+    char err[512] = "";
+    assert_int_not_equal(sampler_create(&s, &set, 65, SHARD_MAX_VOCAB, false, 1, err, sizeof err), 0);
     printf("    message: %s\n", err);
-    assert_non_null(strstr(err, "seq_len+1 = 66"));
-    assert_int_equal(sampler_create(&s, &set, 64, false, 1, err, sizeof err), 0);
-    assert_int_equal(s.n_windows, 1);
+    assert_non_null(strstr(err, "seq_len + 1 = 66"));
+    assert_int_equal(sampler_create(&s, &set, 63, SHARD_MAX_VOCAB, false, 1, err, sizeof err), 0);
+    assert_int_equal(s.n_windows, 2);
+    sampler_destroy(&s);
+    shard_set_close(&set);
+}
+
+/* Today's bug: a short shard among good ones was skipped without a word. Now it is named. */
+static void one_shard_shorter_than_a_window_is_named_not_skipped(void **state) {
+    (void)state;
+    const size_t len[] = {500, 100, 20, 300};
+    shard_set_t set;
+    make_shards(&set, len, 4);
+    sampler_t s;
+    char err[512] = "", want[700];
+    assert_int_not_equal(sampler_create(&s, &set, 32, SHARD_MAX_VOCAB, false, 1, err, sizeof err), 0);
+    snprintf(want, sizeof want, "train_files: %s/data_002.bin holds 20 tokens, fewer than one window of "
+             "seq_len + 1 = 33 tokens", dir);
+    if (!strstr(err, want)) fail_msg("message\n  %s\nlacks\n  %s", err, want);
+    assert_null(s.shard_first_window);
+    /* exactly one window's worth is enough */
+    assert_int_equal(sampler_create(&s, &set, 19, SHARD_MAX_VOCAB, false, 1, err, sizeof err), 0);
+    sampler_destroy(&s);
+    shard_set_close(&set);
+}
+
+/* Shards whose tokens are all `fill`, except `bad` at position bad_pos of shard bad_shard. */
+static void make_uniform_shards(shard_set_t *set, int n, size_t len, uint16_t fill, int bad_shard,
+                                size_t bad_pos, uint16_t bad) {
+    for (int i = 0; i < n; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/data_%03d.bin", dir, i);
+        uint16_t *tok = malloc(len * sizeof *tok);
+        for (size_t k = 0; k < len; k++) tok[k] = fill;
+        if (i == bad_shard) tok[bad_pos] = bad;
+        assert_int_equal(shard_write(path, tok, len), 0);
+        free(tok);
+    }
+    char pattern[512], err[512] = "";
+    snprintf(pattern, sizeof pattern, "%s/data_*.bin", dir);
+    assert_int_equal(shard_set_open(set, pattern, "val_files", "auto", err, sizeof err), 0);
+}
+
+/* Every window is read once (unshuffled, T = 16): the one holding the bad token fails with the
+ * message naming file and position, every other window passes, and ids up to vocab_size - 1
+ * pass. vocab_size = 65536 lets every uint16 through. */
+static void fill_refuses_the_window_with_a_token_at_or_above_vocab_size(void **state) {
+    (void)state;
+    enum { T = 16, LEN = 161 }; /* 10 windows per shard */
+    const uint16_t cases[] = {500, 511, 65535}; /* = vocab, in the padding up to 512, largest */
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        shard_set_t set;
+        make_uniform_shards(&set, 3, LEN, 499, 1, 37, cases[c]);
+        sampler_t s;
+        char err[512] = "", want[700];
+        assert_int_equal(sampler_create(&s, &set, T, 500, false, 7, err, sizeof err), 0);
+        int in[T], tg[T], failures = 0;
+        for (uint64_t w = 0; w < s.n_windows; w++) {
+            err[0] = '\0';
+            if (sampler_fill(&s, w, 1, in, tg, err, sizeof err) == 0) continue;
+            failures++;
+            snprintf(want, sizeof want, "val_files: %s/data_001.bin: token %u at position 37 (token "
+                     "index in the shard) is >= &model vocab_size = 500", dir, (unsigned)cases[c]);
+            if (strcmp(err, want) != 0) fail_msg("window %llu:\n  got  %s\n  want %s", (unsigned long long)w, err, want);
+            assert_true(w == 10 + 2); /* shard 1, window 2 covers tokens 32..48 */
+        }
+        assert_int_equal(failures, 1);
+        sampler_destroy(&s);
+        /* the same data with vocab_size 65536: nothing is refused */
+        assert_int_equal(sampler_create(&s, &set, T, SHARD_MAX_VOCAB, false, 7, err, sizeof err), 0);
+        for (uint64_t w = 0; w < s.n_windows; w++) assert_int_equal(sampler_fill(&s, w, 1, in, tg, err, sizeof err), 0);
+        sampler_destroy(&s);
+        shard_set_close(&set);
+    }
+}
+
+/* A window's last token is a target only: it is checked too (position T of the window). */
+static void fill_checks_the_last_target_token(void **state) {
+    (void)state;
+    enum { T = 8 };
+    shard_set_t set;
+    make_uniform_shards(&set, 1, 9, 3, 0, 8, 9); /* one window: tokens 0..8, token 8 = 9 */
+    sampler_t s;
+    char err[512] = "";
+    int in[T], tg[T];
+    assert_int_equal(sampler_create(&s, &set, T, 9, false, 1, err, sizeof err), 0);
+    assert_int_not_equal(sampler_fill(&s, 0, 1, in, tg, err, sizeof err), 0);
+    assert_non_null(strstr(err, "token 9 at position 8 (token index in the shard) is >= &model vocab_size = 9"));
+    sampler_destroy(&s);
+    assert_int_equal(sampler_create(&s, &set, T, 10, false, 1, err, sizeof err), 0);
+    assert_int_equal(sampler_fill(&s, 0, 1, in, tg, err, sizeof err), 0); /* vocab_size - 1 is valid */
+    assert_int_equal(tg[T - 1], 9);
     sampler_destroy(&s);
     shard_set_close(&set);
 }
@@ -269,6 +360,9 @@ int main(void) {
         cmocka_unit_test(permutation_of_huge_n_stays_in_range_and_is_fast),
         cmocka_unit_test_setup_teardown(shuffled_epoch_visits_every_window_once_in_a_new_order, make_dir, remove_dir),
         cmocka_unit_test_setup_teardown(too_short_shards_are_refused_with_message, make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(one_shard_shorter_than_a_window_is_named_not_skipped, make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(fill_refuses_the_window_with_a_token_at_or_above_vocab_size, make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(fill_checks_the_last_target_token, make_dir, remove_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

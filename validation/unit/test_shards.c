@@ -1,6 +1,9 @@
-/* test_shards.c — llm.c token shards: round trip through shard_write, and every malformed file
- * refused with a message naming the namelist key, the file and what is wrong.
- * Reference: the format in shards.h (256 x int32 header, magic 20240520, version 1, uint16). */
+/* test_shards.c — token shards: round trip through shard_write (atomic: no tmp file left, an
+ * old file replaced whole), every malformed file refused with a message naming the namelist
+ * key, the file and what is wrong, nanoGPT's raw format, and the token-id scan (the vectorised
+ * max and search against a scalar loop; the first bad token's exact message; the parts of a
+ * split scan). Reference: the formats in shards.h (llm.c: 256 x int32 header, magic 20240520,
+ * version 1, uint16 tokens; nanoGPT: raw little-endian uint16). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "io/shards.h"
@@ -48,7 +52,7 @@ static void write_tokens(const char *name, size_t n, uint16_t first) {
 static void expect_refused(const char *patterns, const char *part1, const char *part2) {
     shard_set_t set;
     char err[1024] = "";
-    assert_int_not_equal(shard_set_open(&set, patterns, "train_files", err, sizeof err), 0);
+    assert_int_not_equal(shard_set_open(&set, patterns, "train_files", "auto", err, sizeof err), 0);
     printf("    message: %s\n", err);
     assert_non_null(strstr(err, "train_files"));
     if (part1) assert_non_null(strstr(err, part1));
@@ -72,7 +76,7 @@ static void shard_write_then_open_round_trips_tokens_exactly(void **state) {
 
     shard_set_t set;
     char err[512] = "";
-    assert_int_equal(shard_set_open(&set, path, "train_files", err, sizeof err), 0);
+    assert_int_equal(shard_set_open(&set, path, "train_files", "auto", err, sizeof err), 0);
     assert_int_equal(set.n_shards, 1);
     assert_int_equal(set.n_tokens, N);
     assert_int_equal(set.shards[0].n_tokens, N);
@@ -168,7 +172,7 @@ static void two_patterns_expand_sorted_without_duplicates(void **state) {
              dir, dir);
     shard_set_t set;
     char err[512] = "";
-    assert_int_equal(shard_set_open(&set, patterns, "train_files", err, sizeof err), 0);
+    assert_int_equal(shard_set_open(&set, patterns, "train_files", "auto", err, sizeof err), 0);
     const char *want[] = {"train_000.bin", "train_001.bin", "train_002.bin", "extra_a.bin",
                           "extra_b.bin"};
     const size_t want_n[] = {10, 20, 30, 40, 50};
@@ -205,6 +209,234 @@ static void shard_write_into_missing_directory_fails_and_leaves_nothing(void **s
     assert_int_not_equal(access(path, F_OK), 0);
 }
 
+/* ---- nanoGPT's raw format ----------------------------------------------------------------- */
+
+static void write_bytes(const char *name, const void *bytes, size_t n) {
+    char path[512];
+    path_in_dir(path, sizeof path, name);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(bytes, 1, n, f), n);
+    fclose(f);
+}
+
+/* nanoGPT's prepare.py: np.array(ids, dtype=np.uint16).tofile('train.bin'), no header. */
+static void write_nanogpt(const char *name, size_t n) {
+    uint16_t *tok = malloc(n * sizeof *tok);
+    for (size_t i = 0; i < n; i++) tok[i] = (uint16_t)((i * 7919) % 50257);
+    write_bytes(name, tok, n * sizeof *tok);
+    free(tok);
+}
+
+static void nanogpt_file_opens_with_format_nanogpt_tokens_exact(void **state) {
+    (void)state;
+    write_nanogpt("train.bin", 3000);
+    char p[512], err[512] = "";
+    path_in_dir(p, sizeof p, "train.bin");
+    shard_set_t set;
+    assert_int_equal(shard_set_open(&set, p, "train_files", "nanogpt", err, sizeof err), 0);
+    assert_int_equal(set.n_tokens, 3000);
+    for (size_t i = 0; i < 3000; i++) assert_int_equal(set.shards[0].tokens[i], (i * 7919) % 50257);
+    assert_int_equal(shard_set_check_tokens(&set, 50257, 0, 1, err, sizeof err), 0);
+    shard_set_close(&set);
+}
+
+static void nanogpt_file_without_format_key_is_refused_suggesting_it(void **state) {
+    (void)state;
+    write_nanogpt("train.bin", 3000);
+    write_nanogpt("tiny.bin", 100); /* shorter than an llm.c header */
+    char p[512];
+    path_in_dir(p, sizeof p, "train.bin");
+    expect_refused(p, "train.bin: bad magic", "set &data format = 'nanogpt'");
+    path_in_dir(p, sizeof p, "tiny.bin");
+    expect_refused(p, "tiny.bin: bad magic", "set &data format = 'nanogpt'");
+    /* format = 'llmc' says no more than the header is wrong */
+    shard_set_t set;
+    char err[512] = "";
+    path_in_dir(p, sizeof p, "train.bin");
+    assert_int_not_equal(shard_set_open(&set, p, "train_files", "llmc", err, sizeof err), 0);
+    assert_non_null(strstr(err, "bad magic"));
+    assert_null(strstr(err, "nanogpt"));
+}
+
+static void nanogpt_format_refuses_odd_size_and_an_llmc_header(void **state) {
+    (void)state;
+    const unsigned char odd[5] = {1, 0, 2, 0, 3};
+    write_bytes("odd.bin", odd, sizeof odd);
+    write_tokens("llmc.bin", 100, 0);
+    shard_set_t set;
+    char p[512], err[512] = "";
+    path_in_dir(p, sizeof p, "odd.bin");
+    assert_int_not_equal(shard_set_open(&set, p, "train_files", "nanogpt", err, sizeof err), 0);
+    printf("    message: %s\n", err);
+    assert_non_null(strstr(err, "odd.bin: holds 5 bytes, an odd number"));
+    path_in_dir(p, sizeof p, "llmc.bin");
+    assert_int_not_equal(shard_set_open(&set, p, "train_files", "nanogpt", err, sizeof err), 0);
+    printf("    message: %s\n", err);
+    assert_non_null(strstr(err, "llmc.bin: starts with an llm.c shard header"));
+    assert_non_null(strstr(err, "use format = 'auto' or 'llmc'"));
+    assert_int_not_equal(shard_set_open(&set, p, "train_files", "hdf5", err, sizeof err), 0);
+    assert_non_null(strstr(err, "train_files: unknown shard format 'hdf5'"));
+    assert_int_equal(shard_set_open(&set, p, "train_files", "llmc", err, sizeof err), 0);
+    shard_set_close(&set);
+}
+
+static void empty_file_is_refused_in_every_format(void **state) {
+    (void)state;
+    write_bytes("zero.bin", "", 0);
+    const char *formats[] = {"auto", "llmc", "nanogpt"};
+    for (int f = 0; f < 3; f++) {
+        shard_set_t set;
+        char p[512], err[512] = "";
+        path_in_dir(p, sizeof p, "zero.bin");
+        assert_int_not_equal(shard_set_open(&set, p, "train_files", formats[f], err, sizeof err), 0);
+        assert_non_null(strstr(err, "zero.bin: is empty (0 bytes)"));
+    }
+}
+
+/* ---- the token-id scan -------------------------------------------------------------------- */
+
+static uint16_t max_scalar(const uint16_t *t, size_t n) {
+    uint16_t m = 0;
+    for (volatile size_t i = 0; i < n; i++) m = t[i] > m ? t[i] : m;
+    return m;
+}
+
+/* Every length 0..300 at every alignment 0..7, plus block-sized runs: max and first-at-least
+ * equal a plain (volatile, unvectorised) loop's. */
+static void vectorised_max_and_search_equal_a_scalar_loop(void **state) {
+    (void)state;
+    enum { N = 100000 };
+    uint16_t *t = malloc(N * sizeof *t);
+    uint32_t x = 1;
+    for (size_t i = 0; i < N; i++) {
+        x = x * 1664525u + 1013904223u;
+        t[i] = (uint16_t)(x >> 16);
+    }
+    for (size_t off = 0; off < 8; off++)
+        for (size_t n = 0; n <= 300; n++) {
+            assert_int_equal(shard_max_token(t + off, n), max_scalar(t + off, n));
+            const int limits[] = {0, 1, 30000, 65000, 65535, 65536, 70000};
+            for (int l = 0; l < 7; l++) {
+                size_t want = n;
+                for (size_t i = 0; i < n; i++)
+                    if (t[off + i] >= limits[l]) {
+                        want = i;
+                        break;
+                    }
+                assert_int_equal(shard_find_token_at_least(t + off, n, limits[l]), want);
+            }
+        }
+    for (size_t i = 0; i < N; i++) t[i] &= 0x3fff; /* all < 16384 ... */
+    t[N - 3] = 40000;                               /* ... but one, in the last block */
+    assert_int_equal(shard_max_token(t, N), 40000);
+    assert_int_equal(shard_find_token_at_least(t, N, 16384), N - 3);
+    assert_int_equal(shard_find_token_at_least(t, N, 40001), N);
+    free(t);
+}
+
+/* A set of 4 shards of 1000 tokens, all 7 except `bad` tokens of id `id` at global positions. */
+static void open_set_with_bad(shard_set_t *set, const size_t *bad, int n_bad, uint16_t id) {
+    for (int s = 0; s < 4; s++) {
+        uint16_t tok[1000];
+        for (int i = 0; i < 1000; i++) tok[i] = 7;
+        for (int b = 0; b < n_bad; b++)
+            if (bad[b] / 1000 == (size_t)s) tok[bad[b] % 1000] = id;
+        char path[512], name[32];
+        snprintf(name, sizeof name, "s_%d.bin", s);
+        path_in_dir(path, sizeof path, name);
+        assert_int_equal(shard_write(path, tok, 1000), 0);
+    }
+    char p[512], err[512] = "";
+    path_in_dir(p, sizeof p, "s_*.bin");
+    assert_int_equal(shard_set_open(set, p, "train_files", "auto", err, sizeof err), 0);
+}
+
+/* The message names the file, the token and its index in the shard; ids up to vocab_size - 1
+ * pass; 65535 is caught for any vocab_size below 65536. */
+static void scan_names_file_position_token_and_vocab_size(void **state) {
+    (void)state;
+    const size_t bad[] = {2345, 3999};
+    shard_set_t set;
+    open_set_with_bad(&set, bad, 2, 50257);
+    char err[512] = "", want[700];
+    assert_int_not_equal(shard_set_check_tokens(&set, 50257, 0, 1, err, sizeof err), 0);
+    snprintf(want, sizeof want, "train_files: %s/s_2.bin: token 50257 at position 345 (token index in "
+             "the shard) is >= &model vocab_size = 50257", dir);
+    assert_string_equal(err, want);
+    assert_int_equal(shard_set_check_tokens(&set, 50258, 0, 1, err, sizeof err), 0);
+    assert_int_equal(shard_set_check_tokens(&set, 65536, 0, 1, err, sizeof err), 0);
+    assert_int_not_equal(shard_set_check_tokens(&set, 8, 0, 1, err, sizeof err), 0);
+    snprintf(want, sizeof want, "%s/s_2.bin: token 50257 at position 345", dir);
+    assert_non_null(strstr(err, want));
+    shard_set_close(&set);
+    const size_t last[] = {3999};
+    open_set_with_bad(&set, last, 1, 65535);
+    assert_int_not_equal(shard_set_check_tokens(&set, 65535, 0, 1, err, sizeof err), 0);
+    assert_non_null(strstr(err, "s_3.bin: token 65535 at position 999 "));
+    shard_set_close(&set);
+}
+
+/* Split over n parts: part p sees exactly the bad tokens in its contiguous range, the parts
+ * cover the set once, and the lowest failing part reports the set's first bad token. */
+static void split_scan_parts_cover_the_set_in_order(void **state) {
+    (void)state;
+    const size_t bad[] = {999, 1000, 2500};
+    shard_set_t set;
+    open_set_with_bad(&set, bad, 3, 600);
+    char err[512] = "";
+    for (int n = 1; n <= 9; n++) {
+        int lowest = -1;
+        for (int p = 0; p < n; p++) {
+            size_t begin = 4000 / (size_t)n * (size_t)p + ((size_t)p < 4000 % (size_t)n ? (size_t)p : 4000 % (size_t)n);
+            size_t end = begin + 4000 / (size_t)n + ((size_t)p < 4000 % (size_t)n);
+            bool want_bad = false;
+            size_t first = 0;
+            for (int b = 2; b >= 0; b--)
+                if (bad[b] >= begin && bad[b] < end) want_bad = true, first = bad[b];
+            err[0] = '\0';
+            int rc = shard_set_check_tokens(&set, 600, p, n, err, sizeof err);
+            if ((rc != 0) != want_bad) fail_msg("n %d part %d [%zu, %zu): rc %d", n, p, begin, end, rc);
+            if (rc != 0) {
+                char want[64];
+                snprintf(want, sizeof want, "s_%zu.bin: token 600 at position %zu ", first / 1000, first % 1000);
+                if (!strstr(err, want)) fail_msg("n %d part %d: %s lacks %s", n, p, err, want);
+                if (lowest < 0) {
+                    lowest = p;
+                    assert_non_null(strstr(err, "s_0.bin: token 600 at position 999 "));
+                }
+            }
+        }
+        assert_true(lowest >= 0);
+    }
+    shard_set_close(&set);
+}
+
+/* shard_write goes through core/fileio: replacing a shard leaves the new content whole and no
+ * tmp file; a failed write leaves the old file as it was. */
+static void shard_write_replaces_atomically_and_keeps_the_old_file_on_failure(void **state) {
+    (void)state;
+    write_tokens("r.bin", 100, 1);
+    write_tokens("r.bin", 50, 9);
+    char p[512], tmp[520], err[512] = "";
+    path_in_dir(p, sizeof p, "r.bin");
+    snprintf(tmp, sizeof tmp, "%s.tmp", p);
+    assert_int_not_equal(access(tmp, F_OK), 0);
+    shard_set_t set;
+    assert_int_equal(shard_set_open(&set, p, "train_files", "auto", err, sizeof err), 0);
+    assert_int_equal(set.n_tokens, 50);
+    assert_int_equal(set.shards[0].tokens[1], 9 + 7);
+    shard_set_close(&set);
+    /* a tmp path that cannot be created (a directory is in the way): the old file stays */
+    assert_int_equal(mkdir(tmp, 0755), 0);
+    uint16_t t[3] = {1, 2, 3};
+    assert_int_not_equal(shard_write(p, t, 3), 0);
+    assert_int_equal(shard_set_open(&set, p, "train_files", "auto", err, sizeof err), 0);
+    assert_int_equal(set.n_tokens, 50);
+    shard_set_close(&set);
+    rmdir(tmp);
+}
+
 static void empty_pattern_list_is_refused(void **state) {
     (void)state;
     expect_refused(" , ", "no file pattern given", NULL);
@@ -225,6 +457,14 @@ int main(void) {
         cmocka_unit_test_setup_teardown(pattern_without_match_is_named_in_message, make_dir, remove_dir),
         cmocka_unit_test_setup_teardown(shard_write_into_missing_directory_fails_and_leaves_nothing, make_dir, remove_dir),
         cmocka_unit_test(empty_pattern_list_is_refused),
+        cmocka_unit_test_setup_teardown(nanogpt_file_opens_with_format_nanogpt_tokens_exact, make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(nanogpt_file_without_format_key_is_refused_suggesting_it, make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(nanogpt_format_refuses_odd_size_and_an_llmc_header, make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(empty_file_is_refused_in_every_format, make_dir, remove_dir),
+        cmocka_unit_test(vectorised_max_and_search_equal_a_scalar_loop),
+        cmocka_unit_test_setup_teardown(scan_names_file_position_token_and_vocab_size, make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(split_scan_parts_cover_the_set_in_order, make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(shard_write_replaces_atomically_and_keeps_the_old_file_on_failure, make_dir, remove_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -82,16 +82,31 @@ static inline void cpu_thread_range(size_t n, size_t *i0, size_t *i1) {
 
 /* expf that GCC vectorises (glibc's expf stays a scalar call unless -ffast-math).
  * Cephes range reduction x = n ln2 + r with ln2 split in two (n*C1 is exact), |r| <= ln2/2,
- * then e^r by a degree-7 polynomial: relative error <= 2e-7 on [-87.33, 88.37]. Inputs are
- * clamped to that range: below it the result is 2^-126 (~1e-38, adds nothing to a sum), above
- * it 2^127.5 instead of overflow. n is rounded with the 1.5*2^23 trick (exact in ISO C mode:
- * no -ffast-math, so the add/subtract is not folded away) and 2^n is built in the exponent bits. */
+ * then e^r by a degree-7 polynomial: relative error <= 2e-7 against libm for results above
+ * 2.5e-38. n is rounded with the 1.5*2^23 trick (exact in ISO C mode: no -ffast-math, so the
+ * add/subtract is not folded away), which also leaves n in the low mantissa bits of the sum:
+ * 2^(n-1) is built from those bits with unsigned integer operations (no float-to-int
+ * conversion anywhere: converting a NaN or out-of-range float is undefined behaviour in C),
+ * then doubled, so n = 128 works and the last multiply overflows to +Inf the IEEE way.
+ * The IEEE special cases, as libm gives them:
+ *   exp(NaN) = NaN (quieted: it flows through the arithmetic), exp(+Inf) = +Inf,
+ *   exp(x > 88.72284) = +Inf (overflow), exp(-Inf) = 0,
+ *   exp(x < -86.6) = 0 (underflow: results below 2.5e-38, which libm rounds into the
+ *   subnormals from 1.2e-38 down, are flushed to zero, so no lane ever computes a subnormal,
+ *   each of which would cost a microcode assist).
+ * Branch-free (two clamps and one select), so loops over it vectorise. Cost against the
+ * previous version (which clamped results to [2^-126, 2^127.5] and cast n to int), one core,
+ * 16 Ki floats in L1, medians of 4001: y[i] = exp(x[i]) 0.515 -> 0.530 ns per element, an
+ * `omp simd` sum of exp (the softmax loop) 0.470 -> 0.477 ns; libm's expf takes 3-7 ns. */
+#define CPU_EXPF_LO -86.6f /* below: 0. n >= -125 here, so 2^(n-1) is a normal float */
+#define CPU_EXPF_HI 88.8f  /* above: +Inf (ln(FLT_MAX) = 88.7228 overflows already) */
 static inline float cpu_expf(float x) {
-    x = x < -87.3365448f ? -87.3365448f : x;
-    x = x > 88.3762626f ? 88.3762626f : x;
-    const float round_magic = 12582912.0f; /* 1.5 * 2^23 */
-    float n = (x * 1.44269504088896341f + round_magic) - round_magic;
-    float r = x - n * 0.693359375f;
+    float xc = x < CPU_EXPF_LO ? CPU_EXPF_LO : x; /* a NaN compares false and stays */
+    xc = xc > CPU_EXPF_HI ? CPU_EXPF_HI : xc;
+    const float round_magic = 12582912.0f; /* 1.5 * 2^23: n sits in the low mantissa bits */
+    const float n_magic = xc * 1.44269504088896341f + round_magic;
+    const float n = n_magic - round_magic; /* round(xc / ln2), in [-125, 128] */
+    float r = xc - n * 0.693359375f;
     r = r - n * -2.12194440e-4f;
     float p = 1.9875691500e-4f;
     p = p * r + 1.3981999507e-3f;
@@ -99,11 +114,16 @@ static inline float cpu_expf(float x) {
     p = p * r + 4.1665795894e-2f;
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
-    float y = p * r * r + r + 1.0f;
-    int32_t bits = ((int32_t)n + 127) * (1 << 23);
-    float two_n;
-    memcpy(&two_n, &bits, sizeof two_n);
-    return y * two_n;
+    const float y = p * r * r + r + 1.0f;
+    /* bits(n_magic) = 0x4B400000 + n: the low 9 bits of + 126 are n - 1 + 127, the biased
+     * exponent of 2^(n-1) (1..254), and the shift drops the rest. */
+    uint32_t bits;
+    memcpy(&bits, &n_magic, sizeof bits);
+    bits = (bits + 126u) << 23;
+    float two_n_minus_1;
+    memcpy(&two_n_minus_1, &bits, sizeof two_n_minus_1);
+    const float e = (y * two_n_minus_1) * 2.0f; /* the first product is exact */
+    return x < CPU_EXPF_LO ? 0.0f : e;
 }
 
 /* OpenBLAS built with pthreads (Debian's default) does not notice that it is called from inside

@@ -1,7 +1,9 @@
 /* gelu.c — GELU with the tanh approximation, forward and backward, element-wise.
  * Uses the identity 0.5 (1 + tanh(u)) = 1 / (1 + exp(-2u)) =: s, so both directions need one
- * (vectorised) exp and no tanhf call, and 1 - tanh(u)^2 = 4 s (1 - s) = 4 e s^2 with e = exp(-2u)
- * stays accurate where s is close to 1. Uses: cpu_expf. */
+ * (vectorised) exp and no tanhf call, and 1 - tanh(u)^2 = 4 s (1 - s) = 4 e s^2 with e = exp(-2u):
+ * e s^2 = (e s) s, where e s = e / (1 + e) is taken as e * s while s >= 1/2 (accurate where s is
+ * close to 1) and as 1 - s below (exact there, and right when e overflows to +Inf for x < -10,
+ * where e * s would be Inf * 0). Uses: cpu_expf. */
 #include "kernels/cpu/cpu_kernels.h"
 
 #define GELU_K0 0.7978845608028654f /* sqrt(2/pi) */
@@ -33,7 +35,8 @@ static void gelu_backward_range(float *dinp, const float *inp, const float *dout
         const float du = GELU_K0 * (1.0f + 3.0f * GELU_K1 * x * x);
         const float e = cpu_expf(-2.0f * u);
         const float s = 1.0f / (1.0f + e);
-        const float es2 = (e * s) * s; /* e * s <= 1 first: e saturates near 2^127 */
+        const float es = s < 0.5f ? 1.0f - s : e * s; /* e / (1 + e), also for e = +Inf */
+        const float es2 = es * s;
         dinp[i] = dout[i] * (s + 2.0f * x * du * es2);
     }
 }
