@@ -1,9 +1,12 @@
 /* topology.c — hwloc placement of the ranks of a node (see topology.h). */
 #include "parallel/topology.h"
 #include <errno.h>
-#include <stddef.h>
 #include <hwloc.h>
+#include <omp.h>
+#include <sched.h>
+#include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,35 +89,99 @@ static void find_node(topology_t *t, MPI_Comm world) {
     snprintf(me->host, sizeof me->host, "%s", host);
 }
 
-/* Bind to this rank's share of the node's cores, or keep what the launcher did; sets the
- * binding status. Never fatal: a refused binding is recorded and the run carries on. */
-static void bind_process(topology_t *t, const char *bind_mode) {
+/* ---- the launcher's binding and this rank's ------------------------------------------------- */
+
+/* The OS indices of the PUs of OpenMP place `p` into `set`. */
+static void or_place(int p, hwloc_bitmap_t set) {
+    const int n = omp_get_place_num_procs(p);
+    if (n <= 0) return;
+    int *ids = xmalloc(sizeof *ids * (size_t)n);
+    omp_get_place_proc_ids(p, ids);
+    for (int i = 0; i < n; i++) HWLOC_CHECK(hwloc_bitmap_set(set, (unsigned)ids[i]));
+    xfree(ids);
+}
+
+/* The binding the process had at load (`at_load`) and has now (`now`); returns whether this
+ * thread was bound again after load. Without OpenMP binding the two are the process's affinity
+ * now. With OMP_PLACES / OMP_PROC_BIND set, libgomp built its places from the affinity at load
+ * (before main) and pinned the initial thread to place 0, so the affinity now is one place while
+ * the union of the places is what the process had at load. If this (the initial) thread is no
+ * longer on exactly the place the runtime put it on, something bound it after load (an MPI
+ * library binding its ranks in MPI_Init). */
+static bool launcher_binding(hwloc_topology_t hw, hwloc_bitmap_t at_load, hwloc_bitmap_t now) {
+    if (hwloc_get_cpubind(hw, now, HWLOC_CPUBIND_PROCESS) < 0)
+        HWLOC_CHECK(hwloc_bitmap_copy(now, hwloc_topology_get_topology_cpuset(hw)));
+    HWLOC_CHECK(hwloc_bitmap_copy(at_load, now));
+    const int n_places = omp_get_num_places(), here = omp_get_place_num();
+    if (omp_get_proc_bind() == omp_proc_bind_false || n_places <= 0 || here < 0) return false;
+    hwloc_bitmap_t places = bitmap_new(), pinned = bitmap_new(), thread = bitmap_new();
+    for (int p = 0; p < n_places; p++) or_place(p, places);
+    or_place(here, pinned);
+    const bool rebound = hwloc_get_cpubind(hw, thread, HWLOC_CPUBIND_THREAD) == 0 &&
+                         !hwloc_bitmap_isequal(thread, pinned);
+    if (!hwloc_bitmap_iszero(places)) HWLOC_CHECK(hwloc_bitmap_copy(at_load, places));
+    hwloc_bitmap_free(thread);
+    hwloc_bitmap_free(pinned);
+    hwloc_bitmap_free(places);
+    return rebound;
+}
+
+/* Bind the process to `set` unless every thread is on it already (so a launcher binding that
+ * nothing narrowed costs no call the system might refuse). 0 or -1 with errno. */
+static int bind_process_to(hwloc_topology_t hw, hwloc_const_cpuset_t set) {
+    hwloc_bitmap_t proc = bitmap_new(), thread = bitmap_new();
+    bool there = hwloc_get_cpubind(hw, proc, HWLOC_CPUBIND_PROCESS) == 0 &&
+                 hwloc_get_cpubind(hw, thread, HWLOC_CPUBIND_THREAD) == 0 &&
+                 hwloc_bitmap_isequal(proc, set) && hwloc_bitmap_isequal(thread, set);
+    hwloc_bitmap_free(thread);
+    hwloc_bitmap_free(proc);
+    return there ? 0 : hwloc_set_cpubind(hw, set, HWLOC_CPUBIND_PROCESS);
+}
+
+/* Bind to this rank's share of the node's cores, or keep what the launcher did (undoing what
+ * the OpenMP runtime narrowed); sets the binding status and `binding`, the CPUs the rank now
+ * runs on. Never fatal: a refused binding is recorded and the run carries on. Returns whether
+ * the process is bound as `binding` says (so its threads can be pinned within it). */
+static bool bind_process(topology_t *t, const char *bind_mode, hwloc_bitmap_t binding) {
     topology_place_info_t *me = &t->me;
     hwloc_topology_t hw = t->hw;
-    hwloc_bitmap_t now = bitmap_new();
     hwloc_const_cpuset_t machine = hwloc_topology_get_topology_cpuset(hw);
-    bool launcher_bound = false;
-    if (hwloc_get_cpubind(hw, now, HWLOC_CPUBIND_PROCESS) == 0)
-        launcher_bound = !hwloc_bitmap_isincluded(machine, now); /* narrower than the machine */
+    /* The launcher's binding is the one at load, unless the node's ranks were bound after load:
+     * then a rank still on its first OpenMP place was bound there too, so the node decides
+     * together (one rank keeping a late binding while its neighbour rebinds would share cores). */
+    hwloc_bitmap_t now = bitmap_new();
+    int rebound = launcher_binding(hw, binding, now);
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &rebound, 1, MPI_INT, MPI_LOR, t->node_comm));
+    if (rebound) HWLOC_CHECK(hwloc_bitmap_copy(binding, now));
+    hwloc_bitmap_free(now);
+    const bool launcher_bound = !hwloc_bitmap_isincluded(machine, binding); /* narrower */
 
     const hwloc_obj_type_t type = core_type(hw);
     const int n = hwloc_get_nbobjs_by_type(hw, type);
     ASSERT(n > 0);
     int first, count;
     me->oversubscribed = topology_split_cores(me->local_rank, me->local_size, n, &first, &count);
+    bool bound = false;
     if (strcmp(bind_mode, "none") == 0) {
         snprintf(me->binding, sizeof me->binding, "%s (bind_mode = none)",
                  launcher_bound ? "bound by launcher" : "not bound");
     } else if (launcher_bound) {
-        snprintf(me->binding, sizeof me->binding, "bound by launcher");
+        bound = bind_process_to(hw, binding) == 0;
+        if (bound)
+            snprintf(me->binding, sizeof me->binding, "kept launcher binding");
+        else
+            snprintf(me->binding, sizeof me->binding, "not permitted: %s", strerror(errno));
     } else {
         hwloc_bitmap_t want = bitmap_new();
         for (int i = first; i < first + count; i++)
             HWLOC_CHECK(hwloc_bitmap_or(want, want, hwloc_get_obj_by_type(hw, type, i)->cpuset));
-        if (hwloc_set_cpubind(hw, want, HWLOC_CPUBIND_PROCESS) == 0)
+        bound = hwloc_set_cpubind(hw, want, HWLOC_CPUBIND_PROCESS) == 0;
+        if (bound) {
             snprintf(me->binding, sizeof me->binding, "bound by llmtrain");
-        else
+            HWLOC_CHECK(hwloc_bitmap_copy(binding, want));
+        } else {
             snprintf(me->binding, sizeof me->binding, "not permitted: %s", strerror(errno));
+        }
         hwloc_bitmap_free(want);
     }
     if (me->oversubscribed && strncmp(me->binding, "bound by llmtrain", 17) == 0) {
@@ -123,16 +190,14 @@ static void bind_process(topology_t *t, const char *bind_mode) {
                  " (oversubscribed: %d ranks on %d cores, core = local rank mod %d)",
                  me->local_size, n, n);
     }
-    hwloc_bitmap_free(now);
+    HWLOC_CHECK(hwloc_bitmap_and(binding, binding, machine));
+    return bound;
 }
 
-/* Record the binding as it now is: its cores (logical indices), NUMA nodes (OS indices). */
-static void describe_binding(topology_t *t, hwloc_bitmap_t binding) {
+/* Record the binding: its cores (logical indices), NUMA nodes (OS indices). */
+static void describe_binding(topology_t *t, hwloc_const_bitmap_t binding) {
     topology_place_info_t *me = &t->me;
     hwloc_topology_t hw = t->hw;
-    if (hwloc_get_cpubind(hw, binding, HWLOC_CPUBIND_PROCESS) < 0)
-        HWLOC_CHECK(hwloc_bitmap_copy(binding, hwloc_topology_get_topology_cpuset(hw)));
-    HWLOC_CHECK(hwloc_bitmap_and(binding, binding, hwloc_topology_get_topology_cpuset(hw)));
     const hwloc_obj_type_t type = core_type(hw);
     hwloc_bitmap_t cores = bitmap_new();
     hwloc_obj_t obj = NULL;
@@ -147,6 +212,148 @@ static void describe_binding(topology_t *t, hwloc_bitmap_t binding) {
     if (me->numa[0] == '\0') snprintf(me->numa, sizeof me->numa, "-");
     hwloc_bitmap_free(nodes);
     hwloc_bitmap_free(cores);
+}
+
+/* ---- OpenMP threads --------------------------------------------------------------------------- */
+
+/* The cores of `binding` in logical order, each as its PUs within the binding; *sets is
+ * allocated (free it with free_sets). */
+static int core_sets(hwloc_topology_t hw, hwloc_const_cpuset_t binding, hwloc_bitmap_t **sets) {
+    const hwloc_obj_type_t type = core_type(hw);
+    const int n_all = hwloc_get_nbobjs_by_type(hw, type);
+    *sets = xmalloc(sizeof **sets * (size_t)(n_all > 0 ? n_all : 1));
+    int n = 0;
+    hwloc_obj_t obj = NULL;
+    while ((obj = hwloc_get_next_obj_by_type(hw, type, obj)) != NULL && n < n_all)
+        if (hwloc_bitmap_intersects(obj->cpuset, binding)) {
+            hwloc_bitmap_t s = bitmap_new();
+            HWLOC_CHECK(hwloc_bitmap_and(s, obj->cpuset, binding));
+            (*sets)[n++] = s;
+        }
+    return n;
+}
+
+static void free_sets(hwloc_bitmap_t *sets, int n) {
+    for (int i = 0; i < n; i++) hwloc_bitmap_free(sets[i]);
+    xfree(sets);
+}
+
+/* OpenMP runs one thread per core of the binding (`choose`, bind_mode "cores") unless
+ * OMP_NUM_THREADS is set: that is respected, and the table warns when it exceeds the cores. */
+static void set_thread_count(topology_place_info_t *me, bool choose) {
+    const char *env = getenv("OMP_NUM_THREADS");
+    me->threads_explicit = env != NULL && env[0] != '\0';
+    if (choose && !me->threads_explicit && me->n_cores > 0) omp_set_num_threads(me->n_cores);
+}
+
+/* Pin OpenMP thread i to core i mod n of the binding. The pinning is per thread, so it holds in
+ * every later region that reuses the runtime's pool (see topology.h); it overrides the places
+ * libgomp chose from OMP_PLACES, which it cut from the affinity at load (the whole machine when
+ * the launcher binds nothing). Returns 0 or the errno of a refused pin. */
+static int pin_threads(hwloc_topology_t hw, hwloc_const_cpuset_t binding) {
+    hwloc_bitmap_t *core;
+    const int n = core_sets(hw, binding, &core);
+    int refused = 0;
+    if (n > 0) {
+#pragma omp parallel
+        {
+            if (hwloc_set_cpubind(hw, core[omp_get_thread_num() % n], HWLOC_CPUBIND_THREAD) < 0) {
+#pragma omp atomic write
+                refused = errno ? errno : EINVAL;
+            }
+        }
+    }
+    free_sets(core, n);
+    return refused;
+}
+
+/* Append to buf[size] at *len; false (and *len = size) once the text no longer fits. */
+__attribute__((format(printf, 4, 5)))
+static bool appendf(char *buf, size_t size, size_t *len, const char *fmt, ...) {
+    if (*len >= size) return false;
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(buf + *len, size - *len, fmt, ap);
+    va_end(ap);
+    if (w < 0 || (size_t)w >= size - *len) {
+        *len = size;
+        return false;
+    }
+    *len += (size_t)w;
+    return true;
+}
+
+/* "N on cores LIST": thread i's cores in thread order; a run of 3 or more threads on single,
+ * consecutive cores as "a-b", a thread on several cores as "[list]"; "..." when it is cut. */
+static void format_threads(char *buf, size_t size, hwloc_bitmap_t *cores, int n) {
+    size_t len = 0;
+    bool fits = appendf(buf, size, &len, "%d on core%s ", n,
+                        n == 1 && hwloc_bitmap_weight(cores[0]) == 1 ? "" : "s");
+    for (int i = 0; i < n && fits; i++) {
+        const char *sep = i ? "," : "";
+        if (hwloc_bitmap_weight(cores[i]) != 1) {
+            char list[TOPO_THREADS];
+            if (hwloc_bitmap_list_snprintf(list, sizeof list, cores[i]) < 0) list[0] = '\0';
+            fits = appendf(buf, size, &len, "%s[%s]", sep, list);
+            continue;
+        }
+        const int c = hwloc_bitmap_first(cores[i]);
+        int j = i;
+        while (j + 1 < n && hwloc_bitmap_weight(cores[j + 1]) == 1 &&
+               hwloc_bitmap_first(cores[j + 1]) == c + (j + 1 - i))
+            j++;
+        if (j - i >= 2) {
+            fits = appendf(buf, size, &len, "%s%d-%d", sep, c, c + (j - i));
+            i = j;
+        } else {
+            fits = appendf(buf, size, &len, "%s%d", sep, c);
+        }
+    }
+    if (!fits) snprintf(buf + size - 4, 4, "...");
+}
+
+/* Where the OpenMP threads are, as the OS says (sched_getaffinity of each thread inside one
+ * parallel region), as logical core indices: fills n_threads and threads. */
+static void describe_threads(topology_t *t) {
+    topology_place_info_t *me = &t->me;
+    hwloc_topology_t hw = t->hw;
+    const hwloc_obj_type_t type = core_type(hw);
+    const int max = omp_get_max_threads();
+    int n_cpus = hwloc_bitmap_last(hwloc_topology_get_complete_cpuset(hw)) + 1;
+    if (n_cpus < CPU_SETSIZE) n_cpus = CPU_SETSIZE;
+    const size_t set_size = CPU_ALLOC_SIZE(n_cpus);
+    hwloc_bitmap_t *cores = xmalloc(sizeof *cores * (size_t)max);
+    for (int i = 0; i < max; i++) cores[i] = bitmap_new();
+    int team = 1, failed = 0;
+#pragma omp parallel
+    {
+        const int id = omp_get_thread_num();
+#pragma omp single
+        team = omp_get_num_threads();
+        cpu_set_t *set = CPU_ALLOC(n_cpus);
+        if (set == NULL || sched_getaffinity(0, set_size, set) < 0) {
+#pragma omp atomic write
+            failed = errno ? errno : ENOMEM;
+        } else {
+            for (int cpu = 0; cpu < n_cpus; cpu++) {
+                if (!CPU_ISSET_S(cpu, set_size, set)) continue;
+                hwloc_obj_t pu = hwloc_get_pu_obj_by_os_index(hw, (unsigned)cpu);
+                hwloc_obj_t core = pu && type != HWLOC_OBJ_PU
+                                       ? hwloc_get_ancestor_obj_by_type(hw, type, pu) : pu;
+                if (core && id < max && hwloc_bitmap_set(cores[id], core->logical_index) < 0) {
+#pragma omp atomic write
+                    failed = ENOMEM;
+                }
+            }
+        }
+        if (set) CPU_FREE(set);
+    }
+    if (failed) die_call(__FILE__, __LINE__, "sched_getaffinity (each OpenMP thread)",
+                         errno_text(failed));
+    me->n_threads = team < max ? team : max;
+    format_threads(me->threads, sizeof me->threads, cores, me->n_threads);
+    for (int i = 0; i < max; i++) hwloc_bitmap_free(cores[i]);
+    xfree(cores);
 }
 
 /* ---- nearest GPU ------------------------------------------------------------------------------ */
@@ -253,9 +460,18 @@ void topology_place(topology_t *t, MPI_Comm world, const char *bind_mode) {
     HWLOC_CHECK(hwloc_topology_load(hw));
     find_node(t, world);
     t->me.node_cores = hwloc_get_nbobjs_by_type(hw, core_type(hw));
-    bind_process(t, bind_mode);
     hwloc_bitmap_t binding = bitmap_new();
+    const bool bound = bind_process(t, bind_mode, binding);
     describe_binding(t, binding);
+    const bool cores = strcmp(bind_mode, "cores") == 0;
+    set_thread_count(&t->me, cores);
+    const int refused = cores && bound ? pin_threads(hw, binding) : 0;
+    if (refused) {
+        size_t len = strlen(t->me.binding);
+        snprintf(t->me.binding + len, sizeof t->me.binding - len, "; threads not pinned: %s",
+                 strerror(refused));
+    }
+    describe_threads(t);
     find_gpu(t, binding);
     hwloc_bitmap_free(binding);
 }
@@ -278,11 +494,29 @@ static int col_width(const topology_place_info_t *all, int n, size_t offset, con
     return (int)w;
 }
 
+/* One warning for the ranks whose OMP_NUM_THREADS exceeds their cores, named by the first. */
+static void warn_threads(const topology_place_info_t *all, int n, FILE *out) {
+    int first = -1, more = 0;
+    for (int r = 0; r < n; r++)
+        if (all[r].threads_explicit && all[r].n_threads > all[r].n_cores) {
+            if (first < 0) first = r;
+            else more++;
+        }
+    if (first < 0) return;
+    const topology_place_info_t *p = &all[first];
+    char others[48] = "";
+    if (more) snprintf(others, sizeof others, " (and %d more rank%s)", more, more == 1 ? "" : "s");
+    fprintf(out, "  warning: OMP_NUM_THREADS asks for %d threads, more than the %d core%s bound to "
+            "rank %d%s: threads share cores (unset OMP_NUM_THREADS for one thread per core)\n",
+            p->n_threads, p->n_cores, p->n_cores == 1 ? "" : "s", p->world_rank, others);
+}
+
 static void print_table(const topology_place_info_t *all, int n, int n_nodes, FILE *out) {
     char gpu[2 * TOPO_STR + 4];
     int wh = col_width(all, n, offsetof(topology_place_info_t, host), "host");
     int wc = col_width(all, n, offsetof(topology_place_info_t, cores), "cores");
     int wn = col_width(all, n, offsetof(topology_place_info_t, numa), "numa");
+    int wt = col_width(all, n, offsetof(topology_place_info_t, threads), "threads");
     int wg = 3;
     for (int r = 0; r < n; r++) {
         gpu_text(&all[r], gpu, sizeof gpu);
@@ -290,14 +524,14 @@ static void print_table(const topology_place_info_t *all, int n, int n_nodes, FI
     }
     fprintf(out, "placement: %d rank%s on %d node%s\n", n, n == 1 ? "" : "s", n_nodes,
             n_nodes == 1 ? "" : "s");
-    fprintf(out, "  %5s  %-*s  %5s  %-*s  %-*s  %-*s  %4s  %s\n", "rank", wh, "host", "local", wc,
-            "cores", wn, "numa", wg, "gpu", "aggr", "binding");
+    fprintf(out, "  %5s  %-*s  %5s  %-*s  %-*s  %-*s  %4s  %-*s  %s\n", "rank", wh, "host", "local",
+            wc, "cores", wn, "numa", wg, "gpu", "aggr", wt, "threads", "binding");
     for (int r = 0; r < n; r++) {
         const topology_place_info_t *p = &all[r];
         gpu_text(p, gpu, sizeof gpu);
-        fprintf(out, "  %5d  %-*s  %5d  %-*s  %-*s  %-*s  %4s  %s\n", p->world_rank, wh, p->host,
-                p->local_rank, wc, p->cores, wn, p->numa, wg, gpu,
-                p->io_aggregator ? "yes" : "-", p->binding);
+        fprintf(out, "  %5d  %-*s  %5d  %-*s  %-*s  %-*s  %4s  %-*s  %s\n", p->world_rank, wh,
+                p->host, p->local_rank, wc, p->cores, wn, p->numa, wg, gpu,
+                p->io_aggregator ? "yes" : "-", wt, p->threads, p->binding);
     }
     /* one note per oversubscribed node, named by its aggregator's record */
     for (int r = 0; r < n; r++)
@@ -305,6 +539,7 @@ static void print_table(const topology_place_info_t *all, int n, int n_nodes, FI
             fprintf(out, "  note: %s runs %d ranks on %d cores (oversubscribed): ranks share cores "
                     "and steps run slower than on a full allocation\n", all[r].host,
                     all[r].local_size, all[r].node_cores);
+    warn_threads(all, n, out);
 }
 
 void topology_fprint(const topology_t *t, MPI_Comm world, FILE *out) {

@@ -1,15 +1,31 @@
-/* topology.h — where each rank runs: hwloc placement of the ranks of one node on its cores,
- * the NUMA node(s) and nearest GPU of that placement, the node's I/O aggregator, and the MPI-IO
- * hints that make collective I/O use one aggregator per node.
- * Owns: this rank's binding and its placement record. Uses: hwloc, MPI, core/.
- * Used by: main (placement table at startup), io/ (MPI-IO hints for HDF5 checkpoints),
- * the CUDA backend (which device to open).
+/* topology.h — where each rank runs: hwloc placement of the ranks of one node on its cores, one
+ * core per OpenMP thread within that placement, the NUMA node(s) and nearest GPU of that
+ * placement, the node's I/O aggregator, and the MPI-IO hints that make collective I/O use one
+ * aggregator per node.
+ * Owns: this rank's binding (process and OpenMP threads) and its placement record. Uses: hwloc,
+ * OpenMP, MPI, core/. Used by: main (placement table at startup), io/ (MPI-IO hints for HDF5
+ * checkpoints), the CUDA backend (which device to open).
  *
  * Placement rule: the node's cores (hwloc CORE objects; PUs when the topology has no cores) are
  * split evenly and contiguously among the node-local ranks: local rank r of k gets the cores
  * [r*n/k, (r+1)*n/k). With more ranks than cores (oversubscription) rank r gets core r mod n.
  * A binding the launcher already made (narrower than the whole machine) is kept, and a binding
- * the system refuses (containers) is recorded, not fatal. */
+ * the system refuses (containers) is recorded, not fatal.
+ *
+ * The launcher's binding is the affinity the process had when it started. With OMP_PLACES or
+ * OMP_PROC_BIND set, the OpenMP runtime has already pinned the initial thread to its first place
+ * before main (libgomp does so at load), so that binding is read from the runtime's places (their
+ * union is the affinity at load), not from the process's affinity, which is one place by then.
+ * When a node's ranks were bound after load (an MPI library binding its ranks in MPI_Init: the
+ * initial thread is no longer on the runtime's place), their binding as it is now counts.
+ *
+ * Threads: once the process is bound, OpenMP runs one thread per core of the binding (unless
+ * OMP_NUM_THREADS is set: it is respected, and the table warns when it exceeds the cores), and
+ * OpenMP thread i is pinned to core i mod n of the binding, whatever OMP_PLACES / OMP_PROC_BIND
+ * say. Later parallel regions reuse those threads (libgomp keeps its pool while the team size
+ * stays the same; a region with a smaller num_threads clause would end the surplus threads and
+ * start unpinned ones). bind_mode = "none" leaves the binding and the threads to the launcher and
+ * the OMP_* variables. */
 #ifndef LLMT_TOPOLOGY_H
 #define LLMT_TOPOLOGY_H
 #include <mpi.h>
@@ -19,6 +35,7 @@ struct hwloc_topology; /* hwloc_topology_t without making every includer see hwl
 
 #define TOPO_STR 64
 #define TOPO_STATUS 128
+#define TOPO_THREADS 192
 
 /* One rank's placement, fixed-size so rank 0 can gather every rank's record as bytes. */
 typedef struct topology_place_info {
@@ -27,6 +44,8 @@ typedef struct topology_place_info {
     int node_index;              /* 0 .. n_nodes-1, in the order of the nodes' lowest rank */
     int io_aggregator;           /* 1 on node-local rank 0: the node's MPI-IO aggregator */
     int n_cores;                 /* cores in the binding as it is now (what OpenMP can use) */
+    int n_threads;               /* OpenMP threads of a parallel region, after pinning */
+    int threads_explicit;        /* 1 when OMP_NUM_THREADS chose n_threads, 0 when llmtrain did */
     int oversubscribed;          /* node-local ranks outnumber the node's cores */
     int node_cores;              /* cores of the node (PUs when hwloc sees no cores) */
     char host[TOPO_STR];
@@ -34,8 +53,14 @@ typedef struct topology_place_info {
     char numa[TOPO_STR];         /* OS indices of the NUMA nodes the binding touches: "0" */
     char gpu[TOPO_STR];          /* nearest GPU: "cuda0", "nvml1", "card0", ... or "none" */
     char gpu_pci[TOPO_STR];      /* its PCI bus id "0000:65:00.0" (cudaDeviceGetByPCIBusId), or "" */
-    char binding[TOPO_STATUS];   /* "bound by llmtrain", "bound by launcher", "not bound
-                                    (bind_mode = none)", "not permitted: <strerror>" */
+    char threads[TOPO_THREADS];  /* the OpenMP threads where the OS has them (sched_getaffinity of
+                                    each, in thread order; logical core indices, a run of 3 or
+                                    more as a range, a thread on several cores in brackets):
+                                    "1 on core 0", "2 on cores 2,3", "8 on cores 0-7",
+                                    "2 on cores [0-1],[0-1]" */
+    char binding[TOPO_STATUS];   /* "bound by llmtrain", "kept launcher binding", "not bound
+                                    (bind_mode = none)", "bound by launcher (bind_mode = none)",
+                                    "not permitted: <strerror>" */
 } topology_place_info_t;
 
 typedef struct topology {
@@ -48,11 +73,13 @@ typedef struct topology {
 } topology_t;
 
 /* Load the topology, find the node-local rank, bind this process (bind_mode "cores") or leave
- * it alone ("none"), and record the placement. Collective over world. Binding applies to the
- * whole process (every thread), so OpenMP threads started later inherit it. */
+ * it alone ("none"), set the OpenMP thread count and pin each thread to its core ("cores"), and
+ * record the placement (this runs OpenMP parallel regions). Collective over world. Call it
+ * from the thread that runs the parallel regions (main's), before any of them. */
 void topology_place(topology_t *t, MPI_Comm world, const char *bind_mode);
 /* Rank 0 prints one line per rank: rank, host, local rank, cores, NUMA, GPU, aggregator,
- * binding status. Collective over world. topology_fprint writes the table to `out` (rank 0). */
+ * threads, binding status; a note per oversubscribed node and a warning when OMP_NUM_THREADS
+ * exceeds a rank's cores. Collective over world. topology_fprint writes the table to `out` (rank 0). */
 void topology_print(const topology_t *t, MPI_Comm world);
 void topology_fprint(const topology_t *t, MPI_Comm world, FILE *out);
 /* MPI-IO hints for collective buffering with one aggregator per node (cb_nodes = number of

@@ -1,8 +1,12 @@
 /* test_topology.c — hwloc placement. Reference: the placement rule computed by hand (cores
  * [r*n/k, (r+1)*n/k), core r mod n when oversubscribed), the binding hwloc reports before and
- * after, and the node-local ranks MPI_Comm_split_type gives independently; exact.
- * Runs on 1 rank (make check) and under `mpirun -np 4` (validation/e2e/placement.sh): every
- * rank checks its own record, rank 0 checks the table has one row per rank. */
+ * after, the node-local ranks MPI_Comm_split_type gives independently, each OpenMP thread's
+ * affinity as sched_getaffinity reports it, and what MPI-IO reports for a file opened with the
+ * hints; exact.
+ * Runs on 1 rank (make check) and under mpirun (validation/e2e/placement.sh, 4 ranks;
+ * validation/e2e/thread_binding.sh, with OMP_PLACES / OMP_PROC_BIND and without
+ * OMP_NUM_THREADS): every rank checks its own record, rank 0 checks the table has one row per
+ * rank. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +15,9 @@
 
 #include <hwloc.h>
 #include <mpi.h>
+#include <omp.h>
+#include <sched.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +32,38 @@ static hwloc_bitmap_t binding_now(const topology_t *t) {
     hwloc_bitmap_t b = hwloc_bitmap_alloc();
     assert_non_null(b);
     assert_int_equal(hwloc_get_cpubind(t->hw, b, HWLOC_CPUBIND_PROCESS), 0);
+    return b;
+}
+
+/* The logical indices of the cores (PUs without cores) that `set` touches, as a list "0-3". */
+static const char *cores_text(hwloc_topology_t hw, hwloc_const_bitmap_t set) {
+    static char text[256];
+    hwloc_obj_type_t type =
+        hwloc_get_nbobjs_by_type(hw, HWLOC_OBJ_CORE) > 0 ? HWLOC_OBJ_CORE : HWLOC_OBJ_PU;
+    hwloc_bitmap_t cores = hwloc_bitmap_alloc();
+    for (hwloc_obj_t o = NULL; (o = hwloc_get_next_obj_by_type(hw, type, o)) != NULL;)
+        if (hwloc_bitmap_intersects(o->cpuset, set)) hwloc_bitmap_set(cores, o->logical_index);
+    hwloc_bitmap_list_snprintf(text, sizeof text, cores);
+    hwloc_bitmap_free(cores);
+    return text;
+}
+
+/* The binding the launcher gave, worked out independently: with OpenMP binding active the
+ * union of the runtime's places (libgomp cut them from the affinity at load and has pinned this
+ * thread to one of them), else the binding as it was before placement. */
+static hwloc_bitmap_t launcher_binding_expected(hwloc_const_bitmap_t before) {
+    hwloc_bitmap_t b = hwloc_bitmap_alloc();
+    assert_non_null(b);
+    if (omp_get_proc_bind() == omp_proc_bind_false || omp_get_num_places() <= 0) {
+        hwloc_bitmap_copy(b, before);
+        return b;
+    }
+    for (int p = 0; p < omp_get_num_places(); p++) {
+        int ids[1024], n = omp_get_place_num_procs(p);
+        assert_true(n <= 1024);
+        omp_get_place_proc_ids(p, ids);
+        for (int i = 0; i < n; i++) hwloc_bitmap_set(b, (unsigned)ids[i]);
+    }
     return b;
 }
 
@@ -60,9 +99,15 @@ static void topology_bind_none_leaves_binding_unchanged(void **state) {
     hwloc_topology_t hw;
     assert_int_equal(hwloc_topology_init(&hw), 0);
     assert_int_equal(hwloc_topology_load(hw), 0);
+    /* placement runs a parallel region, and with OMP_PLACES the runtime binds each thread it
+     * starts to a place: start them first, so what is compared is what placement did */
+    int threads = 0;
+#pragma omp parallel
+    if (omp_get_thread_num() == 0) threads = omp_get_num_threads();
     hwloc_bitmap_t before = hwloc_bitmap_alloc();
     assert_int_equal(hwloc_get_cpubind(hw, before, HWLOC_CPUBIND_PROCESS), 0);
     topology_place(&t, MPI_COMM_WORLD, "none");
+    assert_int_equal(t.me.n_threads, threads); /* the count is left to OMP_NUM_THREADS */
     hwloc_bitmap_t after = binding_now(&t);
     char b[64], a[64];
     hwloc_bitmap_list_snprintf(b, sizeof b, before);
@@ -120,22 +165,144 @@ static void topology_place_cores_gives_nonempty_core_list_and_one_aggregator(voi
         hwloc_bitmap_t want = hwloc_bitmap_alloc();
         for (int i = first; i < first + count; i++)
             hwloc_bitmap_or(want, want, hwloc_get_obj_by_type(t.hw, type, i)->cpuset);
-        assert_true(hwloc_bitmap_isequal(want, after));
+        /* every thread is within it (OpenMP threads each on one of its cores) */
+        assert_true(hwloc_bitmap_isincluded(after, want));
+        assert_string_equal(t.me.cores, cores_text(t.hw, want));
         assert_int_equal(t.me.n_cores, count);
         assert_int_equal(strstr(t.me.binding, "oversubscribed") != NULL, t.me.oversubscribed);
         hwloc_bitmap_free(want);
     } else {
-        assert_true(strncmp(t.me.binding, "bound by launcher", 17) == 0 ||
+        assert_true(strncmp(t.me.binding, "kept launcher binding", 21) == 0 ||
                     strncmp(t.me.binding, "not permitted: ", 15) == 0);
-        if (strncmp(t.me.binding, "bound by launcher", 17) == 0)
-            assert_true(hwloc_bitmap_isequal(before, after)); /* kept as the launcher made it */
+        if (strncmp(t.me.binding, "kept launcher binding", 21) == 0) {
+            /* kept as the launcher made it, not as the OpenMP runtime narrowed it */
+            hwloc_bitmap_t want = launcher_binding_expected(before);
+            char w[64], a[64];
+            hwloc_bitmap_list_snprintf(w, sizeof w, want);
+            hwloc_bitmap_list_snprintf(a, sizeof a, after);
+            printf("  rank %d: launcher binding %s, after placement %s\n", world_rank, w, a);
+            assert_true(hwloc_bitmap_isincluded(after, want));
+            assert_string_equal(t.me.cores, cores_text(t.hw, want));
+            hwloc_bitmap_free(want);
+        }
     }
     topology_print(&t, MPI_COMM_WORLD);
-    /* undo the binding so later tests start from the machine as the launcher gave it */
-    if (strncmp(t.me.binding, "bound by llmtrain", 17) == 0)
+    /* undo the binding (every thread) so later tests start from the binding they found */
+    if (strncmp(t.me.binding, "not permitted", 13) != 0)
         assert_int_equal(hwloc_set_cpubind(hw, before, HWLOC_CPUBIND_PROCESS), 0);
     hwloc_bitmap_free(before);
     hwloc_bitmap_free(after);
+    hwloc_topology_destroy(hw);
+    topology_destroy(&t);
+}
+
+/* Which of the binding's cores `core[0..n)` (each as its PUs within the binding) the calling
+ * thread is on: the index of the one that is exactly its sched_getaffinity mask, or -1. */
+static int this_thread_core(hwloc_bitmap_t *core, int n_cores) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return -1;
+    for (int k = 0; k < n_cores; k++) {
+        bool same = true;
+        for (int cpu = 0; cpu < CPU_SETSIZE && same; cpu++)
+            same = (CPU_ISSET(cpu, &set) != 0) == (hwloc_bitmap_isset(core[k], (unsigned)cpu) != 0);
+        if (same) return k;
+    }
+    return -1;
+}
+
+/* core_of[thread] for the threads of a parallel region (`loop`: a static work-shared loop, as
+ * the kernels run); returns the team size. */
+static int thread_cores(hwloc_bitmap_t *core, int n_cores, int *core_of, int max, bool loop) {
+    int team = 0;
+    if (loop) {
+#pragma omp parallel for schedule(static)
+        for (int i = 0; i < max; i++) {
+            if (i == 0) team = omp_get_num_threads();
+            if (omp_get_thread_num() < max)
+                core_of[omp_get_thread_num()] = this_thread_core(core, n_cores);
+        }
+    } else {
+#pragma omp parallel
+        {
+            if (omp_get_thread_num() == 0) team = omp_get_num_threads();
+            if (omp_get_thread_num() < max)
+                core_of[omp_get_thread_num()] = this_thread_core(core, n_cores);
+        }
+    }
+    return team;
+}
+
+/* After placement with bind_mode "cores", OpenMP runs one thread per core of the binding (the
+ * value of OMP_NUM_THREADS when it is set), and thread i is on exactly core i mod n of the
+ * binding as sched_getaffinity reports it, in a new region and in a work-shared loop like the
+ * kernels'; the record's thread column says the same. */
+static void topology_place_cores_pins_openmp_thread_i_to_core_i_mod_n_of_the_binding(void **state) {
+    (void)state;
+    hwloc_topology_t hw;
+    assert_int_equal(hwloc_topology_init(&hw), 0);
+    assert_int_equal(hwloc_topology_load(hw), 0);
+    hwloc_bitmap_t before = hwloc_bitmap_alloc();
+    assert_int_equal(hwloc_get_cpubind(hw, before, HWLOC_CPUBIND_PROCESS), 0);
+    topology_t t;
+    topology_place(&t, MPI_COMM_WORLD, "cores");
+    if (strncmp(t.me.binding, "not permitted", 13) == 0) {
+        printf("  rank %d: binding refused, no threads to check\n", world_rank);
+    } else {
+        /* the binding's cores, in logical order, from the record (checked in the test above) */
+        hwloc_bitmap_t list = hwloc_bitmap_alloc();
+        assert_int_equal(hwloc_bitmap_list_sscanf(list, t.me.cores), 0);
+        hwloc_obj_type_t type =
+            hwloc_get_nbobjs_by_type(hw, HWLOC_OBJ_CORE) > 0 ? HWLOC_OBJ_CORE : HWLOC_OBJ_PU;
+        hwloc_bitmap_t within = hwloc_bitmap_alloc(), core[256];
+        assert_int_equal(hwloc_get_cpubind(hw, within, HWLOC_CPUBIND_PROCESS), 0);
+        unsigned logical[256];
+        int n_cores = 0, l;
+        hwloc_bitmap_foreach_begin(l, list) {
+            assert_true(n_cores < 256);
+            hwloc_obj_t obj = hwloc_get_obj_by_type(hw, type, (unsigned)l);
+            logical[n_cores] = obj->logical_index;
+            core[n_cores] = hwloc_bitmap_alloc();
+            hwloc_bitmap_and(core[n_cores++], obj->cpuset, within);
+        }
+        hwloc_bitmap_foreach_end();
+        hwloc_bitmap_free(list);
+        hwloc_bitmap_free(within);
+        assert_int_equal(n_cores, t.me.n_cores);
+        const char *env = getenv("OMP_NUM_THREADS");
+        const int want = env && env[0] ? atoi(env) : n_cores;
+        printf("  rank %d: OMP_NUM_THREADS %s, cores %s: want %d threads; record \"%s\"\n",
+               world_rank, env ? env : "(unset)", t.me.cores, want, t.me.threads);
+        assert_int_equal(omp_get_max_threads(), want);
+        int core_of[256];
+        for (int pass = 0; pass < 2; pass++) {
+            for (int i = 0; i < 256; i++) core_of[i] = -3;
+            int team = thread_cores(core, n_cores, core_of, 256, pass == 1);
+            assert_int_equal(team, want);
+            assert_int_equal(t.me.n_threads, team);
+            for (int i = 0; i < team && i < 256; i++) {
+                if (core_of[i] != i % n_cores)
+                    printf("  rank %d %s: thread %d is on binding core #%d, want #%d (L#%u)\n",
+                           world_rank, pass ? "loop" : "region", i, core_of[i], i % n_cores,
+                           logical[i % n_cores]);
+                assert_int_equal(core_of[i], i % n_cores);
+            }
+        }
+        char head[32];
+        snprintf(head, sizeof head, "%d on core", want);
+        assert_int_equal(strncmp(t.me.threads, head, strlen(head)), 0);
+        if (want <= 2) { /* short enough to spell out: "1 on core L", "2 on cores L0,L1" */
+            char text[64];
+            if (want == 1)
+                snprintf(text, sizeof text, "1 on core %u", logical[0]);
+            else
+                snprintf(text, sizeof text, "2 on cores %u,%u", logical[0], logical[1 % n_cores]);
+            assert_string_equal(t.me.threads, text);
+        }
+        for (int k = 0; k < n_cores; k++) hwloc_bitmap_free(core[k]);
+        assert_int_equal(hwloc_set_cpubind(hw, before, HWLOC_CPUBIND_PROCESS), 0);
+    }
+    hwloc_bitmap_free(before);
     hwloc_topology_destroy(hw);
     topology_destroy(&t);
 }
@@ -150,27 +317,124 @@ static const char *info_value(MPI_Info info, const char *key) {
     return value;
 }
 
-static void topology_io_hints_have_cb_nodes_per_node_and_cb_config_list(void **state) {
+/* Open `path` collectively with `hints`, write each rank's block and read its neighbour's back
+ * (collective calls), then check every key of `keys` that MPI_File_get_info reports has the
+ * value in `want`. Returns the number of those keys the implementation reported. */
+static int open_with_hints(const char *path, MPI_Info hints, const char *const *keys,
+                           const char *const *want, int n_keys) {
+    MPI_File fh;
+    char err[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    int rc = MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_CREATE | MPI_MODE_RDWR, hints, &fh);
+    if (rc != MPI_SUCCESS) {
+        MPI_Error_string(rc, err, &len);
+        printf("  rank %d: MPI_File_open(%s) with the hints failed: %s\n", world_rank, path, err);
+    }
+    assert_int_equal(rc, MPI_SUCCESS);
+    enum { N = 4096 };
+    static int block[N], back[N];
+    for (int i = 0; i < N; i++) block[i] = world_rank * N + i;
+    const int next = (world_rank + 1) % world_size;
+    assert_int_equal(MPI_File_write_at_all(fh, (MPI_Offset)world_rank * N * (MPI_Offset)sizeof(int),
+                                           block, N, MPI_INT, MPI_STATUS_IGNORE), MPI_SUCCESS);
+    assert_int_equal(MPI_File_sync(fh), MPI_SUCCESS); /* sync-barrier-sync: see the others' data */
+    MPI_Barrier(MPI_COMM_WORLD);
+    assert_int_equal(MPI_File_sync(fh), MPI_SUCCESS);
+    assert_int_equal(MPI_File_read_at_all(fh, (MPI_Offset)next * N * (MPI_Offset)sizeof(int), back,
+                                          N, MPI_INT, MPI_STATUS_IGNORE), MPI_SUCCESS);
+    for (int i = 0; i < N; i++)
+        if (back[i] != next * N + i) {
+            printf("  rank %d: read back element %d of rank %d's block: %d, want %d\n", world_rank,
+                   i, next, back[i], next * N + i);
+            fail();
+        }
+    MPI_Info got;
+    assert_int_equal(MPI_File_get_info(fh, &got), MPI_SUCCESS);
+    int n_got = 0, reported = 0;
+    MPI_Info_get_nkeys(got, &n_got);
+    if (world_rank == 0) {
+        printf("  %s: MPI_File_get_info reports %d keys:", path, n_got);
+        for (int i = 0; i < n_got; i++) {
+            char key[MPI_MAX_INFO_KEY + 1];
+            MPI_Info_get_nthkey(got, i, key);
+            printf(" %s=%s", key, info_value(got, key));
+        }
+        printf("\n");
+    }
+    for (int i = 0; i < n_keys; i++) {
+        int vlen = 0, flag = 0;
+        MPI_Info_get_valuelen(got, keys[i], &vlen, &flag);
+        if (!flag) {
+            if (world_rank == 0) printf("  %s: not reported by this MPI-IO\n", keys[i]);
+            continue;
+        }
+        reported++;
+        if (strcmp(info_value(got, keys[i]), want[i]) != 0)
+            printf("  rank %d: MPI-IO reports %s = %s, asked for %s\n", world_rank, keys[i],
+                   info_value(got, keys[i]), want[i]);
+        assert_string_equal(info_value(got, keys[i]), want[i]);
+    }
+    MPI_Info_free(&got);
+    assert_int_equal(MPI_File_close(&fh), MPI_SUCCESS);
+    return reported;
+}
+
+/* Whether this MPI-IO reports back a key it cannot know: then what it reports is the hints as
+ * given, not what it applied (Open MPI 4.1 does this, for OMPIO and its ROMIO component alike). */
+static bool mpi_io_echoes_unknown_keys(const char *path) {
+    MPI_Info info;
+    MPI_Info_create(&info);
+    MPI_Info_set(info, "llmtrain_no_such_hint", "1");
+    MPI_File fh;
+    assert_int_equal(MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_CREATE | MPI_MODE_RDWR, info,
+                                   &fh), MPI_SUCCESS);
+    MPI_Info got;
+    assert_int_equal(MPI_File_get_info(fh, &got), MPI_SUCCESS);
+    int vlen = 0, flag = 0;
+    MPI_Info_get_valuelen(got, "llmtrain_no_such_hint", &vlen, &flag);
+    MPI_Info_free(&got);
+    MPI_Info_free(&info);
+    assert_int_equal(MPI_File_close(&fh), MPI_SUCCESS);
+    return flag != 0;
+}
+
+/* The hints a checkpoint is opened with do not make a collective open, write or read fail, and
+ * every hint the MPI-IO layer reports for the open file has the value topology_io_hints meant:
+ * cb_nodes = number of nodes (1: every test rank is on this host), cb_config_list "*:1" (one
+ * aggregator per node), romio_cb_read/write "enable", and the Lustre striping when asked. Which
+ * keys are reported is the implementation's choice (ROMIO-based MPIs report the values they use,
+ * so a hint they changed would show as a difference; Open MPI 4.1 reports every key given); the
+ * test prints them and the conclusion. */
+static void topology_io_hints_open_write_read_collectively_and_mpi_io_reports_them(void **state) {
     (void)state;
     topology_t t;
     topology_place(&t, MPI_COMM_WORLD, "none");
-    char nodes[16];
-    snprintf(nodes, sizeof nodes, "%d", t.n_nodes);
+    assert_int_equal(t.n_nodes, 1);
+    char tmp[256] = "/tmp/llmt_test_topology_XXXXXX";
+    if (world_rank == 0) assert_non_null(mkdtemp(tmp));
+    MPI_Bcast(tmp, sizeof tmp, MPI_CHAR, 0, MPI_COMM_WORLD);
+    char path[3][300];
+    for (int i = 0; i < 3; i++) snprintf(path[i], sizeof path[i], "%s/hints%d.bin", tmp, i);
+
+    const char *keys[] = {"cb_nodes", "cb_config_list", "romio_cb_write", "romio_cb_read",
+                          "striping_factor", "striping_unit"};
+    const char *want[] = {"1", "*:1", "enable", "enable", "8", "4194304"};
     MPI_Info info = topology_io_hints(&t, MPI_COMM_WORLD, 0, 0);
-    const char *keys[] = {"cb_nodes", "cb_config_list", "romio_cb_write", "romio_cb_read"};
-    for (int i = 0; i < 4; i++) printf("  %s = %s\n", keys[i], info_value(info, keys[i]));
-    assert_string_equal(info_value(info, "cb_nodes"), nodes);
-    assert_string_equal(info_value(info, "cb_nodes"), "1"); /* every test rank is on this host */
-    assert_string_equal(info_value(info, "cb_config_list"), "*:1");
-    assert_string_equal(info_value(info, "romio_cb_write"), "enable");
-    assert_string_equal(info_value(info, "romio_cb_read"), "enable");
-    assert_string_equal(info_value(info, "striping_factor"), "");
-    assert_string_equal(info_value(info, "striping_unit"), "");
+    int n_plain = open_with_hints(path[0], info, keys, want, 4);
     MPI_Info_free(&info);
     info = topology_io_hints(&t, MPI_COMM_WORLD, 8, 4L << 20);
-    assert_string_equal(info_value(info, "striping_factor"), "8");
-    assert_string_equal(info_value(info, "striping_unit"), "4194304");
+    int n_striped = open_with_hints(path[1], info, keys, want, 6);
     MPI_Info_free(&info);
+    bool echoes = mpi_io_echoes_unknown_keys(path[2]);
+    if (world_rank == 0)
+        printf("  MPI-IO reported %d of 4 hints (%d of 6 with striping); it %s\n", n_plain,
+               n_striped, echoes ? "also reports an unknown key, so it reports the hints as "
+                                   "given, not what it applied" : "drops unknown keys");
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (world_rank == 0) {
+        for (int i = 0; i < 3; i++) unlink(path[i]);
+        rmdir(tmp);
+    }
     topology_destroy(&t);
 }
 
@@ -212,7 +476,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(topology_split_cores_is_even_contiguous_and_mod_n_when_oversubscribed),
         cmocka_unit_test(topology_bind_none_leaves_binding_unchanged),
         cmocka_unit_test(topology_place_cores_gives_nonempty_core_list_and_one_aggregator),
-        cmocka_unit_test(topology_io_hints_have_cb_nodes_per_node_and_cb_config_list),
+        cmocka_unit_test(topology_place_cores_pins_openmp_thread_i_to_core_i_mod_n_of_the_binding),
+        cmocka_unit_test(topology_io_hints_open_write_read_collectively_and_mpi_io_reports_them),
         cmocka_unit_test(topology_print_table_has_a_header_and_one_row_per_rank),
     };
     int failed = cmocka_run_group_tests_name("topology", tests, NULL, NULL);
