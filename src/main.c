@@ -106,10 +106,10 @@ int main(int argc, char **argv) {
     grid_create(&grid, &cfg, MPI_COMM_WORLD);
     watchdog_leave();
     name_communicators(&grid);
-    if (rank == 0) print_banner(&cfg, world);
     topology_t topo;
     watchdog_enter("placement (hwloc)", "all ranks");
-    topology_place(&topo, MPI_COMM_WORLD, cfg.bind);
+    topology_place(&topo, MPI_COMM_WORLD, cfg.bind); /* sets the OpenMP thread count too */
+    if (rank == 0) print_banner(&cfg, world);
     topology_print(&topo, MPI_COMM_WORLD);
     grid_print(&grid, MPI_COMM_WORLD);
     watchdog_leave();

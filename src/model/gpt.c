@@ -3,6 +3,7 @@
  * Notation: N = B*T rows, C = d_model, F = d_ff, NH heads of size hs, Vp padded vocabulary;
  * an `l` suffix means the local part under tensor parallelism (NHl = NH/tp, Fl = F/tp, ...). */
 #include "model/gpt.h"
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include "core/alloc.h"
@@ -147,6 +148,15 @@ void gpt_create(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T,
     m->T = T;
     m->ops = ops;
     params_create_stage(&m->P, cfg, par->tp, par->tp_rank, par->pp, par->pp_rank);
+    /* MPI counts are int: a stage whose local parameters exceed that cannot be reduced in one
+     * call (config bounds the per-rank size only from below when pp > 1: the layer partition
+     * lives here). The stages differ, so the ranks agree. */
+    char big[300];
+    if (m->P.total > INT_MAX)
+        snprintf(big, sizeof big, "pipeline stage %d holds %zu parameters per tp rank, more than "
+                 "2147483647 (32-bit MPI counts): use a larger &parallel tp or pp", par->pp_rank,
+                 m->P.total);
+    comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, m->P.total > INT_MAX ? big : NULL);
     m->first_layer = m->P.first_layer;
     m->end_layer = m->P.end_layer;
     m->has_embed = m->P.has_embed;
