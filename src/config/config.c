@@ -16,6 +16,7 @@
 #include "config/namelist.h"
 #include "core/alloc.h"
 #include "core/error.h"
+#include "core/fileio.h"
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -860,27 +861,12 @@ void config_parse(const char *path, const char *text, config_t *cfg) {
     cfg->text = xstrdup(text);
 }
 
-/* Whole file into a NUL-terminated buffer; NULL with *err = errno on failure. */
+/* Whole file into a NUL-terminated buffer (malloc'd); NULL with *err = errno on failure. */
 static char *read_whole_file(const char *path, long long *len, int *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return (*err = errno), NULL;
-    size_t n = 0, cap = 4096;
-    char *buf = xrealloc_small(NULL, cap);
-    for (;;) {
-        n += fread(buf + n, 1, cap - 1 - n, f);
-        if (ferror(f) || n >= CFG_MAX_FILE) {
-            *err = ferror(f) ? errno : EFBIG;
-            fclose(f);
-            free(buf);
-            return NULL;
-        }
-        if (feof(f)) break;
-        if (n + 1 >= cap) buf = xrealloc_small(buf, cap *= 2);
-    }
-    fclose(f);
-    buf[n] = '\0';
+    size_t n = 0;
+    char *text = file_read_whole(path, CFG_MAX_FILE, &n, err);
     *len = (long long)n;
-    return buf;
+    return text;
 }
 
 /* Rank 0 reads, everyone receives: the file system sees one reader, not thousands. */
