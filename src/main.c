@@ -92,7 +92,7 @@ int main(int argc, char **argv) {
     /* From here on a signal is remembered (and acted on collectively), and no wait for a peer
      * goes unwatched, setup included. */
     stop_signals_install();
-    watchdog_peers_of(MPI_COMM_WORLD, "all ranks");
+    watchdog_peers_of(MPI_COMM_WORLD, "all");
     watchdog_start(startup_timeout_s(), rank);
     fault_point("startup", rank);
     config_t cfg;

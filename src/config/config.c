@@ -146,6 +146,7 @@ static const key_spec_t key_specs[] = {
     PLANNED_STR_KEY(G_TRAIN, "on_anomaly", on_anomaly, "skip", "warn|skip|abort", "rollback",
                     "rolling back to the last checkpoint is not implemented in this version"),
     INT_KEY(G_TRAIN, "inject_nan_step", inject_nan_step, -1, AT_LEAST(-1)),
+    INT_KEY(G_TRAIN, "dump_grads_step", dump_grads_step, -1, AT_LEAST(-1)),
 
     STR_KEY(G_DATA, "train_files", train_files, "", NULL),
     STR_KEY(G_DATA, "val_files", val_files, "", NULL),

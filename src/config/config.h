@@ -57,6 +57,8 @@ typedef struct config {
     char precision[8];      /* 'fp32' | 'bf16' | 'fp16' */
     char on_anomaly[16];    /* 'warn' | 'skip' | 'abort' */
     int inject_nan_step;    /* testing: make the loss NaN at this step (-1 = never) */
+    int dump_grads_step;    /* testing: write the reduced gradients of this step (0-based, before
+                               clipping) to grads_stepNNNNNN.h5 in global shapes (-1 = never) */
 
     /* &data */
     char train_files[CFG_STR]; /* glob pattern(s), blank- or comma-separated */

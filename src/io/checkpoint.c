@@ -427,12 +427,12 @@ int ckpt_save(const char *path, MPI_Comm comm, MPI_Info info, const params_t *P,
     if (w.dxpl >= 0) H5Pclose(w.dxpl);
     /* A rank that saw nothing wrong joins the agreement with NULL; the failing rank's message
      * reaches every rank. */
-    int failed = comm_agree(comm, w.bad ? w.msg : NULL, err, errlen);
+    int failed = comm_agree(comm, "checkpoint write", w.bad ? w.msg : NULL, err, errlen);
     if (!failed && rank == 0 && file_publish(tmp, path) != 0) {
         snprintf(w.msg, sizeof w.msg, "cannot publish %s as %s: %s", tmp, path, strerror(errno));
         w.bad = 1;
     }
-    if (!failed) failed = comm_agree(comm, rank == 0 && w.bad ? w.msg : NULL, err, errlen);
+    if (!failed) failed = comm_agree(comm, "checkpoint write", rank == 0 && w.bad ? w.msg : NULL, err, errlen);
     if (failed) {
         if (rank == 0) unlink(tmp); /* the old file of this name, if any, is untouched */
         comm_barrier(comm, "checkpoint write");
@@ -561,7 +561,7 @@ static hid_t open_for_read(reader_t *r, MPI_Info info) {
     char mine[700];
     snprintf(mine, sizeof mine, "checkpoint %s: not a readable HDF5 file (truncated or corrupt): %s",
              r->path, why);
-    if (comm_agree(r->comm, file < 0 ? mine : NULL, NULL, 0) > 0) {
+    if (comm_agree(r->comm, "checkpoint read", file < 0 ? mine : NULL, NULL, 0) > 0) {
         if (file >= 0) H5Fclose(file);
         errf(r->msg, r->len, "checkpoint %s: not a readable HDF5 file (truncated or corrupt)", r->path);
         return -1;

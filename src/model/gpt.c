@@ -156,7 +156,7 @@ void gpt_create(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T,
         snprintf(big, sizeof big, "pipeline stage %d holds %zu parameters per tp rank, more than "
                  "2147483647 (32-bit MPI counts): use a larger &parallel tp or pp", par->pp_rank,
                  m->P.total);
-    comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, m->P.total > INT_MAX ? big : NULL);
+    comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, "model setup", m->P.total > INT_MAX ? big : NULL);
     m->first_layer = m->P.first_layer;
     m->end_layer = m->P.end_layer;
     m->has_embed = m->P.has_embed;

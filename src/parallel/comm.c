@@ -156,15 +156,15 @@ void comm_split(MPI_Comm comm, int color, int key, MPI_Comm *out, const char *ph
 
 /* ---- errors that one rank may see alone -------------------------------------------------- */
 
-int comm_agree(MPI_Comm comm, const char *mine, char *out, size_t outlen) {
+int comm_agree(MPI_Comm comm, const char *phase, const char *mine, char *out, size_t outlen) {
     int rank = 0, size = 1;
     MPI_CHECK(MPI_Comm_rank(comm, &rank));
     MPI_CHECK(MPI_Comm_size(comm, &size));
     /* how many failed (every call), then who failed first (only when someone did) */
     int counted = mine ? 1 : 0, first = mine ? rank : size;
-    comm_allreduce(&counted, 1, MPI_INT, MPI_SUM, comm, "agreeing on errors");
+    comm_allreduce(&counted, 1, MPI_INT, MPI_SUM, comm, phase);
     if (counted == 0) return 0;
-    comm_allreduce(&first, 1, MPI_INT, MPI_MIN, comm, "agreeing on errors");
+    comm_allreduce(&first, 1, MPI_INT, MPI_MIN, comm, phase);
     char msg[COMM_MSG_MAX] = "";
     if (rank == first) {
         char host[256] = "?";
@@ -174,7 +174,7 @@ int comm_agree(MPI_Comm comm, const char *mine, char *out, size_t outlen) {
         MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
         snprintf(msg, sizeof msg, "rank %d (host %s): %s", world_rank, host, mine);
     }
-    comm_bcast(msg, (int)sizeof msg, MPI_CHAR, first, comm, "agreeing on errors");
+    comm_bcast(msg, (int)sizeof msg, MPI_CHAR, first, comm, phase);
     msg[sizeof msg - 1] = '\0';
     if (out && outlen) {
         if (counted > 1) snprintf(out, outlen, "%s [and %d more rank%s]", msg, counted - 1,
@@ -184,8 +184,8 @@ int comm_agree(MPI_Comm comm, const char *mine, char *out, size_t outlen) {
     return counted;
 }
 
-void comm_agree_or_exit(MPI_Comm comm, int exit_code, const char *mine) {
+void comm_agree_or_exit(MPI_Comm comm, int exit_code, const char *phase, const char *mine) {
     char msg[COMM_MSG_MAX + 64];
-    if (comm_agree(comm, mine, msg, sizeof msg) == 0) return;
+    if (comm_agree(comm, phase, mine, msg, sizeof msg) == 0) return;
     fatal_agreed(exit_code, msg);
 }

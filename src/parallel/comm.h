@@ -52,13 +52,13 @@ void comm_split(MPI_Comm comm, int color, int key, MPI_Comm *out, const char *ph
  * A file only some nodes can see, a directory one rank cannot write, a tokenizer one rank cannot
  * read: every rank states its own outcome and all learn the same verdict, so no rank is left
  * waiting in the next collective while another exits.
- * comm_agree: collective over comm. `mine` is this rank's error message, or NULL when it is
+ * comm_agree: collective over comm (watched as `phase`). `mine` is this rank's error message, or NULL when it is
  * fine. Returns the number of ranks that failed (0 on every rank when none did) and, when some
  * did, writes the lowest failing rank's message as "rank R (host H): <message>" (plus
  * " [and N more ranks]") into out on every rank. */
 #define COMM_MSG_MAX 2048
-int comm_agree(MPI_Comm comm, const char *mine, char *out, size_t outlen);
+int comm_agree(MPI_Comm comm, const char *phase, const char *mine, char *out, size_t outlen);
 /* The same, fatal: when any rank failed, rank 0 prints "llmtrain: error: rank R (host H): ..."
  * once and every rank exits with exit_code (after MPI_Finalize). Returns when no rank failed. */
-void comm_agree_or_exit(MPI_Comm comm, int exit_code, const char *mine);
+void comm_agree_or_exit(MPI_Comm comm, int exit_code, const char *phase, const char *mine);
 #endif

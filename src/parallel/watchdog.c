@@ -169,8 +169,8 @@ _Noreturn static void fire(const snapshot_t *s, long long now) {
         snprintf(step_text, sizeof step_text, "at startup (before the first step)");
     const char *peers = s->text.c + WATCHDOG_PHASE_LEN;
     int n = snprintf(msg, sizeof msg,
-                     "llmtrain: watchdog: rank %d waited %.1f s in '%s' %s for %s (timeout_s = "
-                     "%g): a peer is dead or hung; ending the job\n",
+                     "llmtrain: watchdog: rank %d waited %.1f s in '%s' %s for %s (timeout "
+                     "%g s): a peer is dead or hung; ending the job\n",
                      dog.world_rank, (double)(now - s->t_enter_ns) * 1e-9, s->text.c, step_text,
                      peers[0] ? peers : "its peers", (double)s->timeout_ns * 1e-9);
     if (n < 0 || n >= (int)sizeof msg) n = (int)strlen(msg);

@@ -84,7 +84,7 @@ static tokenizer_t *load_tokenizer(const config_t *cfg, int vocab_size) {
         tokenizer_destroy(tok);
         tok = NULL;
     }
-    comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, mine);
+    comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, "loading the tokenizer", mine);
     return tok;
 }
 

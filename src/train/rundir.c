@@ -57,7 +57,7 @@ static void prepare_dir(const char *dir, const char *what, const config_t *cfg) 
                  cfg->source_path, what, dir, strerror(errno));
         mine = msg;
     }
-    comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, mine);
+    comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, "preparing the run directory", mine);
 }
 
 /* ---- the lock ----------------------------------------------------------------------------- */
@@ -267,9 +267,9 @@ void rundir_open(rundir_t *rd, const config_t *cfg) {
     }
     if (mine) {
         rundir_close(rd); /* a partly taken pair of locks is given back */
-        comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, mine);
+        comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, "locking the run directory", mine);
     }
-    comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, NULL);
+    comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, "locking the run directory", NULL);
     draw_run_id(rd);
 }
 
@@ -332,7 +332,7 @@ void rundir_check_fresh(const rundir_t *rd, const config_t *cfg) {
                     found[1][0] ? "; " : "", found[1]);
         }
     }
-    comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, mine);
+    comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, "checking the run directory", mine);
 }
 
 void rundir_close(rundir_t *rd) {

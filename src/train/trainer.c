@@ -27,7 +27,7 @@ static int is_root(const trainer_t *tr) { return tr->grid->world_rank == 0; }
 static void agree_on_data_error(const config_t *cfg, MPI_Comm comm, int failed, const char *err) {
     char msg[1400];
     if (failed) snprintf(msg, sizeof msg, "%s: &data %s", cfg->source_path, err);
-    comm_agree_or_exit(comm, LLMT_EXIT_USER, failed ? msg : NULL);
+    comm_agree_or_exit(comm, LLMT_EXIT_USER, "checking the data", failed ? msg : NULL);
 }
 
 /* Open a set of shards, check every token id (each rank scans 1/world of the set, so the ranks
@@ -171,7 +171,7 @@ static void open_metrics(trainer_t *tr, bool resumed) {
         snprintf(msg, sizeof msg, "cannot create the metrics file %s: %s", path, strerror(errno));
         mine = msg;
     }
-    comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, mine);
+    comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, "opening metrics.jsonl", mine);
 }
 
 /* &run init_from: weights of any grid (or a checkpoint's model part), checked against the
@@ -346,11 +346,33 @@ typedef struct step_result {
     bool anomaly, applied;
 } step_result_t;
 
+/* Testing hook (&train dump_grads_step): the step's gradients as the optimizer sees them
+ * (micro-batches accumulated through the pipeline schedule, reduced over dp, tied embedding
+ * summed; before clipping), in global shapes like a weights file, so a reference can compare
+ * them on any grid. */
+static void dump_grads(trainer_t *tr) {
+    char path[RUNDIR_PATH_MAX + 64], msg[COMM_MSG_MAX + 64];
+    snprintf(path, sizeof path, "%s/grads_step%06lld.h5", tr->rd.dir, (long long)tr->step);
+    float *host = xmalloc(tr->model.P.total * sizeof(float));
+    tr->ops->to_host(host, tr->model.grads, tr->model.P.total * sizeof(float));
+    ckpt_meta_t meta = {tr->step, tr->cfg->seed, tr->model.V, tr->model.Vp, tr->cfg->n_layer,
+                        tr->cfg->n_head, tr->cfg->d_model, tr->cfg->d_ff, tr->cfg->seq_len,
+                        tr->config_text, ""};
+    watchdog_enter_for("gradient dump", "all ranks", tr->cfg->io_timeout_s);
+    int rc = ckpt_write_weights(path, MPI_COMM_WORLD, &tr->model.P, host, &meta,
+                                tr->grid->rank_dp == 0, msg, sizeof msg);
+    watchdog_leave();
+    xfree(host);
+    if (rc != 0) fatal_user("&train dump_grads_step: %s", msg);
+    if (is_root(tr)) printf("gradients: wrote %s\n", path);
+}
+
 static step_result_t train_step(trainer_t *tr) {
     const config_t *cfg = tr->cfg;
     step_result_t r = {0};
     watchdog_set_step(tr->step + 1);
     double loss_sum = accumulate_gradients(tr);
+    if (tr->step == cfg->dump_grads_step) dump_grads(tr);
     if (tr->step == cfg->inject_nan_step) inject_nan(tr);
     r.loss = global_loss(tr, loss_sum);
     r.norm = global_grad_norm(tr);

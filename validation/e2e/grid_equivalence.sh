@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # 3D parallelism equals the serial run: with the same seed and global batch (8 sequences, micro
 # batch 1), every valid (dp, tp, pp) with dp*tp*pp in {2, 4, 8} on a tiny 8-layer model trains 10
-# steps with losses within 1e-5 relative of the 1-process run and final parameters within 1e-4
-# (absolute); a 3-layer model on pp = 2 (uneven stages) likewise; GPipe and 1F1B give
-# bit-identical losses. tp = 8 is not valid here (4 heads), so it is not run.
+# steps with losses AND gradient norms (before clipping) within 1e-5 relative of the 1-process run
+# and final parameters within 1e-4 (absolute); a 3-layer model on pp = 2 (uneven stages) likewise;
+# GPipe and 1F1B give bit-identical losses and norms. tp = 8 is not valid here (4 heads), so it is not run.
 source "$(dirname "$0")/lib.bash"
 grid_nml() { # name dp tp pp schedule n_layer
     cat >"$TEST_DIR/$1.nml" <<NML
@@ -24,6 +24,8 @@ compare() { # reference name
         awk -v n="$2" '{e = ($1 - $2) / $1; if (e < 0) e = -e; if (e > w) w = e; c++}
             END {printf "%-18s 10 losses, worst rel.err %.1e", n, w; exit !(c == 10 && w <= 1e-5)}' ||
         fail "$2: losses differ from $1 by more than 1e-5 relative"
+    same_series " | norms" 1e-5 <(norms "$TEST_DIR/$1/metrics.jsonl") <(norms "$TEST_DIR/$2/metrics.jsonl") | tr -d '\n' ||
+        fail "$2: gradient norms differ from $1 by more than 1e-5 relative"
     $PYTHON validation/compare_weights.py --atol 1e-4 "$TEST_DIR/$1/weights_step000010.h5" \
         "$TEST_DIR/$2/weights_step000010.h5" >"$TEST_DIR/$2.weights" ||
         { cat "$TEST_DIR/$2.weights"; fail "$2: final weights differ by more than 1e-4"; }
@@ -43,7 +45,9 @@ for g in 2,1,1 1,2,1 1,1,2 4,1,1 2,2,1 1,4,1 2,1,2 1,2,2 1,1,4 \
         run_grid ${name}_gpipe $((dp * tp * pp))
         cmp <(losses "$TEST_DIR/$name/metrics.jsonl") <(losses "$TEST_DIR/${name}_gpipe/metrics.jsonl") ||
             fail "$name: GPipe and 1F1B losses are not bit-identical"
-        echo "$name: GPipe and 1F1B losses bit-identical"
+        cmp <(norms "$TEST_DIR/$name/metrics.jsonl") <(norms "$TEST_DIR/${name}_gpipe/metrics.jsonl") ||
+            fail "$name: GPipe and 1F1B gradient norms are not bit-identical"
+        echo "$name: GPipe and 1F1B losses and gradient norms bit-identical"
     fi
 done
 grid_nml serial3 1 1 1 1f1b 3

@@ -53,6 +53,16 @@ NML
 
 # losses FILE: the training losses of a metrics.jsonl, one per line
 losses() { grep '"loss"' "$1" | sed 's/.*"loss":\([^,]*\),.*/\1/'; }
+# norms FILE: the gradient norms of a metrics.jsonl (before clipping), one per line. A wrong
+# gradient scale hides behind AdamW and clipping in the losses; the norm shows it.
+norms() { grep '"grad_norm"' "$1" | sed 's/.*"grad_norm":\([^,]*\),.*/\1/'; }
+# same_series NAME TOL FILE_A FILE_B: two columns of numbers agree to relative TOL, line by line,
+# and have the same (non-zero) length; prints the worst relative error
+same_series() {
+    paste "$3" "$4" | awk -v n="$1" -v tol="$2" '
+        NF != 2 {bad = 1} {e = ($1 - $2) / ($1 == 0 ? 1 : $1); if (e < 0) e = -e; if (e > w) w = e; c++}
+        END {printf "%s: %d values, worst rel.err %.1e (tol %g)\n", n, c, w, tol; exit !(c > 0 && !bad && w <= tol)}'
+}
 
 # launch_until_step NP NML NAME STEP: start llmtrain on NP ranks in the background (pid in
 # LAUNCH_PID, output in $TEST_DIR/NAME.log) and wait until metrics.jsonl shows STEP.

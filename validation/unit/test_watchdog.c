@@ -138,7 +138,7 @@ static void watchdog_wait_over_timeout_0_5s_exits_4_naming_phase_step_peers(void
     /* fires after the timeout and within two poll periods (0.05 s) plus scheduling slack */
     assert_true(r.seconds >= 0.5 && r.seconds < 2.0);
     assert_non_null(strstr(r.err, "llmtrain: watchdog: rank 3 waited "));
-    assert_non_null(strstr(r.err, "in 'test phase' at step 17 for rank 9 (timeout_s = 0.5)"));
+    assert_non_null(strstr(r.err, "in 'test phase' at step 17 for rank 9 (timeout 0.5 s)"));
     assert_non_null(strstr(r.err, "a peer is dead or hung; ending the job\n"));
 }
 
@@ -149,7 +149,7 @@ static void watchdog_enter_for_uses_its_own_timeout_0_3s(void **state) {
     assert_int_equal(r.exit_code, LLMT_EXIT_HANG);
     assert_true(r.seconds >= 0.3 && r.seconds < 2.0);
     assert_non_null(strstr(r.err, "rank 5 waited "));
-    assert_non_null(strstr(r.err, "in 'checkpoint write' at step 40 for all ranks (timeout_s = 0.3)"));
+    assert_non_null(strstr(r.err, "in 'checkpoint write' at step 40 for all ranks (timeout 0.3 s)"));
     run_child(long_wait_no_timeout, &r);
     assert_int_equal(r.exit_code, 0);
     assert_string_equal(r.err, "");
