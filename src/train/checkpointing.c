@@ -375,7 +375,22 @@ void ckpt_resume_apply(trainer_t *tr, ckpt_resumed_t *res) {
 
 static volatile sig_atomic_t stop_signal = 0;
 
-static void on_stop_signal(int sig) { stop_signal = sig; }
+/* After SIGTERM the launcher may stop reading our output: Open MPI's mpirun does as soon as it is
+ * told to terminate, and a rank whose next step line meets a full pipe would block there until
+ * it is killed, its checkpoint unwritten. So stdout and stderr stop blocking (fcntl is
+ * async-signal-safe): a line nobody reads any more is dropped, the checkpoint and
+ * metrics.jsonl (files) are complete. SIGUSR1 leaves them alone: mpirun forwards it and goes on
+ * reading. */
+static void on_stop_signal(int sig) {
+    int saved = errno;
+    if (sig == SIGTERM)
+        for (int fd = 1; fd <= 2; fd++) {
+            int flags = fcntl(fd, F_GETFL);
+            if (flags >= 0) fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+        }
+    stop_signal = sig;
+    errno = saved;
+}
 
 void stop_signals_install(void) {
     struct sigaction sa;

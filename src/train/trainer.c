@@ -509,19 +509,23 @@ static void print_time_split(trainer_t *tr) {
 static int stop_for_signal(trainer_t *tr, int sig, const char *when) {
     const char *name = sig == SIGTERM ? "SIGTERM" : "SIGUSR1";
     const bool untrained = tr->step == 0 && tr->last_ckpt_step < 0;
-    if (tr->last_ckpt_step == tr->step || untrained) {
+    int code = LLMT_EXIT_REQUEUE;
+    if (!(tr->last_ckpt_step == tr->step || untrained)) {
         if (is_root(tr))
-            printf("received %s%s at step %lld: %s; exiting with code %d so the job can be "
-                   "requeued (resume = 'auto' continues from it)\n", name, when,
-                   (long long)tr->step, untrained ? "nothing trained yet, nothing to save"
-                   : "the checkpoint of this step exists", LLMT_EXIT_REQUEUE);
-        return LLMT_EXIT_REQUEUE;
+            printf("received %s%s at step %lld: writing a checkpoint, then exiting with code %d "
+                   "so the job can be requeued (resume = 'auto' continues from it)\n", name, when,
+                   (long long)tr->step, LLMT_EXIT_REQUEUE);
+        code = ckpt_write_now(tr, "signal") == 0 ? LLMT_EXIT_REQUEUE : LLMT_EXIT_CKPT;
+    } else if (is_root(tr)) {
+        printf("received %s%s at step %lld: %s; exiting with code %d so the job can be "
+               "requeued (resume = 'auto' continues from it)\n", name, when, (long long)tr->step,
+               untrained ? "nothing trained yet, nothing to save"
+               : "the checkpoint of this step exists", LLMT_EXIT_REQUEUE);
     }
-    if (is_root(tr))
-        printf("received %s%s at step %lld: writing a checkpoint, then exiting with code %d so "
-               "the job can be requeued (resume = 'auto' continues from it)\n", name, when,
-               (long long)tr->step, LLMT_EXIT_REQUEUE);
-    return ckpt_write_now(tr, "signal") == 0 ? LLMT_EXIT_REQUEUE : LLMT_EXIT_CKPT;
+    /* the record survives where the launcher stopped reading stdout (see checkpointing.c) */
+    metrics_write(&tr->metrics, "\"step\":%lld,\"stopped_by\":\"%s\",\"exit_code\":%d",
+                  (long long)tr->step, name, code);
+    return code;
 }
 
 /* After each step: a checkpoint when one is due, then the stop signals (a signal that arrived
