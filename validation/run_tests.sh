@@ -57,7 +57,7 @@ for script in validation/e2e/*.sh; do
     [ -f "$script" ] && run_scenario "$script"
 done
 if [ ${#skipped[@]} -gt 0 ]; then
-    echo "skipped (not counted):"
+    echo "${#skipped[@]} skipped (neither passed nor failed; each says why):"
     printf '  %s\n' "${skipped[@]}"
 fi
 if [ ${#failed[@]} -gt 0 ]; then
