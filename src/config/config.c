@@ -866,7 +866,7 @@ void config_parse(const char *path, const char *text, config_t *cfg) {
 static char *read_whole_file(const char *path, long long *len, int *err) {
     size_t n = 0;
     char *text = file_read_whole(path, CFG_MAX_FILE, &n, err);
-    *len = (long long)n;
+    *len = text ? (long long)n : -1;
     return text;
 }
 

@@ -16,7 +16,9 @@
  *   1.5 -.5 1e-3 1.0d-3 1.5D+2                    reals
  *   3*0.0                                         repeat count: three values 0.0
  * Not supported, with a clear error: indexed assignment key(2) = 5, null values (a = 1,,3),
- * unquoted strings. */
+ * unquoted strings.
+ * Limits: at most 1,000,000 values per parse (repeat counts expanded) and 16 MiB of text; beyond
+ * them, one "path:line:col:" error. */
 #ifndef LLMT_NAMELIST_H
 #define LLMT_NAMELIST_H
 #include <stdbool.h>

@@ -8,7 +8,10 @@
  *    (MPI_Abort) so no rank is left hanging.
  *  - user errors (bad namelist, missing file, impossible grid): fatal_user() when every rank
  *    detects the same error (rank 0 prints, all ranks exit 2 after MPI_Finalize), or
- *    fatal_user_here() when only this rank knows (it prints with its rank and aborts with 2). */
+ *    fatal_user_here() when only this rank knows and no agreement is possible (it prints with its
+ *    rank and aborts with 2). Errors that can differ between ranks (a file one node cannot see)
+ *    are agreed first: parallel/comm.c comm_agree_or_exit carries the first failing rank's
+ *    message to every rank, and fatal_agreed() prints it once and ends every rank together. */
 #ifndef LLMT_ERROR_H
 #define LLMT_ERROR_H
 
