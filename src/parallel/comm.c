@@ -165,27 +165,37 @@ int comm_agree(MPI_Comm comm, const char *phase, const char *mine, char *out, si
     comm_allreduce(&counted, 1, MPI_INT, MPI_SUM, comm, phase);
     if (counted == 0) return 0;
     comm_allreduce(&first, 1, MPI_INT, MPI_MIN, comm, phase);
-    char msg[COMM_MSG_MAX] = "";
+    /* the first failing rank's own words, with where it runs */
+    struct {
+        int world_rank;
+        char host[64];
+        char text[COMM_MSG_MAX];
+    } first_msg = {0, "?", ""};
     if (rank == first) {
+        MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &first_msg.world_rank));
         char host[256] = "?";
         gethostname(host, sizeof host - 1);
-        host[sizeof host - 1] = '\0';
-        int world_rank = 0;
-        MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
-        snprintf(msg, sizeof msg, "rank %d (host %s): %s", world_rank, host, mine);
+        snprintf(first_msg.host, sizeof first_msg.host, "%.63s", host);
+        snprintf(first_msg.text, sizeof first_msg.text, "%s", mine);
     }
-    comm_bcast(msg, (int)sizeof msg, MPI_CHAR, first, comm, phase);
-    msg[sizeof msg - 1] = '\0';
+    comm_bcast(&first_msg, (int)sizeof first_msg, MPI_BYTE, first, comm, phase);
+    first_msg.host[sizeof first_msg.host - 1] = first_msg.text[sizeof first_msg.text - 1] = '\0';
+    /* every rank saw it (the same file everywhere): the message alone says it; some ranks did:
+     * which one, where, and how many others */
     if (out && outlen) {
-        if (counted > 1) snprintf(out, outlen, "%s [and %d more rank%s]", msg, counted - 1,
-                                  counted > 2 ? "s" : "");
-        else snprintf(out, outlen, "%s", msg);
+        if (counted == size && size > 1)
+            snprintf(out, outlen, "%s (on all %d ranks)", first_msg.text, size);
+        else if (counted == size)
+            snprintf(out, outlen, "%s", first_msg.text);
+        else
+            snprintf(out, outlen, "rank %d (host %s): %s%s", first_msg.world_rank, first_msg.host,
+                     first_msg.text, counted > 1 ? " [and other ranks]" : "");
     }
     return counted;
 }
 
 void comm_agree_or_exit(MPI_Comm comm, int exit_code, const char *phase, const char *mine) {
-    char msg[COMM_MSG_MAX + 64];
+    char msg[COMM_MSG_MAX + 160];
     if (comm_agree(comm, phase, mine, msg, sizeof msg) == 0) return;
     fatal_agreed(exit_code, msg);
 }

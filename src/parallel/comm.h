@@ -54,8 +54,9 @@ void comm_split(MPI_Comm comm, int color, int key, MPI_Comm *out, const char *ph
  * waiting in the next collective while another exits.
  * comm_agree: collective over comm (watched as `phase`). `mine` is this rank's error message, or NULL when it is
  * fine. Returns the number of ranks that failed (0 on every rank when none did) and, when some
- * did, writes the lowest failing rank's message as "rank R (host H): <message>" (plus
- * " [and N more ranks]") into out on every rank. */
+ * did, writes the lowest failing rank's message into out on every rank: as "rank R (host H):
+ * <message>" when only some ranks failed (plus " [and other ranks]" when more than one did),
+ * as "<message> (on all N ranks)" when every rank did. */
 #define COMM_MSG_MAX 2048
 int comm_agree(MPI_Comm comm, const char *phase, const char *mine, char *out, size_t outlen);
 /* The same, fatal: when any rank failed, rank 0 prints "llmtrain: error: rank R (host H): ..."
