@@ -147,6 +147,14 @@ void comm_gather(const void *mine, int count, MPI_Datatype type, void *all, int 
     unwatch(t0);
 }
 
+void comm_allgather(const void *mine, int count, MPI_Datatype type, void *all, MPI_Comm comm,
+                    const char *phase) {
+    double t0 = now_sec();
+    watch(phase, comm);
+    MPI_CHECK(MPI_Allgather(mine, count, type, all, count, type, comm));
+    unwatch(t0);
+}
+
 void comm_split(MPI_Comm comm, int color, int key, MPI_Comm *out, const char *phase) {
     double t0 = now_sec();
     watch(phase, comm);

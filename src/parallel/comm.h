@@ -46,6 +46,8 @@ void comm_allreduce(void *x, int count, MPI_Datatype type, MPI_Op op, MPI_Comm c
                     const char *phase); /* in place */
 void comm_gather(const void *mine, int count, MPI_Datatype type, void *all, int root,
                  MPI_Comm comm, const char *phase);
+void comm_allgather(const void *mine, int count, MPI_Datatype type, void *all, MPI_Comm comm,
+                    const char *phase);
 void comm_split(MPI_Comm comm, int color, int key, MPI_Comm *out, const char *phase);
 
 /* ---- errors that one rank may see alone ------------------------------------------------------

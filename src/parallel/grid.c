@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include "core/alloc.h"
 #include "core/error.h"
+#include "parallel/comm.h"
 
 /* Every check here runs on every rank with the same inputs, so fatal_user is collective. */
 static void grid_validate(const config_t *cfg, int world) {
@@ -37,13 +38,14 @@ void grid_create(grid_t *g, const config_t *cfg, MPI_Comm world) {
     g->rank_dp = (r / g->tp) % g->dp;
     g->rank_pp = r / (g->tp * g->dp);
     /* Ranks that share a color form a group; the key orders them by their coordinate. */
-    MPI_CHECK(MPI_Comm_split(world, g->rank_pp * g->dp + g->rank_dp, g->rank_tp, &g->tp_comm));
-    MPI_CHECK(MPI_Comm_split(world, g->rank_pp * g->tp + g->rank_tp, g->rank_dp, &g->dp_comm));
-    MPI_CHECK(MPI_Comm_split(world, g->rank_dp * g->tp + g->rank_tp, g->rank_pp, &g->pp_comm));
-    MPI_CHECK(MPI_Comm_split(world, g->rank_dp, g->rank_pp * g->tp + g->rank_tp, &g->mp_comm));
+    const char *phase = "building the process grid";
+    comm_split(world, g->rank_pp * g->dp + g->rank_dp, g->rank_tp, &g->tp_comm, phase);
+    comm_split(world, g->rank_pp * g->tp + g->rank_tp, g->rank_dp, &g->dp_comm, phase);
+    comm_split(world, g->rank_dp * g->tp + g->rank_tp, g->rank_pp, &g->pp_comm, phase);
+    comm_split(world, g->rank_dp, g->rank_pp * g->tp + g->rank_tp, &g->mp_comm, phase);
     bool end_stage = g->rank_pp == 0 || g->rank_pp == g->pp - 1;
     int color = end_stage ? g->rank_dp * g->tp + g->rank_tp : MPI_UNDEFINED;
-    MPI_CHECK(MPI_Comm_split(world, color, g->rank_pp, &g->embed_comm));
+    comm_split(world, color, g->rank_pp, &g->embed_comm, phase);
 }
 
 void grid_destroy(grid_t *g) {
@@ -58,8 +60,8 @@ void grid_print(const grid_t *g, MPI_Comm world) {
     int mine[3] = {g->rank_dp, g->rank_tp, g->rank_pp};
     int *all = g->world_rank == 0 ? xmalloc(sizeof(int) * 3 * (size_t)g->world_size) : NULL;
     char *hosts = g->world_rank == 0 ? xmalloc(64 * (size_t)g->world_size) : NULL;
-    MPI_CHECK(MPI_Gather(mine, 3, MPI_INT, all, 3, MPI_INT, 0, world));
-    MPI_CHECK(MPI_Gather(host, 64, MPI_CHAR, hosts, 64, MPI_CHAR, 0, world));
+    comm_gather(mine, 3, MPI_INT, all, 0, world, "printing the grid");
+    comm_gather(host, 64, MPI_CHAR, hosts, 0, world, "printing the grid");
     if (g->world_rank == 0) {
         printf("grid: %d ranks = dp %d x tp %d x pp %d\n", g->world_size, g->dp, g->tp, g->pp);
         printf("  %5s %4s %4s %4s  %s\n", "rank", "dp", "tp", "pp", "host");

@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include "core/alloc.h"
 #include "core/error.h"
+#include "parallel/comm.h"
 
 /* hwloc calls return -1 (or NULL) and set errno: report file:line, the call, and errno. */
 static const char *errno_text(int err) {
@@ -75,13 +76,13 @@ static void find_node(topology_t *t, MPI_Comm world) {
     /* the node leaders, ordered by world rank, number the nodes */
     int node[2] = {0, 0};
     MPI_Comm leaders;
-    MPI_CHECK(MPI_Comm_split(world, me->io_aggregator ? 0 : MPI_UNDEFINED, me->world_rank, &leaders));
+    comm_split(world, me->io_aggregator ? 0 : MPI_UNDEFINED, me->world_rank, &leaders, "placement (hwloc)");
     if (leaders != MPI_COMM_NULL) {
         MPI_CHECK(MPI_Comm_rank(leaders, &node[0]));
         MPI_CHECK(MPI_Comm_size(leaders, &node[1]));
         MPI_CHECK(MPI_Comm_free(&leaders));
     }
-    MPI_CHECK(MPI_Bcast(node, 2, MPI_INT, 0, t->node_comm));
+    comm_bcast(node, 2, MPI_INT, 0, t->node_comm, "placement (hwloc)");
     me->node_index = node[0];
     t->n_nodes = node[1];
     char host[256] = {0}; /* HOST_NAME_MAX is 64: gethostname fails on a shorter buffer */
@@ -151,7 +152,7 @@ static bool bind_process(topology_t *t, const char *bind_mode, hwloc_bitmap_t bi
      * together (one rank keeping a late binding while its neighbour rebinds would share cores). */
     hwloc_bitmap_t now = bitmap_new();
     int rebound = launcher_binding(hw, binding, now);
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &rebound, 1, MPI_INT, MPI_LOR, t->node_comm));
+    comm_allreduce(&rebound, 1, MPI_INT, MPI_LOR, t->node_comm, "placement (hwloc)");
     if (rebound) HWLOC_CHECK(hwloc_bitmap_copy(binding, now));
     hwloc_bitmap_free(now);
     const bool launcher_bound = !hwloc_bitmap_isincluded(machine, binding); /* narrower */
@@ -420,7 +421,7 @@ static void find_gpu(topology_t *t, hwloc_const_cpuset_t binding) {
     if (near == 0 && n > 0) near = n == 64 ? ~0ull : (1ull << n) - 1;
     /* every rank of the node sees the same GPU list, so the masks compare across ranks */
     uint64_t *all = xmalloc(sizeof *all * (size_t)me->local_size);
-    MPI_CHECK(MPI_Allgather(&near, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, t->node_comm));
+    comm_allgather(&near, 1, MPI_UINT64_T, all, t->node_comm, "placement (hwloc)");
     int p = 0, m = 0;
     for (int r = 0; r < me->local_size; r++)
         if (all[r] == near) {
@@ -546,8 +547,7 @@ void topology_fprint(const topology_t *t, MPI_Comm world, FILE *out) {
     const int n = t->world_size;
     const bool root = t->me.world_rank == 0;
     topology_place_info_t *all = root ? xmalloc(sizeof *all * (size_t)n) : NULL;
-    MPI_CHECK(MPI_Gather(&t->me, (int)sizeof t->me, MPI_BYTE, all, (int)sizeof t->me, MPI_BYTE, 0,
-                         world));
+    comm_gather(&t->me, (int)sizeof t->me, MPI_BYTE, all, 0, world, "printing the placement");
     if (root) {
         print_table(all, n, t->n_nodes, out);
         fflush(out);
