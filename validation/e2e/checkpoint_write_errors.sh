@@ -16,6 +16,9 @@
 #     is still not a number (refused), while UTF-8 string attributes as h5py writes them load.
 #  5. more than 64 checkpoint files: the newest is found (without a `latest` pointer).
 #  6. resume into a different model: refused naming the key (n_head), exit 2.
+#  7. resume = 'auto' with the global batch left unset takes the global batch of the file it
+#     actually resumes from: the newest file (global batch 16) is corrupt, the run falls back to
+#     step 4 (global batch 8) and must train with 8, not with the refused file's 16.
 source "$(dirname "$0")/lib.bash"
 ulimit -c 0
 nml() { # name max_steps [extra &model keys]
@@ -120,4 +123,20 @@ rc=$?
 [ $rc -eq 2 ] || { tail "$TEST_DIR/other.log"; fail "other: exit code $rc, expected 2"; }
 grep "was written for &model n_head = 4, but the namelist has n_head = 8" "$TEST_DIR/other.log" ||
     fail "other: the message does not name n_head"
+echo "== 7. the global batch of the file actually used"
+nml gb 4 && run gb || fail "gb: first run failed"
+sed -i "s/max_steps = 4/max_steps = 8/; s/global_batch = 8/global_batch = 16/" "$TEST_DIR/gb.nml"
+run gb || fail "gb: run with global batch 16 failed"
+$PYTHON - "$TEST_DIR/gb/ckpt_step00000008.h5" <<'PY' || fail "gb: corrupting failed"
+import sys, h5py
+with h5py.File(sys.argv[1], "r") as f:
+    assert f.attrs["global_batch"] == 16
+    off = f["model/wte"].id.get_offset() + 100
+with open(sys.argv[1], "r+b") as g:
+    g.seek(off); b = g.read(1); g.seek(off); g.write(bytes([b[0] ^ 1]))
+PY
+sed -i "s/max_steps = 8/max_steps = 10/; s/, global_batch = 16//" "$TEST_DIR/gb.nml"
+run gb || { tail "$TEST_DIR/gb.log"; fail "gb: the resumed run failed"; }
+grep -q "^resume: .*ckpt_step00000004.h5: step 4," "$TEST_DIR/gb.log" || fail "gb: did not fall back to step 4"
+grep "^batch: global 8 sequences" "$TEST_DIR/gb.log" || { grep "^batch" "$TEST_DIR/gb.log"; fail "gb: not the global batch of the step-4 file"; }
 echo "all checkpoint write and read failures degraded as documented"
