@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include "core/error.h"
 #include "core/fileio.h"
+#include "core/rng.h"
 #include "parallel/comm.h"
 
 #define LOCK_NAME ".llmtrain.lock"
@@ -213,14 +214,6 @@ static void release_at_exit(void) {
 
 /* ---- lineage ------------------------------------------------------------------------------ */
 
-static uint64_t mix(uint64_t x) {
-    x ^= x >> 31;
-    x *= 0x7fb5d329728ea185ull;
-    x ^= x >> 27;
-    x *= 0x81dadef4bc2dd44dull;
-    return x ^ (x >> 33);
-}
-
 /* 16 hex digits from the clock, the host and the pid of rank 0, shared with every rank. */
 static void draw_run_id(rundir_t *rd) {
     char id[CKPT_RUN_ID_LEN] = "";
@@ -229,9 +222,10 @@ static void draw_run_id(rundir_t *rd) {
         clock_gettime(CLOCK_REALTIME, &ts);
         char host[256];
         hostname_of_this(host, sizeof host);
-        uint64_t h = mix((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec);
-        for (const char *c = host; *c; c++) h = mix(h ^ (unsigned char)*c);
-        h = mix(h ^ (uint64_t)getpid());
+        /* Philox keyed by the clock, drawn at the host's and the pid's stream: unique per start */
+        philox_key_t key = rng_key((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec,
+                                   rng_hash_str(host) ^ (uint64_t)getpid());
+        uint64_t h = rng_u64(key, 0, 0);
         snprintf(id, sizeof id, "%016llx", (unsigned long long)h);
     }
     comm_bcast(id, (int)sizeof id, MPI_CHAR, 0, MPI_COMM_WORLD, "preparing the run directory");
