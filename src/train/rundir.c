@@ -93,13 +93,39 @@ static void parse_owner(const char *text, lock_owner_t *o) {
     }
 }
 
+/* On this host: why process `pid` cannot be a running llmtrain (it does not exist, it is a
+ * zombie its parent has not reaped yet, or its pid now belongs to another program), or NULL. */
+static const char *process_gone(pid_t pid) {
+    if (kill(pid, 0) != 0 && errno == ESRCH) return "its process no longer exists";
+    char path[64], stat[512] = "";
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return NULL; /* no /proc: trust kill() */
+    size_t n = fread(stat, 1, sizeof stat - 1, f);
+    fclose(f);
+    stat[n] = '\0';
+    /* "pid (comm) state ...": comm may hold spaces and parentheses, so take the last ')' */
+    const char *open = strchr(stat, '('), *close = strrchr(stat, ')');
+    if (!open || !close || close < open) return NULL;
+    if (close[1] == ' ' && (close[2] == 'Z' || close[2] == 'X')) return "its process has ended";
+    /* the same program as ours (whatever the binary is called) may be that run */
+    char self[64] = "";
+    f = fopen("/proc/self/comm", "r");
+    if (f) {
+        if (fgets(self, sizeof self, f)) self[strcspn(self, "\n")] = '\0';
+        fclose(f);
+    }
+    size_t len = (size_t)(close - open - 1);
+    if (self[0] && (strlen(self) != len || strncmp(open + 1, self, len) != 0))
+        return "its pid now belongs to another program";
+    return NULL;
+}
+
 /* Why a lock held by `old` may be taken over, or NULL when its owner may still be running. */
 static const char *stale_reason(const lock_owner_t *old, const lock_owner_t *me, double age_s) {
     if (age_s > RUNDIR_STALE_S) return "its heartbeat stopped";
     if (old->job[0] && strcmp(old->job, me->job) == 0) return "it belongs to this Slurm job (requeued)";
-    if (strcmp(old->host, me->host) == 0 && old->pid > 0 && kill((pid_t)old->pid, 0) != 0 &&
-        errno == ESRCH)
-        return "its process no longer exists";
+    if (strcmp(old->host, me->host) == 0 && old->pid > 0) return process_gone((pid_t)old->pid);
     return NULL;
 }
 
