@@ -2,7 +2,8 @@
 # A run directory belongs to one run (2 ranks):
 #  1. a second run in the directory of a running one refuses to start (exit 2, naming the owner's
 #     pid and host); the first is not disturbed.
-#  2. stale locks are taken over with a warning: a dead pid on this host, a heartbeat older than
+#  2. stale locks are taken over with a warning: a dead pid on this host, a pid that now runs
+#     another program, a heartbeat older than
 #     60 s (another host), the same Slurm job (a requeued job); a live lock of another host with
 #     a fresh heartbeat is refused.
 #  3. a fresh run (resume = 'none') into a directory with an older run's files refuses (exit 2);
@@ -54,6 +55,13 @@ printf 'host=%s\npid=999999\njob=\nstarted=1\n' "$(hostname)" >"$lock"
 run busy || fail "dead pid: the run did not start"
 grep "took over the stale lock .* of pid 999999 on host $(hostname): its process no longer exists" "$TEST_DIR/busy.log" ||
     fail "dead pid: no warning naming the stale lock"
+sleep 60 &
+other=$!
+printf 'host=%s\npid=%d\njob=\nstarted=1\n' "$(hostname)" $other >"$lock"
+run busy || fail "reused pid: the run did not start"
+kill $other
+grep -q "of pid $other on host $(hostname): its pid now belongs to another program" "$TEST_DIR/busy.log" ||
+    fail "reused pid: no warning (the lock named a live process that is not llmtrain)"
 printf 'host=elsewhere\npid=4242\njob=\nstarted=1\n' >"$lock"
 run busy
 expect_refused busy $? "names llmtrain pid 4242 on host elsewhere"
