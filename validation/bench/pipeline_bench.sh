@@ -19,7 +19,7 @@ run() { # name dp tp pp schedule
 &parallel dp = $2, tp = $3, pp = $4, schedule = '$5', bucket_mb = 1 /
 &train max_steps = 6, micro_batch = 2, global_batch = $((16 * $2)), lr = 1e-3 /
 &data train_files = 'data/tiny/train_*.bin' /
-&checkpoint save_weights = .false. /
+&checkpoint save_weights = .false., overwrite = .true. /
 &log every = 6 /
 NML
     $MPIRUN -np $(($2 * $3 * $4)) ./llmtrain $OUT/$1.nml >$OUT/$1.log 2>&1 || { tail $OUT/$1.log; exit 1; }

@@ -39,7 +39,7 @@ for cfg in $CONFIGS; do
 &model n_layer = $L, n_head = $NH, d_model = $C, vocab_size = 50257, seq_len = $T /
 &train max_steps = $STEPS, micro_batch = $B, lr = 6e-4, warmup_steps = 0 /
 &data train_files = 'data/bench/train_*.bin' /
-&checkpoint save_weights = .false. /
+&checkpoint save_weights = .false., overwrite = .true. /
 &log every = 1 /
 NML
     for ct in $CORETYPES; do
