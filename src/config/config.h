@@ -40,6 +40,7 @@ typedef struct config {
     char schedule[16];      /* 'gpipe' | '1f1b' | 'interleaved' */
     int virtual_stages;
     int zero_stage;         /* 0..3 */
+    bool zero3_resident;    /* ZeRO-3: gathered blocks stay until the next update (else rotate) */
     char recompute[16];     /* 'none' | 'selective' | 'full' */
     double bucket_mb;
     char bind[16];          /* 'cores': llmtrain binds each rank with hwloc; 'none' */

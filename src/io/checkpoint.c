@@ -293,6 +293,9 @@ static void create_config_dataset(writer_t *w, hid_t file, const char *text, hid
     if (space >= 0) H5Sclose(space);
 }
 
+/* What a rank that writes nothing passes to the collective H5Dwrite (an empty selection). */
+static const float dummy_data = 0.0f;
+
 /* Phase 1 for one tensor group: each dataset in its global shape with its checksum attribute
  * (the same value on every rank, as collective metadata requires). Returns its bytes. */
 static double create_tensor_group(writer_t *w, hid_t file, const char *name, const float *flat,
@@ -306,7 +309,7 @@ static double create_tensor_group(writer_t *w, hid_t file, const char *name, con
     W_TRY(w, group, "creating group", name);
     /* the checksums of every tensor in one reduction: sums of this rank's owned parts */
     uint64_t *sums = xcalloc((size_t)n, sizeof *sums);
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n && flat; i++)
         if (owns_copy(&w->P->p[i], w->P, w->owner))
             sums[i] = local_checksum(&w->P->p[i], w->P, flat + w->P->p[i].offset);
     comm_allreduce(sums, n, MPI_UINT64_T, MPI_SUM, w->comm, "checkpoint write");
@@ -314,7 +317,7 @@ static double create_tensor_group(writer_t *w, hid_t file, const char *name, con
     for (int i = 0; i < n && group >= 0; i++) {
         const param_t *p = &w->P->p[i];
         pd[i].p = p;
-        pd[i].data = flat + p->offset;
+        pd[i].data = flat ? flat + p->offset : (const void *)&dummy_data; /* non-writer: none read */
         snprintf(pd[i].object, sizeof pd[i].object, "/%s/%s", name, p->name);
         hsize_t dims[2];
         hid_t fspace = H5Screate_simple(global_dims(p, dims), dims, NULL);
@@ -367,7 +370,7 @@ static double write_contents(writer_t *w, hid_t file, int rank, const float *par
                              const ckpt_state_t *state) {
     const char *text = meta->config_text ? meta->config_text : "";
     const bool config_as_attr = strlen(text) <= CKPT_CONFIG_ATTR_MAX;
-    const int n = w->P->n, groups = m && v ? 3 : 1;
+    const int n = w->P->n, groups = state ? 3 : 1;
     const float *flat[3] = {params, m, v};
     const char *names[3] = {"model", "optimizer/adamw/m", "optimizer/adamw/v"};
     pending_t *pd = xcalloc((size_t)(groups * n + 1), sizeof *pd), *config = &pd[groups * n];
@@ -405,7 +408,7 @@ int ckpt_save(const char *path, MPI_Comm comm, MPI_Info info, const params_t *P,
     if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
         return errf(err, errlen, "%s: path too long", path);
     writer_t w = {.comm = comm, .P = P, .owner = owner, .dxpl = -1};
-    hid_t fapl = mpio_fapl(comm, info, meta_block_bytes(P, m && v));
+    hid_t fapl = mpio_fapl(comm, info, meta_block_bytes(P, state != NULL));
     W_TRY(&w, fapl, "setting up MPI-IO for", tmp);
     w.dxpl = collective_dxpl();
     W_TRY(&w, w.dxpl, "setting up collective transfers for", tmp);

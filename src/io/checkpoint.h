@@ -46,8 +46,10 @@ typedef struct ckpt_state {
     int64_t grid_dp, grid_tp, grid_pp;
 } ckpt_state_t;
 
-/* Collective over comm. params (and m, v for a checkpoint; NULL for a weights file) are host
- * copies of this rank's local flat buffers. `owner`: this rank's replica writes (dp rank 0).
+/* Collective over comm. params (and m, v for a checkpoint, i.e. when state is not NULL) are host
+ * copies of this rank's local flat buffers; a rank that is not an owner writes nothing and may
+ * pass NULL (ZeRO: only dp rank 0 assembles full copies). `owner`: this rank's replica writes
+ * (dp rank 0).
  * `info`: MPI-IO hints (MPI_INFO_NULL for none). Returns 0 with the bytes of tensor data in
  * *written, or -1 with one message in err on every rank: then nothing was published, the .tmp
  * file is gone and an earlier file of the same name is untouched. */

@@ -49,11 +49,54 @@ static void resolve_views(gpt_t *m) {
     m->lw = xcalloc((size_t)m->L, sizeof(gpt_layer_w_t));
     m->lg = xcalloc((size_t)m->L, sizeof(gpt_layer_w_t));
     for (int l = 0; l < m->L; l++) {
-        m->lw[l] = layer_weights(m, m->params, l);
+        if (m->params) m->lw[l] = layer_weights(m, m->params, l);
         m->lg[l] = layer_weights(m, m->grads, l);
     }
-    m->gw = global_weights(m, m->params);
+    if (m->params) m->gw = global_weights(m, m->params);
     m->gg = global_weights(m, m->grads);
+}
+
+/* Which unit a parameter belongs to (see gpt.h). */
+static int unit_of(const gpt_t *m, const param_t *p) {
+    if (p->layer < 0) return GPT_UNIT_EMBED;
+    return p->layer >= m->L ? GPT_UNIT_FINAL : p->layer;
+}
+
+void gpt_unit_range(const gpt_t *m, int unit, size_t *lo, size_t *hi) {
+    *lo = *hi = 0;
+    bool any = false;
+    for (int i = 0; i < m->P.n; i++) {
+        const param_t *p = &m->P.p[i];
+        if (!p->held || unit_of(m, p) != unit) continue;
+        size_t a = p->offset, b = i + 1 < m->P.n ? m->P.p[i + 1].offset : m->P.total;
+        if (!any || a < *lo) *lo = a;
+        if (!any || b > *hi) *hi = b;
+        any = true;
+    }
+}
+
+void gpt_bind_weights(gpt_t *m, int unit, float *base, size_t base_lo) {
+    /* views are computed as if base were the whole flat buffer shifted by base_lo; only the
+     * unit's own pointers are kept */
+    float *origin = base - base_lo;
+    if (unit >= 0) {
+        m->lw[unit] = layer_weights(m, origin, unit);
+        return;
+    }
+    gpt_global_w_t g = global_weights(m, origin);
+    if (unit == GPT_UNIT_EMBED) {
+        m->gw.wte = g.wte;
+        m->gw.wpe = g.wpe;
+    } else {
+        m->gw.lnfw = g.lnfw;
+        m->gw.lnfb = g.lnfb;
+    }
+}
+
+/* The unit's weights are about to be used: let the provider bind them (nothing to do when they
+ * are resident). */
+static void need_weights(gpt_t *m, int unit, int next) {
+    if (m->weights) m->weights->need(m->weights->ctx, unit, next);
 }
 
 /* ---------------------------------------------------------------- activation arena */
@@ -141,7 +184,7 @@ static void set_dims(gpt_t *m, const config_t *cfg, const gpt_parallel_t *par) {
 }
 
 void gpt_create(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T,
-                const gpt_parallel_t *par) {
+                const gpt_parallel_t *par, const gpt_weight_provider_t *provider) {
     memset(m, 0, sizeof *m);
     set_dims(m, cfg, par);
     m->B = B;
@@ -161,9 +204,12 @@ void gpt_create(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T,
     m->end_layer = m->P.end_layer;
     m->has_embed = m->P.has_embed;
     m->has_head = m->P.has_head;
-    m->params = ops->alloc(m->P.total * sizeof(float));
+    m->weights = provider;
+    if (!provider) {
+        m->params = ops->alloc(m->P.total * sizeof(float));
+        ops->zero(m->params, m->P.total);
+    }
     m->grads = ops->alloc(m->P.total * sizeof(float));
-    ops->zero(m->params, m->P.total);
     ops->zero(m->grads, m->P.total);
     resolve_views(m);
     alloc_slots(m);
@@ -195,6 +241,7 @@ void gpt_destroy(gpt_t *m) {
 }
 
 void gpt_init_params(gpt_t *m, uint64_t seed) {
+    ASSERT(m->params); /* with a weight provider the caller initialises what the provider holds */
     float *host = xcalloc(m->P.total, sizeof(float));
     params_init(&m->P, host, seed);
     m->ops->to_device(m->params, host, m->P.total * sizeof(float));
@@ -214,6 +261,7 @@ void gpt_embed(gpt_t *m, int s, const int *tokens, int B, int T) {
     ASSERT(m->has_embed && B <= m->B && T <= m->T);
     gpt_slot_t *sl = &m->slot[s];
     m->ops->to_device(sl->tokens, tokens, (size_t)B * T * sizeof(int));
+    need_weights(m, GPT_UNIT_EMBED, m->first_layer < m->end_layer ? m->first_layer : GPT_UNIT_NONE);
     /* vocab-parallel: each rank adds the rows it owns; rank 0 adds the positions */
     m->ops->embed_forward(sl->input, sl->tokens, m->gw.wte, m->gw.wpe, B, T, m->C, m->v_start,
                           m->Vl, m->par.tp_rank == 0);
@@ -225,6 +273,7 @@ static void block_forward(gpt_t *m, int l, gpt_layer_acts_t *a, const float *res
                           int T) {
     const ops_t *o = m->ops;
     const int N = B * T, C = m->C, Fl = m->Fl, Cl = m->NHl * m->hs;
+    need_weights(m, l, l + 1 < m->end_layer ? l + 1 : GPT_UNIT_NONE);
     const gpt_layer_w_t w = m->lw[l];
     o->layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, res_in, w.ln1w, w.ln1b, N, C);
     o->matmul_forward(a->qkv, a->ln1, w.qkvw, w.qkvb, N, C, 3 * Cl);
@@ -263,6 +312,8 @@ static float head_forward(gpt_t *m, int s, const int *targets, int B, int T) {
     const ops_t *o = m->ops;
     const int N = B * T;
     gpt_slot_t *sl = &m->slot[s];
+    need_weights(m, GPT_UNIT_FINAL, GPT_UNIT_EMBED);
+    need_weights(m, GPT_UNIT_EMBED, GPT_UNIT_NONE);
     o->layernorm_forward(m->lnf, m->lnf_mean, m->lnf_rstd, stage_output(m, s), m->gw.lnfw,
                          m->gw.lnfb, N, m->C);
     o->matmul_forward(m->logits, m->lnf, m->gw.wte, NULL, N, m->C, m->Vl);
@@ -288,6 +339,8 @@ static void head_backward(gpt_t *m, int s, int B, int T, float dloss, bool first
     const ops_t *o = m->ops;
     const int N = B * T, C = m->C;
     gpt_slot_t *sl = &m->slot[s];
+    need_weights(m, GPT_UNIT_FINAL, GPT_UNIT_EMBED);
+    need_weights(m, GPT_UNIT_EMBED, m->end_layer - 1 >= m->first_layer ? m->end_layer - 1 : GPT_UNIT_NONE);
     o->xent_backward_inplace(m->logits, m->row_max, m->row_sumexp, sl->targets, dloss, N, m->Vl,
                              m->v_valid, m->v_start);
     o->matmul_backward(m->dC, m->gg.wte, NULL, m->logits, m->lnf, m->gw.wte, N, C, m->Vl, false,
@@ -310,6 +363,7 @@ static void block_backward(gpt_t *m, int l, gpt_layer_acts_t *a, const float *re
                            int T, bool first) {
     const ops_t *o = m->ops;
     const int N = B * T, C = m->C, Fl = m->Fl, Cl = m->NHl * m->hs;
+    need_weights(m, l, l - 1 >= m->first_layer ? l - 1 : GPT_UNIT_NONE);
     const gpt_layer_w_t w = m->lw[l], g = m->lg[l];
     /* MLP: res3 = res2 + proj(gelu(fc(ln2(res2)))) */
     o->matmul_backward(m->dbig, g.mprojw, g.mprojb, m->dres, a->fch_gelu, w.mprojw, N, Fl, C,

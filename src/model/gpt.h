@@ -64,6 +64,17 @@ typedef struct gpt_slot {
 
 typedef void (*gpt_layer_hook_t)(void *ctx, int layer);
 
+/* Weights that are not resident (ZeRO-3): a provider binds a unit's weights before each use.
+ * Units: a block (0 .. n_layer-1), the embedding tensors wte + wpe, the final norm lnf. */
+enum { GPT_UNIT_EMBED = -1, GPT_UNIT_FINAL = -2 };
+typedef struct gpt_weight_provider {
+    /* bind the unit's weight views (gpt_bind_weights) before it is used; `next` is the unit the
+     * caller expects to use after it (a hint for prefetching; GPT_UNIT_NONE when unknown) */
+    void (*need)(void *ctx, int unit, int next);
+    void *ctx;
+} gpt_weight_provider_t;
+#define GPT_UNIT_NONE (-100)
+
 typedef struct gpt {
     int L, C, NH, hs, F, V, Vp;       /* global: layers, width, heads, head size, d_ff, vocab */
     int NHl, Fl, Vl;                  /* local under tp: heads, d_ff columns, vocab rows */
@@ -89,12 +100,21 @@ typedef struct gpt {
     size_t slot_bytes, head_bytes;    /* activation memory of one slot / of the head */
     gpt_layer_hook_t on_layer_done;   /* called after each block's backward, if set */
     void *hook_ctx;
+    /* NULL: the weights live in `params` (bound once); else a provider binds them per use and
+     * `params` is not allocated (ZeRO-3). */
+    const gpt_weight_provider_t *weights;
 } gpt_t;
 
 /* Allocate parameters (not initialised), gradients and activations for micro-batches up to
- * B x T on this rank's shard and stage. */
+ * B x T on this rank's shard and stage. With `provider` the parameters are not allocated: the
+ * provider binds each unit's weights before its use. */
 void gpt_create(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T,
-                const gpt_parallel_t *par);
+                const gpt_parallel_t *par, const gpt_weight_provider_t *provider);
+/* The flat range [*lo, *hi) of a unit's parameters in the local buffer (empty when the stage
+ * does not hold it). */
+void gpt_unit_range(const gpt_t *m, int unit, size_t *lo, size_t *hi);
+/* Point the unit's weight views at `base`, which holds the flat range starting at `base_lo`. */
+void gpt_bind_weights(gpt_t *m, int unit, float *base, size_t base_lo);
 void gpt_destroy(gpt_t *m);
 /* Grid-invariant init of the parameters from (seed, name, global index). */
 void gpt_init_params(gpt_t *m, uint64_t seed);

@@ -15,6 +15,8 @@ static comm_stats_t stats;
 static const char *phase_of[COMM_KINDS] = {"tp all-reduce", "pp send/recv", "dp all-reduce",
                                            "embedding all-reduce", "all-reduce"};
 static const char *wait_peers[COMM_KINDS];
+static void watch(const char *phase, MPI_Comm comm);
+static void unwatch(double t0);
 
 comm_stats_t *comm_stats(void) { return &stats; }
 void comm_stats_reset(void) { memset(&stats, 0, sizeof stats); }
@@ -72,6 +74,48 @@ void comm_iallreduce_sum(float *x, size_t n, MPI_Comm comm, comm_kind_t kind, MP
     wait_peers[kind] = watchdog_peers_of(comm, comm_kind_name(kind));
     MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, x, as_count(n), MPI_FLOAT, MPI_SUM, comm, req));
     charge(kind, t0, (double)n * sizeof(float));
+}
+
+void comm_ireduce_scatter_sum(const float *x, float *out, const int *counts, MPI_Comm comm,
+                              comm_kind_t kind, MPI_Request *req) {
+    *req = MPI_REQUEST_NULL;
+    const int size = comm_size(comm);
+    double t0 = now_sec(), n = 0;
+    for (int r = 0; r < size; r++) n += counts[r];
+    wait_peers[kind] = watchdog_peers_of(comm, comm_kind_name(kind));
+    MPI_CHECK(MPI_Ireduce_scatter(x, out, counts, MPI_FLOAT, MPI_SUM, comm, req));
+    charge(kind, t0, n * sizeof(float));
+}
+
+void comm_allgatherv_float(float *x, const int *counts, const int *displs, MPI_Comm comm,
+                           comm_kind_t kind, const char *phase) {
+    if (comm_size(comm) == 1) return;
+    int rank;
+    MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    double t0 = now_sec();
+    watchdog_enter(phase, watchdog_peers_of(comm, comm_kind_name(kind)));
+    MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x, counts, displs, MPI_FLOAT, comm));
+    watchdog_leave();
+    charge(kind, t0, (double)counts[rank] * sizeof(float));
+}
+
+void comm_iallgatherv_float(const float *mine, float *all, const int *counts, const int *displs,
+                            MPI_Comm comm, comm_kind_t kind, MPI_Request *req) {
+    int rank;
+    MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    double t0 = now_sec();
+    wait_peers[kind] = watchdog_peers_of(comm, comm_kind_name(kind));
+    MPI_CHECK(MPI_Iallgatherv(mine, counts[rank], MPI_FLOAT, all, counts, displs, MPI_FLOAT, comm,
+                              req));
+    charge(kind, t0, (double)counts[rank] * sizeof(float));
+}
+
+void comm_gatherv_float(const float *mine, int count, float *all, const int *counts,
+                        const int *displs, int root, MPI_Comm comm, const char *phase) {
+    double t0 = now_sec();
+    watch(phase, comm);
+    MPI_CHECK(MPI_Gatherv(mine, count, MPI_FLOAT, all, counts, displs, MPI_FLOAT, root, comm));
+    unwatch(t0);
 }
 
 void comm_isend(const float *x, size_t n, int peer, int tag, MPI_Comm comm, comm_kind_t kind,

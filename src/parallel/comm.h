@@ -26,6 +26,21 @@ void comm_allreduce_max(float *x, size_t n, MPI_Comm comm, comm_kind_t kind);
 void comm_allreduce_sum_double(double *x, int n, MPI_Comm comm, comm_kind_t kind);
 /* Non-blocking sum all-reduce (started now, finished by comm_wait). */
 void comm_iallreduce_sum(float *x, size_t n, MPI_Comm comm, comm_kind_t kind, MPI_Request *req);
+/* Non-blocking sum reduce-scatter of floats: x[0, sum(counts)) from every rank, summed; rank r
+ * receives elements [displ_r, displ_r + counts[r]) into out (ZeRO-2/3 gradients). */
+void comm_ireduce_scatter_sum(const float *x, float *out, const int *counts, MPI_Comm comm,
+                              comm_kind_t kind, MPI_Request *req);
+/* Blocking all-gather of variable-sized float pieces, in place: rank r's piece is already at
+ * x + displs[r] (ZeRO parameter partitions). */
+void comm_allgatherv_float(float *x, const int *counts, const int *displs, MPI_Comm comm,
+                           comm_kind_t kind, const char *phase);
+/* Non-blocking all-gather of variable-sized pieces: `mine` (counts[me] floats) into
+ * all + displs[r] (ZeRO-3 layer gathers; finished by comm_wait). */
+void comm_iallgatherv_float(const float *mine, float *all, const int *counts, const int *displs,
+                            MPI_Comm comm, comm_kind_t kind, MPI_Request *req);
+/* Blocking gather of variable-sized float pieces onto root (checkpoint writes under ZeRO). */
+void comm_gatherv_float(const float *mine, int count, float *all, const int *counts,
+                        const int *displs, int root, MPI_Comm comm, const char *phase);
 /* Non-blocking point-to-point of n floats. */
 void comm_isend(const float *x, size_t n, int peer, int tag, MPI_Comm comm, comm_kind_t kind,
                 MPI_Request *req);

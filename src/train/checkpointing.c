@@ -195,11 +195,12 @@ int ckpt_write_now(trainer_t *tr, const char *why) {
         return -1;
     }
     gpt_t *m = &tr->model;
-    const size_t bytes = m->P.total * sizeof(float);
-    float *p = xmalloc(bytes), *mm = xmalloc(bytes), *vv = xmalloc(bytes);
-    tr->ops->to_host(p, m->params, bytes);
-    tr->ops->to_host(mm, tr->opt.m, bytes);
-    tr->ops->to_host(vv, tr->opt.v, bytes);
+    const zero_t *z = &tr->zero;
+    /* host copies in the flat layout; under ZeRO the partitions meet on dp rank 0 (the writer),
+     * the other dp ranks hold none */
+    float *p = trainer_host_copy(tr, m->params, z->param_shard, z->stage >= 3);
+    float *mm = trainer_host_copy(tr, tr->opt.m, tr->opt.m, z->stage >= 1);
+    float *vv = trainer_host_copy(tr, tr->opt.v, tr->opt.v, z->stage >= 1);
     ckpt_meta_t meta = model_meta(tr);
     ckpt_state_t st = {tr->tokens_seen, tr->sample_pos, tr->opt.t, tr->skipped, tr->global_batch,
                        1.0, tr->grid->dp, tr->grid->tp, tr->grid->pp};
@@ -344,11 +345,20 @@ void ckpt_resume_find(trainer_t *tr, ckpt_resumed_t *res) {
 void ckpt_resume_apply(trainer_t *tr, ckpt_resumed_t *res) {
     if (!res->found) return;
     gpt_t *m = &tr->model;
+    const zero_t *z = &tr->zero;
     ASSERT(res->total == m->P.total); /* the same registry as the model's */
-    const size_t bytes = m->P.total * sizeof(float);
-    tr->ops->to_device(m->params, res->params, bytes);
-    tr->ops->to_device(tr->opt.m, res->m, bytes);
-    tr->ops->to_device(tr->opt.v, res->v, bytes);
+    const size_t bytes = m->P.total * sizeof(float), part = (z->hi - z->lo) * sizeof(float);
+    /* every rank read the whole of its tp shard; under ZeRO it keeps its partition */
+    if (z->stage >= 3) tr->ops->to_device(z->param_shard, res->params + z->lo, part);
+    else tr->ops->to_device(m->params, res->params, bytes);
+    zero3_invalidate(&tr->zero);
+    if (z->stage >= 1) {
+        tr->ops->to_device(tr->opt.m, res->m + z->lo, part);
+        tr->ops->to_device(tr->opt.v, res->v + z->lo, part);
+    } else {
+        tr->ops->to_device(tr->opt.m, res->m, bytes);
+        tr->ops->to_device(tr->opt.v, res->v, bytes);
+    }
     const ckpt_state_t *st = &res->state;
     tr->step = res->meta.step;
     tr->last_ckpt_step = tr->step;

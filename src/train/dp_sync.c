@@ -9,10 +9,24 @@
  * norm (layer n_layer) right after the head, the embeddings only at the end. */
 static int param_ready_layer(const param_t *p) { return p->layer < 0 ? -1 : p->layer; }
 
-void dp_sync_create(dp_sync_t *d, gpt_t *m, MPI_Comm dp_comm, MPI_Comm embed_comm, int dp,
-                    double bucket_mb) {
+/* ZeRO >= 2: the part of bucket [begin, end) in every dp rank's partition. */
+static void bucket_parts(dp_sync_t *d, dp_bucket_t *b) {
+    const zero_t *z = d->z;
+    b->counts = xcalloc((size_t)z->dp, sizeof(int));
+    for (int r = 0; r < z->dp; r++) {
+        size_t lo = (size_t)z->displs[r], hi = lo + (size_t)z->counts[r];
+        size_t a = b->begin > lo ? b->begin : lo, e = b->end < hi ? b->end : hi;
+        b->counts[r] = a < e ? (int)(e - a) : 0;
+    }
+    size_t mine = b->begin > z->lo ? b->begin : z->lo;
+    b->recv = z->grad_shard + (mine < z->hi ? mine - z->lo : 0);
+}
+
+void dp_sync_create(dp_sync_t *d, gpt_t *m, zero_t *z, MPI_Comm dp_comm, MPI_Comm embed_comm,
+                    int dp, double bucket_mb) {
     memset(d, 0, sizeof *d);
     d->m = m;
+    d->z = z;
     d->dp_comm = dp_comm;
     d->embed_comm = embed_comm;
     d->dp = dp;
@@ -34,15 +48,23 @@ void dp_sync_create(dp_sync_t *d, gpt_t *m, MPI_Comm dp_comm, MPI_Comm embed_com
         size_t next = i + 1 < m->P.n ? m->P.p[i + 1].offset : m->P.total;
         cur->end = next;
     }
+    if (z->stage >= 2)
+        for (int i = 0; i < d->n; i++) bucket_parts(d, &d->b[i]);
 }
 
 void dp_sync_destroy(dp_sync_t *d) {
+    for (int i = 0; i < d->n; i++) xfree(d->b[i].counts);
     xfree(d->b);
     memset(d, 0, sizeof *d);
 }
 
 static void start_bucket(dp_sync_t *d, dp_bucket_t *b) {
-    comm_iallreduce_sum(d->m->grads + b->begin, b->end - b->begin, d->dp_comm, COMM_DP, &b->req);
+    if (d->z->stage >= 2)
+        comm_ireduce_scatter_sum(d->m->grads + b->begin, b->recv, b->counts, d->dp_comm, COMM_DP,
+                                 &b->req);
+    else
+        comm_iallreduce_sum(d->m->grads + b->begin, b->end - b->begin, d->dp_comm, COMM_DP,
+                            &b->req);
     b->started = true;
 }
 

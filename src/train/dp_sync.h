@@ -4,22 +4,28 @@
  * started (non-blocking) as soon as every parameter in it has its final gradient, so the
  * communication overlaps the rest of the backward; dp_sync_finish starts the rest (after the
  * tied-embedding all-reduce between the first and last pipeline stage) and waits for all.
+ * With ZeRO stage 2 or 3 a bucket is reduce-scattered instead: each dp rank receives the summed
+ * gradient of the bucket's part inside its partition, in the zero_t's grad_shard.
  * Owns: the buckets and their requests. Uses: model/gpt, parallel/comm. Used by: train/trainer. */
 #ifndef LLMT_DP_SYNC_H
 #define LLMT_DP_SYNC_H
 #include <mpi.h>
 #include <stdbool.h>
 #include "model/gpt.h"
+#include "train/zero.h"
 
 typedef struct dp_bucket {
     size_t begin, end;  /* float range of the flat gradient buffer */
     int ready_layer;    /* final once the backward of this layer is done (-1: at the very end) */
     bool started;
     MPI_Request req;
+    int *counts;        /* ZeRO >= 2: [dp] the bucket's part in each dp rank's partition */
+    float *recv;        /* ZeRO >= 2: where this rank's part lands in grad_shard */
 } dp_bucket_t;
 
 typedef struct dp_sync {
     gpt_t *m;
+    zero_t *z;
     MPI_Comm dp_comm, embed_comm;
     int dp;
     dp_bucket_t *b;
@@ -27,8 +33,8 @@ typedef struct dp_sync {
     int started_early; /* buckets started inside the backward in the last step (for reports) */
 } dp_sync_t;
 
-void dp_sync_create(dp_sync_t *d, gpt_t *m, MPI_Comm dp_comm, MPI_Comm embed_comm, int dp,
-                    double bucket_mb);
+void dp_sync_create(dp_sync_t *d, gpt_t *m, zero_t *z, MPI_Comm dp_comm, MPI_Comm embed_comm,
+                    int dp, double bucket_mb);
 void dp_sync_destroy(dp_sync_t *d);
 /* A gpt_layer_hook_t: after `layer`'s backward of the last micro-batch. ctx is the dp_sync_t. */
 void dp_sync_layer_done(void *ctx, int layer);

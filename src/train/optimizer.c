@@ -19,28 +19,23 @@ void adamw_destroy(adamw_t *opt) {
     memset(opt, 0, sizeof *opt);
 }
 
-double grad_sumsq_owned(const gpt_t *m) {
-    double sum = 0.0;
-    for (int i = 0; i < m->P.n; i++) {
-        const param_t *p = &m->P.p[i];
-        bool owned = p->held && !p->tied_copy && (p->split_dim >= 0 || m->par.tp_rank == 0);
-        if (owned) sum += m->ops->sumsq(m->grads + p->offset, p->numel);
-    }
-    return sum;
-}
-
 float clip_scale(double norm, double grad_clip) {
     if (grad_clip > 0 && norm > grad_clip) return (float)(grad_clip / norm);
     return 1.0f;
 }
 
-void adamw_step(adamw_t *opt, gpt_t *m, const config_t *cfg, float lr, float grad_scale) {
+void adamw_step(adamw_t *opt, gpt_t *m, zero_t *z, const config_t *cfg, float lr,
+                float grad_scale) {
     opt->t++;
     for (int i = 0; i < m->P.n; i++) {
         const param_t *p = &m->P.p[i];
-        float wd = p->decay ? (float)cfg->weight_decay : 0.0f;
-        m->ops->adamw_update(m->params + p->offset, m->grads + p->offset, opt->m + p->offset,
-                             opt->v + p->offset, p->numel, lr, (float)cfg->beta1,
+        size_t a, b;
+        if (!zero_my_range(z, p->offset, p->numel, &a, &b)) continue;
+        const float wd = p->decay ? (float)cfg->weight_decay : 0.0f;
+        const size_t k = zero_state_index(z, a);
+        m->ops->adamw_update(zero_param_at(z, m->params, a), zero_grad_at(z, m->grads, a),
+                             opt->m + k, opt->v + k, b - a, lr, (float)cfg->beta1,
                              (float)cfg->beta2, (float)cfg->eps, wd, grad_scale, (int)opt->t);
     }
+    zero_allgather_params(z, m->params);
 }

@@ -174,6 +174,17 @@ static void open_metrics(trainer_t *tr, bool resumed) {
     comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, "opening metrics.jsonl", mine);
 }
 
+/* The parameters from a full host copy of the flat buffer: into the model, or (ZeRO-3) this
+ * rank's partition of them. */
+static void set_params_from_host(trainer_t *tr, const float *host) {
+    const zero_t *z = &tr->zero;
+    if (z->stage >= 3)
+        tr->ops->to_device(z->param_shard, host + z->lo, (z->hi - z->lo) * sizeof(float));
+    else
+        tr->ops->to_device(tr->model.params, host, tr->model.P.total * sizeof(float));
+    zero3_invalidate(&tr->zero);
+}
+
 /* &run init_from: weights of any grid (or a checkpoint's model part), checked against the
  * namelist's model; any problem is one message and exit 2. */
 static void load_init_weights(trainer_t *tr) {
@@ -190,7 +201,7 @@ static void load_init_weights(trainer_t *tr) {
         xfree(host);
         fatal_user("&run init_from: %s", msg);
     }
-    tr->ops->to_device(tr->model.params, host, tr->model.P.total * sizeof(float));
+    set_params_from_host(tr, host);
     xfree(host);
 }
 
@@ -214,14 +225,31 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
     const pipe_schedule_t sched = pipe_schedule_from_name(cfg->schedule);
     gpt_parallel_t par = {grid->tp, grid->rank_tp, grid->pp, grid->rank_pp, grid->tp_comm,
                           pipe_slots_needed(sched, grid->pp, grid->rank_pp, tr->accum)};
-    gpt_create(&tr->model, cfg, ops, tr->micro_batch, tr->T, &par);
+    /* the ZeRO partitions of the flat buffer the model will have, before the model: ZeRO-3
+     * gives the model its weight provider */
+    params_t P;
+    params_create_stage(&P, cfg, grid->tp, grid->rank_tp, grid->pp, grid->rank_pp);
+    zero_create(&tr->zero, cfg->zero_stage, grid->dp, grid->rank_dp, grid->dp_comm, P.total, ops);
+    params_destroy(&P);
+    if (cfg->zero_stage > 0 && grid->dp == 1 && is_root(tr))
+        printf("zero: &parallel zero_stage = %d with dp = 1 changes nothing (there is no replica "
+               "to shard over)\n", cfg->zero_stage);
+    gpt_create(&tr->model, cfg, ops, tr->micro_batch, tr->T, &par, zero3_provider(&tr->zero));
+    zero3_attach(&tr->zero, &tr->model, cfg->zero3_resident);
     pipe_create(&tr->pipe, &tr->model, grid, tr->accum, sched);
-    dp_sync_create(&tr->dps, &tr->model, grid->dp_comm, grid->embed_comm, grid->dp, cfg->bucket_mb);
+    dp_sync_create(&tr->dps, &tr->model, &tr->zero, grid->dp_comm, grid->embed_comm, grid->dp,
+                   cfg->bucket_mb);
     tr->pipe.last_micro_hook = dp_sync_layer_done;
     tr->pipe.hook_ctx = &tr->dps;
-    if (cfg->init_from[0]) load_init_weights(tr);
-    else gpt_init_params(&tr->model, (uint64_t)cfg->seed);
-    adamw_create(&tr->opt, ops, tr->model.P.total);
+    if (cfg->init_from[0]) {
+        load_init_weights(tr);
+    } else {
+        float *host = xcalloc(tr->model.P.total, sizeof(float));
+        params_init(&tr->model.P, host, (uint64_t)cfg->seed);
+        set_params_from_host(tr, host);
+        xfree(host);
+    }
+    adamw_create(&tr->opt, ops, zero_state_floats(&tr->zero));
     const bool was_resumed = resumed.found;
     ckpt_resume_apply(tr, &resumed);
     open_metrics(tr, was_resumed);
@@ -237,6 +265,7 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
 void trainer_destroy(trainer_t *tr) {
     metrics_close(&tr->metrics);
     dp_sync_destroy(&tr->dps);
+    zero_destroy(&tr->zero);
     pipe_destroy(&tr->pipe);
     adamw_destroy(&tr->opt);
     gpt_destroy(&tr->model);
@@ -256,6 +285,24 @@ void trainer_destroy(trainer_t *tr) {
 
 /* ---------------------------------------------------------------- weights */
 
+float *trainer_host_copy(const trainer_t *tr, const float *full, const float *shard, bool sharded) {
+    const zero_t *z = &tr->zero;
+    const bool writer = tr->grid->rank_dp == 0;
+    if (!sharded) {
+        float *host = xmalloc(z->total * sizeof(float));
+        tr->ops->to_host(host, full, z->total * sizeof(float));
+        return host;
+    }
+    /* the partitions meet on dp rank 0, which writes; the others keep no full copy */
+    const size_t mine = z->hi - z->lo;
+    float *part = xmalloc((mine ? mine : 1) * sizeof(float));
+    tr->ops->to_host(part, shard, mine * sizeof(float));
+    float *host = writer ? xmalloc(z->total * sizeof(float)) : NULL;
+    zero_gather_to_root(z, part, host);
+    xfree(part);
+    return host;
+}
+
 /* A weights file weights_<tag>.h5 in the run directory (space-checked, watched with the I/O
  * timeout). 0, or -1 after saying why it was not written. */
 static int save_weights(trainer_t *tr, const char *tag) {
@@ -267,8 +314,8 @@ static int save_weights(trainer_t *tr, const char *tag) {
     if (!ckpt_reserve_space(tr->rd.dir, need, msg, sizeof msg)) {
         /* msg says why */
     } else {
-        float *host = xmalloc(tr->model.P.total * sizeof(float));
-        tr->ops->to_host(host, tr->model.params, tr->model.P.total * sizeof(float));
+        float *host = trainer_host_copy(tr, tr->model.params, tr->zero.param_shard,
+                                        tr->zero.stage >= 3);
         ckpt_meta_t meta = {tr->step, tr->cfg->seed, tr->model.V, tr->model.Vp, tr->cfg->n_layer,
                             tr->cfg->n_head, tr->cfg->d_model, tr->cfg->d_ff, tr->cfg->seq_len,
                             tr->config_text, ""};
@@ -325,11 +372,12 @@ static double global_loss(trainer_t *tr, double loss_sum) {
     return loss_sum / (tr->accum * tr->grid->dp);
 }
 
-/* The global gradient norm: each element counted once over the model-parallel group (the dp
- * replicas hold the same, already reduced, gradients). */
+/* The global gradient norm: each rank sums the reduced gradients of the elements it owns in the
+ * ownership map (its ZeRO partition of its tp shard of its stage, replicated tensors on tp rank
+ * 0, the tied wte on the first stage), so the sum over all ranks counts every element once. */
 static double global_grad_norm(trainer_t *tr) {
-    double sq = grad_sumsq_owned(&tr->model);
-    comm_allreduce_sum_double(&sq, 1, tr->grid->mp_comm, COMM_OTHER);
+    double sq = zero_grad_sumsq_owned(&tr->zero, &tr->model);
+    comm_allreduce_sum_double(&sq, 1, MPI_COMM_WORLD, COMM_OTHER);
     return sqrt(sq);
 }
 
@@ -338,7 +386,13 @@ static void inject_nan(trainer_t *tr) {
     float nan_value = NAN;
     const param_t *p = &tr->model.P.p[0];
     for (int i = 0; i < tr->model.P.n && !p->held; i++) p = &tr->model.P.p[i];
-    tr->ops->to_device(tr->model.grads + p->offset, &nan_value, sizeof nan_value);
+    /* where the reduced gradient lives: the full buffer, or (ZeRO >= 2) the partitions */
+    const zero_t *z = &tr->zero;
+    if (z->stage >= 2) {
+        if (z->hi > z->lo) tr->ops->to_device(z->grad_shard, &nan_value, sizeof nan_value);
+    } else {
+        tr->ops->to_device(tr->model.grads + p->offset, &nan_value, sizeof nan_value);
+    }
 }
 
 typedef struct step_result {
@@ -353,8 +407,7 @@ typedef struct step_result {
 static void dump_grads(trainer_t *tr) {
     char path[RUNDIR_PATH_MAX + 64], msg[COMM_MSG_MAX + 64];
     snprintf(path, sizeof path, "%s/grads_step%06lld.h5", tr->rd.dir, (long long)tr->step);
-    float *host = xmalloc(tr->model.P.total * sizeof(float));
-    tr->ops->to_host(host, tr->model.grads, tr->model.P.total * sizeof(float));
+    float *host = trainer_host_copy(tr, tr->model.grads, tr->zero.grad_shard, tr->zero.stage >= 2);
     ckpt_meta_t meta = {tr->step, tr->cfg->seed, tr->model.V, tr->model.Vp, tr->cfg->n_layer,
                         tr->cfg->n_head, tr->cfg->d_model, tr->cfg->d_ff, tr->cfg->seq_len,
                         tr->config_text, ""};
@@ -382,7 +435,9 @@ static step_result_t train_step(trainer_t *tr) {
         fatal_user("step %lld: loss %g, gradient norm %g is not finite; stopping because "
                    "&train on_anomaly = 'abort'", (long long)tr->step + 1, r.loss, r.norm);
     r.applied = !(r.anomaly && strcmp(cfg->on_anomaly, "skip") == 0);
-    if (r.applied) adamw_step(&tr->opt, &tr->model, cfg, (float)r.lr, clip_scale(r.norm, cfg->grad_clip));
+    if (r.applied)
+        adamw_step(&tr->opt, &tr->model, &tr->zero, cfg, (float)r.lr,
+                   clip_scale(r.norm, cfg->grad_clip));
     else tr->skipped++;
     if (r.anomaly && is_root(tr))
         fprintf(stderr, "llmtrain: warning: step %lld: loss %g, gradient norm %g not finite: "

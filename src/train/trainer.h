@@ -16,6 +16,7 @@
 #include "train/optimizer.h"
 #include "train/pipeline.h"
 #include "train/rundir.h"
+#include "train/zero.h"
 
 typedef struct trainer {
     const config_t *cfg;
@@ -23,6 +24,7 @@ typedef struct trainer {
     const ops_t *ops;
     gpt_t model;
     adamw_t opt;
+    zero_t zero;                /* ZeRO partitions over the dp group: the ownership map */
     pipe_t pipe;                /* pipeline schedule over the micro-batches of a step */
     dp_sync_t dps;              /* bucketed data-parallel gradient all-reduce */
     shard_set_t train_set, val_set;
@@ -52,6 +54,10 @@ void trainer_destroy(trainer_t *tr);
  * checkpoints. Returns the exit code: 0; LLMT_EXIT_REQUEUE after a stop signal and its
  * checkpoint; LLMT_EXIT_CKPT if a checkpoint that had to be written could not be. */
 int trainer_train(trainer_t *tr);
+/* A host copy of a flat buffer for a file writer: the full device buffer, or (sharded: ZeRO
+ * partitions) the partitions gathered on dp rank 0 (NULL on the other dp ranks, which write
+ * nothing). Collective over the dp group when sharded. Free with xfree. */
+float *trainer_host_copy(const trainer_t *tr, const float *full, const float *shard, bool sharded);
 /* Mean loss over val_batches micro-batches of the validation set (all ranks get it). */
 double trainer_validate(trainer_t *tr);
 /* mode = 'generate': sample max_new_tokens after the prompt; rank 0 prints the ids. */

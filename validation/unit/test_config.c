@@ -440,8 +440,6 @@ static void unimplemented_features_are_refused_not_ignored(void **state) {
         {"&model z_loss_coef = 0 /", "&model z_loss_coef = 1e-3 /", "&model z_loss_coef: Mixture-of-Experts"},
         {"&parallel ep = 2 /", "&parallel ep = 1 /",
          PATH ":1:16: &parallel ep: expert parallelism is not implemented in this version; remove the key"},
-        {"&parallel zero_stage = 1 /", "&parallel zero_stage = 0 /",
-         "&parallel zero_stage: ZeRO sharding of optimizer state is not implemented in this version; remove the key"},
         {"&parallel virtual_stages = 2 /", "&parallel virtual_stages = 1 /",
          "&parallel virtual_stages: virtual pipeline stages are not implemented in this version; remove the key"},
         {"&parallel recompute = 'selective' /", "&parallel recompute = 'none' /",

@@ -1,0 +1,231 @@
+/* zero.c — the ZeRO partition map and its collectives (see zero.h). */
+#include "train/zero.h"
+#include <limits.h>
+#include <string.h>
+#include "core/alloc.h"
+#include "core/error.h"
+#include "parallel/comm.h"
+
+/* Partitions start on 16-float (64-byte) boundaries like the parameters themselves. */
+#define ZERO_ALIGN 16
+
+void zero_create(zero_t *z, int stage, int dp, int rank, MPI_Comm dp_comm, size_t total,
+                 const ops_t *ops) {
+    memset(z, 0, sizeof *z);
+    z->stage = dp > 1 ? stage : 0;
+    z->dp = dp;
+    z->rank = rank;
+    z->dp_comm = dp_comm;
+    z->total = total;
+    z->ops = ops;
+    size_t s = (total + (size_t)dp - 1) / (size_t)dp;
+    z->shard = (s + ZERO_ALIGN - 1) / ZERO_ALIGN * ZERO_ALIGN;
+    z->counts = xcalloc((size_t)dp, sizeof(int));
+    z->displs = xcalloc((size_t)dp, sizeof(int));
+    for (int r = 0; r < dp; r++) {
+        size_t lo = (size_t)r * z->shard, hi = lo + z->shard;
+        if (lo > total) lo = total;
+        if (hi > total) hi = total;
+        ASSERT(hi <= (size_t)INT_MAX); /* config bounds the local buffer below 2^31 floats */
+        z->counts[r] = (int)(hi - lo);
+        z->displs[r] = (int)lo;
+    }
+    z->lo = (size_t)z->displs[rank];
+    z->hi = z->lo + (size_t)z->counts[rank];
+    const size_t n = z->hi - z->lo > 0 ? z->hi - z->lo : 1;
+    if (z->stage >= 2) {
+        z->grad_shard = ops->alloc(n * sizeof(float));
+        ops->zero(z->grad_shard, n);
+    }
+    if (z->stage >= 3) {
+        z->param_shard = ops->alloc(n * sizeof(float));
+        ops->zero(z->param_shard, n);
+    }
+}
+
+static void gbuf_free(zero_t *z, zero_gbuf_t *g) {
+    if (g->req != MPI_REQUEST_NULL) comm_wait(&g->req, COMM_DP);
+    if (g->buf) z->ops->free(g->buf);
+    xfree(g->counts);
+    xfree(g->displs);
+    memset(g, 0, sizeof *g);
+}
+
+void zero_destroy(zero_t *z) {
+    if (z->m) {
+        gbuf_free(z, &z->embed);
+        gbuf_free(z, &z->final);
+        for (int i = 0; i < z->n_blocks; i++) gbuf_free(z, &z->blocks[i]);
+        xfree(z->blocks);
+    }
+    if (z->grad_shard) z->ops->free(z->grad_shard);
+    if (z->param_shard) z->ops->free(z->param_shard);
+    xfree(z->counts);
+    xfree(z->displs);
+    memset(z, 0, sizeof *z);
+}
+
+bool zero_my_range(const zero_t *z, size_t off, size_t n, size_t *a, size_t *b) {
+    size_t lo = z->stage == 0 ? 0 : z->lo, hi = z->stage == 0 ? z->total : z->hi;
+    *a = off > lo ? off : lo;
+    *b = off + n < hi ? off + n : hi;
+    return *a < *b;
+}
+
+size_t zero_state_floats(const zero_t *z) { return z->stage == 0 ? z->total : z->hi - z->lo; }
+
+float *zero_grad_at(const zero_t *z, float *grads, size_t i) {
+    return z->stage >= 2 ? z->grad_shard + (i - z->lo) : grads + i;
+}
+
+float *zero_param_at(const zero_t *z, float *params, size_t i) {
+    return z->stage >= 3 ? z->param_shard + (i - z->lo) : params + i;
+}
+
+size_t zero_state_index(const zero_t *z, size_t i) { return z->stage == 0 ? i : i - z->lo; }
+
+void zero_allgather_params(zero_t *z, float *params) {
+    zero3_invalidate(z); /* stage 3: the next use gathers the updated partitions */
+    if (z->stage != 1 && z->stage != 2) return;
+    comm_allgatherv_float(params, z->counts, z->displs, z->dp_comm, COMM_DP,
+                          "ZeRO parameter all-gather");
+}
+
+double zero_grad_sumsq_owned(const zero_t *z, const gpt_t *m) {
+    double sum = 0.0;
+    for (int i = 0; i < m->P.n; i++) {
+        const param_t *p = &m->P.p[i];
+        bool owned = p->held && !p->tied_copy && (p->split_dim >= 0 || m->par.tp_rank == 0);
+        size_t a, b;
+        /* every stage sums only its own partition: the dp ranks together count each element once */
+        zero_t part = *z;
+        part.stage = 1; /* the partition, also for stage 0 */
+        if (!owned || !zero_my_range(&part, p->offset, p->numel, &a, &b)) continue;
+        sum += m->ops->sumsq(zero_grad_at(z, m->grads, a), b - a);
+    }
+    return sum;
+}
+
+void zero_gather_to_root(const zero_t *z, const float *part, float *full) {
+    comm_gatherv_float(part, z->counts[z->rank], full, z->counts, z->displs, 0, z->dp_comm,
+                       "ZeRO checkpoint gather");
+}
+
+void zero_take_partition(const zero_t *z, const float *full, float *part) {
+    memcpy(part, full + z->lo, (z->hi - z->lo) * sizeof(float));
+}
+
+/* ---- ZeRO-3: gathering the weights of a unit before its use --------------------------------- */
+
+/* A buffer for flat ranges of up to `floats` floats, with its piece table. */
+static void gbuf_init(zero_t *z, zero_gbuf_t *g, size_t floats) {
+    memset(g, 0, sizeof *g);
+    g->unit = GPT_UNIT_NONE;
+    g->req = MPI_REQUEST_NULL;
+    g->buf = z->ops->alloc((floats ? floats : 1) * sizeof(float));
+    g->counts = xcalloc((size_t)z->dp, sizeof(int));
+    g->displs = xcalloc((size_t)z->dp, sizeof(int));
+}
+
+/* Start gathering unit u (flat range [lo, hi)) into g: every dp rank contributes the part of the
+ * range inside its partition. Non-blocking; g->req finishes it. */
+static void gbuf_start(zero_t *z, zero_gbuf_t *g, int u) {
+    if (g->req != MPI_REQUEST_NULL) comm_wait(&g->req, COMM_DP); /* the buffer is reused */
+    gpt_unit_range(z->m, u, &g->lo, &g->hi);
+    g->unit = u;
+    g->ready = false;
+    for (int r = 0; r < z->dp; r++) {
+        size_t lo = (size_t)z->displs[r], hi = lo + (size_t)z->counts[r];
+        size_t a = g->lo > lo ? g->lo : lo, b = g->hi < hi ? g->hi : hi;
+        g->counts[r] = a < b ? (int)(b - a) : 0;
+        g->displs[r] = a < b ? (int)(a - g->lo) : 0;
+    }
+    size_t mine = g->lo > z->lo ? g->lo : z->lo;
+    const float *src = z->param_shard + (mine < z->hi ? mine - z->lo : 0);
+    comm_iallgatherv_float(src, g->buf, g->counts, g->displs, z->dp_comm, COMM_DP, &g->req);
+    z->gathers++;
+}
+
+static void gbuf_finish(zero_gbuf_t *g) {
+    if (g->req != MPI_REQUEST_NULL) comm_wait(&g->req, COMM_DP);
+    g->ready = true;
+}
+
+/* The buffer of unit u: the fixed one of the embedding, the final norm or a resident block;
+ * for the rotating blocks the one that holds (or is gathering) u, or NULL. */
+static zero_gbuf_t *find_unit(zero_t *z, int u) {
+    if (u == GPT_UNIT_EMBED) return &z->embed;
+    if (u == GPT_UNIT_FINAL) return &z->final;
+    if (z->resident) return &z->blocks[u - z->m->first_layer];
+    for (int i = 0; i < z->n_blocks; i++)
+        if (z->blocks[i].unit == u) return &z->blocks[i];
+    return NULL;
+}
+
+/* Where to gather block u when no buffer holds it: a rotating buffer other than `keep` (the one
+ * in use). The dp replicas run the same schedule, so they all choose alike and start their
+ * collectives in the same order. */
+static zero_gbuf_t *victim(zero_t *z, const zero_gbuf_t *keep) {
+    return z->n_blocks > 1 && &z->blocks[0] == keep ? &z->blocks[1] : &z->blocks[0];
+}
+
+/* Unit u into its buffer (started now unless it holds or is gathering u already). */
+static zero_gbuf_t *gather(zero_t *z, int u, const zero_gbuf_t *keep) {
+    zero_gbuf_t *g = find_unit(z, u);
+    if (g && g->unit == u) return g;
+    if (!g) g = victim(z, keep);
+    gbuf_start(z, g, u);
+    return g;
+}
+
+static void provider_need(void *ctx, int u, int next) {
+    zero_t *z = ctx;
+    zero_gbuf_t *g = gather(z, u, z->in_use);
+    gbuf_finish(g);
+    gpt_bind_weights(z->m, u, g->buf, g->lo);
+    if (u >= 0) z->in_use = g;
+    /* the next block is gathered while this one computes */
+    if (next >= z->m->first_layer && next < z->m->end_layer && next != u) gather(z, next, g);
+}
+
+const gpt_weight_provider_t *zero3_provider(zero_t *z) {
+    if (z->stage < 3) return NULL;
+    z->provider.need = provider_need;
+    z->provider.ctx = z;
+    return &z->provider;
+}
+
+void zero3_attach(zero_t *z, gpt_t *m, bool resident) {
+    if (z->stage < 3) return;
+    z->m = m;
+    z->resident = resident;
+    size_t lo, hi, biggest = 0;
+    gpt_unit_range(m, GPT_UNIT_EMBED, &lo, &hi);
+    gbuf_init(z, &z->embed, hi - lo);
+    gpt_unit_range(m, GPT_UNIT_FINAL, &lo, &hi);
+    gbuf_init(z, &z->final, hi - lo);
+    const int layers = m->end_layer - m->first_layer;
+    for (int l = m->first_layer; l < m->end_layer; l++) {
+        gpt_unit_range(m, l, &lo, &hi);
+        if (hi - lo > biggest) biggest = hi - lo;
+    }
+    z->n_blocks = resident ? layers : (layers < 2 ? layers : 2);
+    z->blocks = xcalloc((size_t)(z->n_blocks > 0 ? z->n_blocks : 1), sizeof(zero_gbuf_t));
+    for (int i = 0; i < z->n_blocks; i++) gbuf_init(z, &z->blocks[i], biggest);
+}
+
+void zero3_invalidate(zero_t *z) {
+    if (z->stage < 3 || !z->m) return;
+    z->in_use = NULL;
+    zero_gbuf_t *all[2] = {&z->embed, &z->final};
+    for (int i = 0; i < 2; i++) {
+        if (all[i]->req != MPI_REQUEST_NULL) comm_wait(&all[i]->req, COMM_DP);
+        all[i]->ready = false;
+        all[i]->unit = GPT_UNIT_NONE;
+    }
+    for (int i = 0; i < z->n_blocks; i++) {
+        if (z->blocks[i].req != MPI_REQUEST_NULL) comm_wait(&z->blocks[i].req, COMM_DP);
+        z->blocks[i].ready = false;
+        z->blocks[i].unit = GPT_UNIT_NONE;
+    }
+}
