@@ -50,10 +50,10 @@ static void resolve_views(gpt_t *m) {
     m->lg = xcalloc((size_t)m->L, sizeof(gpt_layer_w_t));
     for (int l = 0; l < m->L; l++) {
         if (m->params) m->lw[l] = layer_weights(m, m->params, l);
-        m->lg[l] = layer_weights(m, m->grads, l);
+        if (m->grads) m->lg[l] = layer_weights(m, m->grads, l);
     }
     if (m->params) m->gw = global_weights(m, m->params);
-    m->gg = global_weights(m, m->grads);
+    if (m->grads) m->gg = global_weights(m, m->grads);
 }
 
 /* Which unit a parameter belongs to (see gpt.h). */
@@ -75,22 +75,41 @@ void gpt_unit_range(const gpt_t *m, int unit, size_t *lo, size_t *hi) {
     }
 }
 
-void gpt_bind_weights(gpt_t *m, int unit, float *base, size_t base_lo) {
+/* The unit's views inside `lw` / `gw` (weights or gradients) pointed at base (see gpt.h). */
+static void bind_views(gpt_t *m, gpt_layer_w_t *lw, gpt_global_w_t *gw, int unit, float *base,
+                       size_t base_lo) {
     /* views are computed as if base were the whole flat buffer shifted by base_lo; only the
      * unit's own pointers are kept */
     float *origin = base - base_lo;
     if (unit >= 0) {
-        m->lw[unit] = layer_weights(m, origin, unit);
+        lw[unit] = layer_weights(m, origin, unit);
         return;
     }
     gpt_global_w_t g = global_weights(m, origin);
     if (unit == GPT_UNIT_EMBED) {
-        m->gw.wte = g.wte;
-        m->gw.wpe = g.wpe;
+        gw->wte = g.wte;
+        gw->wpe = g.wpe;
     } else {
-        m->gw.lnfw = g.lnfw;
-        m->gw.lnfb = g.lnfb;
+        gw->lnfw = g.lnfw;
+        gw->lnfb = g.lnfb;
     }
+}
+
+void gpt_bind_weights(gpt_t *m, int unit, float *base, size_t base_lo) {
+    bind_views(m, m->lw, &m->gw, unit, base, base_lo);
+}
+
+void gpt_bind_grads(gpt_t *m, int unit, float *base, size_t base_lo) {
+    bind_views(m, m->lg, &m->gg, unit, base, base_lo);
+}
+
+/* A unit's backward writes its gradients / has written them (staging providers only). */
+static void begin_grads(gpt_t *m, int unit) {
+    if (m->grad_stage) m->grad_stage->begin(m->grad_stage->ctx, unit);
+}
+
+static void end_grads(gpt_t *m, int unit) {
+    if (m->grad_stage) m->grad_stage->end(m->grad_stage->ctx, unit);
 }
 
 /* The unit's weights are about to be used: let the provider bind them (nothing to do when they
@@ -184,7 +203,8 @@ static void set_dims(gpt_t *m, const config_t *cfg, const gpt_parallel_t *par) {
 }
 
 void gpt_create(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T,
-                const gpt_parallel_t *par, const gpt_weight_provider_t *provider) {
+                const gpt_parallel_t *par, const gpt_weight_provider_t *provider,
+                const gpt_grad_provider_t *grad_stage) {
     memset(m, 0, sizeof *m);
     set_dims(m, cfg, par);
     m->B = B;
@@ -209,8 +229,11 @@ void gpt_create(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T,
         m->params = ops->alloc(m->P.total * sizeof(float));
         ops->zero(m->params, m->P.total);
     }
-    m->grads = ops->alloc(m->P.total * sizeof(float));
-    ops->zero(m->grads, m->P.total);
+    m->grad_stage = grad_stage;
+    if (!grad_stage) {
+        m->grads = ops->alloc(m->P.total * sizeof(float));
+        ops->zero(m->grads, m->P.total);
+    }
     resolve_views(m);
     alloc_slots(m);
     alloc_head_and_scratch(m);
@@ -339,6 +362,9 @@ static void head_backward(gpt_t *m, int s, int B, int T, float dloss, bool first
     const ops_t *o = m->ops;
     const int N = B * T, C = m->C;
     gpt_slot_t *sl = &m->slot[s];
+    first = first || m->grad_stage; /* staged: every micro-batch overwrites */
+    begin_grads(m, GPT_UNIT_FINAL);
+    begin_grads(m, GPT_UNIT_EMBED); /* wte's head part now, its embedding part at the end */
     need_weights(m, GPT_UNIT_FINAL, GPT_UNIT_EMBED);
     need_weights(m, GPT_UNIT_EMBED, m->end_layer - 1 >= m->first_layer ? m->end_layer - 1 : GPT_UNIT_NONE);
     o->xent_backward_inplace(m->logits, m->row_max, m->row_sumexp, sl->targets, dloss, N, m->Vl,
@@ -348,6 +374,7 @@ static void head_backward(gpt_t *m, int s, int B, int T, float dloss, bool first
     tp_sum(m, m->dC, (size_t)N * C);
     o->layernorm_backward(sl->dout, m->gg.lnfw, m->gg.lnfb, m->dC, stage_output(m, s),
                           m->gw.lnfw, m->lnf_mean, m->lnf_rstd, N, C, false, first);
+    end_grads(m, GPT_UNIT_FINAL);
 }
 
 float gpt_head(gpt_t *m, int s, const int *targets, int B, int T, bool backward, float dloss,
@@ -364,6 +391,8 @@ static void block_backward(gpt_t *m, int l, gpt_layer_acts_t *a, const float *re
     const ops_t *o = m->ops;
     const int N = B * T, C = m->C, Fl = m->Fl, Cl = m->NHl * m->hs;
     need_weights(m, l, l - 1 >= m->first_layer ? l - 1 : GPT_UNIT_NONE);
+    begin_grads(m, l);
+    first = first || m->grad_stage; /* staged: every micro-batch overwrites */
     const gpt_layer_w_t w = m->lw[l], g = m->lg[l];
     /* MLP: res3 = res2 + proj(gelu(fc(ln2(res2)))) */
     o->matmul_backward(m->dbig, g.mprojw, g.mprojb, m->dres, a->fch_gelu, w.mprojw, N, Fl, C,
@@ -382,6 +411,7 @@ static void block_backward(gpt_t *m, int l, gpt_layer_acts_t *a, const float *re
     tp_sum(m, m->dC, (size_t)N * C);
     o->layernorm_backward(m->dres, g.ln1w, g.ln1b, m->dC, res_in, w.ln1w, a->ln1_mean,
                           a->ln1_rstd, N, C, true, first);
+    end_grads(m, l);
 }
 
 void gpt_stage_backward(gpt_t *m, int s, int B, int T, bool first) {
@@ -397,10 +427,13 @@ void gpt_stage_backward(gpt_t *m, int s, int B, int T, bool first) {
     /* With the head on this stage (pp = 1) wte already holds this micro-batch's LM-head
      * gradient and the embedding adds to it; otherwise the embedding is wte's only source.
      * Every tp rank computes the (replicated) wpe gradient so the replicas stay equal. */
+    first = first || m->grad_stage; /* staged: every micro-batch overwrites */
+    if (!m->has_head) begin_grads(m, GPT_UNIT_EMBED); /* (with the head: begun there) */
     if (first) m->ops->zero(m->gg.wpe, params_find(&m->P, "wpe")->numel);
     if (first && !m->has_head) m->ops->zero(m->gg.wte, params_find(&m->P, "wte")->numel);
     m->ops->embed_backward(m->gg.wte, m->gg.wpe, m->dres, sl->tokens, B, T, m->C, m->v_start,
                            m->Vl, true);
+    end_grads(m, GPT_UNIT_EMBED);
 }
 
 /* ---------------------------------------------------------------- whole model, one stage */

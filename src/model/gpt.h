@@ -75,6 +75,16 @@ typedef struct gpt_weight_provider {
 } gpt_weight_provider_t;
 #define GPT_UNIT_NONE (-100)
 
+/* Gradients that are not resident (ZeRO-2/3 with pp = 1): a provider binds a unit's gradient
+ * views to a staging buffer before the unit's backward writes them (`begin`) and takes the
+ * result away when the micro-batch's backward of the unit is complete (`end`); every micro-batch
+ * then overwrites the staging instead of accumulating into it (the provider accumulates). */
+typedef struct gpt_grad_provider {
+    void (*begin)(void *ctx, int unit);
+    void (*end)(void *ctx, int unit);
+    void *ctx;
+} gpt_grad_provider_t;
+
 typedef struct gpt {
     int L, C, NH, hs, F, V, Vp;       /* global: layers, width, heads, head size, d_ff, vocab */
     int NHl, Fl, Vl;                  /* local under tp: heads, d_ff columns, vocab rows */
@@ -103,18 +113,24 @@ typedef struct gpt {
     /* NULL: the weights live in `params` (bound once); else a provider binds them per use and
      * `params` is not allocated (ZeRO-3). */
     const gpt_weight_provider_t *weights;
+    /* NULL: the gradients accumulate in `grads` over a step's micro-batches; else a provider
+     * stages them per unit and micro-batch and `grads` is not allocated. */
+    const gpt_grad_provider_t *grad_stage;
 } gpt_t;
 
 /* Allocate parameters (not initialised), gradients and activations for micro-batches up to
  * B x T on this rank's shard and stage. With `provider` the parameters are not allocated: the
  * provider binds each unit's weights before its use. */
 void gpt_create(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T,
-                const gpt_parallel_t *par, const gpt_weight_provider_t *provider);
+                const gpt_parallel_t *par, const gpt_weight_provider_t *provider,
+                const gpt_grad_provider_t *grad_stage);
 /* The flat range [*lo, *hi) of a unit's parameters in the local buffer (empty when the stage
  * does not hold it). */
 void gpt_unit_range(const gpt_t *m, int unit, size_t *lo, size_t *hi);
-/* Point the unit's weight views at `base`, which holds the flat range starting at `base_lo`. */
+/* Point the unit's weight (gradient) views at `base`, which holds the flat range starting at
+ * `base_lo`. */
 void gpt_bind_weights(gpt_t *m, int unit, float *base, size_t base_lo);
+void gpt_bind_grads(gpt_t *m, int unit, float *base, size_t base_lo);
 void gpt_destroy(gpt_t *m);
 /* Grid-invariant init of the parameters from (seed, name, global index). */
 void gpt_init_params(gpt_t *m, uint64_t seed);

@@ -70,7 +70,7 @@ static void start_bucket(dp_sync_t *d, dp_bucket_t *b) {
 
 void dp_sync_layer_done(void *ctx, int layer) {
     dp_sync_t *d = ctx;
-    if (d->dp == 1) return;
+    if (d->dp == 1 || d->z->staged) return; /* staged gradients are reduced per unit */
     for (int i = 0; i < d->n; i++) {
         dp_bucket_t *b = &d->b[i];
         if (!b->started && b->ready_layer >= layer) {
@@ -93,6 +93,10 @@ static void tied_embedding_sum(dp_sync_t *d) {
 }
 
 void dp_sync_finish(dp_sync_t *d) {
+    if (d->z->staged) {
+        zero_grads_finish_step(d->z);
+        return;
+    }
     if (d->embed_comm != MPI_COMM_NULL) tied_embedding_sum(d);
     if (d->dp > 1)
         for (int i = 0; i < d->n; i++)

@@ -145,7 +145,7 @@ static void setup_data(trainer_t *tr) {
 /* The cost of the dp gradient all-reduce when nothing hides it: one blocking all-reduce of the
  * whole gradient buffer (best of 2), the yardstick for how much the buckets overlap. */
 static double measure_dp_allreduce_ms(trainer_t *tr) {
-    if (tr->grid->dp == 1) return 0.0;
+    if (tr->grid->dp == 1 || !tr->model.grads) return 0.0; /* (staged gradients: no full buffer) */
     double best = 1e30;
     for (int i = 0; i < 2; i++) {
         comm_barrier(tr->grid->dp_comm, "measuring the dp all-reduce");
@@ -234,8 +234,13 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
     if (cfg->zero_stage > 0 && grid->dp == 1 && is_root(tr))
         printf("zero: &parallel zero_stage = %d with dp = 1 changes nothing (there is no replica "
                "to shard over)\n", cfg->zero_stage);
-    gpt_create(&tr->model, cfg, ops, tr->micro_batch, tr->T, &par, zero3_provider(&tr->zero));
-    zero3_attach(&tr->zero, &tr->model, cfg->zero3_resident);
+    /* ZeRO >= 2 stages the gradients per micro-batch where every micro-batch's backward ends
+     * before the next begins (pp = 1, 1F1B); with pp > 1 they are reduced once per step */
+    const gpt_grad_provider_t *staging = zero_stage_grads(&tr->zero, grid->pp == 1 &&
+                                                          sched == SCHED_1F1B);
+    gpt_create(&tr->model, cfg, ops, tr->micro_batch, tr->T, &par, zero3_provider(&tr->zero),
+               staging);
+    zero_attach(&tr->zero, &tr->model, cfg->zero3_resident);
     pipe_create(&tr->pipe, &tr->model, grid, tr->accum, sched);
     dp_sync_create(&tr->dps, &tr->model, &tr->zero, grid->dp_comm, grid->embed_comm, grid->dp,
                    cfg->bucket_mb);
@@ -360,6 +365,7 @@ static double accumulate_gradients(trainer_t *tr) {
         bad = sampler_fill(&tr->train_sampler, first_sample(tr, a), B, tr->inputs + a * BT,
                            tr->targets + a * BT, err, sizeof err) != 0;
     agree_on_data_error(tr->cfg, tr->grid->dp_comm, bad, err);
+    zero_grads_begin_step(&tr->zero);
     double loss_sum = pipe_run(&tr->pipe, tr->inputs, tr->targets, tr->accum, B, T, true, dloss);
     dp_sync_finish(&tr->dps);
     return loss_sum;

@@ -51,8 +51,22 @@ static void gbuf_free(zero_t *z, zero_gbuf_t *g) {
     memset(g, 0, sizeof *g);
 }
 
+static void gstage_free(zero_t *z, zero_gstage_t *g) {
+    if (g->req != MPI_REQUEST_NULL) comm_wait(&g->req, COMM_DP);
+    if (g->buf) z->ops->free(g->buf);
+    if (g->recv) z->ops->free(g->recv);
+    xfree(g->counts);
+    memset(g, 0, sizeof *g);
+}
+
 void zero_destroy(zero_t *z) {
-    if (z->m) {
+    if (z->staged) {
+        gstage_free(z, &z->sembed);
+        gstage_free(z, &z->sfinal);
+        gstage_free(z, &z->sblocks[0]);
+        gstage_free(z, &z->sblocks[1]);
+    }
+    if (z->m && z->stage >= 3) {
         gbuf_free(z, &z->embed);
         gbuf_free(z, &z->final);
         for (int i = 0; i < z->n_blocks; i++) gbuf_free(z, &z->blocks[i]);
@@ -195,9 +209,90 @@ const gpt_weight_provider_t *zero3_provider(zero_t *z) {
     return &z->provider;
 }
 
-void zero3_attach(zero_t *z, gpt_t *m, bool resident) {
-    if (z->stage < 3) return;
+/* ---- ZeRO-2/3 with pp = 1: gradients staged per unit and micro-batch ------------------------ */
+
+static void gstage_init(zero_t *z, zero_gstage_t *g, size_t floats) {
+    memset(g, 0, sizeof *g);
+    g->unit = GPT_UNIT_NONE;
+    g->req = MPI_REQUEST_NULL;
+    g->buf = z->ops->alloc((floats ? floats : 1) * sizeof(float));
+    g->recv = z->ops->alloc((floats ? floats : 1) * sizeof(float));
+    g->counts = xcalloc((size_t)z->dp, sizeof(int));
+}
+
+/* The pending reduce-scatter of g finished: its part joins the partition's gradient. */
+static void gstage_settle(zero_t *z, zero_gstage_t *g) {
+    if (g->req == MPI_REQUEST_NULL) return;
+    comm_wait(&g->req, COMM_DP);
+    const int n = g->counts[z->rank];
+    if (n > 0) z->ops->add(z->grad_shard + g->part_lo, z->grad_shard + g->part_lo, g->recv, (size_t)n);
+}
+
+static zero_gstage_t *gstage_of(zero_t *z, int u) {
+    if (u == GPT_UNIT_EMBED) return &z->sembed;
+    if (u == GPT_UNIT_FINAL) return &z->sfinal;
+    return &z->sblocks[0] == z->s_in_use ? &z->sblocks[1] : &z->sblocks[0];
+}
+
+static void grads_begin(void *ctx, int u) {
+    zero_t *z = ctx;
+    zero_gstage_t *g = gstage_of(z, u);
+    gstage_settle(z, g); /* the buffer is reused: its last reduce-scatter must be done */
+    gpt_unit_range(z->m, u, &g->lo, &g->hi);
+    g->unit = u;
+    for (int r = 0; r < z->dp; r++) {
+        size_t lo = (size_t)z->displs[r], hi = lo + (size_t)z->counts[r];
+        size_t a = g->lo > lo ? g->lo : lo, b = g->hi < hi ? g->hi : hi;
+        g->counts[r] = a < b ? (int)(b - a) : 0;
+        if (r == z->rank) g->part_lo = a < b ? a - z->lo : 0;
+    }
+    gpt_bind_grads(z->m, u, g->buf, g->lo);
+    if (u >= 0) z->s_in_use = g;
+}
+
+static void grads_end(void *ctx, int u) {
+    zero_t *z = ctx;
+    zero_gstage_t *g = u >= 0 ? (zero_gstage_t *)z->s_in_use : gstage_of(z, u);
+    comm_ireduce_scatter_sum(g->buf, g->recv, g->counts, z->dp_comm, COMM_DP, &g->req);
+}
+
+const gpt_grad_provider_t *zero_stage_grads(zero_t *z, bool possible) {
+    z->staged = z->stage >= 2 && possible;
+    if (!z->staged) return NULL;
+    z->grad_provider.begin = grads_begin;
+    z->grad_provider.end = grads_end;
+    z->grad_provider.ctx = z;
+    return &z->grad_provider;
+}
+
+void zero_grads_begin_step(zero_t *z) {
+    if (z->staged && z->hi > z->lo) z->ops->zero(z->grad_shard, z->hi - z->lo);
+}
+
+void zero_grads_finish_step(zero_t *z) {
+    if (!z->staged) return;
+    zero_gstage_t *all[4] = {&z->sembed, &z->sfinal, &z->sblocks[0], &z->sblocks[1]};
+    for (int i = 0; i < 4; i++) gstage_settle(z, all[i]);
+}
+
+static void gstages_attach(zero_t *z, gpt_t *m) {
+    size_t lo, hi, biggest = 0;
+    gpt_unit_range(m, GPT_UNIT_EMBED, &lo, &hi);
+    gstage_init(z, &z->sembed, hi - lo);
+    gpt_unit_range(m, GPT_UNIT_FINAL, &lo, &hi);
+    gstage_init(z, &z->sfinal, hi - lo);
+    for (int l = m->first_layer; l < m->end_layer; l++) {
+        gpt_unit_range(m, l, &lo, &hi);
+        if (hi - lo > biggest) biggest = hi - lo;
+    }
+    gstage_init(z, &z->sblocks[0], biggest);
+    gstage_init(z, &z->sblocks[1], biggest);
+}
+
+void zero_attach(zero_t *z, gpt_t *m, bool resident) {
     z->m = m;
+    if (z->staged) gstages_attach(z, m);
+    if (z->stage < 3) return;
     z->resident = resident;
     size_t lo, hi, biggest = 0;
     gpt_unit_range(m, GPT_UNIT_EMBED, &lo, &hi);

@@ -36,6 +36,18 @@ typedef struct zero_gbuf {
     int *counts, *displs;    /* [dp] the pieces of the unit's range */
 } zero_gbuf_t;
 
+/* ZeRO-2/3 with pp = 1: one unit's gradient of one micro-batch, reduce-scattered as soon as its
+ * backward is done and added to the partition's gradient. */
+typedef struct zero_gstage {
+    float *buf;              /* [hi - lo] the unit's local gradient of this micro-batch */
+    size_t lo, hi;
+    int unit;
+    float *recv;             /* this rank's part of the reduced unit gradient */
+    size_t part_lo;          /* ... which is grad_shard[part_lo, part_lo + counts[rank]) */
+    int *counts;             /* [dp] */
+    MPI_Request req;
+} zero_gstage_t;
+
 typedef struct zero {
     int stage;              /* effective stage (0 when dp = 1) */
     int dp, rank;           /* the dp group and this rank's place in it */
@@ -54,6 +66,12 @@ typedef struct zero {
     zero_gbuf_t embed, final, *blocks;
     int n_blocks;
     const zero_gbuf_t *in_use; /* the block buffer bound last */
+    /* stage >= 2 with pp = 1 and 1F1B: gradients staged per unit and micro-batch (the model
+     * keeps no full gradient buffer) */
+    bool staged;
+    gpt_grad_provider_t grad_provider;
+    zero_gstage_t sembed, sfinal, sblocks[2];
+    const zero_gstage_t *s_in_use;
     long gathers;           /* unit gathers made (for the end-of-run report) */
 } zero_t;
 
@@ -61,6 +79,14 @@ typedef struct zero {
  * stage needs. `stage` as configured (0..3). */
 void zero_create(zero_t *z, int stage, int dp, int rank, MPI_Comm dp_comm, size_t total,
                  const ops_t *ops);
+/* Stage >= 2: stage the gradients per micro-batch (possible when every micro-batch's backward
+ * ends before the next one's begins: pp = 1 with 1F1B); call before zero_attach / the model.
+ * Returns the provider gpt_create takes (NULL when not staged). */
+const gpt_grad_provider_t *zero_stage_grads(zero_t *z, bool possible);
+/* Staged gradients: before a step's first micro-batch (the partition's sum starts at 0) and
+ * after its last (every reduce-scatter finished and added). */
+void zero_grads_begin_step(zero_t *z);
+void zero_grads_finish_step(zero_t *z);
 void zero_destroy(zero_t *z);
 /* The part [*a, *b) of the flat range [off, off + n) this rank updates (stage 0: all of it;
  * else its partition). Returns false when it is empty. */
@@ -78,11 +104,12 @@ void zero_allgather_params(zero_t *z, float *params);
 /* Sum of squared reduced gradients over the elements this rank owns in the ownership map
  * (summed over dp and the model-parallel group by the caller: every element counted once). */
 double zero_grad_sumsq_owned(const zero_t *z, const gpt_t *m);
-/* Stage 3: the provider gpt_create takes (its model is attached later with zero3_attach). */
+/* Stage 3: the provider gpt_create takes (its model is attached later with zero_attach). */
 const gpt_weight_provider_t *zero3_provider(zero_t *z);
-/* Stage 3: allocate the gather buffers for model m's units (resident: one per block of the
- * stage; else two that rotate, the next block gathered while the current one computes). */
-void zero3_attach(zero_t *z, gpt_t *m, bool resident);
+/* The model exists: allocate the buffers for its units — stage 3's gather buffers (resident: one
+ * per block of the stage; else two that rotate, the next block gathered while the current one
+ * computes) and the gradient staging buffers (the embedding, the final norm, two blocks). */
+void zero_attach(zero_t *z, gpt_t *m, bool resident);
 /* Stage 3: the parameters changed (an update, a load): every gathered copy is stale. */
 void zero3_invalidate(zero_t *z);
 /* Checkpoints: assemble a full flat host buffer on dp rank 0 from every rank's partition
