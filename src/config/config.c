@@ -141,12 +141,17 @@ static const key_spec_t key_specs[] = {
     REAL_KEY(G_TRAIN, "beta2", beta2, 0.95, AT_LEAST(0), BELOW(1)),
     REAL_KEY(G_TRAIN, "eps", eps, 1e-8, ABOVE(0)),
     REAL_KEY(G_TRAIN, "grad_clip", grad_clip, 1.0, AT_LEAST(0)),
-    PLANNED_STR_KEY(G_TRAIN, "precision", precision, "fp32", "fp32", "bf16|fp16",
-                    "mixed precision is not implemented in this version (the CPU backend computes in fp32)"),
+    STR_KEY(G_TRAIN, "precision", precision, "fp32", "fp32|bf16|fp16"),
+    REAL_KEY(G_TRAIN, "loss_scale", loss_scale, 0, AT_LEAST(0), AT_MOST(1e30)),
+    REAL_KEY(G_TRAIN, "initial_loss_scale", initial_loss_scale, 65536, ABOVE(0), AT_MOST(1e30)),
+    INT_KEY(G_TRAIN, "loss_scale_window", loss_scale_window, 1000, AT_LEAST(1)),
+    INT_KEY(G_TRAIN, "hysteresis", hysteresis, 2, AT_LEAST(1)),
+    REAL_KEY(G_TRAIN, "min_loss_scale", min_loss_scale, 1, ABOVE(0), AT_MOST(1e30)),
     PLANNED_STR_KEY(G_TRAIN, "on_anomaly", on_anomaly, "skip", "warn|skip|abort", "rollback",
                     "rolling back to the last checkpoint is not implemented in this version"),
     INT_KEY(G_TRAIN, "inject_nan_step", inject_nan_step, -1, AT_LEAST(-1)),
     INT_KEY(G_TRAIN, "dump_grads_step", dump_grads_step, -1, AT_LEAST(-1)),
+    INT_KEY(G_TRAIN, "inject_overflow_step", inject_overflow_step, -1, AT_LEAST(-1)),
 
     STR_KEY(G_DATA, "train_files", train_files, "", NULL),
     STR_KEY(G_DATA, "val_files", val_files, "", NULL),
@@ -627,6 +632,41 @@ static int check_generate_grid(parse_ctx_t *ctx, const config_t *cfg) {
                      "saved on any grid load there", provenance(ctx, m, pm), cfg->pp, provenance(ctx, p, pp));
 }
 
+/* Loss scaling is fp16's: its keys set with another precision would do nothing, and a dynamic
+ * scaler that starts below its floor cannot work. */
+static const char *const fp16_keys[] = {"loss_scale", "initial_loss_scale", "loss_scale_window",
+                                        "hysteresis", "min_loss_scale"};
+#define N_FP16_KEYS (sizeof fp16_keys / sizeof fp16_keys[0])
+
+static bool is_fp16_key(const key_spec_t *ks) {
+    for (size_t i = 0; i < N_FP16_KEYS; i++)
+        if (ks->group == G_TRAIN && !strcmp(ks->key, fp16_keys[i])) return true;
+    return false;
+}
+
+static int check_loss_scaling(parse_ctx_t *ctx, const config_t *cfg) {
+    const char *const *keys = fp16_keys;
+    int pr = key_index(G_TRAIN, "precision"), line, col;
+    char pp[32];
+    for (size_t i = 0; i < N_FP16_KEYS && strcmp(cfg->precision, "fp16") != 0; i++) {
+        int k = key_index(G_TRAIN, keys[i]);
+        if (!ctx->set_by[k]) continue;
+        locate(ctx, k, pr, &line, &col);
+        return cfg_error(ctx, line, col, "&train %s: loss scaling is for precision = 'fp16', but "
+                         "precision = '%s' (%s); remove the key", keys[i], cfg->precision,
+                         provenance(ctx, pr, pp));
+    }
+    if (cfg->loss_scale == 0 && cfg->min_loss_scale > cfg->initial_loss_scale) {
+        int a = key_index(G_TRAIN, "min_loss_scale"), b = key_index(G_TRAIN, "initial_loss_scale");
+        char pa[32], pb[32];
+        locate(ctx, a, b, &line, &col);
+        return cfg_error(ctx, line, col, "&train min_loss_scale: min_loss_scale = %g (%s) must be <= "
+                         "initial_loss_scale = %g (%s)", cfg->min_loss_scale, provenance(ctx, a, pa),
+                         cfg->initial_loss_scale, provenance(ctx, b, pb));
+    }
+    return 0;
+}
+
 /* Validation every val_every steps needs data to validate on; without it nothing would run. */
 static int check_val_files(parse_ctx_t *ctx, const config_t *cfg) {
     if (cfg->val_every == 0 || cfg->val_files[0] != '\0' || strcmp(cfg->mode, "train") != 0) return 0;
@@ -832,9 +872,9 @@ static int check_sizes(parse_ctx_t *ctx, const config_t *cfg) {
 }
 
 static int check_cross_keys(parse_ctx_t *ctx, config_t *cfg) {
-    if (check_heads_divide_width(ctx, cfg) || check_global_batch(ctx, cfg) || check_min_lr(ctx, cfg) ||
-        check_mode_inputs(ctx, cfg) || check_prompt_in_vocab(ctx, cfg) || check_generate_grid(ctx, cfg) ||
-        check_val_files(ctx, cfg))
+    if (check_loss_scaling(ctx, cfg) || check_heads_divide_width(ctx, cfg) || check_global_batch(ctx, cfg) ||
+        check_min_lr(ctx, cfg) || check_mode_inputs(ctx, cfg) || check_prompt_in_vocab(ctx, cfg) ||
+        check_generate_grid(ctx, cfg) || check_val_files(ctx, cfg))
         return -1;
     if (resolve_derived(ctx, cfg) != 0) return -1;
     return check_sizes(ctx, cfg);
@@ -964,6 +1004,11 @@ static void put_quoted(writer_t *w, const char *s) {
 static void put_key(writer_t *w, const key_spec_t *ks, const config_t *cfg) {
     const void *f = field_cptr(cfg, ks);
     char real[40];
+    if (is_fp16_key(ks) && strcmp(cfg->precision, "fp16") != 0) { /* refused unless fp16 */
+        format_real(ks->type == K_INT ? *(const int *)f : *(const double *)f, real);
+        put(w, "  ! %s = %s (loss scaling: precision = 'fp16' only)\n", ks->key, real);
+        return;
+    }
     if (ks->type == K_INT_ARRAY) {
         int n = *(const int *)((const char *)cfg + ks->count_offset);
         if (n == 0) {

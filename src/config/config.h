@@ -56,6 +56,10 @@ typedef struct config {
     double decay_fraction;  /* wsd: fraction of steps in the final decay, default 0.2 */
     double weight_decay, beta1, beta2, eps, grad_clip; /* grad_clip 0 = off */
     char precision[8];      /* 'fp32' | 'bf16' | 'fp16' */
+    double loss_scale;      /* fp16: a fixed loss scale; 0 = dynamic (the four keys below) */
+    double initial_loss_scale, min_loss_scale;
+    int loss_scale_window, hysteresis; /* clean steps before doubling; overflows before halving */
+    int inject_overflow_step; /* testing: an Inf in a gradient at this step (-1 = never) */
     char on_anomaly[16];    /* 'warn' | 'skip' | 'abort' */
     int inject_nan_step;    /* testing: make the loss NaN at this step (-1 = never) */
     int dump_grads_step;    /* testing: write the reduced gradients of this step (0-based, before

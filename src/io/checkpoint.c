@@ -265,6 +265,11 @@ static void write_state_attributes(writer_t *w, hid_t file, const ckpt_state_t *
         W_TRY(w, write_i64_attr(file, names[i], *v[i]), "writing attribute", names[i]);
     W_TRY(w, write_attr(file, "loss_scale", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &s->loss_scale),
           "writing attribute", "loss_scale");
+    W_TRY(w, write_i64_attr(file, "loss_scale_growth", s->ls_growth), "writing attribute", "loss_scale_growth");
+    W_TRY(w, write_i64_attr(file, "loss_scale_hysteresis", s->ls_hysteresis), "writing attribute",
+          "loss_scale_hysteresis");
+    W_TRY(w, write_i64_attr(file, "loss_scale_overflows", s->ls_overflows), "writing attribute",
+          "loss_scale_overflows");
 }
 
 /* Dataset creation properties: no timestamps in the object headers, so the same state gives
@@ -767,6 +772,16 @@ static int read_state(reader_t *r, hid_t file, ckpt_state_t *s) {
     s->loss_scale = 1.0;
     if (read_num_attr(file, "loss_scale", H5T_NATIVE_DOUBLE, &s->loss_scale) < 0)
         return need_attr(r, -1, "loss_scale", "");
+    /* the scaler's trackers (files of version 0.1 have none: a fresh scaler then) */
+    const char *trk[3] = {"loss_scale_growth", "loss_scale_hysteresis", "loss_scale_overflows"};
+    int64_t *tv[3] = {&s->ls_growth, &s->ls_hysteresis, &s->ls_overflows};
+    int found = 0;
+    for (int i = 0; i < 3; i++) {
+        int rc = read_num_attr(file, trk[i], H5T_NATIVE_INT64, tv[i]);
+        if (rc < 0) return need_attr(r, -1, trk[i], "");
+        found += rc == 0;
+    }
+    s->has_scaler = found == 3;
     if (s->global_batch < 1 || s->sample_pos < 0 || s->tokens_seen < 0 || s->adam_t < 0)
         return errf(r->msg, r->len, "checkpoint %s: impossible state (global_batch %lld, "
                     "sample_pos %lld, adam_t %lld): damaged file", r->path,

@@ -9,7 +9,8 @@
  *                  n_layer, n_head, d_model, d_ff, seq_len (the model), run_id (the lineage:
  *                  one id per fresh start, kept across resumes), config (the effective
  *                  namelist); checkpoints also: tokens_seen, sample_pos (next global sample
- *                  index), adam_t, skipped, global_batch, loss_scale, grid_dp, grid_tp, grid_pp
+ *                  index), adam_t, skipped, global_batch, loss_scale, loss_scale_growth,
+ *                  loss_scale_hysteresis, loss_scale_overflows, grid_dp, grid_tp, grid_pp
  *   /config        : the namelist instead of the attribute when it is over 60000 bytes
  * Written collectively through parallel HDF5 (MPI-IO, collective transfers): each element by
  * one rank only (dp rank 0; replicated tensors by tp rank 0; the tied wte by the first stage).
@@ -44,6 +45,8 @@ typedef struct ckpt_state {
     int64_t global_batch;
     double loss_scale;
     int64_t grid_dp, grid_tp, grid_pp;
+    int64_t ls_growth, ls_hysteresis, ls_overflows; /* the fp16 loss scaler's trackers */
+    int has_scaler;                                 /* read: the file holds them */
 } ckpt_state_t;
 
 /* Collective over comm. params (and m, v for a checkpoint, i.e. when state is not NULL) are host

@@ -15,6 +15,7 @@
 #define LLMT_OPS_H
 #include <stddef.h>
 #include <stdbool.h>
+#include "kernels/precision.h"
 
 typedef struct ops {
     const char *name;
@@ -110,6 +111,15 @@ typedef struct ops {
                          float grad_scale, int t);
     /* x[n] *= s */
     void (*scale)(float *x, float s, size_t n);
+
+    /* ---- precision ---- */
+    /* x[n] was just computed (fp32) and is now stored as type t: the CPU backend rounds it in
+     * place to the nearest t value (precision.h); nothing for DT_FP32. */
+    void (*quantize)(float *x, size_t n, dtype_t t);
+    /* dst[n] = src[n] stored as type t (the low-precision weights copy of fp32 master weights) */
+    void (*quantize_copy)(float *dst, const float *src, size_t n, dtype_t t);
+    /* whether x[n] holds an Inf or NaN (fp16 overflow, found before a step is applied) */
+    bool (*any_nonfinite)(const float *x, size_t n);
 } ops_t;
 
 /* The CPU backend (C + OpenMP + CBLAS). */

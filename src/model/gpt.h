@@ -116,6 +116,7 @@ typedef struct gpt {
     /* NULL: the gradients accumulate in `grads` over a step's micro-batches; else a provider
      * stages them per unit and micro-batch and `grads` is not allocated. */
     const gpt_grad_provider_t *grad_stage;
+    dtype_t act_dtype;                /* saved activations are stored as this type (precision.h) */
 } gpt_t;
 
 /* Allocate parameters (not initialised), gradients and activations for micro-batches up to

@@ -198,12 +198,14 @@ int ckpt_write_now(trainer_t *tr, const char *why) {
     const zero_t *z = &tr->zero;
     /* host copies in the flat layout; under ZeRO the partitions meet on dp rank 0 (the writer),
      * the other dp ranks hold none */
-    float *p = trainer_host_copy(tr, m->params, z->param_shard, z->stage >= 3);
+    float *p = trainer_host_params(tr);
     float *mm = trainer_host_copy(tr, tr->opt.m, tr->opt.m, z->stage >= 1);
     float *vv = trainer_host_copy(tr, tr->opt.v, tr->opt.v, z->stage >= 1);
     ckpt_meta_t meta = model_meta(tr);
     ckpt_state_t st = {tr->tokens_seen, tr->sample_pos, tr->opt.t, tr->skipped, tr->global_batch,
-                       1.0, tr->grid->dp, tr->grid->tp, tr->grid->pp};
+                       tr->scaler.scale, tr->grid->dp, tr->grid->tp, tr->grid->pp,
+                       tr->scaler.growth_tracker, tr->scaler.hysteresis_tracker,
+                       tr->scaler.overflows, 1};
     double t0 = now_sec(), written = 0;
     watchdog_enter_for("checkpoint write", "all ranks", cfg->io_timeout_s);
     int rc = ckpt_save(path, MPI_COMM_WORLD, tr->io_hints, &m->P, p, mm, vv, &meta, &st,
@@ -352,6 +354,7 @@ void ckpt_resume_apply(trainer_t *tr, ckpt_resumed_t *res) {
     if (z->stage >= 3) tr->ops->to_device(z->param_shard, res->params + z->lo, part);
     else tr->ops->to_device(m->params, res->params, bytes);
     zero3_invalidate(&tr->zero);
+    adamw_take_params(&tr->opt, m, &tr->zero); /* bf16/fp16: the file holds the fp32 master */
     if (z->stage >= 1) {
         tr->ops->to_device(tr->opt.m, res->m + z->lo, part);
         tr->ops->to_device(tr->opt.v, res->v + z->lo, part);
@@ -366,6 +369,12 @@ void ckpt_resume_apply(trainer_t *tr, ckpt_resumed_t *res) {
     tr->skipped = st->skipped;
     tr->tokens_seen = st->tokens_seen;
     tr->sample_pos = st->sample_pos;
+    if (tr->scaler.enabled && st->has_scaler) { /* the fp16 scaler continues where it was */
+        tr->scaler.scale = st->loss_scale;
+        tr->scaler.growth_tracker = (int)st->ls_growth;
+        tr->scaler.hysteresis_tracker = (int)st->ls_hysteresis;
+        tr->scaler.overflows = st->ls_overflows;
+    }
     /* the lineage continues (a file of version 0.1 has none: this run's new id stands) */
     if (res->meta.run_id[0]) snprintf(tr->rd.run_id, sizeof tr->rd.run_id, "%s", res->meta.run_id);
     if (world_rank() == 0)

@@ -59,6 +59,8 @@ void dp_sync_destroy(dp_sync_t *d) {
 }
 
 static void start_bucket(dp_sync_t *d, dp_bucket_t *b) {
+    /* the gradient as the low-precision buffer would hold it, before it is reduced */
+    d->m->ops->quantize(d->m->grads + b->begin, b->end - b->begin, d->grad_dtype);
     if (d->z->stage >= 2)
         comm_ireduce_scatter_sum(d->m->grads + b->begin, b->recv, b->counts, d->dp_comm, COMM_DP,
                                  &b->req);
@@ -98,6 +100,7 @@ void dp_sync_finish(dp_sync_t *d) {
         return;
     }
     if (d->embed_comm != MPI_COMM_NULL) tied_embedding_sum(d);
+    if (d->dp == 1) d->m->ops->quantize(d->m->grads, d->m->P.total, d->grad_dtype);
     if (d->dp > 1)
         for (int i = 0; i < d->n; i++)
             if (!d->b[i].started) start_bucket(d, &d->b[i]);

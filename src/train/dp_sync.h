@@ -28,6 +28,7 @@ typedef struct dp_sync {
     zero_t *z;
     MPI_Comm dp_comm, embed_comm;
     int dp;
+    dtype_t grad_dtype;  /* gradients are stored as this type before their reduction */
     dp_bucket_t *b;
     int n;
     int started_early; /* buckets started inside the backward in the last step (for reports) */

@@ -183,6 +183,7 @@ static void set_params_from_host(trainer_t *tr, const float *host) {
     else
         tr->ops->to_device(tr->model.params, host, tr->model.P.total * sizeof(float));
     zero3_invalidate(&tr->zero);
+    adamw_take_params(&tr->opt, &tr->model, &tr->zero); /* bf16/fp16: master, rounded copy */
 }
 
 /* &run init_from: weights of any grid (or a checkpoint's model part), checked against the
@@ -246,6 +247,12 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
                    cfg->bucket_mb);
     tr->pipe.last_micro_hook = dp_sync_layer_done;
     tr->pipe.hook_ctx = &tr->dps;
+    tr->precision = dtype_from_name(cfg->precision);
+    tr->model.act_dtype = tr->precision;
+    tr->dps.grad_dtype = tr->precision;
+    tr->zero.grad_dtype = tr->precision;
+    loss_scaler_init(&tr->scaler, cfg);
+    adamw_create(&tr->opt, ops, zero_state_floats(&tr->zero), tr->precision);
     if (cfg->init_from[0]) {
         load_init_weights(tr);
     } else {
@@ -254,7 +261,6 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
         set_params_from_host(tr, host);
         xfree(host);
     }
-    adamw_create(&tr->opt, ops, zero_state_floats(&tr->zero));
     const bool was_resumed = resumed.found;
     ckpt_resume_apply(tr, &resumed);
     open_metrics(tr, was_resumed);
@@ -290,6 +296,13 @@ void trainer_destroy(trainer_t *tr) {
 
 /* ---------------------------------------------------------------- weights */
 
+float *trainer_host_params(const trainer_t *tr) {
+    const zero_t *z = &tr->zero;
+    if (tr->opt.master) /* bf16/fp16: the fp32 master weights, laid out like the AdamW state */
+        return trainer_host_copy(tr, tr->opt.master, tr->opt.master, z->stage >= 1);
+    return trainer_host_copy(tr, tr->model.params, z->param_shard, z->stage >= 3);
+}
+
 float *trainer_host_copy(const trainer_t *tr, const float *full, const float *shard, bool sharded) {
     const zero_t *z = &tr->zero;
     const bool writer = tr->grid->rank_dp == 0;
@@ -319,8 +332,7 @@ static int save_weights(trainer_t *tr, const char *tag) {
     if (!ckpt_reserve_space(tr->rd.dir, need, msg, sizeof msg)) {
         /* msg says why */
     } else {
-        float *host = trainer_host_copy(tr, tr->model.params, tr->zero.param_shard,
-                                        tr->zero.stage >= 3);
+        float *host = trainer_host_params(tr);
         ckpt_meta_t meta = {tr->step, tr->cfg->seed, tr->model.V, tr->model.Vp, tr->cfg->n_layer,
                             tr->cfg->n_head, tr->cfg->d_model, tr->cfg->d_ff, tr->cfg->seq_len,
                             tr->config_text, ""};
@@ -358,7 +370,8 @@ static uint64_t first_sample(const trainer_t *tr, int a) {
 static double accumulate_gradients(trainer_t *tr) {
     const int B = tr->micro_batch, T = tr->T;
     const size_t BT = (size_t)B * T;
-    const float dloss = 1.0f / ((float)B * T * tr->accum * tr->grid->dp);
+    /* fp16: the loss gradient is scaled up (the optimizer divides it out again) */
+    const float dloss = (float)(tr->scaler.scale / ((double)B * T * tr->accum * tr->grid->dp));
     char err[1024] = "";
     int bad = 0;
     for (int a = 0; a < tr->accum && !bad; a++)
@@ -387,9 +400,9 @@ static double global_grad_norm(trainer_t *tr) {
     return sqrt(sq);
 }
 
-/* Testing hook (&train inject_nan_step): poison one gradient so the anomaly path runs for real. */
-static void inject_nan(trainer_t *tr) {
-    float nan_value = NAN;
+/* Testing hooks (&train inject_nan_step, inject_overflow_step): poison one reduced gradient so
+ * the anomaly or overflow path runs for real. */
+static void inject_nonfinite(trainer_t *tr, float nan_value) {
     const param_t *p = &tr->model.P.p[0];
     for (int i = 0; i < tr->model.P.n && !p->held; i++) p = &tr->model.P.p[i];
     /* where the reduced gradient lives: the full buffer, or (ZeRO >= 2) the partitions */
@@ -402,8 +415,8 @@ static void inject_nan(trainer_t *tr) {
 }
 
 typedef struct step_result {
-    double loss, norm, lr;
-    bool anomaly, applied;
+    double loss, norm, lr, loss_scale;
+    bool anomaly, applied, overflow;
 } step_result_t;
 
 /* Testing hook (&train dump_grads_step): the step's gradients as the optimizer sees them
@@ -426,28 +439,49 @@ static void dump_grads(trainer_t *tr) {
     if (is_root(tr)) printf("gradients: wrote %s\n", path);
 }
 
+/* fp16: an Inf or NaN in the scaled gradients (any rank: the norm sums them all) skips the step
+ * and lets the scaler back off; only an overflow at the scaler's floor is an anomaly. Returns
+ * whether the step may be applied; sets r->overflow and r->anomaly. */
+static bool loss_scaling_verdict(trainer_t *tr, step_result_t *r) {
+    const double before = tr->scaler.scale;
+    bool at_floor;
+    r->overflow = !isfinite(r->norm);
+    bool apply = loss_scaler_update(&tr->scaler, r->overflow, &at_floor);
+    r->anomaly = !isfinite(r->loss) || at_floor;
+    if (r->overflow && !at_floor && is_root(tr))
+        fprintf(stderr, "llmtrain: note: step %lld: fp16 gradients overflowed at loss scale %g: "
+                "step skipped, scale now %g\n", (long long)tr->step + 1, before, tr->scaler.scale);
+    return apply;
+}
+
 static step_result_t train_step(trainer_t *tr) {
     const config_t *cfg = tr->cfg;
     step_result_t r = {0};
     watchdog_set_step(tr->step + 1);
+    r.loss_scale = tr->scaler.scale;
     double loss_sum = accumulate_gradients(tr);
     if (tr->step == cfg->dump_grads_step) dump_grads(tr);
-    if (tr->step == cfg->inject_nan_step) inject_nan(tr);
+    if (tr->step == cfg->inject_nan_step) inject_nonfinite(tr, NAN);
+    if (tr->step == cfg->inject_overflow_step) inject_nonfinite(tr, INFINITY);
     r.loss = global_loss(tr, loss_sum);
-    r.norm = global_grad_norm(tr);
+    r.norm = global_grad_norm(tr) / tr->scaler.scale; /* the norm of the true gradient */
     r.lr = lr_at(cfg, (int)tr->step);
-    r.anomaly = !isfinite(r.loss) || !isfinite(r.norm);
+    bool apply = true;
+    if (tr->scaler.enabled) apply = loss_scaling_verdict(tr, &r);
+    else r.anomaly = !isfinite(r.loss) || !isfinite(r.norm);
     if (r.anomaly && strcmp(cfg->on_anomaly, "abort") == 0)
-        fatal_user("step %lld: loss %g, gradient norm %g is not finite; stopping because "
-                   "&train on_anomaly = 'abort'", (long long)tr->step + 1, r.loss, r.norm);
-    r.applied = !(r.anomaly && strcmp(cfg->on_anomaly, "skip") == 0);
+        fatal_user("step %lld: loss %g, gradient norm %g is not finite%s; stopping because "
+                   "&train on_anomaly = 'abort'", (long long)tr->step + 1, r.loss, r.norm,
+                   r.overflow ? " at the smallest loss scale (&train min_loss_scale)" : "");
+    r.applied = apply && !(r.anomaly && strcmp(cfg->on_anomaly, "skip") == 0);
     if (r.applied)
         adamw_step(&tr->opt, &tr->model, &tr->zero, cfg, (float)r.lr,
-                   clip_scale(r.norm, cfg->grad_clip));
+                   (float)(clip_scale(r.norm, cfg->grad_clip) / tr->scaler.scale));
     else tr->skipped++;
     if (r.anomaly && is_root(tr))
-        fprintf(stderr, "llmtrain: warning: step %lld: loss %g, gradient norm %g not finite: "
+        fprintf(stderr, "llmtrain: warning: step %lld: loss %g, gradient norm %g not finite%s: "
                 "update %s (on_anomaly = '%s')\n", (long long)tr->step + 1, r.loss, r.norm,
+                r.overflow ? " at the smallest loss scale (&train min_loss_scale)" : "",
                 r.applied ? "applied" : "skipped", cfg->on_anomaly);
     tr->step++;
     tr->sample_pos += tr->global_batch;
@@ -497,24 +531,28 @@ static void log_step(trainer_t *tr, const step_result_t *r, double dt, double et
     const double tok_s = (double)tr->global_batch * tr->T / dt;
     const double mfu = tr->flops_per_token * tok_s / (tr->peak_flops * tr->grid->world_size);
     const double mem = (double)alloc_rss_bytes() / (1024.0 * 1024.0);
-    char e[32], n1[32], n2[32];
+    char e[32], n1[32], n2[32], scale[48] = "";
     format_hms(e, sizeof e, eta);
+    if (tr->scaler.enabled) snprintf(scale, sizeof scale, " | scale %g", r->loss_scale);
     if (is_root(tr) && (tr->step % tr->cfg->log_every == 0 || tr->step == tr->cfg->max_steps))
         printf("step %*lld/%d | loss %.4f | lr %.2e | norm %.3f | %7.1f ms | %8.0f tok/s | "
-               "MFU %5.1f%% | mem %.0f MiB | ETA %s%s\n", (int)log10(tr->cfg->max_steps) + 1,
+               "MFU %5.1f%% | mem %.0f MiB | ETA %s%s%s\n", (int)log10(tr->cfg->max_steps) + 1,
                (long long)tr->step, tr->cfg->max_steps, r->loss, r->lr, r->norm, dt * 1e3, tok_s,
-               100.0 * mfu, mem, e, r->applied ? "" : " | SKIPPED");
+               100.0 * mfu, mem, e, scale,
+               r->applied ? "" : r->overflow && !r->anomaly ? " | SKIPPED (overflow)" : " | SKIPPED");
     metrics_write(&tr->metrics,
                   "\"step\":%lld,\"loss\":%s,\"lr\":%.9g,\"grad_norm\":%s,\"ms\":%.3f,"
                   "\"tokens_per_s\":%.1f,\"mfu\":%.5f,\"rss_mib\":%.1f,\"tokens\":%lld,"
                   "\"skipped\":%lld,\"applied\":%s,\"ms_tp\":%.3f,\"ms_pp_wait\":%.3f,"
-                  "\"ms_dp_wait\":%.3f,\"bytes_tp\":%.0f,\"bytes_pp\":%.0f,\"bytes_dp\":%.0f",
+                  "\"ms_dp_wait\":%.3f,\"bytes_tp\":%.0f,\"bytes_pp\":%.0f,\"bytes_dp\":%.0f,"
+                  "\"loss_scale\":%.9g,\"overflow\":%s",
                   (long long)tr->step, metrics_num(n1, sizeof n1, r->loss), r->lr,
                   metrics_num(n2, sizeof n2, r->norm), dt * 1e3, tok_s, mfu, mem,
                   (long long)tr->tokens_seen, (long long)tr->skipped,
                   r->applied ? "true" : "false", c->seconds[COMM_TP] * 1e3,
                   c->seconds[COMM_PP] * 1e3, c->seconds[COMM_DP] * 1e3, c->bytes[COMM_TP],
-                  c->bytes[COMM_PP], c->bytes[COMM_DP]);
+                  c->bytes[COMM_PP], c->bytes[COMM_DP], r->loss_scale,
+                  r->overflow ? "true" : "false");
     fflush(stdout);
 }
 
@@ -613,8 +651,11 @@ static int finish(trainer_t *tr) {
     snprintf(tag, sizeof tag, "step%06lld", (long long)tr->step);
     if (save_weights(tr, tag) != 0) code = LLMT_EXIT_CKPT;
     if (is_root(tr) && tr->skipped)
-        printf("anomalies: %lld of %lld steps skipped\n", (long long)tr->skipped,
-               (long long)tr->step);
+        printf("anomalies: %lld of %lld steps skipped%s\n", (long long)tr->skipped,
+               (long long)tr->step, tr->scaler.overflows ? "" : "");
+    if (is_root(tr) && tr->scaler.enabled)
+        printf("loss scaling: %lld overflowing steps skipped, final scale %g\n",
+               (long long)tr->scaler.overflows, tr->scaler.scale);
     print_time_split(tr);
     if (is_root(tr))
         printf("memory (rank 0): tracked buffers %.1f MiB now, %.1f MiB at peak; resident %.1f "

@@ -13,6 +13,7 @@
 #include "model/gpt.h"
 #include "parallel/grid.h"
 #include "train/dp_sync.h"
+#include "train/loss_scale.h"
 #include "train/optimizer.h"
 #include "train/pipeline.h"
 #include "train/rundir.h"
@@ -25,6 +26,8 @@ typedef struct trainer {
     gpt_t model;
     adamw_t opt;
     zero_t zero;                /* ZeRO partitions over the dp group: the ownership map */
+    dtype_t precision;          /* weights copy, saved activations, gradients before reduction */
+    loss_scaler_t scaler;       /* fp16 */
     pipe_t pipe;                /* pipeline schedule over the micro-batches of a step */
     dp_sync_t dps;              /* bucketed data-parallel gradient all-reduce */
     shard_set_t train_set, val_set;
@@ -58,6 +61,9 @@ int trainer_train(trainer_t *tr);
  * partitions) the partitions gathered on dp rank 0 (NULL on the other dp ranks, which write
  * nothing). Collective over the dp group when sharded. Free with xfree. */
 float *trainer_host_copy(const trainer_t *tr, const float *full, const float *shard, bool sharded);
+/* The parameters in fp32 for a file: the master weights (bf16/fp16) or the model's own, as
+ * trainer_host_copy gives them. */
+float *trainer_host_params(const trainer_t *tr);
 /* Mean loss over val_batches micro-batches of the validation set (all ranks get it). */
 double trainer_validate(trainer_t *tr);
 /* mode = 'generate': sample max_new_tokens after the prompt; rank 0 prints the ids. */

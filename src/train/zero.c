@@ -253,6 +253,7 @@ static void grads_begin(void *ctx, int u) {
 static void grads_end(void *ctx, int u) {
     zero_t *z = ctx;
     zero_gstage_t *g = u >= 0 ? (zero_gstage_t *)z->s_in_use : gstage_of(z, u);
+    z->ops->quantize(g->buf, g->hi - g->lo, z->grad_dtype);
     comm_ireduce_scatter_sum(g->buf, g->recv, g->counts, z->dp_comm, COMM_DP, &g->req);
 }
 

@@ -69,6 +69,7 @@ typedef struct zero {
     /* stage >= 2 with pp = 1 and 1F1B: gradients staged per unit and micro-batch (the model
      * keeps no full gradient buffer) */
     bool staged;
+    dtype_t grad_dtype;     /* staged gradients are stored as this type before their reduction */
     gpt_grad_provider_t grad_provider;
     zero_gstage_t sembed, sfinal, sblocks[2];
     const zero_gstage_t *s_in_use;

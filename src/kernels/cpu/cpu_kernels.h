@@ -40,6 +40,11 @@ void cpu_attention_backward(float *dqkv, float *scratch, const float *dout, cons
 void cpu_gelu_forward(float *out, const float *inp, size_t n);
 void cpu_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
 
+/* ---- quantize.c ---- */
+void cpu_quantize(float *x, size_t n, dtype_t t);
+void cpu_quantize_copy(float *dst, const float *src, size_t n, dtype_t t);
+bool cpu_any_nonfinite(const float *x, size_t n);
+
 /* ---- embed.c ---- */
 void cpu_embed_forward(float *out, const int *tokens, const float *wte, const float *wpe,
                        int B, int T, int C, int v_start, int v_count, bool add_pos);

@@ -127,6 +127,9 @@ static const ops_t cpu_ops = {
     .sumsq = cpu_sumsq,
     .adamw_update = cpu_adamw_update,
     .scale = cpu_scale,
+    .quantize = cpu_quantize,
+    .quantize_copy = cpu_quantize_copy,
+    .any_nonfinite = cpu_any_nonfinite,
 };
 
 const ops_t *ops_cpu(void) {
