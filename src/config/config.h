@@ -41,6 +41,7 @@ typedef struct config {
     int virtual_stages;
     int zero_stage;         /* 0..3 */
     char recompute[16];     /* 'none' | 'selective' | 'full' */
+    int recompute_layers;   /* recompute the first N blocks of each stage; -1 = all */
     double bucket_mb;
     char bind[16];          /* 'cores': llmtrain binds each rank with hwloc; 'none' */
 
