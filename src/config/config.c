@@ -122,8 +122,8 @@ static const key_spec_t key_specs[] = {
             NOT_IMPL("virtual pipeline stages are not implemented in this version")),
     INT_KEY(G_PARALLEL, "zero_stage", zero_stage, 0, AT_LEAST(0), AT_MOST(3)),
     BOOL_KEY(G_PARALLEL, "zero3_resident", zero3_resident, false),
-    PLANNED_STR_KEY(G_PARALLEL, "recompute", recompute, "none", "none", "selective|full",
-                    "activation recomputation is not implemented in this version"),
+    STR_KEY(G_PARALLEL, "recompute", recompute, "none", "none|selective|full"),
+    INT_KEY(G_PARALLEL, "recompute_layers", recompute_layers, -1, AT_LEAST(-1)), /* <= n_layer */
     STR_KEY(G_PARALLEL, "bind", bind, "cores", "cores|none"),
     REAL_KEY(G_PARALLEL, "bucket_mb", bucket_mb, 25.0, ABOVE(0), AT_MOST(1e6),
              WHY("the bucket size is converted to a count of floats")),
@@ -580,6 +580,17 @@ static int check_min_lr(parse_ctx_t *ctx, const config_t *cfg) {
                      provenance(ctx, a, pa), cfg->lr, provenance(ctx, b, pb));
 }
 
+static int check_recompute_layers(parse_ctx_t *ctx, const config_t *cfg) {
+    if (cfg->recompute_layers <= cfg->n_layer) return 0;
+    int a = key_index(G_PARALLEL, "recompute_layers"), b = key_index(G_MODEL, "n_layer"), line, col;
+    char pa[32], pb[32];
+    locate(ctx, a, b, &line, &col);
+    return cfg_error(ctx, line, col,
+                     "&parallel recompute_layers: recompute_layers = %d (%s) must be <= n_layer = %d (%s); "
+                     "-1 recomputes every block", cfg->recompute_layers, provenance(ctx, a, pa), cfg->n_layer,
+                     provenance(ctx, b, pb));
+}
+
 static int check_mode_inputs(parse_ctx_t *ctx, const config_t *cfg) {
     int m = key_index(G_RUN, "mode"), line, col;
     char pm[32];
@@ -746,6 +757,13 @@ typedef struct rank_size {
     double act_floats;  /* activations, scratch and head buffers (floats) */
 } rank_size_t;
 
+/* Activations of n blocks of one stage whose first recompute_layers (-1: all) keep `kept` floats
+ * instead of layer_a each and share one scratch set of the rest. */
+static double blocks_act_floats(const config_t *cfg, double n, double layer_a, double kept) {
+    const double k = cfg->recompute_layers < 0 || cfg->recompute_layers > n ? n : cfg->recompute_layers;
+    return k * kept + (n - k) * layer_a + (k > 0 ? layer_a - kept : 0);
+}
+
 static rank_size_t rank_size_at_least(const config_t *cfg) {
     const double C = cfg->d_model, F = cfg->d_ff, T = cfg->seq_len, tp = cfg->tp;
     const double L = cfg->n_layer, pp = cfg->pp, Vp = (double)config_padded_vocab(cfg);
@@ -756,19 +774,24 @@ static rank_size_t rank_size_at_least(const config_t *cfg) {
     const double wte = Vp * C / tp, wpe = T * C, lnf = 2 * C;
     /* per layer: ln1, res2, ln2, res3 (N*C), 4 row statistics, qkv + atty, fch + gelu, att */
     const double layer_a = N * (4 * C + 4 + 4 * Cl + 2 * Fl) + att;
+    /* a recomputed block keeps less (selective: not atty, att, gelu; full: only res3), and one
+     * scratch set of the rest is shared by all of them (model/gpt.c) */
+    const double kept = !strcmp(cfg->recompute, "selective") ? N * (4 * C + 4 + 3 * Cl + Fl)
+                        : !strcmp(cfg->recompute, "full")    ? N * C
+                                                             : layer_a;
     const double fixed_a = 2 * N * C + 2 * N * C + N * (3 * Cl > Fl ? 3 * Cl : Fl) + att; /* slot io, dC, dC2, dbig, datt */
     const double head_a = N * C + 6 * N + N * Vp / tp;
     rank_size_t r;
     if (cfg->pp == 1) {
         r.params = wte + wpe + lnf + L * layer_p;
-        r.act_floats = fixed_a + L * layer_a + head_a;
+        r.act_floats = fixed_a + blocks_act_floats(cfg, L, layer_a, kept) + head_a;
         return r;
     }
-    const double most = ceil(L / pp);
+    const double most = ceil(L / pp), one = blocks_act_floats(cfg, 1, layer_a, kept);
     const rank_size_t witness[3] = {
-        {most * layer_p, fixed_a + most * layer_a},          /* the stage with the most layers */
-        {wte + wpe + layer_p, fixed_a + layer_a},            /* the first stage */
-        {wte + lnf + layer_p, fixed_a + layer_a + head_a},   /* the last stage */
+        {most * layer_p, fixed_a + blocks_act_floats(cfg, most, layer_a, kept)}, /* most layers */
+        {wte + wpe + layer_p, fixed_a + one},                /* the first stage */
+        {wte + lnf + layer_p, fixed_a + one + head_a},       /* the last stage */
     };
     r = witness[0];
     for (int i = 1; i < 3; i++) {
@@ -861,8 +884,9 @@ static int check_rank_memory(parse_ctx_t *ctx, const config_t *cfg) {
     return size_error(ctx, acts ? act_keys : model_keys, acts ? 5 : 6,
                       "one rank needs at least %s (parameters, gradients and AdamW moments: %s; activations "
                       "for micro_batch = %d, seq_len = %d: %s), more than the 1 TiB llmtrain accepts per rank: "
-                      "use a smaller %s, a larger &parallel tp or pp", t, pb, cfg->micro_batch, cfg->seq_len, ab,
-                      acts ? "micro_batch or seq_len" : "model");
+                      "use a smaller %s, a larger &parallel tp or pp%s", t, pb, cfg->micro_batch, cfg->seq_len, ab,
+                      acts ? "micro_batch or seq_len" : "model",
+                      acts && strcmp(cfg->recompute, "full") ? ", or &parallel recompute = 'full'" : "");
 }
 
 /* After resolve_derived: global_batch and d_ff hold their effective values. */
@@ -874,7 +898,7 @@ static int check_sizes(parse_ctx_t *ctx, const config_t *cfg) {
 static int check_cross_keys(parse_ctx_t *ctx, config_t *cfg) {
     if (check_loss_scaling(ctx, cfg) || check_heads_divide_width(ctx, cfg) || check_global_batch(ctx, cfg) ||
         check_min_lr(ctx, cfg) || check_mode_inputs(ctx, cfg) || check_prompt_in_vocab(ctx, cfg) ||
-        check_generate_grid(ctx, cfg) || check_val_files(ctx, cfg))
+        check_generate_grid(ctx, cfg) || check_val_files(ctx, cfg) || check_recompute_layers(ctx, cfg))
         return -1;
     if (resolve_derived(ctx, cfg) != 0) return -1;
     return check_sizes(ctx, cfg);

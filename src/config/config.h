@@ -42,6 +42,7 @@ typedef struct config {
     int zero_stage;         /* 0..3 */
     bool zero3_resident;    /* ZeRO-3: gathered blocks stay until the next update (else rotate) */
     char recompute[16];     /* 'none' | 'selective' | 'full' */
+    int recompute_layers;   /* recompute the first N blocks of each stage; -1 = all */
     double bucket_mb;
     char bind[16];          /* 'cores': llmtrain binds each rank with hwloc; 'none' */
 

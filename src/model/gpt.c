@@ -125,27 +125,68 @@ static float *falloc(const gpt_t *m, size_t n, size_t *counter) {
     return m->ops->alloc(n * sizeof(float));
 }
 
-static void alloc_layer_acts(gpt_t *m, gpt_layer_acts_t *a, size_t *c) {
-    const size_t N = (size_t)m->B * m->T, C = m->C, Fl = m->Fl, Cl = (size_t)m->NHl * m->hs;
-    a->ln1 = falloc(m, N * C, c);
-    a->ln1_mean = falloc(m, N, c);
-    a->ln1_rstd = falloc(m, N, c);
-    a->qkv = falloc(m, N * 3 * Cl, c);
-    a->atty = falloc(m, N * Cl, c);
-    a->att = falloc(m, (size_t)m->B * m->NHl * m->T * m->T, c);
-    a->res2 = falloc(m, N * C, c);
-    a->ln2 = falloc(m, N * C, c);
-    a->ln2_mean = falloc(m, N, c);
-    a->ln2_rstd = falloc(m, N, c);
-    a->fch = falloc(m, N * Fl, c);
-    a->fch_gelu = falloc(m, N * Fl, c);
-    a->res3 = falloc(m, N * C, c);
+/* One block's tensors, in the order of gpt_layer_acts_t's pointers: one list for allocating,
+ * sharing and freeing them. */
+enum { A_LN1, A_LN1_MEAN, A_LN1_RSTD, A_QKV, A_ATTY, A_ATT, A_RES2, A_LN2, A_LN2_MEAN, A_LN2_RSTD,
+       A_FCH, A_FCH_GELU, A_RES3, N_ACTS };
+
+static float **act_ptr(gpt_layer_acts_t *a, int k) {
+    float **p[N_ACTS] = {&a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv,      &a->atty,
+                         &a->att, &a->res2,     &a->ln2,      &a->ln2_mean, &a->ln2_rstd,
+                         &a->fch, &a->fch_gelu, &a->res3};
+    return p[k];
+}
+
+static size_t act_numel(const gpt_t *m, int k) {
+    const size_t N = (size_t)m->B * m->T, Cl = (size_t)m->NHl * m->hs;
+    switch (k) {
+    case A_LN1_MEAN: case A_LN1_RSTD: case A_LN2_MEAN: case A_LN2_RSTD: return N;
+    case A_QKV: return N * 3 * Cl;
+    case A_ATTY: return N * Cl;
+    case A_ATT: return (size_t)m->B * m->NHl * m->T * m->T;
+    case A_FCH: case A_FCH_GELU: return N * (size_t)m->Fl;
+    default: return N * (size_t)m->C;
+    }
+}
+
+/* Whether a block under recompute mode r keeps tensor k per slot (else it uses m->shared's):
+ * selective drops the attention core's outputs and the GELU's, full all but the block output
+ * (the next block's input, or the stage output that the head reads and stage + 1 receives). */
+static bool act_kept(gpt_recompute_t r, int k) {
+    switch (r) {
+    case GPT_RECOMPUTE_SELECTIVE: return k != A_ATTY && k != A_ATT && k != A_FCH_GELU;
+    case GPT_RECOMPUTE_FULL: return k == A_RES3;
+    default: return true;
+    }
+}
+
+static void alloc_layer_acts(gpt_t *m, gpt_layer_acts_t *a, gpt_recompute_t r, size_t *c) {
+    a->recompute = r;
+    for (int k = 0; k < N_ACTS; k++)
+        *act_ptr(a, k) = act_kept(r, k) ? falloc(m, act_numel(m, k), c) : *act_ptr(&m->shared, k);
 }
 
 static void free_layer_acts(const gpt_t *m, gpt_layer_acts_t *a) {
-    float *bufs[] = {a->ln1, a->ln1_mean, a->ln1_rstd, a->qkv, a->atty, a->att, a->res2,
-                     a->ln2, a->ln2_mean, a->ln2_rstd, a->fch, a->fch_gelu, a->res3};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) m->ops->free(bufs[i]);
+    for (int k = 0; k < N_ACTS; k++)
+        if (act_kept(a->recompute, k)) m->ops->free(*act_ptr(a, k));
+}
+
+/* &parallel recompute for the first recompute_layers (-1: all) blocks of this stage. */
+static void set_recompute(gpt_t *m, const config_t *cfg) {
+    const int nl = m->end_layer - m->first_layer;
+    m->recompute = !strcmp(cfg->recompute, "selective") ? GPT_RECOMPUTE_SELECTIVE
+                   : !strcmp(cfg->recompute, "full")    ? GPT_RECOMPUTE_FULL
+                                                        : GPT_RECOMPUTE_NONE;
+    const int r = cfg->recompute_layers;
+    m->n_recomputed = m->recompute == GPT_RECOMPUTE_NONE ? 0 : r < 0 || r > nl ? nl : r;
+}
+
+/* The one scratch set of what recomputed blocks do not keep (counted with the head/scratch). */
+static void alloc_shared_acts(gpt_t *m) {
+    if (m->n_recomputed == 0) return;
+    for (int k = 0; k < N_ACTS; k++)
+        if (!act_kept(m->recompute, k))
+            *act_ptr(&m->shared, k) = falloc(m, act_numel(m, k), &m->head_bytes);
 }
 
 static void alloc_slots(gpt_t *m) {
@@ -160,7 +201,10 @@ static void alloc_slots(gpt_t *m) {
         sl->input = falloc(m, N * C, &bytes);
         sl->dout = falloc(m, N * C, &bytes);
         sl->layer = xcalloc((size_t)(nl > 0 ? nl : 1), sizeof(gpt_layer_acts_t));
-        for (int l = 0; l < nl; l++) alloc_layer_acts(m, &sl->layer[l], &bytes);
+        for (int l = 0; l < nl; l++) {
+            gpt_recompute_t r = l < m->n_recomputed ? m->recompute : GPT_RECOMPUTE_NONE;
+            alloc_layer_acts(m, &sl->layer[l], r, &bytes);
+        }
         m->slot_bytes = bytes;
     }
 }
@@ -235,6 +279,8 @@ void gpt_create(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T,
         ops->zero(m->grads, m->P.total);
     }
     resolve_views(m);
+    set_recompute(m, cfg);
+    alloc_shared_acts(m);
     alloc_slots(m);
     alloc_head_and_scratch(m);
 }
@@ -251,6 +297,8 @@ void gpt_destroy(gpt_t *m) {
         o->free(sl->dout);
     }
     xfree(m->slot);
+    for (int k = 0; k < N_ACTS; k++)
+        if (*act_ptr(&m->shared, k)) o->free(*act_ptr(&m->shared, k));
     float *bufs[] = {m->params, m->grads, m->lnf, m->lnf_mean, m->lnf_rstd, m->logits,
                      m->row_max, m->row_sumexp, m->target_logit, m->losses, m->dC, m->dC2,
                      m->dbig, m->datt};
@@ -296,7 +344,10 @@ static void block_forward(gpt_t *m, int l, gpt_layer_acts_t *a, const float *res
                           int T) {
     const ops_t *o = m->ops;
     const int N = B * T, C = m->C, Fl = m->Fl, Cl = m->NHl * m->hs;
-    need_weights(m, l, l + 1 < m->end_layer ? l + 1 : GPT_UNIT_NONE);
+    /* the next block this rank needs: the one after in a forward, the one before when the
+     * forward is re-run inside the backward (recomputation) */
+    const int next = m->recomputing ? l - 1 : l + 1;
+    need_weights(m, l, next >= m->first_layer && next < m->end_layer ? next : GPT_UNIT_NONE);
     const gpt_layer_w_t w = m->lw[l];
     o->layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, res_in, w.ln1w, w.ln1b, N, C);
     o->matmul_forward(a->qkv, a->ln1, w.qkvw, w.qkvb, N, C, 3 * Cl);
@@ -307,6 +358,7 @@ static void block_forward(gpt_t *m, int l, gpt_layer_acts_t *a, const float *res
     o->layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w.ln2w, w.ln2b, N, C);
     o->matmul_forward(a->fch, a->ln2, w.fcw, w.fcb, N, C, Fl);
     o->gelu_forward(a->fch_gelu, a->fch, (size_t)N * Fl);
+    if (!a->res3) return; /* a re-run for backward (recompute = 'full'): nothing later is needed */
     o->matmul_forward(a->res3, a->fch_gelu, w.mprojw, tp_bias(m, w.mprojb), N, Fl, C);
     tp_sum(m, a->res3, (size_t)N * C);
     o->add(a->res3, a->res3, a->res2, (size_t)N * C);
@@ -414,12 +466,33 @@ static void block_backward(gpt_t *m, int l, gpt_layer_acts_t *a, const float *re
     end_grads(m, l);
 }
 
+/* What the block did not keep, made again by the forward's kernels on the forward's inputs with
+ * the same sizes (so the same OpenMP partition): bit-identical to what the forward computed.
+ * Full: the block's forward re-run into the shared set, its tp all-reduces included (every tp
+ * rank re-runs it, in the same order); the kept output is not rewritten (on a pipeline stage it
+ * may still be in flight to stage + 1). Randomness in a block (dropout, when it comes) must be
+ * a pure function of (seed, step, layer, global token, feature), so a re-run draws the same. */
+static void block_recompute(gpt_t *m, int l, gpt_layer_acts_t *a, const float *res_in, int B,
+                            int T) {
+    if (a->recompute == GPT_RECOMPUTE_FULL) {
+        gpt_layer_acts_t run = *a;
+        run.res3 = NULL;
+        m->recomputing = true;
+        block_forward(m, l, &run, res_in, B, T);
+        m->recomputing = false;
+    } else if (a->recompute == GPT_RECOMPUTE_SELECTIVE) {
+        m->ops->attention_forward(a->atty, a->att, a->qkv, B, T, m->NHl, m->hs);
+        m->ops->gelu_forward(a->fch_gelu, a->fch, (size_t)B * T * m->Fl);
+    }
+}
+
 void gpt_stage_backward(gpt_t *m, int s, int B, int T, bool first) {
     gpt_slot_t *sl = &m->slot[s];
     m->dres = sl->dout;
     for (int l = m->end_layer - 1; l >= m->first_layer; l--) {
         const int i = l - m->first_layer;
         const float *res_in = i > 0 ? sl->layer[i - 1].res3 : sl->input;
+        block_recompute(m, l, &sl->layer[i], res_in, B, T);
         block_backward(m, l, &sl->layer[i], res_in, B, T, first);
         if (m->on_layer_done) m->on_layer_done(m->hook_ctx, l);
     }

@@ -12,6 +12,12 @@
  * A pipeline stage holds layers [first_layer, end_layer); the first stage embeds, the last runs
  * the head and the loss. `n_slots` micro-batches can be in flight at once (pipeline schedules),
  * each with its own activations.
+ * Activation recomputation (&parallel recompute, for the first recompute_layers blocks of each
+ * stage): 'selective' keeps no attention probabilities, attention output or GELU output per
+ * layer and recomputes them in backward from the kept qkv and fch; 'full' keeps only each
+ * block's output (the next block's input) and re-runs the block's forward in backward. What a
+ * layer does not keep lives in one scratch set shared by every layer and slot (m->shared); the
+ * recomputation runs the same kernels on the same inputs, so the gradients are bit-identical.
  * Owns: the flat parameter and gradient buffers, the activation arena (allocated once).
  * Uses: model/params, kernels/ops.h, parallel/comm, config/, core/. Used by: train/, main. */
 #ifndef LLMT_GPT_H
@@ -32,7 +38,15 @@ typedef struct gpt_parallel {
 /* One process, one micro-batch in flight. */
 gpt_parallel_t gpt_serial(void);
 
+/* &parallel recompute */
+typedef enum gpt_recompute {
+    GPT_RECOMPUTE_NONE, GPT_RECOMPUTE_SELECTIVE, GPT_RECOMPUTE_FULL
+} gpt_recompute_t;
+
+/* One block's activations. Under recompute, the tensors the block does not keep point into the
+ * shared scratch set (valid only between their computation and their use in one block call). */
 typedef struct gpt_layer_acts {
+    gpt_recompute_t recompute;        /* what backward recomputes for this block */
     float *ln1, *ln1_mean, *ln1_rstd; /* [N,C], [N], [N] */
     float *qkv;                       /* [N, 3C/tp] */
     float *atty;                      /* [N, C/tp] attention output before the projection */
@@ -40,7 +54,8 @@ typedef struct gpt_layer_acts {
     float *res2;                      /* [N, C] residual after attention */
     float *ln2, *ln2_mean, *ln2_rstd; /* [N,C], [N], [N] */
     float *fch, *fch_gelu;            /* [N, d_ff/tp] */
-    float *res3;                      /* [N, C] block output */
+    float *res3;                      /* [N, C] block output; NULL: stop after the GELU (a
+                                         re-run for backward, which needs nothing later) */
 } gpt_layer_acts_t;
 
 /* Pointers to one block's tensors inside a flat buffer (parameters or gradients). */
@@ -99,6 +114,10 @@ typedef struct gpt {
     gpt_layer_w_t *lw, *lg;           /* [L] views of params and grads (held layers valid) */
     gpt_global_w_t gw, gg;
     gpt_slot_t *slot;                 /* [n_slots] */
+    gpt_recompute_t recompute;        /* &parallel recompute ... */
+    int n_recomputed;                 /* ... for the stage's first n_recomputed blocks */
+    gpt_layer_acts_t shared;          /* recompute scratch shared by all layers and slots (NULL
+                                         where every layer keeps the tensor) */
     /* head (last stage): one micro-batch at a time, loss and backward fused */
     float *lnf, *lnf_mean, *lnf_rstd; /* [N, C], [N], [N] */
     float *logits;                    /* [N, Vl]; becomes dlogits */
@@ -117,6 +136,7 @@ typedef struct gpt {
      * stages them per unit and micro-batch and `grads` is not allocated. */
     const gpt_grad_provider_t *grad_stage;
     dtype_t act_dtype;                /* saved activations are stored as this type (precision.h) */
+    bool recomputing;                 /* a block's forward is being re-run inside the backward */
 } gpt_t;
 
 /* Allocate parameters (not initialised), gradients and activations for micro-batches up to

@@ -96,6 +96,7 @@ static void defaults_are_the_documented_values(void **state) {
     assert_int_equal(c.virtual_stages, 1);
     assert_int_equal(c.zero_stage, 0);
     assert_string_equal(c.recompute, "none");
+    assert_int_equal(c.recompute_layers, -1);
     assert_true(c.bucket_mb == 25.0);
     assert_int_equal(c.max_steps, 100);
     assert_int_equal(c.global_batch, 0); /* 0 = micro_batch * dp */
@@ -156,7 +157,8 @@ static void every_key_reaches_its_field(void **state) {
              "       dropout = 0, n_experts = 0, top_k = 2, moe_every = 1, capacity_factor = 1.25,\n"
              "       router_noise = 0, aux_loss_coef = 0.01, z_loss_coef = 0.001 /\n"
              "&parallel dp = 2, tp = 2, pp = 3, ep = 1, schedule = 'gpipe', virtual_stages = 1,\n"
-             "          zero_stage = 0, recompute = 'none', bucket_mb = 4.5, bind = 'none' /\n"
+             "          zero_stage = 0, recompute = 'full', recompute_layers = 1, bucket_mb = 4.5,\n"
+             "          bind = 'none' /\n"
              "&train max_steps = 0, global_batch = 16, micro_batch = 2, lr = 1e-3, min_lr = 1d-5,\n"
              "       warmup_steps = 10, lr_schedule = 'wsd', decay_fraction = 1, weight_decay = 0,\n"
              "       beta1 = 0, beta2 = 0.999, eps = 1e-6, grad_clip = 0, precision = 'fp32',\n"
@@ -187,7 +189,8 @@ static void every_key_reaches_its_field(void **state) {
     assert_true(c.dp == 2 && c.tp == 2 && c.pp == 3 && c.ep == 1);
     assert_string_equal(c.schedule, "gpipe");
     assert_true(c.virtual_stages == 1 && c.zero_stage == 0 && c.bucket_mb == 4.5);
-    assert_string_equal(c.recompute, "none");
+    assert_string_equal(c.recompute, "full");
+    assert_int_equal(c.recompute_layers, 1);
     assert_string_equal(c.bind, "none");
     assert_true(c.max_steps == 0 && c.global_batch == 16 && c.micro_batch == 2);
     assert_true(c.lr == 1e-3 && c.min_lr == 1e-5 && c.warmup_steps == 10);
@@ -335,7 +338,8 @@ static void value_not_in_choices_lists_the_choices(void **state) {
     EXPECT_ERROR("&run\n  mode = 'fit'\n/", PATH ":2:10: &run mode: 'fit' is not one of 'train', 'eval', 'generate'");
     EXPECT_ERROR("&run device = 'tpu' /", "&run device: 'tpu' is not one of 'cpu'");
     EXPECT_ERROR("&parallel schedule = 'zb' /", "&parallel schedule: 'zb' is not one of '1f1b', 'gpipe'");
-    EXPECT_ERROR("&parallel recompute = 'all' /", "&parallel recompute: 'all' is not one of 'none'");
+    EXPECT_ERROR("&parallel recompute = 'all' /",
+                 "&parallel recompute: 'all' is not one of 'none', 'selective', 'full'");
     EXPECT_ERROR("&data format = 'npy' /", "&data format: 'npy' is not one of 'auto', 'llmc', 'nanogpt'");
     EXPECT_ERROR("&train lr_schedule = 'step' /",
                  "&train lr_schedule: 'step' is not one of 'cosine', 'constant', 'linear', 'wsd'");
@@ -391,6 +395,7 @@ static void every_range_bound_is_enforced_with_its_message(void **state) {
         {"&parallel zero_stage = 4 /", "&parallel zero_stage: must be in [0, 3], got 4"},
         {"&parallel zero_stage = -1 /", "&parallel zero_stage: must be in [0, 3], got -1"},
         {"&parallel bucket_mb = 0 /", "&parallel bucket_mb: must be in (0, 1e+06], got 0"},
+        {"&parallel recompute_layers = -2 /", "&parallel recompute_layers: must be >= -1, got -2"},
         {"&train global_batch = -8 /", "&train global_batch: must be >= 0, got -8"},
         {"&train micro_batch = 0 /", "&train micro_batch: must be >= 1, got 0"},
         {"&train lr = 0 /", "&train lr: must be > 0, got 0"},
@@ -451,10 +456,6 @@ static void unimplemented_features_are_refused_not_ignored(void **state) {
          PATH ":1:16: &parallel ep: expert parallelism is not implemented in this version; remove the key"},
         {"&parallel virtual_stages = 2 /", "&parallel virtual_stages = 1 /",
          "&parallel virtual_stages: virtual pipeline stages are not implemented in this version; remove the key"},
-        {"&parallel recompute = 'selective' /", "&parallel recompute = 'none' /",
-         PATH ":1:23: &parallel recompute: 'selective': activation recomputation is not implemented in this "
-              "version; use 'none'"},
-        {"&parallel recompute = 'FULL' /", "&parallel recompute = 'NONE' /", "&parallel recompute: 'FULL': activation"},
         {"&parallel schedule = 'interleaved' /", "&parallel schedule = '1f1b' /",
          "&parallel schedule: 'interleaved': the interleaved schedule (virtual pipeline stages) is not implemented "
          "in this version; use one of '1f1b', 'gpipe'"},
@@ -563,6 +564,11 @@ static void derived_sizes_are_refused_naming_keys_and_numbers(void **state) {
          "&train micro_batch: one rank needs at least 14.2 TiB (parameters, gradients and AdamW moments: 19.8 GiB; "
          "activations for micro_batch = 64, seq_len = 8192: 14.1 TiB), more than the 1 TiB llmtrain accepts per rank: "
          "use a smaller micro_batch or seq_len, a larger &parallel tp or pp"},
+        {"&train micro_batch = 32 /\n&model seq_len = 8192, n_head = 32, d_model = 2048, n_layer = 24 /\n"
+         "&parallel recompute = 'selective' /",
+         "&train micro_batch: one rank needs at least 1.1 TiB (parameters, gradients and AdamW moments: 19.8 GiB; "
+         "activations for micro_batch = 32, seq_len = 8192: 1.1 TiB), more than the 1 TiB llmtrain accepts per rank: "
+         "use a smaller micro_batch or seq_len, a larger &parallel tp or pp, or &parallel recompute = 'full'"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char text[512];
@@ -577,6 +583,9 @@ static void derived_sizes_are_refused_naming_keys_and_numbers(void **state) {
         "&model n_layer = 1, d_model = 16384, n_head = 128 /\n&parallel tp = 2 /",
         "&model n_layer = 96, d_model = 4096, n_head = 32 /\n&parallel pp = 4, tp = 4 /",
         "&train micro_batch = 2 /\n&model seq_len = 8192, n_head = 32, d_model = 2048, n_layer = 24 /",
+        /* refused with selective (above): full keeps one block input per layer */
+        "&train micro_batch = 32 /\n&model seq_len = 8192, n_head = 32, d_model = 2048, n_layer = 24 /\n"
+        "&parallel recompute = 'full' /",
         "&train micro_batch = 1, global_batch = 2097151 /\n&model d_model = 64, n_head = 4 /",
     };
     for (size_t i = 0; i < sizeof fits / sizeof fits[0]; i++) {
@@ -656,6 +665,17 @@ static void global_batch_must_be_a_multiple_of_micro_batch_times_dp(void **state
     config_t c;
     parse_ok("&train global_batch = 16, micro_batch = 2 /\n&parallel dp = 2 /\n" DATA, &c);
     assert_int_equal(c.global_batch, 16);
+    config_destroy(&c);
+}
+
+static void recompute_layers_must_not_exceed_n_layer(void **state) {
+    (void)state;
+    EXPECT_ERROR("&model n_layer = 4 /\n&parallel recompute = 'full', recompute_layers = 5 /\n" DATA,
+                 PATH ":2:31: &parallel recompute_layers: recompute_layers = 5 (line 2) must be <= n_layer = 4 "
+                      "(line 1); -1 recomputes every block");
+    config_t c;
+    parse_ok("&model n_layer = 4 /\n&parallel recompute = 'SELECTIVE', recompute_layers = 4 /\n" DATA, &c);
+    assert_string_equal(c.recompute, "selective"); /* choices are matched case-insensitively */
     config_destroy(&c);
 }
 
@@ -897,6 +917,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(syntax_errors_come_through_fatal_user_with_the_path),
         cmocka_unit_test(d_model_must_be_divisible_by_n_head_naming_both_lines),
         cmocka_unit_test(global_batch_must_be_a_multiple_of_micro_batch_times_dp),
+        cmocka_unit_test(recompute_layers_must_not_exceed_n_layer),
         cmocka_unit_test(min_lr_must_not_exceed_lr),
         cmocka_unit_test(training_needs_train_files),
         cmocka_unit_test(generation_needs_at_least_one_prompt_id),
