@@ -328,6 +328,26 @@ static void tp_sum(gpt_t *m, float *x, size_t n) {
 
 static const float *tp_bias(const gpt_t *m, const float *b) { return m->par.tp_rank == 0 ? b : NULL; }
 
+/* An activation saved for backward is now stored as the model's activation type (bf16/fp16:
+ * rounded as a GPU would keep it; nothing for fp32). */
+static void store(const gpt_t *m, float *x, size_t n) {
+    if (m->act_dtype != DT_FP32) m->ops->quantize(x, n, m->act_dtype);
+}
+
+/* The attention core and the GELU, with their outputs stored: the forward and the selective
+ * recomputation call the same two, so a recomputed tensor is bit-identical also in bf16/fp16. */
+static void attention_stored(const gpt_t *m, gpt_layer_acts_t *a, int B, int T) {
+    const size_t N = (size_t)B * T;
+    m->ops->attention_forward(a->atty, a->att, a->qkv, B, T, m->NHl, m->hs);
+    store(m, a->att, (size_t)B * m->NHl * T * T);
+    store(m, a->atty, N * m->NHl * m->hs);
+}
+
+static void gelu_stored(const gpt_t *m, gpt_layer_acts_t *a, int N) {
+    m->ops->gelu_forward(a->fch_gelu, a->fch, (size_t)N * m->Fl);
+    store(m, a->fch_gelu, (size_t)N * m->Fl);
+}
+
 void gpt_embed(gpt_t *m, int s, const int *tokens, int B, int T) {
     ASSERT(m->has_embed && B <= m->B && T <= m->T);
     gpt_slot_t *sl = &m->slot[s];
@@ -337,6 +357,7 @@ void gpt_embed(gpt_t *m, int s, const int *tokens, int B, int T) {
     m->ops->embed_forward(sl->input, sl->tokens, m->gw.wte, m->gw.wpe, B, T, m->C, m->v_start,
                           m->Vl, m->par.tp_rank == 0);
     tp_sum(m, sl->input, (size_t)B * T * m->C);
+    store(m, sl->input, (size_t)B * T * m->C);
 }
 
 /* One pre-LN block: res2 = res_in + attn(ln1(res_in)); res3 = res2 + mlp(ln2(res2)). */
@@ -350,18 +371,24 @@ static void block_forward(gpt_t *m, int l, gpt_layer_acts_t *a, const float *res
     need_weights(m, l, next >= m->first_layer && next < m->end_layer ? next : GPT_UNIT_NONE);
     const gpt_layer_w_t w = m->lw[l];
     o->layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, res_in, w.ln1w, w.ln1b, N, C);
+    store(m, a->ln1, (size_t)N * C);
     o->matmul_forward(a->qkv, a->ln1, w.qkvw, w.qkvb, N, C, 3 * Cl);
-    o->attention_forward(a->atty, a->att, a->qkv, B, T, m->NHl, m->hs);
+    store(m, a->qkv, (size_t)N * 3 * Cl);
+    attention_stored(m, a, B, T);
     o->matmul_forward(a->res2, a->atty, w.projw, tp_bias(m, w.projb), N, Cl, C);
     tp_sum(m, a->res2, (size_t)N * C);
     o->add(a->res2, a->res2, res_in, (size_t)N * C);
+    store(m, a->res2, (size_t)N * C);
     o->layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w.ln2w, w.ln2b, N, C);
+    store(m, a->ln2, (size_t)N * C);
     o->matmul_forward(a->fch, a->ln2, w.fcw, w.fcb, N, C, Fl);
-    o->gelu_forward(a->fch_gelu, a->fch, (size_t)N * Fl);
+    store(m, a->fch, (size_t)N * Fl);
+    gelu_stored(m, a, N);
     if (!a->res3) return; /* a re-run for backward (recompute = 'full'): nothing later is needed */
     o->matmul_forward(a->res3, a->fch_gelu, w.mprojw, tp_bias(m, w.mprojb), N, Fl, C);
     tp_sum(m, a->res3, (size_t)N * C);
     o->add(a->res3, a->res3, a->res2, (size_t)N * C);
+    store(m, a->res3, (size_t)N * C);
 }
 
 static const float *stage_output(const gpt_t *m, int s) {
@@ -391,6 +418,7 @@ static float head_forward(gpt_t *m, int s, const int *targets, int B, int T) {
     need_weights(m, GPT_UNIT_EMBED, GPT_UNIT_NONE);
     o->layernorm_forward(m->lnf, m->lnf_mean, m->lnf_rstd, stage_output(m, s), m->gw.lnfw,
                          m->gw.lnfb, N, m->C);
+    store(m, m->lnf, (size_t)N * m->C); /* the logits and the loss stay fp32 */
     o->matmul_forward(m->logits, m->lnf, m->gw.wte, NULL, N, m->C, m->Vl);
     if (!targets) return 0.0f;
     o->to_device(sl->targets, targets, (size_t)N * sizeof(int));
@@ -481,8 +509,8 @@ static void block_recompute(gpt_t *m, int l, gpt_layer_acts_t *a, const float *r
         block_forward(m, l, &run, res_in, B, T);
         m->recomputing = false;
     } else if (a->recompute == GPT_RECOMPUTE_SELECTIVE) {
-        m->ops->attention_forward(a->atty, a->att, a->qkv, B, T, m->NHl, m->hs);
-        m->ops->gelu_forward(a->fch_gelu, a->fch, (size_t)B * T * m->Fl);
+        attention_stored(m, a, B, T);
+        gelu_stored(m, a, B * T);
     }
 }
 
