@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "config/config.h"
 #include "core/error.h"
 #include "core/fault.h"
@@ -15,6 +16,7 @@
 #include "parallel/topology.h"
 #include "parallel/watchdog.h"
 #include "train/checkpointing.h"
+#include "train/planner.h"
 #include "train/trainer.h"
 
 
@@ -23,6 +25,7 @@ static void usage(int rank) {
         printf("llmtrain %s — MPI-native GPT training\n"
                "usage: srun ./llmtrain input.nml\n"
                "       mpirun -np N ./llmtrain input.nml\n"
+               "       ./llmtrain --plan input.nml   (memory per rank and what fits; one process)\n"
                "The namelist groups and keys are listed in README.md; examples in inputs/.\n",
                LLMT_VERSION);
 }
@@ -74,15 +77,38 @@ static void print_banner(const config_t *cfg, int world) {
     }
 }
 
+/* llmtrain --plan input.nml: on one process (a login node), no grid, no model buffers, no data:
+ * the planner's per-rank prediction for the namelist's grid and the alternatives that fit.
+ * Without &run memory_limit_gb the limit is this node's memory shared by min(ranks, cores)
+ * ranks. Exit 0 when the namelist's setup fits, 2 when it does not. */
+static int plan_only(const char *path, int rank) {
+    config_t cfg;
+    config_load(path, &cfg);
+    int code = 0;
+    if (rank == 0) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        int ranks = cfg.dp * cfg.tp * cfg.pp;
+        int per_node = cores > 0 && cores < ranks ? (int)cores : ranks;
+        code = plan_print(&cfg, plan_limit_bytes(&cfg, per_node), per_node) ? 0 : LLMT_EXIT_USER;
+    }
+    config_destroy(&cfg);
+    return code;
+}
+
 int main(int argc, char **argv) {
     init_mpi(&argc, &argv);
     int rank = 0, world = 1;
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
-    if (argc != 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+    if ((argc != 2 && !(argc == 3 && strcmp(argv[1], "--plan") == 0)) || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
         usage(rank);
         MPI_Finalize();
         return argc == 2 ? 0 : LLMT_EXIT_USER;
+    }
+    if (argc == 3 && strcmp(argv[1], "--plan") == 0) {
+        int code = plan_only(argv[2], rank);
+        MPI_Finalize();
+        return code;
     }
     if (strcmp(argv[1], "--version") == 0) {
         if (rank == 0) printf("llmtrain %s\n", LLMT_VERSION);

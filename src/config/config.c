@@ -86,6 +86,7 @@ static const key_spec_t key_specs[] = {
     PLANNED_STR_KEY(G_RUN, "device", device, "cpu", "cpu", "cuda", "the CUDA backend is not implemented in this version"),
     I64_KEY(G_RUN, "seed", seed, 1337, AT_LEAST(0)),
     STR_KEY(G_RUN, "init_from", init_from, "", NULL),
+    REAL_KEY(G_RUN, "memory_limit_gb", memory_limit_gb, 0, AT_LEAST(0), AT_MOST(1e9)), /* 0 = the node's */
     STR_KEY(G_RUN, "prompt", prompt, "", NULL),
     {.group = G_RUN, .key = "prompt_ids", .type = K_INT_ARRAY, FIELD(prompt_ids), .size = CFG_MAX_IDS,
      .count_offset = offsetof(config_t, n_prompt_ids), AT_LEAST(0)},
@@ -130,7 +131,7 @@ static const key_spec_t key_specs[] = {
 
     INT_KEY(G_TRAIN, "max_steps", max_steps, 100, AT_LEAST(0)),
     INT_KEY(G_TRAIN, "global_batch", global_batch, 0, AT_LEAST(0)), /* 0 = micro_batch * dp */
-    INT_KEY(G_TRAIN, "micro_batch", micro_batch, 4, AT_LEAST(1)),
+    INT_KEY(G_TRAIN, "micro_batch", micro_batch, 4, AT_LEAST(0)), /* 0 = the largest that fits */
     REAL_KEY(G_TRAIN, "lr", lr, 6e-4, ABOVE(0)),
     REAL_KEY(G_TRAIN, "min_lr", min_lr, 0.0, AT_LEAST(0)),
     INT_KEY(G_TRAIN, "warmup_steps", warmup_steps, 0, AT_LEAST(0)),
@@ -558,11 +559,18 @@ static int check_heads_divide_width(parse_ctx_t *ctx, const config_t *cfg) {
 }
 
 static int check_global_batch(parse_ctx_t *ctx, const config_t *cfg) {
-    long long per_step = (long long)cfg->micro_batch * cfg->dp;
-    if (cfg->global_batch == 0 || cfg->global_batch % per_step == 0) return 0;
     int a = key_index(G_TRAIN, "global_batch"), b = key_index(G_TRAIN, "micro_batch");
     int c = key_index(G_PARALLEL, "dp"), line, col;
     char pa[32], pb[32], pc[32];
+    if (cfg->micro_batch == 0) { /* chosen at startup: needs the global batch it must divide */
+        if (cfg->global_batch > 0 && cfg->global_batch % cfg->dp == 0) return 0;
+        locate(ctx, b, a, &line, &col);
+        return cfg_error(ctx, line, col, "&train micro_batch: micro_batch = 0 (the largest that fits "
+                         "the memory limit) needs a global_batch that dp = %d divides; global_batch "
+                         "= %d (%s)", cfg->dp, cfg->global_batch, provenance(ctx, a, pa));
+    }
+    long long per_step = (long long)cfg->micro_batch * cfg->dp;
+    if (cfg->global_batch == 0 || cfg->global_batch % per_step == 0) return 0;
     locate(ctx, a, b, &line, &col);
     return cfg_error(ctx, line, col,
                      "&train global_batch: global_batch = %d (%s) must be a multiple of micro_batch * dp = "
@@ -738,14 +746,6 @@ static int size_error(parse_ctx_t *ctx, const int *keys, int n, const char *fmt,
     provenances(ctx, keys, n, prov, sizeof prov);
     const key_spec_t *k = &key_specs[keys[0]];
     return cfg_error(ctx, line, col, "&%s %s: %s (%s)", group_names[k->group], k->key, body, prov);
-}
-
-/* 1.5 GiB, 3.0 TiB, 12345 bytes */
-static void format_bytes(double b, char out[32]) {
-    if (b >= 1099511627776.0) snprintf(out, 32, "%.1f TiB", b / 1099511627776.0);
-    else if (b >= 1073741824.0) snprintf(out, 32, "%.1f GiB", b / 1073741824.0);
-    else if (b >= 1048576.0) snprintf(out, 32, "%.1f MiB", b / 1048576.0);
-    else snprintf(out, 32, "%.0f bytes", b);
 }
 
 /* What one rank of the largest pipeline stage holds, as lower bounds (exact for pp = 1, as in

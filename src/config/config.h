@@ -18,6 +18,7 @@ typedef struct config {
     char device[16];        /* 'cpu' | 'cuda' */
     int64_t seed;           /* default 1337 */
     char init_from[CFG_STR];/* HDF5 weights file to start from ('' = random init) */
+    double memory_limit_gb; /* per rank; 0 = the node's memory shared by its ranks */
     int prompt_ids[CFG_MAX_IDS]; /* generate: prompt as token ids */
     int n_prompt_ids;       /* how many were given */
     char prompt[CFG_STR];   /* generate: a text prompt (needs &data tokenizer); wins over ids */
@@ -50,7 +51,8 @@ typedef struct config {
     int max_steps;
     int global_batch;       /* sequences per optimizer step; 0 in the file = micro_batch * dp */
     bool global_batch_derived; /* global_batch was not given (a resume may take the saved one) */
-    int micro_batch;        /* sequences per forward/backward on one rank */
+    int micro_batch;        /* sequences per forward/backward on one rank; 0 = the largest that
+                               fits &run memory_limit_gb (chosen at startup by the planner) */
     double lr, min_lr;
     int warmup_steps;
     char lr_schedule[16];   /* 'constant' | 'cosine' | 'linear' | 'wsd' */

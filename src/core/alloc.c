@@ -1,4 +1,4 @@
-/* alloc.c — aligned, tracked host allocation (see alloc.h). */
+/* alloc.c — aligned, tracked host allocation by category (see alloc.h). */
 #include "core/alloc.h"
 #include "core/error.h"
 #include <stdatomic.h>
@@ -7,27 +7,48 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Each tracked block carries its size in a 64-byte prefix so xfree can subtract it. */
+/* Each tracked block carries its size and category in a 64-byte prefix so xfree can subtract. */
 #define ALIGN 64
-static _Atomic size_t bytes_now = 0, bytes_peak = 0;
+typedef struct prefix {
+    size_t bytes;
+    int category;
+} prefix_t;
 
-static void track(long long delta) {
-    size_t now = atomic_fetch_add(&bytes_now, (size_t)delta) + (size_t)delta;
-    size_t peak = atomic_load(&bytes_peak);
-    while (now > peak && !atomic_compare_exchange_weak(&bytes_peak, &peak, now)) {}
+static _Atomic size_t bytes_now = 0, bytes_peak = 0;
+static _Atomic size_t cat_now[MEM_CATEGORIES], cat_peak[MEM_CATEGORIES];
+
+static void raise_peak(_Atomic size_t *peak, size_t now) {
+    size_t p = atomic_load(peak);
+    while (now > p && !atomic_compare_exchange_weak(peak, &p, now)) {}
 }
 
-void *xmalloc(size_t bytes) {
+static void track(int c, long long delta) {
+    raise_peak(&bytes_peak, atomic_fetch_add(&bytes_now, (size_t)delta) + (size_t)delta);
+    raise_peak(&cat_peak[c], atomic_fetch_add(&cat_now[c], (size_t)delta) + (size_t)delta);
+}
+
+const char *mem_category_name(mem_category_t c) {
+    static const char *names[MEM_CATEGORIES] = {"parameters", "gradients", "optimizer", "master",
+                                                "activations", "comm", "workspace"};
+    return c < MEM_CATEGORIES ? names[c] : "?";
+}
+
+void *xmalloc_in(size_t bytes, mem_category_t c) {
     void *base = NULL;
     if (posix_memalign(&base, ALIGN, bytes + ALIGN) != 0 || base == NULL) {
-        char msg[128];
-        snprintf(msg, sizeof msg, "out of memory allocating %zu bytes", bytes);
+        char msg[160];
+        snprintf(msg, sizeof msg, "out of memory allocating %zu bytes (%s)", bytes,
+                 mem_category_name(c));
         die_call(__FILE__, __LINE__, "posix_memalign", msg);
     }
-    *(size_t *)base = bytes;
-    track((long long)bytes);
+    prefix_t *p = base;
+    p->bytes = bytes;
+    p->category = (int)c;
+    track((int)c, (long long)bytes);
     return (char *)base + ALIGN;
 }
+
+void *xmalloc(size_t bytes) { return xmalloc_in(bytes, MEM_WORKSPACE); }
 
 void *xcalloc(size_t n, size_t size) {
     if (size && n > (size_t)-1 / size) die_call(__FILE__, __LINE__, "xcalloc", "size overflow");
@@ -50,13 +71,15 @@ char *xstrdup(const char *s) {
 
 void xfree(void *p) {
     if (!p) return;
-    char *base = (char *)p - ALIGN;
-    track(-(long long)*(size_t *)base);
+    prefix_t *base = (prefix_t *)((char *)p - ALIGN);
+    track(base->category, -(long long)base->bytes);
     free(base);
 }
 
 size_t alloc_bytes_now(void) { return atomic_load(&bytes_now); }
 size_t alloc_bytes_peak(void) { return atomic_load(&bytes_peak); }
+size_t alloc_bytes_now_in(mem_category_t c) { return atomic_load(&cat_now[c]); }
+size_t alloc_bytes_peak_in(mem_category_t c) { return atomic_load(&cat_peak[c]); }
 
 size_t alloc_rss_bytes(void) {
     FILE *f = fopen("/proc/self/statm", "r");
@@ -65,4 +88,11 @@ size_t alloc_rss_bytes(void) {
     int ok = fscanf(f, "%lu %lu", &size, &resident) == 2;
     fclose(f);
     return ok ? (size_t)resident * (size_t)sysconf(_SC_PAGESIZE) : 0;
+}
+
+void format_bytes(double b, char out[32]) {
+    if (b >= 1099511627776.0) snprintf(out, 32, "%.1f TiB", b / 1099511627776.0);
+    else if (b >= 1073741824.0) snprintf(out, 32, "%.1f GiB", b / 1073741824.0);
+    else if (b >= 1048576.0) snprintf(out, 32, "%.1f MiB", b / 1048576.0);
+    else snprintf(out, 32, "%.0f bytes", b);
 }

@@ -1,18 +1,37 @@
-/* alloc.h — aligned, tracked host allocation.
- * Owns: every large host buffer (64-byte aligned, counted so the startup memory plan and the
- * per-step line can report it). Uses: error.h. Used by: all layers.
+/* alloc.h — aligned, tracked host allocation, by category.
+ * Owns: every large host buffer (64-byte aligned, counted per category so the startup memory
+ * plan, the per-step line and the end-of-run table can report it, and the planner's prediction
+ * can be checked against it). Uses: error.h. Used by: all layers.
  * Allocate once at setup and reuse: no allocation in a step's hot path. */
 #ifndef LLMT_ALLOC_H
 #define LLMT_ALLOC_H
 #include <stddef.h>
 
-void *xmalloc(size_t bytes);          /* aligned to 64 bytes, dies with a message on failure */
-void *xcalloc(size_t n, size_t size); /* zeroed */
+/* What a buffer holds (the categories of the memory plan). */
+typedef enum mem_category {
+    MEM_PARAMETERS,  /* the model's weights (or their ZeRO partition and gathered copies) */
+    MEM_GRADIENTS,   /* parameter gradients (full, partition, staging) */
+    MEM_OPTIMIZER,   /* AdamW moments */
+    MEM_MASTER,      /* fp32 master weights of a bf16/fp16 weights copy */
+    MEM_ACTIVATIONS, /* tensors kept between a micro-batch's forward and its backward */
+    MEM_COMM,        /* communication buffers (received parts of reductions) */
+    MEM_WORKSPACE,   /* scratch, host copies, batches, everything else */
+    MEM_CATEGORIES
+} mem_category_t;
+const char *mem_category_name(mem_category_t c); /* "parameters", "gradients", ... */
+
+void *xmalloc_in(size_t bytes, mem_category_t c); /* aligned to 64 bytes; dies on failure */
+void *xmalloc(size_t bytes);          /* = xmalloc_in(bytes, MEM_WORKSPACE) */
+void *xcalloc(size_t n, size_t size); /* zeroed, MEM_WORKSPACE */
 void *xrealloc_small(void *p, size_t bytes); /* plain realloc for small, untracked arrays */
 char *xstrdup(const char *s);
 void xfree(void *p); /* accepts NULL */
 
-size_t alloc_bytes_now(void);  /* tracked bytes currently allocated */
-size_t alloc_bytes_peak(void); /* high-water mark */
+size_t alloc_bytes_now(void);  /* tracked bytes currently allocated, all categories */
+size_t alloc_bytes_peak(void); /* high-water mark of the total */
+size_t alloc_bytes_now_in(mem_category_t c);
+size_t alloc_bytes_peak_in(mem_category_t c); /* the category's own high-water mark */
 size_t alloc_rss_bytes(void);  /* resident set size of the process (from /proc), 0 if unknown */
+/* For people: "1.5 GiB", "3.0 TiB", "12.3 MiB", "12345 bytes". */
+void format_bytes(double bytes, char out[32]);
 #endif

@@ -20,8 +20,9 @@
 typedef struct ops {
     const char *name;
 
-    /* ---- memory (device memory for GPU backends; plain aligned host memory on CPU) ---- */
-    void *(*alloc)(size_t bytes);
+    /* ---- memory (device memory for GPU backends; plain aligned host memory on CPU) ----
+     * alloc: `category` is a mem_category_t (core/alloc.h): the memory plan's accounting. */
+    void *(*alloc)(size_t bytes, int category);
     void (*free)(void *p);
     void (*to_device)(void *dst, const void *src_host, size_t bytes);
     void (*to_host)(void *dst_host, const void *src, size_t bytes);

@@ -120,9 +120,20 @@ static void need_weights(gpt_t *m, int unit, int next) {
 
 /* ---------------------------------------------------------------- activation arena */
 
-static float *falloc(const gpt_t *m, size_t n, size_t *counter) {
+/* Every buffer of the model comes from here: counted (per slot, per category) and allocated, or
+ * in a planning run (gpt_plan_memory) only counted. */
+static void *balloc(gpt_t *m, size_t bytes, mem_category_t cat) {
+    m->planned[cat] += (double)bytes;
+    return m->dry_run ? NULL : m->ops->alloc(bytes, cat);
+}
+
+static float *falloc_in(gpt_t *m, size_t n, size_t *counter, mem_category_t cat) {
     *counter += n * sizeof(float);
-    return m->ops->alloc(n * sizeof(float));
+    return balloc(m, n * sizeof(float), cat);
+}
+
+static float *falloc(gpt_t *m, size_t n, size_t *counter) {
+    return falloc_in(m, n, counter, MEM_ACTIVATIONS);
 }
 
 /* One block's tensors, in the order of gpt_layer_acts_t's pointers: one list for allocating,
@@ -167,6 +178,7 @@ static void alloc_layer_acts(gpt_t *m, gpt_layer_acts_t *a, gpt_recompute_t r, s
 }
 
 static void free_layer_acts(const gpt_t *m, gpt_layer_acts_t *a) {
+    if (m->dry_run) return;
     for (int k = 0; k < N_ACTS; k++)
         if (act_kept(a->recompute, k)) m->ops->free(*act_ptr(a, k));
 }
@@ -186,7 +198,7 @@ static void alloc_shared_acts(gpt_t *m) {
     if (m->n_recomputed == 0) return;
     for (int k = 0; k < N_ACTS; k++)
         if (!act_kept(m->recompute, k))
-            *act_ptr(&m->shared, k) = falloc(m, act_numel(m, k), &m->head_bytes);
+            *act_ptr(&m->shared, k) = falloc_in(m, act_numel(m, k), &m->head_bytes, MEM_WORKSPACE);
 }
 
 static void alloc_slots(gpt_t *m) {
@@ -196,8 +208,8 @@ static void alloc_slots(gpt_t *m) {
     for (int s = 0; s < m->par.n_slots; s++) {
         gpt_slot_t *sl = &m->slot[s];
         size_t bytes = 0;
-        sl->tokens = m->ops->alloc(N * sizeof(int));
-        sl->targets = m->ops->alloc(N * sizeof(int));
+        sl->tokens = balloc(m, N * sizeof(int), MEM_ACTIVATIONS);
+        sl->targets = balloc(m, N * sizeof(int), MEM_ACTIVATIONS);
         sl->input = falloc(m, N * C, &bytes);
         sl->dout = falloc(m, N * C, &bytes);
         sl->layer = xcalloc((size_t)(nl > 0 ? nl : 1), sizeof(gpt_layer_acts_t));
@@ -222,11 +234,12 @@ static void alloc_head_and_scratch(gpt_t *m) {
         m->target_logit = falloc(m, N, c);
         m->losses = falloc(m, N, c);
     }
-    m->dC = falloc(m, N * C, c);
-    m->dC2 = falloc(m, N * C, c);
-    m->dbig = falloc(m, N * (3 * Cl > (size_t)m->Fl ? 3 * Cl : (size_t)m->Fl), c);
-    m->datt = falloc(m, (size_t)m->B * m->NHl * m->T * m->T, c);
-    m->host_losses = xmalloc(N * sizeof(float));
+    m->dC = falloc_in(m, N * C, c, MEM_WORKSPACE);
+    m->dC2 = falloc_in(m, N * C, c, MEM_WORKSPACE);
+    m->dbig = falloc_in(m, N * (3 * Cl > (size_t)m->Fl ? 3 * Cl : (size_t)m->Fl), c, MEM_WORKSPACE);
+    m->datt = falloc_in(m, (size_t)m->B * m->NHl * m->T * m->T, c, MEM_WORKSPACE);
+    m->planned[MEM_WORKSPACE] += (double)N * sizeof(float);
+    if (!m->dry_run) m->host_losses = xmalloc(N * sizeof(float));
 }
 
 static void set_dims(gpt_t *m, const config_t *cfg, const gpt_parallel_t *par) {
@@ -246,10 +259,12 @@ static void set_dims(gpt_t *m, const config_t *cfg, const gpt_parallel_t *par) {
     m->v_valid = valid < 0 ? 0 : valid > m->Vl ? m->Vl : valid;
 }
 
-void gpt_create(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T,
-                const gpt_parallel_t *par, const gpt_weight_provider_t *provider,
-                const gpt_grad_provider_t *grad_stage) {
+/* gpt_create and gpt_plan: the same steps, allocating or only counting (dry_run). */
+static void build(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T,
+                  const gpt_parallel_t *par, const gpt_weight_provider_t *provider,
+                  const gpt_grad_provider_t *grad_stage, bool dry_run) {
     memset(m, 0, sizeof *m);
+    m->dry_run = dry_run;
     set_dims(m, cfg, par);
     m->B = B;
     m->T = T;
@@ -263,26 +278,43 @@ void gpt_create(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T,
         snprintf(big, sizeof big, "pipeline stage %d holds %zu parameters per tp rank, more than "
                  "2147483647 (32-bit MPI counts): use a larger &parallel tp or pp", par->pp_rank,
                  m->P.total);
-    comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, "model setup", m->P.total > INT_MAX ? big : NULL);
+    if (!dry_run)
+        comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, "model setup",
+                           m->P.total > INT_MAX ? big : NULL);
     m->first_layer = m->P.first_layer;
     m->end_layer = m->P.end_layer;
     m->has_embed = m->P.has_embed;
     m->has_head = m->P.has_head;
     m->weights = provider;
     if (!provider) {
-        m->params = ops->alloc(m->P.total * sizeof(float));
-        ops->zero(m->params, m->P.total);
+        m->params = balloc(m, m->P.total * sizeof(float), MEM_PARAMETERS);
+        if (!m->dry_run) ops->zero(m->params, m->P.total);
     }
     m->grad_stage = grad_stage;
     if (!grad_stage) {
-        m->grads = ops->alloc(m->P.total * sizeof(float));
-        ops->zero(m->grads, m->P.total);
+        m->grads = balloc(m, m->P.total * sizeof(float), MEM_GRADIENTS);
+        if (!m->dry_run) ops->zero(m->grads, m->P.total);
     }
     resolve_views(m);
     set_recompute(m, cfg);
     alloc_shared_acts(m);
     alloc_slots(m);
     alloc_head_and_scratch(m);
+}
+
+void gpt_create(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T,
+                const gpt_parallel_t *par, const gpt_weight_provider_t *provider,
+                const gpt_grad_provider_t *grad_stage) {
+    build(m, cfg, ops, B, T, par, provider, grad_stage, false);
+}
+
+void gpt_plan(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T,
+              const gpt_parallel_t *par, bool weights_provided, bool grads_staged) {
+    /* stand-ins: only whether a provider exists matters to what is allocated */
+    static const gpt_weight_provider_t some_weights;
+    static const gpt_grad_provider_t some_grads;
+    build(m, cfg, ops, B, T, par, weights_provided ? &some_weights : NULL,
+          grads_staged ? &some_grads : NULL, true);
 }
 
 void gpt_destroy(gpt_t *m) {

@@ -25,6 +25,7 @@
 #include <mpi.h>
 #include <stdbool.h>
 #include "config/config.h"
+#include "core/alloc.h"
 #include "kernels/ops.h"
 #include "model/params.h"
 
@@ -137,6 +138,8 @@ typedef struct gpt {
     const gpt_grad_provider_t *grad_stage;
     dtype_t act_dtype;                /* saved activations are stored as this type (precision.h) */
     bool recomputing;                 /* a block's forward is being re-run inside the backward */
+    bool dry_run;                     /* gpt_plan: buffers counted, not allocated */
+    double planned[MEM_CATEGORIES];   /* bytes of the model's buffers per memory category */
 } gpt_t;
 
 /* Allocate parameters (not initialised), gradients and activations for micro-batches up to
@@ -145,6 +148,11 @@ typedef struct gpt {
 void gpt_create(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T,
                 const gpt_parallel_t *par, const gpt_weight_provider_t *provider,
                 const gpt_grad_provider_t *grad_stage);
+/* The memory gpt_create would allocate, without allocating it (the planner): m->planned holds
+ * the bytes per category (core/alloc.h), the registry and unit ranges can be queried; release
+ * with gpt_destroy. weights_provided / grads_staged: as with a weight / gradient provider. */
+void gpt_plan(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T,
+              const gpt_parallel_t *par, bool weights_provided, bool grads_staged);
 /* The flat range [*lo, *hi) of a unit's parameters in the local buffer (empty when the stage
  * does not hold it). */
 void gpt_unit_range(const gpt_t *m, int unit, size_t *lo, size_t *hi);

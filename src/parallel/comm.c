@@ -206,6 +206,18 @@ void comm_split(MPI_Comm comm, int color, int key, MPI_Comm *out, const char *ph
     unwatch(t0);
 }
 
+int comm_node_size(MPI_Comm comm) {
+    MPI_Comm node;
+    int n = 1;
+    double t0 = now_sec();
+    watch("counting the ranks of a node", comm);
+    MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+    MPI_CHECK(MPI_Comm_size(node, &n));
+    MPI_CHECK(MPI_Comm_free(&node));
+    unwatch(t0);
+    return n;
+}
+
 /* ---- errors that one rank may see alone -------------------------------------------------- */
 
 int comm_agree(MPI_Comm comm, const char *phase, const char *mine, char *out, size_t outlen) {

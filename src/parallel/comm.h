@@ -65,6 +65,9 @@ void comm_allgather(const void *mine, int count, MPI_Datatype type, void *all, M
                     const char *phase);
 void comm_split(MPI_Comm comm, int color, int key, MPI_Comm *out, const char *phase);
 
+/* How many ranks of comm share this rank's node (collective). */
+int comm_node_size(MPI_Comm comm);
+
 /* ---- errors that one rank may see alone ------------------------------------------------------
  * A file only some nodes can see, a directory one rank cannot write, a tokenizer one rank cannot
  * read: every rank states its own outcome and all learn the same verdict, so no rank is left

@@ -2,6 +2,7 @@
 #include "train/optimizer.h"
 #include <math.h>
 #include <string.h>
+#include "core/alloc.h"
 
 void adamw_create(adamw_t *opt, const ops_t *ops, size_t n, dtype_t weights) {
     memset(opt, 0, sizeof *opt);
@@ -9,12 +10,12 @@ void adamw_create(adamw_t *opt, const ops_t *ops, size_t n, dtype_t weights) {
     opt->n = n;
     opt->weights = weights;
     const size_t k = n ? n : 1;
-    opt->m = ops->alloc(k * sizeof(float));
-    opt->v = ops->alloc(k * sizeof(float));
+    opt->m = ops->alloc(k * sizeof(float), MEM_OPTIMIZER);
+    opt->v = ops->alloc(k * sizeof(float), MEM_OPTIMIZER);
     ops->zero(opt->m, k);
     ops->zero(opt->v, k);
     if (weights != DT_FP32) {
-        opt->master = ops->alloc(k * sizeof(float));
+        opt->master = ops->alloc(k * sizeof(float), MEM_MASTER);
         ops->zero(opt->master, k);
     }
 }

@@ -15,6 +15,7 @@
 #include "parallel/watchdog.h"
 #include "train/checkpointing.h"
 #include "train/lr.h"
+#include "train/planner.h"
 
 
 static int is_root(const trainer_t *tr) { return tr->grid->world_rank == 0; }
@@ -59,9 +60,9 @@ static void open_data(const trainer_t *tr, const char *patterns, const char *key
 
 /* FLOP/s of one matrix product out[N, OC] = in[N, C] w[OC, C]^T: one warm-up, best of 3. */
 static double time_matmul(const ops_t *ops, int N, int C, int OC) {
-    float *a = ops->alloc((size_t)N * C * sizeof(float));
-    float *b = ops->alloc((size_t)OC * C * sizeof(float));
-    float *c = ops->alloc((size_t)N * OC * sizeof(float));
+    float *a = ops->alloc((size_t)N * C * sizeof(float), MEM_WORKSPACE);
+    float *b = ops->alloc((size_t)OC * C * sizeof(float), MEM_WORKSPACE);
+    float *c = ops->alloc((size_t)N * OC * sizeof(float), MEM_WORKSPACE);
     ops->zero(a, (size_t)N * C);
     ops->zero(b, (size_t)OC * C);
     double best = 1e30;
@@ -91,28 +92,78 @@ static double measure_peak_flops(const ops_t *ops, int rows, int C, int F) {
 static void batch_geometry(trainer_t *tr, int64_t resumed) {
     const config_t *cfg = tr->cfg;
     tr->T = cfg->seq_len;
-    tr->micro_batch = cfg->micro_batch;
     if (!cfg->global_batch_derived || resumed > INT32_MAX) resumed = 0;
     tr->global_batch = resumed > 0 ? (int)resumed : cfg->global_batch;
-    tr->accum = tr->global_batch / (cfg->micro_batch * cfg->dp);
-    if (tr->accum * cfg->micro_batch * cfg->dp != tr->global_batch || tr->accum < 1)
+    tr->micro_batch = cfg->micro_batch;
+    if (tr->micro_batch == 0) { /* the largest that fits, chosen alike on every rank */
+        config_t c = *cfg;
+        c.global_batch = tr->global_batch;
+        tr->micro_batch = plan_auto_micro_batch(&c, tr->memory_limit);
+        if (tr->micro_batch == 0) {
+            char hint[300] = "", limit[32];
+            bool fits = plan_suggest(&c, tr->memory_limit, hint, sizeof hint);
+            format_bytes(tr->memory_limit, limit);
+            fatal_user("%s: &train micro_batch = 0: not even micro_batch = 1 fits the %s a rank may "
+                       "use (&run memory_limit_gb%s); %s%s", cfg->source_path, limit,
+                       cfg->memory_limit_gb > 0 ? "" : " unset: this node's memory shared by its ranks",
+                       fits ? "the planner suggests " : "more ranks (tp, pp), a smaller model or a "
+                       "larger limit are needed", hint);
+        }
+        if (is_root(tr))
+            printf("batch: micro_batch = 0: the planner chose micro_batch %d (the largest that fits "
+                   "%.2f GiB per rank)\n", tr->micro_batch, tr->memory_limit / 1073741824.0);
+    }
+    tr->accum = tr->global_batch / (tr->micro_batch * cfg->dp);
+    if (tr->accum * tr->micro_batch * cfg->dp != tr->global_batch || tr->accum < 1)
         fatal_user("%s: &train global_batch = %d must be a multiple of micro_batch * dp = %d * %d",
-                   cfg->source_path, tr->global_batch, cfg->micro_batch, cfg->dp);
+                   cfg->source_path, tr->global_batch, tr->micro_batch, cfg->dp);
+}
+
+/* Before anything large is allocated: the planner's prediction for this rank against the limit
+ * (the ranks agree; the message names the rank, its categories and the planner's suggestion). */
+static void check_fits(trainer_t *tr) {
+    const config_t *cfg = tr->cfg;
+    config_t c = *cfg;
+    c.global_batch = tr->global_batch;
+    plan_rank(&c, tr->grid->rank_tp, tr->grid->rank_pp, tr->micro_batch, tr->accum, &tr->plan);
+    char msg[1400], hint[300] = "", part[MEM_CATEGORIES][32], total[32], limit[32];
+    const char *mine = NULL;
+    if (tr->plan.total > tr->memory_limit) {
+        bool fits = plan_suggest(&c, tr->memory_limit, hint, sizeof hint);
+        for (int k = 0; k < MEM_CATEGORIES; k++) format_bytes(tr->plan.bytes[k], part[k]);
+        format_bytes(tr->plan.total, total);
+        format_bytes(tr->memory_limit, limit);
+        snprintf(msg, sizeof msg, "%s: &run memory_limit_gb: this run needs %s on this rank "
+                 "(parameters %s, gradients %s, optimizer %s, master %s, activations %s, comm %s, "
+                 "workspace %s) but a rank may use %s (%s); %s%s (see llmtrain --plan %s)",
+                 cfg->source_path, total, part[MEM_PARAMETERS], part[MEM_GRADIENTS],
+                 part[MEM_OPTIMIZER], part[MEM_MASTER], part[MEM_ACTIVATIONS], part[MEM_COMM],
+                 part[MEM_WORKSPACE], limit,
+                 cfg->memory_limit_gb > 0 ? "memory_limit_gb" : "unset: this node's memory shared by its ranks",
+                 fits ? "the planner suggests " : "no zero_stage x recompute x micro_batch fits: more "
+                 "ranks (tp, pp), a smaller model or a larger limit are needed", hint, cfg->source_path);
+        mine = msg;
+    }
+    comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, "checking the memory plan", mine);
 }
 
 static void print_memory_plan(const trainer_t *tr) {
     const double MiB = 1024.0 * 1024.0;
-    const double pbytes = (double)tr->model.P.total * sizeof(float);
     printf("model: GPT L=%d C=%d heads=%d d_ff=%d vocab=%d (padded %d) seq_len=%d: %.2fM "
            "parameters\n", tr->model.L, tr->model.C, tr->model.NH, tr->model.F, tr->model.V,
            tr->model.Vp, tr->T, tr->model.P.n_global / 1e6);
     printf("batch: global %d sequences = micro_batch %d x accumulation %d x dp %d "
            "(%d tokens per step)\n", tr->global_batch, tr->micro_batch, tr->accum,
            tr->grid->dp, tr->global_batch * tr->T);
-    printf("memory plan (rank 0): parameters %.1f MiB, gradients %.1f MiB, AdamW m+v %.1f MiB, "
-           "activations %d slot%s x %.1f MiB + head/scratch %.1f MiB\n", pbytes / MiB,
-           pbytes / MiB, 2 * pbytes / MiB, tr->model.par.n_slots,
-           tr->model.par.n_slots > 1 ? "s" : "", tr->model.slot_bytes / MiB,
+    printf("memory plan (rank 0, planner):");
+    for (int c = 0; c < MEM_CATEGORIES; c++)
+        printf(" %s %.1f%s", mem_category_name((mem_category_t)c), tr->plan.bytes[c] / MiB,
+               c + 1 < MEM_CATEGORIES ? "," : "");
+    printf(" MiB; total %.1f MiB of %.2f GiB per rank (%s)\n", tr->plan.total / MiB,
+           tr->memory_limit / 1073741824.0,
+           tr->cfg->memory_limit_gb > 0 ? "&run memory_limit_gb" : "the node's memory / its ranks");
+    printf("activations (rank 0): %d slot%s x %.1f MiB + head/scratch %.1f MiB\n",
+           tr->model.par.n_slots, tr->model.par.n_slots > 1 ? "s" : "", tr->model.slot_bytes / MiB,
            tr->model.head_bytes / MiB);
     if (tr->grid->pp > 1) {
         int *first = xmalloc(sizeof(int) * ((size_t)tr->grid->pp + 1));
@@ -219,9 +270,13 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
     config_to_namelist(cfg, tr->config_text, n + 1);
     rundir_open(&tr->rd, cfg);
     rundir_check_fresh(&tr->rd, cfg);
+    /* the memory a rank may use: the smallest over the nodes, so every rank plans alike */
+    tr->memory_limit = plan_limit_bytes(cfg, comm_node_size(MPI_COMM_WORLD));
+    comm_allreduce(&tr->memory_limit, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD, "checking the memory plan");
     ckpt_resumed_t resumed;
     ckpt_resume_find(tr, &resumed);
     batch_geometry(tr, resumed.found ? resumed.state.global_batch : 0);
+    check_fits(tr);
     setup_data(tr);
     const pipe_schedule_t sched = pipe_schedule_from_name(cfg->schedule);
     gpt_parallel_t par = {grid->tp, grid->rank_tp, grid->pp, grid->rank_pp, grid->tp_comm,
@@ -531,23 +586,24 @@ static void log_step(trainer_t *tr, const step_result_t *r, double dt, double et
     const double tok_s = (double)tr->global_batch * tr->T / dt;
     const double mfu = tr->flops_per_token * tok_s / (tr->peak_flops * tr->grid->world_size);
     const double mem = (double)alloc_rss_bytes() / (1024.0 * 1024.0);
+    const double peak = (double)alloc_bytes_peak() / (1024.0 * 1024.0);
     char e[32], n1[32], n2[32], scale[48] = "";
     format_hms(e, sizeof e, eta);
     if (tr->scaler.enabled) snprintf(scale, sizeof scale, " | scale %g", r->loss_scale);
     if (is_root(tr) && (tr->step % tr->cfg->log_every == 0 || tr->step == tr->cfg->max_steps))
         printf("step %*lld/%d | loss %.4f | lr %.2e | norm %.3f | %7.1f ms | %8.0f tok/s | "
-               "MFU %5.1f%% | mem %.0f MiB | ETA %s%s%s\n", (int)log10(tr->cfg->max_steps) + 1,
+               "MFU %5.1f%% | peak %.0f MiB | ETA %s%s%s\n", (int)log10(tr->cfg->max_steps) + 1,
                (long long)tr->step, tr->cfg->max_steps, r->loss, r->lr, r->norm, dt * 1e3, tok_s,
-               100.0 * mfu, mem, e, scale,
+               100.0 * mfu, peak, e, scale,
                r->applied ? "" : r->overflow && !r->anomaly ? " | SKIPPED (overflow)" : " | SKIPPED");
     metrics_write(&tr->metrics,
                   "\"step\":%lld,\"loss\":%s,\"lr\":%.9g,\"grad_norm\":%s,\"ms\":%.3f,"
-                  "\"tokens_per_s\":%.1f,\"mfu\":%.5f,\"rss_mib\":%.1f,\"tokens\":%lld,"
+                  "\"tokens_per_s\":%.1f,\"mfu\":%.5f,\"rss_mib\":%.1f,\"peak_mib\":%.1f,\"tokens\":%lld,"
                   "\"skipped\":%lld,\"applied\":%s,\"ms_tp\":%.3f,\"ms_pp_wait\":%.3f,"
                   "\"ms_dp_wait\":%.3f,\"bytes_tp\":%.0f,\"bytes_pp\":%.0f,\"bytes_dp\":%.0f,"
                   "\"loss_scale\":%.9g,\"overflow\":%s",
                   (long long)tr->step, metrics_num(n1, sizeof n1, r->loss), r->lr,
-                  metrics_num(n2, sizeof n2, r->norm), dt * 1e3, tok_s, mfu, mem,
+                  metrics_num(n2, sizeof n2, r->norm), dt * 1e3, tok_s, mfu, mem, peak,
                   (long long)tr->tokens_seen, (long long)tr->skipped,
                   r->applied ? "true" : "false", c->seconds[COMM_TP] * 1e3,
                   c->seconds[COMM_PP] * 1e3, c->seconds[COMM_DP] * 1e3, c->bytes[COMM_TP],
@@ -641,6 +697,57 @@ static int after_step(trainer_t *tr) {
 
 /* The end of a run: validation, the final checkpoint, then the final weights (both checked for
  * space first; either failing is exit code 5). */
+/* The end-of-run table: each rank's measured peak per category beside the planner's prediction
+ * (measured/planned MiB), its tracked peak in all and its resident size. With many ranks, the
+ * first 16 and then the largest of each column. */
+enum { MEMROW_DP, MEMROW_TP, MEMROW_PP, MEMROW_CAT, MEMROW_PEAK = MEMROW_CAT + 2 * MEM_CATEGORIES,
+       MEMROW_PLANNED, MEMROW_RSS, MEMROW_N };
+
+static void print_memory_row(const char *label, const double *r) {
+    const double MiB = 1048576.0;
+    printf("  %-14s", label);
+    for (int c = 0; c < MEM_CATEGORIES; c++)
+        printf(" %7.1f/%-7.1f", r[MEMROW_CAT + 2 * c] / MiB, r[MEMROW_CAT + 2 * c + 1] / MiB);
+    printf(" %7.1f/%-7.1f %8.1f\n", r[MEMROW_PEAK] / MiB, r[MEMROW_PLANNED] / MiB, r[MEMROW_RSS] / MiB);
+}
+
+static void print_memory_table(const trainer_t *tr) {
+    const grid_t *g = tr->grid;
+    double mine[MEMROW_N];
+    mine[MEMROW_DP] = g->rank_dp;
+    mine[MEMROW_TP] = g->rank_tp;
+    mine[MEMROW_PP] = g->rank_pp;
+    for (int c = 0; c < MEM_CATEGORIES; c++) {
+        mine[MEMROW_CAT + 2 * c] = (double)alloc_bytes_peak_in((mem_category_t)c);
+        mine[MEMROW_CAT + 2 * c + 1] = tr->plan.bytes[c];
+    }
+    mine[MEMROW_PEAK] = (double)alloc_bytes_peak();
+    mine[MEMROW_PLANNED] = tr->plan.total;
+    mine[MEMROW_RSS] = (double)alloc_rss_bytes();
+    double *all = is_root(tr) ? xmalloc(sizeof(double) * MEMROW_N * (size_t)g->world_size) : NULL;
+    comm_gather(mine, MEMROW_N, MPI_DOUBLE, all, 0, MPI_COMM_WORLD, "the memory table");
+    if (!is_root(tr)) return;
+    printf("memory per rank, MiB, measured peak / planned (tracked buffers by category; rss = "
+           "resident size):\n  %-14s", "rank (dp,tp,pp)");
+    for (int c = 0; c < MEM_CATEGORIES; c++) printf(" %15s", mem_category_name((mem_category_t)c));
+    printf(" %15s %8s\n", "total", "rss");
+    double most[MEMROW_N] = {0};
+    for (int r = 0; r < g->world_size; r++) {
+        const double *row = all + (size_t)r * MEMROW_N;
+        for (int k = 0; k < MEMROW_N; k++) most[k] = row[k] > most[k] ? row[k] : most[k];
+        if (r >= 16) continue;
+        char label[48];
+        snprintf(label, sizeof label, "%d (%d,%d,%d)", r, (int)row[MEMROW_DP], (int)row[MEMROW_TP],
+                 (int)row[MEMROW_PP]);
+        print_memory_row(label, row);
+    }
+    if (g->world_size > 16) {
+        printf("  ... %d more ranks\n", g->world_size - 16);
+        print_memory_row("largest", most);
+    }
+    xfree(all);
+}
+
 static int finish(trainer_t *tr) {
     const config_t *cfg = tr->cfg;
     if (tr->has_val && (cfg->val_every <= 0 || tr->step % cfg->val_every != 0)) run_validation(tr);
@@ -657,10 +764,7 @@ static int finish(trainer_t *tr) {
         printf("loss scaling: %lld overflowing steps skipped, final scale %g\n",
                (long long)tr->scaler.overflows, tr->scaler.scale);
     print_time_split(tr);
-    if (is_root(tr))
-        printf("memory (rank 0): tracked buffers %.1f MiB now, %.1f MiB at peak; resident %.1f "
-               "MiB\n", alloc_bytes_now() / 1048576.0, alloc_bytes_peak() / 1048576.0,
-               alloc_rss_bytes() / 1048576.0);
+    print_memory_table(tr);
     return code;
 }
 

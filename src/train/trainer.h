@@ -16,6 +16,7 @@
 #include "train/loss_scale.h"
 #include "train/optimizer.h"
 #include "train/pipeline.h"
+#include "train/planner.h"
 #include "train/rundir.h"
 #include "train/zero.h"
 
@@ -27,6 +28,8 @@ typedef struct trainer {
     adamw_t opt;
     zero_t zero;                /* ZeRO partitions over the dp group: the ownership map */
     dtype_t precision;          /* weights copy, saved activations, gradients before reduction */
+    double memory_limit;        /* bytes a rank may use (&run memory_limit_gb or the node's) */
+    mem_plan_t plan;            /* the planner's prediction for this rank */
     loss_scaler_t scaler;       /* fp16 */
     pipe_t pipe;                /* pipeline schedule over the micro-batches of a step */
     dp_sync_t dps;              /* bucketed data-parallel gradient all-reduce */

@@ -34,11 +34,11 @@ void zero_create(zero_t *z, int stage, int dp, int rank, MPI_Comm dp_comm, size_
     z->hi = z->lo + (size_t)z->counts[rank];
     const size_t n = z->hi - z->lo > 0 ? z->hi - z->lo : 1;
     if (z->stage >= 2) {
-        z->grad_shard = ops->alloc(n * sizeof(float));
+        z->grad_shard = ops->alloc(n * sizeof(float), MEM_GRADIENTS);
         ops->zero(z->grad_shard, n);
     }
     if (z->stage >= 3) {
-        z->param_shard = ops->alloc(n * sizeof(float));
+        z->param_shard = ops->alloc(n * sizeof(float), MEM_PARAMETERS);
         ops->zero(z->param_shard, n);
     }
 }
@@ -136,7 +136,7 @@ static void gbuf_init(zero_t *z, zero_gbuf_t *g, size_t floats) {
     memset(g, 0, sizeof *g);
     g->unit = GPT_UNIT_NONE;
     g->req = MPI_REQUEST_NULL;
-    g->buf = z->ops->alloc((floats ? floats : 1) * sizeof(float));
+    g->buf = z->ops->alloc((floats ? floats : 1) * sizeof(float), MEM_PARAMETERS);
     g->counts = xcalloc((size_t)z->dp, sizeof(int));
     g->displs = xcalloc((size_t)z->dp, sizeof(int));
 }
@@ -215,8 +215,8 @@ static void gstage_init(zero_t *z, zero_gstage_t *g, size_t floats) {
     memset(g, 0, sizeof *g);
     g->unit = GPT_UNIT_NONE;
     g->req = MPI_REQUEST_NULL;
-    g->buf = z->ops->alloc((floats ? floats : 1) * sizeof(float));
-    g->recv = z->ops->alloc((floats ? floats : 1) * sizeof(float));
+    g->buf = z->ops->alloc((floats ? floats : 1) * sizeof(float), MEM_GRADIENTS);
+    g->recv = z->ops->alloc((floats ? floats : 1) * sizeof(float), MEM_COMM);
     g->counts = xcalloc((size_t)z->dp, sizeof(int));
 }
 

@@ -8,6 +8,7 @@
  *     $(pkg-config --cflags openblas) -o /tmp/bench_ops validation/bench/bench_ops.c \
  *     src/kernels/cpu/[a-z]*.c src/core/alloc.c src/core/error.c $(pkg-config --libs openblas) -lm
  *   OMP_NUM_THREADS=2 /tmp/bench_ops            (optional argument: number of step repetitions) */
+#include "core/alloc.h"
 #include "core/timer.h"
 #include "kernels/ops.h"
 #include <cblas.h>
@@ -48,7 +49,7 @@ static double median(double *t, int n) {
     } while (0)
 
 static float *buf(size_t n, float scale) {
-    float *p = ops->alloc(n * sizeof *p);
+    float *p = ops->alloc(n * sizeof *p, MEM_WORKSPACE);
     unsigned s = 12345u;
     for (size_t i = 0; i < n; i++) {
         s = s * 1664525u + 1013904223u;

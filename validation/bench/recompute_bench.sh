@@ -43,7 +43,7 @@ for mode in modes:
         steps = [json.loads(l) for l in open(f"{out}/{mode}_{r}/metrics.jsonl") if '"loss"' in l]
         ms += [s["ms"] for s in steps[2:]]  # the first steps pay page faults and warm-up
         plan = open(f"{out}/{mode}_{r}.log").read()
-    slot, head = re.search(r"activations \d+ slots? x ([0-9.]+) MiB \+ head/scratch ([0-9.]+) MiB", plan).groups()
+    slot, head = re.search(r"activations \(rank 0\): \d+ slots? x ([0-9.]+) MiB \+ head/scratch ([0-9.]+) MiB", plan).groups()
     rows[mode] = (float(slot), float(head), statistics.median(ms), min(ms), len(ms))
 print(f"recompute: {what}, {rows[modes[0]][4]} steady steps of {rounds} interleaved runs\n")
 print("| recompute | activations per slot MiB | head/scratch MiB | median step ms | vs none | fastest step ms | vs none |")

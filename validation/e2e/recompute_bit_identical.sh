@@ -21,7 +21,7 @@ rc_nml() { # name grid(dp,tp,pp) recompute recompute_layers
 &log every = 10 /
 NML
 }
-slot_mib() { sed -n 's/.*activations [0-9]* slots\{0,1\} x \([0-9.]*\) MiB.*/\1/p' "$TEST_DIR/$1.log"; }
+slot_mib() { sed -n 's/.*activations (rank 0): [0-9]* slots\{0,1\} x \([0-9.]*\) MiB.*/\1/p' "$TEST_DIR/$1.log"; }
 for grid in 1,1,1 1,2,1 1,1,2 2,2,2; do
     IFS=, read -r dp tp pp <<<"$grid"
     np=$((dp * tp * pp)) g=dp${dp}tp${tp}pp${pp}

@@ -397,7 +397,12 @@ static void every_range_bound_is_enforced_with_its_message(void **state) {
         {"&parallel bucket_mb = 0 /", "&parallel bucket_mb: must be in (0, 1e+06], got 0"},
         {"&parallel recompute_layers = -2 /", "&parallel recompute_layers: must be >= -1, got -2"},
         {"&train global_batch = -8 /", "&train global_batch: must be >= 0, got -8"},
-        {"&train micro_batch = 0 /", "&train micro_batch: must be >= 1, got 0"},
+        {"&train micro_batch = -1 /", "&train micro_batch: must be >= 0, got -1"},
+        {"&train micro_batch = 0 /", "&train micro_batch: micro_batch = 0 (the largest that fits the memory "
+         "limit) needs a global_batch that dp = 1 divides; global_batch = 0 (default)"},
+        {"&train micro_batch = 0, global_batch = 9 /\n&parallel dp = 2 /",
+         "needs a global_batch that dp = 2 divides; global_batch = 9 (line 1)"},
+        {"&run memory_limit_gb = -1 /", "&run memory_limit_gb: must be in [0, 1e+09], got -1"},
         {"&train lr = 0 /", "&train lr: must be > 0, got 0"},
         {"&train min_lr = -1e-5 /", "&train min_lr: must be >= 0, got -1e-5"},
         {"&train warmup_steps = -1 /", "&train warmup_steps: must be >= 0, got -1"},

@@ -36,19 +36,19 @@ static float frand(void) {
 }
 
 static float *buf_rand(size_t n) {
-    float *p = ops->alloc(n * sizeof *p);
+    float *p = ops->alloc(n * sizeof *p, MEM_WORKSPACE);
     for (size_t i = 0; i < n; i++) p[i] = frand();
     return p;
 }
 
 static float *buf_fill(size_t n, float value) {
-    float *p = ops->alloc(n * sizeof *p);
+    float *p = ops->alloc(n * sizeof *p, MEM_WORKSPACE);
     for (size_t i = 0; i < n; i++) p[i] = value;
     return p;
 }
 
 static float *buf_copy(const float *src, size_t n) {
-    float *p = ops->alloc(n * sizeof *p);
+    float *p = ops->alloc(n * sizeof *p, MEM_WORKSPACE);
     memcpy(p, src, n * sizeof *p);
     return p;
 }
@@ -735,7 +735,7 @@ static void xent_vocab_shards_combine_to_whole_vocab_1e_6(void **state) {
     const int S = 20, valid[2] = {20, XV - S};
     float *shard[2], mx[2][XN], se[2][XN], tl[2][XN], gmx[XN], gse[XN], gtl[XN], loss[XN];
     for (int s = 0; s < 2; s++) {
-        shard[s] = ops->alloc(XN * S * sizeof(float));
+        shard[s] = ops->alloc(XN * S * sizeof(float), MEM_WORKSPACE);
         for (int i = 0; i < XN; i++)
             memcpy(shard[s] + i * S, c.logits + i * XVP + s * S, S * sizeof(float));
         ops->xent_row_max(mx[s], shard[s], XN, S, valid[s]);

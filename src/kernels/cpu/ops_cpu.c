@@ -10,7 +10,7 @@
 #include <strings.h>
 
 /* ---- memory: device memory is host memory on the CPU ---- */
-static void *cpu_alloc(size_t bytes) { return xmalloc(bytes); }
+static void *cpu_alloc(size_t bytes, int category) { return xmalloc_in(bytes, (mem_category_t)category); }
 static void cpu_free(void *p) { xfree(p); }
 static void cpu_copy(void *dst, const void *src, size_t bytes) {
     if (bytes) memcpy(dst, src, bytes);

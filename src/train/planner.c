@@ -1,0 +1,273 @@
+/* planner.c — the memory plan and the fit search (see planner.h). */
+#include "train/planner.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "core/alloc.h"
+#include "kernels/ops.h"
+#include "model/gpt.h"
+#include "train/pipeline.h"
+
+#define ALIGN_FLOATS 16           /* ZeRO partitions (zero.c) */
+#define DEFAULT_FLOPS 1e11        /* per rank, when &log peak_flops is 0 */
+#define LINK_BYTES_PER_S 1e10     /* per rank */
+
+static double fl(size_t n) { return (double)(n ? n : 1) * sizeof(float); } /* alloc(max(n,1)) */
+
+/* The largest block range of a stage, and the sum over its blocks (ZeRO-3 / staging buffers). */
+static void block_ranges(const gpt_t *m, size_t *biggest, size_t *embed, size_t *final) {
+    size_t lo, hi;
+    *biggest = 0;
+    for (int l = m->first_layer; l < m->end_layer; l++) {
+        gpt_unit_range(m, l, &lo, &hi);
+        if (hi - lo > *biggest) *biggest = hi - lo;
+    }
+    gpt_unit_range(m, GPT_UNIT_EMBED, &lo, &hi);
+    *embed = hi - lo;
+    gpt_unit_range(m, GPT_UNIT_FINAL, &lo, &hi);
+    *final = hi - lo;
+}
+
+/* Model FLOPs of one rank per step, with what recomputation repeats. */
+static double rank_flops(const config_t *cfg, const gpt_t *m, int T) {
+    const double C = cfg->d_model, F = cfg->d_ff, L = cfg->n_layer;
+    const double tokens = (double)cfg->global_batch * T;
+    const double per_token = gpt_flops_per_token(m, T);
+    /* per layer and token: forward matmuls 2(4C^2 + 2CF), attention 4TC */
+    const double fwd_mat = 2.0 * (4 * C * C + 2 * C * F), fwd_att = 4.0 * T * C;
+    double extra = 0;
+    const int n_rec = cfg->recompute_layers < 0 || cfg->recompute_layers > cfg->n_layer
+                          ? cfg->n_layer : cfg->recompute_layers;
+    if (!strcmp(cfg->recompute, "full")) extra = (fwd_mat + fwd_att) * n_rec / L;
+    else if (!strcmp(cfg->recompute, "selective")) extra = fwd_att * n_rec / L;
+    const double world = (double)cfg->dp * cfg->tp * cfg->pp;
+    return tokens * (per_token + extra * L) / world;
+}
+
+static double step_seconds(const config_t *cfg, const gpt_t *m, int mb, int accum, int T,
+                           int zero, double total_floats) {
+    const double flops = cfg->peak_flops > 0 ? cfg->peak_flops : DEFAULT_FLOPS;
+    const double bubble = cfg->pp > 1 ? (double)(cfg->pp - 1) / (accum + cfg->pp - 1) : 0;
+    /* matrix products of n rows run at n / (n + 128) of the peak (small products are slow) */
+    const double rows = (double)mb * T, efficiency = rows / (rows + 128.0);
+    double t = rank_flops(cfg, m, T) / (flops * efficiency) / (1.0 - bubble);
+    const double grads = total_floats * 4, dpf = cfg->dp > 1 ? (cfg->dp - 1.0) / cfg->dp : 0;
+    double dp_bytes = zero == 0 ? 2 * grads * dpf                 /* all-reduce */
+                      : zero == 1 ? 3 * grads * dpf               /* all-reduce + all-gather */
+                      : zero == 2 ? 2 * grads * dpf               /* reduce-scatter + all-gather */
+                      : grads * dpf + (cfg->zero3_resident ? 1 : 2.0 * accum) * grads * dpf;
+    const double tpf = cfg->tp > 1 ? 2.0 * (cfg->tp - 1) / cfg->tp : 0;
+    const double layers = (double)cfg->n_layer / cfg->pp;
+    const double tp_bytes = 4.0 * layers * accum * mb * T * cfg->d_model * 4.0 * tpf;
+    t += (dp_bytes + tp_bytes) / LINK_BYTES_PER_S;
+    return t;
+}
+
+void plan_rank(const config_t *cfg, int tp_rank, int pp_rank, int mb, int accum, mem_plan_t *out) {
+    memset(out, 0, sizeof *out);
+    out->tp_rank = tp_rank;
+    out->pp_rank = pp_rank;
+    out->micro_batch = mb;
+    out->accum = accum;
+    const int T = cfg->seq_len, dp = cfg->dp;
+    const int zero = dp > 1 ? cfg->zero_stage : 0;
+    const pipe_schedule_t sched = pipe_schedule_from_name(cfg->schedule);
+    const bool staged = zero >= 2 && cfg->pp == 1 && sched == SCHED_1F1B;
+    gpt_parallel_t par = {cfg->tp, tp_rank, cfg->pp, pp_rank, MPI_COMM_SELF,
+                          pipe_slots_needed(sched, cfg->pp, pp_rank, accum)};
+    gpt_t m;
+    gpt_plan(&m, cfg, ops_cpu(), mb, T, &par, zero >= 3, staged);
+    double *b = out->bytes;
+    for (int c = 0; c < MEM_CATEGORIES; c++) b[c] = m.planned[c];
+    const size_t total = m.P.total;
+    size_t shard = ((total + (size_t)dp - 1) / (size_t)dp + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS;
+    const size_t part = shard < total ? shard : total; /* dp rank 0's */
+    size_t biggest, embed, final;
+    block_ranges(&m, &biggest, &embed, &final);
+    /* train/zero.c */
+    if (zero >= 2) b[MEM_GRADIENTS] += fl(part);
+    if (zero >= 3) {
+        const int layers = m.end_layer - m.first_layer;
+        const int blocks = cfg->zero3_resident ? layers : layers < 2 ? layers : 2;
+        b[MEM_PARAMETERS] += fl(part) + fl(embed) + fl(final) + blocks * fl(biggest);
+    }
+    if (staged) {
+        b[MEM_GRADIENTS] += fl(embed) + fl(final) + 2 * fl(biggest);
+        b[MEM_COMM] += fl(embed) + fl(final) + 2 * fl(biggest);
+    }
+    /* train/optimizer.c: moments (and the master copy) over the optimizer's elements */
+    const size_t state = zero == 0 ? total : part;
+    b[MEM_OPTIMIZER] += 2 * fl(state);
+    if (strcmp(cfg->precision, "fp32") != 0) b[MEM_MASTER] += fl(state);
+    /* train/trainer.c: the step's batches, and the largest transient host buffer: the MFU
+     * measurement's matrices, the initial weights, a resume's three copies, a checkpoint's
+     * three (or a weights file's one) on the writing rank */
+    b[MEM_WORKSPACE] += 2.0 * accum * mb * T * sizeof(int);
+    const double N = (double)mb * T, C = cfg->d_model, F = cfg->d_ff;
+    double transient = 0;
+    if (cfg->peak_flops <= 0) /* the MFU reference: 1024^3 and the MLP's product */
+        transient = fmax(3.0 * 1024 * 1024 * 4, (N * C + F * C + N * F) * 4);
+    if (total * 4.0 > transient) transient = total * 4.0;
+    if ((cfg->ckpt_every > 0 || strcmp(cfg->resume, "none") != 0) && 3.0 * total * 4 > transient)
+        transient = 3.0 * total * 4;
+    b[MEM_WORKSPACE] += transient;
+    for (int c = 0; c < MEM_CATEGORIES; c++) out->total += b[c];
+    out->step_seconds = step_seconds(cfg, &m, mb, accum, T, zero, (double)total);
+    gpt_destroy(&m);
+}
+
+void plan_worst(const config_t *cfg, int mb, int accum, mem_plan_t *worst, mem_plan_t *max_cat) {
+    memset(worst, 0, sizeof *worst);
+    memset(max_cat, 0, sizeof *max_cat);
+    for (int s = 0; s < cfg->pp; s++)
+        for (int t = 0; t < cfg->tp; t++) {
+            mem_plan_t p;
+            plan_rank(cfg, t, s, mb, accum, &p);
+            if (p.total > worst->total) *worst = p;
+            for (int c = 0; c < MEM_CATEGORIES; c++)
+                if (p.bytes[c] > max_cat->bytes[c]) max_cat->bytes[c] = p.bytes[c];
+            if (p.step_seconds > max_cat->step_seconds) max_cat->step_seconds = p.step_seconds;
+        }
+    max_cat->total = 0;
+    for (int c = 0; c < MEM_CATEGORIES; c++) max_cat->total += max_cat->bytes[c];
+    worst->step_seconds = max_cat->step_seconds; /* the slowest rank sets the step */
+}
+
+/* MemTotal of this node from /proc/meminfo, in bytes (0 if unknown). */
+static double node_memory(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    double kib = 0;
+    if (f) {
+        char line[128];
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "MemTotal: %lf kB", &kib) == 1) break;
+        fclose(f);
+    }
+    return kib * 1024.0;
+}
+
+double plan_limit_bytes(const config_t *cfg, int ranks_per_node) {
+    if (cfg->memory_limit_gb > 0) return cfg->memory_limit_gb * 1073741824.0;
+    return node_memory() / (ranks_per_node > 0 ? ranks_per_node : 1);
+}
+
+/* The micro-batches a global batch allows on dp ranks: divisors of global_batch / dp. */
+static int micro_batches(const config_t *cfg, int *out, int cap) {
+    const int per_rank = cfg->global_batch / cfg->dp;
+    int n = 0;
+    for (int d = 1; d <= per_rank && n < cap; d++)
+        if (per_rank % d == 0) out[n++] = d;
+    return n;
+}
+
+int plan_auto_micro_batch(const config_t *cfg, double limit) {
+    int mbs[64];
+    const int n = micro_batches(cfg, mbs, 64);
+    for (int i = n - 1; i >= 0; i--) {
+        mem_plan_t w, c;
+        plan_worst(cfg, mbs[i], cfg->global_batch / cfg->dp / mbs[i], &w, &c);
+        if (w.total <= limit) return mbs[i];
+    }
+    return 0;
+}
+
+/* One alternative of the table. */
+typedef struct alt {
+    int zero;
+    const char *recompute;
+    int mb, accum;
+    mem_plan_t worst;
+} alt_t;
+
+static int by_time(const void *a, const void *b) {
+    double x = ((const alt_t *)a)->worst.step_seconds, y = ((const alt_t *)b)->worst.step_seconds;
+    if (x != y) return x < y ? -1 : 1;
+    x = ((const alt_t *)a)->worst.total, y = ((const alt_t *)b)->worst.total; /* then smaller */
+    return x < y ? -1 : x > y;
+}
+
+/* Every (zero_stage, recompute, micro_batch) that fits, fastest first; returns how many fit, and
+ * how many were tried in *tried. */
+static int alternatives(const config_t *cfg, double limit, alt_t *out, int cap, int *tried) {
+    static const char *recompute[] = {"none", "selective", "full"};
+    int mbs[64], n = 0;
+    const int k = micro_batches(cfg, mbs, 64);
+    *tried = 0;
+    for (int z = 0; z <= (cfg->dp > 1 ? 3 : 0); z++)
+        for (int r = 0; r < 3; r++)
+            for (int i = 0; i < k; i++) {
+                config_t c = *cfg;
+                c.zero_stage = z;
+                snprintf(c.recompute, sizeof c.recompute, "%s", recompute[r]);
+                c.recompute_layers = -1;
+                const int accum = cfg->global_batch / cfg->dp / mbs[i];
+                mem_plan_t w, mc;
+                plan_worst(&c, mbs[i], accum, &w, &mc);
+                (*tried)++;
+                if (w.total > limit || n == cap) continue;
+                out[n++] = (alt_t){z, recompute[r], mbs[i], accum, w};
+            }
+    qsort(out, (size_t)n, sizeof *out, by_time);
+    return n;
+}
+
+bool plan_suggest(const config_t *cfg, double limit, char *buf, size_t len) {
+    alt_t alts[640];
+    int tried;
+    int n = alternatives(cfg, limit, alts, 640, &tried);
+    if (n == 0) return false;
+    snprintf(buf, len, "&parallel zero_stage = %d, recompute = '%s' and &train micro_batch = %d "
+             "(accumulation %d): %.2f GiB per rank", alts[0].zero, alts[0].recompute, alts[0].mb,
+             alts[0].accum, alts[0].worst.total / 1073741824.0);
+    return true;
+}
+
+static void print_categories(const char *title, const mem_plan_t *p) {
+    printf("%s", title);
+    for (int c = 0; c < MEM_CATEGORIES; c++)
+        printf(" %s %.1f%s", mem_category_name((mem_category_t)c), p->bytes[c] / 1048576.0,
+               c + 1 < MEM_CATEGORIES ? "," : "");
+    printf("; total %.1f MiB\n", p->total / 1048576.0);
+}
+
+bool plan_print(const config_t *cfg, double limit, int ranks_per_node) {
+    int mb = cfg->micro_batch;
+    if (mb == 0) mb = plan_auto_micro_batch(cfg, limit);
+    if (mb == 0) {
+        printf("plan: %s: micro_batch = 0 and not even micro_batch = 1 fits %.2f GiB per rank\n",
+               cfg->source_path, limit / 1073741824.0);
+        mb = 1;
+    } else if (cfg->micro_batch == 0) {
+        printf("plan: micro_batch = 0: the largest that fits is %d\n", mb);
+    }
+    const int accum = cfg->global_batch / (mb * cfg->dp) > 0 ? cfg->global_batch / (mb * cfg->dp) : 1;
+    mem_plan_t w, c;
+    printf("plan: %s on dp %d x tp %d x pp %d, zero_stage %d, recompute '%s', precision '%s', "
+           "micro_batch %d x accumulation %d\n", cfg->source_path, cfg->dp, cfg->tp, cfg->pp,
+           cfg->zero_stage, cfg->recompute, cfg->precision, mb, accum);
+    plan_worst(cfg, mb, accum, &w, &c);
+    char title[160];
+    snprintf(title, sizeof title, "  per rank, the largest of each category (MiB):");
+    print_categories(title, &c);
+    snprintf(title, sizeof title, "  the fullest rank (tp %d, pp stage %d):", w.tp_rank, w.pp_rank);
+    print_categories(title, &w);
+    printf("  memory limit per rank: %.2f GiB (%s)%s\n", limit / 1073741824.0,
+           cfg->memory_limit_gb > 0 ? "&run memory_limit_gb"
+                                    : "this node's memory shared by the ranks of a node",
+           w.total <= limit ? ": fits" : ": DOES NOT FIT");
+    if (cfg->memory_limit_gb <= 0)
+        printf("  (assumed %d rank%s per node; set &run memory_limit_gb for the nodes you run on)\n",
+               ranks_per_node, ranks_per_node > 1 ? "s" : "");
+    alt_t alts[640];
+    int tried, n = alternatives(cfg, limit, alts, 640, &tried);
+    printf("alternatives that fit (%d of %d; zero_stage x recompute x micro_batch), fastest first by "
+           "the cost model (planner.h):\n", n, tried);
+    printf("  %4s %10s %6s %6s %12s %10s\n", "zero", "recompute", "mb", "accum", "GiB/rank", "step s");
+    for (int i = 0; i < n && i < 15; i++)
+        printf("  %4d %10s %6d %6d %12.3f %10.3f\n", alts[i].zero, alts[i].recompute, alts[i].mb,
+               alts[i].accum, alts[i].worst.total / 1073741824.0, alts[i].worst.step_seconds);
+    if (n > 15) printf("  ... and %d more\n", n - 15);
+    return w.total <= limit;
+}
