@@ -566,7 +566,7 @@ SWEEP_KEYS = {
     "strategy": ("grid|random|bayes", "bayes", None, "how the next trial's point is chosen"),
     "seed": ("int", 0, 0, "random draws are a function of (seed, trial number)"),
     "objective": ("str", "val_loss", None, "the metric of metrics.jsonl that is minimised"),
-    "target": ("real", None, None, "stop launching once a trial's objective is <= target [unset]"),
+    "target": ("real", None, None, "stop launching once a trial's objective is <= target"),
     "n_startup": ("int", 10, 1, "bayes: trials drawn at random before the model is used"),
     "grid_points": ("int", 5, 1, "grid: values per continuous (or wide integer) dimension"),
     "max_trials": ("int", 0, 0, "trials (configurations) in the study [0: the grid's size, else 20]"),
@@ -764,6 +764,7 @@ class Study:
         if sweep is None:
             raise UserError("%s:1:1: no &sweep group: a study file needs &sweep (with base = "
                             "'the base namelist') and &space" % path)
+        self.sweep_at = (sweep.line, sweep.col)
         for e in sweep.entries:
             if e.key not in SWEEP_KEYS:
                 hint = difflib.get_close_matches(e.key, list(SWEEP_KEYS), 1)
@@ -790,7 +791,8 @@ class Study:
         self.dir = os.path.join(self.cfg["out_dir"], self.cfg["name"])
 
     def at(self, key):
-        line, col = self.set_at.get(key, (1, 1))
+        """file:line:col of a &sweep key, or of the &sweep group where the key is left unset."""
+        line, col = self.set_at.get(key, self.sweep_at)
         return "%s:%d:%d" % (self.path, line, col)
 
     def _check_settings(self, sweep):
@@ -1790,8 +1792,11 @@ class Runner:
         d = os.path.join(self.study.dir, "preflight")
         shutil.rmtree(d, ignore_errors=True)
         o = trial_overrides(self.study, dict(t, name="preflight"), 0, self.study.dir)
+        # val_every = 0: llmtrain validates at the end even of 0 steps, which shows that the
+        # objective 'val_loss' will exist
         o.update({("train", "max_steps"): 0, ("checkpoint", "resume"): "none",
-                  ("checkpoint", "every"): 0, ("checkpoint", "save_weights"): False})
+                  ("checkpoint", "every"): 0, ("checkpoint", "save_weights"): False,
+                  ("data", "val_every"): 0})
         os.makedirs(d, exist_ok=True)
         nml = os.path.join(d, "trial.nml")
         atomic_write(nml, namelist_with(self.study.base, o, "! preflight of study %s (0 steps)\n"
@@ -1813,6 +1818,12 @@ class Runner:
                             "with exit %d: %s; command: %s; log: %s"
                             % (trial_name(0), rc, _log_reason(log_path) or "no output",
                                " ".join(shlex.quote(a) for a in argv), log_path))
+        metrics = os.path.join(d, "metrics.jsonl")
+        if (self.cfg["objective"] == "val_loss" and os.path.exists(metrics)
+                and metric_at(read_metrics(metrics), "val_loss", 0)[0] is None):
+            raise UserError("%s: objective = 'val_loss', but the base %s gives no validation loss (its "
+                            "preflight wrote no val_loss record): set &data val_files there, or choose "
+                            "another objective (e.g. 'loss')" % (self.study.at("objective"), self.cfg["base"]))
         print("llmsweep: preflight passed (%.1f s): %s" % (time.time() - t0, " ".join(argv)), flush=True)
 
     def on_signal(self, signum, frame):
@@ -2160,6 +2171,14 @@ def main(argv):
     args = argv[1:]
     if not args or args[0] in ("-h", "--help"):
         print(USAGE)
+        if args:
+            print("\n&sweep keys [default]:")
+            for key, (typ, default, _, text) in SWEEP_KEYS.items():
+                shown = "unset" if default is None else format_value(default)
+                print("  %-16s %-8s [%s] %s" % (key, typ if "|" not in typ else "str", shown,
+                                                 text + (" (%s)" % typ.replace("|", " | ") if "|" in typ else "")))
+            print("&space entries: group.key = log(lo, hi) | uniform(lo, hi) | int(lo, hi) | logint(lo, hi)"
+                  " | {v1, v2, ...}")
         return EXIT_OK if args else EXIT_USER
     if args[0] == "--version":
         print("llmsweep (llmtrain %s)" % _version())
@@ -2185,6 +2204,9 @@ def main(argv):
         except OSError as e:
             raise UserError("%s: the study directory %s cannot be written: %s"
                             % (study.at("out_dir"), study.dir, e.strerror or e))
+        if mode == "report" and not os.path.exists(os.path.join(study.dir, "study.json")):
+            raise UserError("%s: no study has run in %s yet (no study.json): nothing to report"
+                            % (study.path, study.dir))
         state = State(study)
         if mode == "report":
             write_results(study, state, plots=True)
