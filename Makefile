@@ -107,3 +107,15 @@ clean:
 	rm -rf build build-asan llmtrain llmprep
 
 -include $(LIB_OBJ:.o=.d) $(BUILD)/main.d $(BUILD)/tools/llmprep.d $(UNIT_BIN:=.d) $(REF_BIN:=.d)
+
+# llmsweep (hyperparameter search; src/tools/llmsweep.py, Python + numpy): ./llmsweep is a small
+# wrapper that runs it with $(PYTHON). Built by `make`, `make tests` and `make llmsweep`.
+.PHONY: llmsweep-clean
+all: llmsweep
+tests: llmsweep
+llmsweep: src/tools/llmsweep.py
+	@printf '#!/bin/sh\n# llmsweep: hyperparameter search over llmtrain runs (see README.md)\nexec %s "$$(dirname "$$0")/src/tools/llmsweep.py" "$$@"\n' "$(PYTHON)" >$@
+	@chmod +x $@
+clean: llmsweep-clean
+llmsweep-clean:
+	rm -f llmsweep

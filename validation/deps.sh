@@ -9,6 +9,7 @@ libhwloc-dev hwloc libpapi-dev libopenblas-dev libcmocka-dev python3 python3-num
 python3-torch"
 PACKAGES="$PACKAGES libpcre2-dev python3-pip" # the tokenizer's regex (PCRE2); pip for tiktoken
 PACKAGES="$PACKAGES fortunes" # the demo corpus (make demo)
+PACKAGES="$PACKAGES python3-matplotlib" # llmsweep's plots
 # make fuzz and validation/e2e/fuzz_namelist.sh: clang with libFuzzer (libclang-rt-dev holds the
 # runtime; clang alone only recommends it). make SANITIZE=1 needs nothing more: gcc brings ASan/UBSan.
 PACKAGES="$PACKAGES clang libclang-rt-dev"
@@ -47,6 +48,18 @@ fetch_tokenizer_deps() {
     [ $quiet -eq 1 ] || echo "deps: tokenizer data and tiktoken present"
 }
 
+# Optuna (PyPI), only for validation/e2e/sweep_analytic.sh's comparison with its TPE sampler, in its
+# own folder .deps/optuna: it brings numpy 2, which must not shadow Debian's numpy (h5py and torch
+# are built against it) in .deps/python.
+fetch_sweep_deps() {
+    local root py=${PYTHON:-/usr/bin/python3}
+    root=$(cd "$(dirname "$0")/.." && pwd)
+    PYTHONPATH=$root/.deps/optuna "$py" -c "import optuna" 2>/dev/null && return 0
+    echo "deps: installing optuna into .deps/optuna (PyPI; for the llmsweep test)"
+    PIP_ROOT_USER_ACTION=ignore "$py" -m pip install -q --disable-pip-version-check \
+        --target "$root/.deps/optuna" "optuna>=3" || { echo "deps: pip install optuna failed"; return 1; }
+}
+
 if ! command -v dpkg-query >/dev/null 2>&1; then
     [ $quiet -eq 1 ] && exit 0
     echo "deps: no dpkg here: install OpenMPI, parallel HDF5, hwloc, PAPI, a CBLAS and cmocka"
@@ -61,6 +74,7 @@ done
 if [ -z "$missing" ]; then
     [ $quiet -eq 1 ] || echo "deps: all packages present"
     fetch_tokenizer_deps || [ $quiet -eq 1 ] || exit 1 # make check goes on: only tokenizer tests fail
+    fetch_sweep_deps || [ $quiet -eq 1 ] || exit 1     # likewise: only sweep_analytic skips its TPE part
     exit 0
 fi
 echo "deps: missing Debian packages:$missing"
@@ -75,3 +89,4 @@ apt-get -o DPkg::Lock::Timeout=600 update -q >/dev/null &&
     { echo "deps: apt-get install failed (see above)"; exit 1; }
 echo "deps: installed$missing"
 fetch_tokenizer_deps || [ $quiet -eq 1 ] || exit 1
+fetch_sweep_deps || [ $quiet -eq 1 ] || exit 1
