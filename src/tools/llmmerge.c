@@ -851,6 +851,7 @@ typedef struct merger {
     input_t *in;
     int n_in;
     float *res, *x, *base, *sum, *div, *scratch; /* [max numel] each, as the method needs */
+    merge_cut_t *cuts; /* ties: each model's cut of the tensor in hand, from pass 1 for pass 2 */
     int lerp_fallbacks;
     double seconds_read, seconds_merge;
 } merger_t;
@@ -863,10 +864,12 @@ static void merger_create(merger_t *mg, const merge_opts_t *o, input_t *in, int 
     if (merge_method_is_task_vector(o->method)) mg->base = xmalloc(bytes);
     if (merge_method_elects_sign(o->method)) mg->sum = xmalloc(bytes), mg->div = xmalloc(bytes);
     if (o->method == MERGE_TIES) mg->scratch = xmalloc(bytes);
+    mg->cuts = xcalloc((size_t)o->n_models, sizeof *mg->cuts);
 }
 
 static void merger_destroy(merger_t *mg) {
     xfree(mg->res), xfree(mg->x), xfree(mg->base), xfree(mg->sum), xfree(mg->div), xfree(mg->scratch);
+    xfree(mg->cuts);
 }
 
 static int read_input(merger_t *mg, int k, const mio_tensor_t *t, float *dst, char *err) {
@@ -885,12 +888,15 @@ static double t_for(const merge_opts_t *o, const char *name) {
     return o->t;
 }
 
-/* x ← the sparsified task vector of model input k (x holds the model's tensor, base the base's). */
-static void task_vector(merger_t *mg, int k, const mio_tensor_t *t) {
+/* x ← the sparsified task vector of model input k (x holds the model's tensor, base the base's);
+ * the TIES cut is found in pass 1 and applied again in pass 2. */
+static void task_vector(merger_t *mg, int k, const mio_tensor_t *t, int pass) {
     size_t n = (size_t)t->numel;
     int model = mg->in[k].model;
     merge_delta(mg->x, mg->base, n);
-    if (mg->o->method == MERGE_TIES) merge_trim(mg->x, n, mg->o->density[model], mg->scratch);
+    if (mg->o->method == MERGE_TIES && pass == 1)
+        mg->cuts[model] = merge_trim_cut(mg->x, n, mg->o->density[model], mg->scratch);
+    if (mg->o->method == MERGE_TIES) merge_trim_apply(mg->x, n, mg->cuts[model]);
     if (mg->o->method == MERGE_DARE_LINEAR || mg->o->method == MERGE_DARE_TIES)
         merge_dare(mg->x, n, mg->o->density[model], merge_dare_key(mg->o->seed, t->name),
                    (uint32_t)model, mg->o->rescale);
@@ -913,7 +919,7 @@ static int merge_task_vectors(merger_t *mg, const mio_tensor_t *t, char *err) {
     for (int k = first; k < mg->n_in; k++) { /* pass 1: Σ wᵢ δᵢ */
         if (read_input(mg, k, t, mg->x, err) != 0) return -1;
         double t0 = now_sec();
-        task_vector(mg, k, t);
+        task_vector(mg, k, t, 1);
         merge_axpy(acc, mg->x, (float)o->weights[mg->in[k].model], n);
         mg->seconds_merge += now_sec() - t0;
     }
@@ -923,7 +929,7 @@ static int merge_task_vectors(merger_t *mg, const mio_tensor_t *t, char *err) {
         for (int k = first; k < mg->n_in; k++) {
             if (read_input(mg, k, t, mg->x, err) != 0) return -1;
             double t0 = now_sec();
-            task_vector(mg, k, t);
+            task_vector(mg, k, t, 2);
             merge_elect_add(mg->res, mg->div, mg->x, (float)o->weights[mg->in[k].model], mg->sum, n);
             mg->seconds_merge += now_sec() - t0;
         }
@@ -1077,10 +1083,27 @@ static void prepare(int argc, char **argv, merge_opts_t *o) {
     if (check_counts(err, o, argv[1]) != 0) fatal_user("%s", err);
 }
 
+/* The peak resident set of this process (VmHWM), in bytes; 0 when unknown. */
+static double peak_rss_bytes(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return 0;
+    char line[256];
+    double kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %lf kB", &kb) == 1) break;
+    fclose(f);
+    return kb * 1024;
+}
+
+/* Wall-clock seconds of the phases of a merge (rank 0's view). */
+typedef struct phases {
+    double check, hash, merge, publish;
+} phases_t;
+
 static void report(const merge_opts_t *o, const merger_t *mg, int n_tensors, const mio_tensor_t *t,
-                   const stream_stats_t *st, double seconds) {
+                   const stream_stats_t *st, const phases_t *ph, double seconds) {
     double mine[3] = {mg->seconds_read, mg->seconds_merge, (double)alloc_bytes_peak()}, worst[3];
-    double rss = (double)alloc_rss_bytes(), rss_max;
+    double rss = peak_rss_bytes(), rss_max;
     MPI_CHECK(MPI_Reduce(mine, worst, 3, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD));
     MPI_CHECK(MPI_Reduce(&rss, &rss_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD));
     int fallbacks = mg->lerp_fallbacks, all_fallbacks = 0;
@@ -1095,9 +1118,11 @@ static void report(const merge_opts_t *o, const merger_t *mg, int n_tensors, con
         printf("llmmerge: slerp fell back to lerp (|dot| > 0.9995) in %d of %d tensors\n", all_fallbacks, n_tensors);
     printf("llmmerge: %.2f s on %d rank%s (slowest rank: read + verify %.2f s, merge %.2f s; rank 0: "
            "write %.2f s, waiting for tensors %.2f s); memory per rank at most %.1f MiB in buffers, "
-           "RSS %.1f MiB\n",
+           "peak RSS %.1f MiB\n",
            seconds, world_size, world_size == 1 ? "" : "s", worst[0], worst[1], st->seconds_write,
            st->seconds_wait, worst[2] / 1048576.0, rss_max / 1048576.0);
+    printf("llmmerge: phases: options and checks %.2f s, sha256 of the inputs %.2f s, merging and "
+           "writing %.2f s, flush + fsync + rename %.2f s\n", ph->check, ph->hash, ph->merge, ph->publish);
     printf("llmmerge: wrote %s\n", o->out);
 }
 
@@ -1127,7 +1152,10 @@ int main(int argc, char **argv) {
     if (world_rank == 0) check_inputs(err, in, n_in, &tensors, &n_tensors);
     rank0_verdict(err);
     share_inputs(in, n_in, &tensors, &n_tensors);
+    phases_t ph = {.check = now_sec() - t0};
+    double t1 = now_sec();
     open_and_hash(in, n_in);
+    ph.hash = now_sec() - t1;
     mio_out_t out = {.file = -1, .model = -1, .dcpl = -1};
     int code = world_rank == 0 ? create_output(err, &o, in, n_in, &out) : 0;
     agree_or_exit(code, err);
@@ -1139,14 +1167,18 @@ int main(int argc, char **argv) {
     merger_create(&mg, &o, in, n_in, max_numel);
     float *recv_buf = world_rank == 0 && world_size > 1 ? xmalloc(max_numel * sizeof(float)) : NULL;
     stream_stats_t st = {0};
+    t1 = now_sec();
     code = stream(&mg, tensors, n_tensors, &out, recv_buf, &st, err);
+    ph.merge = now_sec() - t1;
     int any = code;
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
     if (any && world_rank == 0) mio_abandon(&out); /* the .tmp goes; an older out stays */
     if (any) agree_or_exit(code, err);
+    t1 = now_sec();
     if (world_rank == 0 && mio_publish(&out, err, MSG_LEN) != 0) code = EXIT_WRITE;
+    ph.publish = now_sec() - t1;
     agree_or_exit(code, err);
-    report(&o, &mg, n_tensors, tensors, &st, now_sec() - t0);
+    report(&o, &mg, n_tensors, tensors, &st, &ph, now_sec() - t0);
 
     for (int i = 0; i < n_in; i++) H5Fclose(in[i].file);
     merger_destroy(&mg);

@@ -97,26 +97,37 @@ static float select_nth(float *x, size_t n, size_t want) {
     return x[lo];
 }
 
-size_t merge_trim(float *delta, size_t n, double density, float *scratch) {
-    if (density >= 1 || n == 0) return n;
+merge_cut_t merge_trim_cut(const float *delta, size_t n, double density, float *scratch) {
+    merge_cut_t c = {.all = true, .k = n};
+    if (density >= 1 || n == 0) return c;
     size_t k = (size_t)floor(density * (double)n); /* Python's int(density * numel) */
     if (k < 1) k = 1;
     for (size_t j = 0; j < n; j++) scratch[j] = fabsf(delta[j]);
     /* the k-th largest magnitude: position n - k in ascending order */
-    float cut = select_nth(scratch, n, n - k);
+    c = (merge_cut_t){.all = false, .cut = select_nth(scratch, n, n - k), .k = k};
     size_t above = 0;
-    for (size_t j = 0; j < n; j++) above += fabsf(delta[j]) > cut;
-    size_t at_cut = k - above; /* entries equal to the cut that are kept, first ones first */
+    for (size_t j = 0; j < n; j++) above += fabsf(delta[j]) > c.cut;
+    c.at_cut = k - above; /* entries equal to the cut that are kept, first ones first */
+    return c;
+}
+
+void merge_trim_apply(float *delta, size_t n, merge_cut_t c) {
+    if (c.all) return;
     for (size_t j = 0; j < n; j++) {
         float m = fabsf(delta[j]);
-        if (m > cut) continue;
-        if (m == cut && at_cut > 0) {
-            at_cut--;
+        if (m > c.cut) continue;
+        if (m == c.cut && c.at_cut > 0) {
+            c.at_cut--;
             continue;
         }
         delta[j] = 0;
     }
-    return k;
+}
+
+size_t merge_trim(float *delta, size_t n, double density, float *scratch) {
+    merge_cut_t c = merge_trim_cut(delta, n, density, scratch);
+    merge_trim_apply(delta, n, c);
+    return c.k;
 }
 
 /* ---- DARE ------------------------------------------------------------------------------------ */

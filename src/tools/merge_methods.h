@@ -67,6 +67,17 @@ int merge_slerp(float *out, const float *a, const float *b, double t, size_t n, 
  * equal magnitudes at the cut are kept in index order), zero the others. scratch[n] is
  * overwritten. Returns k. */
 size_t merge_trim(float *delta, size_t n, double density, float *scratch);
+/* The same in two steps, so the second pass of the sign election applies the cut of the first
+ * without selecting again: where the trim of this δ cuts (scratch[n] is overwritten) ... */
+typedef struct merge_cut {
+    bool all;       /* density >= 1: nothing trimmed */
+    float cut;      /* the k-th largest magnitude */
+    size_t at_cut;  /* how many entries equal to it are kept (the first ones) */
+    size_t k;
+} merge_cut_t;
+merge_cut_t merge_trim_cut(const float *delta, size_t n, double density, float *scratch);
+/* ... and the trim itself. */
+void merge_trim_apply(float *delta, size_t n, merge_cut_t c);
 
 /* The DARE drop: entry j of input `sub` is kept when u(j) < density, u(j) uniform in (0, 1)
  * from Philox-4x32-10 under `key` (see merge_dare_uniform), then the kept entries are
