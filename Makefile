@@ -119,3 +119,29 @@ llmsweep: src/tools/llmsweep.py
 clean: llmsweep-clean
 llmsweep-clean:
 	rm -f llmsweep
+
+# llmmerge: weight merging (src/tools/llmmerge.c with its methods and HDF5 side). Its unit test
+# links the methods too (an explicit rule wins over the pattern rule for tests).
+LLMMERGE := $(BIN_DIR)llmmerge
+MERGE_OBJ := $(BUILD)/tools/llmmerge.o $(BUILD)/tools/merge_methods.o $(BUILD)/tools/merge_io.o
+all: $(LLMMERGE)
+tests: $(LLMMERGE)
+
+$(LLMMERGE): $(MERGE_OBJ) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(ALL_LIBS)
+
+$(BUILD)/tests/test_merge: validation/unit/test_merge.c $(BUILD)/tools/merge_methods.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(CMOCKA_CFLAGS) -MMD -MP -o $@ $< $(BUILD)/tools/merge_methods.o $(LIB) $(CMOCKA_LIBS) $(ALL_LIBS) $(LDFLAGS)
+
+ifeq ($(SANITIZE),1)
+.PHONY: llmmerge
+llmmerge: $(LLMMERGE)
+endif
+
+.PHONY: clean-llmmerge
+clean: clean-llmmerge
+clean-llmmerge:
+	rm -f llmmerge
+
+-include $(MERGE_OBJ:.o=.d)

@@ -60,6 +60,21 @@ fetch_sweep_deps() {
         --target "$root/.deps/optuna" "optuna>=3" || { echo "deps: pip install optuna failed"; return 1; }
 }
 
+# llmmerge's reference (validation/merge_reference.py): mergekit's merge kernels in .deps/python.
+# mergekit itself needs torch >= 2 (Debian has 1.13), so it goes in without its dependencies;
+# its kernels need only pydantic (installed with its own dependencies, none of them torch).
+fetch_merge_deps() {
+    local root py=${PYTHON:-/usr/bin/python3}
+    root=$(cd "$(dirname "$0")/.." && pwd)
+    local pydir=$root/.deps/python
+    PYTHONPATH=$pydir "$py" -c "import mergekit.merge_methods.registry" 2>/dev/null && return 0
+    echo "deps: installing mergekit's kernels (mergekit 0.1.5 without its dependencies, pydantic) into .deps/python (PyPI)"
+    PIP_ROOT_USER_ACTION=ignore "$py" -m pip install -q --disable-pip-version-check --target "$pydir" \
+        "pydantic>=2.10.6,<3" &&
+        PIP_ROOT_USER_ACTION=ignore "$py" -m pip install -q --disable-pip-version-check --target "$pydir" \
+            --no-deps "mergekit==0.1.5" || { echo "deps: pip install mergekit failed (the merge tests use numpy instead)"; return 1; }
+}
+
 if ! command -v dpkg-query >/dev/null 2>&1; then
     [ $quiet -eq 1 ] && exit 0
     echo "deps: no dpkg here: install OpenMPI, parallel HDF5, hwloc, PAPI, a CBLAS and cmocka"
@@ -75,6 +90,7 @@ if [ -z "$missing" ]; then
     [ $quiet -eq 1 ] || echo "deps: all packages present"
     fetch_tokenizer_deps || [ $quiet -eq 1 ] || exit 1 # make check goes on: only tokenizer tests fail
     fetch_sweep_deps || [ $quiet -eq 1 ] || exit 1     # likewise: only sweep_analytic skips its TPE part
+    fetch_merge_deps || [ $quiet -eq 1 ] || exit 1     # likewise: the merge tests use numpy
     exit 0
 fi
 echo "deps: missing Debian packages:$missing"
@@ -90,3 +106,4 @@ apt-get -o DPkg::Lock::Timeout=600 update -q >/dev/null &&
 echo "deps: installed$missing"
 fetch_tokenizer_deps || [ $quiet -eq 1 ] || exit 1
 fetch_sweep_deps || [ $quiet -eq 1 ] || exit 1
+fetch_merge_deps || [ $quiet -eq 1 ] || exit 1

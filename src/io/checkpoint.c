@@ -165,6 +165,18 @@ static uint64_t local_checksum(const param_t *p, const params_t *P, const float 
     return sum;
 }
 
+/* The checksum of a whole tensor in row-major order (global index = position): what
+ * local_checksum gives for a rank that holds all of it (tp = 1). */
+uint64_t ckpt_tensor_checksum(const float *x, size_t n) {
+    uint64_t sum = 0;
+    for (size_t j = 0; j < n; j++) {
+        uint32_t bits;
+        memcpy(&bits, &x[j], sizeof bits);
+        sum += mix64((uint64_t)j * 0x9e3779b97f4a7c15ull ^ ((uint64_t)bits << 17) ^ bits);
+    }
+    return sum;
+}
+
 /* Whether this rank holds the one copy of p's local elements that is written. */
 static bool owns_copy(const param_t *p, const params_t *P, int owner) {
     return owner && p->held && !p->tied_copy && (p->split_dim >= 0 || P->tp_rank == 0);

@@ -76,6 +76,11 @@ int ckpt_load(const char *path, MPI_Comm comm, MPI_Comm copy_comm, const params_
               float *params, float *m, float *v, ckpt_state_t *state, const ckpt_meta_t *expect,
               ckpt_meta_t *found, char *err, size_t errlen);
 
+/* The `checksum` attribute of a dataset that holds the n floats of x in row-major order (a
+ * whole tensor in its global shape): sum mod 2^64 of mix64(index, float bits), as ckpt_save
+ * writes it. For tools that write or verify weight files tensor by tensor (llmmerge). */
+uint64_t ckpt_tensor_checksum(const float *x, size_t n);
+
 /* Rank-local, cheap (root attributes only; the file is not verified): the step and run_id of
  * a checkpoint file. 0, or -1 when it cannot be read. */
 int ckpt_peek(const char *path, int64_t *step, char *run_id, size_t run_id_len);
