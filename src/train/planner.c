@@ -263,7 +263,9 @@ bool plan_print(const config_t *cfg, double limit, int ranks_per_node) {
     alt_t alts[640];
     int tried, n = alternatives(cfg, limit, alts, 640, &tried);
     printf("alternatives that fit (%d of %d; zero_stage x recompute x micro_batch), fastest first by "
-           "the cost model (planner.h):\n", n, tried);
+           "the cost model (planner.h: %.3g FLOP/s per rank%s, 10 GB/s links):\n", n, tried,
+           cfg->peak_flops > 0 ? cfg->peak_flops : DEFAULT_FLOPS,
+           cfg->peak_flops > 0 ? " from &log peak_flops" : " assumed; set &log peak_flops");
     printf("  %4s %10s %6s %6s %12s %10s\n", "zero", "recompute", "mb", "accum", "GiB/rank", "step s");
     for (int i = 0; i < n && i < 15; i++)
         printf("  %4d %10s %6d %6d %12.3f %10.3f\n", alts[i].zero, alts[i].recompute, alts[i].mb,

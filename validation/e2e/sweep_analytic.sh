@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# llmsweep on analytic objectives through a stub trainer (validation/e2e/sweep_stub.py: Branin and
+# llmsweep on analytic objectives through an analytic stand-in for llmtrain (validation/e2e/sweep_objective.py: Branin and
 # a noisy quadratic, instantly, with llmtrain's namelist, metrics.jsonl, checkpoints and exit codes):
 #  1. Branin (minimum 0.397887): evaluations until a trial is within 1% of the minimum (<= 0.401866),
 #     seeds 1-5. Bayesian search (GP + EI, 10 random start-up trials) must reach it within 100 in every
@@ -23,7 +23,7 @@
 source "$(dirname "$0")/lib.bash"
 [ -x ./llmsweep ] || make -s llmsweep >/dev/null || fail "make llmsweep failed"
 $PYTHON -c "import numpy" 2>/dev/null || { echo "SKIP: numpy missing for $PYTHON (make deps)"; exit 77; }
-STUB="$PYTHON validation/e2e/sweep_stub.py"
+STUB="$PYTHON validation/e2e/sweep_objective.py"
 T0=$(date +%s)
 
 # base NAME [stub keys...]: a stub base namelist with 256 tokens per step

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""sweep_stub.py — a stand-in for llmtrain in llmsweep's tests: analytic objectives, instantly.
+"""sweep_objective.py — a stand-in for llmtrain in llmsweep's tests: analytic objectives, instantly.
 
-    sweep_stub.py TRIAL.nml
+    sweep_objective.py TRIAL.nml
 
 Reads the trial's namelist the way llmtrain would (llmsweep's reader, the same syntax), "trains"
 &train max_steps steps and appends llmtrain-like records to out_dir/name/metrics.jsonl:
