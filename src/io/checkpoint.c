@@ -10,6 +10,7 @@
  * same place, close what is open and report one message. HDF5's automatic error printing is
  * off (main.c): the message carries the library's innermost reason instead. */
 #include "io/checkpoint.h"
+#include "io/h5attr.h"
 #include <errno.h>
 #include <hdf5.h>
 #include <limits.h>
@@ -37,43 +38,12 @@
 /* ---- small HDF5 helpers (writing) -------------------------------------------------------------
  * They return < 0 on failure and never abort; the writer turns that into its message. */
 
-/* A fixed-length, NUL-terminated string type of `len` characters (at least one byte). */
-static hid_t str_type(size_t len, H5T_cset_t cset) {
-    hid_t t = H5Tcopy(H5T_C_S1);
-    if (t < 0) return t;
-    if (H5Tset_size(t, len + 1) < 0 || H5Tset_strpad(t, H5T_STR_NULLTERM) < 0 ||
-        H5Tset_cset(t, cset) < 0) {
-        H5Tclose(t);
-        return -1;
-    }
-    return t;
-}
-
-static herr_t write_attr(hid_t loc, const char *name, hid_t file_type, hid_t mem_type,
-                         const void *value) {
-    hid_t space = H5Screate(H5S_SCALAR);
-    if (space < 0) return -1;
-    hid_t attr = H5Acreate2(loc, name, file_type, space, H5P_DEFAULT, H5P_DEFAULT);
-    herr_t rc = attr < 0 ? -1 : H5Awrite(attr, mem_type, value);
-    if (attr >= 0 && H5Aclose(attr) < 0) rc = -1;
-    H5Sclose(space);
-    return rc;
-}
-
-static herr_t write_str_attr(hid_t loc, const char *name, const char *value) {
-    hid_t type = str_type(strlen(value), H5T_CSET_ASCII);
-    if (type < 0) return -1;
-    herr_t rc = write_attr(loc, name, type, type, value);
-    H5Tclose(type);
-    return rc;
-}
-
 static herr_t write_i64_attr(hid_t loc, const char *name, int64_t value) {
-    return write_attr(loc, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &value);
+    return h5_write_attr(loc, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &value);
 }
 
 static herr_t write_i32_attr(hid_t loc, const char *name, int32_t value) {
-    return write_attr(loc, name, H5T_STD_I32LE, H5T_NATIVE_INT32, &value);
+    return h5_write_attr(loc, name, H5T_STD_I32LE, H5T_NATIVE_INT32, &value);
 }
 
 /* A file access list for the MPI-IO driver on `comm`, with collective metadata operations
@@ -255,16 +225,16 @@ static void write_root_attributes(writer_t *w, hid_t file, const ckpt_meta_t *me
                 {"padded_vocab", meta->padded_vocab},     {"n_layer", meta->n_layer},
                 {"n_head", meta->n_head},                 {"d_model", meta->d_model},
                 {"d_ff", meta->d_ff},                     {"seq_len", meta->seq_len}};
-    W_TRY(w, write_str_attr(file, "format", CKPT_FORMAT), "writing attribute", "format");
+    W_TRY(w, h5_write_str_attr(file, "format", CKPT_FORMAT), "writing attribute", "format");
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         W_TRY(w, write_i32_attr(file, ints[i].name, ints[i].value), "writing attribute", ints[i].name);
-    W_TRY(w, write_str_attr(file, "llmtrain_version", LLMT_VERSION), "writing attribute", "llmtrain_version");
-    W_TRY(w, write_str_attr(file, "kind", kind), "writing attribute", "kind");
-    W_TRY(w, write_str_attr(file, "run_id", meta->run_id), "writing attribute", "run_id");
+    W_TRY(w, h5_write_str_attr(file, "llmtrain_version", LLMT_VERSION), "writing attribute", "llmtrain_version");
+    W_TRY(w, h5_write_str_attr(file, "kind", kind), "writing attribute", "kind");
+    W_TRY(w, h5_write_str_attr(file, "run_id", meta->run_id), "writing attribute", "run_id");
     W_TRY(w, write_i64_attr(file, "step", meta->step), "writing attribute", "step");
     W_TRY(w, write_i64_attr(file, "seed", meta->seed), "writing attribute", "seed");
     if (config_as_attr)
-        W_TRY(w, write_str_attr(file, "config", meta->config_text ? meta->config_text : ""),
+        W_TRY(w, h5_write_str_attr(file, "config", meta->config_text ? meta->config_text : ""),
               "writing attribute", "config");
 }
 
@@ -275,7 +245,7 @@ static void write_state_attributes(writer_t *w, hid_t file, const ckpt_state_t *
                            "grid_dp", "grid_tp", "grid_pp"};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         W_TRY(w, write_i64_attr(file, names[i], *v[i]), "writing attribute", names[i]);
-    W_TRY(w, write_attr(file, "loss_scale", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &s->loss_scale),
+    W_TRY(w, h5_write_attr(file, "loss_scale", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &s->loss_scale),
           "writing attribute", "loss_scale");
     W_TRY(w, write_i64_attr(file, "loss_scale_growth", s->ls_growth), "writing attribute", "loss_scale_growth");
     W_TRY(w, write_i64_attr(file, "loss_scale_hysteresis", s->ls_hysteresis), "writing attribute",
@@ -302,7 +272,7 @@ static void create_config_dataset(writer_t *w, hid_t file, const char *text, hid
     pd->dset = pd->mem_type = -1;
     snprintf(pd->object, sizeof pd->object, "/config");
     pd->data = text;
-    hid_t type = str_type(strlen(text), H5T_CSET_ASCII), space = H5Screate(H5S_SCALAR);
+    hid_t type = h5_str_type(strlen(text), H5T_CSET_ASCII), space = H5Screate(H5S_SCALAR);
     if (type >= 0 && space >= 0)
         pd->dset = H5Dcreate2(file, "config", type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
     W_TRY(w, pd->dset, "creating dataset", "/config");
@@ -343,7 +313,7 @@ static double create_tensor_group(writer_t *w, hid_t file, const char *name, con
                                     H5P_DEFAULT);
         W_TRY(w, pd[i].dset, "creating dataset", pd[i].object);
         if (pd[i].dset >= 0)
-            W_TRY(w, write_attr(pd[i].dset, "checksum", H5T_STD_U64LE, H5T_NATIVE_UINT64, &sums[i]),
+            W_TRY(w, h5_write_attr(pd[i].dset, "checksum", H5T_STD_U64LE, H5T_NATIVE_UINT64, &sums[i]),
                   "writing the checksum of", pd[i].object);
         if (fspace >= 0) H5Sclose(fspace);
         bytes += (double)p->shape[0] * p->shape[1] * sizeof(float);
@@ -491,68 +461,6 @@ typedef struct reader {
     size_t len;
 } reader_t;
 
-/* Read a string attribute (fixed or variable length, ASCII or UTF-8 as h5py writes them) into
- * buf. 0; 1 when absent; -1 when it exists but cannot be read (damaged, not a string, absurd
- * size). */
-static int read_str_attr(hid_t loc, const char *name, char *buf, size_t len) {
-    htri_t exists = H5Aexists(loc, name);
-    if (exists == 0) return 1;
-    if (exists < 0) return -1;
-    hid_t attr = H5Aopen(loc, name, H5P_DEFAULT);
-    hid_t ftype = attr < 0 ? -1 : H5Aget_type(attr);
-    int rc = -1;
-    if (ftype >= 0 && H5Tget_class(ftype) == H5T_STRING) {
-        /* the memory type must carry the file's character set, or HDF5 refuses to convert */
-        H5T_cset_t cset = H5Tget_cset(ftype);
-        if (H5Tis_variable_str(ftype) > 0) {
-            char *s = NULL;
-            hid_t mtype = H5Tcopy(H5T_C_S1);
-            if (mtype >= 0 && H5Tset_size(mtype, H5T_VARIABLE) >= 0 && H5Tset_cset(mtype, cset) >= 0 &&
-                H5Aread(attr, mtype, &s) >= 0) {
-                snprintf(buf, len, "%s", s ? s : "");
-                rc = 0;
-            }
-            if (s) H5free_memory(s);
-            if (mtype >= 0) H5Tclose(mtype);
-        } else {
-            size_t n = H5Tget_size(ftype);
-            if (n > 0 && n <= CKPT_STR_ATTR_MAX) {
-                char *s = xcalloc(n + 1, 1);
-                hid_t mtype = str_type(n, cset);
-                if (mtype >= 0 && H5Aread(attr, mtype, s) >= 0) {
-                    snprintf(buf, len, "%s", s);
-                    rc = 0;
-                }
-                if (mtype >= 0) H5Tclose(mtype);
-                xfree(s);
-            }
-        }
-    }
-    if (ftype >= 0) H5Tclose(ftype);
-    if (attr >= 0) H5Aclose(attr);
-    return rc;
-}
-
-/* Read a scalar numeric attribute converted to `mem_type`. 0; 1 when absent; -1 when it exists
- * but cannot be read or is not a single number. */
-static int read_num_attr(hid_t loc, const char *name, hid_t mem_type, void *value) {
-    htri_t exists = H5Aexists(loc, name);
-    if (exists == 0) return 1;
-    if (exists < 0) return -1;
-    hid_t attr = H5Aopen(loc, name, H5P_DEFAULT);
-    hid_t space = attr < 0 ? -1 : H5Aget_space(attr);
-    hid_t ftype = attr < 0 ? -1 : H5Aget_type(attr);
-    int rc = -1;
-    if (space >= 0 && ftype >= 0 && H5Sget_simple_extent_npoints(space) == 1) {
-        H5T_class_t c = H5Tget_class(ftype);
-        if ((c == H5T_INTEGER || c == H5T_FLOAT) && H5Aread(attr, mem_type, value) >= 0) rc = 0;
-    }
-    if (ftype >= 0) H5Tclose(ftype);
-    if (space >= 0) H5Sclose(space);
-    if (attr >= 0) H5Aclose(attr);
-    return rc;
-}
-
 /* A root attribute the format requires; a message naming it when missing or unreadable. */
 static int need_attr(reader_t *r, int rc, const char *name, const char *hint) {
     if (rc == 0) return 0;
@@ -593,12 +501,12 @@ static hid_t open_for_read(reader_t *r, MPI_Info info) {
 static int check_format(reader_t *r, hid_t file) {
     char format[64] = "";
     int64_t version = 0;
-    int rc = read_str_attr(file, "format", format, sizeof format);
+    int rc = h5_read_str_attr(file, "format", CKPT_STR_ATTR_MAX, format, sizeof format);
     if (rc != 0 || strcmp(format, CKPT_FORMAT) != 0)
         return errf(r->msg, r->len, "checkpoint %s: not an llmtrain checkpoint (attribute format "
                     "is '%s', expected '%s')", r->path, rc == 0 ? format : rc > 0 ? "(missing)" : "(unreadable)",
                     CKPT_FORMAT);
-    if (read_num_attr(file, "format_version", H5T_NATIVE_INT64, &version) != 0 ||
+    if (h5_read_num_attr(file, "format_version", H5T_NATIVE_INT64, &version) != 0 ||
         version != CKPT_FORMAT_VERSION)
         return errf(r->msg, r->len, "checkpoint %s: format_version %lld, this program reads "
                     "version %d", r->path, (long long)version, CKPT_FORMAT_VERSION);
@@ -611,16 +519,16 @@ static int read_meta(reader_t *r, hid_t file, ckpt_meta_t *f) {
     memset(f, 0, sizeof *f);
     int32_t v[7] = {0};
     const char *names[7] = {"vocab_size", "padded_vocab", "n_layer", "n_head", "d_model", "d_ff", "seq_len"};
-    if (need_attr(r, read_num_attr(file, "step", H5T_NATIVE_INT64, &f->step), "step", "") ||
-        need_attr(r, read_num_attr(file, "seed", H5T_NATIVE_INT64, &f->seed), "seed", ""))
+    if (need_attr(r, h5_read_num_attr(file, "step", H5T_NATIVE_INT64, &f->step), "step", "") ||
+        need_attr(r, h5_read_num_attr(file, "seed", H5T_NATIVE_INT64, &f->seed), "seed", ""))
         return -1;
     for (int i = 0; i < 7; i++) {
-        int rc = read_num_attr(file, names[i], H5T_NATIVE_INT32, &v[i]);
+        int rc = h5_read_num_attr(file, names[i], H5T_NATIVE_INT32, &v[i]);
         if (rc < 0 || (rc > 0 && i < 2)) return need_attr(r, rc, names[i], "");
     }
     f->vocab_size = v[0], f->padded_vocab = v[1], f->n_layer = v[2], f->n_head = v[3];
     f->d_model = v[4], f->d_ff = v[5], f->seq_len = v[6];
-    if (read_str_attr(file, "run_id", f->run_id, sizeof f->run_id) < 0)
+    if (h5_read_str_attr(file, "run_id", CKPT_STR_ATTR_MAX, f->run_id, sizeof f->run_id) < 0)
         return need_attr(r, -1, "run_id", "");
     return 0;
 }
@@ -695,7 +603,7 @@ static int read_param(reader_t *r, hid_t group, const char *gname, const param_t
         bad = 1;
     if (mspace >= 0) H5Sclose(mspace);
     if (fspace >= 0) H5Sclose(fspace);
-    int rc = read_num_attr(dset, "checksum", H5T_NATIVE_UINT64, &gs->stored[i]);
+    int rc = h5_read_num_attr(dset, "checksum", H5T_NATIVE_UINT64, &gs->stored[i]);
     H5Dclose(dset);
     if (rc != 0) {
         errf(r->msg, r->len, "checkpoint %s: dataset /%s/%s has %s checksum attribute", r->path,
@@ -778,18 +686,18 @@ static int read_state(reader_t *r, hid_t file, ckpt_state_t *s) {
     const char *names[] = {"tokens_seen", "sample_pos", "adam_t", "skipped", "global_batch",
                            "grid_dp", "grid_tp", "grid_pp"};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
-        if (need_attr(r, read_num_attr(file, names[i], H5T_NATIVE_INT64, v[i]), names[i],
+        if (need_attr(r, h5_read_num_attr(file, names[i], H5T_NATIVE_INT64, v[i]), names[i],
                       " (a weights file, not a checkpoint?)") != 0)
             return -1;
     s->loss_scale = 1.0;
-    if (read_num_attr(file, "loss_scale", H5T_NATIVE_DOUBLE, &s->loss_scale) < 0)
+    if (h5_read_num_attr(file, "loss_scale", H5T_NATIVE_DOUBLE, &s->loss_scale) < 0)
         return need_attr(r, -1, "loss_scale", "");
     /* the scaler's trackers (files of version 0.1 have none: a fresh scaler then) */
     const char *trk[3] = {"loss_scale_growth", "loss_scale_hysteresis", "loss_scale_overflows"};
     int64_t *tv[3] = {&s->ls_growth, &s->ls_hysteresis, &s->ls_overflows};
     int found = 0;
     for (int i = 0; i < 3; i++) {
-        int rc = read_num_attr(file, trk[i], H5T_NATIVE_INT64, tv[i]);
+        int rc = h5_read_num_attr(file, trk[i], H5T_NATIVE_INT64, tv[i]);
         if (rc < 0) return need_attr(r, -1, trk[i], "");
         found += rc == 0;
     }
@@ -835,8 +743,8 @@ int ckpt_load(const char *path, MPI_Comm comm, MPI_Comm copy_comm, const params_
 int ckpt_peek(const char *path, int64_t *step, char *run_id, size_t run_id_len) {
     hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (file < 0) return -1;
-    int rc = read_num_attr(file, "step", H5T_NATIVE_INT64, step) == 0 ? 0 : -1;
-    if (rc == 0 && read_str_attr(file, "run_id", run_id, run_id_len) != 0) run_id[0] = '\0';
+    int rc = h5_read_num_attr(file, "step", H5T_NATIVE_INT64, step) == 0 ? 0 : -1;
+    if (rc == 0 && h5_read_str_attr(file, "run_id", CKPT_STR_ATTR_MAX, run_id, run_id_len) != 0) run_id[0] = '\0';
     H5Fclose(file);
     return rc;
 }

@@ -22,6 +22,7 @@
  * Uses: io/tokenizer, io/shards, core/ (errors, timers, fileio: make_dirs, atomic writes). */
 #include "core/error.h"
 #include "core/fileio.h"
+#include "core/sha256.h"
 #include "core/timer.h"
 #include "io/shards.h"
 #include "io/tokenizer.h"
@@ -424,97 +425,10 @@ static void encode_docs(prep_t *p) {
     tok_ids_free(&ids);
 }
 
-/* ------------------------------------------------------------------ sha256 (FIPS 180-4) */
-
-typedef struct sha256 {
-    uint32_t h[8];
-    uint8_t buf[64];
-    uint64_t len;
-} sha256_t;
-
-static const uint32_t sha_k[64] = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
-
-static inline uint32_t ror(uint32_t x, int n) { return x >> n | x << (32 - n); }
-
-static void sha256_block(sha256_t *s, const uint8_t *b) {
-    uint32_t w[64], v[8];
-    for (int i = 0; i < 16; i++)
-        w[i] = (uint32_t)b[4 * i] << 24 | (uint32_t)b[4 * i + 1] << 16 | (uint32_t)b[4 * i + 2] << 8 |
-               b[4 * i + 3];
-    for (int i = 16; i < 64; i++) {
-        uint32_t s0 = ror(w[i - 15], 7) ^ ror(w[i - 15], 18) ^ w[i - 15] >> 3;
-        uint32_t s1 = ror(w[i - 2], 17) ^ ror(w[i - 2], 19) ^ w[i - 2] >> 10;
-        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-    }
-    memcpy(v, s->h, sizeof v);
-    for (int i = 0; i < 64; i++) {
-        uint32_t t1 = v[7] + (ror(v[4], 6) ^ ror(v[4], 11) ^ ror(v[4], 25)) +
-                      ((v[4] & v[5]) ^ (~v[4] & v[6])) + sha_k[i] + w[i];
-        uint32_t t2 = (ror(v[0], 2) ^ ror(v[0], 13) ^ ror(v[0], 22)) +
-                      ((v[0] & v[1]) ^ (v[0] & v[2]) ^ (v[1] & v[2]));
-        memmove(v + 1, v, 7 * sizeof *v);
-        v[4] += t1;
-        v[0] = t1 + t2;
-    }
-    for (int i = 0; i < 8; i++) s->h[i] += v[i];
-}
-
-static void sha256_init(sha256_t *s) {
-    static const uint32_t h0[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-    memcpy(s->h, h0, sizeof h0);
-    s->len = 0;
-}
-
-static void sha256_add(sha256_t *s, const uint8_t *p, size_t n) {
-    while (n > 0) {
-        size_t at = s->len % 64, k = 64 - at < n ? 64 - at : n;
-        if (at == 0 && n >= 64) { /* whole blocks straight from the input */
-            sha256_block(s, p);
-            k = 64;
-        } else {
-            memcpy(s->buf + at, p, k);
-            if (at + k == 64) sha256_block(s, s->buf);
-        }
-        s->len += k;
-        p += k;
-        n -= k;
-    }
-}
-
-static void sha256_end(sha256_t *s, uint8_t out[32]) {
-    uint64_t bits = s->len * 8;
-    uint8_t pad = 0x80, zero = 0, len[8];
-    sha256_add(s, &pad, 1);
-    while (s->len % 64 != 56) sha256_add(s, &zero, 1);
-    for (int i = 0; i < 8; i++) len[i] = (uint8_t)(bits >> (56 - 8 * i));
-    sha256_add(s, len, 8);
-    for (int i = 0; i < 8; i++)
-        for (int k = 0; k < 4; k++) out[4 * i + k] = (uint8_t)(s->h[i] >> (24 - 8 * k));
-}
-
-/* sha256 of a whole file (the shard just written, as it is on disk). Streamed, not read whole:
- * a shard is up to 2 x --shard-tokens bytes. A read error is an error, not a short hash. */
-static void sha256_file(const char *path, uint8_t out[32]) {
-    sha256_t s;
-    sha256_init(&s);
-    FILE *f = fopen(path, "rb");
-    if (!f) fatal_user_here("%s: cannot read back: %s", path, strerror(errno));
-    static uint8_t buf[1 << 16];
-    errno = 0;
-    for (size_t n; (n = fread(buf, 1, sizeof buf, f)) > 0;) sha256_add(&s, buf, n);
-    int bad = ferror(f) ? (errno ? errno : EIO) : 0;
-    if (fclose(f) != 0 && !bad) bad = errno;
-    if (bad) fatal_user_here("%s: cannot read back: %s", path, strerror(bad));
-    sha256_end(&s, out);
+/* sha256 of a whole file (the shard just written, as it is on disk; core/sha256 streams it).
+ * A read error is an error, not a short hash. */
+static void shard_sha256(const char *path, uint8_t out[32]) {
+    if (sha256_file(path, out) != 0) fatal_user_here("%s: cannot read back: %s", path, strerror(errno));
 }
 
 /* ------------------------------------------------------------------ shards */
@@ -590,7 +504,7 @@ static void write_round(prep_t *p, const shard_plan_t *plan, int first, int n, c
     snprintf(path, sizeof path, "%s/%s", p->o.out, plan[mine].name);
     if (shard_write(path, buf, plan[mine].count) != 0)
         fatal_user_here("%s: cannot write: %s", path, strerror(errno));
-    sha256_file(path, sha[mine]);
+    shard_sha256(path, sha[mine]);
 }
 
 /* Remove shards of an earlier run that this run's numbering does not reach, so that a

@@ -1387,8 +1387,12 @@ def _log_reason(log_path):
         return ""
     attempt = max((i for i, ln in enumerate(lines) if ln.startswith("== llmsweep")), default=-1)
     lines = lines[attempt + 1:]
+    # llmtrain's error first: its warnings (e.g. OpenBLAS's CPU) come before it in the log
     for ln in lines:
-        if ln.startswith("llmtrain:"):
+        if ln.startswith("llmtrain: error"):
+            return ln[:800]
+    for ln in lines:
+        if ln.startswith("llmtrain:") and not ln.startswith("llmtrain: warning"):
             return ln[:800]
     for i, ln in enumerate(lines):
         if any(w in ln.lower() for w in _REASON_WORDS):

@@ -14,6 +14,7 @@
 #include "core/fileio.h"
 #include "core/version.h"
 #include "io/checkpoint.h"
+#include "io/h5attr.h"
 
 #define MIO_FORMAT "llmtrain-checkpoint"
 #define MIO_FORMAT_VERSION 1
@@ -21,81 +22,6 @@
 #define MIO_TEXT_MAX (64 << 20)   /* no text we read is longer: a damaged size is refused */
 
 /* ---- attributes (reading) ------------------------------------------------------------------ */
-
-/* A copy that xfree releases (xstrdup's is plain malloc'ed). */
-static char *tracked_copy(const char *s) {
-    size_t n = strlen(s) + 1;
-    char *d = xmalloc(n);
-    memcpy(d, s, n);
-    return d;
-}
-
-/* A string attribute, fixed or variable length, ASCII or UTF-8 (as h5py rewrites them),
- * xmalloc'ed into *out. 0; 1 when absent; -1 when unreadable. */
-static int read_text_attr(hid_t loc, const char *name, char **out) {
-    *out = NULL;
-    htri_t exists = H5Aexists(loc, name);
-    if (exists == 0) return 1;
-    if (exists < 0) return -1;
-    hid_t attr = H5Aopen(loc, name, H5P_DEFAULT);
-    hid_t ftype = attr < 0 ? -1 : H5Aget_type(attr);
-    int rc = -1;
-    if (ftype >= 0 && H5Tget_class(ftype) == H5T_STRING) {
-        H5T_cset_t cset = H5Tget_cset(ftype);
-        hid_t mtype = H5Tcopy(H5T_C_S1);
-        if (H5Tis_variable_str(ftype) > 0) {
-            char *s = NULL;
-            if (mtype >= 0 && H5Tset_size(mtype, H5T_VARIABLE) >= 0 && H5Tset_cset(mtype, cset) >= 0 &&
-                H5Aread(attr, mtype, &s) >= 0) {
-                *out = tracked_copy(s ? s : "");
-                rc = 0;
-            }
-            if (s) H5free_memory(s);
-        } else {
-            size_t n = H5Tget_size(ftype);
-            if (n > 0 && n <= MIO_TEXT_MAX && mtype >= 0 && H5Tset_size(mtype, n + 1) >= 0 &&
-                H5Tset_strpad(mtype, H5T_STR_NULLTERM) >= 0 && H5Tset_cset(mtype, cset) >= 0) {
-                char *s = xcalloc(n + 2, 1);
-                if (H5Aread(attr, mtype, s) >= 0) {
-                    *out = s;
-                    rc = 0;
-                } else {
-                    xfree(s);
-                }
-            }
-        }
-        if (mtype >= 0) H5Tclose(mtype);
-    }
-    if (ftype >= 0) H5Tclose(ftype);
-    if (attr >= 0) H5Aclose(attr);
-    return rc;
-}
-
-static int read_str_attr(hid_t loc, const char *name, char *buf, size_t len) {
-    char *s;
-    int rc = read_text_attr(loc, name, &s);
-    if (rc == 0) snprintf(buf, len, "%s", s);
-    xfree(s);
-    return rc;
-}
-
-/* A scalar number converted to mem_type. 0; 1 when absent; -1 when unreadable or not a number. */
-static int read_num_attr(hid_t loc, const char *name, hid_t mem_type, void *value) {
-    htri_t exists = H5Aexists(loc, name);
-    if (exists == 0) return 1;
-    if (exists < 0) return -1;
-    hid_t attr = H5Aopen(loc, name, H5P_DEFAULT);
-    hid_t space = attr < 0 ? -1 : H5Aget_space(attr), ftype = attr < 0 ? -1 : H5Aget_type(attr);
-    int rc = -1;
-    if (space >= 0 && ftype >= 0 && H5Sget_simple_extent_npoints(space) == 1) {
-        H5T_class_t c = H5Tget_class(ftype);
-        if ((c == H5T_INTEGER || c == H5T_FLOAT) && H5Aread(attr, mem_type, value) >= 0) rc = 0;
-    }
-    if (ftype >= 0) H5Tclose(ftype);
-    if (space >= 0) H5Sclose(space);
-    if (attr >= 0) H5Aclose(attr);
-    return rc;
-}
 
 int mio_model_keys(const mio_meta_t *m, const char *names[7], int32_t values[7]) {
     static const char *const keys[7] = {"vocab_size", "padded_vocab", "n_layer", "n_head",
@@ -114,7 +40,7 @@ static int read_meta(hid_t file, const char *label, mio_meta_t *m, char *err, si
     int32_t unused[7];
     mio_model_keys(m, names, unused);
     for (int i = 0; i < 7; i++) {
-        int rc = read_num_attr(file, names[i], H5T_NATIVE_INT32, v[i]);
+        int rc = h5_read_num_attr(file, names[i], H5T_NATIVE_INT32, v[i]);
         if (rc < 0 || (rc > 0 && i < 2))
             return errf(err, errlen, "%s: root attribute '%s' is %s", label, names[i],
                         rc > 0 ? "missing" : "unreadable (damaged file)");
@@ -122,13 +48,13 @@ static int read_meta(hid_t file, const char *label, mio_meta_t *m, char *err, si
     const char *nums[2] = {"step", "seed"};
     int64_t *nv[2] = {&m->step, &m->seed};
     for (int i = 0; i < 2; i++) {
-        int rc = read_num_attr(file, nums[i], H5T_NATIVE_INT64, nv[i]);
+        int rc = h5_read_num_attr(file, nums[i], H5T_NATIVE_INT64, nv[i]);
         if (rc != 0)
             return errf(err, errlen, "%s: root attribute '%s' is %s", label, nums[i],
                         rc > 0 ? "missing" : "unreadable (damaged file)");
     }
-    if (read_str_attr(file, "run_id", m->run_id, sizeof m->run_id) < 0 ||
-        read_str_attr(file, "kind", m->kind, sizeof m->kind) < 0)
+    if (h5_read_str_attr(file, "run_id", MIO_TEXT_MAX, m->run_id, sizeof m->run_id) < 0 ||
+        h5_read_str_attr(file, "kind", MIO_TEXT_MAX, m->kind, sizeof m->kind) < 0)
         return errf(err, errlen, "%s: root attribute run_id or kind is unreadable (damaged file)", label);
     return 0;
 }
@@ -146,14 +72,14 @@ int mio_open(const char *path, const char *label, hid_t *file, mio_meta_t *meta,
     }
     char format[64] = "";
     int64_t version = 0;
-    int rc = read_str_attr(f, "format", format, sizeof format);
+    int rc = h5_read_str_attr(f, "format", MIO_TEXT_MAX, format, sizeof format);
     if (rc != 0 || strcmp(format, MIO_FORMAT) != 0) {
         H5Fclose(f);
         return errf(err, errlen, "%s: not an llmtrain checkpoint or weights file (attribute format "
                     "is '%s', expected '%s')", label, rc == 0 ? format : rc > 0 ? "(missing)" : "(unreadable)",
                     MIO_FORMAT);
     }
-    if (read_num_attr(f, "format_version", H5T_NATIVE_INT64, &version) != 0 ||
+    if (h5_read_num_attr(f, "format_version", H5T_NATIVE_INT64, &version) != 0 ||
         version != MIO_FORMAT_VERSION) {
         H5Fclose(f);
         return errf(err, errlen, "%s: format_version %lld, llmmerge reads version %d", label,
@@ -235,7 +161,7 @@ int mio_list_tensors(hid_t file, const char *label, mio_tensor_t **tensors, int 
 
 char *mio_config_text(hid_t file) {
     char *s = NULL;
-    if (read_text_attr(file, "config", &s) == 0) return s;
+    if (h5_read_text_attr(file, "config", MIO_TEXT_MAX, &s) == 0) return s;
     if (H5Lexists(file, "config", H5P_DEFAULT) > 0) { /* a namelist too long for an attribute */
         hid_t d = H5Dopen2(file, "config", H5P_DEFAULT);
         hid_t type = d < 0 ? -1 : H5Dget_type(d);
@@ -248,7 +174,7 @@ char *mio_config_text(hid_t file) {
         if (type >= 0) H5Tclose(type);
         if (d >= 0) H5Dclose(d);
     }
-    return s ? s : tracked_copy("");
+    return s ? s : xcalloc(1, 1); /* "" */
 }
 
 /* ---- one tensor ----------------------------------------------------------------------------- */
@@ -275,7 +201,7 @@ int mio_read_tensor(hid_t file, const char *label, const mio_tensor_t *t, float 
         h5_error_text(why, sizeof why);
         rc = errf(err, errlen, "%s: tensor /model/%s cannot be read (truncated or corrupt file): %s",
                   label, t->name, why);
-    } else if (read_num_attr(d, "checksum", H5T_NATIVE_UINT64, &stored) != 0) {
+    } else if (h5_read_num_attr(d, "checksum", H5T_NATIVE_UINT64, &stored) != 0) {
         rc = errf(err, errlen, "%s: tensor /model/%s has no readable checksum attribute", label, t->name);
     }
     H5Dclose(d);
@@ -295,35 +221,14 @@ int mio_read_tensor(hid_t file, const char *label, const mio_tensor_t *t, float 
 
 /* ---- the output ---------------------------------------------------------------------------- */
 
-static hid_t str_type(size_t len) {
-    hid_t t = H5Tcopy(H5T_C_S1);
-    if (t < 0) return t;
-    if (H5Tset_size(t, len + 1) < 0 || H5Tset_strpad(t, H5T_STR_NULLTERM) < 0 ||
-        H5Tset_cset(t, H5T_CSET_ASCII) < 0) {
-        H5Tclose(t);
-        return -1;
-    }
-    return t;
-}
-
-static herr_t write_attr(hid_t loc, const char *name, hid_t file_type, hid_t mem_type, const void *value) {
-    hid_t space = H5Screate(H5S_SCALAR);
-    if (space < 0) return -1;
-    hid_t attr = H5Acreate2(loc, name, file_type, space, H5P_DEFAULT, H5P_DEFAULT);
-    herr_t rc = attr < 0 ? -1 : H5Awrite(attr, mem_type, value);
-    if (attr >= 0 && H5Aclose(attr) < 0) rc = -1;
-    H5Sclose(space);
-    return rc;
-}
-
 /* A text as a root attribute, or, when longer than an object header holds, as a scalar string
  * dataset of that name (how checkpoint.c stores a long /config). */
 static herr_t write_text(hid_t file, const char *name, const char *text, hid_t dcpl) {
-    hid_t type = str_type(strlen(text));
+    hid_t type = h5_str_type(strlen(text), H5T_CSET_ASCII);
     if (type < 0) return -1;
     herr_t rc;
     if (strlen(text) <= MIO_TEXT_ATTR_MAX) {
-        rc = write_attr(file, name, type, type, text);
+        rc = h5_write_attr(file, name, type, type, text);
     } else {
         hid_t space = H5Screate(H5S_SCALAR);
         hid_t d = space < 0 ? -1 : H5Dcreate2(file, name, type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
@@ -341,14 +246,14 @@ static int write_root(mio_out_t *o, const mio_provenance_t *pv) {
     int n = mio_model_keys(pv->model, names, values);
     int32_t version = MIO_FORMAT_VERSION;
     int bad = write_text(o->file, "format", MIO_FORMAT, o->dcpl) < 0;
-    bad |= write_attr(o->file, "format_version", H5T_STD_I32LE, H5T_NATIVE_INT32, &version) < 0;
+    bad |= h5_write_attr(o->file, "format_version", H5T_STD_I32LE, H5T_NATIVE_INT32, &version) < 0;
     for (int i = 0; i < n; i++)
-        bad |= write_attr(o->file, names[i], H5T_STD_I32LE, H5T_NATIVE_INT32, &values[i]) < 0;
+        bad |= h5_write_attr(o->file, names[i], H5T_STD_I32LE, H5T_NATIVE_INT32, &values[i]) < 0;
     bad |= write_text(o->file, "llmtrain_version", LLMT_VERSION, o->dcpl) < 0;
     bad |= write_text(o->file, "kind", "weights", o->dcpl) < 0;
     bad |= write_text(o->file, "run_id", pv->run_id, o->dcpl) < 0;
-    bad |= write_attr(o->file, "step", H5T_STD_I64LE, H5T_NATIVE_INT64, &pv->step) < 0;
-    bad |= write_attr(o->file, "seed", H5T_STD_I64LE, H5T_NATIVE_INT64, &pv->seed) < 0;
+    bad |= h5_write_attr(o->file, "step", H5T_STD_I64LE, H5T_NATIVE_INT64, &pv->step) < 0;
+    bad |= h5_write_attr(o->file, "seed", H5T_STD_I64LE, H5T_NATIVE_INT64, &pv->seed) < 0;
     bad |= write_text(o->file, "config", pv->config, o->dcpl) < 0;
     bad |= write_text(o->file, "merge_method", pv->method, o->dcpl) < 0;
     bad |= write_text(o->file, "merge_inputs", pv->inputs_json, o->dcpl) < 0;
@@ -390,7 +295,7 @@ int mio_write_tensor(mio_out_t *o, const mio_tensor_t *t, const float *x, char *
     hid_t space = H5Screate_simple(t->ndim, dims, NULL);
     hid_t d = space < 0 ? -1 : H5Dcreate2(o->model, t->name, H5T_IEEE_F32LE, space, H5P_DEFAULT, o->dcpl, H5P_DEFAULT);
     int bad = d < 0 || H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, x) < 0 ||
-              write_attr(d, "checksum", H5T_STD_U64LE, H5T_NATIVE_UINT64, &sum) < 0;
+              h5_write_attr(d, "checksum", H5T_STD_U64LE, H5T_NATIVE_UINT64, &sum) < 0;
     char why[512] = "";
     if (bad) h5_error_text(why, sizeof why);
     if (d >= 0 && H5Dclose(d) < 0 && !bad) bad = 1, h5_error_text(why, sizeof why);

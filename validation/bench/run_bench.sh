@@ -78,3 +78,9 @@ bash validation/bench/pipeline_bench.sh
 echo
 echo "== checkpoint bandwidth (validation/bench/checkpoint_bench.sh)"
 bash validation/bench/checkpoint_bench.sh
+echo
+echo "== activation recomputation (validation/bench/recompute_bench.sh)"
+bash validation/bench/recompute_bench.sh
+echo
+echo "== ZeRO x recomputation memory and step time, largest model per 16 GiB (validation/bench/memory_bench.sh)"
+bash validation/bench/memory_bench.sh

@@ -11,6 +11,9 @@
 # Then ZeRO-3 against ZeRO-0 on (4,1,1): parameters + gradients + optimizer state per rank is
 # 1/dp of ZeRO-0's plus exactly the gathered and staging buffers (two blocks, the embedding and
 # the final norm, for parameters and for gradients), within 10%, and under 0.4 of ZeRO-0's.
+# micro_batch = 0 picks the largest micro-batch that fits; zero_stage with dp = 1 notes that it
+# changes nothing; a limit under the smallest plan is refused (exit 2, one message naming
+# memory_limit_gb, before the model exists); a tight limit is refused with a suggestion that fits.
 source "$(dirname "$0")/lib.bash"
 nml() { # name dp tp pp zero precision recompute schedule mb layers [extra &checkpoint]
     cat >"$TEST_DIR/$1.nml" <<NML
@@ -104,9 +107,14 @@ grep -q "the planner chose micro_batch 4" "$TEST_DIR/M0.log" &&
 same_series "micro_batch 0 vs 4: losses" 0 <(losses "$TEST_DIR/M0/metrics.jsonl") <(losses "$TEST_DIR/M4/metrics.jsonl") ||
     fail "micro_batch = 0 trains differently from micro_batch = 4"
 
+# zero_stage with dp = 1 is accepted, says it changes nothing, and changes nothing.
+nml ZD1 1 1 1 2 fp32 none 1f1b 4 4 && run ZD1 1
+grep -q "zero_stage = 2 with dp = 1 changes nothing" "$TEST_DIR/ZD1.log" || fail "zero_stage with dp = 1 said nothing"
+same_series "zero_stage 2 on dp 1 vs 0: losses" 0 <(losses "$TEST_DIR/ZD1/metrics.jsonl") <(losses "$TEST_DIR/M4/metrics.jsonl") ||
+    fail "zero_stage 2 with dp = 1 trains differently"
+
 # A limit under the smallest plan: one message naming the key, exit 2 on every rank, before the
-# model exists (no model line, no step). And a limit that only a ZeRO-3 plan meets: refused with
-# the planner's suggestion, which then runs.
+# model exists (no model line, no step).
 nml S 2 1 1 0 fp32 none 1f1b 2 4 && sed -i "s/^&run /\&run memory_limit_gb = 0.001, /" "$TEST_DIR/S.nml"
 timeout 120 $MPIRUN -np 2 ./llmtrain "$TEST_DIR/S.nml" >"$TEST_DIR/S.log" 2>&1; rc=$?
 [ $rc = 2 ] || { cat "$TEST_DIR/S.log"; fail "a run that cannot fit exited $rc, not 2"; }
