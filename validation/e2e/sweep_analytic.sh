@@ -23,14 +23,14 @@
 source "$(dirname "$0")/lib.bash"
 [ -x ./llmsweep ] || make -s llmsweep >/dev/null || fail "make llmsweep failed"
 $PYTHON -c "import numpy" 2>/dev/null || { echo "SKIP: numpy missing for $PYTHON (make deps)"; exit 77; }
-STUB="$PYTHON validation/e2e/sweep_objective.py"
+OBJECTIVE="$PYTHON validation/e2e/sweep_objective.py"
 T0=$(date +%s)
 
-# base NAME [stub keys...]: a stub base namelist with 256 tokens per step
+# base NAME [objective keys...]: a base namelist for the analytic objective with 256 tokens per step
 base() {
     local name=$1; shift
     cat >"$TEST_DIR/$name.base.nml" <<NML
-! stub base for llmsweep tests
+! analytic-objective base for llmsweep tests
 &run
   name = 'x', out_dir = 'runs', seed = 1
 /
@@ -43,7 +43,7 @@ base() {
 &checkpoint
   every = 1
 /
-&stub
+&objective
   function = 'branin', x1 = 0.0, x2 = 0.0 $*
 /
 NML
@@ -53,7 +53,7 @@ study() {
     cat >"$TEST_DIR/$1.nml" <<NML
 &sweep
   name = '$1', out_dir = '$TEST_DIR/studies', base = '$TEST_DIR/$2.base.nml'
-  launcher = 'none', command = '$STUB {nml}'
+  launcher = 'none', command = '$OBJECTIVE {nml}'
   $3
 /
 &space
@@ -61,8 +61,8 @@ study() {
 /
 NML
 }
-BRANIN_SPACE="stub.x1 = uniform(-5, 10)
-  stub.x2 = uniform(0, 15)"
+BRANIN_SPACE="objective.x1 = uniform(-5, 10)
+  objective.x2 = uniform(0, 15)"
 # sweep NAME: run the study NAME; on a non-zero exit, show the end of its log and the exit code
 sweep() {
     ./llmsweep "$TEST_DIR/$1.nml" >"$TEST_DIR/$1.log" 2>&1
@@ -124,7 +124,7 @@ if PYTHONPATH=.deps/optuna $PYTHON -c "import optuna" 2>/dev/null; then
 import sys
 sys.path.insert(0, "validation/e2e")
 import optuna
-from sweep_stub import branin
+from sweep_objective import branin
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 out = []
 for seed in range(1, 6):
@@ -210,7 +210,7 @@ sweep fails || fail "failures"
 got=$(q fails "(sum(t['status']=='failed' for t in T), sum(t['status']=='completed' for t in T))")
 echo "x1 > 2.5 fails: failed, completed of 12: $got"
 $PYTHON -c "f, c = $got; exit(not (f > 0 and c > 0 and f + c == 12))" || fail "failures: $got"
-grep -q "| exit 3: stub: error: x1 = .* is above fail_x1_above" "$TEST_DIR/studies/fails/results.md" || fail "failures: reason not in results.md"
+grep -q "| exit 3: objective: error: x1 = .* is above fail_x1_above" "$TEST_DIR/studies/fails/results.md" || fail "failures: reason not in results.md"
 base allfail "fail_x1_above = -10"
 study allfail allfail "strategy = 'random', seed = 2, max_trials = 12, max_failures = 3, preflight = .false." "$BRANIN_SPACE"
 sweep allfail
@@ -232,7 +232,7 @@ run_until() { # N: start llmsweep in the background, return once N trials are co
     for i in $(seq 1200); do
         if [ "$(completed)" -ge "$1" ]; then
             name=$(q resume "' '.join(t['name'] for t in T if t['status']=='running')" 2>/dev/null)
-            [ -n "$name" ] && grep -q '"step": [2-8]}' "$TEST_DIR/studies/resume/trials/$name/stub_ckpt.json" 2>/dev/null &&
+            [ -n "$name" ] && grep -q '"step": [2-8]}' "$TEST_DIR/studies/resume/trials/$name/objective_ckpt.json" 2>/dev/null &&
                 return 0
         fi
         kill -0 $SWEEP_PID 2>/dev/null || fail "resume: llmsweep ended before $1 trials were complete"
@@ -288,12 +288,12 @@ while [ \$# -gt 0 ]; do case "\$1" in --*) shift ;; *) break ;; esac; done
 exec "\$@"
 SH
 chmod +x "$TEST_DIR/bin/srun"
-cat >"$TEST_DIR/stubtrainer" <<SH
+cat >"$TEST_DIR/objective_trainer" <<SH
 #!/bin/sh
-exec $STUB "\$@"
+exec $OBJECTIVE "\$@"
 SH
-chmod +x "$TEST_DIR/stubtrainer"
-study srun branin "strategy = 'random', seed = 1, max_trials = 4, launcher = 'srun', trainer = '$TEST_DIR/stubtrainer', ranks_per_trial = 2, concurrent = 2" "$BRANIN_SPACE"
+chmod +x "$TEST_DIR/objective_trainer"
+study srun branin "strategy = 'random', seed = 1, max_trials = 4, launcher = 'srun', trainer = '$TEST_DIR/objective_trainer', ranks_per_trial = 2, concurrent = 2" "$BRANIN_SPACE"
 sed -i "/command = /d" "$TEST_DIR/srun.nml"
 PATH=$TEST_DIR/bin:$PATH SLURM_JOB_ID=123 SLURM_NTASKS=4 SLURM_NTASKS_PER_NODE=4 sweep srun || fail "srun"
 head -1 "$TEST_DIR/srun.args"

@@ -7,13 +7,13 @@ Reads the trial's namelist the way llmtrain would (llmsweep's reader, the same s
 &train max_steps steps and appends llmtrain-like records to out_dir/name/metrics.jsonl:
 {"step", "loss", "tokens"} and {"step", "val_loss", "true_value", "resumed_from"}. The value is
 f(x) + curve / step, so a run reports a learning curve whose order across trials is f's order.
-With &checkpoint resume = 'auto' it continues from its own checkpoint (stub_ckpt.json, written
+With &checkpoint resume = 'auto' it continues from its own checkpoint (objective_ckpt.json, written
 every &checkpoint every steps and at the end), like llmtrain; SIGTERM saves it and exits 75.
 
-&stub keys: function ('branin' | 'quadratic'), x1, x2 (branin), noise [0] (quadratic: a normal
+&objective keys: function ('branin' | 'quadratic'), x1, x2 (branin), noise [0] (quadratic: a normal
 draw keyed by seed and trial name), curve [0], sleep_s [0] (once), step_sleep_s [0] (per step),
 fail_x1_above [none: trials with x1 above it exit 3]. quadratic reads &train lr, warmup_steps and
-&model d_model. Unknown &stub keys are refused with exit 2 and a file:line:col message.
+&model d_model. Unknown &objective keys are refused with exit 2 and a file:line:col message.
 """
 import json
 import math
@@ -26,7 +26,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "tools"))
 import llmsweep  # noqa: E402  (the namelist reader only: no numpy)
 
-STUB_KEYS = {"function", "x1", "x2", "noise", "curve", "sleep_s", "step_sleep_s", "fail_x1_above"}
+OBJECTIVE_KEYS = {"function", "x1", "x2", "noise", "curve", "sleep_s", "step_sleep_s", "fail_x1_above"}
 BRANIN_MIN = 0.397887357729738
 
 
@@ -43,12 +43,12 @@ def main(path):
     try:
         nl = llmsweep.read_namelist_file(path)
     except llmsweep.UserError as e:
-        print("stub: %s" % e, file=sys.stderr)
+        print("objective: %s" % e, file=sys.stderr)
         return 2
-    stub = nl.group("stub")
-    for e in stub.entries if stub else []:
-        if e.key not in STUB_KEYS:
-            print("stub: %s:%d:%d: unknown key '%s' in group '&stub'" % (path, e.line, e.col, e.key), file=sys.stderr)
+    objective = nl.group("objective")
+    for e in objective.entries if objective else []:
+        if e.key not in OBJECTIVE_KEYS:
+            print("objective: %s:%d:%d: unknown key '%s' in group '&objective'" % (path, e.line, e.col, e.key), file=sys.stderr)
             return 2
 
     def val(group, key, default):
@@ -59,24 +59,24 @@ def main(path):
     max_steps = val("train", "max_steps", 100)
     every = val("checkpoint", "every", 0)
     tokens_per_step = (val("train", "global_batch", 0) or val("train", "micro_batch", 4)) * val("model", "seq_len", 1024)
-    fn = val("stub", "function", "branin")
+    fn = val("objective", "function", "branin")
     if fn == "branin":
-        x1, x2 = float(val("stub", "x1", 0.0)), float(val("stub", "x2", 0.0))
+        x1, x2 = float(val("objective", "x1", 0.0)), float(val("objective", "x2", 0.0))
         true = branin(x1, x2)
     else:
         true = quadratic(float(val("train", "lr", 6e-4)), val("train", "warmup_steps", 0), val("model", "d_model", 768))
-    noise = float(val("stub", "noise", 0.0))
+    noise = float(val("objective", "noise", 0.0))
     rng = random.Random("%s/%s" % (val("run", "seed", 1337), val("run", "name", "run")))
     observed = true + (rng.gauss(0.0, noise) if noise > 0 else 0.0)
-    curve = float(val("stub", "curve", 0.0))
+    curve = float(val("objective", "curve", 0.0))
     if max_steps == 0:
         return 0  # llmsweep's preflight: the namelist was read
-    if fn == "branin" and x1 > float(val("stub", "fail_x1_above", float("inf"))):
-        print("stub: error: x1 = %g is above fail_x1_above: failing on purpose" % x1, file=sys.stderr)
+    if fn == "branin" and x1 > float(val("objective", "fail_x1_above", float("inf"))):
+        print("objective: error: x1 = %g is above fail_x1_above: failing on purpose" % x1, file=sys.stderr)
         return 3
-    time.sleep(float(val("stub", "sleep_s", 0.0)))
+    time.sleep(float(val("objective", "sleep_s", 0.0)))
 
-    ckpt = os.path.join(run_dir, "stub_ckpt.json")
+    ckpt = os.path.join(run_dir, "objective_ckpt.json")
     start = 0
     if val("checkpoint", "resume", "none") == "auto" and os.path.exists(ckpt):
         with open(ckpt) as f:
@@ -90,7 +90,7 @@ def main(path):
         os.replace(ckpt + ".tmp", ckpt)
 
     metrics = open(os.path.join(run_dir, "metrics.jsonl"), "a")
-    step_sleep = float(val("stub", "step_sleep_s", 0.0))
+    step_sleep = float(val("objective", "step_sleep_s", 0.0))
     step = start
     while step < max_steps:
         time.sleep(step_sleep)
