@@ -25,11 +25,33 @@ endif
 LLMTRAIN := $(BIN_DIR)llmtrain
 LLMPREP  := $(BIN_DIR)llmprep
 SRC_DIRS := src/core src/config src/parallel src/model src/kernels src/kernels/cpu src/train src/io
-LIB_SRC := $(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c))
+# One GEMM implementation: src/kernels/cpu/gemm_$(GEMM).c (Makefile.inc chooses).
+GEMM_SRC := src/kernels/cpu/gemm_$(GEMM).c
+LIB_SRC := $(filter-out src/kernels/cpu/gemm_%.c,$(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c))) $(GEMM_SRC)
 LIB_OBJ := $(patsubst src/%.c,$(BUILD)/%.o,$(LIB_SRC))
 LIB     := $(BUILD)/libllmtrain.a
-ALL_CFLAGS = $(CFLAGS) -Isrc $(BLAS_CFLAGS) $(HDF5_CFLAGS) $(HWLOC_CFLAGS) $(PAPI_CFLAGS) $(PCRE2_CFLAGS)
-ALL_LIBS   = $(HDF5_LIBS) $(BLAS_LIBS) $(HWLOC_LIBS) $(PAPI_LIBS) $(PCRE2_LIBS) -lm
+ifeq ($(GEMM),onednn)
+GEMM_CFLAGS := $(DNNL_CFLAGS)
+GEMM_LIBS   := $(DNNL_LIBS)
+GEMM_HEADER := oneapi/dnnl/dnnl.h
+GEMM_HINT   := install oneDNN (Debian: libdnnl-dev, make deps) or set DNNL_ROOT, or set GEMM = cblas
+else ifeq ($(GEMM),cblas)
+GEMM_CFLAGS := $(BLAS_CFLAGS)
+GEMM_LIBS   := $(BLAS_LIBS)
+GEMM_HEADER := cblas.h
+GEMM_HINT   := set BLAS_CFLAGS and BLAS_LIBS to your CBLAS (OpenBLAS, MKL, BLIS), or set GEMM = onednn
+else
+$(error Makefile.inc: GEMM = '$(GEMM)': use onednn or cblas)
+endif
+# A GEMM library that is not there is a build error naming the variable to set (not 200 undefined
+# references). Checked only when something is built.
+ifeq ($(filter clean deps,$(MAKECMDGOALS)),)
+ifneq ($(shell printf '\043include <$(GEMM_HEADER)>\nint main(void){return 0;}\n' | $(CC) $(GEMM_CFLAGS) -x c - -o /dev/null $(GEMM_LIBS) >/dev/null 2>&1 && echo ok),ok)
+$(error Makefile.inc: GEMM = $(GEMM), but <$(GEMM_HEADER)> with $(GEMM_LIBS) does not build: $(GEMM_HINT))
+endif
+endif
+ALL_CFLAGS = $(CFLAGS) -Isrc $(GEMM_CFLAGS) $(HDF5_CFLAGS) $(HWLOC_CFLAGS) $(PAPI_CFLAGS) $(PCRE2_CFLAGS)
+ALL_LIBS   = $(HDF5_LIBS) $(GEMM_LIBS) $(HWLOC_LIBS) $(PAPI_LIBS) $(PCRE2_LIBS) -lm
 
 UNIT_SRC := $(wildcard validation/unit/test_*.c)
 UNIT_BIN := $(patsubst validation/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))

@@ -5,7 +5,7 @@
 # On a cluster without apt, load the modules listed in INSTALL instead (see modules/).
 set -u
 PACKAGES="make gcc pkg-config openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools \
-libhwloc-dev hwloc libpapi-dev libopenblas-dev libcmocka-dev python3 python3-numpy python3-h5py \
+libhwloc-dev hwloc libpapi-dev libopenblas-dev libdnnl-dev libcmocka-dev python3 python3-numpy python3-h5py \
 python3-torch"
 PACKAGES="$PACKAGES libpcre2-dev python3-pip" # the tokenizer's regex (PCRE2); pip for tiktoken
 PACKAGES="$PACKAGES fortunes" # the demo corpus (make demo)

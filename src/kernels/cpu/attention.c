@@ -1,12 +1,12 @@
 /* attention.c — causal multi-head self-attention, forward and backward.
- * One (batch, head) pair is one unit of OpenMP work; inside it every product is a cblas_sgemm
+ * One (batch, head) pair is one unit of OpenMP work; inside it every product is a gemm_f32
  * that reads the q/k/v heads straight out of qkv[B, T, 3*NH*hs] through the leading dimension
  * 3*NH*hs (no copies). The T x T products are done in row blocks of ATT_BLOCK that stop at the
  * diagonal block, so the masked upper triangle costs at most one block of wasted work.
- * The BLAS runs single-threaded inside the parallel region (cpu_blas_serial_begin/end).
- * Uses: CBLAS. */
+ * The GEMM runs single-threaded inside the parallel region (gemm_serial_begin/end).
+ * Uses: gemm.h. */
 #include "kernels/cpu/cpu_kernels.h"
-#include <cblas.h>
+#include "kernels/cpu/gemm.h"
 #include <math.h>
 
 #define ATT_BLOCK 128
@@ -37,10 +37,10 @@ static void attention_head_forward(float *out, float *att, const float *q, const
     const float scale = 1.0f / sqrtf((float)hs);
     for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
         const int r1 = min_int(T, r0 + ATT_BLOCK), rows = r1 - r0;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, r1, hs, scale,
+        gemm_f32(false, true, rows, r1, hs, scale,
                     q + (size_t)r0 * ld, ld, k, ld, 0.0f, att + (size_t)r0 * T, T);
         for (int t = r0; t < r1; t++) softmax_causal_row(att + (size_t)t * T, t, T);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hs, r1, 1.0f,
+        gemm_f32(false, false, rows, hs, r1, 1.0f,
                     att + (size_t)r0 * T, T, v, ld, 0.0f, out + (size_t)r0 * ldo, ldo);
     }
 }
@@ -50,7 +50,7 @@ static void attention_head_forward(float *out, float *att, const float *q, const
 void cpu_attention_forward(float *out, float *att, const float *qkv, int B, int T, int NH,
                            int hs) {
     const int C = NH * hs, ld = 3 * C;
-    const int blas_threads = cpu_blas_serial_begin();
+    const int blas_threads = gemm_serial_begin();
 #pragma omp parallel for schedule(static) if (B * NH > 1)
     for (int bh = 0; bh < B * NH; bh++) {
         const int b = bh / NH, h = bh % NH;
@@ -58,7 +58,7 @@ void cpu_attention_forward(float *out, float *att, const float *qkv, int B, int 
         attention_head_forward(out + (size_t)b * T * C + (size_t)h * hs,
                                att + (size_t)bh * T * T, q, q + C, q + 2 * C, T, hs, ld, C);
     }
-    cpu_blas_serial_end(blas_threads);
+    gemm_serial_end(blas_threads);
 }
 
 /* Row t of the softmax backward, in place on d (= datt on entry):
@@ -82,20 +82,20 @@ static void attention_head_backward(float *dq, float *dk, float *dv, float *ds,
     const float scale = 1.0f / sqrtf((float)hs);
     for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
         const int r1 = min_int(T, r0 + ATT_BLOCK), rows = r1 - r0;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, r1, hs, 1.0f,
+        gemm_f32(false, true, rows, r1, hs, 1.0f,
                     dout + (size_t)r0 * ldo, ldo, v, ld, 0.0f, ds + (size_t)r0 * T, T);
         for (int t = r0; t < r1; t++)
             softmax_causal_row_backward(ds + (size_t)t * T, att + (size_t)t * T, t, r1, scale);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hs, r1, 1.0f,
+        gemm_f32(false, false, rows, hs, r1, 1.0f,
                     ds + (size_t)r0 * T, T, k, ld, 0.0f, dq + (size_t)r0 * ld, ld);
     }
     /* key/value block [c0, c1) only receives from queries t >= c0 */
     for (int c0 = 0; c0 < T; c0 += ATT_BLOCK) {
         const int cols = min_int(T, c0 + ATT_BLOCK) - c0;
         const size_t diag = (size_t)c0 * T + c0;
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hs, T - c0, 1.0f, ds + diag,
+        gemm_f32(true, false, cols, hs, T - c0, 1.0f, ds + diag,
                     T, q + (size_t)c0 * ld, ld, 0.0f, dk + (size_t)c0 * ld, ld);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hs, T - c0, 1.0f, att + diag,
+        gemm_f32(true, false, cols, hs, T - c0, 1.0f, att + diag,
                     T, dout + (size_t)c0 * ldo, ldo, 0.0f, dv + (size_t)c0 * ld, ld);
     }
 }
@@ -105,7 +105,7 @@ static void attention_head_backward(float *dq, float *dk, float *dv, float *ds,
 void cpu_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
                             const float *att, int B, int T, int NH, int hs) {
     const int C = NH * hs, ld = 3 * C;
-    const int blas_threads = cpu_blas_serial_begin();
+    const int blas_threads = gemm_serial_begin();
 #pragma omp parallel for schedule(static) if (B * NH > 1)
     for (int bh = 0; bh < B * NH; bh++) {
         const int b = bh / NH, h = bh % NH;
@@ -116,5 +116,5 @@ void cpu_attention_backward(float *dqkv, float *scratch, const float *dout, cons
                                 dout + (size_t)b * T * C + (size_t)h * hs, q, q + C, q + 2 * C,
                                 att + (size_t)bh * T * T, T, hs, ld, C);
     }
-    cpu_blas_serial_end(blas_threads);
+    gemm_serial_end(blas_threads);
 }

@@ -1,12 +1,12 @@
-/* cpu_kernels.h — internal header of the CPU backend (C11 + OpenMP + CBLAS).
+/* cpu_kernels.h — internal header of the CPU backend (C11 + OpenMP + a GEMM library, gemm.h).
  * Owns: the declarations of the CPU kernels that ops_cpu.c puts in the ops_t table, a
- * vectorisable expf, and the BLAS threading guard used around OpenMP regions that call BLAS.
+ * vectorisable expf. Matrix products go through gemm.h.
  * Uses: kernels/ops.h, core/. Used by: the files of src/kernels/cpu/ only (model/ goes through
  * ops_t).
  *
  * Threading: OpenMP only, static schedules. Row kernels use `parallel for` over rows;
  * element-wise kernels split [0, n) with cpu_thread_range; matrix products split the output
- * over the threads, each calling a single-threaded sgemm (matmul.c says why). Reductions over
+ * over the threads, each calling a single-threaded GEMM (matmul.c says why). Reductions over
  * rows (dw, dbias, dwte) are split by COLUMN blocks instead of per-thread partial sums, so the
  * results do not depend on OMP_NUM_THREADS and nothing needs scratch memory. */
 #ifndef LLMT_CPU_KERNELS_H
@@ -131,11 +131,4 @@ static inline float cpu_expf(float x) {
     return x < CPU_EXPF_LO ? 0.0f : e;
 }
 
-/* OpenBLAS built with pthreads (Debian's default) does not notice that it is called from inside
- * an OpenMP parallel region: a large enough sgemm would start its own threads on top of ours.
- * Kernels that call BLAS from a parallel region wrap it in cpu_blas_serial_begin/end (main
- * thread only, outside the region). A no-op for other BLAS builds: OpenMP OpenBLAS and MKL
- * already run single-threaded inside a parallel region. */
-int cpu_blas_serial_begin(void);   /* returns the previous BLAS thread count (0: untouched) */
-void cpu_blas_serial_end(int previous);
 #endif

@@ -1,13 +1,12 @@
 /* ops_cpu.c — the CPU backend's ops_t table, its memory ops (plain 64-byte aligned host memory),
- * the element-wise residual/scale ops, and the BLAS threading guard.
+ * the element-wise residual/scale ops, and the warning for a slow GEMM fallback.
  * Uses: core/alloc, kernels/cpu/ kernels. Used by: model/ through ops_cpu(). */
 #include "kernels/cpu/cpu_kernels.h"
 #include "core/alloc.h"
 #include "core/error.h"
-#include <cblas.h>
+#include "kernels/cpu/gemm.h"
 #include <stdbool.h>
 #include <string.h>
-#include <strings.h>
 
 /* ---- memory: device memory is host memory on the CPU ---- */
 static void *cpu_alloc(size_t bytes, int category) { return xmalloc_in(bytes, (mem_category_t)category); }
@@ -54,51 +53,10 @@ static void cpu_scale(float *x, float s, size_t n) {
     }
 }
 
-/* ---- BLAS threading guard (see cpu_kernels.h) ---- */
-int cpu_blas_serial_begin(void) {
-#if defined(OPENBLAS_VERSION)
-    /* openblas_get_parallel(): 0 sequential, 1 pthreads, 2 OpenMP. Only the pthread build needs
-     * (and tolerates) this: the OpenMP build's setter would change omp_set_num_threads. */
-    if (openblas_get_parallel() == 1) {
-        int previous = openblas_get_num_threads();
-        if (previous > 1) {
-            openblas_set_num_threads(1);
-            return previous;
-        }
-    }
-#endif
-    return 0;
-}
-
-void cpu_blas_serial_end(int previous) {
-#if defined(OPENBLAS_VERSION)
-    if (previous > 1) openblas_set_num_threads(previous);
-#else
-    (void)previous;
-#endif
-}
-
-/* OpenBLAS with DYNAMIC_ARCH picks its kernels from the CPU model at load time; versions older
- * than the CPU (0.3.21 on Emerald Rapids, model 207) fall back to the Prescott (SSE3) kernels and
- * sgemm runs ~6x slower. The choice is made before main, so all we can do is say how to fix it. */
-static void check_blas_kernels(void) {
-#if defined(OPENBLAS_VERSION) && defined(__GNUC__)
-    static const char *const generic[] = {"Prescott", "Core2", "Penryn", "Nehalem", "Katmai",
-                                          "Coppermine", "Northwood", "Banias", "Atom"};
-    const char *core = openblas_get_corename();
-    bool is_generic = false;
-    for (size_t i = 0; core && i < sizeof generic / sizeof *generic; i++)
-        is_generic |= strcasecmp(core, generic[i]) == 0;
-    if (!is_generic || !__builtin_cpu_supports("avx2")) return;
-    const char *better = __builtin_cpu_supports("avx512f") ? "SkylakeX" : "Haswell";
-    const char *version = OPENBLAS_VERSION; /* " OpenBLAS 0.3.21 " */
-    version += strspn(version, " ");
-    int len = (int)strlen(version);
-    while (len > 0 && version[len - 1] == ' ') len--;
-    warn_user("%.*s does not know this CPU and uses its '%s' kernels (matrix products several "
-              "times slower): set OPENBLAS_CORETYPE=%s in the environment of every rank",
-              len, version, core, better);
-#endif
+/* A known slow GEMM fallback (OpenBLAS without kernels for this CPU): said once per process. */
+static void check_gemm_kernels(void) {
+    const char *why = gemm_slow_fallback();
+    if (why) warn_user("%s", why);
 }
 
 static const ops_t cpu_ops = {
@@ -134,7 +92,7 @@ static const ops_t cpu_ops = {
 
 const ops_t *ops_cpu(void) {
     static bool checked = false; /* warn once per process, not per call */
-    if (!checked) check_blas_kernels();
+    if (!checked) check_gemm_kernels();
     checked = true;
     return &cpu_ops;
 }
