@@ -89,7 +89,24 @@ $(BUILD)/ref/%: validation/reference/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -o $@ $< $(LIB) $(ALL_LIBS) $(LDFLAGS)
 
-tests: $(LLMTRAIN) $(LLMPREP) $(UNIT_BIN) $(REF_BIN)
+# The GEMM implementation the build does not use, tested too where its library is installed:
+# build/tests/test_gemm_<other> is test_gemm.c linked with the other gemm_*.c (an object given
+# on the command line wins over the archive's, so the rest of the library uses it as well).
+OTHER_GEMM := $(if $(filter onednn,$(GEMM)),cblas,onednn)
+OTHER_GEMM_CFLAGS := $(if $(filter onednn,$(OTHER_GEMM)),$(DNNL_CFLAGS),$(BLAS_CFLAGS))
+OTHER_GEMM_LIBS   := $(if $(filter onednn,$(OTHER_GEMM)),$(DNNL_LIBS),$(BLAS_LIBS))
+OTHER_GEMM_HEADER := $(if $(filter onednn,$(OTHER_GEMM)),oneapi/dnnl/dnnl.h,cblas.h)
+ifeq ($(filter clean deps,$(MAKECMDGOALS)),)
+ifeq ($(shell printf '\043include <$(OTHER_GEMM_HEADER)>\nint main(void){return 0;}\n' | $(CC) $(OTHER_GEMM_CFLAGS) -x c - -o /dev/null $(OTHER_GEMM_LIBS) >/dev/null 2>&1 && echo ok),ok)
+OTHER_GEMM_TEST := $(BUILD)/tests/test_gemm_$(OTHER_GEMM)
+endif
+endif
+$(BUILD)/tests/test_gemm_$(OTHER_GEMM): validation/unit/test_gemm.c src/kernels/cpu/gemm_$(OTHER_GEMM).c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(OTHER_GEMM_CFLAGS) $(CMOCKA_CFLAGS) -o $@ validation/unit/test_gemm.c \
+	    src/kernels/cpu/gemm_$(OTHER_GEMM).c $(LIB) $(CMOCKA_LIBS) $(OTHER_GEMM_LIBS) $(ALL_LIBS) $(LDFLAGS)
+
+tests: $(LLMTRAIN) $(LLMPREP) $(UNIT_BIN) $(REF_BIN) $(OTHER_GEMM_TEST)
 
 # The fuzz target: the parser, the schema and the two core files they need, compiled together
 # by clang with libFuzzer and the sanitizers (never with the objects above). See validation/fuzz/.

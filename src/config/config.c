@@ -143,6 +143,7 @@ static const key_spec_t key_specs[] = {
     REAL_KEY(G_TRAIN, "eps", eps, 1e-8, ABOVE(0)),
     REAL_KEY(G_TRAIN, "grad_clip", grad_clip, 1.0, AT_LEAST(0)),
     STR_KEY(G_TRAIN, "precision", precision, "fp32", "fp32|bf16|fp16"),
+    STR_KEY(G_TRAIN, "bf16_products", bf16_products, "auto", "auto|native|emulated"),
     REAL_KEY(G_TRAIN, "loss_scale", loss_scale, 0, AT_LEAST(0), AT_MOST(1e30)),
     REAL_KEY(G_TRAIN, "initial_loss_scale", initial_loss_scale, 65536, ABOVE(0), AT_MOST(1e30)),
     INT_KEY(G_TRAIN, "loss_scale_window", loss_scale_window, 1000, AT_LEAST(1)),

@@ -59,6 +59,7 @@ typedef struct config {
     double decay_fraction;  /* wsd: fraction of steps in the final decay, default 0.2 */
     double weight_decay, beta1, beta2, eps, grad_clip; /* grad_clip 0 = off */
     char precision[8];      /* 'fp32' | 'bf16' | 'fp16' */
+    char bf16_products[12]; /* 'auto' | 'native' | 'emulated': bf16 GEMMs on bf16 instructions */
     double loss_scale;      /* fp16: a fixed loss scale; 0 = dynamic (the four keys below) */
     double initial_loss_scale, min_loss_scale;
     int loss_scale_window, hysteresis; /* clean steps before doubling; overflows before halving */

@@ -121,6 +121,21 @@ typedef struct ops {
     void (*quantize_copy)(float *dst, const float *src, size_t n, dtype_t t);
     /* whether x[n] holds an Inf or NaN (fp16 overflow, found before a step is applied) */
     bool (*any_nonfinite)(const float *x, size_t n);
+    /* Products (matmul_forward/backward) take their inputs as type t from now on: bf16 runs on
+     * native bf16 instructions where the backend has them (the inputs already hold bf16 values,
+     * so only the order of the fp32 additions changes). Set once, before the first step. */
+    void (*set_product_type)(dtype_t t);
+    /* Whether products of type t can run natively here (false: fp32 products of the rounded
+     * values), and whether native ones are expected to be faster than fp32 products here. */
+    bool (*products_native)(dtype_t t);
+    bool (*products_faster)(dtype_t t);
+
+    /* ---- about the backend, for the startup summary and MFU ---- */
+    /* One line: the GEMM library, its version and the kernels it runs on this machine. */
+    const char *(*describe)(void);
+    /* Peak FLOP/s of this rank's hardware for products of type t; how[len] says how it was
+     * found (measured, or from the device's properties). */
+    double (*hardware_peak)(dtype_t t, char *how, size_t len);
 } ops_t;
 
 /* The CPU backend (C + OpenMP + CBLAS). */

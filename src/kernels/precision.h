@@ -42,6 +42,13 @@ static inline float round_bf16(float x) {
     memcpy(&y, &u, sizeof y);
     return y;
 }
+/* The bf16 storage of x: the upper 16 bits of round_bf16(x) (exact for a value already rounded). */
+static inline uint16_t bf16_bits(float x) {
+    const float r = round_bf16(x);
+    uint32_t u;
+    memcpy(&u, &r, sizeof u);
+    return (uint16_t)(u >> 16);
+}
 static inline float round_fp16(float x) { return (float)(_Float16)x; }
 static inline float round_to(dtype_t t, float x) {
     return t == DT_BF16 ? round_bf16(x) : t == DT_FP16 ? round_fp16(x) : x;

@@ -4,6 +4,8 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <omp.h>
 #include "core/alloc.h"
 #include "core/error.h"
 #include "core/fault.h"
@@ -85,6 +87,28 @@ static double measure_peak_flops(const ops_t *ops, int rows, int C, int F) {
     double square = time_matmul(ops, 1024, 1024, 1024);
     double mlp = time_matmul(ops, rows, C, F);
     return square > mlp ? square : mlp;
+}
+
+/* bf16 products on the CPU's bf16 instructions, or fp32 products of the bf16 values (the same
+ * products; only the order of the fp32 additions differs). 'auto' takes native products only
+ * where the backend expects them to be faster than its fp32 ones (ops->products_faster: oneDNN
+ * with AMX), a fixed rule rather than a timing, so that two runs of one namelist compute alike.
+ * A rank whose CPU has no bf16 products emulates; the summary says so. */
+static void choose_products(trainer_t *tr) {
+    const ops_t *ops = tr->model.ops;
+    const char *want = tr->cfg->bf16_products;
+    tr->products_why[0] = '\0';
+    tr->native_products = false;
+    if (tr->precision == DT_BF16 && ops->products_native(DT_BF16)) {
+        if (!strcmp(want, "native")) tr->native_products = true;
+        else if (!strcmp(want, "auto")) {
+            tr->native_products = ops->products_faster(DT_BF16);
+            snprintf(tr->products_why, sizeof tr->products_why,
+                     " (&train bf16_products = 'auto': the GEMM library's bf16 kernels are %s "
+                     "than its fp32 ones on this CPU)", tr->native_products ? "faster" : "not faster");
+        }
+    }
+    ops->set_product_type(tr->native_products ? DT_BF16 : DT_FP32);
 }
 
 /* The global batch is the namelist's, or, when the namelist leaves it unset, that of the
@@ -174,9 +198,19 @@ static void print_memory_plan(const trainer_t *tr) {
         printf(" (embedding on stage 0, head on stage %d)\n", tr->grid->pp - 1);
         xfree(first);
     }
-    printf("MFU reference: %.1f GFLOP/s per rank (%s), %.4f GFLOP per token\n",
-           tr->peak_flops / 1e9, tr->cfg->peak_flops > 0 ? "&log peak_flops" : "measured matmul",
-           tr->flops_per_token / 1e9);
+    const dtype_t p = tr->precision;
+    printf("compute: %s backend, GEMM %s; %d OpenMP thread%s per rank\n", tr->model.ops->name,
+           tr->model.ops->describe(), omp_get_max_threads(), omp_get_max_threads() > 1 ? "s" : "");
+    if (p != DT_FP32)
+        printf("precision: %s products %s%s\n", dtype_name(p),
+               tr->native_products ? "native (the CPU's bf16 instructions, fp32 accumulation)"
+               : !tr->model.ops->products_native(p)
+                   ? "emulated: fp32 products of the rounded values (no native products of this type here)"
+                   : "emulated: fp32 products of the rounded values",
+               tr->products_why);
+    printf("MFU reference: hardware peak %.1f GFLOP/s per rank (%s); best GEMM %.1f GFLOP/s per "
+           "rank (the model's matmul, measured); %.4f GFLOP per token\n", tr->peak_flops / 1e9,
+           tr->peak_how, tr->gemm_flops / 1e9, tr->flops_per_token / 1e9);
 }
 
 static void setup_data(trainer_t *tr) {
@@ -306,6 +340,7 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
     tr->model.act_dtype = tr->precision;
     tr->dps.grad_dtype = tr->precision;
     tr->zero.grad_dtype = tr->precision;
+    choose_products(tr);
     loss_scaler_init(&tr->scaler, cfg);
     adamw_create(&tr->opt, ops, zero_state_floats(&tr->zero), tr->precision);
     if (cfg->init_from[0]) {
@@ -323,8 +358,15 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
     tr->targets = xmalloc(sizeof(int) * (size_t)tr->accum * tr->micro_batch * tr->T);
     tr->flops_per_token = gpt_flops_per_token(&tr->model, tr->T);
     tr->dp_blocking_ms = measure_dp_allreduce_ms(tr);
+    tr->gemm_flops = measure_peak_flops(ops, tr->micro_batch * tr->T, cfg->d_model, cfg->d_ff);
     tr->peak_flops = cfg->peak_flops > 0 ? cfg->peak_flops
-                     : measure_peak_flops(ops, tr->micro_batch * tr->T, cfg->d_model, cfg->d_ff);
+                     : ops->hardware_peak(tr->native_products ? DT_BF16 : DT_FP32, tr->peak_how,
+                                         sizeof tr->peak_how);
+    if (cfg->peak_flops > 0) snprintf(tr->peak_how, sizeof tr->peak_how, "&log peak_flops");
+    else if (tr->peak_flops < tr->gemm_flops) { /* a loaded core can under-measure: MFU <= 100% */
+        tr->peak_flops = tr->gemm_flops;
+        snprintf(tr->peak_how, sizeof tr->peak_how, "the GEMM rate: the FMA loop measured less");
+    }
     if (is_root(tr)) print_memory_plan(tr);
 }
 
@@ -581,10 +623,18 @@ static void comm_delta(const comm_stats_t *before, comm_stats_t *d) {
     }
 }
 
+/* Minor page faults of this process so far (first touch of memory: none should happen inside
+ * a step once the first steps have allocated everything). */
+static long minor_faults_now(void) {
+    struct rusage u;
+    return getrusage(RUSAGE_SELF, &u) == 0 ? u.ru_minflt : 0;
+}
+
 static void log_step(trainer_t *tr, const step_result_t *r, double dt, double eta,
-                     const comm_stats_t *c) {
+                     const comm_stats_t *c, long faults) {
     const double tok_s = (double)tr->global_batch * tr->T / dt;
-    const double mfu = tr->flops_per_token * tok_s / (tr->peak_flops * tr->grid->world_size);
+    const double achieved = tr->flops_per_token * tok_s / tr->grid->world_size; /* per rank */
+    const double mfu = achieved / tr->peak_flops, gemm_util = achieved / tr->gemm_flops;
     const double mem = (double)alloc_rss_bytes() / (1024.0 * 1024.0);
     const double peak = (double)alloc_bytes_peak() / (1024.0 * 1024.0);
     char e[32], n1[32], n2[32], scale[48] = "";
@@ -592,18 +642,18 @@ static void log_step(trainer_t *tr, const step_result_t *r, double dt, double et
     if (tr->scaler.enabled) snprintf(scale, sizeof scale, " | scale %g", r->loss_scale);
     if (is_root(tr) && (tr->step % tr->cfg->log_every == 0 || tr->step == tr->cfg->max_steps))
         printf("step %*lld/%d | loss %.4f | lr %.2e | norm %.3f | %7.1f ms | %8.0f tok/s | "
-               "MFU %5.1f%% | peak %.0f MiB | ETA %s%s%s\n", (int)log10(tr->cfg->max_steps) + 1,
-               (long long)tr->step, tr->cfg->max_steps, r->loss, r->lr, r->norm, dt * 1e3, tok_s,
-               100.0 * mfu, peak, e, scale,
+               "MFU %4.1f%% (GEMM %3.0f%%) | peak %.0f MiB | ETA %s%s%s\n",
+               (int)log10(tr->cfg->max_steps) + 1, (long long)tr->step, tr->cfg->max_steps,
+               r->loss, r->lr, r->norm, dt * 1e3, tok_s, 100.0 * mfu, 100.0 * gemm_util, peak, e, scale,
                r->applied ? "" : r->overflow && !r->anomaly ? " | SKIPPED (overflow)" : " | SKIPPED");
     metrics_write(&tr->metrics,
                   "\"step\":%lld,\"loss\":%s,\"lr\":%.9g,\"grad_norm\":%s,\"ms\":%.3f,"
-                  "\"tokens_per_s\":%.1f,\"mfu\":%.5f,\"rss_mib\":%.1f,\"peak_mib\":%.1f,\"tokens\":%lld,"
+                  "\"tokens_per_s\":%.1f,\"mfu\":%.5f,\"gemm_util\":%.5f,\"minor_faults\":%ld,\"rss_mib\":%.1f,\"peak_mib\":%.1f,\"tokens\":%lld,"
                   "\"skipped\":%lld,\"applied\":%s,\"ms_tp\":%.3f,\"ms_pp_wait\":%.3f,"
                   "\"ms_dp_wait\":%.3f,\"bytes_tp\":%.0f,\"bytes_pp\":%.0f,\"bytes_dp\":%.0f,"
                   "\"loss_scale\":%.9g,\"overflow\":%s",
                   (long long)tr->step, metrics_num(n1, sizeof n1, r->loss), r->lr,
-                  metrics_num(n2, sizeof n2, r->norm), dt * 1e3, tok_s, mfu, mem, peak,
+                  metrics_num(n2, sizeof n2, r->norm), dt * 1e3, tok_s, mfu, gemm_util, faults, mem, peak,
                   (long long)tr->tokens_seen, (long long)tr->skipped,
                   r->applied ? "true" : "false", c->seconds[COMM_TP] * 1e3,
                   c->seconds[COMM_PP] * 1e3, c->seconds[COMM_DP] * 1e3, c->bytes[COMM_TP],
@@ -780,13 +830,15 @@ int trainer_train(trainer_t *tr) {
     const int64_t first = tr->step;
     while (tr->step < cfg->max_steps) {
         comm_stats_t before = *comm_stats(), delta;
+        const long faults0 = minor_faults_now();
         double t0 = now_sec();
         step_result_t r = train_step(tr);
         double dt = now_sec() - t0;
+        const long faults = minor_faults_now() - faults0;
         comm_delta(&before, &delta);
         /* The first step carries one-time costs (page faults, BLAS warm-up): keep it out of the ETA. */
         ema = tr->step - first <= 2 ? dt : 0.9 * ema + 0.1 * dt;
-        log_step(tr, &r, dt, ema * (cfg->max_steps - tr->step), &delta);
+        log_step(tr, &r, dt, ema * (cfg->max_steps - tr->step), &delta, faults);
         if (tr->has_val && cfg->val_every > 0 && tr->step % cfg->val_every == 0) run_validation(tr);
         int code = after_step(tr);
         if (code >= 0) return code;

@@ -47,7 +47,11 @@ typedef struct trainer {
     int64_t sample_pos;         /* global index of the next training sample */
     int64_t last_ckpt_step;     /* step of the newest checkpoint written or resumed (-1: none) */
     MPI_Info io_hints;          /* MPI-IO hints for checkpoint files */
-    double peak_flops;          /* per rank, for MFU */
+    double peak_flops;          /* per rank: the hardware's peak (or &log peak_flops), for MFU */
+    char peak_how[160];         /* how peak_flops was found, for the startup summary */
+    double gemm_flops;          /* per rank: the model's matmul as measured at startup */
+    bool native_products;       /* bf16 products on bf16 instructions (choose_products) */
+    char products_why[160];     /* what 'auto' measured to choose, for the startup summary */
     double flops_per_token;
     double dp_blocking_ms;      /* one blocking all-reduce of all gradients, measured at setup */
 } trainer_t;

@@ -21,6 +21,15 @@ void cpu_matmul_forward(float *out, const float *inp, const float *w, const floa
 void cpu_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
                          const float *inp, const float *w, int N, int C, int OC,
                          bool accumulate_dinp, bool overwrite_dw);
+/* Products of type t from now on (bf16: native bf16 GEMMs where the library has them). */
+void cpu_set_product_type(dtype_t t);
+/* Whether products of type t run on native instructions of this CPU and library. */
+bool cpu_products_native(dtype_t t);
+/* Whether native products of type t are expected to beat fp32 products here (gemm_bf16_faster). */
+bool cpu_products_faster(dtype_t t);
+
+/* ---- peak.c ---- */
+double cpu_hardware_peak(dtype_t t, char *how, size_t len);
 
 /* ---- layernorm.c ---- */
 void cpu_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,

@@ -12,20 +12,22 @@
 #define LLMT_GEMM_H
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* fp32 inputs, fp32 accumulation, fp32 output. */
 void gemm_f32(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda,
               const float *B, int ldb, float beta, float *C, int ldc);
 
-/* A and B are fp32 arrays holding bf16 values (the rounding emulation of precision.h already
- * rounded them): they are converted to bf16 storage (exact), multiplied with the CPU's bf16
- * instructions and accumulated in fp32 into C. Only when gemm_native_bf16(); the result equals
- * gemm_f32 on the same inputs up to the order of the fp32 additions. */
-void gemm_bf16(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda,
-               const float *B, int ldb, float beta, float *C, int ldc);
+/* bf16 inputs (the upper 16 bits of fp32, precision.h bf16_bits), fp32 accumulation and output,
+ * on the CPU's bf16 instructions. Only when gemm_native_bf16(). */
+void gemm_bf16(bool ta, bool tb, int M, int N, int K, float alpha, const uint16_t *A, int lda,
+               const uint16_t *B, int ldb, float beta, float *C, int ldc);
 
 /* Whether gemm_bf16 runs on bf16 instructions (AVX512_BF16 or AMX-BF16) on this CPU. */
 bool gemm_native_bf16(void);
+/* Whether gemm_bf16 is expected to be faster than gemm_f32 here (a fixed rule per library and
+ * ISA, from measurements; not a timing, so runs are reproducible). */
+bool gemm_bf16_faster(void);
 
 /* One line for the startup summary: the library, its version and the kernels it runs on this
  * CPU, e.g. "oneDNN 2.6.3, ISA avx512_core_bf16" or "OpenBLAS 0.3.21, core SkylakeX". */

@@ -1,8 +1,10 @@
 /* gemm_cblas.c — gemm.h on any CBLAS (OpenBLAS, MKL, BLIS: Makefile.inc's BLAS_CFLAGS/BLAS_LIBS).
- * There is no bf16 product in CBLAS: gemm_bf16 multiplies the bf16 values in fp32 (the same
- * products, exactly; only the order of the fp32 additions may differ from a bf16 kernel).
+ * There is no bf16 product in CBLAS (gemm_native_bf16() is false): with precision = 'bf16' the
+ * kernels multiply the bf16 values in fp32 — the same products, exactly; only the order of the
+ * fp32 additions may differ from a bf16 kernel.
  * Uses: CBLAS. Used by: src/kernels/cpu/ through gemm.h. */
 #include "kernels/cpu/gemm.h"
+#include "core/error.h"
 #include <cblas.h>
 #include <stdio.h>
 #include <string.h>
@@ -15,12 +17,16 @@ void gemm_f32(bool ta, bool tb, int M, int N, int K, float alpha, const float *A
     cblas_sgemm(CblasRowMajor, trans(ta), trans(tb), M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-void gemm_bf16(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda,
-               const float *B, int ldb, float beta, float *C, int ldc) {
-    gemm_f32(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+/* Never called: gemm_native_bf16() is false, so the CPU kernels multiply the bf16 values in fp32. */
+void gemm_bf16(bool ta, bool tb, int M, int N, int K, float alpha, const uint16_t *A, int lda,
+               const uint16_t *B, int ldb, float beta, float *C, int ldc) {
+    (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)B;
+    (void)ldb, (void)beta, (void)C, (void)ldc;
+    ASSERT(!"gemm_bf16 without a bf16 GEMM library");
 }
 
 bool gemm_native_bf16(void) { return false; }
+bool gemm_bf16_faster(void) { return false; }
 
 /* OPENBLAS_VERSION is " OpenBLAS 0.3.21 ": without the spaces */
 static void openblas_version(char *out, size_t size) {

@@ -1,16 +1,24 @@
-/* matmul.c — linear layer, forward and backward, straight on the row-major buffers with
- * cblas_sgemm (no transposing copies: the transposes are BLAS flags). The bias goes in by
- * pre-filling the output and calling sgemm with beta = 1 (the BLAS makes a beta pass over the
- * output anyway); dbias is a column sum vectorised over OC.
+/* matmul.c — linear layer, forward and backward, straight on the row-major buffers through
+ * gemm.h (no transposing copies: the transposes are GEMM flags). The bias goes in by pre-filling
+ * the output and calling the GEMM with beta = 1 (it makes a beta pass over the output anyway);
+ * dbias is a column sum vectorised over OC.
  *
  * Threading: each product is split over the OpenMP threads along one output dimension and every
- * thread calls a single-threaded sgemm on its slice (cpu_sgemm). The BLAS's own thread pool is
- * not used: on two cores, OpenMP workers that spin-wait after a parallel region (libgomp's
- * default) and OpenBLAS's pthreads would fight over the cores and halve sgemm speed.
- * Uses: CBLAS, OpenMP. */
+ * thread calls a single-threaded GEMM on its slice (cpu_gemm), so no element's result depends
+ * on the thread count. The library's own thread pool is not used: on two cores, OpenMP workers
+ * that spin-wait after a parallel region (libgomp's default) and OpenBLAS's pthreads would fight
+ * over the cores and halve its speed.
+ *
+ * Products of type bf16 (cpu_set_product_type, &train precision = 'bf16'): where the GEMM
+ * library has native bf16 products (gemm_native_bf16), both operands are converted to bf16
+ * storage once per product (exact: the model has already rounded them, precision.h) into
+ * buffers that grow to the largest product and are then reused, and every slice runs gemm_bf16;
+ * elsewhere the fp32 GEMM multiplies the bf16 values (the same products, exactly).
+ * Uses: gemm.h, OpenMP, core/alloc. */
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm.h"
 #include <omp.h>
+#include "core/alloc.h"
 
 /* Column-sum block width: one block is a unit of OpenMP work and its double accumulators live
  * on the stack (1 KiB). */
@@ -19,37 +27,78 @@
 /* Slices are multiples of this many rows/columns (the register blocking of sgemm kernels). */
 #define SGEMM_SLICE_ALIGN 64
 
+static bool native_bf16; /* products run as bf16 (cpu_set_product_type) */
+
+void cpu_set_product_type(dtype_t t) { native_bf16 = t == DT_BF16 && gemm_native_bf16(); }
+bool cpu_products_native(dtype_t t) { return t == DT_BF16 ? gemm_native_bf16() : t == DT_FP32; }
+bool cpu_products_faster(dtype_t t) { return t == DT_BF16 && gemm_native_bf16() && gemm_bf16_faster(); }
+
+/* A grow-only bf16 buffer: reallocated only when a larger product comes (the first step). */
+typedef struct {
+    uint16_t *p;
+    size_t cap;
+} bf16_buf_t;
+
+static uint16_t *bf16_buf_reserve(bf16_buf_t *b, size_t n) {
+    if (n > b->cap) {
+        xfree(b->p);
+        b->p = xmalloc_in(n * sizeof *b->p, MEM_WORKSPACE);
+        b->cap = n;
+    }
+    return b->p;
+}
+
+/* dst[rows, cols] (dense) = bf16 storage of src[rows, cols] with leading dimension ld. */
+static void to_bf16(uint16_t *dst, const float *src, int rows, int cols, int ld) {
+#pragma omp parallel for schedule(static) if ((size_t)rows * cols > CPU_PAR_MIN)
+    for (int i = 0; i < rows; i++) {
+        const float *s = src + (size_t)i * ld;
+        uint16_t *d = dst + (size_t)i * cols;
+#pragma omp simd
+        for (int j = 0; j < cols; j++) d[j] = bf16_bits(s[j]);
+    }
+}
+
 /* Row-major C[M, N] = alpha op(A)[M, K] op(B)[K, N] + beta C, split across the OpenMP threads.
  * The split is along N (each thread reads all of A) when A is the smaller operand, else along M
- * (each thread reads all of B), so the operand every thread packs is the small one. */
-static void cpu_sgemm(bool ta, bool tb, int M, int N, int K, float alpha,
-                      const float *A, int lda, const float *B, int ldb, float beta, float *Cm,
-                      int ldc) {
+ * (each thread reads all of B), so the operand every thread packs is the small one. With bf16
+ * products, A and B are first converted (dense: leading dimension = stored columns). */
+static void cpu_gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda,
+                     const float *B, int ldb, float beta, float *Cm, int ldc) {
+    static bf16_buf_t buf_a, buf_b;
+    const uint16_t *Ah = NULL, *Bh = NULL;
+    if (native_bf16) { /* stored shapes: A is [M, K] or [K, M]; B is [K, N] or [N, K] */
+        const int a_rows = ta ? K : M, a_cols = ta ? M : K, b_rows = tb ? N : K, b_cols = tb ? K : N;
+        uint16_t *a16 = bf16_buf_reserve(&buf_a, (size_t)a_rows * a_cols);
+        uint16_t *b16 = bf16_buf_reserve(&buf_b, (size_t)b_rows * b_cols);
+        to_bf16(a16, A, a_rows, a_cols, lda);
+        to_bf16(b16, B, b_rows, b_cols, ldb);
+        Ah = a16, Bh = b16, lda = a_cols, ldb = b_cols;
+    }
     const int n_threads = omp_get_max_threads();
     const bool split_n = M <= N;
     const int dim = split_n ? N : M;
     if (n_threads == 1 || dim < 2 * SGEMM_SLICE_ALIGN) {
-        gemm_f32(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, Cm, ldc);
+        if (Ah) gemm_bf16(ta, tb, M, N, K, alpha, Ah, lda, Bh, ldb, beta, Cm, ldc);
+        else gemm_f32(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, Cm, ldc);
         return;
     }
     int slice = (dim + n_threads - 1) / n_threads;
     slice = (slice + SGEMM_SLICE_ALIGN - 1) / SGEMM_SLICE_ALIGN * SGEMM_SLICE_ALIGN;
     const int n_slices = (dim + slice - 1) / slice;
-    const int blas_threads = gemm_serial_begin();
+    const int lib_threads = gemm_serial_begin();
 #pragma omp parallel for schedule(static)
     for (int s = 0; s < n_slices; s++) {
         const int i0 = s * slice, len = dim - i0 < slice ? dim - i0 : slice;
-        if (split_n) { /* columns [i0, i0+len) of op(B) and C */
-            const float *Bs = B + (!tb ? (size_t)i0 : (size_t)i0 * ldb);
-            gemm_f32(ta, tb, M, len, K, alpha, A, lda, Bs, ldb, beta, Cm + i0,
-                        ldc);
-        } else { /* rows [i0, i0+len) of op(A) and C */
-            const float *As = A + (!ta ? (size_t)i0 * lda : (size_t)i0);
-            gemm_f32(ta, tb, len, N, K, alpha, As, lda, B, ldb, beta,
-                        Cm + (size_t)i0 * ldc, ldc);
-        }
+        /* split_n: columns [i0, i0+len) of op(B) and C; else rows [i0, i0+len) of op(A) and C */
+        const size_t b_off = !split_n ? 0 : !tb ? (size_t)i0 : (size_t)i0 * ldb;
+        const size_t a_off = split_n ? 0 : !ta ? (size_t)i0 * lda : (size_t)i0;
+        const size_t c_off = split_n ? (size_t)i0 : (size_t)i0 * ldc;
+        const int m = split_n ? M : len, n = split_n ? len : N;
+        if (Ah) gemm_bf16(ta, tb, m, n, K, alpha, Ah + a_off, lda, Bh + b_off, ldb, beta, Cm + c_off, ldc);
+        else gemm_f32(ta, tb, m, n, K, alpha, A + a_off, lda, B + b_off, ldb, beta, Cm + c_off, ldc);
     }
-    gemm_serial_end(blas_threads);
+    gemm_serial_end(lib_threads);
 }
 
 /* matmul_forward: out[N, OC] = inp[N, C] @ w[OC, C]^T + bias[OC]  (bias may be NULL) */
@@ -61,7 +110,7 @@ void cpu_matmul_forward(float *out, const float *inp, const float *w, const floa
         for (int i = 0; i < N; i++) memcpy(out + (size_t)i * OC, bias, (size_t)OC * sizeof *out);
         beta = 1.0f;
     }
-    cpu_sgemm(false, true, N, OC, C, 1.0f, inp, C, w, C, beta, out, OC);
+    cpu_gemm(false, true, N, OC, C, 1.0f, inp, C, w, C, beta, out, OC);
 }
 
 /* dbias[OC] (+)= sum over rows of dout[N, OC]; double accumulators, column blocks in parallel. */
@@ -90,9 +139,9 @@ void cpu_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout
                          const float *inp, const float *w, int N, int C, int OC,
                          bool accumulate_dinp, bool overwrite_dw) {
     if (dinp)
-        cpu_sgemm(false, false, N, C, OC, 1.0f, dout, OC, w, C,
+        cpu_gemm(false, false, N, C, OC, 1.0f, dout, OC, w, C,
                   accumulate_dinp ? 1.0f : 0.0f, dinp, C);
-    cpu_sgemm(true, false, OC, C, N, 1.0f, dout, OC, inp, C,
+    cpu_gemm(true, false, OC, C, N, 1.0f, dout, OC, inp, C,
               overwrite_dw ? 0.0f : 1.0f, dw, C);
     if (dbias) colsum_accumulate(dbias, dout, N, OC, overwrite_dw);
 }

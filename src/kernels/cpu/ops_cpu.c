@@ -88,6 +88,11 @@ static const ops_t cpu_ops = {
     .quantize = cpu_quantize,
     .quantize_copy = cpu_quantize_copy,
     .any_nonfinite = cpu_any_nonfinite,
+    .set_product_type = cpu_set_product_type,
+    .products_native = cpu_products_native,
+    .products_faster = cpu_products_faster,
+    .describe = gemm_describe,
+    .hardware_peak = cpu_hardware_peak,
 };
 
 const ops_t *ops_cpu(void) {
