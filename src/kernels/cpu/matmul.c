@@ -79,8 +79,14 @@ static void cpu_gemm(bool ta, bool tb, int M, int N, int K, float alpha, const f
     const bool split_n = M <= N;
     const int dim = split_n ? N : M;
     if (n_threads == 1 || dim < 2 * SGEMM_SLICE_ALIGN) {
+        /* one call, on this thread only: a library that threaded it itself could split K over
+         * its threads, and the sums would then depend on the thread count */
+        const int lib_threads = gemm_serial_begin();
+        if (n_threads > 1) omp_set_num_threads(1);
         if (Ah) gemm_bf16(ta, tb, M, N, K, alpha, Ah, lda, Bh, ldb, beta, Cm, ldc);
         else gemm_f32(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, Cm, ldc);
+        if (n_threads > 1) omp_set_num_threads(n_threads);
+        gemm_serial_end(lib_threads);
         return;
     }
     int slice = (dim + n_threads - 1) / n_threads;
