@@ -769,18 +769,19 @@ static rank_size_t rank_size_at_least(const config_t *cfg) {
     const double C = cfg->d_model, F = cfg->d_ff, T = cfg->seq_len, tp = cfg->tp;
     const double L = cfg->n_layer, pp = cfg->pp, Vp = (double)config_padded_vocab(cfg);
     const double N = (double)cfg->micro_batch * T, Cl = C / tp, Fl = F / tp;
-    const double att = (double)cfg->micro_batch * ((double)cfg->n_head / tp) * T * T;
+    const double lse = (double)cfg->micro_batch * ((double)cfg->n_head / tp) * T; /* attention */
     /* a block: ln1, proj.b, ln2, mlp.proj.b replicated; qkv, attn.proj.w, mlp.fc, mlp.proj.w split */
     const double layer_p = 6 * C + (4 * C * C + 3 * C + 2 * F * C + F) / tp;
     const double wte = Vp * C / tp, wpe = T * C, lnf = 2 * C;
-    /* per layer: ln1, res2, ln2, res3 (N*C), 4 row statistics, qkv + atty, fch + gelu, att */
-    const double layer_a = N * (4 * C + 4 + 4 * Cl + 2 * Fl) + att;
-    /* a recomputed block keeps less (selective: not atty, att, gelu; full: only res3), and one
+    /* per layer: ln1, res2, ln2, res3 (N*C), 4 row statistics, qkv + atty, fch + gelu, lse */
+    const double layer_a = N * (4 * C + 4 + 4 * Cl + 2 * Fl) + lse;
+    /* a recomputed block keeps less (selective: not atty, lse, gelu; full: only res3), and one
      * scratch set of the rest is shared by all of them (model/gpt.c) */
     const double kept = !strcmp(cfg->recompute, "selective") ? N * (4 * C + 4 + 3 * Cl + Fl)
                         : !strcmp(cfg->recompute, "full")    ? N * C
                                                              : layer_a;
-    const double fixed_a = 2 * N * C + 2 * N * C + N * (3 * Cl > Fl ? 3 * Cl : Fl) + att; /* slot io, dC, dC2, dbig, datt */
+    /* slot io, dC, dC2, dbig (the attention kernels' scratch, a few tiles per thread, is left out) */
+    const double fixed_a = 2 * N * C + 2 * N * C + N * (3 * Cl > Fl ? 3 * Cl : Fl);
     const double head_a = N * C + 6 * N + N * Vp / tp;
     rank_size_t r;
     if (cfg->pp == 1) {

@@ -59,15 +59,26 @@ typedef struct ops {
                             const float *inp, const float *w, int N, int C, int OC,
                             bool accumulate_dinp, bool overwrite_dw);
 
-    /* ---- causal self-attention over NH local heads of size hs ----
+    /* ---- causal self-attention over NH local heads of size hs, without the T x T matrix ----
      * qkv[B, T, 3*NH*hs] laid out as [q heads | k heads | v heads], each head hs wide;
-     * out[B, T, NH*hs]; att[B, NH, T, T] saves the softmax probabilities for backward
-     * (entries above the diagonal are 0). Scale 1/sqrt(hs). */
-    void (*attention_forward)(float *out, float *att, const float *qkv, int B, int T, int NH,
-                              int hs);
-    /* dqkv[B, T, 3*NH*hs] OVERWRITTEN; scratch[B, NH, T, T] is free scratch space. */
-    void (*attention_backward)(float *dqkv, float *scratch, const float *dout, const float *qkv,
-                               const float *att, int B, int T, int NH, int hs);
+     * out[B, T, NH*hs]; lse[B, NH, T] saves each query row's log-sum-exp of its scaled scores
+     * (log sum_{j<=t} exp(q_t k_j / sqrt(hs))) for backward, which recomputes the softmax from
+     * q, k and lse instead of keeping the probabilities: memory linear in T. Scale 1/sqrt(hs).
+     * lse stays fp32 in every precision (as on a GPU: rounded to bf16, an lse of 7 = log 1100
+     * would be off by up to 7 * 2^-9, scaling every probability recomputed from it by up to
+     * 1.4%); out is stored (rounded) like any other activation.
+     * scratch[scratch_floats] is clobbered by forward and backward alike: at least
+     * attention_scratch_floats(B, T, NH, hs) floats, which is a few tiles per thread (CPU:
+     * 130 KiB per OpenMP thread that can have work, whatever T is). A backend runs on at most
+     * as many threads as the scratch has room for. */
+    size_t (*attention_scratch_floats)(int B, int T, int NH, int hs);
+    void (*attention_forward)(float *out, float *lse, float *scratch, size_t scratch_floats,
+                              const float *qkv, int B, int T, int NH, int hs);
+    /* dqkv[B, T, 3*NH*hs] OVERWRITTEN, from dout[B, T, NH*hs] and the forward's qkv, out, lse
+     * (out because the softmax backward's sum_j P_tj (dout v^T)_tj is rowsum(dout * out)). */
+    void (*attention_backward)(float *dqkv, float *scratch, size_t scratch_floats,
+                               const float *dout, const float *qkv, const float *out,
+                               const float *lse, int B, int T, int NH, int hs);
 
     /* ---- GELU, tanh approximation: out[n] = 0.5 x (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))) ---- */
     void (*gelu_forward)(float *out, const float *inp, size_t n);

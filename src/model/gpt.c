@@ -138,12 +138,12 @@ static float *falloc(gpt_t *m, size_t n, size_t *counter) {
 
 /* One block's tensors, in the order of gpt_layer_acts_t's pointers: one list for allocating,
  * sharing and freeing them. */
-enum { A_LN1, A_LN1_MEAN, A_LN1_RSTD, A_QKV, A_ATTY, A_ATT, A_RES2, A_LN2, A_LN2_MEAN, A_LN2_RSTD,
+enum { A_LN1, A_LN1_MEAN, A_LN1_RSTD, A_QKV, A_ATTY, A_LSE, A_RES2, A_LN2, A_LN2_MEAN, A_LN2_RSTD,
        A_FCH, A_FCH_GELU, A_RES3, N_ACTS };
 
 static float **act_ptr(gpt_layer_acts_t *a, int k) {
     float **p[N_ACTS] = {&a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv,      &a->atty,
-                         &a->att, &a->res2,     &a->ln2,      &a->ln2_mean, &a->ln2_rstd,
+                         &a->lse, &a->res2,     &a->ln2,      &a->ln2_mean, &a->ln2_rstd,
                          &a->fch, &a->fch_gelu, &a->res3};
     return p[k];
 }
@@ -154,7 +154,7 @@ static size_t act_numel(const gpt_t *m, int k) {
     case A_LN1_MEAN: case A_LN1_RSTD: case A_LN2_MEAN: case A_LN2_RSTD: return N;
     case A_QKV: return N * 3 * Cl;
     case A_ATTY: return N * Cl;
-    case A_ATT: return (size_t)m->B * m->NHl * m->T * m->T;
+    case A_LSE: return (size_t)m->B * m->NHl * m->T; /* one per query row and head */
     case A_FCH: case A_FCH_GELU: return N * (size_t)m->Fl;
     default: return N * (size_t)m->C;
     }
@@ -165,7 +165,7 @@ static size_t act_numel(const gpt_t *m, int k) {
  * (the next block's input, or the stage output that the head reads and stage + 1 receives). */
 static bool act_kept(gpt_recompute_t r, int k) {
     switch (r) {
-    case GPT_RECOMPUTE_SELECTIVE: return k != A_ATTY && k != A_ATT && k != A_FCH_GELU;
+    case GPT_RECOMPUTE_SELECTIVE: return k != A_ATTY && k != A_LSE && k != A_FCH_GELU;
     case GPT_RECOMPUTE_FULL: return k == A_RES3;
     default: return true;
     }
@@ -237,7 +237,9 @@ static void alloc_head_and_scratch(gpt_t *m) {
     m->dC = falloc_in(m, N * C, c, MEM_WORKSPACE);
     m->dC2 = falloc_in(m, N * C, c, MEM_WORKSPACE);
     m->dbig = falloc_in(m, N * (3 * Cl > (size_t)m->Fl ? 3 * Cl : (size_t)m->Fl), c, MEM_WORKSPACE);
-    m->datt = falloc_in(m, (size_t)m->B * m->NHl * m->T * m->T, c, MEM_WORKSPACE);
+    /* the attention kernels' tiles: a few per thread, not T x T (ops.h) */
+    m->attn_scratch_floats = m->ops->attention_scratch_floats(m->B, m->T, m->NHl, m->hs);
+    m->attn_scratch = falloc_in(m, m->attn_scratch_floats, c, MEM_WORKSPACE);
     m->planned[MEM_WORKSPACE] += (double)N * sizeof(float);
     if (!m->dry_run) m->host_losses = xmalloc(N * sizeof(float));
 }
@@ -333,7 +335,7 @@ void gpt_destroy(gpt_t *m) {
         if (*act_ptr(&m->shared, k)) o->free(*act_ptr(&m->shared, k));
     float *bufs[] = {m->params, m->grads, m->lnf, m->lnf_mean, m->lnf_rstd, m->logits,
                      m->row_max, m->row_sumexp, m->target_logit, m->losses, m->dC, m->dC2,
-                     m->dbig, m->datt};
+                     m->dbig, m->attn_scratch};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) o->free(bufs[i]);
     xfree(m->lw);
@@ -370,9 +372,9 @@ static void store(const gpt_t *m, float *x, size_t n) {
  * recomputation call the same two, so a recomputed tensor is bit-identical also in bf16/fp16. */
 static void attention_stored(const gpt_t *m, gpt_layer_acts_t *a, int B, int T) {
     const size_t N = (size_t)B * T;
-    m->ops->attention_forward(a->atty, a->att, a->qkv, B, T, m->NHl, m->hs);
-    store(m, a->att, (size_t)B * m->NHl * T * T);
-    store(m, a->atty, N * m->NHl * m->hs);
+    m->ops->attention_forward(a->atty, a->lse, m->attn_scratch, m->attn_scratch_floats, a->qkv,
+                              B, T, m->NHl, m->hs);
+    store(m, a->atty, N * m->NHl * m->hs); /* lse stays fp32 (ops.h says why) */
 }
 
 static void gelu_stored(const gpt_t *m, gpt_layer_acts_t *a, int N) {
@@ -517,7 +519,8 @@ static void block_backward(gpt_t *m, int l, gpt_layer_acts_t *a, const float *re
     /* attention: res2 = res_in + proj(attn(qkv(ln1(res_in)))) */
     o->matmul_backward(m->dC2, g.projw, g.projb, m->dres, a->atty, w.projw, N, Cl, C, false,
                        first);
-    o->attention_backward(m->dbig, m->datt, m->dC2, a->qkv, a->att, B, T, m->NHl, m->hs);
+    o->attention_backward(m->dbig, m->attn_scratch, m->attn_scratch_floats, m->dC2, a->qkv,
+                          a->atty, a->lse, B, T, m->NHl, m->hs);
     o->matmul_backward(m->dC, g.qkvw, g.qkvb, m->dbig, a->ln1, w.qkvw, N, C, 3 * Cl, false,
                        first);
     tp_sum(m, m->dC, (size_t)N * C);

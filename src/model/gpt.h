@@ -13,7 +13,7 @@
  * the head and the loss. `n_slots` micro-batches can be in flight at once (pipeline schedules),
  * each with its own activations.
  * Activation recomputation (&parallel recompute, for the first recompute_layers blocks of each
- * stage): 'selective' keeps no attention probabilities, attention output or GELU output per
+ * stage): 'selective' keeps no attention output, attention log-sum-exp or GELU output per
  * layer and recomputes them in backward from the kept qkv and fch; 'full' keeps only each
  * block's output (the next block's input) and re-runs the block's forward in backward. What a
  * layer does not keep lives in one scratch set shared by every layer and slot (m->shared); the
@@ -51,7 +51,9 @@ typedef struct gpt_layer_acts {
     float *ln1, *ln1_mean, *ln1_rstd; /* [N,C], [N], [N] */
     float *qkv;                       /* [N, 3C/tp] */
     float *atty;                      /* [N, C/tp] attention output before the projection */
-    float *att;                       /* [B, NH/tp, T, T] softmax probabilities */
+    float *lse;                       /* [B, NH/tp, T] log-sum-exp of each attention row (fp32
+                                         in every precision; the backward recomputes the
+                                         probabilities from it) */
     float *res2;                      /* [N, C] residual after attention */
     float *ln2, *ln2_mean, *ln2_rstd; /* [N,C], [N], [N] */
     float *fch, *fch_gelu;            /* [N, d_ff/tp] */
@@ -125,7 +127,9 @@ typedef struct gpt {
     float *row_max, *row_sumexp, *target_logit, *losses; /* [N] */
     /* gradient scratch */
     float *dres;                      /* points at the current slot's dout during backward */
-    float *dC, *dC2, *dbig, *datt;    /* [N,C] x2, [N, max(3C, F)/tp], [B,NH/tp,T,T] */
+    float *dC, *dC2, *dbig;           /* [N,C] x2, [N, max(3C, F)/tp] */
+    float *attn_scratch;              /* the attention kernels' tiles, shared by forward and */
+    size_t attn_scratch_floats;       /* backward (ops_t attention_scratch_floats) */
     float *host_losses;               /* [N] host copy */
     size_t slot_bytes, head_bytes;    /* activation memory of one slot / of the head */
     gpt_layer_hook_t on_layer_done;   /* called after each block's backward, if set */

@@ -35,13 +35,15 @@ static double rank_flops(const config_t *cfg, const gpt_t *m, int T) {
     const double C = cfg->d_model, F = cfg->d_ff, L = cfg->n_layer;
     const double tokens = (double)cfg->global_batch * T;
     const double per_token = gpt_flops_per_token(m, T);
-    /* per layer and token: forward matmuls 2(4C^2 + 2CF), attention 4TC */
+    /* per layer and token: forward matmuls 2(4C^2 + 2CF), attention 4TC; the attention
+     * backward recomputes the scores q k^T (2TC) instead of keeping a T x T matrix, whatever
+     * &parallel recompute says (activations and their memory are linear in T, kernels/ops.h) */
     const double fwd_mat = 2.0 * (4 * C * C + 2 * C * F), fwd_att = 4.0 * T * C;
-    double extra = 0;
+    double extra = 2.0 * T * C;
     const int n_rec = cfg->recompute_layers < 0 || cfg->recompute_layers > cfg->n_layer
                           ? cfg->n_layer : cfg->recompute_layers;
-    if (!strcmp(cfg->recompute, "full")) extra = (fwd_mat + fwd_att) * n_rec / L;
-    else if (!strcmp(cfg->recompute, "selective")) extra = fwd_att * n_rec / L;
+    if (!strcmp(cfg->recompute, "full")) extra += (fwd_mat + fwd_att) * n_rec / L;
+    else if (!strcmp(cfg->recompute, "selective")) extra += fwd_att * n_rec / L;
     const double world = (double)cfg->dp * cfg->tp * cfg->pp;
     return tokens * (per_token + extra * L) / world;
 }

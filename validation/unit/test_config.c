@@ -565,14 +565,15 @@ static void derived_sizes_are_refused_naming_keys_and_numbers(void **state) {
          "vocab_size = 50257, tp = 1, pp = 1), more than 2147483647 (gradients are all-reduced with 32-bit MPI counts)"},
         {"&model n_layer = 96, d_model = 4096, n_head = 32 /\n&parallel pp = 2, tp = 4 /",
          "&model d_model: one rank would hold at least 2.417e+09 parameters"},
+        /* activations linear in seq_len (attention keeps no T x T matrix: kernels/ops.h) */
         {"&train micro_batch = 64 /\n&model seq_len = 8192, n_head = 32, d_model = 2048, n_layer = 24 /",
-         "&train micro_batch: one rank needs at least 14.2 TiB (parameters, gradients and AdamW moments: 19.8 GiB; "
-         "activations for micro_batch = 64, seq_len = 8192: 14.1 TiB), more than the 1 TiB llmtrain accepts per rank: "
+         "&train micro_batch: one rank needs at least 1.7 TiB (parameters, gradients and AdamW moments: 19.8 GiB; "
+         "activations for micro_batch = 64, seq_len = 8192: 1.6 TiB), more than the 1 TiB llmtrain accepts per rank: "
          "use a smaller micro_batch or seq_len, a larger &parallel tp or pp"},
-        {"&train micro_batch = 32 /\n&model seq_len = 8192, n_head = 32, d_model = 2048, n_layer = 24 /\n"
+        {"&train micro_batch = 64 /\n&model seq_len = 8192, n_head = 32, d_model = 2048, n_layer = 24 /\n"
          "&parallel recompute = 'selective' /",
-         "&train micro_batch: one rank needs at least 1.1 TiB (parameters, gradients and AdamW moments: 19.8 GiB; "
-         "activations for micro_batch = 32, seq_len = 8192: 1.1 TiB), more than the 1 TiB llmtrain accepts per rank: "
+         "&train micro_batch: one rank needs at least 1.2 TiB (parameters, gradients and AdamW moments: 19.8 GiB; "
+         "activations for micro_batch = 64, seq_len = 8192: 1.2 TiB), more than the 1 TiB llmtrain accepts per rank: "
          "use a smaller micro_batch or seq_len, a larger &parallel tp or pp, or &parallel recompute = 'full'"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -588,8 +589,10 @@ static void derived_sizes_are_refused_naming_keys_and_numbers(void **state) {
         "&model n_layer = 1, d_model = 16384, n_head = 128 /\n&parallel tp = 2 /",
         "&model n_layer = 96, d_model = 4096, n_head = 32 /\n&parallel pp = 4, tp = 4 /",
         "&train micro_batch = 2 /\n&model seq_len = 8192, n_head = 32, d_model = 2048, n_layer = 24 /",
+        /* 32 x 8192 tokens: refused while attention kept B x NH x T x T probabilities (7 TiB) */
+        "&train micro_batch = 32 /\n&model seq_len = 8192, n_head = 32, d_model = 2048, n_layer = 24 /",
         /* refused with selective (above): full keeps one block input per layer */
-        "&train micro_batch = 32 /\n&model seq_len = 8192, n_head = 32, d_model = 2048, n_layer = 24 /\n"
+        "&train micro_batch = 64 /\n&model seq_len = 8192, n_head = 32, d_model = 2048, n_layer = 24 /\n"
         "&parallel recompute = 'full' /",
         "&train micro_batch = 1, global_batch = 2097151 /\n&model d_model = 64, n_head = 4 /",
     };

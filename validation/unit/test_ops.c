@@ -12,6 +12,7 @@
 
 #include "core/alloc.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/ops.h"
 #include <float.h>
 #include <math.h>
@@ -311,13 +312,15 @@ static void layernorm_backward_flags_accumulate_and_overwrite_1e_6(void **state)
 /* ---------------------------------------------------------------- attention */
 
 typedef struct {
-    float *out, *att, *qkv, *r;
+    float *out, *lse, *qkv, *r, *scratch;
+    size_t scratch_floats;
     int B, T, NH, hs;
 } att_ctx;
 
 static double att_objective(void *p) {
     att_ctx *c = p;
-    ops->attention_forward(c->out, c->att, c->qkv, c->B, c->T, c->NH, c->hs);
+    ops->attention_forward(c->out, c->lse, c->scratch, c->scratch_floats, c->qkv, c->B, c->T,
+                           c->NH, c->hs);
     return dot_double(c->out, c->r, (size_t)c->B * c->T * c->NH * c->hs);
 }
 
@@ -325,59 +328,166 @@ static void att_ctx_init(att_ctx *c, int B, int T, int NH, int hs) {
     c->B = B, c->T = T, c->NH = NH, c->hs = hs;
     size_t C = (size_t)NH * hs;
     c->out = buf_fill((size_t)B * T * C, NAN);
-    c->att = buf_fill((size_t)B * NH * T * T, NAN);
+    c->lse = buf_fill((size_t)B * NH * T, NAN);
     c->qkv = buf_rand((size_t)B * T * 3 * C);
     c->r = buf_rand((size_t)B * T * C);
+    c->scratch_floats = ops->attention_scratch_floats(B, T, NH, hs);
+    c->scratch = buf_fill(c->scratch_floats, NAN); /* scratch contents must never matter */
     for (size_t i = 0; i < (size_t)B * T * 3 * C; i++) c->qkv[i] *= 2.0f; /* peakier softmax */
 }
 
 static void att_ctx_free(att_ctx *c) {
-    ops->free(c->out), ops->free(c->att), ops->free(c->qkv), ops->free(c->r);
+    ops->free(c->out), ops->free(c->lse), ops->free(c->qkv), ops->free(c->r);
+    ops->free(c->scratch);
 }
 
-/* naive double reference of out[B, T, NH*hs] and att[B, NH, T, T] */
-static void attention_naive(double *out, double *att, const att_ctx *c) {
+/* naive double reference of out[B, T, NH*hs] and lse[B, NH, T] = log sum_{j<=t} exp(s_tj) */
+static void attention_naive(double *out, double *lse, const att_ctx *c) {
     const int T = c->T, hs = c->hs, C = c->NH * hs;
+    double *p = malloc((size_t)T * sizeof *p);
     for (int b = 0; b < c->B; b++)
         for (int h = 0; h < c->NH; h++)
             for (int t = 0; t < T; t++) {
                 const float *q = c->qkv + ((size_t)b * T + t) * 3 * C + h * hs;
-                double *p = att + (((size_t)b * c->NH + h) * T + t) * T, mx = -INFINITY, sum = 0;
-                for (int j = 0; j < T; j++) {
+                double mx = -INFINITY, sum = 0;
+                for (int j = 0; j <= t; j++) {
                     const float *k = c->qkv + ((size_t)b * T + j) * 3 * C + C + h * hs;
                     double s = 0;
                     for (int d = 0; d < hs; d++) s += (double)q[d] * k[d];
-                    p[j] = j <= t ? s / sqrt((double)hs) : -INFINITY;
+                    p[j] = s / sqrt((double)hs);
                     if (p[j] > mx) mx = p[j];
                 }
-                for (int j = 0; j < T; j++) sum += p[j] = exp(p[j] - mx);
+                for (int j = 0; j <= t; j++) sum += p[j] = exp(p[j] - mx);
+                lse[((size_t)b * c->NH + h) * T + t] = mx + log(sum);
                 double *o = out + ((size_t)b * T + t) * C + h * hs;
                 for (int d = 0; d < hs; d++) o[d] = 0;
-                for (int j = 0; j < T; j++) {
-                    p[j] /= sum;
+                for (int j = 0; j <= t; j++) {
                     const float *v = c->qkv + ((size_t)b * T + j) * 3 * C + 2 * C + h * hs;
-                    for (int d = 0; d < hs; d++) o[d] += p[j] * v[d];
+                    for (int d = 0; d < hs; d++) o[d] += p[j] / sum * v[d];
                 }
             }
+    free(p);
+}
+
+/* ---- the reference T x T kernel: src/kernels/cpu/attention.c as it was before the tiled
+ * kernel (commit 8329552), which saved att[B, NH, T, T] and took a [B, NH, T, T] scratch in
+ * backward. Kept here, verbatim but for the names, as the reference the tiled kernel replaces. */
+enum { REF_TXT_BLOCK = 128 };
+
+static void ref_txt_softmax_causal_row(float *p, int t, int T) {
+    float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
+    for (int j = 0; j <= t; j++) mx = p[j] > mx ? p[j] : mx;
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int j = 0; j <= t; j++) {
+        p[j] = cpu_expf(p[j] - mx);
+        sum += p[j];
+    }
+    const float inv = 1.0f / sum;
+#pragma omp simd
+    for (int j = 0; j <= t; j++) p[j] *= inv;
+    for (int j = t + 1; j < T; j++) p[j] = 0.0f;
+}
+
+static void ref_txt_head_forward(float *out, float *att, const float *q, const float *k,
+                                 const float *v, int T, int hs, int ld, int ldo) {
+    const float scale = 1.0f / sqrtf((float)hs);
+    for (int r0 = 0; r0 < T; r0 += REF_TXT_BLOCK) {
+        const int r1 = T < r0 + REF_TXT_BLOCK ? T : r0 + REF_TXT_BLOCK, rows = r1 - r0;
+        gemm_f32(false, true, rows, r1, hs, scale, q + (size_t)r0 * ld, ld, k, ld, 0.0f,
+                 att + (size_t)r0 * T, T);
+        for (int t = r0; t < r1; t++) ref_txt_softmax_causal_row(att + (size_t)t * T, t, T);
+        gemm_f32(false, false, rows, hs, r1, 1.0f, att + (size_t)r0 * T, T, v, ld, 0.0f,
+                 out + (size_t)r0 * ldo, ldo);
+    }
+}
+
+/* out[B, T, NH*hs], att[B, NH, T, T] from qkv[B, T, 3*NH*hs] */
+static void reference_txt_attention_forward(float *out, float *att, const float *qkv, int B,
+                                            int T, int NH, int hs) {
+    const int C = NH * hs, ld = 3 * C;
+    for (int bh = 0; bh < B * NH; bh++) {
+        const int b = bh / NH, h = bh % NH;
+        const float *q = qkv + (size_t)b * T * ld + (size_t)h * hs;
+        ref_txt_head_forward(out + (size_t)b * T * C + (size_t)h * hs, att + (size_t)bh * T * T,
+                             q, q + C, q + 2 * C, T, hs, ld, C);
+    }
+}
+
+static void ref_txt_softmax_causal_row_backward(float *d, const float *p, int t, int end,
+                                                float scale) {
+    float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+    for (int j = 0; j <= t; j++) dot += p[j] * d[j];
+#pragma omp simd
+    for (int j = 0; j <= t; j++) d[j] = scale * p[j] * (d[j] - dot);
+    for (int j = t + 1; j < end; j++) d[j] = 0.0f;
+}
+
+static void ref_txt_head_backward(float *dq, float *dk, float *dv, float *ds, const float *dout,
+                                  const float *q, const float *k, const float *v,
+                                  const float *att, int T, int hs, int ld, int ldo) {
+    const float scale = 1.0f / sqrtf((float)hs);
+    for (int r0 = 0; r0 < T; r0 += REF_TXT_BLOCK) {
+        const int r1 = T < r0 + REF_TXT_BLOCK ? T : r0 + REF_TXT_BLOCK, rows = r1 - r0;
+        gemm_f32(false, true, rows, r1, hs, 1.0f, dout + (size_t)r0 * ldo, ldo, v, ld, 0.0f,
+                 ds + (size_t)r0 * T, T);
+        for (int t = r0; t < r1; t++)
+            ref_txt_softmax_causal_row_backward(ds + (size_t)t * T, att + (size_t)t * T, t, r1,
+                                                scale);
+        gemm_f32(false, false, rows, hs, r1, 1.0f, ds + (size_t)r0 * T, T, k, ld, 0.0f,
+                 dq + (size_t)r0 * ld, ld);
+    }
+    for (int c0 = 0; c0 < T; c0 += REF_TXT_BLOCK) {
+        const int cols = (T < c0 + REF_TXT_BLOCK ? T : c0 + REF_TXT_BLOCK) - c0;
+        const size_t diag = (size_t)c0 * T + c0;
+        gemm_f32(true, false, cols, hs, T - c0, 1.0f, ds + diag, T, q + (size_t)c0 * ld, ld,
+                 0.0f, dk + (size_t)c0 * ld, ld);
+        gemm_f32(true, false, cols, hs, T - c0, 1.0f, att + diag, T, dout + (size_t)c0 * ldo,
+                 ldo, 0.0f, dv + (size_t)c0 * ld, ld);
+    }
+}
+
+/* dqkv[B, T, 3*NH*hs] from dout, qkv, att; scratch[B, NH, T, T] */
+static void reference_txt_attention_backward(float *dqkv, float *scratch, const float *dout,
+                                             const float *qkv, const float *att, int B, int T,
+                                             int NH, int hs) {
+    const int C = NH * hs, ld = 3 * C;
+    for (int bh = 0; bh < B * NH; bh++) {
+        const int b = bh / NH, h = bh % NH;
+        const size_t head = (size_t)b * T * ld + (size_t)h * hs;
+        float *dq = dqkv + head;
+        const float *q = qkv + head;
+        ref_txt_head_backward(dq, dq + C, dq + 2 * C, scratch + (size_t)bh * T * T,
+                              dout + (size_t)b * T * C + (size_t)h * hs, q, q + C, q + 2 * C,
+                              att + (size_t)bh * T * T, T, hs, ld, C);
+    }
 }
 
 static void check_attention_forward(int B, int T, int NH, int hs, const char *what) {
     att_ctx c;
     att_ctx_init(&c, B, T, NH, hs);
     att_objective(&c);
-    size_t n_out = (size_t)B * T * NH * hs, n_att = (size_t)B * NH * T * T;
-    double *out = malloc(n_out * sizeof *out), *att = malloc(n_att * sizeof *att);
-    attention_naive(out, att, &c);
+    size_t n_out = (size_t)B * T * NH * hs, n_lse = (size_t)B * NH * T;
+    double *out = malloc(n_out * sizeof *out), *lse = malloc(n_lse * sizeof *lse);
+    attention_naive(out, lse, &c);
+    char lse_what[96];
+    snprintf(lse_what, sizeof lse_what, "%s: lse", what);
     assert_true(close_rel(what, c.out, out, n_out, 1e-5));
-    assert_true(close_rel("attention probabilities", c.att, att, n_att, 1e-5));
-    free(out), free(att);
+    assert_true(close_rel(lse_what, c.lse, lse, n_lse, 1e-5));
+    free(out), free(lse);
     att_ctx_free(&c);
 }
 
+/* T = 5 (one partial tile of the kernel's 128 x 128), 128 (one whole tile), 129 (a whole
+ * tile and a 1-row one), 300 (three query blocks x up to three key blocks, the last partial) */
 static void attention_forward_matches_naive_double_1e_5(void **state) {
     (void)state;
     check_attention_forward(2, 5, 2, 4, "attention out T=5");
-    check_attention_forward(1, 150, 2, 4, "attention out T=150 (several row blocks)");
+    check_attention_forward(1, 128, 2, 4, "attention out T=128 (one whole tile)");
+    check_attention_forward(1, 129, 2, 4, "attention out T=129");
+    check_attention_forward(1, 300, 2, 4, "attention out T=300 (several tiles)");
 }
 
 static void check_attention_backward(int B, int T, int NH, int hs, const char *what) {
@@ -385,28 +495,58 @@ static void check_attention_backward(int B, int T, int NH, int hs, const char *w
     att_ctx_init(&c, B, T, NH, hs);
     att_objective(&c);
     size_t n_qkv = (size_t)B * T * 3 * NH * hs;
-    float *dqkv = buf_fill(n_qkv, NAN), *scratch = buf_fill((size_t)B * NH * T * T, NAN);
-    ops->attention_backward(dqkv, scratch, c.r, c.qkv, c.att, B, T, NH, hs);
+    float *dqkv = buf_fill(n_qkv, NAN);
+    ops->attention_backward(dqkv, c.scratch, c.scratch_floats, c.r, c.qkv, c.out, c.lse, B, T,
+                            NH, hs);
     assert_true(fd_check(what, att_objective, &c, c.qkv, n_qkv, dqkv, 1e-2f, 2e-3));
-    ops->free(dqkv), ops->free(scratch);
+    ops->free(dqkv);
     att_ctx_free(&c);
 }
 
 static void attention_backward_matches_finite_differences_2e_3(void **state) {
     (void)state;
     check_attention_backward(2, 5, 2, 4, "attention dqkv T=5");
-    check_attention_backward(1, 150, 1, 3, "attention dqkv T=150 (several row blocks)");
+    check_attention_backward(1, 150, 1, 3, "attention dqkv T=150 (2 x 2 tiles, one partial)");
 }
 
-/* changing the last token's q, k, v leaves every earlier output bitwise unchanged, and the
- * saved probabilities are exactly 0 above the diagonal */
-static void attention_causal_mask_future_token_does_not_change_past_exact(void **state) {
+/* The tiled kernel against the T x T kernel it replaced, at T = 200 (not a multiple of the
+ * tile), hs = 64, NH = 3, B = 2: the same mathematics with the sums in another order
+ * (online-softmax rescaling, division by the row sum after the product), so fp32 rounding
+ * apart: out within 2e-6 and dqkv within 5e-6 of the largest element (measured: 3.0e-7 and
+ * 5.2e-7 with oneDNN). */
+static void attention_tiled_matches_txt_reference_kernel_2e_6_out_5e_6_dqkv(void **state) {
     (void)state;
+    const int B = 2, T = 200, NH = 3, hs = 64;
     att_ctx c;
-    att_ctx_init(&c, 2, 7, 2, 4);
-    const int T = c.T, C = c.NH * c.hs;
+    att_ctx_init(&c, B, T, NH, hs);
+    att_objective(&c);
+    const size_t n_out = (size_t)B * T * NH * hs, n_qkv = 3 * n_out, n_tt = (size_t)B * NH * T * T;
+    float *dqkv = buf_fill(n_qkv, NAN);
+    ops->attention_backward(dqkv, c.scratch, c.scratch_floats, c.r, c.qkv, c.out, c.lse, B, T,
+                            NH, hs);
+    float *ref_out = buf_fill(n_out, NAN), *ref_att = buf_fill(n_tt, NAN);
+    float *ref_scratch = buf_fill(n_tt, NAN), *ref_dqkv = buf_fill(n_qkv, NAN);
+    const int blas_threads = gemm_serial_begin();
+    reference_txt_attention_forward(ref_out, ref_att, c.qkv, B, T, NH, hs);
+    reference_txt_attention_backward(ref_dqkv, ref_scratch, c.r, c.qkv, ref_att, B, T, NH, hs);
+    gemm_serial_end(blas_threads);
+    assert_true(close_rel_f("tiled vs T x T reference: out", c.out, ref_out, n_out, 2e-6));
+    assert_true(close_rel_f("tiled vs T x T reference: dqkv", dqkv, ref_dqkv, n_qkv, 5e-6));
+    ops->free(dqkv), ops->free(ref_out), ops->free(ref_att), ops->free(ref_scratch);
+    ops->free(ref_dqkv);
+    att_ctx_free(&c);
+}
+
+/* changing the last token's q, k, v leaves every earlier output and log-sum-exp bitwise
+ * unchanged; at T = 7 (one tile) and T = 150 (the last token in the partial second tile, whose
+ * query block and key block it shares with 21 earlier tokens) */
+static void check_causal_mask(int B, int T, int NH, int hs) {
+    att_ctx c;
+    att_ctx_init(&c, B, T, NH, hs);
+    const int C = c.NH * c.hs;
     att_objective(&c);
     float *before = buf_copy(c.out, (size_t)c.B * T * C);
+    float *lse_before = buf_copy(c.lse, (size_t)c.B * c.NH * T);
     for (int b = 0; b < c.B; b++)
         for (int k = 0; k < 3 * C; k++) c.qkv[((size_t)b * T + T - 1) * 3 * C + k] += 5.0f;
     att_objective(&c);
@@ -415,14 +555,42 @@ static void attention_causal_mask_future_token_does_not_change_past_exact(void *
                                 c.out + (size_t)b * T * C, before + (size_t)b * T * C,
                                 (size_t)(T - 1) * C));
     for (int bh = 0; bh < c.B * c.NH; bh++)
-        for (int t = 0; t < T; t++)
-            for (int j = t + 1; j < T; j++)
-                if (c.att[((size_t)bh * T + t) * T + j] != 0.0f) {
-                    print_error("att[%d][%d][%d] = %g above the diagonal\n", bh, t, j,
-                                (double)c.att[((size_t)bh * T + t) * T + j]);
-                    fail();
-                }
-    ops->free(before);
+        assert_true(equal_exact("attention lse before the changed token", c.lse + (size_t)bh * T,
+                                lse_before + (size_t)bh * T, (size_t)T - 1));
+    ops->free(before), ops->free(lse_before);
+    att_ctx_free(&c);
+}
+
+static void attention_causal_mask_future_token_does_not_change_past_exact(void **state) {
+    (void)state;
+    check_causal_mask(2, 7, 2, 4);
+    check_causal_mask(1, 150, 2, 8);
+}
+
+/* A scratch sized for one thread only (attention_scratch_floats of a single tile's problem)
+ * makes the kernels use one thread: the same bits as the full scratch on three threads. */
+static void attention_scratch_for_one_thread_gives_same_bits_exact(void **state) {
+    (void)state;
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(3);
+    att_ctx c;
+    att_ctx_init(&c, 2, 150, 2, 8);
+    const size_t n_out = (size_t)c.B * c.T * c.NH * c.hs, n_lse = (size_t)c.B * c.NH * c.T;
+    float *dqkv = buf_fill(3 * n_out, NAN), *dqkv1 = buf_fill(3 * n_out, NAN);
+    att_objective(&c);
+    ops->attention_backward(dqkv, c.scratch, c.scratch_floats, c.r, c.qkv, c.out, c.lse, c.B,
+                            c.T, c.NH, c.hs);
+    float *out = buf_copy(c.out, n_out), *lse = buf_copy(c.lse, n_lse);
+    const size_t one = ops->attention_scratch_floats(1, 1, 1, c.hs);
+    assert_true(one < c.scratch_floats);
+    ops->attention_forward(c.out, c.lse, c.scratch, one, c.qkv, c.B, c.T, c.NH, c.hs);
+    ops->attention_backward(dqkv1, c.scratch, one, c.r, c.qkv, c.out, c.lse, c.B, c.T, c.NH,
+                            c.hs);
+    assert_true(equal_exact("attention out, one thread's scratch", c.out, out, n_out));
+    assert_true(equal_exact("attention lse, one thread's scratch", c.lse, lse, n_lse));
+    assert_true(equal_exact("attention dqkv, one thread's scratch", dqkv1, dqkv, 3 * n_out));
+    omp_set_num_threads(saved);
+    ops->free(dqkv), ops->free(dqkv1), ops->free(out), ops->free(lse);
     att_ctx_free(&c);
 }
 
@@ -875,7 +1043,10 @@ static void elementwise_add_scale_zero_and_copies_exact(void **state) {
  * Shapes are above the size where kernels go parallel. (sgemm results are the BLAS's business.) */
 typedef struct {
     float ln_dx[64 * 300], ln_dw[300], ln_db[300], dbias[300], dwte[50 * 300], dwpe[16 * 300];
-    float att_out[4 * 16 * 2 * 8], att_dqkv[4 * 16 * 3 * 2 * 8], xent_se[20], xent_d[20 * 1000];
+    float att_out[4 * 16 * 2 * 8], att_lse[4 * 2 * 16], att_dqkv[4 * 16 * 3 * 2 * 8];
+    float att2_out[150 * 2 * 8], att2_lse[2 * 150], att2_dqkv[150 * 3 * 2 * 8];
+    float att3_out[128 * 64], att3_lse[128], att3_dqkv[128 * 3 * 64];
+    float xent_se[20], xent_d[20 * 1000];
     float gelu_dx[20000];
 } thread_outputs;
 
@@ -893,10 +1064,25 @@ static void run_kernels(thread_outputs *o, int n_threads) {
     int tokens[64];
     for (int i = 0; i < B * T; i++) tokens[i] = (i * 7) % 50;
     ops->embed_backward(o->dwte, o->dwpe, dy, tokens, B, T, C, 0, 50, true);
-    float *qkv = buf_rand((size_t)B * T * 3 * NH * hs), *att = buf_fill((size_t)B * NH * T * T, 0);
-    float *scratch = buf_fill((size_t)B * NH * T * T, 0);
-    ops->attention_forward(o->att_out, att, qkv, B, T, NH, hs);
-    ops->attention_backward(o->att_dqkv, scratch, o->att_out, qkv, att, B, T, NH, hs);
+    /* attention: 8 (batch, head) pairs in one tile; then 2 pairs of two query blocks each,
+     * which 3 threads split by key and query blocks (the two-pass backward) */
+    float *qkv = buf_rand((size_t)B * T * 3 * NH * hs), *qkv2 = buf_rand((size_t)150 * 3 * NH * hs);
+    const size_t sf = ops->attention_scratch_floats(1, 150, NH, hs);
+    float *scratch = buf_fill(sf, NAN);
+    assert_true(sf >= ops->attention_scratch_floats(B, T, NH, hs));
+    ops->attention_forward(o->att_out, o->att_lse, scratch, sf, qkv, B, T, NH, hs);
+    ops->attention_backward(o->att_dqkv, scratch, sf, o->att_out, qkv, o->att_out, o->att_lse, B,
+                            T, NH, hs);
+    ops->attention_forward(o->att2_out, o->att2_lse, scratch, sf, qkv2, 1, 150, NH, hs);
+    ops->attention_backward(o->att2_dqkv, scratch, sf, o->att2_out, qkv2, o->att2_out,
+                            o->att2_lse, 1, 150, NH, hs);
+    /* and one pair in one tile (hs 64): one unit of work, whatever the thread count */
+    float *qkv3 = buf_rand((size_t)128 * 3 * 64);
+    const size_t sf3 = ops->attention_scratch_floats(1, 128, 1, 64);
+    ops->attention_forward(o->att3_out, o->att3_lse, scratch, sf3, qkv3, 1, 128, 1, 64);
+    ops->attention_backward(o->att3_dqkv, scratch, sf3, o->att3_out, qkv3, o->att3_out,
+                            o->att3_lse, 1, 128, 1, 64);
+    ops->free(qkv3);
     float *logits = buf_rand((size_t)XR * XC), mx[20];
     int targets[20];
     for (int i = 0; i < XR; i++) targets[i] = i * 37;
@@ -907,7 +1093,7 @@ static void run_kernels(thread_outputs *o, int n_threads) {
     float *g = buf_rand(20000);
     ops->gelu_backward(o->gelu_dx, g, g, 20000);
     ops->free(x), ops->free(dy), ops->free(w), ops->free(b), ops->free(y), ops->free(dw);
-    ops->free(qkv), ops->free(att), ops->free(scratch), ops->free(logits), ops->free(g);
+    ops->free(qkv), ops->free(qkv2), ops->free(scratch), ops->free(logits), ops->free(g);
 }
 
 static void kernels_do_not_depend_on_thread_count_exact(void **state) {
@@ -936,7 +1122,9 @@ int main(void) {
         cmocka_unit_test(layernorm_backward_flags_accumulate_and_overwrite_1e_6),
         cmocka_unit_test(attention_forward_matches_naive_double_1e_5),
         cmocka_unit_test(attention_backward_matches_finite_differences_2e_3),
+        cmocka_unit_test(attention_tiled_matches_txt_reference_kernel_2e_6_out_5e_6_dqkv),
         cmocka_unit_test(attention_causal_mask_future_token_does_not_change_past_exact),
+        cmocka_unit_test(attention_scratch_for_one_thread_gives_same_bits_exact),
         cmocka_unit_test(gelu_forward_matches_tanh_formula_in_double_1e_6),
         cmocka_unit_test(gelu_backward_matches_finite_differences_1e_3),
         cmocka_unit_test(gelu_is_finite_where_exp_overflows_exact),

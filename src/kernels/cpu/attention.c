@@ -1,120 +1,312 @@
-/* attention.c — causal multi-head self-attention, forward and backward.
- * One (batch, head) pair is one unit of OpenMP work; inside it every product is a gemm_f32
- * that reads the q/k/v heads straight out of qkv[B, T, 3*NH*hs] through the leading dimension
- * 3*NH*hs (no copies). The T x T products are done in row blocks of ATT_BLOCK that stop at the
- * diagonal block, so the masked upper triangle costs at most one block of wasted work.
- * The GEMM runs single-threaded inside the parallel region (gemm_serial_begin/end).
+/* attention.c — causal multi-head self-attention without the T x T matrix (FlashAttention-2
+ * style, on the CPU), forward and backward.
+ *
+ * Forward: the queries of one (batch, head) go in blocks of ATT_BQ rows; each block walks the
+ * key blocks of ATT_BK keys up to the diagonal (blocks wholly above it are skipped). A tile of
+ * scores S = scale q k^T is one gemm_f32 into per-thread scratch; an online softmax then keeps
+ * each row's running max m and sum l, exponentiates the tile against the new max and rescales
+ * the partial output by exp(m_old - m_new), and one more gemm adds P v to it. The output is
+ * accumulated in place in `out`; only lse = m + log(l) per row is kept for backward.
+ * Backward recomputes each tile's probabilities from q, k and lse (P = exp(S - lse)) and, with
+ * D = rowsum(dout * out) per query row:
+ *   dv += P^T dout;  dS = scale * P * (dout v^T - D);  dq += dS k;  dk += dS^T q.
+ * Every product reads q, k, v (and dout) and writes out, dq, dk, dv straight in qkv / dqkv
+ * [B, T, 3*NH*hs] and out [B, T, NH*hs] through their leading dimensions: no copies.
+ * Memory: ATT_SCRATCH_PER_THREAD floats per OpenMP thread (two tiles and a few rows, 130 KiB),
+ * whatever T is: activations saved for backward are out and lse, linear in T.
+ *
+ * Threading (results never depend on the thread count; test_ops checks 1, 2 and 3 threads):
+ *  - forward: one unit of work per (batch, head, query block). A unit writes only its own rows
+ *    of out and lse, and computes them the same way whichever thread runs it, so the dynamic
+ *    schedule (block i costs i + 1 tiles: static chunks would leave threads idle) is safe;
+ *  - backward: dk and dv of a key block receive from every later query block. With at least as
+ *    many (batch, head) pairs as threads, a unit is one pair and runs its tiles in a fixed order
+ *    (query block outer, key block inner). With fewer pairs than threads (B = 1 at tp > 1 on a
+ *    many-core node) the pairs alone would leave threads idle: two passes instead, one unit per
+ *    (pair, key block) for dk and dv, then one per (pair, query block) for dq, at the price of
+ *    recomputing each tile's scores and dout v^T (7 products per tile instead of 5). Either way every gradient block is the sum of the same tile
+ *    products (same gemm calls on the same values) added in ascending block order, so the bits
+ *    are the same.
+ * The GEMM runs single-threaded inside the parallel regions (gemm_serial_begin/end).
  * Uses: gemm.h. */
 #include "kernels/cpu/cpu_kernels.h"
+#include "core/error.h"
 #include "kernels/cpu/gemm.h"
 #include <math.h>
+#include <omp.h>
 
-#define ATT_BLOCK 128
+/* Tile sizes. 128 x 128 (64 KiB a tile: two tiles and the q, k, v, dout rows they multiply
+ * stay in L2) was the fastest of 64 x 64, 64 x 128, 128 x 64 and 128 x 128, forward + backward
+ * on one core, B = 1, NH = 12, hs = 64, medians, all in one run: 0.85-0.90 of 64 x 64's time at
+ * T = 1024, 0.86 at T = 2048, 1.02 at T = 256. Fewer, larger products amortise the GEMM's
+ * per-call cost by more than the larger diagonal tiles waste. */
+#define ATT_BQ 128
+#define ATT_BK 128
+#define ATT_TILE (ATT_BQ * ATT_BK)
+/* Per thread: tiles p and ds [ATT_BQ, ATT_BK], rows m, l (forward) and D (backward) [ATT_BQ];
+ * a multiple of 16 floats, so every thread's share starts on its own cache line. */
+#define ATT_SCRATCH_PER_THREAD (2 * ATT_TILE + 4 * ATT_BQ)
 
 static inline int min_int(int a, int b) { return a < b ? a : b; }
+static inline int n_blocks(int T, int block) { return (T + block - 1) / block; }
 
-/* p[0..T) for query t: softmax of p[0..t] in place, p(t..T) = 0 (causal mask) */
-static void softmax_causal_row(float *p, int t, int T) {
-    float mx = -INFINITY;
+/* One (batch, head): q, k, v [T, hs] with row stride ld inside qkv; out, dout [T, hs] with row
+ * stride ldo; lse [T]; dq, dk, dv [T, hs] with row stride ld inside dqkv (backward only). */
+typedef struct att_head {
+    const float *q, *k, *v, *out, *dout, *lse;
+    float *dq, *dk, *dv;
+    int T, hs, ld, ldo;
+    float scale;
+} att_head_t;
+
+/* Where head h of batch b starts inside qkv / dqkv, inside out / dout, and inside lse. */
+static size_t qkv_offset(int b, int h, int T, int NH, int hs) {
+    return (size_t)b * T * 3 * NH * hs + (size_t)h * hs;
+}
+static size_t out_offset(int b, int h, int T, int NH, int hs) {
+    return (size_t)b * T * NH * hs + (size_t)h * hs;
+}
+static size_t lse_offset(int b, int h, int T, int NH) { return ((size_t)b * NH + h) * T; }
+
+static att_head_t head_at(const float *qkv, const float *out, const float *lse, int b, int h,
+                          int T, int NH, int hs) {
+    const int C = NH * hs;
+    const float *q = qkv + qkv_offset(b, h, T, NH, hs);
+    att_head_t a = {q, q + C, q + 2 * C, out + out_offset(b, h, T, NH, hs), NULL,
+                    lse + lse_offset(b, h, T, NH), NULL, NULL, NULL, T, hs, 3 * C, C,
+                    1.0f / sqrtf((float)hs)};
+    return a;
+}
+
+/* How many threads the scratch serves (at most one share per thread). */
+static int scratch_threads(size_t scratch_floats) {
+    const size_t shares = scratch_floats / ATT_SCRATCH_PER_THREAD;
+    const int n = omp_get_max_threads();
+    ASSERT(shares >= 1);
+    return shares < (size_t)n ? (int)shares : n;
+}
+
+/* Scratch: enough for every thread that can have work (forward: a unit per query block). */
+size_t cpu_attention_scratch_floats(int B, int T, int NH, int hs) {
+    (void)hs;
+    const size_t units = (size_t)B * NH * n_blocks(T, ATT_BQ > ATT_BK ? ATT_BK : ATT_BQ);
+    const size_t threads = (size_t)omp_get_max_threads();
+    return (units < threads ? (units ? units : 1) : threads) * ATT_SCRATCH_PER_THREAD;
+}
+
+/* ---------------------------------------------------------------- forward */
+
+/* Row a of a tile: scores p[0, cols), of which keys [0, valid) are visible (causal mask).
+ * Exponentiates them in place against the row's new running max (masked keys become 0), adds
+ * them to the running sum and rescales the partial output o[hs] by exp(old max - new max). The
+ * first key block starts the statistics (o is not read: the product after it overwrites o). */
+static void online_softmax_row(float *p, int valid, int cols, float *m, float *l, float *o,
+                               int hs, bool first) {
+    float mx = first ? -INFINITY : *m;
 #pragma omp simd reduction(max : mx)
-    for (int j = 0; j <= t; j++) mx = p[j] > mx ? p[j] : mx;
+    for (int j = 0; j < valid; j++) mx = p[j] > mx ? p[j] : mx;
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-    for (int j = 0; j <= t; j++) {
+    for (int j = 0; j < valid; j++) {
         p[j] = cpu_expf(p[j] - mx);
         sum += p[j];
     }
-    const float inv = 1.0f / sum;
+    for (int j = valid > 0 ? valid : 0; j < cols; j++) p[j] = 0.0f;
+    if (first) { /* key 0 is visible to every query: mx is finite */
+        *m = mx, *l = sum;
+        return;
+    }
+    const float corr = cpu_expf(*m - mx);
+    *l = *l * corr + sum;
+    *m = mx;
+    if (corr != 1.0f)
 #pragma omp simd
-    for (int j = 0; j <= t; j++) p[j] *= inv;
-    for (int j = t + 1; j < T; j++) p[j] = 0.0f;
+        for (int d = 0; d < hs; d++) o[d] *= corr;
 }
 
-/* One head. q, k, v: [T, hs] with row stride ld; att: [T, T]; out: [T, hs] with row stride ldo.
- *   att = softmax_causal(q k^T * scale);  out = att v */
-static void attention_head_forward(float *out, float *att, const float *q, const float *k,
-                                   const float *v, int T, int hs, int ld, int ldo) {
-    const float scale = 1.0f / sqrtf((float)hs);
-    for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
-        const int r1 = min_int(T, r0 + ATT_BLOCK), rows = r1 - r0;
-        gemm_f32(false, true, rows, r1, hs, scale,
-                    q + (size_t)r0 * ld, ld, k, ld, 0.0f, att + (size_t)r0 * T, T);
-        for (int t = r0; t < r1; t++) softmax_causal_row(att + (size_t)t * T, t, T);
-        gemm_f32(false, false, rows, hs, r1, 1.0f,
-                    att + (size_t)r0 * T, T, v, ld, 0.0f, out + (size_t)r0 * ldo, ldo);
+/* Query block i of one head: out rows [r0, r0 + rows) = softmax_causal(q k^T scale) v, and
+ * lse of those rows. scratch: one thread's share. */
+static void forward_query_block(const att_head_t *h, float *out, float *lse, int i,
+                                float *scratch) {
+    const int r0 = i * ATT_BQ, rows = min_int(ATT_BQ, h->T - r0), hs = h->hs, ld = h->ld;
+    float *p = scratch, *m = scratch + 2 * ATT_TILE, *l = m + ATT_BQ;
+    float *o = out + (size_t)r0 * h->ldo;
+    const int last_kb = (r0 + rows - 1) / ATT_BK; /* the block holding the diagonal */
+    for (int j = 0; j <= last_kb; j++) {
+        const int c0 = j * ATT_BK, cols = min_int(ATT_BK, h->T - c0);
+        gemm_f32(false, true, rows, cols, hs, h->scale, h->q + (size_t)r0 * ld, ld,
+                 h->k + (size_t)c0 * ld, ld, 0.0f, p, ATT_BK);
+        for (int a = 0; a < rows; a++)
+            online_softmax_row(p + (size_t)a * ATT_BK, min_int(cols, r0 + a - c0 + 1), cols,
+                               &m[a], &l[a], o + (size_t)a * h->ldo, hs, j == 0);
+        gemm_f32(false, false, rows, hs, cols, 1.0f, p, ATT_BK, h->v + (size_t)c0 * ld, ld,
+                 j == 0 ? 0.0f : 1.0f, o, h->ldo);
+    }
+    for (int a = 0; a < rows; a++) {
+        float *oa = o + (size_t)a * h->ldo;
+        const float inv = 1.0f / l[a];
+#pragma omp simd
+        for (int d = 0; d < hs; d++) oa[d] *= inv;
+        lse[r0 + a] = m[a] + logf(l[a]);
     }
 }
 
 /* attention_forward: qkv[B, T, 3*NH*hs] ([q heads | k heads | v heads]) ->
- * out[B, T, NH*hs], att[B, NH, T, T] (softmax probabilities, 0 above the diagonal) */
-void cpu_attention_forward(float *out, float *att, const float *qkv, int B, int T, int NH,
-                           int hs) {
-    const int C = NH * hs, ld = 3 * C;
+ * out[B, T, NH*hs], lse[B, NH, T] (log-sum-exp of each row's scaled scores, fp32);
+ * scratch[scratch_floats] (cpu_attention_scratch_floats) is clobbered. */
+void cpu_attention_forward(float *out, float *lse, float *scratch, size_t scratch_floats,
+                           const float *qkv, int B, int T, int NH, int hs) {
+    const int nq = n_blocks(T, ATT_BQ), pairs = B * NH, n_threads = scratch_threads(scratch_floats);
     const int blas_threads = gemm_serial_begin();
-#pragma omp parallel for schedule(static) if (B * NH > 1)
-    for (int bh = 0; bh < B * NH; bh++) {
-        const int b = bh / NH, h = bh % NH;
-        const float *q = qkv + (size_t)b * T * ld + (size_t)h * hs;
-        attention_head_forward(out + (size_t)b * T * C + (size_t)h * hs,
-                               att + (size_t)bh * T * T, q, q + C, q + 2 * C, T, hs, ld, C);
+    /* units in order of falling cost (the last query blocks first) for the dynamic schedule */
+#pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads)
+    for (int u = 0; u < pairs * nq; u++) {
+        const int i = nq - 1 - u / pairs, b = u % pairs / NH, h = u % NH;
+        const att_head_t hd = head_at(qkv, out, lse, b, h, T, NH, hs);
+        forward_query_block(&hd, out + out_offset(b, h, T, NH, hs), lse + lse_offset(b, h, T, NH),
+                            i, scratch + (size_t)omp_get_thread_num() * ATT_SCRATCH_PER_THREAD);
     }
     gemm_serial_end(blas_threads);
 }
 
-/* Row t of the softmax backward, in place on d (= datt on entry):
- *   d[j] = scale * p[j] * (d[j] - sum_k p[k] d[k])  for j <= t;  d[j] = 0 for t < j < end.
- * The scale of the scores is folded in here so the dq/dk products need no alpha. */
-static void softmax_causal_row_backward(float *d, const float *p, int t, int end, float scale) {
-    float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-    for (int j = 0; j <= t; j++) dot += p[j] * d[j];
+/* ---------------------------------------------------------------- backward */
+
+/* D[a] = dout[r0 + a] . out[r0 + a] for the rows of a query block: sum_j P dP of the row,
+ * the softmax backward's correction, without P. */
+static void row_dots(float *D, const att_head_t *h, int r0, int rows) {
+    for (int a = 0; a < rows; a++) {
+        const float *g = h->dout + (size_t)(r0 + a) * h->ldo, *o = h->out + (size_t)(r0 + a) * h->ldo;
+        float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+        for (int d = 0; d < h->hs; d++) s += g[d] * o[d];
+        D[a] = s;
+    }
+}
+
+/* One tile, query rows [r0, r0 + rows) x keys [c0, c0 + cols), recomputed:
+ *   p  = exp(scale q k^T - lse)                 (0 where the key is after the query)
+ *   ds = scale * p * (dout v^T - D)             (the gradient of the scaled-away scores)
+ * both [rows, cols] with row stride ATT_BK. */
+static void tile_probs_and_grads(const att_head_t *h, int r0, int rows, int c0, int cols,
+                                 const float *D, float *p, float *ds) {
+    const int hs = h->hs, ld = h->ld;
+    gemm_f32(false, true, rows, cols, hs, h->scale, h->q + (size_t)r0 * ld, ld,
+             h->k + (size_t)c0 * ld, ld, 0.0f, p, ATT_BK);
+    gemm_f32(false, true, rows, cols, hs, 1.0f, h->dout + (size_t)r0 * h->ldo, h->ldo,
+             h->v + (size_t)c0 * ld, ld, 0.0f, ds, ATT_BK);
+    for (int a = 0; a < rows; a++) {
+        float *pa = p + (size_t)a * ATT_BK, *da = ds + (size_t)a * ATT_BK;
+        const int valid = min_int(cols, r0 + a - c0 + 1);
+        const float lse = h->lse[r0 + a], Da = D[a], scale = h->scale;
 #pragma omp simd
-    for (int j = 0; j <= t; j++) d[j] = scale * p[j] * (d[j] - dot);
-    for (int j = t + 1; j < end; j++) d[j] = 0.0f;
-}
-
-/* One head, same strides as forward; dout: [T, hs] stride ldo; ds: [T, T] scratch.
- *   ds = softmax_backward(dout v^T) * scale;  dq = ds k;  dk = ds^T q;  dv = att^T dout */
-static void attention_head_backward(float *dq, float *dk, float *dv, float *ds,
-                                    const float *dout, const float *q, const float *k,
-                                    const float *v, const float *att, int T, int hs, int ld,
-                                    int ldo) {
-    const float scale = 1.0f / sqrtf((float)hs);
-    for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
-        const int r1 = min_int(T, r0 + ATT_BLOCK), rows = r1 - r0;
-        gemm_f32(false, true, rows, r1, hs, 1.0f,
-                    dout + (size_t)r0 * ldo, ldo, v, ld, 0.0f, ds + (size_t)r0 * T, T);
-        for (int t = r0; t < r1; t++)
-            softmax_causal_row_backward(ds + (size_t)t * T, att + (size_t)t * T, t, r1, scale);
-        gemm_f32(false, false, rows, hs, r1, 1.0f,
-                    ds + (size_t)r0 * T, T, k, ld, 0.0f, dq + (size_t)r0 * ld, ld);
-    }
-    /* key/value block [c0, c1) only receives from queries t >= c0 */
-    for (int c0 = 0; c0 < T; c0 += ATT_BLOCK) {
-        const int cols = min_int(T, c0 + ATT_BLOCK) - c0;
-        const size_t diag = (size_t)c0 * T + c0;
-        gemm_f32(true, false, cols, hs, T - c0, 1.0f, ds + diag,
-                    T, q + (size_t)c0 * ld, ld, 0.0f, dk + (size_t)c0 * ld, ld);
-        gemm_f32(true, false, cols, hs, T - c0, 1.0f, att + diag,
-                    T, dout + (size_t)c0 * ldo, ldo, 0.0f, dv + (size_t)c0 * ld, ld);
+        for (int j = 0; j < valid; j++) {
+            pa[j] = cpu_expf(pa[j] - lse);
+            da[j] = scale * pa[j] * (da[j] - Da);
+        }
+        for (int j = valid > 0 ? valid : 0; j < cols; j++) pa[j] = da[j] = 0.0f;
     }
 }
 
-/* attention_backward: dout[B, T, NH*hs], qkv[B, T, 3*NH*hs], att[B, NH, T, T] ->
- * dqkv[B, T, 3*NH*hs] (overwritten); scratch[B, NH, T, T] is clobbered. */
-void cpu_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
-                            const float *att, int B, int T, int NH, int hs) {
-    const int C = NH * hs, ld = 3 * C;
+/* dv, dk of key block [c0, c0 + cols) += the tile's p^T dout and ds^T q; the first query block
+ * that sees the key block overwrites instead (beta 0). */
+static void tile_add_dkv(const att_head_t *h, int r0, int rows, int c0, int cols,
+                         const float *p, const float *ds) {
+    const float beta = r0 / ATT_BQ == c0 / ATT_BQ ? 0.0f : 1.0f;
+    gemm_f32(true, false, cols, h->hs, rows, 1.0f, p, ATT_BK, h->dout + (size_t)r0 * h->ldo,
+             h->ldo, beta, h->dv + (size_t)c0 * h->ld, h->ld);
+    gemm_f32(true, false, cols, h->hs, rows, 1.0f, ds, ATT_BK, h->q + (size_t)r0 * h->ld, h->ld,
+             beta, h->dk + (size_t)c0 * h->ld, h->ld);
+}
+
+/* dq of query rows [r0, r0 + rows) += the tile's ds k (key block 0 overwrites). */
+static void tile_add_dq(const att_head_t *h, int r0, int rows, int c0, int cols,
+                        const float *ds) {
+    gemm_f32(false, false, rows, h->hs, cols, 1.0f, ds, ATT_BK, h->k + (size_t)c0 * h->ld,
+             h->ld, c0 == 0 ? 0.0f : 1.0f, h->dq + (size_t)r0 * h->ld, h->ld);
+}
+
+/* One head whole: query blocks outer, their key blocks up to the diagonal inner. */
+static void backward_head(const att_head_t *h, float *scratch) {
+    float *p = scratch, *ds = scratch + ATT_TILE, *D = scratch + 2 * ATT_TILE;
+    for (int r0 = 0; r0 < h->T; r0 += ATT_BQ) {
+        const int rows = min_int(ATT_BQ, h->T - r0);
+        row_dots(D, h, r0, rows);
+        for (int c0 = 0; c0 < r0 + rows; c0 += ATT_BK) {
+            const int cols = min_int(ATT_BK, h->T - c0);
+            tile_probs_and_grads(h, r0, rows, c0, cols, D, p, ds);
+            tile_add_dkv(h, r0, rows, c0, cols, p, ds);
+            tile_add_dq(h, r0, rows, c0, cols, ds);
+        }
+    }
+}
+
+/* Pass 1 of two: dk, dv of key block [c0, ...) from every query block that sees it, in
+ * ascending order (as backward_head adds them). */
+static void backward_key_block(const att_head_t *h, int c0, float *scratch) {
+    float *p = scratch, *ds = scratch + ATT_TILE, *D = scratch + 2 * ATT_TILE;
+    const int cols = min_int(ATT_BK, h->T - c0);
+    for (int r0 = c0 / ATT_BQ * ATT_BQ; r0 < h->T; r0 += ATT_BQ) {
+        const int rows = min_int(ATT_BQ, h->T - r0);
+        row_dots(D, h, r0, rows);
+        tile_probs_and_grads(h, r0, rows, c0, cols, D, p, ds);
+        tile_add_dkv(h, r0, rows, c0, cols, p, ds);
+    }
+}
+
+/* Pass 2 of two: dq of query block [r0, ...) from its key blocks, in ascending order. */
+static void backward_query_block(const att_head_t *h, int r0, float *scratch) {
+    float *p = scratch, *ds = scratch + ATT_TILE, *D = scratch + 2 * ATT_TILE;
+    const int rows = min_int(ATT_BQ, h->T - r0);
+    row_dots(D, h, r0, rows);
+    for (int c0 = 0; c0 < r0 + rows; c0 += ATT_BK) {
+        const int cols = min_int(ATT_BK, h->T - c0);
+        tile_probs_and_grads(h, r0, rows, c0, cols, D, p, ds);
+        tile_add_dq(h, r0, rows, c0, cols, ds);
+    }
+}
+
+static att_head_t grad_head_at(float *dqkv, const float *dout, const float *qkv,
+                               const float *out, const float *lse, int bh, int T, int NH,
+                               int hs) {
+    const int b = bh / NH, h = bh % NH, C = NH * hs;
+    att_head_t a = head_at(qkv, out, lse, b, h, T, NH, hs);
+    a.dout = dout + out_offset(b, h, T, NH, hs);
+    a.dq = dqkv + qkv_offset(b, h, T, NH, hs);
+    a.dk = a.dq + C;
+    a.dv = a.dq + 2 * C;
+    return a;
+}
+
+/* attention_backward: dout[B, T, NH*hs], qkv[B, T, 3*NH*hs], out[B, T, NH*hs] and lse[B, NH, T]
+ * of the forward -> dqkv[B, T, 3*NH*hs] (overwritten); scratch[scratch_floats] is clobbered. */
+void cpu_attention_backward(float *dqkv, float *scratch, size_t scratch_floats,
+                            const float *dout, const float *qkv, const float *out,
+                            const float *lse, int B, int T, int NH, int hs) {
+    const int pairs = B * NH, nq = n_blocks(T, ATT_BQ), nk = n_blocks(T, ATT_BK);
+    const int n_threads = scratch_threads(scratch_floats);
     const int blas_threads = gemm_serial_begin();
-#pragma omp parallel for schedule(static) if (B * NH > 1)
-    for (int bh = 0; bh < B * NH; bh++) {
-        const int b = bh / NH, h = bh % NH;
-        const size_t head = (size_t)b * T * ld + (size_t)h * hs;
-        float *dq = dqkv + head;
-        const float *q = qkv + head;
-        attention_head_backward(dq, dq + C, dq + 2 * C, scratch + (size_t)bh * T * T,
-                                dout + (size_t)b * T * C + (size_t)h * hs, q, q + C, q + 2 * C,
-                                att + (size_t)bh * T * T, T, hs, ld, C);
+    if (pairs >= n_threads || (nq == 1 && nk == 1)) {
+#pragma omp parallel for schedule(static) num_threads(n_threads) if (pairs > 1)
+        for (int bh = 0; bh < pairs; bh++) {
+            const att_head_t h = grad_head_at(dqkv, dout, qkv, out, lse, bh, T, NH, hs);
+            backward_head(&h, scratch + (size_t)omp_get_thread_num() * ATT_SCRATCH_PER_THREAD);
+        }
+    } else {
+#pragma omp parallel num_threads(n_threads)
+        {
+            float *mine = scratch + (size_t)omp_get_thread_num() * ATT_SCRATCH_PER_THREAD;
+            /* key block j costs nq - j tiles, query block i costs i + 1: costly ones first */
+#pragma omp for schedule(dynamic, 1)
+            for (int u = 0; u < pairs * nk; u++) {
+                const att_head_t h = grad_head_at(dqkv, dout, qkv, out, lse, u % pairs, T, NH, hs);
+                backward_key_block(&h, (u / pairs) * ATT_BK, mine);
+            }
+#pragma omp for schedule(dynamic, 1)
+            for (int u = 0; u < pairs * nq; u++) {
+                const att_head_t h = grad_head_at(dqkv, dout, qkv, out, lse, u % pairs, T, NH, hs);
+                backward_query_block(&h, (nq - 1 - u / pairs) * ATT_BQ, mine);
+            }
+        }
     }
     gemm_serial_end(blas_threads);
 }

@@ -40,10 +40,12 @@ void cpu_layernorm_backward(float *dinp, float *dw, float *db, const float *dout
                             bool overwrite_dw);
 
 /* ---- attention.c ---- */
-void cpu_attention_forward(float *out, float *att, const float *qkv, int B, int T, int NH,
-                           int hs);
-void cpu_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
-                            const float *att, int B, int T, int NH, int hs);
+size_t cpu_attention_scratch_floats(int B, int T, int NH, int hs);
+void cpu_attention_forward(float *out, float *lse, float *scratch, size_t scratch_floats,
+                           const float *qkv, int B, int T, int NH, int hs);
+void cpu_attention_backward(float *dqkv, float *scratch, size_t scratch_floats,
+                            const float *dout, const float *qkv, const float *out,
+                            const float *lse, int B, int T, int NH, int hs);
 
 /* ---- gelu.c ---- */
 void cpu_gelu_forward(float *out, const float *inp, size_t n);
