@@ -358,7 +358,10 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
     tr->targets = xmalloc(sizeof(int) * (size_t)tr->accum * tr->micro_batch * tr->T);
     tr->flops_per_token = gpt_flops_per_token(&tr->model, tr->T);
     tr->dp_blocking_ms = measure_dp_allreduce_ms(tr);
-    tr->gemm_flops = measure_peak_flops(ops, tr->micro_batch * tr->T, cfg->d_model, cfg->d_ff);
+    /* &log peak_flops set: both figures against it, and no measurement (its buffers would be
+     * the largest workspace of a small run) */
+    tr->gemm_flops = cfg->peak_flops > 0 ? cfg->peak_flops
+                     : measure_peak_flops(ops, tr->micro_batch * tr->T, cfg->d_model, cfg->d_ff);
     tr->peak_flops = cfg->peak_flops > 0 ? cfg->peak_flops
                      : ops->hardware_peak(tr->native_products ? DT_BF16 : DT_FP32, tr->peak_how,
                                          sizeof tr->peak_how);
