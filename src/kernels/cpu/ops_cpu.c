@@ -88,6 +88,7 @@ static const ops_t cpu_ops = {
     .quantize = cpu_quantize,
     .quantize_copy = cpu_quantize_copy,
     .any_nonfinite = cpu_any_nonfinite,
+    .residual_layernorm_forward = cpu_residual_layernorm_forward,
 };
 
 const ops_t *ops_cpu(void) {
