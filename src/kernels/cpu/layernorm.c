@@ -30,6 +30,19 @@
 #define LN_MIN_ROWS 16
 #define LN_COL_CHUNK 128
 
+/* An overwritten dinp is prefetched for writing one row ahead: a store that misses waits for
+ * its line in the store buffer, which then fills and stalls the loop (overwriting dinp ran 35%
+ * slower than adding to it, whose loads fetch the lines early; with the prefetch both take the
+ * same time). The forward's out rows, tried the same way, got 10-20% slower: not there.
+ * A hint only: nothing where the compiler has no builtin. */
+static inline void prefetch_row_for_write(float *row, int C) {
+#if defined(__GNUC__)
+    for (int c = 0; c < C; c += 16) __builtin_prefetch(row + c, 1);
+#else
+    (void)row, (void)C;
+#endif
+}
+
 /* sum of x[C], four accumulators */
 static float row_sum(const float *x, int C) {
     const int q = C / 4;
@@ -82,8 +95,9 @@ static void round_row(float *y, int C, dtype_t t) {
 void cpu_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                            const float *w, const float *b, int N, int C) {
 #pragma omp parallel for schedule(static) if ((size_t)N * C > CPU_PAR_MIN)
-    for (int i = 0; i < N; i++)
+    for (int i = 0; i < N; i++) {
         layernorm_row(out + (size_t)i * C, &mean[i], &rstd[i], inp + (size_t)i * C, w, b, C);
+    }
 }
 
 /* residual_layernorm_forward: res[N, C] = a + b (stored as t), out[N, C] = layernorm(res) with
@@ -181,22 +195,24 @@ void cpu_layernorm_backward(float *dinp, float *dw, float *db, const float *dout
             memset(partial[blk], 0, 2 * (size_t)C * sizeof(float));
             for (int i = i0; i < i1; i++) {
                 const size_t off = (size_t)i * C;
+                if (!accumulate_dinp && i + 1 < N) prefetch_row_for_write(dinp + off + C, C);
                 layernorm_row_backward(dinp + off, pw, pb, dout + off, inp + off, w, mean[i],
                                        rstd[i], C, accumulate_dinp);
             }
         }
         /* dw, db: the blocks' partials in block order, in double (implicit barrier above) */
 #pragma omp for schedule(static)
-        for (int c0 = 0; c0 < 2 * C; c0 += LN_COL_CHUNK) {
-            const int width = 2 * C - c0 < LN_COL_CHUNK ? 2 * C - c0 : LN_COL_CHUNK;
-            double acc[LN_COL_CHUNK] = {0};
+        for (int c0 = 0; c0 < C; c0 += LN_COL_CHUNK) {
+            const int width = C - c0 < LN_COL_CHUNK ? C - c0 : LN_COL_CHUNK;
+            double acc_w[LN_COL_CHUNK] = {0}, acc_b[LN_COL_CHUNK] = {0};
             for (int blk = 0; blk < n_blocks; blk++) {
+                const float *pw = partial[blk] + c0, *pb = partial[blk] + C + c0;
 #pragma omp simd
-                for (int c = 0; c < width; c++) acc[c] += partial[blk][c0 + c];
+                for (int c = 0; c < width; c++) acc_w[c] += pw[c], acc_b[c] += pb[c];
             }
             for (int c = 0; c < width; c++) {
-                float *g = c0 + c < C ? &dw[c0 + c] : &db[c0 + c - C];
-                *g = (float)(overwrite_dw ? acc[c] : acc[c] + *g);
+                dw[c0 + c] = (float)(overwrite_dw ? acc_w[c] : acc_w[c] + dw[c0 + c]);
+                db[c0 + c] = (float)(overwrite_dw ? acc_b[c] : acc_b[c] + db[c0 + c]);
             }
         }
     }
