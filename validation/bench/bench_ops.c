@@ -4,7 +4,9 @@
  * yardsticks), the median time of each matrix product (GFLOP/s) and of each non-GEMM op (GB/s of
  * compulsory memory traffic: every input read once, every output written once), then times whole
  * training steps made of these ops the way model/gpt.c calls them (forward, loss, backward,
- * sumsq + AdamW) with the time split into GEMM, attention and the rest.
+ * sumsq + AdamW; tp = 1, fp32) with the time split by kind of op: GEMM, attention, layernorm
+ * (with the residual add it is fused with), GELU, the other residual add, cross-entropy,
+ * embedding, sumsq + AdamW, and the non-GEMM total.
  *
  * Two kernel sets side by side: `make build/bench/bench_ops_vs BASE=<commit>` (Makefile) builds
  * that commit's non-GEMM kernels next to this tree's (bench_kset.h), and every op and step is
