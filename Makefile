@@ -184,3 +184,33 @@ clean-llmmerge:
 	rm -f llmmerge
 
 -include $(MERGE_OBJ:.o=.d)
+
+# bench_ops (not a test): the CPU backend's ops at GPT-2 124M shapes (validation/bench/bench_ops.c).
+#   make build/bench/bench_ops && OMP_NUM_THREADS=2 build/bench/bench_ops
+#   make build/bench/bench_ops_vs BASE=<commit>: also that commit's non-GEMM kernels (the files
+#   BENCH_KERNELS of src/kernels/cpu/, from git, their symbols renamed base_*), timed interleaved
+#   with this tree's in the one process: OMP_NUM_THREADS=2 build/bench/bench_ops_vs
+BENCH_KERNELS := layernorm gelu xent adamw embed quantize ops_cpu
+BENCH_SRC := validation/bench/bench_ops.c validation/bench/bench_kset.c
+BENCH_BASE_DIR := $(BUILD)/bench/base
+.PHONY: $(BUILD)/bench/bench_ops_vs
+
+$(BUILD)/bench/bench_ops: $(BENCH_SRC) validation/bench/bench_kset.h $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $(BENCH_SRC) $(LIB) $(ALL_LIBS) $(LDFLAGS)
+
+$(BUILD)/bench/bench_ops_vs: $(BENCH_SRC) validation/bench/bench_kset.h $(LIB)
+	@test -n "$(BASE)" || { echo "make $@ BASE=<commit>: the commit to compare with"; exit 2; }
+	@rm -rf $(BENCH_BASE_DIR) && mkdir -p $(BENCH_BASE_DIR)
+	git archive $(BASE) src/kernels | tar -x -C $(BENCH_BASE_DIR)
+	sed -n 's/^[a-z][a-z0-9_ *]* \**\(cpu_[a-z0-9_]*\)(.*/#define \1 base_\1/p' \
+	    $(patsubst %,$(BENCH_BASE_DIR)/src/kernels/cpu/%.c,$(BENCH_KERNELS)) | sort -u \
+	    >$(BENCH_BASE_DIR)/rename.h
+	echo '#define ops_cpu ops_cpu_base' >>$(BENCH_BASE_DIR)/rename.h
+	for k in $(BENCH_KERNELS); do \
+	    $(CC) -I$(BENCH_BASE_DIR)/src $(ALL_CFLAGS) -include $(BENCH_BASE_DIR)/rename.h \
+	        -c $(BENCH_BASE_DIR)/src/kernels/cpu/$$k.c -o $(BENCH_BASE_DIR)/$$k.o || exit 1; done
+	$(CC) -I$(BENCH_BASE_DIR)/src $(ALL_CFLAGS) -DKSET_BASE -c validation/bench/bench_kset.c \
+	    -o $(BENCH_BASE_DIR)/kset_base.o
+	$(CC) $(ALL_CFLAGS) -DBENCH_VS='"$(BASE)"' -o $@ $(BENCH_SRC) \
+	    $(patsubst %,$(BENCH_BASE_DIR)/%.o,$(BENCH_KERNELS) kset_base) $(LIB) $(ALL_LIBS) $(LDFLAGS)

@@ -147,6 +147,17 @@ typedef struct ops {
     /* Peak FLOP/s of this rank's hardware for products of type t; how[len] says how it was
      * found (measured, or from the device's properties). */
     double (*hardware_peak)(dtype_t t, char *how, size_t len);
+
+    /* ---- fused ops (each equals the composition of the ops above that it replaces) ----
+     * residual + layernorm forward: res[N, C] = a + b, then out[N, C] = layernorm(res) with w, bias
+     * as layernorm_forward (saves mean[N], rstd[N]); both res and out stored as type t (rounded
+     * as quantize does; res before it is normalised). Equals add, quantize(res), layernorm_forward,
+     * quantize(out), with one pass fewer over res. res may alias a or b; out aliases nothing.
+     * Backward: layernorm_backward with accumulate_dinp into the residual's gradient (the add
+     * passes its gradient through unchanged to a and b). */
+    void (*residual_layernorm_forward)(float *res, float *out, float *mean, float *rstd,
+                                       const float *a, const float *b, const float *w,
+                                       const float *bias, int N, int C, dtype_t t);
 } ops_t;
 
 /* The CPU backend (C + OpenMP + CBLAS). */

@@ -411,10 +411,9 @@ static void block_forward(gpt_t *m, int l, gpt_layer_acts_t *a, const float *res
     attention_stored(m, a, B, T);
     o->matmul_forward(a->res2, a->atty, w.projw, tp_bias(m, w.projb), N, Cl, C);
     tp_sum(m, a->res2, (size_t)N * C);
-    o->add(a->res2, a->res2, res_in, (size_t)N * C);
-    store(m, a->res2, (size_t)N * C);
-    o->layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w.ln2w, w.ln2b, N, C);
-    store(m, a->ln2, (size_t)N * C);
+    /* res2 += res_in and ln2 = layernorm(res2), both stored: one fused pass */
+    o->residual_layernorm_forward(a->res2, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, res_in,
+                                  w.ln2w, w.ln2b, N, C, m->act_dtype);
     o->matmul_forward(a->fch, a->ln2, w.fcw, w.fcb, N, C, Fl);
     store(m, a->fch, (size_t)N * Fl);
     gelu_stored(m, a, N);

@@ -309,6 +309,113 @@ static void layernorm_backward_flags_accumulate_and_overwrite_1e_6(void **state)
     ln_ctx_free(&c);
 }
 
+/* double references of layernorm at (N, C): forward from inp, backward from the double
+ * mean and rstd (the kernel uses its saved float ones: a difference of ~1e-7) */
+static void layernorm_naive(double *out, double *mean, double *rstd, const float *inp,
+                            const float *w, const float *b, int N, int C) {
+    for (int i = 0; i < N; i++) {
+        const float *x = inp + (size_t)i * C;
+        double m = 0, v = 0;
+        for (int k = 0; k < C; k++) m += x[k];
+        m /= C;
+        for (int k = 0; k < C; k++) v += (x[k] - m) * (x[k] - m);
+        mean[i] = m, rstd[i] = 1.0 / sqrt(v / C + 1e-5);
+        for (int k = 0; k < C; k++) out[(size_t)i * C + k] = (x[k] - m) * rstd[i] * w[k] + b[k];
+    }
+}
+
+static void layernorm_backward_naive(double *dinp, double *dw, double *db, const float *dout,
+                                     const float *inp, const float *w, const double *mean,
+                                     const double *rstd, int N, int C) {
+    for (int k = 0; k < C; k++) dw[k] = db[k] = 0;
+    for (int i = 0; i < N; i++) {
+        const float *x = inp + (size_t)i * C, *dy = dout + (size_t)i * C;
+        double a = 0, bn = 0;
+        for (int k = 0; k < C; k++) {
+            const double norm = (x[k] - mean[i]) * rstd[i];
+            a += (double)dy[k] * w[k], bn += (double)dy[k] * w[k] * norm;
+            dw[k] += dy[k] * norm, db[k] += dy[k];
+        }
+        a /= C, bn /= C;
+        for (int k = 0; k < C; k++) {
+            const double norm = (x[k] - mean[i]) * rstd[i];
+            dinp[(size_t)i * C + k] = ((double)dy[k] * w[k] - a - norm * bn) * rstd[i];
+        }
+    }
+}
+
+/* Shapes the vector loops and the backward's row blocks do not divide: C not a multiple of 4
+ * (C = 3: no full quarter at all), N not a multiple of the blocks (300 rows: 16 blocks of 19,
+ * the last one 15), N below one block; forward and backward against double loops. */
+static void layernorm_odd_shapes_match_naive_double_1e_5(void **state) {
+    (void)state;
+    const int shapes[4][2] = {{300, 37}, {3, 3}, {17, 5}, {40, 1030}};
+    for (int k = 0; k < 4; k++) {
+        const int N = shapes[k][0], C = shapes[k][1];
+        ln_ctx c;
+        ln_ctx_init(&c, N, C);
+        ln_objective(&c);
+        const size_t n = (size_t)N * C;
+        double *want = malloc(n * sizeof *want), *want_dinp = malloc(n * sizeof *want_dinp);
+        double *want_mean = malloc(N * sizeof(double)), *want_rstd = malloc(N * sizeof(double));
+        double *want_dw = malloc(C * sizeof(double)), *want_db = malloc(C * sizeof(double));
+        layernorm_naive(want, want_mean, want_rstd, c.inp, c.w, c.b, N, C);
+        char what[64];
+        snprintf(what, sizeof what, "layernorm out %dx%d", N, C);
+        assert_true(close_rel(what, c.out, want, n, 1e-5));
+        assert_true(close_rel("layernorm mean", c.mean, want_mean, N, 1e-5));
+        assert_true(close_rel("layernorm rstd", c.rstd, want_rstd, N, 1e-5));
+        float *dinp = buf_fill(n, NAN), *dw = buf_fill(C, NAN), *db = buf_fill(C, NAN);
+        ops->layernorm_backward(dinp, dw, db, c.r, c.inp, c.w, c.mean, c.rstd, N, C, false,
+                                true);
+        layernorm_backward_naive(want_dinp, want_dw, want_db, c.r, c.inp, c.w, want_mean,
+                                 want_rstd, N, C);
+        snprintf(what, sizeof what, "layernorm dinp %dx%d", N, C);
+        assert_true(close_rel(what, dinp, want_dinp, n, 1e-5));
+        assert_true(close_rel("layernorm dw", dw, want_dw, C, 1e-5));
+        assert_true(close_rel("layernorm db", db, want_db, C, 1e-5));
+        free(want), free(want_dinp), free(want_mean), free(want_rstd), free(want_dw);
+        free(want_db);
+        ops->free(dinp), ops->free(dw), ops->free(db);
+        ln_ctx_free(&c);
+    }
+}
+
+/* residual_layernorm_forward gives the bits of add, quantize(res), layernorm_forward,
+ * quantize(out) in fp32, bf16 and fp16, with res aliasing a (as model/ calls it) or not. */
+static void residual_layernorm_forward_equals_add_then_layernorm_exact(void **state) {
+    (void)state;
+    const int shapes[2][2] = {{100, 200}, {5, 13}}; /* threaded; one thread, C % 4 != 0 */
+    for (int k = 0; k < 2; k++)
+        for (int t = DT_FP32; t <= DT_FP16; t++)
+            for (int alias = 0; alias < 2; alias++) {
+                const int N = shapes[k][0], C = shapes[k][1];
+                const size_t n = (size_t)N * C;
+                float *a = buf_rand(n), *b = buf_rand(n), *w = buf_rand(C), *bias = buf_rand(C);
+                for (size_t i = 0; i < n; i++) a[i] = 3.0f * a[i] + 0.5f;
+                float *ref_res = buf_fill(n, NAN), *ref_out = buf_fill(n, NAN);
+                float *ref_mean = buf_fill(N, NAN), *ref_rstd = buf_fill(N, NAN);
+                ops->add(ref_res, a, b, n);
+                ops->quantize(ref_res, n, (dtype_t)t);
+                ops->layernorm_forward(ref_out, ref_mean, ref_rstd, ref_res, w, bias, N, C);
+                ops->quantize(ref_out, n, (dtype_t)t);
+                float *res = alias ? buf_copy(a, n) : buf_fill(n, NAN);
+                float *out = buf_fill(n, NAN), *mean = buf_fill(N, NAN), *rstd = buf_fill(N, NAN);
+                ops->residual_layernorm_forward(res, out, mean, rstd, alias ? res : a, b, w, bias,
+                                                N, C, (dtype_t)t);
+                char what[96];
+                snprintf(what, sizeof what, "fused res %dx%d %s%s", N, C, dtype_name((dtype_t)t),
+                         alias ? " (res aliases a)" : "");
+                assert_true(equal_exact(what, res, ref_res, n));
+                assert_true(equal_exact("fused layernorm out", out, ref_out, n));
+                assert_true(equal_exact("fused mean", mean, ref_mean, N));
+                assert_true(equal_exact("fused rstd", rstd, ref_rstd, N));
+                ops->free(a), ops->free(b), ops->free(w), ops->free(bias), ops->free(ref_res);
+                ops->free(ref_out), ops->free(ref_mean), ops->free(ref_rstd), ops->free(res);
+                ops->free(out), ops->free(mean), ops->free(rstd);
+            }
+}
+
 /* ---------------------------------------------------------------- attention */
 
 typedef struct {
@@ -1036,10 +1143,84 @@ static void elementwise_add_scale_zero_and_copies_exact(void **state) {
     ops->free(a), ops->free(b), ops->free(out), ops->free(want);
 }
 
+/* ---------------------------------------------------------------- precision */
+
+/* Float bit patterns: every 4093rd (all signs, exponents, NaN payloads) and the edges of the
+ * two formats: ties, the overflow thresholds, the subnormal ranges, signalling NaNs. */
+static float *rounding_inputs(size_t *n_out) {
+    static const uint32_t edges[] = {
+        0x00000000u, 0x80000000u, 0x00000001u, 0x807fffffu, 0x00800000u, 0x7f7fffffu,
+        0xff7fffffu, 0x7f7f8000u, 0x7f7f7fffu, 0x7f800000u, 0xff800000u, 0x7f800001u,
+        0xffbfffffu, 0x7fc00000u, 0xffc00001u, 0x7fffffffu, 0x3f808000u, 0x3f818000u,
+        0x3f801000u, 0x3f803000u, 0x477fe000u, 0x477fefffu, 0x477ff000u, 0xc77ff000u,
+        0x47800000u, 0x38800000u, 0x387fffffu, 0x387ff000u, 0x33800000u, 0x33000000u,
+        0x33000001u, 0x32ffffffu, 0x33c00000u, 0x34400000u, 0x80000001u, 0xb3000000u};
+    const size_t n_edges = sizeof edges / sizeof edges[0], n_sweep = (1ull << 32) / 4093 + 1;
+    float *x = ops->alloc((n_sweep + n_edges) * sizeof *x, MEM_WORKSPACE);
+    size_t n = 0;
+    for (uint64_t bits = 0; bits < (1ull << 32); bits += 4093) {
+        const uint32_t u = (uint32_t)bits;
+        memcpy(&x[n++], &u, sizeof u);
+    }
+    for (size_t i = 0; i < n_edges; i++) memcpy(&x[n++], &edges[i], sizeof edges[i]);
+    *n_out = n;
+    return x;
+}
+
+/* The ops table's quantize and quantize_copy give precision.h's round_bf16 / round_fp16 bit
+ * for bit (NaN payloads included); fp32 leaves the values alone / copies them. */
+static void quantize_matches_precision_h_rounding_exact(void **state) {
+    (void)state;
+    size_t n;
+    float *x = rounding_inputs(&n);
+    float *want = buf_fill(n, 0), *got = buf_fill(n, 0), *inplace = buf_fill(n, 0);
+    for (int t = DT_FP32; t <= DT_FP16; t++) {
+        for (size_t i = 0; i < n; i++) want[i] = round_to((dtype_t)t, x[i]);
+        ops->quantize_copy(got, x, n, (dtype_t)t);
+        char what[48];
+        snprintf(what, sizeof what, "quantize_copy %s", dtype_name((dtype_t)t));
+        assert_true(equal_exact(what, got, want, n));
+        memcpy(inplace, x, n * sizeof *x);
+        ops->quantize(inplace, n, (dtype_t)t);
+        snprintf(what, sizeof what, "quantize %s in place", dtype_name((dtype_t)t));
+        assert_true(equal_exact(what, inplace, want, n));
+        for (size_t len = 0; len < 40; len++) { /* short tensors, every tail length */
+            memcpy(inplace, x + 1000, len * sizeof *x);
+            ops->quantize(inplace, len, (dtype_t)t);
+            assert_true(equal_exact("quantize short", inplace, want + 1000, len));
+        }
+    }
+    ops->free(x), ops->free(want), ops->free(got), ops->free(inplace);
+}
+
+/* any_nonfinite finds one Inf or NaN wherever it is (first, middle, last element, in a short
+ * tail) and nothing in finite data with the largest finite values and subnormals. */
+static void any_nonfinite_finds_each_inf_and_nan_exact(void **state) {
+    (void)state;
+    const size_t n = 100003;
+    float *x = buf_rand(n);
+    x[5] = FLT_MAX, x[6] = -FLT_MAX, x[7] = 1e-45f, x[8] = -0.0f;
+    assert_false(ops->any_nonfinite(x, n));
+    assert_false(ops->any_nonfinite(x, 0));
+    const float bad[3] = {INFINITY, -INFINITY, NAN};
+    const size_t where[4] = {0, n / 2 + 3, n - 1, 17};
+    for (int b = 0; b < 3; b++)
+        for (int k = 0; k < 4; k++) {
+            const float old = x[where[k]];
+            x[where[k]] = bad[b];
+            const size_t len = k == 3 ? 18 : n;
+            if (!ops->any_nonfinite(x, len))
+                fail_msg("any_nonfinite missed %g at [%zu] of %zu", (double)bad[b], where[k], len);
+            x[where[k]] = old;
+        }
+    ops->free(x);
+}
+
 /* ---------------------------------------------------------------- threading */
 
 /* The kernels' own reductions (dw/db of layernorm, dbias, dwte, softmax and xent sums) are split
- * by columns or rows, never by partial sums per thread: 1, 2 and 3 threads give the same bits.
+ * by columns or rows, or summed from partials over row blocks that depend on the shape alone,
+ * never by partial sums per thread: 1, 2 and 3 threads give the same bits.
  * Shapes are above the size where kernels go parallel. (sgemm results are the BLAS's business.) */
 typedef struct {
     float ln_dx[64 * 300], ln_dw[300], ln_db[300], dbias[300], dwte[50 * 300], dwpe[16 * 300];
@@ -1048,6 +1229,8 @@ typedef struct {
     float att3_out[128 * 64], att3_lse[128], att3_dqkv[128 * 3 * 64];
     float xent_se[20], xent_d[20 * 1000];
     float gelu_dx[20000];
+    float ln_odd_dx[300 * 64], ln_odd_dw[64], ln_odd_db[64], fused_res[64 * 300];
+    float fused_out[64 * 300], fused_mean[64], fused_rstd[64];
 } thread_outputs;
 
 static void run_kernels(thread_outputs *o, int n_threads) {
@@ -1092,6 +1275,15 @@ static void run_kernels(thread_outputs *o, int n_threads) {
     memcpy(o->xent_d, logits, sizeof o->xent_d);
     float *g = buf_rand(20000);
     ops->gelu_backward(o->gelu_dx, g, g, 20000);
+    /* layernorm backward over 300 rows (16 row blocks of 19 and 15) and the fused forward */
+    float *x2 = buf_rand(300 * 64), *dy2 = buf_rand(300 * 64), mean2[300], rstd2[300];
+    float *y2 = buf_fill(300 * 64, 0);
+    ops->layernorm_forward(y2, mean2, rstd2, x2, w, b, 300, 64);
+    ops->layernorm_backward(o->ln_odd_dx, o->ln_odd_dw, o->ln_odd_db, dy2, x2, w, mean2, rstd2,
+                            300, 64, false, true);
+    ops->residual_layernorm_forward(o->fused_res, o->fused_out, o->fused_mean, o->fused_rstd, x,
+                                    dy, w, b, N, C, DT_BF16);
+    ops->free(x2), ops->free(dy2), ops->free(y2);
     ops->free(x), ops->free(dy), ops->free(w), ops->free(b), ops->free(y), ops->free(dw);
     ops->free(qkv), ops->free(qkv2), ops->free(scratch), ops->free(logits), ops->free(g);
 }
@@ -1120,6 +1312,8 @@ int main(void) {
         cmocka_unit_test(layernorm_forward_matches_naive_double_1e_5),
         cmocka_unit_test(layernorm_backward_matches_finite_differences_2e_3),
         cmocka_unit_test(layernorm_backward_flags_accumulate_and_overwrite_1e_6),
+        cmocka_unit_test(layernorm_odd_shapes_match_naive_double_1e_5),
+        cmocka_unit_test(residual_layernorm_forward_equals_add_then_layernorm_exact),
         cmocka_unit_test(attention_forward_matches_naive_double_1e_5),
         cmocka_unit_test(attention_backward_matches_finite_differences_2e_3),
         cmocka_unit_test(attention_tiled_matches_txt_reference_kernel_2e_6_out_5e_6_dqkv),
@@ -1139,6 +1333,8 @@ int main(void) {
         cmocka_unit_test(adamw_large_matches_scalar_loop_1e_6),
         cmocka_unit_test(sumsq_matches_double_loop_1e_12),
         cmocka_unit_test(elementwise_add_scale_zero_and_copies_exact),
+        cmocka_unit_test(quantize_matches_precision_h_rounding_exact),
+        cmocka_unit_test(any_nonfinite_finds_each_inf_and_nan_exact),
         cmocka_unit_test(kernels_do_not_depend_on_thread_count_exact),
     };
     return cmocka_run_group_tests_name("ops_cpu", tests, NULL, NULL);

@@ -94,6 +94,7 @@ static const ops_t cpu_ops = {
     .products_faster = cpu_products_faster,
     .describe = gemm_describe,
     .hardware_peak = cpu_hardware_peak,
+    .residual_layernorm_forward = cpu_residual_layernorm_forward,
 };
 
 const ops_t *ops_cpu(void) {

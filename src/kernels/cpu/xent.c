@@ -11,11 +11,23 @@
  * relative error <= 64 ulp) and the block sums are added in double. */
 #define XENT_SUM_BLOCK 1024
 
+/* max of l[n], four accumulators (one per quarter of the row) so consecutive vector maxima do
+ * not wait on each other; -inf for n <= 0 */
 static float row_max_valid(const float *l, int n) {
-    float mx = -INFINITY;
-#pragma omp simd reduction(max : mx)
-    for (int v = 0; v < n; v++) mx = l[v] > mx ? l[v] : mx;
-    return mx;
+    const int q = n > 0 ? n / 4 : 0;
+    const float *l1 = l + q, *l2 = l + 2 * q, *l3 = l + 3 * q;
+    float m0 = -INFINITY, m1 = -INFINITY, m2 = -INFINITY, m3 = -INFINITY;
+#pragma omp simd reduction(max : m0, m1, m2, m3)
+    for (int v = 0; v < q; v++) {
+        m0 = l[v] > m0 ? l[v] : m0;
+        m1 = l1[v] > m1 ? l1[v] : m1;
+        m2 = l2[v] > m2 ? l2[v] : m2;
+        m3 = l3[v] > m3 ? l3[v] : m3;
+    }
+    for (int v = 4 * q; v < n; v++) m0 = l[v] > m0 ? l[v] : m0;
+    m0 = m1 > m0 ? m1 : m0;
+    m2 = m3 > m2 ? m3 : m2;
+    return m2 > m0 ? m2 : m0;
 }
 
 static float sum_exp_block(const float *l, int n, float mx) {
