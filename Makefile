@@ -133,9 +133,16 @@ check:
 	@$(MAKE) --no-print-directory tests data/tiny/train_000.bin
 	@MPIRUN="$(MPIRUN)" PYTHON="$(PYTHON)" bash validation/run_tests.sh
 
-bench: llmtrain llmprep
+bench: llmtrain llmprep $(BUILD)/bench/bench_gemm
 	@MPIRUN="$(MPIRUN)" PYTHON="$(PYTHON)" bash validation/bench/run_bench.sh
 	@MPIRUN="$(MPIRUN)" PYTHON="$(PYTHON)" bash validation/bench/bench_tokenizer.sh
+
+# bench_gemm: the GEMM rate on the model's shapes through the CPU backend's ops and as one library
+# call (validation/bench/bench_gemm.c), linked like the tests; run by run_bench.sh.
+$(BUILD)/bench/bench_gemm: validation/bench/bench_gemm.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -o $@ $< $(LIB) $(ALL_LIBS) $(LDFLAGS)
+-include $(BUILD)/bench/bench_gemm.d
 
 demo:
 	@bash validation/deps.sh --if-missing

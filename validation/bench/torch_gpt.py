@@ -1,14 +1,21 @@
 #!/usr/bin/env python3
 """PyTorch CPU baseline for `make bench`: the same GPT-2 architecture, batch and optimizer as
-llmtrain (fp32, eager, AdamW with decay groups, grad clipping), on the same number of threads.
-Prints one JSON line: {"tokens_per_s": median, "step_ms": median, ...}.
+llmtrain (eager, AdamW with decay groups, grad clipping), on the same number of threads.
+--dtype fp32 (default): everything in fp32; --dtype bf16: forward and loss under
+torch.autocast('cpu', dtype=torch.bfloat16) (bf16 matrix products, fp32 parameters, gradients and
+AdamW: PyTorch's own mixed precision, the counterpart of llmtrain's &train precision = 'bf16').
+Prints one JSON line: {"tokens_per_s": median, "step_ms": median, "fastest_tokens_per_s",
+"minor_faults_per_step": median (getrusage of this process), ...}; medians and the fastest step
+over the steps after the --warmup first ones (default: 2 of more than 4 steps, else 1).
 
 usage: torch_gpt.py --layers 12 --d-model 768 --heads 12 --vocab 50257 --seq 64 --batch 4
-                    [--steps 12] [--threads 2]
+                    [--steps 12] [--warmup N] [--threads 2] [--dtype fp32|bf16]
 """
 import argparse
+import contextlib
 import json
 import math
+import resource
 import statistics
 import time
 
@@ -60,7 +67,13 @@ def main():
     for k, d in [("layers", 12), ("d-model", 768), ("heads", 12), ("vocab", 50257), ("seq", 64),
                  ("batch", 4), ("steps", 12), ("threads", 2)]:
         ap.add_argument("--" + k, type=int, default=d)
+    ap.add_argument("--warmup", type=int, default=None)
+    ap.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32")
     a = ap.parse_args()
+    if a.warmup is None:
+        a.warmup = 2 if a.steps > 4 else 1 if a.steps > 1 else 0
+    if not 0 <= a.warmup < a.steps:
+        ap.error("--warmup must be at least 0 and less than --steps")
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     model = GPT(a.layers, a.d_model, a.heads, a.vocab, a.seq)
@@ -69,20 +82,28 @@ def main():
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
                              {"params": rest, "weight_decay": 0.0}], lr=6e-4, betas=(0.9, 0.95))
     gen = torch.Generator().manual_seed(1)
-    times = []
+    autocast = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if a.dtype == "bf16" \
+        else contextlib.nullcontext
+    times, faults = [], []
     for step in range(a.steps):
         x = torch.randint(0, a.vocab, (a.batch, a.seq + 1), generator=gen)
+        f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = model(x[:, :-1], x[:, 1:])
+        with autocast():
+            loss = model(x[:, :-1], x[:, 1:])
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         times.append(time.perf_counter() - t0)
-    steady = times[2:] if len(times) > 4 else times
-    ms = statistics.median(steady) * 1e3
+        faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
+    steady = slice(a.warmup, None)
+    ms = statistics.median(times[steady]) * 1e3
     print(json.dumps({"step_ms": ms, "tokens_per_s": a.batch * a.seq / (ms / 1e3),
-                      "torch": torch.__version__, "threads": a.threads, "loss": loss.item()}))
+                      "fastest_tokens_per_s": a.batch * a.seq / min(times[steady]),
+                      "minor_faults_per_step": statistics.median(faults[steady]),
+                      "dtype": a.dtype, "torch": torch.__version__, "threads": a.threads,
+                      "loss": loss.item()}))
 
 
 if __name__ == "__main__":
