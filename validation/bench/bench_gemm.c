@@ -21,6 +21,7 @@
 #include "core/timer.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/ops.h"
+#include "kernels/precision.h"
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,17 +73,31 @@ static float *random_buffer(const ops_t *ops, size_t n, float scale, unsigned se
     return p;
 }
 
-typedef void (*gemm_fn)(bool, bool, int, int, int, float, const float *, int, const float *, int,
-                        float, float *, int);
+/* bf16 storage of x[n] (exact: random_buffer made bf16 values) */
+static uint16_t *bf16_copy(const float *x, size_t n) {
+    uint16_t *h = xmalloc_in(n * sizeof *h, MEM_WORKSPACE);
+    for (size_t i = 0; i < n; i++) h[i] = bf16_bits(x[i]);
+    return h;
+}
 
-/* One product of the layer as matmul.c issues it, as a single library call. */
-static void raw_product(gemm_fn gemm, int product, int N, int C, int OC, bool bias,
-                        const float *x, const float *w, float *y, const float *dy, float *dx,
-                        float *dw) {
+/* One product of the layer as matmul.c issues it, as a single library call: gemm_f32 on the
+ * fp32 operands, or gemm_bf16 on their bf16 copies (x16, w16, dy16) when bf16 is set. */
+static void raw_product(bool bf16, int product, int N, int C, int OC, bool bias, const float *x,
+                        const float *w, float *y, const float *dy, float *dx, float *dw,
+                        const uint16_t *x16, const uint16_t *w16, const uint16_t *dy16) {
     switch (product) {
-    case P_FWD: gemm(false, true, N, OC, C, 1.0f, x, C, w, C, bias ? 1.0f : 0.0f, y, OC); break;
-    case P_DINP: gemm(false, false, N, C, OC, 1.0f, dy, OC, w, C, 0.0f, dx, C); break;
-    default: gemm(true, false, OC, C, N, 1.0f, dy, OC, x, C, 0.0f, dw, C); break;
+    case P_FWD:
+        if (bf16) gemm_bf16(false, true, N, OC, C, 1.0f, x16, C, w16, C, bias ? 1.0f : 0.0f, y, OC);
+        else gemm_f32(false, true, N, OC, C, 1.0f, x, C, w, C, bias ? 1.0f : 0.0f, y, OC);
+        break;
+    case P_DINP:
+        if (bf16) gemm_bf16(false, false, N, C, OC, 1.0f, dy16, OC, w16, C, 0.0f, dx, C);
+        else gemm_f32(false, false, N, C, OC, 1.0f, dy, OC, w, C, 0.0f, dx, C);
+        break;
+    default:
+        if (bf16) gemm_bf16(true, false, OC, C, N, 1.0f, dy16, OC, x16, C, 0.0f, dw, C);
+        else gemm_f32(true, false, OC, C, N, 1.0f, dy, OC, x, C, 0.0f, dw, C);
+        break;
     }
 }
 
@@ -96,6 +111,8 @@ static timing_t time_shape(const ops_t *ops, const shape_t *s, int N, int reps, 
     float *y = random_buffer(ops, (size_t)N * OC, 0.0f, 5u);
     float *dy = random_buffer(ops, (size_t)N * OC, 0.02f, 6u);
     float *dx = random_buffer(ops, (size_t)N * C, 0.0f, 7u), *dw = random_buffer(ops, (size_t)OC * C, 0.0f, 8u);
+    uint16_t *x16 = bf16 ? bf16_copy(x, (size_t)N * C) : NULL, *w16 = bf16 ? bf16_copy(w, (size_t)OC * C) : NULL;
+    uint16_t *dy16 = bf16 ? bf16_copy(dy, (size_t)N * OC) : NULL;
     static double t[N_SERIES][MAX_REPS];
     for (int r = -WARMUP; r < reps; r++) {
         double t0 = now_sec(), dt[N_SERIES] = {0};
@@ -106,11 +123,11 @@ static timing_t time_shape(const ops_t *ops, const shape_t *s, int N, int reps, 
         dt[S_OPS_BWD] = seconds_of(t0);
         for (int p = 0; p < N_PRODUCTS; p++) {
             t0 = now_sec();
-            raw_product(gemm_f32, p, N, C, OC, s->bias, x, w, y, dy, dx, dw);
+            raw_product(false, p, N, C, OC, s->bias, x, w, y, dy, dx, dw, x16, w16, dy16);
             dt[S_RAW + p] = seconds_of(t0);
             if (!bf16) continue;
             t0 = now_sec();
-            raw_product(gemm_bf16, p, N, C, OC, s->bias, x, w, y, dy, dx, dw);
+            raw_product(true, p, N, C, OC, s->bias, x, w, y, dy, dx, dw, x16, w16, dy16);
             dt[S_BF16 + p] = seconds_of(t0);
         }
         if (r >= 0)
@@ -124,6 +141,7 @@ static timing_t time_shape(const ops_t *ops, const shape_t *s, int N, int reps, 
     float *bufs[] = {x, w, b, db, y, dy, dx, dw};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         if (bufs[i]) ops->free(bufs[i]);
+    xfree(x16), xfree(w16), xfree(dy16);
     return out;
 }
 
