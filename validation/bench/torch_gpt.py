@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""PyTorch CPU baseline for `make bench`: the same GPT-2 architecture, batch and optimizer as
-llmtrain (eager, AdamW with decay groups, grad clipping), on the same number of threads.
+"""PyTorch CPU baseline for `make bench`: the same GPT-2 architecture, initialisation, batch and
+optimizer as llmtrain (eager, AdamW with decay groups, grad clipping), on the same number of
+threads.
 --dtype fp32 (default): everything in fp32; --dtype bf16: forward and loss under
 torch.autocast('cpu', dtype=torch.bfloat16) (bf16 matrix products, fp32 parameters, gradients and
 AdamW: PyTorch's own mixed precision, the counterpart of llmtrain's &train precision = 'bf16').
@@ -51,6 +52,21 @@ class GPT(nn.Module):
         self.blocks = nn.ModuleList(Block(C, NH) for _ in range(L))
         self.lnf = nn.LayerNorm(C)
         self.register_buffer("mask", torch.tril(torch.ones(T, T)))
+        self.init_like_llmtrain(L, V)
+
+    @torch.no_grad()
+    def init_like_llmtrain(self, L, V):
+        """GPT-2's initialisation, as llmtrain's (model/params.c): weights N(0, 0.02), the two
+        residual projections N(0, 0.02 / sqrt(2 L)), biases 0, padding rows of wte 0. PyTorch's
+        defaults (nn.Embedding N(0, 1), tied to the head) start at a loss near 110 instead of
+        ln(V) and fill the backward with denormal numbers, which made fp32 steps 2-3x slower."""
+        for name, p in self.named_parameters():
+            if p.dim() == 2:
+                resid = name.endswith(("proj.weight", "mproj.weight"))
+                nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * L) if resid else 0.02)
+            elif name.endswith(".bias"):  # linear biases; layernorm's are 0 already
+                nn.init.zeros_(p)
+        self.wte.weight[V:].zero_()
 
     def forward(self, idx, targets):
         B, T = idx.shape
