@@ -97,17 +97,9 @@ static double measure_peak_flops(const ops_t *ops, int rows, int C, int F) {
 static void choose_products(trainer_t *tr) {
     const ops_t *ops = tr->model.ops;
     const char *want = tr->cfg->bf16_products;
-    tr->products_why[0] = '\0';
-    tr->native_products = false;
-    if (tr->precision == DT_BF16 && ops->products_native(DT_BF16)) {
-        if (!strcmp(want, "native")) tr->native_products = true;
-        else if (!strcmp(want, "auto")) {
-            tr->native_products = ops->products_faster(DT_BF16);
-            snprintf(tr->products_why, sizeof tr->products_why,
-                     " (&train bf16_products = 'auto': the GEMM library's bf16 kernels are %s "
-                     "than its fp32 ones on this CPU)", tr->native_products ? "faster" : "not faster");
-        }
-    }
+    tr->native_products = tr->precision == DT_BF16 && ops->products_native(DT_BF16) &&
+                          (!strcmp(want, "native") ||
+                           (!strcmp(want, "auto") && ops->products_faster(DT_BF16)));
     ops->set_product_type(tr->native_products ? DT_BF16 : DT_FP32);
 }
 
@@ -201,13 +193,17 @@ static void print_memory_plan(const trainer_t *tr) {
     const dtype_t p = tr->precision;
     printf("compute: %s backend, GEMM %s; %d OpenMP thread%s per rank\n", tr->model.ops->name,
            tr->model.ops->describe(), omp_get_max_threads(), omp_get_max_threads() > 1 ? "s" : "");
-    if (p != DT_FP32)
-        printf("precision: %s products %s%s\n", dtype_name(p),
+    if (p != DT_FP32) { /* what choose_products chose, and from what */
+        const bool can = tr->model.ops->products_native(p);
+        printf("precision: %s products %s%s", dtype_name(p),
                tr->native_products ? "native (the CPU's bf16 instructions, fp32 accumulation)"
-               : !tr->model.ops->products_native(p)
-                   ? "emulated: fp32 products of the rounded values (no native products of this type here)"
-                   : "emulated: fp32 products of the rounded values",
-               tr->products_why);
+                                   : "emulated: fp32 products of the rounded values",
+               can ? "" : " (no native products of this type here)");
+        if (can && p == DT_BF16 && !strcmp(tr->cfg->bf16_products, "auto"))
+            printf(" (&train bf16_products = 'auto': the GEMM library's bf16 kernels are %s than "
+                   "its fp32 ones on this CPU)", tr->native_products ? "faster" : "not faster");
+        printf("\n");
+    }
     printf("MFU reference: hardware peak %.1f GFLOP/s per rank (%s); best GEMM %.1f GFLOP/s per "
            "rank (the model's matmul, measured); %.4f GFLOP per token\n", tr->peak_flops / 1e9,
            tr->peak_how, tr->gemm_flops / 1e9, tr->flops_per_token / 1e9);

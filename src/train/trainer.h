@@ -51,7 +51,6 @@ typedef struct trainer {
     char peak_how[160];         /* how peak_flops was found, for the startup summary */
     double gemm_flops;          /* per rank: the model's matmul as measured at startup */
     bool native_products;       /* bf16 products on bf16 instructions (choose_products) */
-    char products_why[160];     /* what 'auto' measured to choose, for the startup summary */
     double flops_per_token;
     double dp_blocking_ms;      /* one blocking all-reduce of all gradients, measured at setup */
 } trainer_t;
