@@ -30,24 +30,27 @@ GEMM_SRC := src/kernels/cpu/gemm_$(GEMM).c
 LIB_SRC := $(filter-out src/kernels/cpu/gemm_%.c,$(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c))) $(GEMM_SRC)
 LIB_OBJ := $(patsubst src/%.c,$(BUILD)/%.o,$(LIB_SRC))
 LIB     := $(BUILD)/libllmtrain.a
-ifeq ($(GEMM),onednn)
-GEMM_CFLAGS := $(DNNL_CFLAGS)
-GEMM_LIBS   := $(DNNL_LIBS)
-GEMM_HEADER := oneapi/dnnl/dnnl.h
-GEMM_HINT   := install oneDNN (Debian: libdnnl-dev, make deps) or set DNNL_ROOT, or set GEMM = cblas
-else ifeq ($(GEMM),cblas)
-GEMM_CFLAGS := $(BLAS_CFLAGS)
-GEMM_LIBS   := $(BLAS_LIBS)
-GEMM_HEADER := cblas.h
-GEMM_HINT   := set BLAS_CFLAGS and BLAS_LIBS to your CBLAS (OpenBLAS, MKL, BLIS), or set GEMM = onednn
-else
+# Each GEMM library: its flags (from Makefile.inc), its header, and what to do when it is missing.
+onednn_CFLAGS = $(DNNL_CFLAGS)
+onednn_LIBS   = $(DNNL_LIBS)
+onednn_HEADER = oneapi/dnnl/dnnl.h
+onednn_HINT   = install oneDNN (Debian: libdnnl-dev, make deps) or set DNNL_ROOT, or set GEMM = cblas
+cblas_CFLAGS  = $(BLAS_CFLAGS)
+cblas_LIBS    = $(BLAS_LIBS)
+cblas_HEADER  = cblas.h
+cblas_HINT    = set BLAS_CFLAGS and BLAS_LIBS to your CBLAS (OpenBLAS, MKL, BLIS), or set GEMM = onednn
+ifeq ($(filter onednn cblas,$(GEMM)),)
 $(error Makefile.inc: GEMM = '$(GEMM)': use onednn or cblas)
 endif
+GEMM_CFLAGS := $($(GEMM)_CFLAGS)
+GEMM_LIBS   := $($(GEMM)_LIBS)
+# $(call gemm_builds,LIBRARY): "ok" when that library's header and libraries build a program.
+gemm_builds = $(shell printf '\043include <$($(1)_HEADER)>\nint main(void){return 0;}\n' | $(CC) $($(1)_CFLAGS) -x c - -o /dev/null $($(1)_LIBS) >/dev/null 2>&1 && echo ok)
 # A GEMM library that is not there is a build error naming the variable to set (not 200 undefined
 # references). Checked only when something is built.
 ifeq ($(filter clean deps,$(MAKECMDGOALS)),)
-ifneq ($(shell printf '\043include <$(GEMM_HEADER)>\nint main(void){return 0;}\n' | $(CC) $(GEMM_CFLAGS) -x c - -o /dev/null $(GEMM_LIBS) >/dev/null 2>&1 && echo ok),ok)
-$(error Makefile.inc: GEMM = $(GEMM), but <$(GEMM_HEADER)> with $(GEMM_LIBS) does not build: $(GEMM_HINT))
+ifneq ($(call gemm_builds,$(GEMM)),ok)
+$(error Makefile.inc: GEMM = $(GEMM), but <$($(GEMM)_HEADER)> with $(GEMM_LIBS) does not build: $($(GEMM)_HINT))
 endif
 endif
 ALL_CFLAGS = $(CFLAGS) -Isrc $(GEMM_CFLAGS) $(HDF5_CFLAGS) $(HWLOC_CFLAGS) $(PAPI_CFLAGS) $(PCRE2_CFLAGS)
@@ -92,19 +95,16 @@ $(BUILD)/ref/%: validation/reference/%.c $(LIB)
 # The GEMM implementation the build does not use, tested too where its library is installed:
 # build/tests/test_gemm_<other> is test_gemm.c linked with the other gemm_*.c (an object given
 # on the command line wins over the archive's, so the rest of the library uses it as well).
-OTHER_GEMM := $(if $(filter onednn,$(GEMM)),cblas,onednn)
-OTHER_GEMM_CFLAGS := $(if $(filter onednn,$(OTHER_GEMM)),$(DNNL_CFLAGS),$(BLAS_CFLAGS))
-OTHER_GEMM_LIBS   := $(if $(filter onednn,$(OTHER_GEMM)),$(DNNL_LIBS),$(BLAS_LIBS))
-OTHER_GEMM_HEADER := $(if $(filter onednn,$(OTHER_GEMM)),oneapi/dnnl/dnnl.h,cblas.h)
+OTHER_GEMM := $(filter-out $(GEMM),onednn cblas)
 ifeq ($(filter clean deps,$(MAKECMDGOALS)),)
-ifeq ($(shell printf '\043include <$(OTHER_GEMM_HEADER)>\nint main(void){return 0;}\n' | $(CC) $(OTHER_GEMM_CFLAGS) -x c - -o /dev/null $(OTHER_GEMM_LIBS) >/dev/null 2>&1 && echo ok),ok)
+ifeq ($(call gemm_builds,$(OTHER_GEMM)),ok)
 OTHER_GEMM_TEST := $(BUILD)/tests/test_gemm_$(OTHER_GEMM)
 endif
 endif
 $(BUILD)/tests/test_gemm_$(OTHER_GEMM): validation/unit/test_gemm.c src/kernels/cpu/gemm_$(OTHER_GEMM).c $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(OTHER_GEMM_CFLAGS) $(CMOCKA_CFLAGS) -o $@ validation/unit/test_gemm.c \
-	    src/kernels/cpu/gemm_$(OTHER_GEMM).c $(LIB) $(CMOCKA_LIBS) $(OTHER_GEMM_LIBS) $(ALL_LIBS) $(LDFLAGS)
+	$(CC) $(ALL_CFLAGS) $($(OTHER_GEMM)_CFLAGS) $(CMOCKA_CFLAGS) -o $@ validation/unit/test_gemm.c \
+	    src/kernels/cpu/gemm_$(OTHER_GEMM).c $(LIB) $(CMOCKA_LIBS) $($(OTHER_GEMM)_LIBS) $(ALL_LIBS) $(LDFLAGS)
 
 tests: $(LLMTRAIN) $(LLMPREP) $(UNIT_BIN) $(REF_BIN) $(OTHER_GEMM_TEST)
 
