@@ -7,7 +7,8 @@
  * when the flag is set, leading dimensions in elements. gemm_f32 and gemm_bf16 run on the
  * CALLING thread only: the caller splits work over the OpenMP threads (matmul.c), so that the
  * result of every element never depends on the thread count.
- * Uses: the GEMM library. Used by: src/kernels/cpu/ only. */
+ * Uses: the GEMM library. Used by: src/kernels/cpu/, and validation/bench/bench_gemm.c (one
+ * library call, to compare with matmul.c's split). */
 #ifndef LLMT_GEMM_H
 #define LLMT_GEMM_H
 #include <stdbool.h>
