@@ -124,6 +124,7 @@ int main(int argc, char **argv) {
     config_t cfg;
     watchdog_enter("reading the namelist", "all ranks");
     config_load(argv[1], &cfg); /* also refuses the keys of features not in this version */
+    ckpt_resume_default(&cfg, rank); /* a requeued job continues */
     watchdog_leave();
     watchdog_set_timeout(cfg.timeout_s);
     fault_point("setup", rank);

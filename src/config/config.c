@@ -87,6 +87,7 @@ static const key_spec_t key_specs[] = {
     I64_KEY(G_RUN, "seed", seed, 1337, AT_LEAST(0)),
     STR_KEY(G_RUN, "init_from", init_from, "", NULL),
     REAL_KEY(G_RUN, "memory_limit_gb", memory_limit_gb, 0, AT_LEAST(0), AT_MOST(1e9)), /* 0 = the node's */
+    REAL_KEY(G_RUN, "time_limit_min", time_limit_min, 0, AT_LEAST(0), AT_MOST(1e7)), /* 0 = the job's */
     STR_KEY(G_RUN, "prompt", prompt, "", NULL),
     {.group = G_RUN, .key = "prompt_ids", .type = K_INT_ARRAY, FIELD(prompt_ids), .size = CFG_MAX_IDS,
      .count_offset = offsetof(config_t, n_prompt_ids), AT_LEAST(0)},
@@ -166,7 +167,8 @@ static const key_spec_t key_specs[] = {
     STR_KEY(G_CHECKPOINT, "dir", ckpt_dir, "", NULL),
     INT_KEY(G_CHECKPOINT, "every", ckpt_every, 0, AT_LEAST(0)),
     INT_KEY(G_CHECKPOINT, "keep", ckpt_keep, 3, AT_LEAST(1)),
-    STR_KEY(G_CHECKPOINT, "resume", resume, "none", NULL), /* 'none' | 'auto' | a path */
+    /* 'none' | 'auto' | a path; not given = 'none', or 'auto' in a requeued Slurm job */
+    STR_KEY(G_CHECKPOINT, "resume", resume, "", NULL),
     REAL_KEY(G_CHECKPOINT, "timeout_s", timeout_s, 600, WATCHDOG_BOUNDS),
     REAL_KEY(G_CHECKPOINT, "io_timeout_s", io_timeout_s, 3600, WATCHDOG_BOUNDS),
     BOOL_KEY(G_CHECKPOINT, "overwrite", ckpt_overwrite, false),
@@ -708,6 +710,8 @@ static int resolve_derived(parse_ctx_t *ctx, config_t *cfg) {
                          global_batch);
     if (cfg->d_ff == 0) cfg->d_ff = (int)d_ff;
     cfg->global_batch_derived = cfg->global_batch == 0;
+    cfg->resume_given = cfg->resume[0] != '\0';
+    if (!cfg->resume_given) snprintf(cfg->resume, sizeof cfg->resume, "none");
     if (cfg->global_batch == 0) cfg->global_batch = (int)global_batch;
     return 0;
 }

@@ -19,6 +19,7 @@ typedef struct config {
     int64_t seed;           /* default 1337 */
     char init_from[CFG_STR];/* HDF5 weights file to start from ('' = random init) */
     double memory_limit_gb; /* per rank; 0 = the node's memory shared by its ranks */
+    double time_limit_min;  /* minutes from start; 0 = the Slurm job's end time, if any */
     int prompt_ids[CFG_MAX_IDS]; /* generate: prompt as token ids */
     int n_prompt_ids;       /* how many were given */
     char prompt[CFG_STR];   /* generate: a text prompt (needs &data tokenizer); wins over ids */
@@ -82,6 +83,8 @@ typedef struct config {
     char ckpt_dir[CFG_STR]; /* key 'dir'; default out_dir/name */
     int ckpt_every, ckpt_keep;
     char resume[CFG_STR];   /* 'none' | 'auto' | path */
+    bool resume_given;      /* resume was set in the namelist (else 'none', or 'auto' when the
+                               Slurm job was requeued: ckpt_resume_default) */
     double timeout_s;       /* watchdog: a wait longer than this ends the job with a message */
     double io_timeout_s;    /* the watchdog timeout of checkpoint / weights reads and writes */
     bool ckpt_overwrite;    /* key 'overwrite': a fresh run may replace an older run's files */

@@ -3,15 +3,76 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include "core/error.h"
+#include "core/fileio.h"
 
-int metrics_open(metrics_t *mx, const char *path, int enabled, int append) {
+int metrics_open(metrics_t *mx, const char *path, int enabled) {
     memset(mx, 0, sizeof *mx);
     snprintf(mx->path, sizeof mx->path, "%s", path);
     if (!enabled) return 0;
-    mx->f = fopen(path, append ? "a" : "w");
+    mx->f = fopen(path, "a");
     return mx->f ? 0 : -1;
+}
+
+/* The value of the record's top-level "step" member, if it has one (our records are flat, and
+ * "step" is always written as an integer). */
+static bool record_step(const char *line, const char *end, long long *step) {
+    static const char key[] = "\"step\":";
+    for (const char *p = line; p + sizeof key - 1 < end; p++) {
+        if (memcmp(p, key, sizeof key - 1) != 0) continue;
+        char *after;
+        *step = strtoll(p + sizeof key - 1, &after, 10);
+        return after != p + sizeof key - 1;
+    }
+    return false;
+}
+
+long metrics_supersede_after(const char *path, long long step) {
+    static const char mark[] = "\"superseded\":true,";
+    size_t len;
+    int err;
+    char *text = file_read_whole(path, (size_t)1 << 34, &len, &err);
+    if (!text) {
+        if (err == ENOENT) return 0;
+        errno = err;
+        return -1;
+    }
+    long marked = 0;
+    size_t lines = 1;
+    for (size_t i = 0; i < len; i++) lines += text[i] == '\n';
+    char *out = malloc(len + lines * (sizeof mark - 1) + 2), *o = out;
+    if (!out) {
+        free(text);
+        errno = ENOMEM;
+        return -1;
+    }
+    for (char *line = text; line < text + len;) {
+        char *nl = memchr(line, '\n', (size_t)(text + len - line));
+        char *end = nl ? nl : text + len;
+        long long s;
+        const bool mark_it = line[0] == '{' && strncmp(line, "{" "\"superseded\"", 13) != 0 &&
+                             record_step(line, end, &s) && s > step;
+        if (end > line) {
+            *o++ = *line;
+            if (mark_it) {
+                memcpy(o, mark, sizeof mark - 1);
+                o += sizeof mark - 1;
+                marked++;
+            }
+            memcpy(o, line + 1, (size_t)(end - line - 1));
+            o += end - line - 1;
+        }
+        *o++ = '\n'; /* also ends a torn last line */
+        line = end + 1;
+    }
+    int rc = 0;
+    if (marked > 0 || (len > 0 && text[len - 1] != '\n')) rc = file_write_atomic(path, out, (size_t)(o - out));
+    free(text);
+    free(out);
+    return rc == 0 ? marked : -1;
 }
 
 void metrics_write(metrics_t *mx, const char *fmt, ...) {

@@ -10,9 +10,17 @@ typedef struct metrics {
     char path[512];
 } metrics_t;
 
-/* Open `path` when enabled (appending, or truncating when !append). 0, or -1 with errno (the
- * caller reports it: only the writing rank knows). */
-int metrics_open(metrics_t *mx, const char *path, int enabled, int append);
+/* Open `path` for appending when enabled (a file is never truncated: a resumed or restarted run
+ * adds to it, see metrics_supersede_after). 0, or -1 with errno (the caller reports it: only the
+ * writing rank knows). */
+int metrics_open(metrics_t *mx, const char *path, int enabled);
+/* Before a run continues from step `step` in an existing file: every record with a "step" member
+ * greater than `step` (written by an earlier attempt that got further than its last checkpoint)
+ * gets "superseded":true as its first member, so each step appears once in what tools read
+ * (those records are kept, not deleted). A torn last line (a killed writer) is ended with a
+ * newline. The file is rewritten atomically, only when something changes. Returns the number of
+ * records marked (0 when the file does not exist), or -1 with errno. */
+long metrics_supersede_after(const char *path, long long step);
 /* Append one line: `fmt` formats the object's members without braces, e.g. "\"step\":%d". */
 void metrics_write(metrics_t *mx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void metrics_close(metrics_t *mx);

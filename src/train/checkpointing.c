@@ -220,6 +220,7 @@ int ckpt_write_now(trainer_t *tr, const char *why) {
         return -1;
     }
     tr->last_ckpt_step = tr->step;
+    deadline_note_save(&tr->deadline, dt);
     if (world_rank() == 0) {
         const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
         if (write_latest(dir, base) != 0)
@@ -306,6 +307,17 @@ static int load_candidate(trainer_t *tr, const params_t *P, const char *path, ck
     res->seconds = now_sec() - t0;
     res->mib = 3.0 * (double)P->n_global * sizeof(float) / 1048576.0;
     return 0;
+}
+
+void ckpt_resume_default(config_t *cfg, int world_rank) {
+    const char *restarts = getenv("SLURM_RESTART_COUNT");
+    if (cfg->resume_given || !restarts || atoi(restarts) <= 0 || strcmp(cfg->mode, "train") != 0)
+        return;
+    snprintf(cfg->resume, sizeof cfg->resume, "auto");
+    if (world_rank == 0)
+        printf("resume: Slurm job %s was requeued (SLURM_RESTART_COUNT = %s) and %s does not set "
+               "&checkpoint resume: continuing from the newest checkpoint (resume = 'auto')\n",
+               getenv("SLURM_JOB_ID") ? getenv("SLURM_JOB_ID") : "?", restarts, cfg->source_path);
 }
 
 void ckpt_resume_find(trainer_t *tr, ckpt_resumed_t *res) {
@@ -424,8 +436,10 @@ void stop_signals_install(void) {
     signal(SIGXFSZ, SIG_IGN);
 }
 
-int stop_signal_pending(MPI_Comm world) {
-    int sig = stop_signal;
+int stop_pending(MPI_Comm world, int also) {
+    int sig = stop_signal > also ? stop_signal : also;
     comm_allreduce(&sig, 1, MPI_INT, MPI_MAX, world, "stop-signal check");
     return sig;
 }
+
+int stop_signal_pending(MPI_Comm world) { return stop_pending(world, 0); }

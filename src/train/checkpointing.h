@@ -39,6 +39,10 @@ typedef struct ckpt_resumed {
 /* Collective: choose, read and verify the checkpoint &checkpoint resume asks for (nothing when
  * resume = 'none' or 'auto' finds none that verifies). */
 void ckpt_resume_find(trainer_t *tr, ckpt_resumed_t *res);
+/* A requeued Slurm job (SLURM_RESTART_COUNT > 0) whose namelist does not set &checkpoint resume
+ * continues from its newest checkpoint (resume = 'auto'): starting over would log step 1 again
+ * and rotate the good checkpoints away. Called once after config_load, before the echo. */
+void ckpt_resume_default(config_t *cfg, int world_rank);
 /* Put what ckpt_resume_find read into the model and optimizer (step, data position, lineage)
  * and free the host copies. */
 void ckpt_resume_apply(trainer_t *tr, ckpt_resumed_t *res);
@@ -48,4 +52,8 @@ void ckpt_resume_apply(trainer_t *tr, ckpt_resumed_t *res);
 void stop_signals_install(void);
 /* Collective (watched): whether any rank received a stop signal (and which). 0 if none. */
 int stop_signal_pending(MPI_Comm world);
+/* The same check with another reason to stop from this rank (STOP_TIME_LIMIT, or 0): the
+ * largest reason of any rank wins, and every rank gets it. */
+#define STOP_TIME_LIMIT 1000
+int stop_pending(MPI_Comm world, int also);
 #endif

@@ -4,7 +4,9 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <omp.h>
 #include "core/alloc.h"
 #include "core/error.h"
@@ -239,20 +241,38 @@ static double measure_dp_allreduce_ms(trainer_t *tr) {
     return best * 1e3;
 }
 
-/* metrics.jsonl in the run directory: appended to by a resumed run (one file holds the whole
- * loss curve), replaced by a fresh one. Only rank 0 writes it; the ranks agree on the outcome. */
+/* metrics.jsonl in the run directory: one file holds the whole history of a run, so it is only
+ * ever appended to. A run that continues from step s (a resume; or 0 for a fresh run that may
+ * replace an older one's files) first marks the records an earlier attempt wrote after step s
+ * as superseded, then writes a restart record. Only rank 0 writes it; the ranks agree on the
+ * outcome. */
 static void open_metrics(trainer_t *tr, bool resumed) {
     const config_t *cfg = tr->cfg;
     char path[RUNDIR_PATH_MAX + 32], msg[RUNDIR_PATH_MAX + 200];
     snprintf(path, sizeof path, "%s/metrics.jsonl", tr->rd.dir);
     const bool writes = is_root(tr) && cfg->jsonl && strcmp(cfg->mode, "train") == 0;
-    const bool append = resumed || strcmp(cfg->resume, "auto") == 0;
     const char *mine = NULL;
-    if (metrics_open(&tr->metrics, path, writes, append) != 0) {
-        snprintf(msg, sizeof msg, "cannot create the metrics file %s: %s", path, strerror(errno));
+    struct stat st;
+    const bool existed = writes && stat(path, &st) == 0 && st.st_size > 0;
+    long marked = existed ? metrics_supersede_after(path, (long long)tr->step) : 0;
+    if (marked < 0) {
+        snprintf(msg, sizeof msg, "cannot mark the superseded records of %s: %s", path, strerror(errno));
+        mine = msg;
+    } else if (metrics_open(&tr->metrics, path, writes) != 0) {
+        snprintf(msg, sizeof msg, "cannot open the metrics file %s: %s", path, strerror(errno));
         mine = msg;
     }
     comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, "opening metrics.jsonl", mine);
+    if (!existed) return;
+    const char *restarts = getenv("SLURM_RESTART_COUNT"), *job = getenv("SLURM_JOB_ID");
+    metrics_write(&tr->metrics, "\"event\":\"restart\",\"step\":%lld,\"resumed\":%s,"
+                  "\"superseded_records\":%ld,\"slurm_job_id\":\"%s\",\"slurm_restart_count\":%d",
+                  (long long)tr->step, resumed ? "true" : "false", marked, job ? job : "",
+                  restarts ? atoi(restarts) : 0);
+    if (marked > 0)
+        printf("metrics: %ld records of %s written after step %lld by an earlier attempt are "
+               "marked \"superseded\":true (kept); every step appears once in the others\n",
+               marked, path, (long long)tr->step);
 }
 
 /* The parameters from a full host copy of the flat buffer: into the model, or (ZeRO-3) this
@@ -350,6 +370,8 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
     const bool was_resumed = resumed.found;
     ckpt_resume_apply(tr, &resumed);
     open_metrics(tr, was_resumed);
+    if (strcmp(cfg->mode, "train") == 0)
+        deadline_init(&tr->deadline, cfg, ckpt_file_bytes(&tr->model.P, true), MPI_COMM_WORLD);
     tr->inputs = xmalloc(sizeof(int) * (size_t)tr->accum * tr->micro_batch * tr->T);
     tr->targets = xmalloc(sizeof(int) * (size_t)tr->accum * tr->micro_batch * tr->T);
     tr->flops_per_token = gpt_flops_per_token(&tr->model, tr->T);
@@ -711,18 +733,27 @@ static void print_time_split(trainer_t *tr) {
  * step exists already: one was just written, or the run stopped before its first step), then
  * the run ends with the requeue code. */
 static int stop_for_signal(trainer_t *tr, int sig, const char *when) {
-    const char *name = sig == SIGTERM ? "SIGTERM" : "SIGUSR1";
+    const bool timed_out = sig == STOP_TIME_LIMIT;
+    const char *name = timed_out ? "time_limit" : sig == SIGTERM ? "SIGTERM" : "SIGUSR1";
+    char what[300];
+    if (timed_out)
+        snprintf(what, sizeof what, "%.0f s left before the job ends (%s): less than a step plus "
+                 "a save with margin (%.0f s)", tr->deadline.end - (double)time(NULL),
+                 tr->deadline.source, deadline_margin(&tr->deadline));
+    else
+        snprintf(what, sizeof what, "received %s%s", name, when);
     const bool untrained = tr->step == 0 && tr->last_ckpt_step < 0;
     int code = LLMT_EXIT_REQUEUE;
     if (!(tr->last_ckpt_step == tr->step || untrained)) {
         if (is_root(tr))
-            printf("received %s%s at step %lld: writing a checkpoint, then exiting with code %d "
-                   "so the job can be requeued (resume = 'auto' continues from it)\n", name, when,
+            printf("%s at step %lld: writing a checkpoint, then exiting with code %d so the job "
+                   "can be requeued (resume = 'auto' continues from it)\n", what,
                    (long long)tr->step, LLMT_EXIT_REQUEUE);
-        code = ckpt_write_now(tr, "signal") == 0 ? LLMT_EXIT_REQUEUE : LLMT_EXIT_CKPT;
+        code = ckpt_write_now(tr, timed_out ? "time limit" : "signal") == 0 ? LLMT_EXIT_REQUEUE
+                                                                            : LLMT_EXIT_CKPT;
     } else if (is_root(tr)) {
-        printf("received %s%s at step %lld: %s; exiting with code %d so the job can be "
-               "requeued (resume = 'auto' continues from it)\n", name, when, (long long)tr->step,
+        printf("%s at step %lld: %s; exiting with code %d so the job can be requeued (resume = "
+               "'auto' continues from it)\n", what, (long long)tr->step,
                untrained ? "nothing trained yet, nothing to save"
                : "the checkpoint of this step exists", LLMT_EXIT_REQUEUE);
     }
@@ -740,7 +771,9 @@ static int after_step(trainer_t *tr) {
     if (cfg->ckpt_every > 0 && tr->step % cfg->ckpt_every == 0 && tr->step < cfg->max_steps)
         ckpt_write_now(tr, "every"); /* a failure was reported; training goes on */
     fault_point("step", tr->grid->world_rank);
-    int sig = stop_signal_pending(MPI_COMM_WORLD);
+    /* rank 0's clock decides about the time limit; the verdict travels with the signals */
+    const bool late = is_root(tr) && deadline_due(&tr->deadline, tr->grid->world_rank);
+    int sig = stop_pending(MPI_COMM_WORLD, late ? STOP_TIME_LIMIT : 0);
     return sig ? stop_for_signal(tr, sig, "") : -1;
 }
 
@@ -833,6 +866,7 @@ int trainer_train(trainer_t *tr) {
         double t0 = now_sec();
         step_result_t r = train_step(tr);
         double dt = now_sec() - t0;
+        deadline_note_step(&tr->deadline, dt);
         const long faults = minor_faults_now() - faults0;
         comm_delta(&before, &delta);
         /* The first step carries one-time costs (page faults, BLAS warm-up): keep it out of the ETA. */

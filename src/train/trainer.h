@@ -12,6 +12,7 @@
 #include "io/shards.h"
 #include "model/gpt.h"
 #include "parallel/grid.h"
+#include "train/deadline.h"
 #include "train/dp_sync.h"
 #include "train/loss_scale.h"
 #include "train/optimizer.h"
@@ -26,6 +27,7 @@ typedef struct trainer {
     const ops_t *ops;
     gpt_t model;
     adamw_t opt;
+    deadline_t deadline; /* the job's end time and the stop before it */
     zero_t zero;                /* ZeRO partitions over the dp group: the ownership map */
     dtype_t precision;          /* weights copy, saved activations, gradients before reduction */
     double memory_limit;        /* bytes a rank may use (&run memory_limit_gb or the node's) */

@@ -1,0 +1,123 @@
+# lib_slurm.bash — a private Slurm on localhost for the scenario tests (sourced after lib.bash).
+# munged, slurmctld and slurmd run from a temporary directory (config, state, spool, logs, the
+# munge key and socket), on ports of their own, so nothing of a site's Slurm is touched; the test
+# starts them and stops them by PID. Clients find this Slurm through SLURM_CONF.
+#   slurm_start      start it (or exit 77 with the reason when it cannot start here)
+#   slurm_wait JOB SECONDS   wait until job JOB is no longer pending or running
+#   slurm_stop       stop the daemons (also on exit: a trap)
+# Jobs run as root with MpiDefault=pmix, proctrack/linuxproc, no cgroups and no accounting.
+
+SLURM_DIR=${SLURM_DIR:-/tmp/llmt-slurm-$$}
+SLURM_PIDS=()
+
+slurm_skip() { echo "SKIP: $*"; exit 77; }
+
+slurm_write_conf() {
+    local host node mem port
+    host=$(hostname -s)
+    # the node as slurmd sees it (sockets, cores, threads), with 80% of its memory for jobs
+    mem=$(awk '/MemTotal/ {print int($2 / 1024 * 0.8)}' /proc/meminfo)
+    node=$(slurmd -C | head -1 | sed -e 's/ RealMemory=[0-9]*//' -e 's/^NodeName=[^ ]* //')
+    port=$((20000 + ($$ % 4000) * 2)) # two ports of our own: ctld, then slurmd
+    mkdir -p "$SLURM_DIR"/{state,spool,log,munge}
+    cat >"$SLURM_DIR/slurm.conf" <<CONF
+ClusterName=llmtest
+SlurmctldHost=$host
+SlurmctldPort=$port
+SlurmdPort=$((port + 1))
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket=$SLURM_DIR/munge/munge.socket
+CredType=cred/munge
+StateSaveLocation=$SLURM_DIR/state
+SlurmdSpoolDir=$SLURM_DIR/spool/%n
+SlurmctldPidFile=$SLURM_DIR/slurmctld.pid
+SlurmdPidFile=$SLURM_DIR/slurmd.pid
+SlurmctldLogFile=$SLURM_DIR/log/slurmctld.log
+SlurmdLogFile=$SLURM_DIR/log/slurmd.log
+SlurmctldDebug=info
+SlurmdDebug=info
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+MpiDefault=pmix
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SchedulerType=sched/builtin
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+ReturnToService=2
+JobRequeue=1
+MinJobAge=600
+KillWait=10
+InactiveLimit=0
+MessageTimeout=20
+SlurmctldTimeout=30
+SlurmdTimeout=60
+NodeName=$host $node RealMemory=$mem State=UNKNOWN
+PartitionName=test Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
+CONF
+}
+
+slurm_start_munge() {
+    dd if=/dev/urandom of="$SLURM_DIR/munge/munge.key" bs=1024 count=1 status=none
+    chmod 700 "$SLURM_DIR/munge" && chmod 400 "$SLURM_DIR/munge/munge.key"
+    munged --force --foreground --key-file="$SLURM_DIR/munge/munge.key" \
+        --socket="$SLURM_DIR/munge/munge.socket" --pid-file="$SLURM_DIR/munge/munged.pid" \
+        --log-file="$SLURM_DIR/log/munged.log" --seed-file="$SLURM_DIR/munge/munged.seed" \
+        >/dev/null 2>&1 &
+    SLURM_PIDS+=($!)
+    local i
+    for i in $(seq 50); do [ -S "$SLURM_DIR/munge/munge.socket" ] && return 0; sleep 0.1; done
+    slurm_skip "munged did not start ($(tail -1 "$SLURM_DIR/log/munged.log" 2>/dev/null))"
+}
+
+slurm_start() {
+    command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v munged >/dev/null ||
+        slurm_skip "Slurm (slurmctld, slurmd) or munge is not installed: make deps installs them"
+    [ "$(id -u)" -eq 0 ] || slurm_skip "a private Slurm needs root here (slurmd starts jobs as their user)"
+    rm -rf "$SLURM_DIR"
+    slurm_write_conf
+    export SLURM_CONF=$SLURM_DIR/slurm.conf
+    trap slurm_stop EXIT
+    slurm_start_munge
+    slurmctld -D -i -f "$SLURM_CONF" >"$SLURM_DIR/log/slurmctld.out" 2>&1 &
+    SLURM_PIDS+=($!)
+    slurmd -D -f "$SLURM_CONF" >"$SLURM_DIR/log/slurmd.out" 2>&1 &
+    SLURM_PIDS+=($!)
+    local i state
+    for i in $(seq 150); do
+        state=$(sinfo -h -o %T 2>/dev/null | head -1)
+        case "$state" in idle*) return 0 ;; esac
+        sleep 0.2
+    done
+    slurm_skip "the private Slurm did not come up (node state '$state'; $(tail -2 "$SLURM_DIR/log/slurmctld.log" 2>/dev/null | tr '\n' ' '))"
+}
+
+slurm_stop() {
+    local p
+    for p in "${SLURM_PIDS[@]}"; do kill "$p" 2>/dev/null; done
+    for p in "${SLURM_PIDS[@]}"; do wait "$p" 2>/dev/null; done
+    SLURM_PIDS=()
+}
+
+# slurm_state JOB: the job's state (PENDING, RUNNING, COMPLETED, FAILED, ...), from squeue while
+# it is known there.
+slurm_state() { squeue -h -j "$1" -o %T 2>/dev/null | head -1; }
+
+# slurm_wait JOB SECONDS: until the job has finished (completed, failed, cancelled, timed out)
+slurm_wait() {
+    local i s
+    for i in $(seq $(($2 * 2))); do
+        s=$(scontrol -o show job "$1" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
+        case "$s" in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | BOOT_FAIL | DEADLINE) echo "$s"; return 0 ;; esac
+        sleep 0.5
+    done
+    echo "TIMEOUT_WAITING($s)"
+    return 1
+}
+
+# slurm_exit_code JOB: the batch script's exit code as Slurm recorded it
+slurm_exit_code() { scontrol -o show job "$1" | sed -n 's/.*ExitCode=\([0-9]*\):.*/\1/p'; }
+# slurm_restarts JOB: how many times the job was requeued
+slurm_restarts() { scontrol -o show job "$1" | sed -n 's/.*Restarts=\([0-9]*\).*/\1/p'; }
