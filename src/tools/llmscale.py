@@ -8,8 +8,9 @@
 
 Each grid (DPxTPxPP, the order of &parallel dp, tp, pp) is one run of the base namelist for --steps
 steps: an srun job step inside the Slurm allocation (--exclusive: it gets its CPUs to itself, one
-run at a time; --step-share overlap when llmscale itself runs inside a step that holds them), or,
-outside Slurm, `$MPIRUN -np R` (default mpirun). Strong scaling keeps the base's global batch
+run at a time; --step-share overlap when llmscale itself runs inside a step that holds them; on
+ceil(R / ranks per node) nodes, so nodes fill before more are used), or, outside Slurm,
+`$MPIRUN -np R` (default mpirun). Strong scaling keeps the base's global batch
 (micro_batch is lowered where micro_batch x dp would not divide it); weak scaling scales it with dp
 (global_batch = base global_batch / base dp x dp). Every run gets the same `&log peak_flops`: the
 value of --peak-flops, else the hardware peak per rank that a 0-step calibration run of the first
@@ -233,10 +234,13 @@ class Study:
         return o
 
     def command(self, run, nml):
-        share = "--" + self.args.step_share
-        return (sw.launcher_argv(self.launcher, run["ranks"], "llmscale-" + run["grid"], share,
-                                 tasks_per_node=self.args.ranks_per_node,
-                                 mpirun=os.environ.get("MPIRUN") or "mpirun")
+        share, nodes, per_node = "--" + self.args.step_share, 0, 0
+        if self.launcher == "srun":
+            # fill nodes before using more: a step would otherwise spread over all of the job's
+            per_node = self.args.ranks_per_node or sw._slurm_tasks_per_node()
+            nodes = -(-run["ranks"] // per_node) if per_node else 0
+        return (sw.launcher_argv(self.launcher, run["ranks"], "llmscale-" + run["grid"], share, nodes=nodes,
+                                 tasks_per_node=per_node, mpirun=os.environ.get("MPIRUN") or "mpirun")
                 + self.extra + self.trainer + [nml])
 
     def execute(self, run, steps, peak, run_dir, why):
@@ -285,10 +289,10 @@ class Study:
             found = read_peak(log)
             if rc == 0 and found:
                 gflops, how = found
-                self.doc["peak_flops"] = gflops * 1e9
+                self.doc["peak_flops"] = float(round(gflops * 1e9))  # the line's 0.1 GFLOP/s, exactly
                 self.doc["peak_source"] = "hardware peak per rank of a 0-step run on %s: %s" % (run["grid"], how)
                 print("llmscale: MFU reference %.1f GFLOP/s per rank (%s); every run gets &log peak_flops = %s"
-                      % (gflops, self.doc["peak_source"], sw.format_value(gflops * 1e9)), flush=True)
+                      % (gflops, self.doc["peak_source"], sw.format_value(self.doc["peak_flops"])), flush=True)
                 return
             why = ("exit %d: %s" % (rc, sw._log_reason(log, LOG_MARK) or "no output") if rc
                    else "no 'MFU reference' line")
@@ -471,15 +475,15 @@ def write_markdown(out_dir, doc, rows, ref, warmup):
     batch = ("global batch fixed at %d sequences" % gb if a["mode"] == "strong"
              else "global batch = %d sequences per dp rank x dp" % (gb // a["base_dp"]))
     lines = ["# Scaling study of %s: %s scaling" % (a["base"], a["mode"]), "",
-             "- %s; %d steps per run; medians over steps %d..%d (the first %d are warm-up)"
-             % (batch, a["steps"], warmup + 1, a["steps"], warmup),
+             "- %s; %d steps per run; medians over steps %d..%d (warm-up: %d step%s)"
+             % (batch, a["steps"], warmup + 1, a["steps"], warmup, "" if warmup == 1 else "s"),
              "- MFU reference: %s GFLOP/s per rank (%s), the same `&log peak_flops = %s` in every run's namelist"
              % (_fmt(peak and peak / 1e9, "%.1f") or "none", doc.get("peak_source") or "not measured",
                 sw.format_value(float(peak)) if peak else "0"),
              "- speedup = tokens/s / tokens/s of %s; ideal = ranks / %s; efficiency = speedup / ideal"
              % ((ref["grid"], "%d" % ref["ranks"]) if ref else ("the row with the fewest ranks", "its ranks")),
-             "- times are rank 0's (ms per step): compute = step - tp all-reduce - pipeline wait - dp wait; "
-             "peak MiB: rank 0's tracked buffers", "- launcher: %s" % a["launcher"], "",
+             "- times are rank 0's (ms per step, each column its own median): compute = step - tp all-reduce - "
+             "pipeline wait - dp wait; peak MiB: rank 0's tracked buffers, the highest of all steps", "- launcher: %s" % a["launcher"], "",
              "| grid (dp x tp x pp) | ranks | global batch | micro batch | tokens/s | step ms | compute ms | "
              "tp ms | pp wait ms | dp wait ms | peak MiB | MFU % | speedup | ideal | efficiency |",
              "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
@@ -579,7 +583,8 @@ def parse_args(argv):
                    "else llmtrain on PATH, else ./llmtrain]")
     p.add_argument("--peak-flops", type=float, default=0.0,
                    help="FLOP/s per rank for MFU in every run [measured once by a 0-step run]")
-    p.add_argument("--ranks-per-node", type=int, default=0, help="srun --ntasks-per-node [Slurm's placement]")
+    p.add_argument("--ranks-per-node", type=int, default=0, help="srun: ranks per node, a run of R ranks on "
+                   "ceil(R / this) nodes [the allocation's tasks per node; mpirun: not used]")
     p.add_argument("--step-share", choices=("exclusive", "overlap"), default="exclusive",
                    help="srun --exclusive (a run's CPUs to itself) or --overlap (llmscale runs in a step) [exclusive]")
     p.add_argument("--report", action="store_true", help="rewrite results.md, results.csv, scaling.png of --out")
@@ -602,7 +607,7 @@ def parse_args(argv):
     if not 0 <= a.warmup < a.steps:
         p.error("--warmup %d must be at least 0 and below --steps %d" % (a.warmup, a.steps))
     if not (a.peak_flops >= 0 and math.isfinite(a.peak_flops)) or a.peak_flops > 1e18:
-        p.error("--peak-flops %g must be a FLOP/s per rank in (0, 1e18]" % a.peak_flops)
+        p.error("--peak-flops %g must be a FLOP/s per rank in (0, 1e18] (0: measure it)" % a.peak_flops)
     if a.ranks_per_node < 0:
         p.error("--ranks-per-node %d must be positive" % a.ranks_per_node)
     for opt, text in (("--launcher-args", a.launcher_args), ("--trainer", a.trainer)):
