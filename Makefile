@@ -166,6 +166,18 @@ clean: llmsweep-clean
 llmsweep-clean:
 	rm -f llmsweep
 
+# llmscale (scaling studies; src/tools/llmscale.py, which imports llmsweep.py beside it): the same
+# kind of wrapper. Built by `make`, `make tests` and `make llmscale`.
+.PHONY: llmscale-clean
+all: llmscale
+tests: llmscale
+llmscale: src/tools/llmscale.py src/tools/llmsweep.py
+	@printf '#!/bin/sh\n# llmscale: strong and weak scaling studies of llmtrain (see README.md)\nexec %s "$$(dirname "$$0")/src/tools/llmscale.py" "$$@"\n' "$(PYTHON)" >$@
+	@chmod +x $@
+clean: llmscale-clean
+llmscale-clean:
+	rm -f llmscale
+
 # llmmerge: weight merging (src/tools/llmmerge.c with its methods and HDF5 side). Its unit test
 # links the methods too (an explicit rule wins over the pattern rule for tests).
 LLMMERGE := $(BIN_DIR)llmmerge

@@ -853,7 +853,7 @@ class Study:
         c = self.cfg
         launcher = c["launcher"]
         if launcher == "auto":
-            launcher = "srun" if os.environ.get("SLURM_JOB_ID") and shutil.which("srun") else "mpirun"
+            launcher = auto_launcher()
         self.launcher = launcher
         if c["command"]:
             try:
@@ -892,6 +892,11 @@ class Study:
 
     def base_digest(self):
         return hashlib.sha256(self.base.text.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def auto_launcher():
+    """srun inside a Slurm allocation (where srun is found), else mpirun."""
+    return "srun" if os.environ.get("SLURM_JOB_ID") and shutil.which("srun") else "mpirun"
 
 
 def _int_env(name):
@@ -1313,17 +1318,27 @@ def trial_command(study, name, nml, trial_dir):
             argv.append(nml)
         return argv
     extra, trainer = shlex.split(c["launcher_args"]), shlex.split(c["trainer"])
-    if study.launcher == "srun":
-        # one job step per trial inside the allocation: --exact gives the step only the CPUs it
-        # asks for, so `concurrent` steps share the nodes; llmtrain binds its ranks itself
-        argv = ["srun", "--exact", "--ntasks=" + ranks, "--cpu-bind=none", "--kill-on-bad-exit=1",
-                "--job-name=%s-%s" % (c["name"], name)]
-        if c["nodes_per_trial"]:
-            argv.append("--nodes=%d" % c["nodes_per_trial"])
+    # --exact gives each trial's step only the CPUs it asks for: `concurrent` steps share the nodes
+    return launcher_argv(study.launcher, c["ranks_per_trial"], "%s-%s" % (c["name"], name), "--exact",
+                         nodes=c["nodes_per_trial"]) + extra + trainer + [nml]
+
+
+def launcher_argv(launcher, ranks, job_name, share, nodes=0, tasks_per_node=0, mpirun="mpirun"):
+    """The launcher's words for `ranks` MPI ranks (llmscale uses it too): an srun job step inside
+    the allocation (share: '--exact', '--exclusive' or '--overlap', how the step shares the
+    allocation's CPUs with other steps; llmtrain binds its ranks itself), or `mpirun` (a command
+    line, e.g. $MPIRUN) with -np."""
+    if launcher == "srun":
+        argv = ["srun", share, "--ntasks=%d" % ranks, "--cpu-bind=none", "--kill-on-bad-exit=1",
+                "--job-name=" + job_name]
+        if nodes:
+            argv.append("--nodes=%d" % nodes)
+        if tasks_per_node:
+            argv.append("--ntasks-per-node=%d" % tasks_per_node)
         if os.environ.get("SLURM_CPUS_PER_TASK"):
             argv.append("--cpus-per-task=" + os.environ["SLURM_CPUS_PER_TASK"])
-        return argv + extra + trainer + [nml]
-    return ["mpirun", "-np", ranks] + extra + trainer + [nml]
+        return argv
+    return shlex.split(mpirun) + ["-np", str(ranks)]
 
 
 _libc = None
@@ -1376,16 +1391,17 @@ _REASON_WORDS = ("error", "traceback", "not found", "no such", "cannot", "can't"
                  "invalid", "unknown", "detected", "denied", "unable", "could not")
 
 
-def _log_reason(log_path):
-    """One line that says why a trial failed, from its last attempt's output: llmtrain's own
-    message (it names the namelist's file:line:col), else the first line that reads like an error
-    with the rest of its paragraph (a launcher wraps its messages), else the first line."""
+def _log_reason(log_path, marker="== llmsweep"):
+    """One line that says why a trial failed, from its last attempt's output (after the last line
+    starting with `marker`): llmtrain's own message (it names the namelist's file:line:col), else
+    the first line that reads like an error with the rest of its paragraph (a launcher wraps its
+    messages), else the first line."""
     try:
         with open(log_path, encoding="utf-8", errors="replace") as f:
             lines = [ln.strip() for ln in f.read().splitlines()[-400:] if ln.strip()]
     except OSError:
         return ""
-    attempt = max((i for i, ln in enumerate(lines) if ln.startswith("== llmsweep")), default=-1)
+    attempt = max((i for i, ln in enumerate(lines) if ln.startswith(marker)), default=-1)
     lines = lines[attempt + 1:]
     # llmtrain's error first: its warnings (e.g. OpenBLAS's CPU) come before it in the log
     for ln in lines:
