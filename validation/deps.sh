@@ -13,6 +13,9 @@ PACKAGES="$PACKAGES python3-matplotlib" # llmsweep's plots
 # make fuzz and validation/e2e/fuzz_namelist.sh: clang with libFuzzer (libclang-rt-dev holds the
 # runtime; clang alone only recommends it). make SANITIZE=1 needs nothing more: gcc brings ASan/UBSan.
 PACKAGES="$PACKAGES clang libclang-rt-dev"
+# the HPC workflow tests: a private Slurm on localhost (validation/e2e/lib_slurm.bash; the
+# daemons are started by the tests themselves, never as services) and Lmod for the modulefile
+PACKAGES="$PACKAGES slurmctld slurmd slurm-client munge lmod"
 quiet=0
 [ "${1:-}" = "--if-missing" ] && quiet=1
 

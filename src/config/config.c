@@ -901,7 +901,67 @@ static int check_sizes(parse_ctx_t *ctx, const config_t *cfg) {
     return 0;
 }
 
+/* ---- environment variables in paths ------------------------------------------------------ */
+
+/* Path keys may name environment variables: ${NAME}, or ${NAME:-default} (the default when
+ * NAME is unset or empty), so an installed example runs from any directory
+ * (train_files = '${LLMTRAIN_DATA:-data}/tiny/train_*.bin'). An unset variable without a
+ * default is an error naming the key; a path is otherwise left as written (relative paths are
+ * relative to the working directory, like every other program's). */
+static const char *const env_path_keys[] = {"train_files", "val_files", "tokenizer", "init_from",
+                                            "out_dir", "dir"};
+
+static int expand_one(parse_ctx_t *ctx, int k, char *value, size_t cap) {
+    char out[CFG_STR * 4];
+    size_t o = 0;
+    for (const char *p = value; *p;) {
+        if (p[0] != '$' || p[1] != '{') {
+            if (o + 1 < sizeof out) out[o++] = *p;
+            p++;
+            continue;
+        }
+        const char *close = strchr(p, '}');
+        const nl_entry_t *e = ctx->set_by[k];
+        const int line = e ? e->line : 1, col = e ? e->col : 1;
+        if (!close)
+            return cfg_error(ctx, line, col, "&%s %s: '${' without a closing '}' in '%s'",
+                             group_names[key_specs[k].group], key_specs[k].key, value);
+        char name[128] = "", def[CFG_STR] = "";
+        const char *colon = strstr(p, ":-");
+        const bool has_def = colon && colon < close;
+        const char *name_end = has_def ? colon : close;
+        snprintf(name, sizeof name, "%.*s", (int)(name_end - p - 2), p + 2);
+        if (has_def) snprintf(def, sizeof def, "%.*s", (int)(close - colon - 2), colon + 2);
+        const char *env = getenv(name);
+        const char *use = env && *env ? env : has_def ? def : NULL;
+        if (!use)
+            return cfg_error(ctx, line, col, "&%s %s: the environment variable %s in '%s' is not "
+                             "set (export it, or write ${%s:-default})",
+                             group_names[key_specs[k].group], key_specs[k].key, name, value, name);
+        for (const char *u = use; *u && o + 1 < sizeof out; u++) out[o++] = *u;
+        p = close + 1;
+    }
+    out[o] = '\0';
+    if (o + 1 > cap)
+        return cfg_error(ctx, 1, 1, "&%s %s: '%s' expands to %zu characters, more than %zu",
+                         group_names[key_specs[k].group], key_specs[k].key, value, o, cap - 1);
+    memcpy(value, out, o + 1);
+    return 0;
+}
+
+static int expand_env_paths(parse_ctx_t *ctx, config_t *cfg) {
+    for (int k = 0; k < N_KEYS; k++) {
+        if (key_specs[k].type != K_STR) continue;
+        for (size_t i = 0; i < sizeof env_path_keys / sizeof env_path_keys[0]; i++)
+            if (strcmp(key_specs[k].key, env_path_keys[i]) == 0 &&
+                expand_one(ctx, k, field_ptr(cfg, &key_specs[k]), key_specs[k].size) != 0)
+                return -1;
+    }
+    return 0;
+}
+
 static int check_cross_keys(parse_ctx_t *ctx, config_t *cfg) {
+    if (expand_env_paths(ctx, cfg)) return -1;
     if (check_loss_scaling(ctx, cfg) || check_heads_divide_width(ctx, cfg) || check_global_batch(ctx, cfg) ||
         check_min_lr(ctx, cfg) || check_mode_inputs(ctx, cfg) || check_prompt_in_vocab(ctx, cfg) ||
         check_generate_grid(ctx, cfg) || check_val_files(ctx, cfg) || check_recompute_layers(ctx, cfg))

@@ -36,6 +36,12 @@ void fault_point(const char *point, int world_rank) {
                         world_rank, (unsigned long long)rl.rlim_cur, point);
                 return;
             }
+            if (alen > 5 && strncmp(act, "sleep", 5) == 0) {
+                /* every time the point is passed: a slow node or file system, steps of a
+                 * known length for the time-limit tests */
+                usleep((useconds_t)(1000 * strtoul(act + 5, NULL, 10)));
+                return;
+            }
             for (size_t a = 0; a < sizeof actions / sizeof actions[0]; a++)
                 if (strlen(actions[a].name) == alen && strncmp(act, actions[a].name, alen) == 0) {
                     fprintf(stderr, "llmtrain: rank %d: LLMT_FAULT: %s at '%s' (pid %d)\n",

@@ -7,7 +7,8 @@
  * action: stop (default: SIGSTOP), term (SIGTERM), usr1 (SIGUSR1), kill (SIGKILL), fsizeN (from
  * here on the file size limit is N bytes, as `ulimit -f` would set it, so writes beyond it fail
  * with EFBIG inside the real I/O stack: set after MPI_Init, whose shared-memory segments would
- * not fit).
+ * not fit), sleepN (sleep N milliseconds each time the point is passed: a slow rank, or steps
+ * of a known length).
  * Points: startup (right after MPI_Init), setup (after the namelist, before the grid), data
  * (before the data files are checked), resume (before a checkpoint's tensors are read), save
  * (before a checkpoint's tensors are written), weights (before a weights file is written), step

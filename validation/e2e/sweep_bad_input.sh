@@ -50,7 +50,9 @@ case_ "trainer = './no-such-trainer', launcher = 'mpirun'" "$L = log(1e-3, 1e-2)
 case_ "launcher = 'mpirun'" "train.lrr = {1}" "/preflight/trial.nml:18:3: &train unknown key 'lrr'"
 case_ "launcher = 'mpirun', ranks_per_trial = 2, launcher_args = '--oversubscribe'" "$L = log(1e-3, 1e-2)" \
     "&parallel dp*tp*pp = 1*1*1 = 1 does not equal the 2 MPI ranks started"
-case_ "launcher = 'srun'" "$L = log(1e-3, 1e-2)" "preflight of trial t0000: the trainer command cannot run: srun"
+# outside an allocation srun is either missing or (Slurm installed, e.g. by make deps) fails
+case_ "launcher = 'srun'" "$L = log(1e-3, 1e-2)" "preflight of trial t0000"
+grep -q "srun" "$TEST_DIR/case$n.err" || fail "case $n: the message does not name srun"
 write_tiny_nml "$TEST_DIR/noval.nml" max_steps=5 val_files=''
 BASE=$TEST_DIR/noval.nml case_ "launcher = 'mpirun'" "$L = log(1e-3, 1e-2)" \
     "case22.nml:1:1: objective = 'val_loss', but the base $TEST_DIR/noval.nml gives no validation loss"
