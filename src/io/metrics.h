@@ -1,18 +1,26 @@
 /* metrics.h — machine-readable run metrics: one JSON object per line (JSONL) in the run
- * directory, written by rank 0 and flushed every line so a killed job keeps its history.
- * Uses: core/. Used by: train/. */
+ * directory, written by rank 0 and flushed every line so a killed job keeps its history; and,
+ * when enabled, the same records as TensorBoard events (io/tensorboard: every record written
+ * here is handed to it, so the two cannot differ). Uses: io/tensorboard, core/. Used by: train/. */
 #ifndef LLMT_METRICS_H
 #define LLMT_METRICS_H
+#include <stdbool.h>
 #include <stdio.h>
+#include "io/tensorboard.h"
 
 typedef struct metrics {
     FILE *f; /* NULL when disabled or not rank 0 */
     char path[512];
+    tb_writer_t tb;     /* tb.f NULL when TensorBoard is off or not rank 0 */
+    bool tb_warned;     /* a TensorBoard write failed (said once; the JSONL goes on) */
 } metrics_t;
 
 /* Open `path` when enabled (appending, or truncating when !append). 0, or -1 with errno (the
  * caller reports it: only the writing rank knows). */
 int metrics_open(metrics_t *mx, const char *path, int enabled, int append);
+/* After metrics_open: also write every record as TensorBoard events into `dir` (which exists);
+ * `fresh` removes an earlier run's event files there. 0, or -1 with errno. */
+int metrics_open_tensorboard(metrics_t *mx, const char *dir, int fresh);
 /* Append one line: `fmt` formats the object's members without braces, e.g. "\"step\":%d". */
 void metrics_write(metrics_t *mx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void metrics_close(metrics_t *mx);
