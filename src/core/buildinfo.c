@@ -22,6 +22,13 @@
 #endif
 #endif
 
+/* __VERSION__ is "12.2.0" for gcc, "Clang 14.0.6 ..." (or "Intel(R) ...") for the others */
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__INTEL_COMPILER) && !defined(__INTEL_LLVM_COMPILER)
+#define COMPILER_ID "gcc " __VERSION__
+#else
+#define COMPILER_ID __VERSION__
+#endif
+
 /* __DATE__ "Mar  5 2025" and __TIME__ "12:34:56" as "2025-03-05T12:34:56". */
 static void iso_build_date(char *out, size_t len) {
     static const char months[] = "JanFebMarAprMayJunJulAugSepOctNovDec";
@@ -70,7 +77,7 @@ void buildinfo_get(buildinfo_t *b) {
     b->version = LLMT_VERSION;
     b->commit = LLMT_GIT_COMMIT;
     b->dirty = LLMT_GIT_DIRTY;
-    b->compiler = LLMT_CC " (" __VERSION__ ")";
+    b->compiler = LLMT_CC " (" COMPILER_ID ")";
     b->cflags = LLMT_CFLAGS;
     iso_build_date(b->build_date, sizeof b->build_date);
     mpi_version(b->mpi, sizeof b->mpi);
@@ -90,7 +97,7 @@ void buildinfo_print_version(FILE *f) {
     buildinfo_get(&b);
     fprintf(f, "llmtrain %s, commit %s%s, built %s\n"
             "compiler: %s\nflags: %s\n"
-            "libraries: MPI %s; HDF5 %s; GEMM %s; hwloc %s; PAPI %s; CUDA %s; NCCL %s\n",
+            "libraries: %s; HDF5 %s; GEMM %s; hwloc %s; PAPI %s; CUDA %s; NCCL %s\n",
             b.version, b.commit, !strcmp(b.dirty, "true") ? " (with uncommitted changes)" : "",
             b.build_date, b.compiler, b.cflags, b.mpi, b.hdf5, b.gemm, b.hwloc, b.papi, b.cuda,
             b.nccl);
