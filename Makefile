@@ -76,6 +76,23 @@ llmtrain: $(LLMTRAIN)
 llmprep: $(LLMPREP)
 endif
 
+# Provenance compiled in (src/core/buildinfo.c): the commit, whether tracked files differ from it
+# ("unknown" without git or outside a git checkout), compiler and flags. Rewritten only when its
+# content changes; buildinfo.o is recompiled whenever another object is, so its __DATE__ is the
+# build's.
+BUILDINFO_H := $(BUILD)/buildinfo_gen.h
+.PHONY: FORCE
+$(BUILDINFO_H): FORCE
+	@mkdir -p $(BUILD)
+	@c=unknown; d=unknown; \
+	if [ "$$(git -C . rev-parse --show-toplevel 2>/dev/null)" = "$(CURDIR)" ] && c=$$(git rev-parse HEAD 2>/dev/null); then \
+	    git update-index -q --refresh >/dev/null 2>&1; if git diff-index --quiet HEAD -- 2>/dev/null; then d=false; else d=true; fi; else c=unknown; fi; \
+	printf '#define LLMT_GIT_COMMIT "%s"\n#define LLMT_GIT_DIRTY "%s"\n#define LLMT_CC "%s"\n#define LLMT_CFLAGS "%s"\n#define LLMT_GEMM_IS_ONEDNN %s\n#define LLMT_GEMM_LIBS "%s"\n' \
+	    "$$c" "$$d" '$(subst ",\",$(CC))' '$(subst ",\",$(CFLAGS))' $(if $(filter onednn,$(GEMM)),1,0) '$(subst ",\",$(GEMM_LIBS))' >$@.new
+	@if cmp -s $@.new $@; then rm -f $@.new; else mv $@.new $@; fi
+$(BUILD)/core/buildinfo.o: ALL_CFLAGS += -I$(BUILD)
+$(BUILD)/core/buildinfo.o: $(BUILDINFO_H) $(filter-out $(BUILD)/core/buildinfo.o,$(LIB_OBJ)) $(BUILD)/main.o
+
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^

@@ -10,6 +10,7 @@ python3-torch"
 PACKAGES="$PACKAGES libpcre2-dev python3-pip" # the tokenizer's regex (PCRE2); pip for tiktoken
 PACKAGES="$PACKAGES fortunes" # the demo corpus (make demo)
 PACKAGES="$PACKAGES python3-matplotlib" # llmsweep's plots
+PACKAGES="$PACKAGES python3-protobuf python3-absl" # tensorboard's reader (validation/tensorboard_check.py)
 # make fuzz and validation/e2e/fuzz_namelist.sh: clang with libFuzzer (libclang-rt-dev holds the
 # runtime; clang alone only recommends it). make SANITIZE=1 needs nothing more: gcc brings ASan/UBSan.
 PACKAGES="$PACKAGES clang libclang-rt-dev"
@@ -78,6 +79,20 @@ fetch_merge_deps() {
             --no-deps "mergekit==0.1.5" || { echo "deps: pip install mergekit failed (the merge tests use numpy instead)"; return 1; }
 }
 
+# The TensorBoard test's reader (validation/tensorboard_check.py): tensorboard's EventAccumulator,
+# in .deps/python without its dependencies (their pip versions would bring numpy 2 and protobuf 5
+# over Debian's). 2.18.0: the newest whose generated protos run on Debian's protobuf 3.21 (later
+# ones import google.protobuf.runtime_version); it needs numpy, protobuf and absl (Debian).
+fetch_tensorboard_deps() {
+    local root py=${PYTHON:-/usr/bin/python3}
+    root=$(cd "$(dirname "$0")/.." && pwd)
+    local pydir=$root/.deps/python
+    PYTHONPATH=$pydir "$py" -c "from tensorboard.backend.event_processing import event_accumulator" 2>/dev/null && return 0
+    echo "deps: installing tensorboard 2.18.0 (without its dependencies) into .deps/python (PyPI; for the TensorBoard test)"
+    PIP_ROOT_USER_ACTION=ignore "$py" -m pip install -q --disable-pip-version-check --target "$pydir" \
+        --no-deps "tensorboard==2.18.0" || { echo "deps: pip install tensorboard failed (tensorboard_roundtrip skips)"; return 1; }
+}
+
 if ! command -v dpkg-query >/dev/null 2>&1; then
     [ $quiet -eq 1 ] && exit 0
     echo "deps: no dpkg here: install OpenMPI, parallel HDF5, hwloc, PAPI, a CBLAS and cmocka"
@@ -94,6 +109,7 @@ if [ -z "$missing" ]; then
     fetch_tokenizer_deps || [ $quiet -eq 1 ] || exit 1 # make check goes on: only tokenizer tests fail
     fetch_sweep_deps || [ $quiet -eq 1 ] || exit 1     # likewise: only sweep_analytic skips its TPE part
     fetch_merge_deps || [ $quiet -eq 1 ] || exit 1     # likewise: the merge tests use numpy
+    fetch_tensorboard_deps || [ $quiet -eq 1 ] || exit 1 # likewise: tensorboard_roundtrip skips
     exit 0
 fi
 echo "deps: missing Debian packages:$missing"
@@ -110,3 +126,4 @@ echo "deps: installed$missing"
 fetch_tokenizer_deps || [ $quiet -eq 1 ] || exit 1
 fetch_sweep_deps || [ $quiet -eq 1 ] || exit 1
 fetch_merge_deps || [ $quiet -eq 1 ] || exit 1
+fetch_tensorboard_deps || [ $quiet -eq 1 ] || exit 1

@@ -178,8 +178,7 @@ static const key_spec_t key_specs[] = {
 
     INT_KEY(G_LOG, "every", log_every, 1, AT_LEAST(1)),
     BOOL_KEY(G_LOG, "jsonl", jsonl, true),
-    {.group = G_LOG, .key = "tensorboard", .type = K_BOOL, FIELD(tensorboard), .def = false,
-     NOT_IMPL("TensorBoard output is not implemented in this version (metrics.jsonl is)")},
+    BOOL_KEY(G_LOG, "tensorboard", tensorboard, true), /* <run dir>/tb/: metrics.jsonl's records as events */
     REAL_KEY(G_LOG, "peak_flops", peak_flops, 0, AT_LEAST(0), AT_MOST(1e18), WHY("FLOP/s of one rank")),
     {.group = G_LOG, .key = "papi_events", .type = K_STR, FIELD(papi_events), .size = sizeof(((config_t *)0)->papi_events),
      .def_str = "", NOT_IMPL("PAPI hardware counters are not implemented in this version")},

@@ -216,6 +216,19 @@ static int w_agree(writer_t *w) {
     return bad ? -1 : 0;
 }
 
+/* The group /provenance: one string attribute per field that goes into files (rank 0's record,
+ * broadcast: the same on every rank, as collective metadata requires). */
+static void write_provenance(writer_t *w, hid_t file, const provenance_t *p) {
+    if (!p || p->n == 0 || w->bad) return;
+    hid_t group = H5Gcreate2(file, "provenance", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    W_TRY(w, group, "creating group", "/provenance");
+    for (int i = 0; i < p->n && group >= 0; i++)
+        if (p->f[i].in_h5)
+            W_TRY(w, h5_write_str_attr(group, p->f[i].name, p->f[i].text), "writing attribute",
+                  p->f[i].name);
+    if (group >= 0 && H5Gclose(group) < 0) w_fail(w, "closing group", "/provenance");
+}
+
 static void write_root_attributes(writer_t *w, hid_t file, const ckpt_meta_t *meta,
                                   bool config_as_attr, const char *kind) {
     const struct {
@@ -236,6 +249,7 @@ static void write_root_attributes(writer_t *w, hid_t file, const ckpt_meta_t *me
     if (config_as_attr)
         W_TRY(w, h5_write_str_attr(file, "config", meta->config_text ? meta->config_text : ""),
               "writing attribute", "config");
+    write_provenance(w, file, meta->provenance);
 }
 
 static void write_state_attributes(writer_t *w, hid_t file, const ckpt_state_t *s) {

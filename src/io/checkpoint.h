@@ -12,6 +12,10 @@
  *                  index), adam_t, skipped, global_batch, loss_scale, loss_scale_growth,
  *                  loss_scale_hysteresis, loss_scale_overflows, grid_dp, grid_tp, grid_pp
  *   /config        : the namelist instead of the attribute when it is over 60000 bytes
+ *   /provenance    : (group, written when the run gives one; readers need none) one string
+ *                  attribute per field of the run's provenance (core/provenance.h,
+ *                  train/runinfo.h): commit, dirty, compiler, build_date, library versions,
+ *                  hosts, slurm_job_id, ... (the same values as run.json)
  * Written collectively through parallel HDF5 (MPI-IO, collective transfers): each element by
  * one rank only (dp rank 0; replicated tensors by tp rank 0; the tied wte by the first stage).
  * Read likewise: each rank reads exactly its own hyperslabs, so a file written on one grid
@@ -25,6 +29,7 @@
 #include <mpi.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "core/provenance.h"
 #include "model/params.h"
 
 #define CKPT_RUN_ID_LEN 40
@@ -37,6 +42,7 @@ typedef struct ckpt_meta {
     int n_layer, n_head, d_model, d_ff, seq_len; /* 0 = unknown (files of version 0.1) */
     const char *config_text;                     /* effective namelist text (may be NULL) */
     char run_id[CKPT_RUN_ID_LEN];                /* lineage ("" in files of version 0.1) */
+    const provenance_t *provenance;              /* written: the group /provenance (may be NULL) */
 } ckpt_meta_t;
 
 /* What a resume needs besides tensors. */

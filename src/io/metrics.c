@@ -1,4 +1,4 @@
-/* metrics.c — JSONL metrics sink (see metrics.h). */
+/* metrics.c — JSONL metrics sink, mirrored to TensorBoard (see metrics.h). */
 #include "io/metrics.h"
 #include <errno.h>
 #include <math.h>
@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include "core/alloc.h"
 #include "core/error.h"
 #include "core/fileio.h"
 
@@ -75,15 +76,48 @@ long metrics_supersede_after(const char *path, long long step) {
     return rc == 0 ? marked : -1;
 }
 
+int metrics_open_tensorboard(metrics_t *mx, const char *dir) {
+    return tb_open(&mx->tb, dir);
+}
+
+/* A TensorBoard failure costs the events, not the run: said once, the JSONL goes on. */
+static void mirror_to_tensorboard(metrics_t *mx, const char *record) {
+    int rc = tb_write_record(&mx->tb, record, tb_wall_time());
+    if (rc == 0 || mx->tb_warned) return;
+    mx->tb_warned = true;
+    if (rc == -1)
+        fprintf(stderr, "llmtrain: warning: writing %s: %s; no more TensorBoard events (the "
+                "metrics file goes on)\n", mx->tb.path, strerror(errno));
+    else
+        fprintf(stderr, "llmtrain: warning: a metrics record is not JSON the TensorBoard writer "
+                "reads, not mirrored (said once): %.200s\n", record);
+    if (rc == -1) tb_close(&mx->tb);
+}
+
 void metrics_write(metrics_t *mx, const char *fmt, ...) {
-    if (!mx->f) return;
-    va_list ap;
+    if (!mx->f && !mx->tb.f) return;
+    va_list ap, again;
     va_start(ap, fmt);
-    fputc('{', mx->f);
-    vfprintf(mx->f, fmt, ap);
-    fputs("}\n", mx->f);
+    va_copy(again, ap);
+    char small[2048], *record = small;
+    int n = vsnprintf(small + 1, sizeof small - 3, fmt, ap);
+    if (n < 0) n = 0;
+    if ((size_t)n + 3 >= sizeof small) { /* a long record (the provenance): format it again */
+        record = xrealloc_small(NULL, (size_t)n + 3);
+        vsnprintf(record + 1, (size_t)n + 1, fmt, again);
+    }
+    va_end(again);
     va_end(ap);
-    fflush(mx->f);
+    record[0] = '{';
+    record[n + 1] = '}';
+    record[n + 2] = '\0';
+    if (mx->f) {
+        fputs(record, mx->f);
+        fputc('\n', mx->f);
+        fflush(mx->f);
+    }
+    if (mx->tb.f) mirror_to_tensorboard(mx, record);
+    if (record != small) free(record);
 }
 
 void metrics_close(metrics_t *mx) {
@@ -91,6 +125,7 @@ void metrics_close(metrics_t *mx) {
     if (mx->f && fclose(mx->f) != 0)
         fprintf(stderr, "llmtrain: warning: closing %s: %s\n", mx->path, strerror(errno));
     mx->f = NULL;
+    tb_close(&mx->tb);
 }
 
 const char *metrics_num(char *buf, size_t len, double x) {

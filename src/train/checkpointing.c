@@ -179,7 +179,7 @@ static ckpt_meta_t model_meta(const trainer_t *tr) {
     const config_t *cfg = tr->cfg;
     ckpt_meta_t meta = {tr->step, cfg->seed, cfg->vocab_size, config_padded_vocab(cfg),
                         cfg->n_layer, cfg->n_head, cfg->d_model, cfg->d_ff, cfg->seq_len,
-                        tr->config_text, ""};
+                        tr->config_text, "", &tr->provenance};
     snprintf(meta.run_id, sizeof meta.run_id, "%s", tr->rd.run_id);
     return meta;
 }

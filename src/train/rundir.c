@@ -33,7 +33,7 @@ static void hostname_of_this(char *buf, size_t len) {
 
 /* Rank 0 creates `dir` and proves it writable with a probe file; every rank checks that it may
  * write there (checkpoints and weights are written through MPI-IO by many ranks). */
-static void prepare_dir(const char *dir, const char *what, const config_t *cfg) {
+void rundir_prepare_dir(const char *dir, const char *what, const config_t *cfg) {
     char msg[1200];
     const char *mine = NULL;
     if (world_rank() == 0) {
@@ -267,9 +267,9 @@ void rundir_open(rundir_t *rd, const config_t *cfg) {
                    RUNDIR_PATH_MAX - 1);
     snprintf(rd->ckpt_dir, sizeof rd->ckpt_dir, "%s", cfg->ckpt_dir[0] ? cfg->ckpt_dir : rd->dir);
     if (strcmp(cfg->mode, "train") != 0) return; /* eval and generate write nothing there */
-    prepare_dir(rd->dir, "run directory", cfg);
+    rundir_prepare_dir(rd->dir, "run directory", cfg);
     const bool separate = strcmp(rd->ckpt_dir, rd->dir) != 0;
-    if (separate) prepare_dir(rd->ckpt_dir, "checkpoint directory (&checkpoint dir)", cfg);
+    if (separate) rundir_prepare_dir(rd->ckpt_dir, "checkpoint directory (&checkpoint dir)", cfg);
     char msg[1400];
     const char *mine = NULL;
     if (world_rank() == 0) {

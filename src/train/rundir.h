@@ -41,6 +41,10 @@ void rundir_open(rundir_t *rd, const config_t *cfg);
  * resume) must not replace an older run's checkpoints, weights or metrics unless &checkpoint
  * overwrite = .true.: exit 2 with a message listing what is there and the ways out. */
 void rundir_check_fresh(const rundir_t *rd, const config_t *cfg);
+/* Collective: rank 0 creates `dir` (mkdir -p) and proves it writable with a probe file, every
+ * rank checks access; a problem is "<namelist>: cannot create the <what> <dir>: why" (or "is not
+ * writable") once, and exit 2 on every rank. */
+void rundir_prepare_dir(const char *dir, const char *what, const config_t *cfg);
 /* Rank 0: remove the locks and stop the heartbeat. Safe to call twice. */
 void rundir_close(rundir_t *rd);
 #endif

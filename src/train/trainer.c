@@ -3,6 +3,7 @@
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <stdlib.h>
 #include <sys/resource.h>
@@ -20,6 +21,7 @@
 #include "train/checkpointing.h"
 #include "train/lr.h"
 #include "train/planner.h"
+#include "train/runinfo.h"
 
 
 static int is_root(const trainer_t *tr) { return tr->grid->world_rank == 0; }
@@ -275,6 +277,37 @@ static void open_metrics(trainer_t *tr, bool resumed) {
                marked, path, (long long)tr->step);
 }
 
+/* <run dir>/tb/: the metrics records as TensorBoard events (io/metrics mirrors every record it
+ * writes). The directory is checked like the run directory; rank 0 writes the one event file. */
+static void open_tensorboard(trainer_t *tr) {
+    const config_t *cfg = tr->cfg;
+    if (!cfg->tensorboard || strcmp(cfg->mode, "train") != 0) return;
+    char dir[RUNDIR_PATH_MAX + 8], msg[RUNDIR_PATH_MAX + sizeof tr->metrics.tb.path + 200];
+    snprintf(dir, sizeof dir, "%s/tb", tr->rd.dir);
+    rundir_prepare_dir(dir, "TensorBoard directory (&log tensorboard)", cfg);
+    const char *mine = NULL;
+    if (is_root(tr) && metrics_open_tensorboard(&tr->metrics, dir) != 0) {
+        snprintf(msg, sizeof msg, "%s: cannot create the TensorBoard event file %s (&log "
+                 "tensorboard): %s", cfg->source_path, tr->metrics.tb.path, strerror(errno));
+        mine = msg;
+    }
+    comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, "opening the TensorBoard events", mine);
+}
+
+/* The run's provenance (train/runinfo): on every rank for the checkpoints, and, in training,
+ * as run.json and as this start's first metrics record. "step" comes last in that record:
+ * line-oriented readers look for step records as '"step":N,'. */
+static void record_provenance(trainer_t *tr) {
+    runinfo_collect(&tr->provenance, tr->cfg, tr->grid, tr->rd.dir, tr->rd.run_id, tr->step,
+                    tr->config_text);
+    if (strcmp(tr->cfg->mode, "train") != 0) return;
+    runinfo_write_json(&tr->provenance, tr->rd.dir);
+    char *members = provenance_json_members(&tr->provenance, ",");
+    metrics_write(&tr->metrics, "\"kind\":\"provenance\",%s,\"step\":%lld", members,
+                  (long long)tr->step);
+    free(members);
+}
+
 /* The parameters from a full host copy of the flat buffer: into the model, or (ZeRO-3) this
  * rank's partition of them. */
 static void set_params_from_host(trainer_t *tr, const float *host) {
@@ -293,7 +326,7 @@ static void load_init_weights(trainer_t *tr) {
     const config_t *cfg = tr->cfg;
     float *host = xcalloc(tr->model.P.total, sizeof(float));
     ckpt_meta_t want = {0, cfg->seed, cfg->vocab_size, config_padded_vocab(cfg), cfg->n_layer,
-                        cfg->n_head, cfg->d_model, cfg->d_ff, cfg->seq_len, NULL, ""};
+                        cfg->n_head, cfg->d_model, cfg->d_ff, cfg->seq_len, NULL, "", NULL};
     char msg[COMM_MSG_MAX + 64];
     watchdog_enter_for("weights read", "all ranks", cfg->io_timeout_s);
     int rc = ckpt_load(cfg->init_from, MPI_COMM_WORLD, tr->grid->tp_comm, &tr->model.P, host,
@@ -370,6 +403,8 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
     const bool was_resumed = resumed.found;
     ckpt_resume_apply(tr, &resumed);
     open_metrics(tr, was_resumed);
+    open_tensorboard(tr);
+    record_provenance(tr);
     if (strcmp(cfg->mode, "train") == 0)
         deadline_init(&tr->deadline, cfg, ckpt_file_bytes(&tr->model.P, true), MPI_COMM_WORLD);
     tr->inputs = xmalloc(sizeof(int) * (size_t)tr->accum * tr->micro_batch * tr->T);
@@ -409,6 +444,7 @@ void trainer_destroy(trainer_t *tr) {
     xfree(tr->inputs);
     xfree(tr->targets);
     xfree(tr->config_text);
+    provenance_destroy(&tr->provenance);
     rundir_close(&tr->rd);
 }
 
@@ -453,7 +489,7 @@ static int save_weights(trainer_t *tr, const char *tag) {
         float *host = trainer_host_params(tr);
         ckpt_meta_t meta = {tr->step, tr->cfg->seed, tr->model.V, tr->model.Vp, tr->cfg->n_layer,
                             tr->cfg->n_head, tr->cfg->d_model, tr->cfg->d_ff, tr->cfg->seq_len,
-                            tr->config_text, ""};
+                            tr->config_text, "", &tr->provenance};
         snprintf(meta.run_id, sizeof meta.run_id, "%s", tr->rd.run_id);
         /* One replica writes: dp rank 0 (tp shards are disjoint, so each tp rank writes its own). */
         watchdog_enter_for("weights write", "all ranks", tr->cfg->io_timeout_s);
@@ -547,7 +583,7 @@ static void dump_grads(trainer_t *tr) {
     float *host = trainer_host_copy(tr, tr->model.grads, tr->zero.grad_shard, tr->zero.stage >= 2);
     ckpt_meta_t meta = {tr->step, tr->cfg->seed, tr->model.V, tr->model.Vp, tr->cfg->n_layer,
                         tr->cfg->n_head, tr->cfg->d_model, tr->cfg->d_ff, tr->cfg->seq_len,
-                        tr->config_text, ""};
+                        tr->config_text, "", &tr->provenance};
     watchdog_enter_for("gradient dump", "all ranks", tr->cfg->io_timeout_s);
     int rc = ckpt_write_weights(path, MPI_COMM_WORLD, &tr->model.P, host, &meta,
                                 tr->grid->rank_dp == 0, msg, sizeof msg);

@@ -7,6 +7,7 @@
 #define LLMT_TRAINER_H
 #include <stdint.h>
 #include "config/config.h"
+#include "core/provenance.h"
 #include "io/metrics.h"
 #include "io/sampler.h"
 #include "io/shards.h"
@@ -42,7 +43,8 @@ typedef struct trainer {
     int *inputs, *targets;      /* host [accum][micro_batch * T]: one step's micro-batches */
     rundir_t rd;                /* the run and checkpoint directories, lock and lineage */
     char *config_text;          /* effective namelist, stored in weight files */
-    metrics_t metrics;
+    metrics_t metrics;          /* metrics.jsonl, mirrored to TensorBoard */
+    provenance_t provenance;    /* the run's (train/runinfo), the same on every rank */
     int64_t step;               /* optimizer steps taken */
     int64_t skipped;            /* steps whose update was discarded (on_anomaly = 'skip') */
     int64_t tokens_seen;

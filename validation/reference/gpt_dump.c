@@ -22,7 +22,7 @@ static void write_tensor_file(const char *dir, const char *file, const gpt_t *m,
     float *host = xmalloc(m->P.total * sizeof(float));
     m->ops->to_host(host, dev, m->P.total * sizeof(float));
     ckpt_meta_t meta = {0, cfg->seed, m->V, m->Vp, cfg->n_layer, cfg->n_head, cfg->d_model,
-                        cfg->d_ff, cfg->seq_len, cfg->text, ""};
+                        cfg->d_ff, cfg->seq_len, cfg->text, "", NULL};
     char err[2048];
     if (ckpt_write_weights(path, MPI_COMM_WORLD, &m->P, host, &meta, 1, err, sizeof err) != 0)
         fatal_user("%s", err);

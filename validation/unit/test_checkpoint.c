@@ -61,7 +61,7 @@ static const char *namelist_text =
 static ckpt_meta_t meta_of(const config_t *cfg, int64_t step, const char *config_text) {
     ckpt_meta_t meta = {step, 1337, cfg->vocab_size, (cfg->vocab_size + 127) / 128 * 128,
                         cfg->n_layer, cfg->n_head, cfg->d_model, cfg->d_ff, cfg->seq_len,
-                        config_text, "0123456789abcdef"};
+                        config_text, "0123456789abcdef", NULL};
     return meta;
 }
 

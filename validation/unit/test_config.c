@@ -125,7 +125,7 @@ static void defaults_are_the_documented_values(void **state) {
     assert_false(c.ckpt_overwrite);
     assert_int_equal(c.log_every, 1);
     assert_true(c.jsonl);
-    assert_false(c.tensorboard);
+    assert_true(c.tensorboard);
     assert_true(c.peak_flops == 0);
     assert_string_equal(c.papi_events, "");
     assert_false(c.profile);
@@ -466,9 +466,6 @@ static void unimplemented_features_are_refused_not_ignored(void **state) {
          "in this version; use one of '1f1b', 'gpipe'"},
         {"&run device = 'cuda' /", "&run device = 'cpu' /",
          PATH ":1:15: &run device: 'cuda': the CUDA backend is not implemented in this version; use 'cpu'"},
-        {"&log tensorboard = .true. /", "&log tensorboard = .false. /",
-         PATH ":1:20: &log tensorboard: TensorBoard output is not implemented in this version (metrics.jsonl is); "
-              "remove the key"},
         {"&log profile = T /", "&log profile = F /", "&log profile: the profiler is not implemented in this version"},
         {"&log papi_events = 'PAPI_TOT_CYC' /", "&log papi_events = '' /",
          "&log papi_events: PAPI hardware counters are not implemented in this version; remove the key"},
@@ -792,7 +789,7 @@ static void to_namelist_writes_valid_namelist_syntax(void **state) {
     char *text = to_namelist(&c);
     const char *expected[] = {"&run\n", "  name            = 'a''b'\n", "  prompt_ids      = 5, 6\n",
                               "  shuffle         = .true.\n", "  jsonl           = .true.\n",
-                              "  tensorboard     = .false.\n", "  timeout_s       = 600.0\n",
+                              "  tensorboard     = .true.\n", "  timeout_s       = 600.0\n",
                               "  lr              = 0.0006\n", "  d_ff            = 3072\n", "&log\n", "/\n"};
     for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++)
         if (!strstr(text, expected[i])) fail_msg("echo lacks '%s':\n%s", expected[i], text);
