@@ -331,7 +331,7 @@ static void report_energy(profiling_t *pf, metrics_t *mx, int64_t steps) {
     comm_allreduce(&run_j, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, "energy of the run");
     if (!is_root(pf)) return;
     const double ci = pf->cfg->carbon_intensity, g = energy_emissions_g(run_j, ci);
-    printf("energy: %.3f J in the run (%.6f kWh), %.3f J in %lld steps (%.4f J per step)\n",
+    printf("energy: %.4g J in the run (%.4g kWh), %.4g J in %lld steps (%.4g J per step)\n",
            run_j, run_j / 3.6e6, pf->steps_j, (long long)steps, steps ? pf->steps_j / steps : 0.0);
     char rec[1024] = "";
     size_t used = 0;
@@ -345,7 +345,7 @@ static void report_energy(profiling_t *pf, metrics_t *mx, int64_t steps) {
         }
     }
     if (ci > 0)
-        printf("emissions: %.4f g CO2 (%.6f kWh at &log carbon_intensity = %g gCO2/kWh)\n", g,
+        printf("emissions: %.4g g CO2 (%.4g kWh at &log carbon_intensity = %g gCO2/kWh)\n", g,
                run_j / 3.6e6, ci);
     else
         printf("emissions: not reported (&log carbon_intensity = 0)\n");
