@@ -39,10 +39,12 @@ static int papi_init(char *why, size_t len) {
 static int papi_lookup(const char *event, int *code) {
     char name[PAPI_MAX_STR_LEN];
     snprintf(name, sizeof name, "%s", event);
-    return PAPI_event_name_to_code(name, code) == PAPI_OK ? 0 : -1; /* unknown: the caller says */
+    char why[256]; /* unknown: the caller's message lists what is offered instead */
+    return PAPI_CALL(PAPI_event_name_to_code(name, code), why, sizeof why) == PAPI_OK ? 0 : -1;
 }
 
-/* The preset events available here (PAPI_enum_event over the presets that can be counted). */
+/* The preset events available here (PAPI_enum_event over the presets that can be counted; its
+ * PAPI_ENOEVNT ends the enumeration, and an event without info is skipped: neither is a failure). */
 static void papi_list_available(char *out, size_t len) {
     int code = PAPI_PRESET_MASK;
     out[0] = '\0';

@@ -134,7 +134,10 @@ void profiling_setup(profiling_t *pf, const config_t *cfg, const grid_t *g, int 
                         pf->ctr.counting ? &pf->ctr : NULL,
                         pf->energy && cfg->profile ? &pf->en : NULL};
     prof_start(&pc);
-    if (is_root(pf) && pf->trace)
+    if (is_root(pf) && pf->trace && pc.capacity == 0)
+        printf("profile: &log profile_steps = '%s' starts after max_steps = %d: no timeline\n",
+               cfg->profile_steps, cfg->max_steps);
+    else if (is_root(pf) && pf->trace)
         printf("profile: timeline of steps %lld..%lld into trace.json (at most %zu events per "
                "rank, %.1f MiB); clocks: %s\n", (long long)pf->first, (long long)pf->last,
                pc.capacity, pc.capacity * sizeof(prof_event_t) / 1048576.0, pf->clock_how);
@@ -161,7 +164,7 @@ void profiling_step_end(profiling_t *pf) {
         pf->step_j = pf->node_leader ? energy_read_j(&pf->en) - pf->step_j0 : 0.0;
         comm_allreduce(&pf->step_j, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, "energy per step");
         pf->steps_j += pf->step_j;
-        used += (size_t)snprintf(r + used, sizeof pf->record - used, ",\"energy_j\":%.6f",
+        used += (size_t)snprintf(r + used, sizeof pf->record - used, ",\"energy_j\":%.9g",
                                  pf->step_j);
     }
     const counters_t *c = &pf->ctr;
@@ -340,7 +343,7 @@ static void report_energy(profiling_t *pf, metrics_t *mx, int64_t steps) {
         printf("energy per phase (rank 0's node while rank 0 was in the phase):");
         for (int s = 0; s < PROF_SLOTS; s++) {
             printf(" %s %.3f J%s", prof_slot_name(s), j[s], s + 1 < PROF_SLOTS ? "," : "\n");
-            used += (size_t)snprintf(rec + used, sizeof rec - used, ",\"energy_%s_j\":%.6f",
+            used += (size_t)snprintf(rec + used, sizeof rec - used, ",\"energy_%s_j\":%.9g",
                                      prof_slot_name(s), j[s]);
         }
     }
@@ -349,14 +352,14 @@ static void report_energy(profiling_t *pf, metrics_t *mx, int64_t steps) {
                run_j / 3.6e6, ci);
     else
         printf("emissions: not reported (&log carbon_intensity = 0)\n");
-    metrics_write(mx, "\"step\":%lld,\"energy_run_j\":%.6f,\"energy_steps_j\":%.6f,"
-                  "\"carbon_intensity\":%g,\"emissions_g\":%.6f%s", (long long)steps, run_j,
+    metrics_write(mx, "\"step\":%lld,\"energy_run_j\":%.9g,\"energy_steps_j\":%.9g,"
+                  "\"carbon_intensity\":%g,\"emissions_g\":%.9g%s", (long long)steps, run_j,
                   pf->steps_j, ci, ci > 0 ? g : 0.0, rec);
 }
 
 void profiling_finish(profiling_t *pf, const char *run_dir, metrics_t *mx, int64_t steps) {
     prof_stop();
-    if (pf->trace) write_timeline(pf, run_dir);
+    if (pf->trace && pf->last >= pf->first) write_timeline(pf, run_dir);
     if (pf->ctr.counting) report_counts(pf, mx, steps);
     if (pf->energy) report_energy(pf, mx, steps);
 }
