@@ -180,10 +180,10 @@ static const key_spec_t key_specs[] = {
     BOOL_KEY(G_LOG, "jsonl", jsonl, true),
     BOOL_KEY(G_LOG, "tensorboard", tensorboard, true), /* <run dir>/tb/: metrics.jsonl's records as events */
     REAL_KEY(G_LOG, "peak_flops", peak_flops, 0, AT_LEAST(0), AT_MOST(1e18), WHY("FLOP/s of one rank")),
-    {.group = G_LOG, .key = "papi_events", .type = K_STR, FIELD(papi_events), .size = sizeof(((config_t *)0)->papi_events),
-     .def_str = "", NOT_IMPL("PAPI hardware counters are not implemented in this version")},
-    {.group = G_LOG, .key = "profile", .type = K_BOOL, FIELD(profile), .def = false,
-     NOT_IMPL("the profiler is not implemented in this version (the per-step time split is printed)")},
+    STR_KEY(G_LOG, "papi_events", papi_events, "", NULL), /* names checked by core/counters.c */
+    BOOL_KEY(G_LOG, "profile", profile, false),
+    STR_KEY(G_LOG, "profile_steps", profile_steps, "", NULL), /* 'a:b' (check_profile_steps) */
+    REAL_KEY(G_LOG, "carbon_intensity", carbon_intensity, 0, AT_LEAST(0), AT_MOST(1e5), WHY("gCO2/kWh")),
 };
 #define N_KEYS ((int)(sizeof key_specs / sizeof key_specs[0]))
 
@@ -699,6 +699,26 @@ static int check_val_files(parse_ctx_t *ctx, const config_t *cfg) {
                      "set val_files = 'data/val_*.bin' or val_every = 0", cfg->val_every, provenance(ctx, e, pe));
 }
 
+/* &log profile_steps = 'a:b': whole numbers 1 <= a <= b, and only with profile = .true. */
+static int check_profile_steps(parse_ctx_t *ctx, config_t *cfg) {
+    const char *t = cfg->profile_steps;
+    if (!t[0]) return 0;
+    int k = key_index(G_LOG, "profile_steps"), pr = key_index(G_LOG, "profile"), line, col;
+    locate(ctx, k, pr, &line, &col);
+    long long a = 0, b = 0;
+    int used = 0;
+    if (sscanf(t, "%lld:%lld%n", &a, &b, &used) != 2 || t[used] != '\0' || t[0] == '+' ||
+        t[0] == '-' || a < 1 || b < a)
+        return cfg_error(ctx, line, col, "&log profile_steps: '%s' is not a step range 'a:b' "
+                         "with 1 <= a <= b (steps count from 1), e.g. profile_steps = '2:5'", t);
+    if (!cfg->profile)
+        return cfg_error(ctx, line, col, "&log profile_steps: the timeline's steps, but profile "
+                         "= .false.; set profile = .true. or remove the key");
+    cfg->profile_first = a;
+    cfg->profile_last = b;
+    return 0;
+}
+
 /* 0 in the file means "derive": d_ff = 4 * d_model, global_batch = micro_batch * dp. */
 static int resolve_derived(parse_ctx_t *ctx, config_t *cfg) {
     long long d_ff = 4LL * cfg->d_model, global_batch = (long long)cfg->micro_batch * cfg->dp;
@@ -963,7 +983,8 @@ static int check_cross_keys(parse_ctx_t *ctx, config_t *cfg) {
     if (expand_env_paths(ctx, cfg)) return -1;
     if (check_loss_scaling(ctx, cfg) || check_heads_divide_width(ctx, cfg) || check_global_batch(ctx, cfg) ||
         check_min_lr(ctx, cfg) || check_mode_inputs(ctx, cfg) || check_prompt_in_vocab(ctx, cfg) ||
-        check_generate_grid(ctx, cfg) || check_val_files(ctx, cfg) || check_recompute_layers(ctx, cfg))
+        check_generate_grid(ctx, cfg) || check_val_files(ctx, cfg) || check_recompute_layers(ctx, cfg) ||
+        check_profile_steps(ctx, cfg))
         return -1;
     if (resolve_derived(ctx, cfg) != 0) return -1;
     return check_sizes(ctx, cfg);

@@ -97,8 +97,11 @@ typedef struct config {
     bool jsonl;
     bool tensorboard;
     double peak_flops;      /* FLOP/s for MFU; 0 = measure the BLAS peak at startup */
-    char papi_events[CFG_STR];
-    bool profile;
+    char papi_events[CFG_STR]; /* 'PAPI_TOT_INS,PAPI_TOT_CYC': counted per phase (core/counters.h) */
+    bool profile;           /* the timeline trace.json (train/profiling.c) */
+    char profile_steps[32]; /* 'a:b': the steps (1-based, inclusive) the timeline holds; '' = all */
+    int64_t profile_first, profile_last; /* parsed profile_steps (0, 0 when '') */
+    double carbon_intensity; /* gCO2/kWh for the emissions of the run's energy; 0 = not reported */
 
     /* provenance */
     char source_path[CFG_STR];

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "core/error.h"
+#include "core/prof.h"
 #include "core/timer.h"
 #include "parallel/watchdog.h"
 
@@ -15,6 +16,11 @@ static comm_stats_t stats;
 static const char *phase_of[COMM_KINDS] = {"tp all-reduce", "pp send/recv", "dp all-reduce",
                                            "embedding all-reduce", "all-reduce"};
 static const char *wait_peers[COMM_KINDS];
+/* Timeline names (core/prof.h): a non-blocking start, and the wait that finishes it. */
+static const char *start_of[COMM_KINDS] = {"tp start", "p2p send start", "dp all-reduce start",
+                                           "embedding all-reduce start", "start"};
+static const char *wait_of[COMM_KINDS] = {"tp wait", "p2p send wait", "dp all-reduce wait",
+                                          "embedding all-reduce wait", "wait"};
 static void watch(const char *phase, MPI_Comm comm);
 static void unwatch(double t0);
 
@@ -38,8 +44,16 @@ static int as_count(size_t n) {
     return (int)n;
 }
 
+/* Every timed call begins with enter (a timeline phase and the start time) and ends with
+ * charge or unwatch. */
+static double enter(const char *name) {
+    prof_begin(PROF_COMM, name, -1, -1);
+    return now_sec();
+}
+
 static void charge(comm_kind_t kind, double t0, double bytes) {
     stats.seconds[kind] += now_sec() - t0;
+    prof_end(PROF_COMM, bytes);
     stats.bytes[kind] += bytes;
     stats.calls[kind]++;
 }
@@ -48,7 +62,7 @@ static void charge(comm_kind_t kind, double t0, double bytes) {
 static void allreduce(void *x, int count, MPI_Datatype type, size_t type_bytes, MPI_Op op,
                       MPI_Comm comm, comm_kind_t kind) {
     if (comm_size(comm) == 1) return;
-    double t0 = now_sec();
+    double t0 = enter(phase_of[kind]);
     watchdog_enter(phase_of[kind], watchdog_peers_of(comm, comm_kind_name(kind)));
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x, count, type, op, comm));
     watchdog_leave();
@@ -70,7 +84,7 @@ void comm_allreduce_sum_double(double *x, int n, MPI_Comm comm, comm_kind_t kind
 void comm_iallreduce_sum(float *x, size_t n, MPI_Comm comm, comm_kind_t kind, MPI_Request *req) {
     *req = MPI_REQUEST_NULL;
     if (comm_size(comm) == 1) return;
-    double t0 = now_sec();
+    double t0 = enter(start_of[kind]);
     wait_peers[kind] = watchdog_peers_of(comm, comm_kind_name(kind));
     MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, x, as_count(n), MPI_FLOAT, MPI_SUM, comm, req));
     charge(kind, t0, (double)n * sizeof(float));
@@ -80,7 +94,7 @@ void comm_ireduce_scatter_sum(const float *x, float *out, const int *counts, MPI
                               comm_kind_t kind, MPI_Request *req) {
     *req = MPI_REQUEST_NULL;
     const int size = comm_size(comm);
-    double t0 = now_sec(), n = 0;
+    double t0 = enter(start_of[kind]), n = 0;
     for (int r = 0; r < size; r++) n += counts[r];
     wait_peers[kind] = watchdog_peers_of(comm, comm_kind_name(kind));
     MPI_CHECK(MPI_Ireduce_scatter(x, out, counts, MPI_FLOAT, MPI_SUM, comm, req));
@@ -92,7 +106,7 @@ void comm_allgatherv_float(float *x, const int *counts, const int *displs, MPI_C
     if (comm_size(comm) == 1) return;
     int rank;
     MPI_CHECK(MPI_Comm_rank(comm, &rank));
-    double t0 = now_sec();
+    double t0 = enter(phase);
     watchdog_enter(phase, watchdog_peers_of(comm, comm_kind_name(kind)));
     MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x, counts, displs, MPI_FLOAT, comm));
     watchdog_leave();
@@ -103,7 +117,7 @@ void comm_iallgatherv_float(const float *mine, float *all, const int *counts, co
                             MPI_Comm comm, comm_kind_t kind, MPI_Request *req) {
     int rank;
     MPI_CHECK(MPI_Comm_rank(comm, &rank));
-    double t0 = now_sec();
+    double t0 = enter(start_of[kind]);
     wait_peers[kind] = watchdog_peers_of(comm, comm_kind_name(kind));
     MPI_CHECK(MPI_Iallgatherv(mine, counts[rank], MPI_FLOAT, all, counts, displs, MPI_FLOAT, comm,
                               req));
@@ -112,7 +126,7 @@ void comm_iallgatherv_float(const float *mine, float *all, const int *counts, co
 
 void comm_gatherv_float(const float *mine, int count, float *all, const int *counts,
                         const int *displs, int root, MPI_Comm comm, const char *phase) {
-    double t0 = now_sec();
+    double t0 = enter(phase);
     watch(phase, comm);
     MPI_CHECK(MPI_Gatherv(mine, count, MPI_FLOAT, all, counts, displs, MPI_FLOAT, root, comm));
     unwatch(t0);
@@ -120,7 +134,7 @@ void comm_gatherv_float(const float *mine, int count, float *all, const int *cou
 
 void comm_isend(const float *x, size_t n, int peer, int tag, MPI_Comm comm, comm_kind_t kind,
                 MPI_Request *req) {
-    double t0 = now_sec();
+    double t0 = enter(start_of[kind]);
     wait_peers[kind] = watchdog_peers_of(comm, comm_kind_name(kind));
     MPI_CHECK(MPI_Isend(x, as_count(n), MPI_FLOAT, peer, tag, comm, req));
     charge(kind, t0, (double)n * sizeof(float));
@@ -131,17 +145,25 @@ void comm_irecv(float *x, size_t n, int peer, int tag, MPI_Comm comm, MPI_Reques
     MPI_CHECK(MPI_Irecv(x, as_count(n), MPI_FLOAT, peer, tag, comm, req));
 }
 
-void comm_wait(MPI_Request *req, comm_kind_t kind) {
+/* A wait charged to `kind` (time, not bytes: those were counted when it started). */
+static void wait_named(MPI_Request *req, comm_kind_t kind, const char *name, double bytes) {
     if (*req == MPI_REQUEST_NULL) return;
-    double t0 = now_sec();
+    double t0 = enter(name);
     watchdog_enter(phase_of[kind], wait_peers[kind] ? wait_peers[kind] : "");
     MPI_CHECK(MPI_Wait(req, MPI_STATUS_IGNORE));
     watchdog_leave();
     stats.seconds[kind] += now_sec() - t0;
+    prof_end(PROF_COMM, bytes);
+}
+
+void comm_wait(MPI_Request *req, comm_kind_t kind) { wait_named(req, kind, wait_of[kind], 0); }
+
+void comm_wait_recv(MPI_Request *req, size_t n) {
+    wait_named(req, COMM_PP, "p2p recv wait", (double)n * sizeof(float));
 }
 
 void comm_allgather_float(const float *mine, int n, float *all, MPI_Comm comm, comm_kind_t kind) {
-    double t0 = now_sec();
+    double t0 = enter("all-gather");
     watchdog_enter("all-gather", watchdog_peers_of(comm, comm_kind_name(kind)));
     MPI_CHECK(MPI_Allgather(mine, n, MPI_FLOAT, all, n, MPI_FLOAT, comm));
     watchdog_leave();
@@ -158,10 +180,11 @@ static void unwatch(double t0) {
     watchdog_leave();
     stats.seconds[COMM_OTHER] += now_sec() - t0;
     stats.calls[COMM_OTHER]++;
+    prof_end(PROF_COMM, 0);
 }
 
 void comm_barrier(MPI_Comm comm, const char *phase) {
-    double t0 = now_sec();
+    double t0 = enter(phase);
     watch(phase, comm);
     MPI_CHECK(MPI_Barrier(comm));
     unwatch(t0);
@@ -169,7 +192,7 @@ void comm_barrier(MPI_Comm comm, const char *phase) {
 
 void comm_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm,
                 const char *phase) {
-    double t0 = now_sec();
+    double t0 = enter(phase);
     watch(phase, comm);
     MPI_CHECK(MPI_Bcast(buf, count, type, root, comm));
     unwatch(t0);
@@ -177,7 +200,7 @@ void comm_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm
 
 void comm_allreduce(void *x, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                     const char *phase) {
-    double t0 = now_sec();
+    double t0 = enter(phase);
     watch(phase, comm);
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x, count, type, op, comm));
     unwatch(t0);
@@ -185,7 +208,7 @@ void comm_allreduce(void *x, int count, MPI_Datatype type, MPI_Op op, MPI_Comm c
 
 void comm_gather(const void *mine, int count, MPI_Datatype type, void *all, int root,
                  MPI_Comm comm, const char *phase) {
-    double t0 = now_sec();
+    double t0 = enter(phase);
     watch(phase, comm);
     MPI_CHECK(MPI_Gather(mine, count, type, all, count, type, root, comm));
     unwatch(t0);
@@ -193,29 +216,41 @@ void comm_gather(const void *mine, int count, MPI_Datatype type, void *all, int 
 
 void comm_allgather(const void *mine, int count, MPI_Datatype type, void *all, MPI_Comm comm,
                     const char *phase) {
-    double t0 = now_sec();
+    double t0 = enter(phase);
     watch(phase, comm);
     MPI_CHECK(MPI_Allgather(mine, count, type, all, count, type, comm));
     unwatch(t0);
 }
 
 void comm_split(MPI_Comm comm, int color, int key, MPI_Comm *out, const char *phase) {
-    double t0 = now_sec();
+    double t0 = enter(phase);
     watch(phase, comm);
     MPI_CHECK(MPI_Comm_split(comm, color, key, out));
     unwatch(t0);
 }
 
-int comm_node_size(MPI_Comm comm) {
+/* The size of, and this rank's index in, the ranks of comm on its node. */
+static void node_rank_size(MPI_Comm comm, int *rank, int *size) {
     MPI_Comm node;
-    int n = 1;
-    double t0 = now_sec();
+    double t0 = enter("counting the ranks of a node");
     watch("counting the ranks of a node", comm);
     MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
-    MPI_CHECK(MPI_Comm_size(node, &n));
+    MPI_CHECK(MPI_Comm_size(node, size));
+    MPI_CHECK(MPI_Comm_rank(node, rank));
     MPI_CHECK(MPI_Comm_free(&node));
     unwatch(t0);
-    return n;
+}
+
+int comm_node_size(MPI_Comm comm) {
+    int rank, size;
+    node_rank_size(comm, &rank, &size);
+    return size;
+}
+
+int comm_node_rank(MPI_Comm comm) {
+    int rank, size;
+    node_rank_size(comm, &rank, &size);
+    return rank;
 }
 
 /* ---- errors that one rank may see alone -------------------------------------------------- */

@@ -1,5 +1,6 @@
 /* comm.h — the collectives and point-to-point transfers of training, each timed and counted
  * per kind so a step's time splits into compute / p2p wait / tp all-reduce / dp all-reduce.
+ * Every timed call is also a PROF_COMM phase of core/prof.h (the timeline event, with bytes).
  * Owns: the per-kind statistics. Uses: MPI, core/. Used by: model/ (tensor parallel),
  * train/ (pipeline, data parallel). */
 #ifndef LLMT_COMM_H
@@ -47,6 +48,9 @@ void comm_isend(const float *x, size_t n, int peer, int tag, MPI_Comm comm, comm
 void comm_irecv(float *x, size_t n, int peer, int tag, MPI_Comm comm, MPI_Request *req);
 /* Wait for one request (MPI_REQUEST_NULL is fine), charging the wait to `kind`. */
 void comm_wait(MPI_Request *req, comm_kind_t kind);
+/* Wait for a receive of n floats started by comm_irecv (charged to COMM_PP; the timeline shows it
+ * as "p2p recv wait" with its bytes). */
+void comm_wait_recv(MPI_Request *req, size_t n);
 /* Allgather of n floats per rank (generation's logits over tp), charged to `kind`. */
 void comm_allgather_float(const float *mine, int n, float *all, MPI_Comm comm, comm_kind_t kind);
 
@@ -67,6 +71,8 @@ void comm_split(MPI_Comm comm, int color, int key, MPI_Comm *out, const char *ph
 
 /* How many ranks of comm share this rank's node (collective). */
 int comm_node_size(MPI_Comm comm);
+/* This rank's index among the ranks of comm on its node (collective; 0 = the node's first). */
+int comm_node_rank(MPI_Comm comm);
 
 /* ---- errors that one rank may see alone ------------------------------------------------------
  * A file only some nodes can see, a directory one rank cannot write, a tokenizer one rank cannot

@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include "core/alloc.h"
 #include "core/error.h"
+#include "core/prof.h"
 #include "core/fileio.h"
 #include "core/timer.h"
 #include "io/checkpoint.h"
@@ -208,8 +209,10 @@ int ckpt_write_now(trainer_t *tr, const char *why) {
                        tr->scaler.overflows, 1};
     double t0 = now_sec(), written = 0;
     watchdog_enter_for("checkpoint write", "all ranks", cfg->io_timeout_s);
+    prof_begin(PROF_CHECKPOINT, "checkpoint write", -1, -1);
     int rc = ckpt_save(path, MPI_COMM_WORLD, tr->io_hints, &m->P, p, mm, vv, &meta, &st,
                        tr->grid->rank_dp == 0, &written, msg, sizeof msg);
+    prof_end(PROF_CHECKPOINT, 0);
     watchdog_leave();
     double dt = now_sec() - t0;
     xfree(p);

@@ -3,6 +3,7 @@
 #include <string.h>
 #include "core/alloc.h"
 #include "core/error.h"
+#include "core/prof.h"
 #include "parallel/comm.h"
 
 pipe_schedule_t pipe_schedule_from_name(const char *name) {
@@ -50,18 +51,19 @@ static void forward_micro(pipe_t *p, run_t *r, int i) {
     const size_t N = (size_t)r->B * r->T, NC = N * (size_t)m->C;
     comm_wait(&p->fwd_send[s], COMM_PP); /* the slot's buffers are about to be rewritten */
     comm_wait(&p->bwd_send[s], COMM_PP);
-    if (first_stage(p)) {
-        gpt_embed(m, s, r->tokens + (size_t)i * N, r->B, r->T);
-    } else {
+    if (!first_stage(p)) {
         MPI_Request req;
         comm_irecv(m->slot[s].input, NC, p->stage - 1, 2 * i, p->pp_comm, &req);
-        comm_wait(&req, COMM_PP);
+        comm_wait_recv(&req, NC);
     }
+    prof_begin(PROF_FORWARD, "forward", i, p->stage); /* the compute, not the waits around it */
+    if (first_stage(p)) gpt_embed(m, s, r->tokens + (size_t)i * N, r->B, r->T);
     const float *out = gpt_stage_forward(m, s, r->B, r->T);
     if (last_stage(p))
         r->loss_sum += gpt_head(m, s, r->targets + (size_t)i * N, r->B, r->T, r->backward,
                                 r->dloss, i == 0);
-    else
+    prof_end(PROF_FORWARD, 0);
+    if (!last_stage(p))
         comm_isend(out, NC, p->stage + 1, 2 * i, p->pp_comm, COMM_PP, &p->fwd_send[s]);
     if (r->backward && ++p->inflight > p->max_inflight) p->max_inflight = p->inflight;
 }
@@ -73,12 +75,14 @@ static void backward_micro(pipe_t *p, run_t *r, int i) {
     if (!last_stage(p)) {
         MPI_Request req;
         comm_irecv(m->slot[s].dout, NC, p->stage + 1, 2 * i + 1, p->pp_comm, &req);
-        comm_wait(&req, COMM_PP);
+        comm_wait_recv(&req, NC);
     }
     bool last_micro = i == p->n_micro - 1;
     m->on_layer_done = last_micro ? p->last_micro_hook : NULL;
     m->hook_ctx = p->hook_ctx;
+    prof_begin(PROF_BACKWARD, "backward", i, p->stage);
     gpt_stage_backward(m, s, r->B, r->T, i == 0);
+    prof_end(PROF_BACKWARD, 0);
     m->on_layer_done = NULL;
     if (!first_stage(p))
         comm_isend(m->slot[s].dout, NC, p->stage - 1, 2 * i + 1, p->pp_comm, COMM_PP,

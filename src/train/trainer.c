@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/fault.h"
 #include "core/fileio.h"
+#include "core/prof.h"
 #include "core/version.h"
 #include "core/timer.h"
 #include "io/checkpoint.h"
@@ -424,9 +425,11 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
         snprintf(tr->peak_how, sizeof tr->peak_how, "the GEMM rate: the FMA loop measured less");
     }
     if (is_root(tr)) print_memory_plan(tr);
+    if (strcmp(cfg->mode, "train") == 0) profiling_setup(&tr->prof, cfg, grid, tr->accum);
 }
 
 void trainer_destroy(trainer_t *tr) {
+    profiling_destroy(&tr->prof);
     metrics_close(&tr->metrics);
     dp_sync_destroy(&tr->dps);
     zero_destroy(&tr->zero);
@@ -493,8 +496,10 @@ static int save_weights(trainer_t *tr, const char *tag) {
         snprintf(meta.run_id, sizeof meta.run_id, "%s", tr->rd.run_id);
         /* One replica writes: dp rank 0 (tp shards are disjoint, so each tp rank writes its own). */
         watchdog_enter_for("weights write", "all ranks", tr->cfg->io_timeout_s);
+        prof_begin(PROF_CHECKPOINT, "weights write", -1, -1);
         rc = ckpt_write_weights(path, MPI_COMM_WORLD, &tr->model.P, host, &meta,
                                 tr->grid->rank_dp == 0, msg, sizeof msg);
+        prof_end(PROF_CHECKPOINT, 0);
         watchdog_leave();
         xfree(host);
     }
@@ -528,9 +533,12 @@ static double accumulate_gradients(trainer_t *tr) {
     const float dloss = (float)(tr->scaler.scale / ((double)B * T * tr->accum * tr->grid->dp));
     char err[1024] = "";
     int bad = 0;
-    for (int a = 0; a < tr->accum && !bad; a++)
+    for (int a = 0; a < tr->accum && !bad; a++) {
+        prof_begin(PROF_DATA, "data", a, -1);
         bad = sampler_fill(&tr->train_sampler, first_sample(tr, a), B, tr->inputs + a * BT,
                            tr->targets + a * BT, err, sizeof err) != 0;
+        prof_end(PROF_DATA, 0);
+    }
     agree_on_data_error(tr->cfg, tr->grid->dp_comm, bad, err);
     zero_grads_begin_step(&tr->zero);
     double loss_sum = pipe_run(&tr->pipe, tr->inputs, tr->targets, tr->accum, B, T, true, dloss);
@@ -628,10 +636,12 @@ static step_result_t train_step(trainer_t *tr) {
                    "&train on_anomaly = 'abort'", (long long)tr->step + 1, r.loss, r.norm,
                    r.overflow ? " at the smallest loss scale (&train min_loss_scale)" : "");
     r.applied = apply && !(r.anomaly && strcmp(cfg->on_anomaly, "skip") == 0);
+    prof_begin(PROF_OPTIMIZER, "optimizer", -1, -1);
     if (r.applied)
         adamw_step(&tr->opt, &tr->model, &tr->zero, cfg, (float)r.lr,
                    (float)(clip_scale(r.norm, cfg->grad_clip) / tr->scaler.scale));
     else tr->skipped++;
+    prof_end(PROF_OPTIMIZER, 0);
     if (r.anomaly && is_root(tr))
         fprintf(stderr, "llmtrain: warning: step %lld: loss %g, gradient norm %g not finite%s: "
                 "update %s (on_anomaly = '%s')\n", (long long)tr->step + 1, r.loss, r.norm,
@@ -708,14 +718,14 @@ static void log_step(trainer_t *tr, const step_result_t *r, double dt, double et
                   "\"tokens_per_s\":%.1f,\"mfu\":%.5f,\"gemm_util\":%.5f,\"minor_faults\":%ld,\"rss_mib\":%.1f,\"peak_mib\":%.1f,\"tokens\":%lld,"
                   "\"skipped\":%lld,\"applied\":%s,\"ms_tp\":%.3f,\"ms_pp_wait\":%.3f,"
                   "\"ms_dp_wait\":%.3f,\"bytes_tp\":%.0f,\"bytes_pp\":%.0f,\"bytes_dp\":%.0f,"
-                  "\"loss_scale\":%.9g,\"overflow\":%s",
+                  "\"loss_scale\":%.9g,\"overflow\":%s%s",
                   (long long)tr->step, metrics_num(n1, sizeof n1, r->loss), r->lr,
                   metrics_num(n2, sizeof n2, r->norm), dt * 1e3, tok_s, mfu, gemm_util, faults, mem, peak,
                   (long long)tr->tokens_seen, (long long)tr->skipped,
                   r->applied ? "true" : "false", c->seconds[COMM_TP] * 1e3,
                   c->seconds[COMM_PP] * 1e3, c->seconds[COMM_DP] * 1e3, c->bytes[COMM_TP],
                   c->bytes[COMM_PP], c->bytes[COMM_DP], r->loss_scale,
-                  r->overflow ? "true" : "false");
+                  r->overflow ? "true" : "false", tr->prof.record);
     fflush(stdout);
 }
 
@@ -796,6 +806,7 @@ static int stop_for_signal(trainer_t *tr, int sig, const char *when) {
     /* the record survives where the launcher stopped reading stdout (see checkpointing.c) */
     metrics_write(&tr->metrics, "\"step\":%lld,\"stopped_by\":\"%s\",\"exit_code\":%d",
                   (long long)tr->step, name, code);
+    profiling_finish(&tr->prof, tr->rd.dir, &tr->metrics, tr->step);
     return code;
 }
 
@@ -883,6 +894,7 @@ static int finish(trainer_t *tr) {
                (long long)tr->scaler.overflows, tr->scaler.scale);
     print_time_split(tr);
     print_memory_table(tr);
+    profiling_finish(&tr->prof, tr->rd.dir, &tr->metrics, tr->step);
     return code;
 }
 
@@ -899,10 +911,14 @@ int trainer_train(trainer_t *tr) {
     while (tr->step < cfg->max_steps) {
         comm_stats_t before = *comm_stats(), delta;
         const long faults0 = minor_faults_now();
+        profiling_step_begin(&tr->prof, tr->step + 1);
         double t0 = now_sec();
+        prof_begin(PROF_STEP, "step", -1, -1);
         step_result_t r = train_step(tr);
+        prof_end(PROF_STEP, 0);
         double dt = now_sec() - t0;
         deadline_note_step(&tr->deadline, dt);
+        profiling_step_end(&tr->prof);
         const long faults = minor_faults_now() - faults0;
         comm_delta(&before, &delta);
         /* The first step carries one-time costs (page faults, BLAS warm-up): keep it out of the ETA. */

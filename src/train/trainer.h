@@ -19,6 +19,7 @@
 #include "train/optimizer.h"
 #include "train/pipeline.h"
 #include "train/planner.h"
+#include "train/profiling.h"
 #include "train/rundir.h"
 #include "train/zero.h"
 
@@ -57,6 +58,7 @@ typedef struct trainer {
     bool native_products;       /* bf16 products on bf16 instructions (choose_products) */
     double flops_per_token;
     double dp_blocking_ms;      /* one blocking all-reduce of all gradients, measured at setup */
+    profiling_t prof;           /* timeline, counts per phase, energy (mode = 'train') */
 } trainer_t;
 
 /* Everything a run needs, allocated once; data files are validated here (a bad file is one

@@ -466,9 +466,6 @@ static void unimplemented_features_are_refused_not_ignored(void **state) {
          "in this version; use one of '1f1b', 'gpipe'"},
         {"&run device = 'cuda' /", "&run device = 'cpu' /",
          PATH ":1:15: &run device: 'cuda': the CUDA backend is not implemented in this version; use 'cpu'"},
-        {"&log profile = T /", "&log profile = F /", "&log profile: the profiler is not implemented in this version"},
-        {"&log papi_events = 'PAPI_TOT_CYC' /", "&log papi_events = '' /",
-         "&log papi_events: PAPI hardware counters are not implemented in this version; remove the key"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char text[256];
@@ -481,6 +478,35 @@ static void unimplemented_features_are_refused_not_ignored(void **state) {
         parse_ok(text, &c);
         config_destroy(&c);
     }
+}
+
+/* &log profile_steps: 'a:b' with 1 <= a <= b, only with profile = .true.; the window, the PAPI
+ * list (checked against the library at startup) and the carbon intensity reach their fields. */
+static void profile_keys_are_parsed_and_checked(void **state) {
+    (void)state;
+    config_t c;
+    parse_ok("&log profile = .true., profile_steps = '3:7', papi_events = 'PAPI_TOT_INS,PAPI_TOT_CYC'"
+             ", carbon_intensity = 350 /\n" DATA, &c);
+    assert_true(c.profile && c.profile_first == 3 && c.profile_last == 7 && c.carbon_intensity == 350);
+    assert_string_equal(c.papi_events, "PAPI_TOT_INS,PAPI_TOT_CYC");
+    config_destroy(&c);
+    parse_ok("&log profile = .true. /\n" DATA, &c);
+    assert_true(c.profile_first == 0 && c.profile_last == 0 && c.carbon_intensity == 0);
+    config_destroy(&c);
+    static const char *bad[] = {"'3'", "'3:'", "'0:2'", "'5:4'", "'a:b'", "'2:3x'", "'-1:3'", "''x"};
+    for (size_t i = 0; i + 1 < sizeof bad / sizeof bad[0]; i++) {
+        char text[256];
+        snprintf(text, sizeof text, "&log profile = .true., profile_steps = %s /\n" DATA, bad[i]);
+        const char *got = parse_error(text);
+        if (!strstr(got, PATH ":1:24: &log profile_steps: ") ||
+            !strstr(got, "is not a step range 'a:b' with 1 <= a <= b (steps count from 1)"))
+            fail_msg("%s\n  got: %s", bad[i], got);
+    }
+    EXPECT_ERROR("&log profile_steps = '1:2' /\n" DATA,
+                 PATH ":1:6: &log profile_steps: the timeline's steps, but profile = .false.; set "
+                 "profile = .true. or remove the key");
+    EXPECT_ERROR("&log carbon_intensity = -1 /\n" DATA,
+                 PATH ":1:25: &log carbon_intensity: must be in [0, 100000], got -1 (gCO2/kWh)");
 }
 
 /* ---- bounds with reasons, and sizes derived from several keys (item 5) --------------------- */
@@ -933,6 +959,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(to_namelist_is_snprintf_like_on_short_buffers),
         cmocka_unit_test(empty_prompt_is_echoed_as_a_comment),
         cmocka_unit_test(load_reads_broadcasts_and_keeps_text_and_path),
+        cmocka_unit_test(profile_keys_are_parsed_and_checked),
         cmocka_unit_test(load_of_missing_file_names_path_and_reason),
         cmocka_unit_test(load_of_binary_file_is_refused),
         cmocka_unit_test(load_reports_parse_errors_with_the_file_path),
