@@ -944,10 +944,12 @@ static int stop_for_signal(trainer_t *tr, int sig, const char *when) {
  * the run must end now, else -1. */
 static int after_step(trainer_t *tr) {
     const config_t *cfg = tr->cfg;
-    /* (after a rollback the step is that of the checkpoint just reloaded: nothing to write) */
+    /* After a rollback the step is that of the checkpoint just reloaded: nothing to write. A
+     * failed save was reported and training goes on; a written one keeps the detectors' state
+     * for a rollback to it. */
     if (cfg->ckpt_every > 0 && tr->step % cfg->ckpt_every == 0 && tr->step < cfg->max_steps &&
         tr->last_ckpt_step != tr->step && ckpt_write_now(tr, "every") == 0)
-        tr->anom_at_ckpt = tr->anom; /* a failure was reported; training goes on */
+        tr->anom_at_ckpt = tr->anom;
     fault_point("step", tr->grid->world_rank);
     int sig = stop_signal_pending(MPI_COMM_WORLD);
     return sig ? stop_for_signal(tr, sig, "") : -1;

@@ -48,6 +48,17 @@ static anom_step_in_t step_in(double loss, double norm) {
     return in;
 }
 
+/* An ordinary (not fp16-overflowing) step: folded in as a normal one, or only checked. */
+static void observe(anom_state_t *s, double loss, double norm) {
+    anom_step_in_t in = step_in(loss, norm);
+    anom_observe_step(s, &in, false);
+}
+
+static anom_verdict_t check(const anom_state_t *s, double loss, double norm) {
+    anom_step_in_t in = step_in(loss, norm);
+    return anom_check_step(s, &in);
+}
+
 /* The reference: weights of the exponentially weighted mean after values x[0..n-1] (the first
  * value starts the mean: weight (1-a)^(n-1), then a (1-a)^(n-1-i)), mean and variance as sums. */
 static void reference_moments(const double *x, int n, int window, double *mean, double *var) {
@@ -95,7 +106,7 @@ static void moving_moments_match_the_weighted_sums_1e_9(void **state) {
     const anom_config_t c = defaults();
     anom_init(&s, &c);
     for (int t = 0; t < 400; t++) {
-        anom_observe_step(&s, &(anom_step_in_t){loss[t], norm[t], false, false}, false);
+        observe(&s, loss[t], norm[t]);
         if (t % 37 != 36) continue;
         double m, v;
         reference_moments(loss, t + 1, c.window, &m, &v);
@@ -137,28 +148,28 @@ static void loss_spike_fires_with_the_reference_zscore(void **state) {
     const anom_config_t c = defaults();
     anom_init(&s, &c);
     const int k = 500;
-    for (int t = 0; t < k; t++) anom_observe_step(&s, &(anom_step_in_t){loss[t], norm[t], false, false}, false);
+    for (int t = 0; t < k; t++) observe(&s, loss[t], norm[t]);
     double m, var;
     reference_moments(loss, k, c.window, &m, &var);
     const double spike = 1.5 * loss[k]; /* +50 %: a PaLM-size spike */
     const double sigma = fmax(sqrt(var), ANOM_SIGMA_FLOOR * m), zref = (spike - m) / sigma;
-    anom_verdict_t v = anom_check_step(&s, &(anom_step_in_t){spike, norm[k], false, false});
+    anom_verdict_t v = check(&s, spike, norm[k]);
     assert_int_equal(v.detector, ANOM_SPIKE);
     REL_CLOSE(v.value, zref, 1e-9);
     REL_CLOSE(v.reference, m, 1e-9);
     assert_true(v.threshold == c.spike_zscore);
     /* a fall of the same size is no anomaly */
-    v = anom_check_step(&s, &(anom_step_in_t){loss[k] / 1.5, norm[k], false, false});
+    v = check(&s, loss[k] / 1.5, norm[k]);
     assert_int_equal(v.detector, ANOM_NONE);
     /* not folded in when anomalous: the state is unchanged, the next ordinary step is fine */
     anom_state_t before = s;
     anom_observe_step(&s, &(anom_step_in_t){spike, norm[k], false, false}, true);
     assert_memory_equal(&before, &s, sizeof s);
-    v = anom_check_step(&s, &(anom_step_in_t){loss[k + 1], norm[k + 1], false, false});
+    v = check(&s, loss[k + 1], norm[k + 1]);
     assert_int_equal(v.detector, ANOM_NONE);
     /* 0 turns the detector off */
     s.c.spike_zscore = 0;
-    v = anom_check_step(&s, &(anom_step_in_t){spike, norm[k], false, false});
+    v = check(&s, spike, norm[k]);
     assert_int_equal(v.detector, ANOM_NONE);
 }
 
@@ -169,15 +180,15 @@ static void no_verdict_during_the_warm_up(void **state) {
     anom_init(&s, &c);
     for (int t = 0; t < c.window; t++) {
         /* a 100x loss and norm before `window` values were seen: no verdict */
-        anom_verdict_t v = anom_check_step(&s, &(anom_step_in_t){500.0, 100.0, false, false});
+        anom_verdict_t v = check(&s, 500.0, 100.0);
         if (v.detector != ANOM_NONE) fail_msg("verdict %s after %d values (warm-up %d)",
                                               anom_detector_name(v.detector), t, c.window);
         assert_true(isnan(anom_loss_zscore(&s, 500.0)) && isnan(anom_norm_ratio(&s, 100.0)));
-        anom_observe_step(&s, &(anom_step_in_t){5.0 - 0.01 * t, 1.0, false, false}, false);
+        observe(&s, 5.0 - 0.01 * t, 1.0);
     }
-    anom_verdict_t v = anom_check_step(&s, &(anom_step_in_t){500.0, 1.0, false, false});
+    anom_verdict_t v = check(&s, 500.0, 1.0);
     assert_int_equal(v.detector, ANOM_SPIKE);
-    v = anom_check_step(&s, &(anom_step_in_t){4.8, 100.0, false, false});
+    v = check(&s, 4.8, 100.0);
     assert_int_equal(v.detector, ANOM_GRAD_EXPLOSION);
 }
 
@@ -191,17 +202,17 @@ static void grad_explosion_is_a_ratio_to_the_window_median(void **state) {
         c.window = window;
         anom_init(&s, &c);
         const int k = 300;
-        for (int t = 0; t < k; t++) anom_observe_step(&s, &(anom_step_in_t){loss[t], norm[t], false, false}, false);
+        for (int t = 0; t < k; t++) observe(&s, loss[t], norm[t]);
         const double med = reference_median(norm + k - window, window);
         REL_CLOSE(anom_norm_ratio(&s, 3.0), 3.0 / med, 1e-15);
-        anom_verdict_t v = anom_check_step(&s, &(anom_step_in_t){loss[k], 10.5 * med, false, false});
+        anom_verdict_t v = check(&s, loss[k], 10.5 * med);
         assert_int_equal(v.detector, ANOM_GRAD_EXPLOSION);
         REL_CLOSE(v.value, 10.5, 1e-12);
         REL_CLOSE(v.reference, med, 1e-15);
-        v = anom_check_step(&s, &(anom_step_in_t){loss[k], 9.5 * med, false, false});
+        v = check(&s, loss[k], 9.5 * med);
         assert_int_equal(v.detector, ANOM_NONE);
         s.c.grad_ratio = 0; /* off */
-        v = anom_check_step(&s, &(anom_step_in_t){loss[k], 1e6 * med, false, false});
+        v = check(&s, loss[k], 1e6 * med);
         assert_int_equal(v.detector, ANOM_NONE);
     }
 }
@@ -212,23 +223,24 @@ static void nonfinite_and_loss_scale_collapse(void **state) {
     anom_config_t c = defaults();
     c.overflow_streak = 3;
     anom_init(&s, &c);
-    assert_int_equal(anom_check_step(&s, &(anom_step_in_t){NAN, 1.0, false, false}).detector, ANOM_NONFINITE);
-    assert_int_equal(anom_check_step(&s, &(anom_step_in_t){5.0, INFINITY, false, false}).detector, ANOM_NONFINITE);
+    assert_int_equal(check(&s, NAN, 1.0).detector, ANOM_NONFINITE);
+    assert_int_equal(check(&s, 5.0, INFINITY).detector, ANOM_NONFINITE);
     /* fp16: a non-finite norm is an overflow (the scaler's), an anomaly at the floor */
     anom_step_in_t of = {5.0, INFINITY, true, false};
     assert_int_equal(anom_check_step(&s, &of).detector, ANOM_NONE);
-    assert_int_equal(anom_check_step(&s, &(anom_step_in_t){5.0, INFINITY, true, true}).detector, ANOM_LOSS_SCALE);
+    anom_step_in_t at_floor = {5.0, INFINITY, true, true};
+    assert_int_equal(anom_check_step(&s, &at_floor).detector, ANOM_LOSS_SCALE);
     /* overflow_streak overflows in a row; a clean step starts the count again */
     anom_observe_step(&s, &of, false);
     anom_observe_step(&s, &of, false);
     anom_verdict_t v = anom_check_step(&s, &of);
     assert_int_equal(v.detector, ANOM_LOSS_SCALE);
     assert_true(v.value == 3 && v.threshold == 3);
-    anom_observe_step(&s, &(anom_step_in_t){5.0, 1.0, false, false}, false);
+    observe(&s, 5.0, 1.0);
     assert_int_equal(anom_check_step(&s, &of).detector, ANOM_NONE);
     /* non-finite values never reach the statistics */
     assert_int_equal((int)s.n_loss, 3);
-    anom_observe_step(&s, &(anom_step_in_t){NAN, NAN, false, false}, false);
+    observe(&s, NAN, NAN);
     assert_int_equal((int)s.n_loss, 3);
     assert_int_equal(s.n_norms, 1);
 }
@@ -261,10 +273,10 @@ static void snapshot_restores_the_detectors(void **state) {
     anom_state_t s;
     const anom_config_t c = defaults();
     anom_init(&s, &c);
-    for (int t = 0; t < 100; t++) anom_observe_step(&s, &(anom_step_in_t){loss[t], norm[t], false, false}, false);
+    for (int t = 0; t < 100; t++) observe(&s, loss[t], norm[t]);
     const anom_state_t snap = s;
     const double z = anom_loss_zscore(&s, 4.0), r = anom_norm_ratio(&s, 2.0);
-    for (int t = 100; t < 150; t++) anom_observe_step(&s, &(anom_step_in_t){loss[t] * 3, norm[t] * 3, false, false}, false);
+    for (int t = 100; t < 150; t++) observe(&s, loss[t] * 3, norm[t] * 3);
     assert_true(anom_loss_zscore(&s, 4.0) != z);
     s = snap;
     assert_true(anom_loss_zscore(&s, 4.0) == z && anom_norm_ratio(&s, 2.0) == r);
