@@ -10,8 +10,9 @@
 #     batches differ and the later batches come 3 steps earlier; measured 9.2e-4, and 1%
 #     is a fifth of what the last 15 steps gain (the training loss falls 5.3% from steps 21-25
 #     to steps 36-40);
-#  3. the same on dp = 2 (the rollback is collective): every loss equal to the dp = 1 rollback
-#     run within 1e-5 relative (dp2_matches_serial's tolerance);
+#  3. the same on dp = 2 (the rollback is collective), and on dp = 2 with ZeRO-2 (sharded
+#     gradients and optimizer state): every loss equal to the dp = 1 rollback run within 1e-5
+#     relative (dp2_matches_serial's tolerance);
 #  4. max_rollbacks: a NaN tied to step 28 (inject_nan_step = 27) comes back after every
 #     rollback; with max_rollbacks = 2 the third verdict ends the run with exit code 2 and a
 #     message naming max_rollbacks, after 2 rollback events and 1 abort event;
@@ -69,6 +70,15 @@ run rb_dp2 2
 events rb_dp2 | grep -q '"detector":"spike","step":28,.*"action":"rollback","to_step":25' || fail "dp=2: no rollback event"
 same_series "3. dp=2 rollback vs dp=1 rollback, losses" 1e-5 <(losses $TEST_DIR/rb/metrics.jsonl) <(losses $TEST_DIR/rb_dp2/metrics.jsonl) ||
     fail "dp=2 rollback run differs from dp=1"
+
+# 3b. and with ZeRO-2 (the spike scales the reduced gradient partitions; the rollback reloads them)
+nml rb_z2 2 "inject_spike_step = 27"
+sed -i "s/^  dp = 2$/  dp = 2, zero_stage = 2/" $TEST_DIR/rb_z2.nml
+run rb_z2 2
+[ $rc -eq 0 ] || { tail -5 $TEST_DIR/rb_z2.log; fail "ZeRO-2 rollback run: exit $rc"; }
+events rb_z2 | grep -q '"detector":"spike","step":28,.*"action":"rollback","to_step":25' || fail "ZeRO-2: no rollback event"
+same_series "3b. ZeRO-2 dp=2 rollback vs dp=1 rollback, losses" 1e-5 <(losses $TEST_DIR/rb/metrics.jsonl) <(losses $TEST_DIR/rb_z2/metrics.jsonl) ||
+    fail "ZeRO-2 rollback run differs from dp=1"
 
 # 4. max_rollbacks exceeded
 nml maxrb 1 "max_rollbacks = 2"
