@@ -150,9 +150,17 @@ static const key_spec_t key_specs[] = {
     INT_KEY(G_TRAIN, "loss_scale_window", loss_scale_window, 1000, AT_LEAST(1)),
     INT_KEY(G_TRAIN, "hysteresis", hysteresis, 2, AT_LEAST(1)),
     REAL_KEY(G_TRAIN, "min_loss_scale", min_loss_scale, 1, ABOVE(0), AT_MOST(1e30)),
-    PLANNED_STR_KEY(G_TRAIN, "on_anomaly", on_anomaly, "skip", "warn|skip|abort", "rollback",
-                    "rolling back to the last checkpoint is not implemented in this version"),
+    STR_KEY(G_TRAIN, "on_anomaly", on_anomaly, "skip", "warn|skip|rollback|abort"),
+    STR_KEY(G_TRAIN, "on_spike", on_spike, "", "|warn|skip|rollback|abort"), /* '' = on_anomaly */
+    STR_KEY(G_TRAIN, "on_divergence", on_divergence, "", "|warn|skip|rollback|abort"),
+    INT_KEY(G_TRAIN, "anomaly_window", anomaly_window, 20, AT_LEAST(2), AT_MOST(CFG_ANOMALY_WINDOW_MAX)),
+    REAL_KEY(G_TRAIN, "spike_zscore", spike_zscore, 6, AT_LEAST(0), AT_MOST(1e30)), /* 0 = off */
+    REAL_KEY(G_TRAIN, "grad_explosion_ratio", grad_explosion_ratio, 10, AT_LEAST(0), AT_MOST(1e30)),
+    INT_KEY(G_TRAIN, "divergence_evals", divergence_evals, 5, AT_LEAST(0)),
+    INT_KEY(G_TRAIN, "overflow_streak", overflow_streak, 32, AT_LEAST(0)),
+    INT_KEY(G_TRAIN, "max_rollbacks", max_rollbacks, 3, AT_LEAST(0)),
     INT_KEY(G_TRAIN, "inject_nan_step", inject_nan_step, -1, AT_LEAST(-1)),
+    INT_KEY(G_TRAIN, "inject_spike_step", inject_spike_step, -1, AT_LEAST(-1)),
     INT_KEY(G_TRAIN, "dump_grads_step", dump_grads_step, -1, AT_LEAST(-1)),
     INT_KEY(G_TRAIN, "inject_overflow_step", inject_overflow_step, -1, AT_LEAST(-1)),
 
@@ -915,6 +923,15 @@ static int check_rank_memory(parse_ctx_t *ctx, const config_t *cfg) {
 }
 
 /* After resolve_derived: global_batch and d_ff hold their effective values. */
+/* A ratio of at most 1 would call every ordinary step an explosion. */
+static int check_grad_explosion_ratio(parse_ctx_t *ctx, const config_t *cfg) {
+    if (cfg->grad_explosion_ratio == 0 || cfg->grad_explosion_ratio > 1) return 0;
+    int k = key_index(G_TRAIN, "grad_explosion_ratio"), line, col;
+    locate(ctx, k, k, &line, &col);
+    return cfg_error(ctx, line, col, "&train grad_explosion_ratio: must be 0 (off) or above 1 (a "
+                     "multiple of the median gradient norm), got %g", cfg->grad_explosion_ratio);
+}
+
 static int check_sizes(parse_ctx_t *ctx, const config_t *cfg) {
     if (check_grid_and_rows(ctx, cfg) || check_batch_sizes(ctx, cfg) || check_rank_memory(ctx, cfg)) return -1;
     return 0;
@@ -984,7 +1001,7 @@ static int check_cross_keys(parse_ctx_t *ctx, config_t *cfg) {
     if (check_loss_scaling(ctx, cfg) || check_heads_divide_width(ctx, cfg) || check_global_batch(ctx, cfg) ||
         check_min_lr(ctx, cfg) || check_mode_inputs(ctx, cfg) || check_prompt_in_vocab(ctx, cfg) ||
         check_generate_grid(ctx, cfg) || check_val_files(ctx, cfg) || check_recompute_layers(ctx, cfg) ||
-        check_profile_steps(ctx, cfg))
+        check_profile_steps(ctx, cfg) || check_grad_explosion_ratio(ctx, cfg))
         return -1;
     if (resolve_derived(ctx, cfg) != 0) return -1;
     return check_sizes(ctx, cfg);

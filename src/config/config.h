@@ -9,6 +9,7 @@
 
 #define CFG_STR 256      /* max length of a string value (paths, names) */
 #define CFG_MAX_IDS 1024 /* max prompt length in token ids */
+#define CFG_ANOMALY_WINDOW_MAX 256 /* max &train anomaly_window (the detectors keep that many norms) */
 
 typedef struct config {
     /* &run */
@@ -65,8 +66,17 @@ typedef struct config {
     double initial_loss_scale, min_loss_scale;
     int loss_scale_window, hysteresis; /* clean steps before doubling; overflows before halving */
     int inject_overflow_step; /* testing: an Inf in a gradient at this step (-1 = never) */
-    char on_anomaly[16];    /* 'warn' | 'skip' | 'abort' */
+    char on_anomaly[16];    /* 'warn' | 'skip' | 'rollback' | 'abort': every detector's default */
+    char on_spike[16];      /* '' (= on_anomaly) or a policy: spike and grad_explosion */
+    char on_divergence[16]; /* '' (= on_anomaly) or a policy: rising validation loss */
+    int anomaly_window;     /* EMA span, median window and warm-up of the detectors (steps) */
+    double spike_zscore;    /* loss z-score that is a spike (0 = off) */
+    double grad_explosion_ratio; /* gradient norm / median of the window that is one (0 = off) */
+    int divergence_evals;   /* validation-loss rises in a row that are divergence (0 = off) */
+    int overflow_streak;    /* fp16: overflowing steps in a row that are a collapse (0 = off) */
+    int max_rollbacks;      /* rollbacks a run may make; one more is an abort */
     int inject_nan_step;    /* testing: make the loss NaN at this step (-1 = never) */
+    int inject_spike_step;  /* testing: loss and gradients x100 on the batch of this step (-1) */
     int dump_grads_step;    /* testing: write the reduced gradients of this step (0-based, before
                                clipping) to grads_stepNNNNNN.h5 in global shapes (-1 = never) */
 

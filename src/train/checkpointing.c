@@ -224,6 +224,7 @@ int ckpt_write_now(trainer_t *tr, const char *why) {
     }
     tr->last_ckpt_step = tr->step;
     deadline_note_save(&tr->deadline, dt);
+    snprintf(tr->last_ckpt_path, sizeof tr->last_ckpt_path, "%s", path);
     if (world_rank() == 0) {
         const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
         if (write_latest(dir, base) != 0)
@@ -359,8 +360,9 @@ void ckpt_resume_find(trainer_t *tr, ckpt_resumed_t *res) {
     }
 }
 
-void ckpt_resume_apply(trainer_t *tr, ckpt_resumed_t *res) {
-    if (!res->found) return;
+/* The model, optimizer, step, counters and fp16 scaler from what load_candidate read (a resume
+ * or a rollback); the host copies stay with the caller. */
+static void apply_loaded(trainer_t *tr, const ckpt_resumed_t *res) {
     gpt_t *m = &tr->model;
     const zero_t *z = &tr->zero;
     ASSERT(res->total == m->P.total); /* the same registry as the model's */
@@ -390,8 +392,22 @@ void ckpt_resume_apply(trainer_t *tr, ckpt_resumed_t *res) {
         tr->scaler.hysteresis_tracker = (int)st->ls_hysteresis;
         tr->scaler.overflows = st->ls_overflows;
     }
+    snprintf(tr->last_ckpt_path, sizeof tr->last_ckpt_path, "%s", res->path);
     /* the lineage continues (a file of version 0.1 has none: this run's new id stands) */
     if (res->meta.run_id[0]) snprintf(tr->rd.run_id, sizeof tr->rd.run_id, "%s", res->meta.run_id);
+}
+
+static void free_loaded(ckpt_resumed_t *res) {
+    xfree(res->params);
+    xfree(res->m);
+    xfree(res->v);
+    memset(res, 0, sizeof *res);
+}
+
+void ckpt_resume_apply(trainer_t *tr, ckpt_resumed_t *res) {
+    if (!res->found) return;
+    apply_loaded(tr, res);
+    const ckpt_state_t *st = &res->state;
     if (world_rank() == 0)
         printf("resume: %s: step %lld, %lld tokens seen, saved on grid dp %lld x tp %lld x pp %lld, "
                "continuing on dp %d x tp %d x pp %d (read and verified %.1f MiB in %.2f s, %.0f "
@@ -399,10 +415,22 @@ void ckpt_resume_apply(trainer_t *tr, ckpt_resumed_t *res) {
                (long long)st->grid_dp, (long long)st->grid_tp, (long long)st->grid_pp,
                tr->grid->dp, tr->grid->tp, tr->grid->pp, res->mib, res->seconds,
                res->mib / res->seconds);
-    xfree(res->params);
-    xfree(res->m);
-    xfree(res->v);
-    memset(res, 0, sizeof *res);
+    free_loaded(res);
+}
+
+int ckpt_rollback(trainer_t *tr, char *msg, size_t len) {
+    const params_t *P = &tr->model.P;
+    ckpt_resumed_t res;
+    memset(&res, 0, sizeof res);
+    res.total = P->total;
+    res.params = xcalloc(P->total, sizeof(float));
+    res.m = xcalloc(P->total, sizeof(float));
+    res.v = xcalloc(P->total, sizeof(float));
+    int rc = tr->last_ckpt_path[0] ? load_candidate(tr, P, tr->last_ckpt_path, &res, msg, len) : -1;
+    if (rc != 0 && !tr->last_ckpt_path[0]) snprintf(msg, len, "no checkpoint file is known");
+    if (rc == 0) apply_loaded(tr, &res);
+    free_loaded(&res);
+    return rc;
 }
 
 /* ---------------------------------------------------------------- stop signals */

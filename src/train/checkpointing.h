@@ -47,6 +47,12 @@ void ckpt_resume_default(config_t *cfg, int world_rank);
  * and free the host copies. */
 void ckpt_resume_apply(trainer_t *tr, ckpt_resumed_t *res);
 
+/* Collective: reload the newest checkpoint this run wrote or resumed from (last_ckpt_path) into
+ * the model and optimizer, as a resume would (step, counters, sample_pos, fp16 scaler): the
+ * anomaly rollback. 0, or -1 with the reason in msg and nothing changed (the file is verified
+ * before anything is applied). */
+int ckpt_rollback(trainer_t *tr, char *msg, size_t len);
+
 /* SIGUSR1 / SIGTERM: remembered from the moment main installs the handlers (setup included),
  * acted on at the next step boundary by every rank together. */
 void stop_signals_install(void);

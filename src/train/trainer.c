@@ -403,6 +403,11 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
     }
     const bool was_resumed = resumed.found;
     ckpt_resume_apply(tr, &resumed);
+    /* the detectors start afresh (their state is not in checkpoints: a resumed run warms up
+     * again), and that is also the state a rollback to the resumed checkpoint restores */
+    const anom_config_t detectors = anom_config_from(cfg);
+    anom_init(&tr->anom, &detectors);
+    tr->anom_at_ckpt = tr->anom;
     open_metrics(tr, was_resumed);
     open_tensorboard(tr);
     record_provenance(tr);
@@ -576,9 +581,39 @@ static void inject_nonfinite(trainer_t *tr, float nan_value) {
     }
 }
 
+/* Testing hook (&train inject_spike_step): the batch that step reads in an uninterrupted run
+ * (first sample inject_spike_step * global_batch) gets its loss and reduced gradients multiplied
+ * by SPIKE_FACTOR, so the spike (and gradient-explosion) detectors fire for real. It is tied to
+ * the data, like a bad batch: a rollback skips that batch, and the spike does not come back
+ * (inject_nan_step, tied to the step number, does: a fault a rollback cannot cure). */
+#define SPIKE_FACTOR 100.0f
+
+static bool spike_injected(const trainer_t *tr) {
+    return tr->cfg->inject_spike_step >= 0 &&
+           tr->sample_pos == (int64_t)tr->cfg->inject_spike_step * tr->global_batch;
+}
+
+static void scale_reduced_grads(trainer_t *tr, float s) {
+    const zero_t *z = &tr->zero;
+    if (z->stage >= 2) tr->ops->scale(z->grad_shard, s, z->hi - z->lo);
+    else tr->ops->scale(tr->model.grads, s, tr->model.P.total);
+}
+
+/* An anomaly verdict and what was done about it (one metrics record, one line). */
+typedef struct anom_event {
+    int64_t step;          /* the step (1-based, as logged) whose values or validation fired */
+    double loss, norm;     /* that step's (for the message) */
+    anom_verdict_t v;
+    anom_action_t action;  /* what was done: a rollback that was not possible is a skip */
+    int64_t to_step;       /* the step rolled back to; -1 if none */
+    const char *note;      /* why the policy was not followed, or NULL */
+} anom_event_t;
+
 typedef struct step_result {
+    int64_t step;          /* this step, 1-based as logged */
     double loss, norm, lr, loss_scale;
     bool anomaly, applied, overflow;
+    anom_event_t event;    /* when anomaly */
 } step_result_t;
 
 /* Testing hook (&train dump_grads_step): the step's gradients as the optimizer sees them
@@ -602,51 +637,198 @@ static void dump_grads(trainer_t *tr) {
 }
 
 /* fp16: an Inf or NaN in the scaled gradients (any rank: the norm sums them all) skips the step
- * and lets the scaler back off; only an overflow at the scaler's floor is an anomaly. Returns
- * whether the step may be applied; sets r->overflow and r->anomaly. */
-static bool loss_scaling_verdict(trainer_t *tr, step_result_t *r) {
+ * and lets the scaler back off; an overflow at the scaler's floor is an anomaly (loss_scale, for
+ * the detectors). Returns whether the step may be applied; sets r->overflow and *at_floor. */
+static bool loss_scaling_verdict(trainer_t *tr, step_result_t *r, bool *at_floor_out) {
     const double before = tr->scaler.scale;
     bool at_floor;
     r->overflow = !isfinite(r->norm);
     bool apply = loss_scaler_update(&tr->scaler, r->overflow, &at_floor);
-    r->anomaly = !isfinite(r->loss) || at_floor;
+    *at_floor_out = at_floor;
     if (r->overflow && !at_floor && is_root(tr))
         fprintf(stderr, "llmtrain: note: step %lld: fp16 gradients overflowed at loss scale %g: "
                 "step skipped, scale now %g\n", (long long)tr->step + 1, before, tr->scaler.scale);
     return apply;
 }
 
+/* ---------------------------------------------------------------- anomalies */
+
+/* The verdict every rank acts on: each computes it from the same globally reduced values, and
+ * one integer all-reduce makes sure (a rank that saw nothing takes the highest detector seen). */
+static anom_verdict_t agreed_verdict(anom_verdict_t v) {
+    int d = (int)v.detector;
+    comm_allreduce(&d, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, "anomaly verdict");
+    if (d != (int)v.detector) {
+        v.detector = (anom_detector_t)d;
+        v.value = v.threshold = v.reference = NAN;
+    }
+    return v;
+}
+
+/* The namelist key whose policy a detector follows, and its value. */
+static const char *policy_key(const config_t *cfg, anom_detector_t d, const char **value) {
+    const bool spike = d == ANOM_SPIKE || d == ANOM_GRAD_EXPLOSION;
+    const char *own = spike ? cfg->on_spike : d == ANOM_DIVERGENCE ? cfg->on_divergence : "";
+    *value = own[0] ? own : cfg->on_anomaly;
+    return own[0] ? (spike ? "on_spike" : "on_divergence") : "on_anomaly";
+}
+
+/* What the detector saw, for messages: "loss 9.1 is 55.2 sigma above ...". */
+static void describe(const trainer_t *tr, const anom_event_t *e, char *buf, size_t len) {
+    const config_t *cfg = tr->cfg;
+    const anom_verdict_t *v = &e->v;
+    switch (v->detector) {
+    case ANOM_NONFINITE:
+        snprintf(buf, len, "loss %g, gradient norm %g is not finite", e->loss, e->norm);
+        break;
+    case ANOM_LOSS_SCALE:
+        if (v->threshold > 0)
+            snprintf(buf, len, "%.0f fp16 overflows in a row (&train overflow_streak = %d): the loss "
+                     "scaler is not recovering", v->value, cfg->overflow_streak);
+        else
+            snprintf(buf, len, "loss %g, gradient norm %g is not finite at the smallest loss scale "
+                     "(&train min_loss_scale)", e->loss, e->norm);
+        break;
+    case ANOM_SPIKE:
+        snprintf(buf, len, "loss spike: loss %g is %.1f sigma above its moving mean %g (&train "
+                 "spike_zscore = %g)", e->loss, v->value, v->reference, v->threshold);
+        break;
+    case ANOM_GRAD_EXPLOSION:
+        snprintf(buf, len, "gradient explosion: norm %g is %.1f x the median %g of the last %d "
+                 "steps (&train grad_explosion_ratio = %g)", e->norm, v->value, v->reference,
+                 tr->anom.c.window, v->threshold);
+        break;
+    case ANOM_DIVERGENCE:
+        snprintf(buf, len, "divergence: validation loss %g rose %.0f evaluations in a row (&train "
+                 "divergence_evals = %d)", e->loss, v->value, cfg->divergence_evals);
+        break;
+    default: snprintf(buf, len, "anomaly"); break;
+    }
+}
+
+/* The event as one flat metrics record (the TensorBoard writer shows its strings as text). */
+static void record_anomaly(trainer_t *tr, const anom_event_t *e) {
+    char n1[32], n2[32], to[96] = "", note[160] = "";
+    if (e->to_step >= 0)
+        snprintf(to, sizeof to, ",\"to_step\":%lld,\"sample_pos\":%lld,\"rollbacks\":%d",
+                 (long long)e->to_step, (long long)tr->sample_pos, tr->rollbacks);
+    if (e->note) snprintf(note, sizeof note, ",\"note\":\"%s\"", e->note);
+    metrics_write(&tr->metrics, "\"event\":\"anomaly\",\"detector\":\"%s\",\"step\":%lld,"
+                  "\"value\":%s,\"threshold\":%s,\"action\":\"%s\"%s%s",
+                  anom_detector_name(e->v.detector), (long long)e->step,
+                  metrics_num(n1, sizeof n1, e->v.value), metrics_num(n2, sizeof n2, e->v.threshold),
+                  anom_action_name(e->action), to, note);
+}
+
+/* 'abort', or a rollback beyond &train max_rollbacks: the record, one message, exit 2. */
+_Noreturn static void abort_on_anomaly(trainer_t *tr, anom_event_t *e, bool rollbacks_used_up) {
+    char what[300];
+    const char *value, *key = policy_key(tr->cfg, e->v.detector, &value);
+    describe(tr, e, what, sizeof what);
+    e->action = ANOM_ABORT;
+    e->note = rollbacks_used_up ? "max_rollbacks used up" : NULL;
+    record_anomaly(tr, e);
+    if (rollbacks_used_up)
+        fatal_user("step %lld: %s; stopping: &train %s = 'rollback' but the %d rollback%s that "
+                   "&train max_rollbacks = %d allows %s been made", (long long)e->step, what, key,
+                   tr->rollbacks, tr->rollbacks == 1 ? "" : "s", tr->cfg->max_rollbacks,
+                   tr->rollbacks == 1 ? "has" : "have");
+    fatal_user("step %lld: %s; stopping because &train %s = 'abort'", (long long)e->step, what, key);
+}
+
+/* The line (stderr) and record of an event that did not end the run. */
+static void report_anomaly(trainer_t *tr, const anom_event_t *e, const char *outcome) {
+    char what[300], done[200];
+    const char *value, *key = policy_key(tr->cfg, e->v.detector, &value);
+    describe(tr, e, what, sizeof what);
+    if (e->to_step >= 0)
+        snprintf(done, sizeof done, "rolled back to the checkpoint of step %lld; the samples up to "
+                 "%lld (steps %lld..%lld) are skipped (rollback %d of at most %d)",
+                 (long long)e->to_step, (long long)tr->sample_pos, (long long)e->to_step + 1,
+                 (long long)e->step, tr->rollbacks, tr->cfg->max_rollbacks);
+    else snprintf(done, sizeof done, "%s%s%s", outcome, e->note ? ": " : "", e->note ? e->note : "");
+    if (is_root(tr))
+        fprintf(stderr, "llmtrain: warning: step %lld: %s: %s (%s = '%s')\n", (long long)e->step,
+                what, done, key, value);
+    record_anomaly(tr, e);
+}
+
+/* A rollback verdict: reload the newest checkpoint (step c) with the detector state it had and
+ * continue the data at `next_sample` (the position after the window that fired, so the
+ * samples of steps c+1..k are not seen again). No checkpoint yet, or one that does not load:
+ * the step is skipped instead (said in the note). Returns whether it rolled back. */
+static bool roll_back(trainer_t *tr, anom_event_t *e, int64_t next_sample) {
+    if (tr->rollbacks >= tr->cfg->max_rollbacks) abort_on_anomaly(tr, e, true);
+    e->action = ANOM_SKIP;
+    if (tr->last_ckpt_step < 0) {
+        e->note = "no checkpoint to roll back to yet";
+        return false;
+    }
+    char msg[COMM_MSG_MAX + 64];
+    if (ckpt_rollback(tr, msg, sizeof msg) != 0) {
+        if (is_root(tr)) fprintf(stderr, "llmtrain: error: rollback: %s\n", msg);
+        e->note = "the checkpoint could not be reloaded";
+        return false;
+    }
+    tr->rollbacks++;
+    tr->anom = tr->anom_at_ckpt;
+    tr->sample_pos = next_sample;
+    e->action = ANOM_ROLLBACK;
+    e->to_step = tr->step;
+    return true;
+}
+
+/* The detectors on one step's values, then its policy: abort ends the run here; rollback
+ * reloads (true: the step is over); skip and warn are left to the caller (r->event). The values
+ * of an anomalous step are folded into the statistics only under 'warn' (the run goes on
+ * from them). */
+static bool step_anomaly(trainer_t *tr, step_result_t *r, bool at_floor, int64_t next_sample) {
+    const anom_step_in_t in = {r->loss, r->norm, r->overflow, at_floor};
+    anom_event_t *e = &r->event;
+    e->step = r->step;
+    e->loss = r->loss;
+    e->norm = r->norm;
+    e->to_step = -1;
+    e->v = agreed_verdict(anom_check_step(&tr->anom, &in));
+    r->anomaly = e->v.detector != ANOM_NONE;
+    e->action = r->anomaly ? anom_action_for(tr->cfg, e->v.detector) : ANOM_WARN;
+    anom_observe_step(&tr->anom, &in, r->anomaly && e->action != ANOM_WARN);
+    if (!r->anomaly) return false;
+    if (e->action == ANOM_ABORT) abort_on_anomaly(tr, e, false);
+    if (e->action != ANOM_ROLLBACK || !roll_back(tr, e, next_sample)) return false;
+    r->applied = false;
+    report_anomaly(tr, e, NULL);
+    return true;
+}
+
 static step_result_t train_step(trainer_t *tr) {
     const config_t *cfg = tr->cfg;
     step_result_t r = {0};
+    r.step = tr->step + 1;
     watchdog_set_step(tr->step + 1);
     r.loss_scale = tr->scaler.scale;
     double loss_sum = accumulate_gradients(tr);
     if (tr->step == cfg->dump_grads_step) dump_grads(tr);
     if (tr->step == cfg->inject_nan_step) inject_nonfinite(tr, NAN);
     if (tr->step == cfg->inject_overflow_step) inject_nonfinite(tr, INFINITY);
-    r.loss = global_loss(tr, loss_sum);
+    const bool spike = spike_injected(tr);
+    if (spike) scale_reduced_grads(tr, SPIKE_FACTOR);
+    r.loss = global_loss(tr, loss_sum) * (spike ? SPIKE_FACTOR : 1.0);
     r.norm = global_grad_norm(tr) / tr->scaler.scale; /* the norm of the true gradient */
     r.lr = lr_at(cfg, (int)tr->step);
-    bool apply = true;
-    if (tr->scaler.enabled) apply = loss_scaling_verdict(tr, &r);
-    else r.anomaly = !isfinite(r.loss) || !isfinite(r.norm);
-    if (r.anomaly && strcmp(cfg->on_anomaly, "abort") == 0)
-        fatal_user("step %lld: loss %g, gradient norm %g is not finite%s; stopping because "
-                   "&train on_anomaly = 'abort'", (long long)tr->step + 1, r.loss, r.norm,
-                   r.overflow ? " at the smallest loss scale (&train min_loss_scale)" : "");
-    r.applied = apply && !(r.anomaly && strcmp(cfg->on_anomaly, "skip") == 0);
+    bool apply = true, at_floor = false;
+    if (tr->scaler.enabled) apply = loss_scaling_verdict(tr, &r, &at_floor);
+    else r.overflow = false;
+    /* the data of this step is passed over by a rollback: training goes on after it */
+    if (step_anomaly(tr, &r, at_floor, tr->sample_pos + tr->global_batch)) return r;
+    r.applied = apply && !(r.anomaly && r.event.action == ANOM_SKIP);
     prof_begin(PROF_OPTIMIZER, "optimizer", -1, -1);
     if (r.applied)
         adamw_step(&tr->opt, &tr->model, &tr->zero, cfg, (float)r.lr,
                    (float)(clip_scale(r.norm, cfg->grad_clip) / tr->scaler.scale));
     else tr->skipped++;
     prof_end(PROF_OPTIMIZER, 0);
-    if (r.anomaly && is_root(tr))
-        fprintf(stderr, "llmtrain: warning: step %lld: loss %g, gradient norm %g not finite%s: "
-                "update %s (on_anomaly = '%s')\n", (long long)tr->step + 1, r.loss, r.norm,
-                r.overflow ? " at the smallest loss scale (&train min_loss_scale)" : "",
-                r.applied ? "applied" : "skipped", cfg->on_anomaly);
+    if (r.anomaly) report_anomaly(tr, &r.event, r.applied ? "update applied" : "update skipped");
     tr->step++;
     tr->sample_pos += tr->global_batch;
     tr->tokens_seen += (int64_t)tr->global_batch * tr->T;
@@ -707,19 +889,29 @@ static void log_step(trainer_t *tr, const step_result_t *r, double dt, double et
     char e[32], n1[32], n2[32], scale[48] = "";
     format_hms(e, sizeof e, eta);
     if (tr->scaler.enabled) snprintf(scale, sizeof scale, " | scale %g", r->loss_scale);
-    if (is_root(tr) && (tr->step % tr->cfg->log_every == 0 || tr->step == tr->cfg->max_steps))
+    char event[96] = "";
+    if (r->anomaly && r->event.to_step >= 0)
+        snprintf(event, sizeof event, " | %s: ROLLBACK to step %lld",
+                 anom_detector_name(r->event.v.detector), (long long)r->event.to_step);
+    else if (r->anomaly)
+        snprintf(event, sizeof event, " | %s: %s", anom_detector_name(r->event.v.detector),
+                 r->applied ? "applied (warn)" : "SKIPPED");
+    else if (!r->applied)
+        snprintf(event, sizeof event, " | SKIPPED%s", r->overflow ? " (overflow)" : "");
+    if (is_root(tr) && (r->step % tr->cfg->log_every == 0 || r->step == tr->cfg->max_steps ||
+                        r->anomaly))
         printf("step %*lld/%d | loss %.4f | lr %.2e | norm %.3f | %7.1f ms | %8.0f tok/s | "
                "MFU %4.1f%% (GEMM %3.0f%%) | peak %.0f MiB | ETA %s%s%s\n",
-               (int)log10(tr->cfg->max_steps) + 1, (long long)tr->step, tr->cfg->max_steps,
+               (int)log10(tr->cfg->max_steps) + 1, (long long)r->step, tr->cfg->max_steps,
                r->loss, r->lr, r->norm, dt * 1e3, tok_s, 100.0 * mfu, 100.0 * gemm_util, peak, e, scale,
-               r->applied ? "" : r->overflow && !r->anomaly ? " | SKIPPED (overflow)" : " | SKIPPED");
+               event);
     metrics_write(&tr->metrics,
                   "\"step\":%lld,\"loss\":%s,\"lr\":%.9g,\"grad_norm\":%s,\"ms\":%.3f,"
                   "\"tokens_per_s\":%.1f,\"mfu\":%.5f,\"gemm_util\":%.5f,\"minor_faults\":%ld,\"rss_mib\":%.1f,\"peak_mib\":%.1f,\"tokens\":%lld,"
                   "\"skipped\":%lld,\"applied\":%s,\"ms_tp\":%.3f,\"ms_pp_wait\":%.3f,"
                   "\"ms_dp_wait\":%.3f,\"bytes_tp\":%.0f,\"bytes_pp\":%.0f,\"bytes_dp\":%.0f,"
                   "\"loss_scale\":%.9g,\"overflow\":%s%s",
-                  (long long)tr->step, metrics_num(n1, sizeof n1, r->loss), r->lr,
+                  (long long)r->step, metrics_num(n1, sizeof n1, r->loss), r->lr,
                   metrics_num(n2, sizeof n2, r->norm), dt * 1e3, tok_s, mfu, gemm_util, faults, mem, peak,
                   (long long)tr->tokens_seen, (long long)tr->skipped,
                   r->applied ? "true" : "false", c->seconds[COMM_TP] * 1e3,
@@ -729,12 +921,27 @@ static void log_step(trainer_t *tr, const step_result_t *r, double dt, double et
     fflush(stdout);
 }
 
-static void run_validation(trainer_t *tr) {
+static double run_validation(trainer_t *tr) {
     double v = trainer_validate(tr);
     char n1[32];
     if (is_root(tr)) printf("val  %lld | val_loss %.4f\n", (long long)tr->step, v);
     metrics_write(&tr->metrics, "\"step\":%lld,\"val_loss\":%s", (long long)tr->step,
                   metrics_num(n1, sizeof n1, v));
+    return v;
+}
+
+/* Validation during training, and the divergence detector on its loss (a rollback continues
+ * the data where it is: after this step's samples). 'skip' has no update to drop here. */
+static void validate_and_watch(trainer_t *tr) {
+    const double val = run_validation(tr);
+    anom_event_t e = {tr->step, val, NAN, agreed_verdict(anom_observe_val(&tr->anom, val)),
+                      ANOM_WARN, -1, NULL};
+    if (e.v.detector == ANOM_NONE) return;
+    e.action = anom_action_for(tr->cfg, e.v.detector);
+    if (e.action == ANOM_ABORT) abort_on_anomaly(tr, &e, false);
+    if (e.action == ANOM_ROLLBACK) roll_back(tr, &e, tr->sample_pos);
+    if (e.action == ANOM_SKIP && !e.note) e.note = "after a validation there is no update to skip";
+    report_anomaly(tr, &e, "training goes on");
 }
 
 /* The communication summary of the run, one row per rank (gathered to rank 0): where the
@@ -815,8 +1022,12 @@ static int stop_for_signal(trainer_t *tr, int sig, const char *when) {
  * the run must end now, else -1. */
 static int after_step(trainer_t *tr) {
     const config_t *cfg = tr->cfg;
-    if (cfg->ckpt_every > 0 && tr->step % cfg->ckpt_every == 0 && tr->step < cfg->max_steps)
-        ckpt_write_now(tr, "every"); /* a failure was reported; training goes on */
+    /* After a rollback the step is that of the checkpoint just reloaded: nothing to write. A
+     * failed save was reported and training goes on; a written one keeps the detectors' state
+     * for a rollback to it. */
+    if (cfg->ckpt_every > 0 && tr->step % cfg->ckpt_every == 0 && tr->step < cfg->max_steps &&
+        tr->last_ckpt_step != tr->step && ckpt_write_now(tr, "every") == 0)
+        tr->anom_at_ckpt = tr->anom;
     fault_point("step", tr->grid->world_rank);
     /* rank 0's clock decides about the time limit; the verdict travels with the signals */
     const bool late = is_root(tr) && deadline_due(&tr->deadline, tr->grid->world_rank);
@@ -889,6 +1100,9 @@ static int finish(trainer_t *tr) {
     if (is_root(tr) && tr->skipped)
         printf("anomalies: %lld of %lld steps skipped%s\n", (long long)tr->skipped,
                (long long)tr->step, tr->scaler.overflows ? "" : "");
+    if (is_root(tr) && tr->rollbacks)
+        printf("anomalies: %d rollback%s to an earlier checkpoint (&train max_rollbacks = %d)\n",
+               tr->rollbacks, tr->rollbacks > 1 ? "s" : "", cfg->max_rollbacks);
     if (is_root(tr) && tr->scaler.enabled)
         printf("loss scaling: %lld overflowing steps skipped, final scale %g\n",
                (long long)tr->scaler.overflows, tr->scaler.scale);
@@ -924,7 +1138,8 @@ int trainer_train(trainer_t *tr) {
         /* The first step carries one-time costs (page faults, BLAS warm-up): keep it out of the ETA. */
         ema = tr->step - first <= 2 ? dt : 0.9 * ema + 0.1 * dt;
         log_step(tr, &r, dt, ema * (cfg->max_steps - tr->step), &delta, faults);
-        if (tr->has_val && cfg->val_every > 0 && tr->step % cfg->val_every == 0) run_validation(tr);
+        if (r.event.to_step < 0 && tr->has_val && cfg->val_every > 0 && tr->step % cfg->val_every == 0)
+            validate_and_watch(tr);
         int code = after_step(tr);
         if (code >= 0) return code;
     }

@@ -13,6 +13,7 @@
 #include "io/shards.h"
 #include "model/gpt.h"
 #include "parallel/grid.h"
+#include "train/anomaly.h"
 #include "train/deadline.h"
 #include "train/dp_sync.h"
 #include "train/loss_scale.h"
@@ -47,10 +48,14 @@ typedef struct trainer {
     metrics_t metrics;          /* metrics.jsonl, mirrored to TensorBoard */
     provenance_t provenance;    /* the run's (train/runinfo), the same on every rank */
     int64_t step;               /* optimizer steps taken */
-    int64_t skipped;            /* steps whose update was discarded (on_anomaly = 'skip') */
+    int64_t skipped;            /* steps whose update was discarded (an anomaly's 'skip') */
     int64_t tokens_seen;
     int64_t sample_pos;         /* global index of the next training sample */
     int64_t last_ckpt_step;     /* step of the newest checkpoint written or resumed (-1: none) */
+    char last_ckpt_path[700];   /* ... its file, which an anomaly rollback reloads */
+    anom_state_t anom;          /* the anomaly detectors (anomaly.h) */
+    anom_state_t anom_at_ckpt;  /* ... as they were at last_ckpt_step: a rollback restores them */
+    int rollbacks;              /* anomaly rollbacks made by this process (&train max_rollbacks) */
     MPI_Info io_hints;          /* MPI-IO hints for checkpoint files */
     double peak_flops;          /* per rank: the hardware's peak (or &log peak_flops), for MFU */
     char peak_how[160];         /* how peak_flops was found, for the startup summary */

@@ -353,14 +353,38 @@ static void value_not_in_choices_lists_the_choices(void **state) {
                  "&train min_loss_scale: min_loss_scale = 16 (line 1) must be <= initial_loss_scale = 8");
     EXPECT_ERROR("&train precision = 'fp16', loss_scale = -1 /", "&train loss_scale: must be in [0, 1e+30], got -1");
     EXPECT_ERROR("&train precision = 'fp16', hysteresis = 0 /", "&train hysteresis: must be >= 1, got 0");
-    EXPECT_ERROR("&train on_anomaly = 'ignore' /", "&train on_anomaly: 'ignore' is not one of 'warn', 'skip', 'abort'");
+    EXPECT_ERROR("&train on_anomaly = 'ignore' /",
+                 "&train on_anomaly: 'ignore' is not one of 'warn', 'skip', 'rollback', 'abort'");
 }
 
-static void planned_choice_says_not_implemented_yet(void **state) {
+/* The anomaly policies: every detector's default and the two overrides ('' = the default),
+ * each unknown name refused naming its key; the thresholds' bounds. */
+static void anomaly_policies_are_checked_by_key(void **state) {
     (void)state;
-    EXPECT_ERROR("&train on_anomaly = 'rollback' /",
-                 "&train on_anomaly: 'rollback': rolling back to the last checkpoint is not implemented in this "
-                 "version; use one of 'warn', 'skip', 'abort'");
+    config_t c;
+    parse_ok("&train on_anomaly = 'ROLLBACK', on_spike = 'abort' /\n" DATA, &c);
+    assert_string_equal(c.on_anomaly, "rollback");
+    assert_string_equal(c.on_spike, "abort");
+    assert_string_equal(c.on_divergence, "");
+    assert_int_equal(c.anomaly_window, 20);
+    assert_true(c.spike_zscore == 6 && c.grad_explosion_ratio == 10);
+    assert_int_equal(c.divergence_evals, 5);
+    assert_int_equal(c.overflow_streak, 32);
+    assert_int_equal(c.max_rollbacks, 3);
+    assert_int_equal(c.inject_spike_step, -1);
+    config_destroy(&c);
+    EXPECT_ERROR("&train on_spike = 'rewind' /",
+                 "&train on_spike: 'rewind' is not one of '', 'warn', 'skip', 'rollback', 'abort'");
+    EXPECT_ERROR("&train on_divergence = 'stop' /",
+                 "&train on_divergence: 'stop' is not one of '', 'warn', 'skip', 'rollback', 'abort'");
+    EXPECT_ERROR("&train anomaly_window = 1 /", "&train anomaly_window: must be in [2, 256], got 1");
+    EXPECT_ERROR("&train anomaly_window = 257 /", "&train anomaly_window: must be in [2, 256], got 257");
+    EXPECT_ERROR("&train spike_zscore = -1 /", "&train spike_zscore: must be in [0, 1e+30], got -1");
+    EXPECT_ERROR("&train grad_explosion_ratio = 0.5 /\n" DATA,
+                 PATH ":1:8: &train grad_explosion_ratio: must be 0 (off) or above 1 (a multiple of the median gradient "
+                 "norm), got 0.5");
+    EXPECT_ERROR("&train max_rollbacks = -1 /", "&train max_rollbacks: must be >= 0, got -1");
+    EXPECT_ERROR("&train inject_spike_step = -2 /", "&train inject_spike_step: must be >= -1, got -2");
 }
 
 /* Each bound of the schema, with the value on its wrong side and the message it must give. */
@@ -935,7 +959,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(too_many_prompt_ids_is_refused),
         cmocka_unit_test(string_longer_than_field_is_refused),
         cmocka_unit_test(value_not_in_choices_lists_the_choices),
-        cmocka_unit_test(planned_choice_says_not_implemented_yet),
+        cmocka_unit_test(anomaly_policies_are_checked_by_key),
         cmocka_unit_test(every_range_bound_is_enforced_with_its_message),
         cmocka_unit_test(integer_beyond_32_bits_is_refused_for_int_keys),
         cmocka_unit_test(unimplemented_features_are_refused_not_ignored),
