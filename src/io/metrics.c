@@ -76,6 +76,17 @@ long metrics_supersede_after(const char *path, long long step) {
     return rc == 0 ? marked : -1;
 }
 
+long metrics_supersede_open(metrics_t *mx, long long step) {
+    if (!mx->f) return 0;
+    if (fclose(mx->f) != 0) {
+        mx->f = NULL;
+        return -1;
+    }
+    long marked = metrics_supersede_after(mx->path, step);
+    mx->f = fopen(mx->path, "a");
+    return mx->f ? marked : -1;
+}
+
 int metrics_open_tensorboard(metrics_t *mx, const char *dir) {
     return tb_open(&mx->tb, dir);
 }

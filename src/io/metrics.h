@@ -26,6 +26,10 @@ int metrics_open(metrics_t *mx, const char *path, int enabled);
  * newline. The file is rewritten atomically, only when something changes. Returns the number of
  * records marked (0 when the file does not exist), or -1 with errno. */
 long metrics_supersede_after(const char *path, long long step);
+/* The same for the open file (a rollback to `step` inside a run): closed, marked, reopened for
+ * appending (TensorBoard's file is left as it is). Marked count, or -1 with errno (then no
+ * more JSONL records are written). */
+long metrics_supersede_open(metrics_t *mx, long long step);
 /* After metrics_open: also write every record as TensorBoard events into `dir` (which exists).
  * A run adds a new event file there (the older ones are kept, like the JSONL history;
  * TensorBoard reads a directory's files in order). 0, or -1 with errno. */

@@ -771,6 +771,10 @@ static bool roll_back(trainer_t *tr, anom_event_t *e, int64_t next_sample) {
         return false;
     }
     tr->rollbacks++;
+    /* the records of the steps about to be redone are superseded, as after a resume */
+    if (metrics_supersede_open(&tr->metrics, (long long)tr->step) < 0)
+        fprintf(stderr, "llmtrain: warning: rollback: marking the superseded records of %s: %s\n",
+                tr->metrics.path, strerror(errno));
     tr->anom = tr->anom_at_ckpt;
     tr->sample_pos = next_sample;
     e->action = ANOM_ROLLBACK;
