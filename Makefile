@@ -250,3 +250,32 @@ $(BUILD)/bench/bench_ops_vs: $(BENCH_SRC) validation/bench/bench_kset.h $(LIB)
 	    -o $(BENCH_BASE_DIR)/kset_base.o
 	$(CC) $(ALL_CFLAGS) -DBENCH_VS='"$(BASE)"' -o $@ $(BENCH_SRC) \
 	    $(patsubst %,$(BENCH_BASE_DIR)/%.o,$(BENCH_KERNELS) kset_base) $(LIB) $(ALL_LIBS) $(LDFLAGS)
+
+# make install PREFIX=/path: binaries and tool wrappers in bin/, the Python tools in
+# libexec/llmtrain/, example inputs, jobscripts, README and the tiny test corpus in share/llmtrain/,
+# and a modulefile for that prefix in $(MODULEDIR)/llmtrain/<version>.lua (module use $(MODULEDIR)).
+VERSION   := $(shell sed -n 's/^\#define LLMT_VERSION "\(.*\)"/\1/p' src/core/version.h)
+PREFIX    ?= /opt/llmtrain/$(VERSION)
+MODULEDIR ?= $(PREFIX)/modulefiles
+PY_TOOLS  := $(filter $(patsubst src/tools/%.py,%,$(wildcard src/tools/*.py)),llmsweep llmscale llmreport)
+.PHONY: install
+install: $(LLMTRAIN) $(LLMPREP) $(LLMMERGE) data/tiny/train_000.bin
+	@case "$(PREFIX)" in /*) ;; *) echo "make install: PREFIX must be an absolute path (got '$(PREFIX)')"; exit 2;; esac
+	install -d $(PREFIX)/bin $(PREFIX)/libexec/llmtrain $(PREFIX)/share/llmtrain/inputs \
+	    $(PREFIX)/share/llmtrain/jobscripts $(PREFIX)/share/llmtrain/data/tiny $(MODULEDIR)/llmtrain
+	install -m 755 $(LLMTRAIN) $(LLMPREP) $(LLMMERGE) $(PREFIX)/bin/
+	install -m 644 src/tools/*.py $(PREFIX)/libexec/llmtrain/
+	@for t in $(PY_TOOLS); do \
+	    printf '#!/bin/sh\n# %s (llmtrain %s)\nexec %s "%s/libexec/llmtrain/%s.py" "$$@"\n' \
+	        $$t $(VERSION) "$(PYTHON)" "$(PREFIX)" $$t >$(PREFIX)/bin/$$t && chmod 755 $(PREFIX)/bin/$$t; done
+	install -m 644 inputs/*.nml README.md $(PREFIX)/share/llmtrain/inputs/
+	mv $(PREFIX)/share/llmtrain/inputs/README.md $(PREFIX)/share/llmtrain/
+	install -m 644 jobscripts/* $(PREFIX)/share/llmtrain/jobscripts/
+	install -m 644 data/tiny/*.bin $(PREFIX)/share/llmtrain/data/tiny/
+	@deps='$(strip $(MODULE_DEPENDS))'; lua=''; for m in $$deps; do lua="$$lua"'depends_on("'$$m'")\n'; done; \
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' \
+	    -e "s|@COMMIT@|$$(git rev-parse --short HEAD 2>/dev/null || echo unknown)|g" \
+	    -e "s|@DEPENDS_TEXT@|$${deps:-the system's libraries (no modules)}|" \
+	    -e "s|@DEPENDS_LUA@|$$lua|" modules/llmtrain.lua.in >$(MODULEDIR)/llmtrain/$(VERSION).lua
+	@echo "installed llmtrain $(VERSION) in $(PREFIX); modulefile $(MODULEDIR)/llmtrain/$(VERSION).lua"
+	@echo "  module use $(MODULEDIR) && module load llmtrain/$(VERSION)"

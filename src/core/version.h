@@ -2,5 +2,5 @@
  * into every checkpoint and weights file). Uses: nothing. */
 #ifndef LLMT_VERSION_H
 #define LLMT_VERSION_H
-#define LLMT_VERSION "0.2.0"
+#define LLMT_VERSION "0.3.0"
 #endif
