@@ -1,5 +1,5 @@
 /* main.c — llmtrain: init -> config -> grid -> model -> train / eval / generate -> finalize.
- * Usage: srun ./llmtrain input.nml   (or mpirun -np N ./llmtrain input.nml) */
+ * Usage: srun ./llmtrain input.nml [group.key=value ...]   (or mpirun -np N ...); --help says more. */
 #include <hdf5.h>
 #include <mpi.h>
 #include <omp.h>
@@ -20,14 +20,91 @@
 #include "train/trainer.h"
 
 
-static void usage(int rank) {
-    if (rank == 0)
-        printf("llmtrain %s — MPI-native GPT training\n"
-               "usage: srun ./llmtrain input.nml\n"
-               "       mpirun -np N ./llmtrain input.nml\n"
-               "       ./llmtrain --plan input.nml   (memory per rank and what fits; one process)\n"
-               "The namelist groups and keys are listed in README.md; examples in inputs/.\n",
-               LLMT_VERSION);
+/* llmtrain --help; README.md "Command line" says the same. */
+static void usage(void) {
+    printf(
+        "llmtrain %s - MPI-native GPT training\n"
+        "\n"
+        "usage: srun ./llmtrain input.nml [group.key=value ...]\n"
+        "       mpirun -np N ./llmtrain input.nml [group.key=value ...]\n"
+        "       ./llmtrain --plan input.nml [group.key=value ...]\n"
+        "       ./llmtrain --version | --help\n"
+        "\n"
+        "  input.nml        a Fortran namelist: &run &model &parallel &train &data &checkpoint &log\n"
+        "                   (keys in README.md, examples in inputs/). &run mode says what runs:\n"
+        "                   'train' (default), 'eval' (the validation loss of &run init_from),\n"
+        "                   'generate' (samples after &run prompt or prompt_ids)\n"
+        "  group.key=value  replaces one key of the file, checked like the file's keys (type,\n"
+        "                   range, choices); a later one wins; a string may omit its quotes:\n"
+        "                     train.max_steps=20 run.name=short parallel.dp=2 'data.train_files=a*.bin'\n"
+        "  --plan           on one process: the memory per rank and the setups that fit; trains nothing\n"
+        "  --version        the version, the compiler, the MPI and HDF5 libraries\n"
+        "  -h, --help       this text\n"
+        "Options come before input.nml; the effective configuration, overrides applied, is printed\n"
+        "at startup and stored in every checkpoint and weights file.\n"
+        "\n"
+        "exit codes: 0 done (--plan: the setup fits); 2 bad input (namelist, override, option,\n"
+        "  data, grid; --plan: it does not fit); 3 internal error (a library call failed);\n"
+        "  4 the watchdog ended a hung job; 5 a checkpoint that had to be written could not be;\n"
+        "  75 stopped by SIGUSR1/SIGTERM after writing a checkpoint (requeue; resume = 'auto')\n",
+        LLMT_VERSION);
+}
+
+/* llmtrain --version: what this binary is and what it was built with. */
+static void print_version(void) {
+    char mpi[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+    int len = 0;
+    MPI_CHECK(MPI_Get_library_version(mpi, &len));
+    mpi[strcspn(mpi, "\n")] = '\0'; /* Open MPI adds build details on more lines */
+    unsigned h5_major = 0, h5_minor = 0, h5_release = 0;
+    H5_CHECK(H5get_libversion(&h5_major, &h5_minor, &h5_release));
+#if defined(__clang__)
+    const char *compiler = "clang";
+#elif defined(__GNUC__)
+    const char *compiler = "gcc";
+#else
+    const char *compiler = "cc";
+#endif
+    printf("llmtrain %s\n", LLMT_VERSION);
+    printf("compiler: %s %s, OpenMP %d\n", compiler, __VERSION__, _OPENMP);
+    printf("MPI: %s\n", mpi);
+    printf("HDF5: %u.%u.%u\n", h5_major, h5_minor, h5_release);
+}
+
+/* What the command line asks for. */
+typedef enum cli_action { CLI_RUN, CLI_PLAN, CLI_HELP, CLI_VERSION } cli_action_t;
+
+typedef struct cli {
+    cli_action_t action;
+    const char *namelist;
+    config_args_t overrides; /* the arguments after the namelist */
+} cli_t;
+
+/* Options, then the namelist file, then overrides. --help and --version win wherever they are;
+ * any other argument starting with '-' that is not an option is an error naming it (every rank
+ * sees the same argv and reaches the same error: fatal_user prints it once). */
+static cli_t parse_command_line(int argc, char **argv) {
+    cli_t cli = {.action = CLI_RUN};
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return (cli_t){.action = CLI_HELP};
+        if (!strcmp(argv[i], "--version")) return (cli_t){.action = CLI_VERSION};
+    }
+    int i = 1;
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        if (strcmp(argv[i], "--plan") != 0)
+            fatal_user("unknown option '%s' (command line argument %d); see llmtrain --help", argv[i], i);
+        cli.action = CLI_PLAN;
+    }
+    if (i == argc) fatal_user("no namelist file given: llmtrain [--plan] input.nml [group.key=value ...]; "
+                              "see llmtrain --help");
+    cli.namelist = argv[i++];
+    for (int j = i; j < argc; j++)
+        if (argv[j][0] == '-')
+            fatal_user("%s option '%s' (command line argument %d)%s; see llmtrain --help",
+                       strcmp(argv[j], "--plan") ? "unknown" : "misplaced", argv[j], j,
+                       strcmp(argv[j], "--plan") ? "" : ": options come before the namelist file");
+    cli.overrides = (config_args_t){.args = (const char *const *)argv + i, .n = argc - i, .first_argno = i};
+    return cli;
 }
 
 /* Name each communicator once for the watchdog's messages. */
@@ -68,6 +145,7 @@ static void print_banner(const config_t *cfg, int world) {
     printf("llmtrain %s | %d MPI rank%s x %d OpenMP thread%s | input %s | mode %s\n",
            LLMT_VERSION, world, world > 1 ? "s" : "", omp_get_max_threads(),
            omp_get_max_threads() > 1 ? "s" : "", cfg->source_path, cfg->mode);
+    if (cfg->overrides[0]) printf("overrides: %s\n", cfg->overrides);
     int n = config_to_namelist(cfg, NULL, 0);
     char *text = malloc((size_t)n + 1);
     if (text) {
@@ -77,18 +155,19 @@ static void print_banner(const config_t *cfg, int world) {
     }
 }
 
-/* llmtrain --plan input.nml: on one process (a login node), no grid, no model buffers, no data:
+/* llmtrain --plan input.nml [overrides]: on one process (a login node), no grid, no model buffers, no data:
  * the planner's per-rank prediction for the namelist's grid and the alternatives that fit.
  * Without &run memory_limit_gb the limit is this node's memory shared by min(ranks, cores)
  * ranks. Exit 0 when the namelist's setup fits, 2 when it does not. */
-static int plan_only(const char *path, int rank) {
+static int plan_only(const cli_t *cli, int rank) {
     config_t cfg;
-    config_load(path, &cfg);
+    config_load_overrides(cli->namelist, &cli->overrides, &cfg);
     int code = 0;
     if (rank == 0) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         int ranks = cfg.dp * cfg.tp * cfg.pp;
         int per_node = cores > 0 && cores < ranks ? (int)cores : ranks;
+        if (cfg.overrides[0]) printf("overrides: %s\n", cfg.overrides);
         code = plan_print(&cfg, plan_limit_bytes(&cfg, per_node), per_node) ? 0 : LLMT_EXIT_USER;
     }
     config_destroy(&cfg);
@@ -100,20 +179,14 @@ int main(int argc, char **argv) {
     int rank = 0, world = 1;
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
-    if ((argc != 2 && !(argc == 3 && strcmp(argv[1], "--plan") == 0)) || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
-        usage(rank);
-        MPI_Finalize();
-        return argc == 2 ? 0 : LLMT_EXIT_USER;
-    }
-    if (argc == 3 && strcmp(argv[1], "--plan") == 0) {
-        int code = plan_only(argv[2], rank);
-        MPI_Finalize();
+    cli_t cli = parse_command_line(argc, argv);
+    if (cli.action != CLI_RUN) {
+        int code = 0;
+        if (cli.action == CLI_PLAN) code = plan_only(&cli, rank);
+        else if (rank == 0 && cli.action == CLI_HELP) usage();
+        else if (rank == 0) print_version();
+        MPI_CHECK(MPI_Finalize());
         return code;
-    }
-    if (strcmp(argv[1], "--version") == 0) {
-        if (rank == 0) printf("llmtrain %s\n", LLMT_VERSION);
-        MPI_Finalize();
-        return 0;
     }
     /* From here on a signal is remembered (and acted on collectively), and no wait for a peer
      * goes unwatched, setup included. */
@@ -123,7 +196,8 @@ int main(int argc, char **argv) {
     fault_point("startup", rank);
     config_t cfg;
     watchdog_enter("reading the namelist", "all ranks");
-    config_load(argv[1], &cfg); /* also refuses the keys of features not in this version */
+    /* also refuses the keys of features not in this version, from the file or the overrides */
+    config_load_overrides(cli.namelist, &cli.overrides, &cfg);
     watchdog_leave();
     watchdog_set_timeout(cfg.timeout_s);
     fault_point("setup", rank);
