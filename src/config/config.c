@@ -1,6 +1,7 @@
 /* config.c — the typed run configuration: schema, defaults, validation, echo (see config.h).
  * Owns: the table of every namelist key (group, type, struct field, default, allowed values and
- * range), the checks that involve several keys, and config_to_namelist. The syntax itself is
+ * range), the checks that involve several keys, the command-line overrides (each parsed as a
+ * one-key namelist and assigned through the same table), and config_to_namelist. The syntax itself is
  * namelist.c's. Uses: namelist.h, core/error.h, core/alloc.h.
  *
  * One table drives defaults, assignment, range checks, error messages and the echo, so a new
