@@ -1,8 +1,8 @@
 /* config.c — the typed run configuration: schema, defaults, validation, echo (see config.h).
  * Owns: the table of every namelist key (group, type, struct field, default, allowed values and
  * range), the checks that involve several keys, the command-line overrides (each parsed as a
- * one-key namelist and assigned through the same table), and config_to_namelist. The syntax itself is
- * namelist.c's. Uses: namelist.h, core/error.h, core/alloc.h.
+ * one-key namelist and assigned through the same table), and config_to_namelist. The syntax
+ * itself is namelist.c's. Uses: namelist.h, core/error.h, core/alloc.h.
  *
  * One table drives defaults, assignment, range checks, error messages and the echo, so a new
  * key is one line in key_specs[] (plus a cross-key check if it has one). The table is also the
