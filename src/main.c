@@ -1,5 +1,5 @@
 /* main.c — llmtrain: init -> config -> grid -> model -> train / eval / generate -> finalize.
- * Usage: srun ./llmtrain input.nml   (or mpirun -np N ./llmtrain input.nml) */
+ * Usage: srun ./llmtrain input.nml [group.key=value ...]   (or mpirun -np N ...); --help says more. */
 #include <hdf5.h>
 #include <mpi.h>
 #include <omp.h>
@@ -10,6 +10,7 @@
 #include "config/config.h"
 #include "core/error.h"
 #include "core/fault.h"
+#include "core/buildinfo.h"
 #include "core/version.h"
 #include "kernels/ops.h"
 #include "parallel/grid.h"
@@ -20,14 +21,76 @@
 #include "train/trainer.h"
 
 
-static void usage(int rank) {
-    if (rank == 0)
-        printf("llmtrain %s — MPI-native GPT training\n"
-               "usage: srun ./llmtrain input.nml\n"
-               "       mpirun -np N ./llmtrain input.nml\n"
-               "       ./llmtrain --plan input.nml   (memory per rank and what fits; one process)\n"
-               "The namelist groups and keys are listed in README.md; examples in inputs/.\n",
-               LLMT_VERSION);
+/* llmtrain --help; README.md "Command line" says the same. */
+static void usage(void) {
+    printf(
+        "llmtrain %s - MPI-native GPT training\n"
+        "\n"
+        "usage: srun ./llmtrain input.nml [group.key=value ...]\n"
+        "       mpirun -np N ./llmtrain input.nml [group.key=value ...]\n"
+        "       ./llmtrain --plan input.nml [group.key=value ...]\n"
+        "       ./llmtrain --grid input.nml [group.key=value ...]\n"
+        "       ./llmtrain --version | --help\n"
+        "\n"
+        "  input.nml        a Fortran namelist: &run &model &parallel &train &data &checkpoint &log\n"
+        "                   (keys in README.md, examples in inputs/). &run mode says what runs:\n"
+        "                   'train' (default), 'eval' (the validation loss of &run init_from),\n"
+        "                   'generate' (samples after &run prompt or prompt_ids)\n"
+        "  group.key=value  replaces one key of the file, checked like the file's keys (type,\n"
+        "                   range, choices); a later one wins; a string may omit its quotes:\n"
+        "                     train.max_steps=20 run.name=short parallel.dp=2 'data.train_files=a*.bin'\n"
+        "  --plan           on one process: the memory per rank and the setups that fit; trains nothing\n"
+        "  --grid           print the grid as LLMT_RANKS=.. LLMT_DP=.. LLMT_TP=.. LLMT_PP=.. (for\n"
+        "                   jobscripts: the allocation is checked against it)\n"
+        "  --version        the version, commit, build date, compiler and flags, and libraries\n"
+        "  -h, --help       this text\n"
+        "Options come before input.nml; the effective configuration, overrides applied, is printed\n"
+        "at startup and stored in every checkpoint and weights file.\n"
+        "\n"
+        "exit codes: 0 done (--plan: the setup fits); 2 bad input (namelist, override, option,\n"
+        "  data, grid; --plan: it does not fit); 3 internal error (a library call failed);\n"
+        "  4 the watchdog ended a hung job; 5 a checkpoint that had to be written could not be;\n"
+        "  75 stopped by SIGUSR1/SIGTERM after writing a checkpoint (requeue; resume = 'auto')\n",
+        LLMT_VERSION);
+}
+
+/* What the command line asks for. */
+typedef enum cli_action { CLI_RUN, CLI_PLAN, CLI_GRID, CLI_HELP, CLI_VERSION } cli_action_t;
+
+typedef struct cli {
+    cli_action_t action;
+    const char *namelist;
+    config_args_t overrides; /* the arguments after the namelist */
+} cli_t;
+
+/* Options, then the namelist file, then overrides. --help and --version win wherever they are;
+ * any other argument starting with '-' that is not an option is an error naming it (every rank
+ * sees the same argv and reaches the same error: fatal_user prints it once). */
+static cli_t parse_command_line(int argc, char **argv) {
+    cli_t cli = {.action = CLI_RUN};
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return (cli_t){.action = CLI_HELP};
+        if (!strcmp(argv[i], "--version")) return (cli_t){.action = CLI_VERSION};
+    }
+    int i = 1;
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        if (strcmp(argv[i], "--plan") != 0 && strcmp(argv[i], "--grid") != 0)
+            fatal_user("unknown option '%s' (command line argument %d); see llmtrain --help", argv[i], i);
+        cli.action = strcmp(argv[i], "--plan") == 0 ? CLI_PLAN : CLI_GRID;
+    }
+    if (i == argc) fatal_user("no namelist file given: llmtrain [--plan|--grid] input.nml [group.key=value ...]; "
+                              "see llmtrain --help");
+    cli.namelist = argv[i++];
+    for (int j = i; j < argc; j++)
+        if (argv[j][0] == '-')
+        {
+            const bool known = !strcmp(argv[j], "--plan") || !strcmp(argv[j], "--grid");
+            fatal_user("%s option '%s' (command line argument %d)%s; see llmtrain --help",
+                       known ? "misplaced" : "unknown", argv[j], j,
+                       known ? ": options come before the namelist file" : "");
+        }
+    cli.overrides = (config_args_t){.args = (const char *const *)argv + i, .n = argc - i, .first_argno = i};
+    return cli;
 }
 
 /* Name each communicator once for the watchdog's messages. */
@@ -68,6 +131,7 @@ static void print_banner(const config_t *cfg, int world) {
     printf("llmtrain %s | %d MPI rank%s x %d OpenMP thread%s | input %s | mode %s\n",
            LLMT_VERSION, world, world > 1 ? "s" : "", omp_get_max_threads(),
            omp_get_max_threads() > 1 ? "s" : "", cfg->source_path, cfg->mode);
+    if (cfg->overrides[0]) printf("overrides: %s\n", cfg->overrides);
     int n = config_to_namelist(cfg, NULL, 0);
     char *text = malloc((size_t)n + 1);
     if (text) {
@@ -77,22 +141,35 @@ static void print_banner(const config_t *cfg, int world) {
     }
 }
 
-/* llmtrain --plan input.nml: on one process (a login node), no grid, no model buffers, no data:
+/* llmtrain --plan input.nml [overrides]: on one process (a login node), no grid, no model buffers, no data:
  * the planner's per-rank prediction for the namelist's grid and the alternatives that fit.
  * Without &run memory_limit_gb the limit is this node's memory shared by min(ranks, cores)
  * ranks. Exit 0 when the namelist's setup fits, 2 when it does not. */
-static int plan_only(const char *path, int rank) {
+static int plan_only(const cli_t *cli, int rank) {
     config_t cfg;
-    config_load(path, &cfg);
+    config_load_overrides(cli->namelist, &cli->overrides, &cfg);
     int code = 0;
     if (rank == 0) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         int ranks = cfg.dp * cfg.tp * cfg.pp;
         int per_node = cores > 0 && cores < ranks ? (int)cores : ranks;
+        if (cfg.overrides[0]) printf("overrides: %s\n", cfg.overrides);
         code = plan_print(&cfg, plan_limit_bytes(&cfg, per_node), per_node) ? 0 : LLMT_EXIT_USER;
     }
     config_destroy(&cfg);
     return code;
+}
+
+/* llmtrain --grid input.nml [overrides]: the process grid the namelist asks for, as shell
+ * assignments (the jobscripts check the allocation against it before starting anything). */
+static int grid_only(const cli_t *cli, int rank) {
+    config_t cfg;
+    config_load_overrides(cli->namelist, &cli->overrides, &cfg);
+    if (rank == 0)
+        printf("LLMT_RANKS=%d LLMT_DP=%d LLMT_TP=%d LLMT_PP=%d\n", cfg.dp * cfg.tp * cfg.pp, cfg.dp,
+               cfg.tp, cfg.pp);
+    config_destroy(&cfg);
+    return 0;
 }
 
 int main(int argc, char **argv) {
@@ -100,20 +177,15 @@ int main(int argc, char **argv) {
     int rank = 0, world = 1;
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
-    if ((argc != 2 && !(argc == 3 && strcmp(argv[1], "--plan") == 0)) || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
-        usage(rank);
-        MPI_Finalize();
-        return argc == 2 ? 0 : LLMT_EXIT_USER;
-    }
-    if (argc == 3 && strcmp(argv[1], "--plan") == 0) {
-        int code = plan_only(argv[2], rank);
-        MPI_Finalize();
+    cli_t cli = parse_command_line(argc, argv);
+    if (cli.action != CLI_RUN) {
+        int code = 0;
+        if (cli.action == CLI_PLAN) code = plan_only(&cli, rank);
+        else if (cli.action == CLI_GRID) code = grid_only(&cli, rank);
+        else if (rank == 0 && cli.action == CLI_HELP) usage();
+        else if (rank == 0) buildinfo_print_version(stdout);
+        MPI_CHECK(MPI_Finalize());
         return code;
-    }
-    if (strcmp(argv[1], "--version") == 0) {
-        if (rank == 0) printf("llmtrain %s\n", LLMT_VERSION);
-        MPI_Finalize();
-        return 0;
     }
     /* From here on a signal is remembered (and acted on collectively), and no wait for a peer
      * goes unwatched, setup included. */
@@ -123,7 +195,8 @@ int main(int argc, char **argv) {
     fault_point("startup", rank);
     config_t cfg;
     watchdog_enter("reading the namelist", "all ranks");
-    config_load(argv[1], &cfg); /* also refuses the keys of features not in this version */
+    /* also refuses the keys of features not in this version, from the file or the overrides */
+    config_load_overrides(cli.namelist, &cli.overrides, &cfg);
     ckpt_resume_default(&cfg, rank); /* a requeued job continues */
     watchdog_leave();
     watchdog_set_timeout(cfg.timeout_s);

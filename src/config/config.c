@@ -1,7 +1,8 @@
 /* config.c — the typed run configuration: schema, defaults, validation, echo (see config.h).
  * Owns: the table of every namelist key (group, type, struct field, default, allowed values and
- * range), the checks that involve several keys, and config_to_namelist. The syntax itself is
- * namelist.c's. Uses: namelist.h, core/error.h, core/alloc.h.
+ * range), the checks that involve several keys, the command-line overrides (each parsed as a
+ * one-key namelist and assigned through the same table), and config_to_namelist. The syntax
+ * itself is namelist.c's. Uses: namelist.h, core/error.h, core/alloc.h.
  *
  * One table drives defaults, assignment, range checks, error messages and the echo, so a new
  * key is one line in key_specs[] (plus a cross-key check if it has one). The table is also the
@@ -17,6 +18,7 @@
 #include "core/alloc.h"
 #include "core/error.h"
 #include "core/fileio.h"
+#include <ctype.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -195,6 +197,15 @@ static const key_spec_t key_specs[] = {
 };
 #define N_KEYS ((int)(sizeof key_specs / sizeof key_specs[0]))
 
+/* One command-line override as parsed: its position and text for messages, and its namelist. Its
+ * entry's line (and its values') is -1 - its index, a line no file has: cfg_error and provenance
+ * name the argument instead of a file position. */
+typedef struct override_arg {
+    int argno;
+    char label[288]; /* "command line argument 2 'train.max_steps=20'" */
+    namelist_t nl;
+} override_arg_t;
+
 /* What the parse saw, for positions in messages: which entry set each key, where each group was. */
 typedef struct parse_ctx {
     const char *path;
@@ -202,6 +213,7 @@ typedef struct parse_ctx {
     size_t msgsize;
     const nl_entry_t *set_by[N_KEYS];
     const nl_group_t *group_at[N_GROUPS];
+    const override_arg_t *over; /* the command-line overrides (lines < 0 point here) */
 } parse_ctx_t;
 
 static void *field_ptr(config_t *cfg, const key_spec_t *ks) { return (char *)cfg + ks->offset; }
@@ -228,7 +240,8 @@ static int key_index(int group, const char *key) {
 
 __attribute__((format(printf, 4, 5)))
 static int cfg_error(parse_ctx_t *ctx, int line, int col, const char *fmt, ...) {
-    int n = snprintf(ctx->msg, ctx->msgsize, "%s:%d:%d: ", ctx->path, line, col);
+    int n = line < 0 ? snprintf(ctx->msg, ctx->msgsize, "%s: ", ctx->over[-1 - line].label)
+                     : snprintf(ctx->msg, ctx->msgsize, "%s:%d:%d: ", ctx->path, line, col);
     if (n < 0 || (size_t)n >= ctx->msgsize) return -1;
     va_list ap;
     va_start(ap, fmt);
@@ -540,12 +553,167 @@ static int apply_group(parse_ctx_t *ctx, const nl_group_t *g, config_t *cfg) {
     return 0;
 }
 
+/* ---- command-line overrides -------------------------------------------------------------- */
+
+/* An override "group.key=value" is the namelist text "&group\n key = value\n/" parsed by
+ * namelist.c and assigned by assign_entry, so it meets every check a file's key meets; it
+ * replaces the file's value (and an earlier override's) of its key. */
+
+#define ARG_NAME 64 /* longer than any group or key name */
+
+static bool is_blank_char(char c) { return c == ' ' || c == '\t'; }
+
+/* The name in [start, end), blanks around it dropped, lower-cased into out; false if it is not
+ * a name (a letter, then letters, digits, '_'). */
+static bool copy_name(const char *start, const char *end, char out[ARG_NAME]) {
+    while (start < end && is_blank_char(*start)) start++;
+    while (end > start && is_blank_char(end[-1])) end--;
+    size_t n = (size_t)(end - start);
+    if (n == 0 || n >= ARG_NAME || !isalpha((unsigned char)*start)) return false;
+    for (size_t i = 0; i < n; i++) {
+        if (!isalnum((unsigned char)start[i]) && start[i] != '_') return false;
+        out[i] = (char)tolower((unsigned char)start[i]);
+    }
+    out[n] = '\0';
+    return true;
+}
+
+/* Not GROUP.KEY=VALUE; if the part before '=' is a key, say which group it is in. */
+static int override_syntax_error(parse_ctx_t *ctx, int line, const char *arg) {
+    const char *eq = strchr(arg, '=');
+    char name[ARG_NAME], hint[192] = "";
+    for (int g = 0; eq && copy_name(arg, eq, name) && g < N_GROUPS; g++) {
+        if (find_key(g, name) < 0) continue;
+        char one[96];
+        snprintf(one, sizeof one, "%s%s.%.60s", hint[0] ? " or " : "; did you mean ", group_names[g],
+                 arg + strspn(arg, " \t"));
+        append(hint, sizeof hint, one);
+    }
+    return cfg_error(ctx, line, 1, "expected GROUP.KEY=VALUE, e.g. train.max_steps=20 (one namelist file, "
+                     "then overrides)%s%s", hint, hint[0] ? "?" : "");
+}
+
+/* A string key's value may come without quotes (the shell removes them): it is then the text as
+ * given. Anything else goes to the namelist parser as written. */
+static char *override_value_text(const key_spec_t *ks, const char *value) {
+    bool quoted = value[strspn(value, " \t")] == '\'' || value[strspn(value, " \t")] == '"';
+    if (ks->type != K_STR || quoted) return xstrdup(value);
+    char *q = xrealloc_small(NULL, 2 * strlen(value) + 3), *o = q;
+    *o++ = '\'';
+    for (const char *c = value; *c; c++) {
+        if (*c == '\'') *o++ = '\'';
+        *o++ = *c;
+    }
+    *o++ = '\'';
+    *o = '\0';
+    return q;
+}
+
+/* Outside quotes, '/', '&', '$' would end or open a group, '!' start a comment and '=' a second
+ * key: refused, so the argument is exactly one key. */
+static int check_value_is_one_value(parse_ctx_t *ctx, int line, const char *value) {
+    char quote = 0;
+    for (const char *c = value; *c; c++) {
+        if (quote) {
+            if (*c == quote) quote = 0; /* a doubled quote closes and reopens: same result */
+        } else if (*c == '\'' || *c == '"') {
+            quote = *c;
+        } else if (strchr("/&$!=", *c)) {
+            return cfg_error(ctx, line, 1, "unexpected '%c' in the value: one GROUP.KEY=VALUE per argument, "
+                             "and a string holding '%c' needs quotes", *c, *c);
+        }
+    }
+    return 0;
+}
+
+/* namelist.c says "LABEL:LINE:COL: what"; the line and column are of the text made here, so
+ * only "LABEL: what" is kept. */
+static void drop_text_position(char *msg, const char *label) {
+    size_t n = strlen(label);
+    if (strncmp(msg, label, n) != 0 || msg[n] != ':') return;
+    char *p = msg + n + 1;
+    p += strspn(p, "0123456789");
+    if (*p == ':') p++;
+    p += strspn(p, "0123456789");
+    if (*p == ':') p++;
+    memmove(msg + n + 1, p, strlen(p) + 1);
+}
+
+/* Parse override i (o->nl) and assign it; 0, or -1 with the message in ctx->msg. */
+static int apply_override(parse_ctx_t *ctx, override_arg_t *o, int i, const char *arg, config_t *cfg) {
+    const int line = -1 - i;
+    if (strpbrk(arg, "\n\r")) return cfg_error(ctx, line, 1, "an override is one line: it holds a line break");
+    const char *eq = strchr(arg, '='), *dot = eq ? memchr(arg, '.', (size_t)(eq - arg)) : NULL;
+    char group[ARG_NAME], key[ARG_NAME];
+    if (!dot || !copy_name(arg, dot, group) || !copy_name(dot + 1, eq, key)) return override_syntax_error(ctx, line, arg);
+    nl_group_t g = {.name = group, .line = line, .col = 1};
+    int gi = find_group(group);
+    if (gi < 0) return unknown_group_error(ctx, &g);
+    nl_entry_t e = {.key = key, .line = line, .col = 1};
+    int k = find_key(gi, key);
+    if (k < 0) return unknown_key_error(ctx, gi, &e);
+    char *value = override_value_text(&key_specs[k], eq + 1);
+    int rc = check_value_is_one_value(ctx, line, value);
+    if (rc == 0) {
+        size_t len = strlen(group) + strlen(key) + strlen(value) + 16;
+        char *text = xrealloc_small(NULL, len);
+        snprintf(text, len, "&%s\n%s = %s\n/\n", group, key, value);
+        rc = namelist_parse(o->label, text, &o->nl, ctx->msg, ctx->msgsize);
+        if (rc != 0) drop_text_position(ctx->msg, o->label);
+        free(text);
+    }
+    free(value);
+    if (rc != 0) return -1;
+    ASSERT(o->nl.n_groups == 1 && o->nl.groups[0].n_entries == 1); /* check_value_is_one_value */
+    nl_entry_t *parsed = &o->nl.groups[0].entries[0];
+    parsed->line = line;
+    for (int v = 0; v < parsed->n_values; v++) parsed->values[v].line = line;
+    ctx->set_by[k] = parsed;
+    return assign_entry(ctx, &key_specs[k], parsed, cfg);
+}
+
+/* "command line argument 2 'train.max_steps=20'", the text shortened and control characters
+ * shown as '?', so the message stays one line. */
+static void label_override(override_arg_t *o, int argno, const char *arg) {
+    char shown[201];
+    size_t n = 0;
+    for (const char *c = arg; *c && n < sizeof shown - 1; c++) shown[n++] = iscntrl((unsigned char)*c) ? '?' : *c;
+    shown[n] = '\0';
+    o->argno = argno;
+    snprintf(o->label, sizeof o->label, "command line argument %d '%s%s'", argno, shown,
+             strlen(arg) > n ? "..." : "");
+}
+
+static int apply_overrides(parse_ctx_t *ctx, override_arg_t *over, const config_args_t *args, config_t *cfg) {
+    for (int i = 0; args && i < args->n; i++) label_override(&over[i], args->first_argno + i, args->args[i]);
+    ctx->over = over;
+    for (int i = 0; args && i < args->n; i++)
+        if (apply_override(ctx, &over[i], i, args->args[i], cfg) != 0) return -1;
+    return 0;
+}
+
+/* The overrides as given, separated by blanks, for the banner and the echo ("" if none). */
+static char *join_args(const config_args_t *args) {
+    size_t len = 1;
+    for (int i = 0; args && i < args->n; i++) len += strlen(args->args[i]) + 1;
+    char *s = xrealloc_small(NULL, len);
+    s[0] = '\0';
+    for (int i = 0; args && i < args->n; i++) {
+        if (i) strcat(s, " ");
+        strcat(s, args->args[i]);
+    }
+    return s;
+}
+
 /* ---- checks that need more than one key -------------------------------------------------- */
 
-/* "line 7" if the file set key k, else "default" — cross-key messages name where each came from. */
+/* "line 7" if the file set key k, "command line argument 2" if an override did, else "default" —
+ * cross-key messages name where each came from. */
 static const char *provenance(const parse_ctx_t *ctx, int k, char buf[32]) {
     if (!ctx->set_by[k]) return "default";
-    snprintf(buf, 32, "line %d", ctx->set_by[k]->line);
+    int line = ctx->set_by[k]->line;
+    if (line < 0) snprintf(buf, 32, "command line argument %d", ctx->over[-1 - line].argno);
+    else snprintf(buf, 32, "line %d", line);
     return buf;
 }
 
@@ -1010,23 +1178,34 @@ static int check_cross_keys(parse_ctx_t *ctx, config_t *cfg) {
 /* ---- parse, load, destroy ---------------------------------------------------------------- */
 
 /* Everything but the text copy; returns 0, or -1 with the message in msg. Frees what it parsed. */
-static int parse_into(const char *path, const char *text, config_t *cfg, char *msg, size_t msgsize) {
+static int parse_into(const char *path, const char *text, const config_args_t *args, config_t *cfg, char *msg,
+                      size_t msgsize) {
     set_table_defaults(cfg);
     snprintf(cfg->source_path, sizeof cfg->source_path, "%s", path ? path : "<namelist>");
     namelist_t nl;
     if (namelist_parse(cfg->source_path, text, &nl, msg, msgsize) != 0) return -1;
     parse_ctx_t ctx = {.path = cfg->source_path, .msg = msg, .msgsize = msgsize};
+    int n_over = args ? args->n : 0;
+    override_arg_t *over = xcalloc((size_t)n_over + 1, sizeof *over);
     int rc = 0;
     for (int g = 0; g < nl.n_groups && rc == 0; g++) rc = apply_group(&ctx, &nl.groups[g], cfg);
+    if (rc == 0) rc = apply_overrides(&ctx, over, args, cfg);
     if (rc == 0) rc = check_cross_keys(&ctx, cfg);
+    for (int i = 0; i < n_over; i++) namelist_free(&over[i].nl);
+    xfree(over);
     namelist_free(&nl);
     return rc;
 }
 
-void config_parse(const char *path, const char *text, config_t *cfg) {
+void config_parse_overrides(const char *path, const char *text, const config_args_t *args, config_t *cfg) {
     char msg[CFG_MSG];
-    if (parse_into(path, text, cfg, msg, sizeof msg) != 0) fatal_user("%s", msg);
+    if (parse_into(path, text, args, cfg, msg, sizeof msg) != 0) fatal_user("%s", msg);
     cfg->text = xstrdup(text);
+    cfg->overrides = join_args(args);
+}
+
+void config_parse(const char *path, const char *text, config_t *cfg) {
+    config_parse_overrides(path, text, NULL, cfg);
 }
 
 /* Whole file into a NUL-terminated buffer (malloc'd); NULL with *err = errno on failure. */
@@ -1059,7 +1238,35 @@ static char *read_and_broadcast(const char *path, long long *len, int *err) {
     return text;
 }
 
-void config_load(const char *path, config_t *cfg) {
+/* Rank 0's overrides on every rank (MPI does not promise the other processes rank 0's argv): the
+ * strings packed one after another into *packed, which *ptrs (and out->args) point into. */
+static void broadcast_args(const config_args_t *in, config_args_t *out, char **packed, const char ***ptrs) {
+    int init = 0, rank = 0;
+    MPI_CHECK(MPI_Initialized(&init));
+    if (init) MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    long long header[3] = {0, 0, 0}; /* count, first argno, bytes */
+    if (rank == 0 && in) {
+        header[0] = in->n, header[1] = in->first_argno;
+        for (int i = 0; i < in->n; i++) header[2] += (long long)strlen(in->args[i]) + 1;
+    }
+    if (init) MPI_CHECK(MPI_Bcast(header, 3, MPI_LONG_LONG, 0, MPI_COMM_WORLD));
+    if (header[2] > INT_MAX) fatal_user("the command-line overrides are longer than %d bytes", INT_MAX);
+    *packed = xrealloc_small(NULL, (size_t)header[2] + 1);
+    *ptrs = xcalloc((size_t)header[0] + 1, sizeof **ptrs);
+    for (long long i = 0, at = 0; rank == 0 && i < header[0]; i++) {
+        size_t n = strlen(in->args[i]) + 1;
+        memcpy(*packed + at, in->args[i], n);
+        at += (long long)n;
+    }
+    if (init && header[2] > 0) MPI_CHECK(MPI_Bcast(*packed, (int)header[2], MPI_CHAR, 0, MPI_COMM_WORLD));
+    for (long long i = 0, at = 0; i < header[0]; i++) {
+        (*ptrs)[i] = *packed + at;
+        at += (long long)strlen(*packed + at) + 1;
+    }
+    *out = (config_args_t){.args = *ptrs, .n = (int)header[0], .first_argno = (int)header[1]};
+}
+
+void config_load_overrides(const char *path, const config_args_t *args, config_t *cfg) {
     long long len = 0;
     int err = 0;
     char *text = read_and_broadcast(path, &len, &err);
@@ -1072,17 +1279,28 @@ void config_load(const char *path, config_t *cfg) {
         memset(cfg, 0, sizeof *cfg);
         fatal_user("%s: contains a NUL byte; is it a namelist text file?", path);
     }
+    config_args_t shared;
+    char *packed = NULL;
+    const char **ptrs = NULL;
+    broadcast_args(args, &shared, &packed, &ptrs);
     char msg[CFG_MSG];
-    if (parse_into(path, text, cfg, msg, sizeof msg) != 0) {
+    int rc = parse_into(path, text, &shared, cfg, msg, sizeof msg);
+    if (rc == 0) cfg->overrides = join_args(&shared);
+    free(packed);
+    xfree(ptrs);
+    if (rc != 0) {
         free(text);
         fatal_user("%s", msg);
     }
     cfg->text = text; /* from xrealloc_small: config_destroy frees it with free() */
 }
 
+void config_load(const char *path, config_t *cfg) { config_load_overrides(path, NULL, cfg); }
+
 void config_destroy(config_t *cfg) {
     free(cfg->text); /* xstrdup / xrealloc_small memory, not an xmalloc block */
-    cfg->text = NULL;
+    free(cfg->overrides);
+    cfg->text = cfg->overrides = NULL;
 }
 
 /* In 64 bits: vocab_size + 127 would overflow an int near INT_MAX (validation bounds
@@ -1166,6 +1384,8 @@ int config_to_namelist(const config_t *cfg, char *buf, int bufsize) {
     writer_t w = {.buf = buf, .size = buf && bufsize > 0 ? (size_t)bufsize : 0, .len = 0};
     if (w.size) buf[0] = '\0';
     put(&w, "! effective configuration of run '%s' (defaults filled in)\n", cfg->name);
+    if (cfg->overrides && cfg->overrides[0])
+        put(&w, "! %s with the command-line overrides: %s\n", cfg->source_path, cfg->overrides);
     for (int g = 0; g < N_GROUPS; g++) {
         put(&w, "&%s\n", group_names[g]);
         for (int k = 0; k < N_KEYS; k++)

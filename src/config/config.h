@@ -116,7 +116,27 @@ typedef struct config {
     /* provenance */
     char source_path[CFG_STR];
     char *text;             /* the namelist text as read (owned) */
+    char *overrides;        /* the command-line overrides as given, blank-separated; "" if none
+                               (owned; echoed by config_to_namelist) */
 } config_t;
+
+/* Command-line overrides: n arguments "group.key=value", args[0] at position first_argno of the
+ * command line (messages say "command line argument 2 'train.max_step=20': ..."). Each is parsed
+ * as the namelist text "&group key = value /" and checked like a key of the file (type, range,
+ * choices, not implemented, then the cross-key checks on the result); it replaces the file's
+ * value, a later override an earlier one's. A string key's value may be given without quotes
+ * (the shell removes them): run.name=x is run.name='x'. */
+typedef struct config_args {
+    const char *const *args;
+    int n;
+    int first_argno;
+} config_args_t;
+
+/* config_parse, then the overrides (args may be NULL). */
+void config_parse_overrides(const char *path, const char *text, const config_args_t *args, config_t *cfg);
+/* config_load, then the overrides; rank 0's overrides are broadcast, so every rank applies the
+ * same ones. */
+void config_load_overrides(const char *path, const config_args_t *args, config_t *cfg);
 
 /* Parse and validate `text` (read from `path`, used in messages). On any error calls
  * fatal_user() with "path:line:col: &group key: what is wrong (valid keys: ...)".
@@ -126,7 +146,8 @@ void config_parse(const char *path, const char *text, config_t *cfg);
 void config_load(const char *path, config_t *cfg);
 /* Defaults only (for tests and tools). */
 void config_defaults(config_t *cfg);
-/* Write the effective configuration as a namelist (all groups, defaults filled in) to `buf`.
+/* Write the effective configuration as a namelist (all groups, defaults filled in; a comment
+ * line names the overrides, if any) to `buf`.
  * Returns the number of characters that would have been written (snprintf-like). */
 int config_to_namelist(const config_t *cfg, char *buf, int bufsize);
 void config_destroy(config_t *cfg);

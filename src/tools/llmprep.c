@@ -24,6 +24,7 @@
 #include "core/fileio.h"
 #include "core/sha256.h"
 #include "core/timer.h"
+#include "core/version.h"
 #include "io/shards.h"
 #include "io/tokenizer.h"
 #include <ctype.h>
@@ -54,7 +55,26 @@ static const char *usage =
     "  --shard-tokens N     tokens per shard at most (default 100000000)\n"
     "  --doc-separator SEP  split files into documents at SEP (C escapes, e.g. '\\n\\n');\n"
     "                       without it a file is a document\n"
-    "  --chunk-bytes N      encode documents in slices of about N bytes (default 1048576)\n";
+    "  --chunk-bytes N      encode documents in slices of about N bytes (default 1048576)\n"
+    "  --version            the version, the compiler and the MPI library\n";
+
+/* llmprep --version: llmtrain's version (one source tree) and what this binary was built with. */
+static void print_version(void) {
+    char mpi[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+    int len = 0;
+    MPI_CHECK(MPI_Get_library_version(mpi, &len));
+    mpi[strcspn(mpi, "\n")] = '\0'; /* Open MPI adds build details on more lines */
+#if defined(__clang__)
+    const char *compiler = "clang";
+#elif defined(__GNUC__)
+    const char *compiler = "gcc";
+#else
+    const char *compiler = "cc";
+#endif
+    printf("llmprep (llmtrain) %s\n", LLMT_VERSION);
+    printf("compiler: %s %s\n", compiler, __VERSION__);
+    printf("MPI: %s\n", mpi);
+}
 
 typedef struct prep_opts {
     const char *tokenizer, *out;
@@ -132,7 +152,7 @@ static void parse_options(prep_opts_t *o, int argc, char **argv, int rank) {
         {"out", required_argument, 0, 'o'},         {"val-fraction", required_argument, 0, 'f'},
         {"shard-tokens", required_argument, 0, 's'}, {"doc-separator", required_argument, 0, 'd'},
         {"chunk-bytes", required_argument, 0, 'c'}, {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
+        {"version", no_argument, 0, 'V'},           {0, 0, 0, 0}};
     *o = (prep_opts_t){.val_fraction = 0.01, .shard_tokens = 100000000, .chunk_bytes = 1 << 20};
     opterr = 0;
     for (int c; (c = getopt_long(argc, argv, "h", longs, NULL)) != -1;) {
@@ -155,7 +175,9 @@ static void parse_options(prep_opts_t *o, int argc, char **argv, int rank) {
                 fatal_user("--val-fraction '%s': expected a number in [0, 1)", optarg);
             break;
         case 'h':
-            if (rank == 0) fputs(usage, stdout);
+        case 'V':
+            if (rank == 0 && c == 'h') fputs(usage, stdout);
+            if (rank == 0 && c == 'V') print_version();
             MPI_Finalize();
             exit(0);
         default:
