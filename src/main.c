@@ -40,8 +40,9 @@ static void usage(void) {
         "                   range, choices); a later one wins; a string may omit its quotes:\n"
         "                     train.max_steps=20 run.name=short parallel.dp=2 'data.train_files=a*.bin'\n"
         "  --plan           on one process: the memory per rank and the setups that fit; trains nothing\n"
-        "  --grid           print the grid as LLMT_RANKS=.. LLMT_DP=.. LLMT_TP=.. LLMT_PP=.. (for\n"
-        "                   jobscripts: the allocation is checked against it)\n"
+        "  --grid           print the grid and run directory as shell assignments LLMT_RANKS=..\n"
+        "                   LLMT_DP=.. LLMT_TP=.. LLMT_PP=.. LLMT_RUN_DIR=.. (for jobscripts: the\n"
+        "                   allocation is checked against it)\n"
         "  --version        the version, commit, build date, compiler and flags, and libraries\n"
         "  -h, --help       this text\n"
         "Options come before input.nml; the effective configuration, overrides applied, is printed\n"
@@ -160,14 +161,20 @@ static int plan_only(const cli_t *cli, int rank) {
     return code;
 }
 
-/* llmtrain --grid input.nml [overrides]: the process grid the namelist asks for, as shell
- * assignments (the jobscripts check the allocation against it before starting anything). */
+/* llmtrain --grid input.nml [overrides]: the process grid the namelist asks for and its run
+ * directory, as shell assignments (the jobscripts check the allocation against the grid before
+ * starting anything, and find the run's outputs). */
 static int grid_only(const cli_t *cli, int rank) {
     config_t cfg;
     config_load_overrides(cli->namelist, &cli->overrides, &cfg);
-    if (rank == 0)
-        printf("LLMT_RANKS=%d LLMT_DP=%d LLMT_TP=%d LLMT_PP=%d\n", cfg.dp * cfg.tp * cfg.pp, cfg.dp,
-               cfg.tp, cfg.pp);
+    if (rank == 0) {
+        printf("LLMT_RANKS=%d LLMT_DP=%d LLMT_TP=%d LLMT_PP=%d LLMT_RUN_DIR='", cfg.dp * cfg.tp * cfg.pp,
+               cfg.dp, cfg.tp, cfg.pp);
+        char dir[2 * CFG_STR + 2];
+        snprintf(dir, sizeof dir, "%s/%s", cfg.out_dir, cfg.name); /* as train/rundir names it */
+        for (const char *c = dir; *c; c++) fputs(*c == '\'' ? "'\\''" : (char[2]){*c, 0}, stdout);
+        printf("'\n");
+    }
     config_destroy(&cfg);
     return 0;
 }

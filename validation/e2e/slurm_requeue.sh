@@ -10,7 +10,8 @@
 #     again with every step once and the uninterrupted run's losses;
 #  3. (no Slurm) &run time_limit_min: llmtrain stops itself in time (checkpoint, exit 75) and a
 #     resumed run finishes with the same losses.
-# Slurm holds a requeued job for about two minutes (BeginTime); the test releases it at once.
+# Slurm holds a requeued job for about two minutes (BeginTime); the test releases it as soon as
+# the previous attempt's step daemons have exited.
 # Steps are slowed to a known length on rank 0 (LLMT_FAULT=step@0:sleepN) so the job lasts long
 # enough to be interrupted.
 source "$(dirname "$0")/lib.bash"
@@ -71,7 +72,10 @@ release_requeued() {
         s=$(scontrol -o show job "$1" | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
         r=$(scontrol -o show job "$1" | sed -n 's/.*Reason=\([^ ]*\).*/\1/p')
         case "$s" in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL) echo "$s"; return 0 ;; esac
-        [ "$s" = PENDING ] && [ "$r" = BeginTime ] && scontrol update JobId="$1" StartTime=now
+        # (once the previous attempt's step daemons are gone: a new step 0 of the same job id
+        # would find their PMIx socket still bound; Slurm's own hold covers that in real use)
+        [ "$s" = PENDING ] && [ "$r" = BeginTime ] && ! pgrep -f "slurmstepd: \[$1\." >/dev/null &&
+            scontrol update JobId="$1" StartTime=now
         sleep 0.5
     done
     echo "STILL_$s"
