@@ -636,7 +636,8 @@ static int apply_override(parse_ctx_t *ctx, override_arg_t *o, int i, const char
     if (strpbrk(arg, "\n\r")) return cfg_error(ctx, line, 1, "an override is one line: it holds a line break");
     const char *eq = strchr(arg, '='), *dot = eq ? memchr(arg, '.', (size_t)(eq - arg)) : NULL;
     char group[ARG_NAME], key[ARG_NAME];
-    if (!dot || !copy_name(arg, dot, group) || !copy_name(dot + 1, eq, key)) return override_syntax_error(ctx, line, arg);
+    if (!dot || !copy_name(arg, dot, group) || !copy_name(dot + 1, eq, key))
+        return override_syntax_error(ctx, line, arg);
     nl_group_t g = {.name = group, .line = line, .col = 1};
     int gi = find_group(group);
     if (gi < 0) return unknown_group_error(ctx, &g);
