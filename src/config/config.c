@@ -587,8 +587,8 @@ static int override_syntax_error(parse_ctx_t *ctx, int line, const char *arg) {
 /* A string key's value may come without quotes (the shell removes them): it is then the text as
  * given. Anything else goes to the namelist parser as written. */
 static char *override_value_text(const key_spec_t *ks, const char *value) {
-    bool quoted = value[strspn(value, " \t")] == '\'' || value[strspn(value, " \t")] == '"';
-    if (ks->type != K_STR || quoted) return xstrdup(value);
+    char first = value[strspn(value, " \t")];
+    if (ks->type != K_STR || first == '\'' || first == '"') return xstrdup(value);
     char *q = xrealloc_small(NULL, 2 * strlen(value) + 3), *o = q;
     *o++ = '\'';
     for (const char *c = value; *c; c++) {
