@@ -1,5 +1,6 @@
 /* main.c — llmtrain: init -> config -> grid -> model -> train / eval / generate -> finalize.
- * Usage: srun ./llmtrain input.nml [group.key=value ...]   (or mpirun -np N ...); --help says more. */
+ * Usage: srun ./llmtrain input.nml [group.key=value ...]   (or mpirun -np N ...); --help
+ * says more. */
 #include <hdf5.h>
 #include <mpi.h>
 #include <omp.h>
@@ -82,14 +83,13 @@ static cli_t parse_command_line(int argc, char **argv) {
     if (i == argc) fatal_user("no namelist file given: llmtrain [--plan|--grid] input.nml [group.key=value ...]; "
                               "see llmtrain --help");
     cli.namelist = argv[i++];
-    for (int j = i; j < argc; j++)
-        if (argv[j][0] == '-')
-        {
-            const bool known = !strcmp(argv[j], "--plan") || !strcmp(argv[j], "--grid");
-            fatal_user("%s option '%s' (command line argument %d)%s; see llmtrain --help",
-                       known ? "misplaced" : "unknown", argv[j], j,
-                       known ? ": options come before the namelist file" : "");
-        }
+    for (int j = i; j < argc; j++) {
+        if (argv[j][0] != '-') continue;
+        if (!strcmp(argv[j], "--plan") || !strcmp(argv[j], "--grid"))
+            fatal_user("option '%s' (command line argument %d) comes before the namelist file; "
+                       "see llmtrain --help", argv[j], j);
+        fatal_user("unknown option '%s' (command line argument %d); see llmtrain --help", argv[j], j);
+    }
     cli.overrides = (config_args_t){.args = (const char *const *)argv + i, .n = argc - i, .first_argno = i};
     return cli;
 }
@@ -142,8 +142,9 @@ static void print_banner(const config_t *cfg, int world) {
     }
 }
 
-/* llmtrain --plan input.nml [overrides]: on one process (a login node), no grid, no model buffers, no data:
- * the planner's per-rank prediction for the namelist's grid and the alternatives that fit.
+/* llmtrain --plan input.nml [overrides]: on one process (a login node), no grid, no model
+ * buffers, no data: the planner's per-rank prediction for the namelist's grid (overrides
+ * applied) and the alternatives that fit.
  * Without &run memory_limit_gb the limit is this node's memory shared by min(ranks, cores)
  * ranks. Exit 0 when the namelist's setup fits, 2 when it does not. */
 static int plan_only(const cli_t *cli, int rank) {

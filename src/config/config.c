@@ -596,8 +596,8 @@ static int override_syntax_error(parse_ctx_t *ctx, int line, const char *arg) {
 /* A string key's value may come without quotes (the shell removes them): it is then the text as
  * given. Anything else goes to the namelist parser as written. */
 static char *override_value_text(const key_spec_t *ks, const char *value) {
-    bool quoted = value[strspn(value, " \t")] == '\'' || value[strspn(value, " \t")] == '"';
-    if (ks->type != K_STR || quoted) return xstrdup(value);
+    char first = value[strspn(value, " \t")];
+    if (ks->type != K_STR || first == '\'' || first == '"') return xstrdup(value);
     char *q = xrealloc_small(NULL, 2 * strlen(value) + 3), *o = q;
     *o++ = '\'';
     for (const char *c = value; *c; c++) {
@@ -645,7 +645,8 @@ static int apply_override(parse_ctx_t *ctx, override_arg_t *o, int i, const char
     if (strpbrk(arg, "\n\r")) return cfg_error(ctx, line, 1, "an override is one line: it holds a line break");
     const char *eq = strchr(arg, '='), *dot = eq ? memchr(arg, '.', (size_t)(eq - arg)) : NULL;
     char group[ARG_NAME], key[ARG_NAME];
-    if (!dot || !copy_name(arg, dot, group) || !copy_name(dot + 1, eq, key)) return override_syntax_error(ctx, line, arg);
+    if (!dot || !copy_name(arg, dot, group) || !copy_name(dot + 1, eq, key))
+        return override_syntax_error(ctx, line, arg);
     nl_group_t g = {.name = group, .line = line, .col = 1};
     int gi = find_group(group);
     if (gi < 0) return unknown_group_error(ctx, &g);

@@ -790,8 +790,9 @@ static char *to_namelist(const config_t *c) {
     return text;
 }
 
-/* parse(to_namelist(c)) must give c back, field for field (text, path and the provenance flag
- * global_batch_derived aside: the echo states the effective batch explicitly). */
+/* parse(to_namelist(c)) must give c back, field for field (text, overrides (compared as strings),
+ * path and the provenance flag global_batch_derived aside: the echo states the effective batch
+ * explicitly). */
 static void assert_round_trip(config_t *c) {
     char *text = to_namelist(c);
     config_t back;
@@ -799,12 +800,16 @@ static void assert_round_trip(config_t *c) {
     char *text_back = to_namelist(&back);
     if (strcmp(text, text_back) != 0) fail_msg("echo differs after a round trip:\n%s\n----\n%s", text, text_back);
     char *saved_text = c->text, *saved_back = back.text;
-    c->text = back.text = NULL;
+    char *saved_over = c->overrides, *saved_over_back = back.overrides;
+    assert_string_equal(c->overrides, back.overrides);
+    c->text = back.text = c->overrides = back.overrides = NULL;
     snprintf(back.source_path, sizeof back.source_path, "%s", c->source_path);
     back.global_batch_derived = c->global_batch_derived;
     if (memcmp(c, &back, sizeof *c) != 0) fail_msg("config differs after a round trip through:\n%s", text);
     c->text = saved_text;
     back.text = saved_back;
+    c->overrides = saved_over;
+    back.overrides = saved_over_back;
     config_destroy(&back);
     free(text);
     free(text_back);
