@@ -49,4 +49,13 @@ state=$(slurm_wait "$jid" 120); out=$TEST_DIR/module-$jid.out
 grep -q "llmtrain-no-such-version" "$out" && grep -q "module load llmtrain-no-such-version failed" "$out" ||
     { cat "$out"; fail "module: the module's error is not shown"; }
 echo "module: exit 2, module error shown"
-echo "slurm_jobscripts: single node, mismatch, 3D, module error: all as expected"
+# 5. a strong-scaling study inside one allocation (llmscale: one job step per rank count)
+jid=$(OUT=$TEST_DIR/scale MAX_RANKS=2 sbatch --parsable --output="$TEST_DIR/scale-%j.out" \
+      jobscripts/scaling_study.sbatch "$TEST_DIR/tiny.nml" strong 4)
+state=$(slurm_wait "$jid" 300); out=$TEST_DIR/scale-$jid.out
+[ "$state" = COMPLETED ] || { tail -30 "$out"; fail "scaling study: job $jid ended $state (exit $(slurm_exit_code "$jid"))"; }
+[ "$(grep -c '^dp' "$TEST_DIR/scale/results.csv")" -eq 2 ] || { cat "$TEST_DIR/scale/results.csv"; fail "scaling study: not 2 rows"; }
+grep -q -- "--mpi=pmix" "$out" "$TEST_DIR"/scale/runs/*/run.log 2>/dev/null || grep -q "srun" "$TEST_DIR/scale/study.json" ||
+    fail "scaling study: the runs were not srun job steps"
+echo "scaling study: job $jid COMPLETED, $(grep -c '^dp' "$TEST_DIR/scale/results.csv") rows"
+echo "slurm_jobscripts: single node, mismatch, 3D, module error, scaling study: all as expected"
