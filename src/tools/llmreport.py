@@ -283,7 +283,9 @@ def trace_summary(path):
     t0, t1 = min(i[2] for i in iv), max(i[3] for i in iv)
     span = t1 - t0
     ranks = []
-    for pid in sorted({i[0] for i in iv}, key=lambda p: (not isinstance(p, int), str(p) if not isinstance(p, int) else p)):
+    def rank_order(pid):  # numeric ranks first, in order; then any other pid
+        return (0, pid, "") if isinstance(pid, int) else (1, 0, str(pid))
+    for pid in sorted({i[0] for i in iv}, key=rank_order):
         mine = [(a, b) for p, _, a, b in iv if p == pid]
         busy = _union_length(mine)
         ranks.append({"rank": pid, "events": len(mine), "busy_ms": busy / 1e3,
@@ -322,6 +324,8 @@ class Run:
             self.notes.append("%d line(s) of metrics.jsonl are not JSON records (a torn last line "
                               "is what a killed run leaves): skipped" % torn)
         self.h = History(records)
+        if not self.h.step_list:
+            self.notes.append("metrics.jsonl holds no step records (the run stopped before its first step)")
         if self.h.superseded:
             self.notes.append("%d record(s) superseded by a resume, rollback or restart: each step is "
                               "shown from its last occurrence" % self.h.superseded)
@@ -420,6 +424,11 @@ def fmt(v, digits=4):
             return "%.*g" % (digits, v)
         return "%.*f" % (digits, v) if abs(v) < 100 else "%.0f" % v
     return str(v)
+
+
+def fmt_unit(v, digits, unit):
+    text = fmt(v, digits)
+    return text if text == "–" else text + unit
 
 
 def loss_text(v):
@@ -526,7 +535,8 @@ def run_plots(plt, run, folder):
     add("loss", _line_plot(plt, p("loss.png"), "%s: loss" % name, "loss",
                            [("train",) + h.series("loss") + ("-",),
                             ("validation",) + h.series("val_loss", h.val_list) + ("o-",)]))
-    add("learning rate", _line_plot(plt, p("lr.png"), "%s: learning rate" % name, "lr", [("lr",) + h.series("lr") + ("-",)]))
+    add("learning rate", _line_plot(plt, p("lr.png"), "%s: learning rate" % name, "lr",
+                                    [("lr",) + h.series("lr") + ("-",)]))
     add("gradient norm", _line_plot(plt, p("grad_norm.png"), "%s: gradient norm (before clipping)" % name,
                                     "grad norm", [("grad_norm",) + h.series("grad_norm") + ("-",)], logy=True))
     add("throughput", _line_plot(plt, p("tokens_per_s.png"), "%s: throughput" % name, "tokens/s",
@@ -604,13 +614,13 @@ def summary_rows(run, s):
             ["lowest validation loss", fmt(s["min_val_loss"])],
             ["tokens seen", fmt(s["tokens"])],
             ["tokens/s (median)", fmt(s["tok_s"], 1)],
-            ["MFU (median)", fmt(100.0 * s["mfu"], 2) + " %" if math.isfinite(s["mfu"]) else "–"],
+            ["MFU (median)", fmt_unit(100.0 * s["mfu"], 2, " %")],
             ["ms per step (median)", fmt(s["ms"], 1)],
-            ["training time (sum of step times)", fmt(s["train_s"], 1) + " s"],
-            ["peak memory, rank 0", fmt(s["peak_mib"], 1) + " MiB"],
+            ["training time (sum of step times)", fmt_unit(s["train_s"], 1, " s")],
+            ["peak memory, rank 0", fmt_unit(s["peak_mib"], 1, " MiB")],
             ["skipped steps", fmt(s["skipped"])]]
     for k, v in s["split"].items():
-        rows.append(["mean %s per step" % k, fmt(v, 2) + " ms"])
+        rows.append(["mean %s per step" % k, fmt_unit(v, 2, " ms")])
     for k, (total, how) in s["energy"].items():
         rows.append(["%s (%s)" % (k, "last value" if how == "cumulative" else "sum over steps"), fmt(total)])
     if s["stopped_by"]:
@@ -622,7 +632,8 @@ def summary_rows(run, s):
 def _events_rows(run):
     rows = []
     for r in run.h.events + run.h.restarts + [c for c in run.h.checkpoints if c.get("failed")]:
-        what = r.get("event") or ("checkpoint failed" if "checkpoint" in r else "weights failed" if "weights" in r else "record")
+        what = r.get("event") or ("checkpoint failed" if "checkpoint" in r
+                                  else "weights failed" if "weights" in r else "record")
         rest = {k: v for k, v in r.items() if k not in ("step", "event")}
         rows.append([fmt(r.get("step")), str(what), json.dumps(rest)[:300]])
     return rows
@@ -632,7 +643,8 @@ def trace_blocks(tr):
     if not tr:
         return []
     out = [("h", 3, "Trace (trace.json)"),
-           ("p", "Span of the trace: %.1f ms. Busy = the union of a rank's events; idle = the rest of the span." % tr["span_ms"]),
+           ("p", "Span of the trace: %.1f ms. Busy = the union of a rank's events; idle = the rest of the span."
+            % tr["span_ms"]),
            ("table", ["rank", "events", "busy ms", "idle ms", "busy %"],
             [[str(r["rank"]), str(r["events"]), fmt(r["busy_ms"], 1), fmt(r["idle_ms"], 1), fmt(r["busy_pct"], 1)]
              for r in tr["ranks"]]),
@@ -663,7 +675,7 @@ def comparison_blocks(runs, sums, plots):
     for r, s in zip(runs, sums):
         rows.append([run_label(r), fmt(s["steps"]), loss_text(s["final_loss"]), loss_text(s["final_val_loss"]),
                      fmt(s["min_val_loss"]), fmt(s["tok_s"], 1),
-                     fmt(100.0 * s["mfu"], 2) + " %" if math.isfinite(s["mfu"]) else "–", fmt(s["peak_mib"], 1)]
+                     fmt_unit(100.0 * s["mfu"], 2, " %"), fmt(s["peak_mib"], 1)]
                     + [fmt(s["energy"][k][0]) if k in s["energy"] else "–" for k in energy_keys])
     blocks = [("h", 2, "Comparison"), ("table", head, rows)]
     diff = differing_keys(runs)
@@ -721,7 +733,8 @@ def render_html(blocks, title):
         elif b[0] == "img":
             with open(b[2], "rb") as f:
                 data = base64.b64encode(f.read()).decode("ascii")
-            parts.append("<figure><img alt=\"%s\" src=\"data:image/png;base64,%s\"></figure>" % (html.escape(b[1]), data))
+            parts.append("<figure><img alt=\"%s\" src=\"data:image/png;base64,%s\"></figure>"
+                         % (html.escape(b[1]), data))
     parts.append("</body></html>\n")
     return "\n".join(parts)
 
@@ -784,7 +797,8 @@ def write_report(dirs, out):
             blocks += comparison_blocks(runs, sums, cmp_plots)
         n_plots = 0
         for i, (r, s) in enumerate(zip(runs, sums)):
-            folder = files if len(runs) == 1 else os.path.join(files, "%d_%s" % (i + 1, _folder_name(run_label(r))))
+            folder = files if len(runs) == 1 else \
+                os.path.join(files, "%d_%s" % (i + 1, _folder_name(run_label(r))))
             plots = run_plots(plt, r, folder) if plt else []
             n_plots += len(plots)
             blocks += run_blocks(r, s, plots, 2)
