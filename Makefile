@@ -146,7 +146,7 @@ $(BUILD)/bench/bench_gemm: validation/bench/bench_gemm.c $(LIB)
 
 demo:
 	@bash validation/deps.sh --if-missing
-	@$(MAKE) --no-print-directory llmtrain llmprep
+	@$(MAKE) --no-print-directory llmtrain llmprep llmreport
 	@MPIRUN="$(MPIRUN)" PYTHON="$(PYTHON)" bash validation/demo.sh
 
 clean:
