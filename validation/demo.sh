@@ -24,7 +24,7 @@ weights=$(ls runs/demo/weights_step*.h5 | tail -1)
 echo "== 3/4 generate: 96 tokens after a prompt, from the trained weights ($weights)"
 cat >runs/demo/generate.nml <<NML
 &run name = 'demo-generate', mode = 'generate', init_from = '$weights'
-     prompt = 'The meaning of life is', max_new_tokens = 96, temperature = 0.8, top_k = 40 /
+     prompt = 'The meaning of life is', max_new_tokens = 96, temperature = 0.7, top_k = 40 /
 &model n_layer = 4, n_head = 4, d_model = 128, d_ff = 512, vocab_size = 1024, seq_len = 128 /
 &data tokenizer = '$DATA/tokenizer.tiktoken' /
 NML

@@ -532,9 +532,11 @@ def run_plots(plt, run, folder):
             out.append((title, path))
 
     p = lambda f: os.path.join(folder, f)  # noqa: E731
+    skipped = [r for r in h.step_list if r.get("applied") is False]  # anomalies, fp16 overflows
     add("loss", _line_plot(plt, p("loss.png"), "%s: loss" % name, "loss",
                            [("train",) + h.series("loss") + ("-",),
-                            ("validation",) + h.series("val_loss", h.val_list) + ("o-",)]))
+                            ("validation",) + h.series("val_loss", h.val_list) + ("o-",),
+                            ("skipped step",) + h.series("loss", skipped) + ("rx",)]))
     add("learning rate", _line_plot(plt, p("lr.png"), "%s: learning rate" % name, "lr",
                                     [("lr",) + h.series("lr") + ("-",)]))
     add("gradient norm", _line_plot(plt, p("grad_norm.png"), "%s: gradient norm (before clipping)" % name,
@@ -632,8 +634,8 @@ def summary_rows(run, s):
 def _events_rows(run):
     rows = []
     for r in run.h.events + run.h.restarts + [c for c in run.h.checkpoints if c.get("failed")]:
-        what = r.get("event") or ("checkpoint failed" if "checkpoint" in r
-                                  else "weights failed" if "weights" in r else "record")
+        what = r.get("event") or ("checkpoint failed" if "checkpoint" in r else "weights failed" if "weights" in r
+                                  else next((k for k in r if k != "step"), "record"))
         rest = {k: v for k, v in r.items() if k not in ("step", "event")}
         rows.append([fmt(r.get("step")), str(what), json.dumps(rest)[:300]])
     return rows
