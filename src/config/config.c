@@ -274,6 +274,7 @@ void config_defaults(config_t *cfg) {
     /* d_ff is used directly by the model, so it holds its effective value; global_batch stays 0,
      * which means micro_batch * dp and stays right if a test changes dp or micro_batch. */
     cfg->d_ff = 4 * cfg->d_model;
+    snprintf(cfg->resume, sizeof cfg->resume, "none"); /* not given: as resolve_derived says */
 }
 
 /* ---- messages that list what is valid ---------------------------------------------------- */

@@ -791,8 +791,8 @@ static char *to_namelist(const config_t *c) {
 }
 
 /* parse(to_namelist(c)) must give c back, field for field (text, overrides (compared as strings),
- * path and the provenance flag global_batch_derived aside: the echo states the effective batch
- * explicitly). */
+ * path and the provenance flags global_batch_derived and resume_given aside: the echo states
+ * the effective batch and resume explicitly). */
 static void assert_round_trip(config_t *c) {
     char *text = to_namelist(c);
     config_t back;
@@ -805,6 +805,7 @@ static void assert_round_trip(config_t *c) {
     c->text = back.text = c->overrides = back.overrides = NULL;
     snprintf(back.source_path, sizeof back.source_path, "%s", c->source_path);
     back.global_batch_derived = c->global_batch_derived;
+    back.resume_given = c->resume_given; /* the echo states resume explicitly too */
     if (memcmp(c, &back, sizeof *c) != 0) fail_msg("config differs after a round trip through:\n%s", text);
     c->text = saved_text;
     back.text = saved_back;
