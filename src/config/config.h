@@ -10,6 +10,27 @@
 #define CFG_STR 256      /* max length of a string value (paths, names) */
 #define CFG_MAX_IDS 1024 /* max prompt length in token ids */
 #define CFG_ANOMALY_WINDOW_MAX 256 /* max &train anomaly_window (the detectors keep that many norms) */
+#define CFG_MAX_STAGES 32 /* &stage groups in one namelist */
+
+/* The keys of a &stage group, in the order of config.c's table (positions are kept per key). */
+enum {
+    STAGE_UNTIL_STEP, STAGE_UNTIL_TOKENS, STAGE_SEQ_LEN, STAGE_GLOBAL_BATCH, STAGE_TRAIN_FILES,
+    STAGE_MIXTURE, STAGE_LR, STAGE_MIN_LR, STAGE_WARMUP_STEPS, STAGE_LR_SCHEDULE, CFG_STAGE_KEYS
+};
+
+/* One &stage group as written (config/stages.h says what each key means). A key the group does
+ * not set is inherited from &model / &train / &data: key_line[k] == 0 says "not set". */
+typedef struct cfg_stage {
+    int until_step;
+    int64_t until_tokens;
+    int seq_len, global_batch;
+    char train_files[256], mixture[256];
+    double lr, min_lr;
+    int warmup_steps;
+    char lr_schedule[16];
+    int line, col;                                 /* of the '&stage' */
+    int key_line[CFG_STAGE_KEYS], key_col[CFG_STAGE_KEYS]; /* where each key was set (0: not) */
+} cfg_stage_t;
 
 typedef struct config {
     /* &run */
@@ -88,6 +109,14 @@ typedef struct config {
     int val_batches;
     char tokenizer[CFG_STR];
     char data_format[16];   /* key 'format': 'auto' | 'llmc' | 'nanogpt' (io/shards.h) */
+    char mixture[CFG_STR];  /* 'pattern:weight, pattern:weight' instead of train_files ('' = none) */
+    int mixture_line, mixture_col;         /* where &data mixture was set (0: not set) */
+    int train_files_line, train_files_col; /* where &data train_files was set (0: not set) */
+
+    /* &stage (repeated; applied in file order) */
+    cfg_stage_t stages[CFG_MAX_STAGES];
+    int n_stages;
+    int stage_at;           /* parsing and echo: the stage the table's &stage keys refer to */
 
     /* &checkpoint */
     char ckpt_dir[CFG_STR]; /* key 'dir'; default out_dir/name */
