@@ -283,6 +283,7 @@ void config_defaults(config_t *cfg) {
     /* d_ff is used directly by the model, so it holds its effective value; global_batch stays 0,
      * which means micro_batch * dp and stays right if a test changes dp or micro_batch. */
     cfg->d_ff = 4 * cfg->d_model;
+    cfg->n_kv_head = cfg->n_head; /* likewise effective (0 in a file means n_head) */
 }
 
 /* ---- messages that list what is valid ---------------------------------------------------- */
