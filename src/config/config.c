@@ -109,6 +109,15 @@ static const key_spec_t key_specs[] = {
             WHY("llm.c version-1 shards hold uint16 tokens")),
     INT_KEY(G_MODEL, "seq_len", seq_len, 1024, AT_LEAST(1), AT_MOST(INT_MAX - 1),
             WHY("a window of seq_len + 1 tokens is counted in a 32-bit integer")),
+    STR_KEY(G_MODEL, "arch", arch, "gpt2", "gpt2|llama"),
+    STR_KEY(G_MODEL, "norm", norm, "layernorm", "layernorm|rmsnorm"),
+    REAL_KEY(G_MODEL, "norm_eps", norm_eps, 1e-5, ABOVE(0), BELOW(1)),
+    STR_KEY(G_MODEL, "pos", pos, "learned", "learned|rope"),
+    REAL_KEY(G_MODEL, "rope_theta", rope_theta, 10000.0, ABOVE(1), AT_MOST(1e12)),
+    STR_KEY(G_MODEL, "mlp", mlp, "gelu", "gelu|swiglu"),
+    INT_KEY(G_MODEL, "n_kv_head", n_kv_head, 0, AT_LEAST(0)), /* 0 = n_head, resolved after parsing */
+    BOOL_KEY(G_MODEL, "tie_embeddings", tie_embeddings, true),
+    BOOL_KEY(G_MODEL, "bias", bias, true),
     REAL_KEY(G_MODEL, "dropout", dropout, 0.0, AT_LEAST(0), BELOW(1), NOT_IMPL("dropout is not implemented in this version")),
     INT_KEY(G_MODEL, "n_experts", n_experts, 0, AT_LEAST(0), NOT_IMPL("Mixture-of-Experts is not implemented in this version")),
     INT_KEY(G_MODEL, "top_k", top_k_moe, 2, AT_LEAST(1), MOE),
@@ -302,6 +311,7 @@ void config_defaults(config_t *cfg) {
      * which means micro_batch * dp and stays right if a test changes dp or micro_batch. */
     cfg->d_ff = 4 * cfg->d_model;
     snprintf(cfg->resume, sizeof cfg->resume, "none"); /* not given: as resolve_derived says */
+    cfg->n_kv_head = cfg->n_head; /* likewise effective (0 in a file means n_head) */
 }
 
 /* ---- messages that list what is valid ---------------------------------------------------- */
@@ -793,6 +803,42 @@ static int check_heads_divide_width(parse_ctx_t *ctx, const config_t *cfg) {
                      cfg->d_model, provenance(ctx, a, pa), cfg->n_head, provenance(ctx, b, pb));
 }
 
+/* &model arch = 'llama' sets the defaults of the switches it names; one set in the namelist or
+ * on the command line keeps its value. n_kv_head = 0 means n_head. Runs before the checks. */
+static void resolve_arch(parse_ctx_t *ctx, config_t *cfg) {
+    if (!strcmp(cfg->arch, "llama")) {
+        const struct { const char *key, *value; } strs[] = {
+            {"norm", "rmsnorm"}, {"pos", "rope"}, {"mlp", "swiglu"}};
+        for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
+            const int k = key_index(G_MODEL, strs[i].key);
+            if (!ctx->set_by[k]) snprintf(field_ptr(cfg, &key_specs[k]), key_specs[k].size, "%s", strs[i].value);
+        }
+        if (!ctx->set_by[key_index(G_MODEL, "tie_embeddings")]) cfg->tie_embeddings = false;
+        if (!ctx->set_by[key_index(G_MODEL, "bias")]) cfg->bias = false;
+    }
+    if (cfg->n_kv_head == 0) cfg->n_kv_head = cfg->n_head;
+}
+
+/* Grouped-query attention: whole groups of query heads per k/v head. RoPE rotates pairs of
+ * dimensions (i, i + hs/2) of each head: an even head size. */
+static int check_kv_heads_and_rope(parse_ctx_t *ctx, const config_t *cfg) {
+    int a = key_index(G_MODEL, "n_kv_head"), b = key_index(G_MODEL, "n_head"), line, col;
+    char pa[32], pb[32];
+    if (cfg->n_kv_head > cfg->n_head || cfg->n_head % cfg->n_kv_head != 0) {
+        locate(ctx, a, b, &line, &col);
+        return cfg_error(ctx, line, col, "&model n_kv_head: n_kv_head = %d (%s) must divide n_head = %d (%s)",
+                         cfg->n_kv_head, provenance(ctx, a, pa), cfg->n_head, provenance(ctx, b, pb));
+    }
+    const int hs = cfg->d_model / cfg->n_head;
+    if (!strcmp(cfg->pos, "rope") && hs % 2 != 0) {
+        a = key_index(G_MODEL, "pos");
+        locate(ctx, a, b, &line, &col);
+        return cfg_error(ctx, line, col, "&model pos: 'rope' needs an even head size, but d_model / n_head = "
+                         "%d / %d = %d", cfg->d_model, cfg->n_head, hs);
+    }
+    return 0;
+}
+
 static int check_global_batch(parse_ctx_t *ctx, const config_t *cfg) {
     int a = key_index(G_TRAIN, "global_batch"), b = key_index(G_TRAIN, "micro_batch");
     int c = key_index(G_PARALLEL, "dp"), line, col;
@@ -1267,7 +1313,9 @@ static int expand_stage_paths(parse_ctx_t *ctx, config_t *cfg) {
 static int check_cross_keys(parse_ctx_t *ctx, config_t *cfg) {
     if (expand_env_paths(ctx, cfg) || expand_stage_paths(ctx, cfg)) return -1;
     note_data_positions(ctx, cfg);
-    if (check_loss_scaling(ctx, cfg) || check_heads_divide_width(ctx, cfg) || check_global_batch(ctx, cfg) ||
+    resolve_arch(ctx, cfg);
+    if (check_loss_scaling(ctx, cfg) || check_heads_divide_width(ctx, cfg) || check_kv_heads_and_rope(ctx, cfg) ||
+        check_global_batch(ctx, cfg) ||
         check_min_lr(ctx, cfg) || check_mode_inputs(ctx, cfg) || check_prompt_in_vocab(ctx, cfg) ||
         check_generate_grid(ctx, cfg) || check_val_files(ctx, cfg) || check_recompute_layers(ctx, cfg) ||
         check_profile_steps(ctx, cfg) || check_grad_explosion_ratio(ctx, cfg) || check_data_mixture(ctx, cfg))
@@ -1407,6 +1455,8 @@ void config_destroy(config_t *cfg) {
 
 /* In 64 bits: vocab_size + 127 would overflow an int near INT_MAX (validation bounds
  * vocab_size by 65536, but tools may call this on an unvalidated config). */
+int config_kv_heads(const config_t *cfg) { return cfg->n_kv_head > 0 ? cfg->n_kv_head : cfg->n_head; }
+
 int config_padded_vocab(const config_t *cfg) {
     long long padded = ((long long)cfg->vocab_size + 127) / 128 * 128;
     return padded > INT_MAX ? INT_MAX / 128 * 128 : (int)padded;

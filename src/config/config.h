@@ -53,6 +53,17 @@ typedef struct config {
     int n_layer, n_head, d_model, d_ff; /* d_ff default 4*d_model (0 in file = default) */
     int vocab_size;         /* real vocabulary; padded to a multiple of 128 internally */
     int seq_len;
+    /* architecture (README.md "Llama-family options"): arch sets the defaults of the switches
+     * after it; a switch given explicitly wins. Resolved after parsing. */
+    char arch[16];          /* 'gpt2' | 'llama' */
+    char norm[16];          /* 'layernorm' | 'rmsnorm' */
+    double norm_eps;        /* rmsnorm's epsilon (layernorm: 1e-5, fixed) */
+    char pos[16];           /* 'learned' | 'rope' */
+    double rope_theta;      /* RoPE base, default 10000 */
+    char mlp[16];           /* 'gelu' | 'swiglu' (d_ff: the width of gate and up) */
+    int n_kv_head;          /* k/v heads (grouped-query attention); 0 in the file = n_head */
+    bool tie_embeddings;    /* LM head = wte; .false.: a separate lm_head.w */
+    bool bias;              /* biases in the linear layers */
     double dropout;         /* must be 0 for now (validated) */
     int n_experts;          /* 0 = dense; MoE comes in a later issue (validated) */
     int top_k_moe;          /* namelist key 'top_k' in &model */
@@ -181,5 +192,7 @@ void config_defaults(config_t *cfg);
 int config_to_namelist(const config_t *cfg, char *buf, int bufsize);
 void config_destroy(config_t *cfg);
 /* Vocabulary padded to a multiple of 128. */
+/* k/v heads of the attention: n_kv_head, or n_head where it is 0 (config_defaults). */
+int config_kv_heads(const config_t *cfg);
 int config_padded_vocab(const config_t *cfg);
 #endif
