@@ -131,10 +131,11 @@ static const key_spec_t key_specs[] = {
     INT_KEY(G_PARALLEL, "tp", tp, 1, AT_LEAST(1)),
     INT_KEY(G_PARALLEL, "pp", pp, 1, AT_LEAST(1)),
     INT_KEY(G_PARALLEL, "ep", ep, 1, AT_LEAST(1), NOT_IMPL("expert parallelism is not implemented in this version")),
-    PLANNED_STR_KEY(G_PARALLEL, "schedule", schedule, "1f1b", "1f1b|gpipe", "interleaved",
-                    "the interleaved schedule (virtual pipeline stages) is not implemented in this version"),
-    INT_KEY(G_PARALLEL, "virtual_stages", virtual_stages, 1, AT_LEAST(1),
-            NOT_IMPL("virtual pipeline stages are not implemented in this version")),
+    PLANNED_STR_KEY(G_PARALLEL, "schedule", schedule, "1f1b", "1f1b|gpipe|interleaved", "zb-h1",
+                    "the zero-bubble schedule ZB-H1 needs the split backward (B, W), which is not "
+                    "implemented in this version (llmtrain --plan shows its simulated schedule); use "
+                    "'1f1b' or 'interleaved'"),
+    INT_KEY(G_PARALLEL, "virtual_stages", virtual_stages, 1, AT_LEAST(1)), /* interleaved */
     INT_KEY(G_PARALLEL, "zero_stage", zero_stage, 0, AT_LEAST(0), AT_MOST(3)),
     BOOL_KEY(G_PARALLEL, "zero3_resident", zero3_resident, false),
     STR_KEY(G_PARALLEL, "recompute", recompute, "none", "none|selective|full"),
@@ -921,6 +922,50 @@ static int check_prompt_in_vocab(parse_ctx_t *ctx, const config_t *cfg) {
     return 0;
 }
 
+/* The interleaved schedule: virtual_stages v >= 2 chunks per stage, pp >= 2, n_layer divisible
+ * by pp * v (equal chunks); and v > 1 only with it. (Micro-batches a multiple of pp: checked
+ * where their number is known, train/schedule.c.) ZeRO-3 gathers a stage's blocks as one range
+ * per stage, which interleaved chunks are not. */
+static int check_virtual_stages(parse_ctx_t *ctx, const config_t *cfg) {
+    const bool il = !strcmp(cfg->schedule, "interleaved");
+    const int v = cfg->virtual_stages, p = cfg->pp, L = cfg->n_layer;
+    int a = key_index(G_PARALLEL, "virtual_stages"), s = key_index(G_PARALLEL, "schedule"), line, col;
+    char pa[32], ps[32];
+    locate(ctx, a, s, &line, &col);
+    if (!il && v > 1)
+        return cfg_error(ctx, line, col, "&parallel virtual_stages = %d (%s) needs schedule = "
+                         "'interleaved' (got '%s'), or set virtual_stages = 1", v,
+                         provenance(ctx, a, pa), cfg->schedule);
+    if (!il) return 0;
+    if (p < 2)
+        return cfg_error(ctx, line, col, "&parallel virtual_stages: schedule = 'interleaved' (%s) "
+                         "needs pp >= 2, got pp = %d; use pp >= 2, or schedule = '1f1b' with "
+                         "virtual_stages = 1", provenance(ctx, s, ps), p);
+    if (v < 2)
+        return cfg_error(ctx, line, col, "&parallel virtual_stages = %d (%s): schedule = "
+                         "'interleaved' needs virtual_stages >= 2 (with one chunk per stage it is "
+                         "'1f1b')", v, provenance(ctx, a, pa));
+    if (L % (p * v) != 0) {
+        char ok[160] = "";
+        size_t at = 0;
+        for (int c = 2; c <= L / p && at + 8 < sizeof ok; c++)
+            if (L % (p * c) == 0) at += (size_t)snprintf(ok + at, sizeof ok - at, "%s%d", at ? ", " : "", c);
+        const int lo = L / (p * v) * (p * v), hi = lo + p * v;
+        char near[64];
+        if (lo > 0) snprintf(near, sizeof near, "n_layer = %d or %d", lo, hi);
+        else snprintf(near, sizeof near, "n_layer = %d", hi);
+        return cfg_error(ctx, line, col, "&parallel virtual_stages = %d (%s): &model n_layer = %d "
+                         "is not divisible by pp * virtual_stages = %d; nearest valid: %s, or "
+                         "virtual_stages in {%s} for pp = %d", v, provenance(ctx, a, pa), L, p * v,
+                         near, at ? ok : "none", p);
+    }
+    if (cfg->zero_stage >= 3 && cfg->dp > 1)
+        return cfg_error(ctx, line, col, "&parallel zero_stage = 3 with schedule = 'interleaved' is "
+                         "not supported in this version (ZeRO-3 gathers one block range per "
+                         "stage); use zero_stage <= 2 or schedule = '1f1b'");
+    return 0;
+}
+
 /* Generation runs the whole model on each rank: any saved file loads on any grid. */
 static int check_generate_grid(parse_ctx_t *ctx, const config_t *cfg) {
     if (cfg->pp == 1 || strcmp(cfg->mode, "generate") != 0) return 0;
@@ -1318,7 +1363,8 @@ static int check_cross_keys(parse_ctx_t *ctx, config_t *cfg) {
         check_global_batch(ctx, cfg) ||
         check_min_lr(ctx, cfg) || check_mode_inputs(ctx, cfg) || check_prompt_in_vocab(ctx, cfg) ||
         check_generate_grid(ctx, cfg) || check_val_files(ctx, cfg) || check_recompute_layers(ctx, cfg) ||
-        check_profile_steps(ctx, cfg) || check_grad_explosion_ratio(ctx, cfg) || check_data_mixture(ctx, cfg))
+        check_virtual_stages(ctx, cfg) || check_profile_steps(ctx, cfg) || check_grad_explosion_ratio(ctx, cfg) ||
+        check_data_mixture(ctx, cfg))
         return -1;
     if (resolve_derived(ctx, cfg) != 0) return -1;
     if (stages_check(cfg, ctx->msg, ctx->msgsize) != 0) return -1;

@@ -12,7 +12,7 @@
 #include "parallel/comm.h"
 
 gpt_parallel_t gpt_serial(void) {
-    gpt_parallel_t p = {1, 0, 1, 0, MPI_COMM_SELF, 1};
+    gpt_parallel_t p = {1, 0, 1, 0, MPI_COMM_SELF, 1, 1};
     return p;
 }
 
@@ -334,7 +334,7 @@ static void build(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T,
     m->B = B;
     m->T = T;
     m->ops = ops;
-    params_create_stage(&m->P, cfg, par->tp, par->tp_rank, par->pp, par->pp_rank);
+    params_create_chunks(&m->P, cfg, par->tp, par->tp_rank, par->pp, par->pp_rank, par->chunks);
     /* MPI counts are int: a stage whose local parameters exceed that cannot be reduced in one
      * call (config bounds the per-rank size only from below when pp > 1: the layer partition
      * lives here). The stages differ, so the ranks agree. */
@@ -348,8 +348,10 @@ static void build(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T,
                            m->P.total > INT_MAX ? big : NULL);
     m->first_layer = m->P.first_layer;
     m->end_layer = m->P.end_layer;
-    m->has_embed = m->P.has_embed;
-    m->has_head = m->P.has_head;
+    m->stage_embed = m->has_embed = m->P.has_embed;
+    m->stage_head = m->has_head = m->P.has_head;
+    m->n_chunks = m->P.chunks;
+    m->chunk_layers = m->P.chunk_layers;
     m->weights = provider;
     if (!provider) {
         m->params = balloc(m, m->P.total * sizeof(float), MEM_PARAMETERS);
@@ -366,6 +368,16 @@ static void build(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T,
     alloc_slots(m);
     alloc_head_and_scratch(m);
     if (m->rope && !dry_run) fill_rope_tables(m, cfg->rope_theta);
+    gpt_use_chunk(m, 0);
+}
+
+void gpt_use_chunk(gpt_t *m, int c) {
+    if (m->n_chunks <= 1) return;
+    ASSERT(c >= 0 && c < m->n_chunks);
+    m->first_layer = (c * m->par.pp + m->par.pp_rank) * m->chunk_layers;
+    m->end_layer = m->first_layer + m->chunk_layers;
+    m->has_embed = m->stage_embed && c == 0;
+    m->has_head = m->stage_head && c == m->n_chunks - 1;
 }
 
 void gpt_create(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T,

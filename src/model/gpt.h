@@ -9,7 +9,8 @@
  *   wte           vocab-parallel embedding (rows summed over tp) and vocab-parallel
  *                 cross-entropy (row max / sum-exp / target logit all-reduced: the full logits
  *                 are never gathered).
- * A pipeline stage holds layers [first_layer, end_layer); the first stage embeds, the last runs
+ * A pipeline stage holds layers [first_layer, end_layer) (or, interleaved, n_chunks such
+ * chunks: gpt_use_chunk); the first stage embeds, the last runs
  * the head and the loss. `n_slots` micro-batches can be in flight at once (pipeline schedules),
  * each with its own activations.
  * Activation recomputation (&parallel recompute, for the first recompute_layers blocks of each
@@ -34,6 +35,7 @@ typedef struct gpt_parallel {
     int tp, tp_rank, pp, pp_rank;
     MPI_Comm tp_comm; /* MPI_COMM_SELF when tp = 1 */
     int n_slots;      /* micro-batches whose activations are held at once */
+    int chunks;       /* interleaved pipeline: chunks of layers on this stage (0 or 1: one) */
 } gpt_parallel_t;
 
 /* One process, one micro-batch in flight. */
@@ -126,8 +128,13 @@ typedef struct gpt {
     float *kv_grad;                   /* replicated k/v: one tensor's gradient [KV hs, C + 1]
                                          of a micro-batch, summed over tp */
     int v_start, v_valid;             /* first vocab id of the local shard, real ids in it */
-    int first_layer, end_layer;       /* this stage's blocks */
-    bool has_embed, has_head;
+    int first_layer, end_layer;       /* this stage's blocks (of the chunk in use) */
+    bool has_embed, has_head;         /* ... and whether that chunk embeds / runs the head */
+    /* interleaved pipeline: the stage holds n_chunks chunks of chunk_layers blocks (chunk c is
+     * model chunk c * pp + pp_rank); gpt_use_chunk selects the one the stage interface and the
+     * slots work on. n_chunks = 1: one contiguous range. */
+    int n_chunks, chunk_layers;
+    bool stage_embed, stage_head;     /* the stage embeds / runs the head in some chunk */
     gpt_parallel_t par;
     int B, T;                         /* the largest micro-batch the arena holds */
     const ops_t *ops;
@@ -188,6 +195,10 @@ void gpt_destroy(gpt_t *m);
 void gpt_init_params(gpt_t *m, uint64_t seed);
 
 /* ---- pipeline-stage interface (the schedules in train/ drive these) ---- */
+/* Interleaved pipeline: work on chunk c from now on (no-op with one chunk). Every slot holds
+ * one chunk's activations, so a slot serves whichever (chunk, micro-batch) the schedule puts
+ * there. */
+void gpt_use_chunk(gpt_t *m, int c);
 /* First stage: embed tokens[B*T] (host) into the slot's input. */
 void gpt_embed(gpt_t *m, int slot, const int *tokens, int B, int T);
 /* The stage's blocks on the slot's input; returns the stage output [N, C]. */

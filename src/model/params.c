@@ -180,13 +180,23 @@ static void mark_held(params_t *P, int n_layer, bool tied) {
         bool is_wte = tied && strcmp(p->name, "wte") == 0;
         if (p->layer < 0) p->held = P->has_embed || (is_wte && P->has_head);
         else if (p->layer >= n_layer) p->held = P->has_head; /* final norm */
-        else p->held = p->layer >= P->first_layer && p->layer < P->end_layer;
+        else p->held = params_holds_layer(P, p->layer);
         p->tied_copy = is_wte && P->has_head && !P->has_embed;
     }
 }
 
+bool params_holds_layer(const params_t *P, int layer) {
+    if (P->chunks > 1) return layer / P->chunk_layers % P->pp == P->pp_rank;
+    return layer >= P->first_layer && layer < P->end_layer;
+}
+
 void params_create_stage(params_t *P, const config_t *cfg, int tp, int tp_rank, int pp,
                          int pp_rank) {
+    params_create_chunks(P, cfg, tp, tp_rank, pp, pp_rank, 1);
+}
+
+void params_create_chunks(params_t *P, const config_t *cfg, int tp, int tp_rank, int pp,
+                          int pp_rank, int chunks) {
     memset(P, 0, sizeof *P);
     int cap = 5 + PARAMS_PER_BLOCK_MAX * cfg->n_layer;
     P->p = xcalloc((size_t)cap, sizeof(param_t));
@@ -199,6 +209,13 @@ void params_create_stage(params_t *P, const config_t *cfg, int tp, int tp_rank, 
     P->first_layer = first[pp_rank];
     P->end_layer = first[pp_rank + 1];
     xfree(first);
+    P->chunks = chunks > 1 ? chunks : 1;
+    if (P->chunks > 1) { /* equal chunks: the balanced partition is for one range per stage */
+        ASSERT(cfg->n_layer % (pp * chunks) == 0);
+        P->chunk_layers = cfg->n_layer / (pp * chunks);
+        P->first_layer = pp_rank * P->chunk_layers;
+        P->end_layer = P->first_layer + P->chunk_layers;
+    }
     P->has_embed = pp_rank == 0;
     P->has_head = pp_rank == pp - 1;
     register_model(P, cap, cfg);

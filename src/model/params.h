@@ -46,7 +46,11 @@ typedef struct params {
     int64_t n_global;          /* global parameter count, padding rows of wte included */
     int tp, tp_rank;           /* the sharding this registry was set up for */
     int pp, pp_rank;           /* pipeline stages and this rank's stage */
-    int first_layer, end_layer;/* the stage's blocks: [first_layer, end_layer) */
+    int first_layer, end_layer;/* the stage's blocks: [first_layer, end_layer) (its first
+                                  chunk's with chunks > 1) */
+    int chunks, chunk_layers;  /* interleaved pipeline: the stage holds `chunks` chunks of
+                                  chunk_layers blocks, chunk c = model chunk c * pp + pp_rank
+                                  (chunks = 1: one contiguous range, chunk_layers unused) */
     bool has_embed, has_head;  /* first stage: wte, wpe; last stage: lnf and the tied head */
 } params_t;
 
@@ -57,6 +61,13 @@ void params_create(params_t *P, const config_t *cfg, int tp, int tp_rank);
  * create every dataset collectively), but only the stage's own are `held` and get storage. */
 void params_create_stage(params_t *P, const config_t *cfg, int tp, int tp_rank, int pp,
                          int pp_rank);
+/* The same for an interleaved pipeline (virtual stages): the stage holds `chunks` chunks of
+ * n_layer / (pp * chunks) blocks each (Megatron's layout; n_layer divisible, validated by config);
+ * the embedding on stage 0, the head on stage pp - 1. chunks = 1 is params_create_stage. */
+void params_create_chunks(params_t *P, const config_t *cfg, int tp, int tp_rank, int pp,
+                          int pp_rank, int chunks);
+/* Whether the stage holds block `layer`. */
+bool params_holds_layer(const params_t *P, int layer);
 /* Whether the attention's input projection is the fused attn.qkv (GPT-2: n_kv_head = n_head,
  * learned positions) rather than attn.q, attn.k, attn.v. */
 bool params_fused_qkv(const config_t *cfg);

@@ -192,7 +192,12 @@ static void print_memory_plan(const trainer_t *tr) {
         params_partition_layers(tr->cfg, tr->grid->pp, first);
         printf("pipeline: schedule %s, %d micro-batches per step, layers per stage:",
                tr->cfg->schedule, tr->accum);
-        for (int s = 0; s < tr->grid->pp; s++) printf(" [%d,%d)", first[s], first[s + 1]);
+        const int v = tr->model.n_chunks, per = tr->model.chunk_layers;
+        for (int s = 0; s < tr->grid->pp; s++) /* interleaved: stage s holds chunks c*pp + s */
+            for (int c = 0; c < v; c++)
+                if (v > 1) printf("%s[%d,%d)", c ? "+" : " ", (c * tr->grid->pp + s) * per,
+                                  (c * tr->grid->pp + s + 1) * per);
+                else printf(" [%d,%d)", first[s], first[s + 1]);
         printf(" (embedding on stage 0, head on stage %d)\n", tr->grid->pp - 1);
         xfree(first);
     }
@@ -363,12 +368,17 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
     check_fits(tr);
     setup_data(tr);
     const pipe_schedule_t sched = pipe_schedule_from_name(cfg->schedule);
+    const int v = sched == SCHED_INTERLEAVED ? cfg->virtual_stages : 1;
+    char why[400];
+    comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, "pipeline schedule",
+                       sched_constraint_error(sched, grid->pp, v, tr->accum, cfg->n_layer, why,
+                                              sizeof why));
     gpt_parallel_t par = {grid->tp, grid->rank_tp, grid->pp, grid->rank_pp, grid->tp_comm,
-                          pipe_slots_needed(sched, grid->pp, grid->rank_pp, tr->accum)};
+                          pipe_slots_needed(sched, grid->pp, v, grid->rank_pp, tr->accum), v};
     /* the ZeRO partitions of the flat buffer the model will have, before the model: ZeRO-3
      * gives the model its weight provider */
     params_t P;
-    params_create_stage(&P, cfg, grid->tp, grid->rank_tp, grid->pp, grid->rank_pp);
+    params_create_chunks(&P, cfg, grid->tp, grid->rank_tp, grid->pp, grid->rank_pp, v);
     zero_create(&tr->zero, cfg->zero_stage, grid->dp, grid->rank_dp, grid->dp_comm, P.total, ops);
     params_destroy(&P);
     if (cfg->zero_stage > 0 && grid->dp == 1 && is_root(tr))
@@ -381,7 +391,7 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
     gpt_create(&tr->model, cfg, ops, tr->micro_batch, tr->T, &par, zero3_provider(&tr->zero),
                staging);
     zero_attach(&tr->zero, &tr->model, cfg->zero3_resident);
-    pipe_create(&tr->pipe, &tr->model, grid, tr->accum, sched);
+    pipe_create(&tr->pipe, &tr->model, grid, tr->accum, sched, v);
     dp_sync_create(&tr->dps, &tr->model, &tr->zero, grid->dp_comm, grid->embed_comm, grid->dp,
                    cfg->bucket_mb);
     tr->pipe.last_micro_hook = dp_sync_layer_done;

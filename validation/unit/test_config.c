@@ -484,10 +484,9 @@ static void unimplemented_features_are_refused_not_ignored(void **state) {
         {"&parallel ep = 2 /", "&parallel ep = 1 /",
          PATH ":1:16: &parallel ep: expert parallelism is not implemented in this version; remove the key"},
         {"&parallel virtual_stages = 2 /", "&parallel virtual_stages = 1 /",
-         "&parallel virtual_stages: virtual pipeline stages are not implemented in this version; remove the key"},
-        {"&parallel schedule = 'interleaved' /", "&parallel schedule = '1f1b' /",
-         "&parallel schedule: 'interleaved': the interleaved schedule (virtual pipeline stages) is not implemented "
-         "in this version; use one of '1f1b', 'gpipe'"},
+         "needs schedule = 'interleaved' (got '1f1b'), or set virtual_stages = 1"},
+        {"&parallel schedule = 'zb-h1' /", "&parallel schedule = '1f1b' /",
+         "&parallel schedule: 'zb-h1': the zero-bubble schedule ZB-H1 needs the split backward"},
         {"&run device = 'cuda' /", "&run device = 'cpu' /",
          PATH ":1:15: &run device: 'cuda': the CUDA backend is not implemented in this version; use 'cpu'"},
     };
