@@ -195,6 +195,19 @@ clean: llmscale-clean
 llmscale-clean:
 	rm -f llmscale
 
+# llmconvert (Hugging Face import/export and ONNX export; src/tools/llmconvert.py, Python with
+# numpy, h5py, safetensors, onnx): the same kind of wrapper, with .deps/python (validation/deps.sh)
+# on PYTHONPATH when it is there. Built by `make`, `make tests` and `make llmconvert`.
+.PHONY: llmconvert-clean
+all: llmconvert
+tests: llmconvert
+llmconvert: src/tools/llmconvert.py
+	@printf '#!/bin/sh\n# llmconvert: models in and out of llmtrain (Hugging Face, ONNX; see README.md)\nd="$$(dirname "$$0")"\n[ -d "$$d/.deps/python" ] && export PYTHONPATH="$$d/.deps/python$${PYTHONPATH:+:$$PYTHONPATH}"\nexec %s "$$d/src/tools/llmconvert.py" "$$@"\n' "$(PYTHON)" >$@
+	@chmod +x $@
+clean: llmconvert-clean
+llmconvert-clean:
+	rm -f llmconvert
+
 # llmmerge: weight merging (src/tools/llmmerge.c with its methods and HDF5 side). Its unit test
 # links the methods too (an explicit rule wins over the pattern rule for tests).
 LLMMERGE := $(BIN_DIR)llmmerge
@@ -257,7 +270,7 @@ $(BUILD)/bench/bench_ops_vs: $(BENCH_SRC) validation/bench/bench_kset.h $(LIB)
 VERSION   := $(shell sed -n 's/^\#define LLMT_VERSION "\(.*\)"/\1/p' src/core/version.h)
 PREFIX    ?= /opt/llmtrain/$(VERSION)
 MODULEDIR ?= $(PREFIX)/modulefiles
-PY_TOOLS  := $(filter $(patsubst src/tools/%.py,%,$(wildcard src/tools/*.py)),llmsweep llmscale llmreport)
+PY_TOOLS  := $(filter $(patsubst src/tools/%.py,%,$(wildcard src/tools/*.py)),llmsweep llmscale llmreport llmconvert)
 .PHONY: install
 install: $(LLMTRAIN) $(LLMPREP) $(LLMMERGE) data/tiny/train_000.bin
 	@case "$(PREFIX)" in /*) ;; *) echo "make install: PREFIX must be an absolute path (got '$(PREFIX)')"; exit 2;; esac
