@@ -62,12 +62,73 @@ def need(cond, msg):
 
 
 # ------------------------------------------------------------------ the model in between
-# A model is (cfg, tensors): cfg has arch ('gpt2' | 'llama'), vocab_size, n_layer, n_head,
-# d_model, d_ff, seq_len (and the Llama keys); tensors maps llmtrain's parameter names to float32
-# arrays in llmtrain's global shapes, except that wte has vocab_size rows (no padding).
+# A model is (cfg, tensors). cfg holds llmtrain's &model keys: the sizes (vocab_size, n_layer,
+# n_head, n_kv_head, d_model, d_ff, seq_len) and the architecture switches (norm, norm_eps, pos,
+# rope_theta, mlp, tie_embeddings, bias; README.md *Llama-family options*). tensors maps
+# llmtrain's parameter names to float32 arrays in llmtrain's global shapes, except that wte and
+# lm_head.w have vocab_size rows (no padding).
+
+GPT2_SWITCHES = {"norm": "layernorm", "pos": "learned", "mlp": "gelu", "tie_embeddings": True, "bias": True}
+LLAMA_SWITCHES = {"norm": "rmsnorm", "pos": "rope", "mlp": "swiglu", "tie_embeddings": False, "bias": False}
+SWITCH_DEFAULTS = {"norm_eps": 1e-5, "rope_theta": 10000.0}
+
 
 def padded_vocab(v):
     return (v + 127) // 128 * 128
+
+
+def fused_qkv(cfg):
+    """llmtrain keeps GPT-2's fused h.N.attn.qkv.w when there is no GQA and no rope."""
+    return cfg["n_kv_head"] == cfg["n_head"] and cfg["pos"] == "learned"
+
+
+def param_shapes(cfg):
+    """llmtrain's registry (src/model/params.c): name -> global shape (wte, lm_head.w unpadded)."""
+    C, F, V, H, KV = cfg["d_model"], cfg["d_ff"], cfg["vocab_size"], cfg["n_head"], cfg["n_kv_head"]
+    hs = C // H
+    ln_b, bias = cfg["norm"] == "layernorm", cfg["bias"]
+    s = {"wte": (V, C)}
+    if cfg["pos"] == "learned":
+        s["wpe"] = (cfg["seq_len"], C)
+
+    def add(name, shape, has):
+        if has:
+            s[name] = shape
+    for l in range(cfg["n_layer"]):
+        p = "h.%d." % l
+        add(p + "ln1.w", (C,), True)
+        add(p + "ln1.b", (C,), ln_b)
+        if fused_qkv(cfg):
+            add(p + "attn.qkv.w", (3 * C, C), True)
+            add(p + "attn.qkv.b", (3 * C,), bias)
+        else:
+            for n, rows in (("q", H * hs), ("k", KV * hs), ("v", KV * hs)):
+                add(p + "attn.%s.w" % n, (rows, C), True)
+                add(p + "attn.%s.b" % n, (rows,), bias)
+        add(p + "attn.proj.w", (C, C), True)
+        add(p + "attn.proj.b", (C,), bias)
+        add(p + "ln2.w", (C,), True)
+        add(p + "ln2.b", (C,), ln_b)
+        ins = ("fc",) if cfg["mlp"] == "gelu" else ("gate", "up")
+        for n in ins:
+            add(p + "mlp.%s.w" % n, (F, C), True)
+            add(p + "mlp.%s.b" % n, (F,), bias)
+        add(p + "mlp.proj.w", (C, F), True)
+        add(p + "mlp.proj.b", (C,), bias)
+    add("lnf.w", (C,), True)
+    add("lnf.b", (C,), ln_b)
+    add("lm_head.w", (V, C), not cfg["tie_embeddings"])
+    return s
+
+
+def hf_family(cfg):
+    """'gpt2' or 'llama' when the switches are exactly one Hugging Face architecture's."""
+    sw = {k: cfg[k] for k in GPT2_SWITCHES}
+    if sw == GPT2_SWITCHES and cfg["n_kv_head"] == cfg["n_head"]:
+        return "gpt2"
+    if dict(sw, tie_embeddings=False) == LLAMA_SWITCHES:
+        return "llama"
+    return None
 
 
 def gpt2_names(n_layer):
@@ -86,23 +147,11 @@ def gpt2_names(n_layer):
     return m
 
 
-def gpt2_shapes(cfg):
-    C, F, V, T = cfg["d_model"], cfg["d_ff"], cfg["vocab_size"], cfg["seq_len"]
-    s = {"wte": (V, C), "wpe": (T, C), "lnf.w": (C,), "lnf.b": (C,)}
-    block = {"ln1.w": (C,), "ln1.b": (C,), "attn.qkv.w": (3 * C, C), "attn.qkv.b": (3 * C,),
-             "attn.proj.w": (C, C), "attn.proj.b": (C,), "ln2.w": (C,), "ln2.b": (C,),
-             "mlp.fc.w": (F, C), "mlp.fc.b": (F,), "mlp.proj.w": (C, F), "mlp.proj.b": (C,)}
-    for l in range(cfg["n_layer"]):
-        for k, v in block.items():
-            s["h.%d.%s" % (l, k)] = v
-    return s
-
-
-# Llama: llmtrain's names (src/model/params.c with &model arch = 'llama') -> Hugging Face's.
-# HF's q_proj / k_proj rows are already in the rotate-half order llmtrain's rope uses.
 def llama_names(cfg):
+    """LlamaForCausalLM: [out, in] like llmtrain, and q_proj / k_proj rows already in the
+    rotate-half order of llmtrain's rope (README.md *Llama-family options*)."""
     m = {"wte": ("model.embed_tokens.weight", False), "lnf.w": ("model.norm.weight", False)}
-    if not cfg.get("tie_embeddings", False):
+    if not cfg["tie_embeddings"]:
         m["lm_head.w"] = ("lm_head.weight", False)
     block = [("ln1.w", "input_layernorm.weight"), ("attn.q.w", "self_attn.q_proj.weight"),
              ("attn.k.w", "self_attn.k_proj.weight"), ("attn.v.w", "self_attn.v_proj.weight"),
@@ -115,28 +164,12 @@ def llama_names(cfg):
     return m
 
 
-def llama_shapes(cfg):
-    C, F, V = cfg["d_model"], cfg["d_ff"], cfg["vocab_size"]
-    hd = C // cfg["n_head"]
-    kv = cfg["n_kv_head"] * hd
-    s = {"wte": (V, C), "lnf.w": (C,)}
-    if not cfg.get("tie_embeddings", False):
-        s["lm_head.w"] = (V, C)
-    block = {"ln1.w": (C,), "attn.q.w": (C, C), "attn.k.w": (kv, C), "attn.v.w": (kv, C),
-             "attn.proj.w": (C, C), "ln2.w": (C,), "mlp.gate.w": (F, C), "mlp.up.w": (F, C),
-             "mlp.proj.w": (C, F)}
-    for l in range(cfg["n_layer"]):
-        for k, v in block.items():
-            s["h.%d.%s" % (l, k)] = v
-    return s
-
-
-def names_of(cfg):
-    return gpt2_names(cfg["n_layer"]) if cfg["arch"] == "gpt2" else llama_names(cfg)
-
-
-def shapes_of(cfg):
-    return gpt2_shapes(cfg) if cfg["arch"] == "gpt2" else llama_shapes(cfg)
+def hf_names(cfg, what):
+    fam = hf_family(cfg)
+    need(fam is not None, "%s: the &model switches (%s) are neither GPT2LMHeadModel's nor "
+         "LlamaForCausalLM's, so there is no Hugging Face architecture to write (--to onnx works)" %
+         (what, ", ".join("%s = %s" % (k, cfg[k]) for k in GPT2_SWITCHES)))
+    return gpt2_names(cfg["n_layer"]) if fam == "gpt2" else llama_names(cfg)
 
 
 # ------------------------------------------------------------------ llmtrain's HDF5 files
@@ -223,14 +256,18 @@ def read_hdf5(path):
             text = f["config"][()]
         text = text.decode() if isinstance(text, bytes) else str(text)
         cfg = {k: int(a[k]) for k in ("vocab_size", "n_layer", "n_head", "d_model", "d_ff", "seq_len")}
-        cfg.update(arch_from_config_text(text))
+        cfg.update(switches_from_config_text(text, path))
+        cfg["n_kv_head"] = cfg["n_kv_head"] or cfg["n_head"]
+        need(cfg["n_head"] % cfg["n_kv_head"] == 0, "%s: &model n_kv_head = %d does not divide "
+             "n_head = %d" % (path, cfg["n_kv_head"], cfg["n_head"]))
         need("model" in f, "%s: has no /model group" % path)
         g = f["model"]
-        shapes = shapes_of(cfg)
+        shapes = param_shapes(cfg)
         Vp = int(a["padded_vocab"])
         tensors = {}
         for name in sorted(g.keys()):
-            need(name in shapes, "%s: dataset /model/%s is not a parameter of this %s model" % (path, name, cfg["arch"]))
+            need(name in shapes, "%s: dataset /model/%s is not a parameter of the model its config "
+                 "attribute describes" % (path, name))
         for name, shape in shapes.items():
             need(name in g, "%s: dataset /model/%s is missing" % (path, name))
             d = g[name]
@@ -245,34 +282,48 @@ def read_hdf5(path):
     return cfg, tensors, text
 
 
-def arch_from_config_text(text):
-    """The architecture keys of the file's effective namelist (GPT-2 when it names none)."""
+def logical(v):
+    return v.strip().lower() in (".true.", "t", ".t.", "true")
+
+
+def switches_from_config_text(text, path):
+    """The architecture keys of a file's effective namelist (its `config`): arch's defaults,
+    then each switch the text names (files written before the Llama options are GPT-2)."""
     arch = (namelist_value(text, "model", "arch") or "gpt2").lower()
-    if arch == "gpt2":
-        return {"arch": "gpt2"}
-    need(arch == "llama", "&model arch = '%s': llmconvert knows 'gpt2' and 'llama'" % arch)
-    out = {"arch": "llama"}
+    need(arch in ("gpt2", "llama"), "%s: &model arch = '%s': llmconvert knows 'gpt2' and 'llama'" % (path, arch))
+    cfg = dict(GPT2_SWITCHES if arch == "gpt2" else LLAMA_SWITCHES, arch=arch, **SWITCH_DEFAULTS)
+    for k in ("norm", "pos", "mlp"):
+        v = namelist_value(text, "model", k)
+        if v:
+            cfg[k] = v.lower()
+    for k in ("tie_embeddings", "bias"):
+        v = namelist_value(text, "model", k)
+        if v:
+            cfg[k] = logical(v)
+    for k in ("norm_eps", "rope_theta"):
+        v = namelist_value(text, "model", k)
+        if v:
+            cfg[k] = float(v.lower().replace("d", "e"))
     nkv = namelist_value(text, "model", "n_kv_head")
-    out["n_kv_head"] = int(nkv) if nkv else None
-    theta = namelist_value(text, "model", "rope_theta")
-    out["rope_theta"] = float(theta.replace("d", "e")) if theta else 10000.0
-    tie = (namelist_value(text, "model", "tie_embeddings") or ".false.").lower()
-    out["tie_embeddings"] = tie in (".true.", "t", ".t.", "true")
-    return out
+    cfg["n_kv_head"] = int(nkv) if nkv and int(nkv) > 0 else None
+    need(cfg["norm"] in ("layernorm", "rmsnorm") and cfg["pos"] in ("learned", "rope") and
+         cfg["mlp"] in ("gelu", "swiglu"), "%s: &model norm = '%s', pos = '%s', mlp = '%s': not "
+         "switches llmconvert knows" % (path, cfg["norm"], cfg["pos"], cfg["mlp"]))
+    return cfg
 
 
 def model_namelist(cfg, init_from):
-    keys = ["n_layer", "n_head", "d_model", "d_ff", "vocab_size", "seq_len"]
-    lines = ["&model"]
-    if cfg["arch"] == "llama":
-        lines.append("  arch = 'llama', norm = 'rmsnorm', pos = 'rope', mlp = 'swiglu', bias = .false.")
-        lines.append("  n_kv_head = %d, rope_theta = %r, tie_embeddings = %s" %
-                     (cfg["n_kv_head"], cfg["rope_theta"], ".true." if cfg["tie_embeddings"] else ".false."))
-    lines.append("  " + ", ".join("%s = %d" % (k, cfg[k]) for k in keys))
-    lines.append("/")
-    lines.append("&run")
-    lines.append("  init_from = '%s'" % init_from)
-    lines.append("/")
+    """The &model keys of the imported model (and &run init_from), for the user's namelist."""
+    b = lambda v: ".true." if v else ".false."  # noqa: E731
+    lines = ["&model"] + (["  arch = '%s'" % cfg["arch"]] if cfg["arch"] != "gpt2" else []) + [
+             "  " + ", ".join("%s = %d" % (k, cfg[k]) for k in
+                              ("n_layer", "n_head", "d_model", "d_ff", "vocab_size", "seq_len"))]
+    if cfg["arch"] != "gpt2":
+        lines.append("  norm = '%s', norm_eps = %r, pos = '%s', rope_theta = %r, mlp = '%s'" %
+                     (cfg["norm"], cfg["norm_eps"], cfg["pos"], cfg["rope_theta"], cfg["mlp"]))
+        lines.append("  n_kv_head = %d, tie_embeddings = %s, bias = %s" %
+                     (cfg["n_kv_head"], b(cfg["tie_embeddings"]), b(cfg["bias"])))
+    lines += ["/", "&run", "  init_from = '%s'" % init_from, "/"]
     return "\n".join(lines) + "\n"
 
 
@@ -300,7 +351,7 @@ def write_hdf5(path, cfg, tensors, config_text, provenance):
         for k, v in provenance.items():
             p.attrs[k] = v
         g = f.create_group("model")
-        for name, shape in shapes_of(cfg).items():
+        for name, shape in param_shapes(cfg).items():
             x = np.ascontiguousarray(tensors[name], dtype=np.float32)
             if name in ("wte", "lm_head.w"):
                 x = np.concatenate([x, np.zeros((Vp - x.shape[0], x.shape[1]), np.float32)])
@@ -362,9 +413,11 @@ def gpt2_config(hf, field, refuse):
     if not field("tie_word_embeddings", True):
         refuse("tie_word_embeddings", "llmtrain's GPT-2 ties the output head to wte")
     C = int(field("n_embd", 768))
-    cfg = {"arch": "gpt2", "vocab_size": int(field("vocab_size", 50257)), "n_layer": int(field("n_layer", 12)),
+    cfg = dict(GPT2_SWITCHES, **SWITCH_DEFAULTS)
+    cfg.update({"arch": "gpt2", "vocab_size": int(field("vocab_size", 50257)), "n_layer": int(field("n_layer", 12)),
            "n_head": int(field("n_head", 12)), "d_model": C,
-           "d_ff": int(field("n_inner") or 4 * C), "seq_len": int(field("n_positions", 1024))}
+           "d_ff": int(field("n_inner") or 4 * C), "seq_len": int(field("n_positions", 1024))})
+    cfg["n_kv_head"] = cfg["n_head"]
     common_checks(cfg, field, refuse, "vocab_size")
     return cfg
 
@@ -381,18 +434,19 @@ def llama_config(hf, field, refuse):
         refuse("attention_bias", "llmtrain's Llama has no biases")
     if field("mlp_bias", False):
         refuse("mlp_bias", "llmtrain's Llama has no biases")
-    if abs(float(field("rms_norm_eps", 1e-6)) - LN_EPS) > 1e-12:
-        refuse("rms_norm_eps", "llmtrain's norms use eps = 1e-5")
+    if not float(field("rms_norm_eps", 1e-6)) > 0:
+        refuse("rms_norm_eps", "must be positive")
     if int(field("pretraining_tp", 1)) != 1:
         refuse("pretraining_tp", "only 1 (the exact matrix products) is supported")
     H = int(field("num_attention_heads", 32))
-    cfg = {"arch": "llama", "vocab_size": int(field("vocab_size", 32000)),
+    cfg = dict(LLAMA_SWITCHES)
+    cfg.update({"arch": "llama", "vocab_size": int(field("vocab_size", 32000)),
            "n_layer": int(field("num_hidden_layers", 32)), "n_head": H,
            "n_kv_head": int(field("num_key_value_heads") or H),
            "d_model": int(field("hidden_size", 4096)), "d_ff": int(field("intermediate_size", 11008)),
            "seq_len": int(field("max_position_embeddings", 2048)),
-           "rope_theta": float(field("rope_theta", 10000.0)),
-           "tie_embeddings": bool(field("tie_word_embeddings", False))}
+           "rope_theta": float(field("rope_theta", 10000.0)), "norm_eps": float(field("rms_norm_eps", 1e-6)),
+           "tie_embeddings": bool(field("tie_word_embeddings", False))})
     if H % cfg["n_kv_head"]:
         refuse("num_key_value_heads", "does not divide num_attention_heads")
     if (cfg["d_model"] // H) % 2:
@@ -428,12 +482,12 @@ def read_hf(d):
     for p in files:
         need(os.path.isfile(p), "%s: no such file (named by the safetensors index)" % p)
         raw.update(load_file(p))
-    prefix = "transformer." if cfg["arch"] == "gpt2" else "model."
+    prefix = "transformer." if hf_family(cfg) == "gpt2" else "model."
     if not any(k.startswith(prefix) for k in raw):  # saved from the bare GPT2Model / LlamaModel
         raw = {prefix + k: v for k, v in raw.items()}
     tensors = {}
-    shapes = shapes_of(cfg)
-    for ours, (theirs, transposed) in names_of(cfg).items():
+    shapes = param_shapes(cfg)
+    for ours, (theirs, transposed) in hf_names(cfg, d).items():
         need(theirs in raw, "%s: tensor '%s' is missing" % (d, theirs))
         x = raw.pop(theirs)
         need(np.issubdtype(x.dtype, np.floating), "%s: tensor '%s' has dtype %s" % (d, theirs, x.dtype))
@@ -455,7 +509,7 @@ def read_hf(d):
 
 
 def hf_config_from_cfg(cfg, eot):
-    if cfg["arch"] == "gpt2":
+    if hf_family(cfg) == "gpt2":
         return {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2",
                 "vocab_size": cfg["vocab_size"], "n_positions": cfg["seq_len"], "n_ctx": cfg["seq_len"],
                 "n_embd": cfg["d_model"], "n_layer": cfg["n_layer"], "n_head": cfg["n_head"],
@@ -469,21 +523,20 @@ def hf_config_from_cfg(cfg, eot):
             "vocab_size": cfg["vocab_size"], "hidden_size": cfg["d_model"],
             "intermediate_size": cfg["d_ff"], "num_hidden_layers": cfg["n_layer"],
             "num_attention_heads": cfg["n_head"], "num_key_value_heads": cfg["n_kv_head"],
-            "max_position_embeddings": cfg["seq_len"], "hidden_act": "silu", "rms_norm_eps": LN_EPS,
+            "max_position_embeddings": cfg["seq_len"], "hidden_act": "silu", "rms_norm_eps": cfg["norm_eps"],
             "rope_theta": cfg["rope_theta"], "rope_scaling": None, "attention_bias": False,
             "attention_dropout": 0.0, "pretraining_tp": 1, "tie_word_embeddings": cfg["tie_embeddings"],
             "initializer_range": 0.02, "use_cache": True, "bos_token_id": eot, "eos_token_id": eot,
             "torch_dtype": "float32"}
 
 
-def write_hf(d, cfg, tensors, eot):
+def write_hf(d, cfg, tensors, eot, src):
     try:
         from safetensors.numpy import save_file
     except ImportError:
         raise UserError("the Python package safetensors is not installed (bash validation/deps.sh)")
-    os.makedirs(d, exist_ok=True)
     out = {}
-    for ours, (theirs, transposed) in names_of(cfg).items():
+    for ours, (theirs, transposed) in hf_names(cfg, src).items():
         x = tensors[ours]
         out[theirs] = np.ascontiguousarray(x.T if transposed else x)
     # tied head: lm_head.weight is not stored (safetensors holds no aliases; transformers re-ties it)
@@ -697,9 +750,11 @@ def onnx_gelu_tanh(g, x):
     return g.op("Mul", [g.op("Mul", [x, g.const(0.5, np.float32)]), g.op("Add", [t, g.const(1.0, np.float32)])])
 
 
-def onnx_rmsnorm(g, x, w):
+def onnx_rmsnorm(g, x, w, eps):
+    """x / sqrt(mean(x^2) + eps) * w over the last axis (ReduceMean takes axes as an attribute
+    up to opset 17)."""
     ms = g.op("ReduceMean", [g.op("Mul", [x, x])], axes=[-1], keepdims=1)
-    r = g.op("Reciprocal", [g.op("Sqrt", [g.op("Add", [ms, g.const(LN_EPS, np.float32)])])])
+    r = g.op("Reciprocal", [g.op("Sqrt", [g.op("Add", [ms, g.const(eps, np.float32)])])])
     return g.op("Mul", [g.op("Mul", [x, r]), w])
 
 
@@ -719,13 +774,51 @@ def onnx_attention(g, q, k, v, mask, hd, C):
     return g.op("Reshape", [y, g.const([0, 0, C], np.int64)])
 
 
-def onnx_rope(g, x, cos, sin, hd):
+def onnx_rope(g, x, rope, hd):
     """Rotary embedding in rotate-half form on [B, H, T, hd]: x cos + rotate_half(x) sin."""
+    cos, sin = rope
     half = hd // 2
     x1 = g.op("Slice", [x, g.const([0], np.int64), g.const([half], np.int64), g.const([-1], np.int64)])
     x2 = g.op("Slice", [x, g.const([half], np.int64), g.const([hd], np.int64), g.const([-1], np.int64)])
     rot = g.op("Concat", [g.op("Neg", [x2]), x1], axis=-1)
     return g.op("Add", [g.op("Mul", [x, cos]), g.op("Mul", [rot, sin])])
+
+
+def onnx_norm(g, cfg, x, prefix, t):
+    if cfg["norm"] == "layernorm":
+        return g.op("LayerNormalization", [x, g.init(prefix + "w", t[prefix + "w"]), g.init(prefix + "b", t[prefix + "b"])],
+                    axis=-1, epsilon=LN_EPS)
+    return onnx_rmsnorm(g, x, g.init(prefix + "w", t[prefix + "w"]), cfg["norm_eps"])
+
+
+def onnx_block(g, cfg, t, x, l, mask, rope):
+    """One pre-norm block: x + attn(norm1(x)), then + mlp(norm2(.)), from llmtrain's tensors."""
+    C, H, KV = cfg["d_model"], cfg["n_head"], cfg["n_kv_head"]
+    hd = C // H
+    p = "h.%d." % l
+    W = lambda name: g.init(name, np.ascontiguousarray(t[name].T))  # noqa: E731
+    lin = lambda x, name: onnx_linear(g, x, W(name + ".w"), g.init(name + ".b", t[name + ".b"]) if cfg["bias"] else None)  # noqa: E731
+    h = onnx_norm(g, cfg, x, p + "ln1.", t)
+    if fused_qkv(cfg):
+        q, k, v = g.op("Split", [lin(h, p + "attn.qkv"), g.const([C, C, C], np.int64)], n_out=3, axis=-1)
+    else:
+        q, k, v = (lin(h, p + "attn." + n) for n in "qkv")
+    q, k, v = onnx_heads(g, q, H, hd), onnx_heads(g, k, KV, hd), onnx_heads(g, v, KV, hd)
+    if rope:
+        q, k = onnx_rope(g, q, rope, hd), onnx_rope(g, k, rope, hd)
+    if KV != H:  # grouped-query attention: each kv head serves H/KV query heads
+        rep = lambda z: g.op("Reshape", [g.op("Expand", [  # noqa: E731
+            g.op("Unsqueeze", [z, g.const([2], np.int64)]), g.const([1, 1, H // KV, 1, 1], np.int64)]),
+            g.const([0, H, -1, hd], np.int64)])
+        k, v = rep(k), rep(v)
+    x = g.op("Add", [x, lin(onnx_attention(g, q, k, v, mask, hd, C), p + "attn.proj")])
+    h = onnx_norm(g, cfg, x, p + "ln2.", t)
+    if cfg["mlp"] == "gelu":
+        h = onnx_gelu_tanh(g, lin(h, p + "mlp.fc"))
+    else:
+        gate = lin(h, p + "mlp.gate")
+        h = g.op("Mul", [g.op("Mul", [gate, g.op("Sigmoid", [gate])]), lin(h, p + "mlp.up")])
+    return g.op("Add", [x, lin(h, p + "mlp.proj")])
 
 
 def build_onnx(cfg, t):
@@ -734,58 +827,28 @@ def build_onnx(cfg, t):
     except ImportError:
         raise UserError("the Python package onnx is not installed (bash validation/deps.sh)")
     g = Graph(onnx)
-    C, H, L = cfg["d_model"], cfg["n_head"], cfg["n_layer"]
-    hd = C // H
+    hd = cfg["d_model"] // cfg["n_head"]
     ids = "input_ids"
     T = g.op("Gather", [g.op("Shape", [ids]), g.const(1, np.int64)], axis=0)
     pos = g.op("Range", [g.const(0, np.int64), T, g.const(1, np.int64)])
-    # causal mask [T, T]: true above the diagonal (a key after the query)
+    # causal mask [T, T]: true where the key comes after the query
     mask = g.op("Greater", [g.op("Unsqueeze", [pos, g.const([0], np.int64)]),
                             g.op("Unsqueeze", [pos, g.const([1], np.int64)])])
     g.init("wte", t["wte"])
     x = g.op("Gather", ["wte", ids], axis=0)
-    W = lambda name: g.init(name, np.ascontiguousarray(t[name].T))  # noqa: E731
-    B = lambda name: g.init(name, t[name])  # noqa: E731
-    if cfg["arch"] == "gpt2":
+    rope = None
+    if cfg["pos"] == "learned":
         x = g.op("Add", [x, g.op("Gather", [g.init("wpe", t["wpe"]), pos], axis=0)])
-        for l in range(L):
-            p = "h.%d." % l
-            h = g.op("LayerNormalization", [x, B(p + "ln1.w"), B(p + "ln1.b")], axis=-1, epsilon=LN_EPS)
-            qkv = onnx_linear(g, h, W(p + "attn.qkv.w"), B(p + "attn.qkv.b"))
-            q, k, v = g.op("Split", [qkv, g.const([C, C, C], np.int64)], n_out=3, axis=-1)
-            y = onnx_attention(g, onnx_heads(g, q, H, hd), onnx_heads(g, k, H, hd), onnx_heads(g, v, H, hd), mask, hd, C)
-            x = g.op("Add", [x, onnx_linear(g, y, W(p + "attn.proj.w"), B(p + "attn.proj.b"))])
-            h = g.op("LayerNormalization", [x, B(p + "ln2.w"), B(p + "ln2.b")], axis=-1, epsilon=LN_EPS)
-            h = onnx_gelu_tanh(g, onnx_linear(g, h, W(p + "mlp.fc.w"), B(p + "mlp.fc.b")))
-            x = g.op("Add", [x, onnx_linear(g, h, W(p + "mlp.proj.w"), B(p + "mlp.proj.b"))])
-        x = g.op("LayerNormalization", [x, B("lnf.w"), B("lnf.b")], axis=-1, epsilon=LN_EPS)
-    else:
-        KV = cfg["n_kv_head"]
-        inv = 1.0 / cfg["rope_theta"] ** (np.arange(0, hd, 2, dtype=np.float64) / hd)
+    else:  # angle t * theta^(-2i/hd) for i < hd/2, repeated for the two halves (rotate-half)
+        inv = cfg["rope_theta"] ** (-np.arange(0, hd, 2, dtype=np.float64) / hd)
         ang = np.outer(np.arange(cfg["seq_len"], dtype=np.float64), inv)
         ang = np.concatenate([ang, ang], axis=1)
-        cos = g.op("Gather", [g.init("rope_cos", np.cos(ang).astype(np.float32)), pos], axis=0)
-        sin = g.op("Gather", [g.init("rope_sin", np.sin(ang).astype(np.float32)), pos], axis=0)
-        for l in range(L):
-            p = "h.%d." % l
-            h = onnx_rmsnorm(g, x, B(p + "ln1.w"))
-            q = onnx_rope(g, onnx_heads(g, onnx_linear(g, h, W(p + "attn.q.w")), H, hd), cos, sin, hd)
-            k = onnx_rope(g, onnx_heads(g, onnx_linear(g, h, W(p + "attn.k.w")), KV, hd), cos, sin, hd)
-            v = onnx_heads(g, onnx_linear(g, h, W(p + "attn.v.w")), KV, hd)
-            if KV != H:  # grouped-query attention: each kv head serves H/KV query heads
-                rep = lambda z: g.op("Reshape", [g.op("Expand", [  # noqa: E731
-                    g.op("Unsqueeze", [z, g.const([2], np.int64)]),
-                    g.const([1, 1, H // KV, 1, 1], np.int64)]), g.const([0, H, -1, hd], np.int64)])
-                k, v = rep(k), rep(v)
-            y = onnx_attention(g, q, k, v, mask, hd, C)
-            x = g.op("Add", [x, onnx_linear(g, y, W(p + "attn.proj.w"))])
-            h = onnx_rmsnorm(g, x, B(p + "ln2.w"))
-            gate = onnx_linear(g, h, W(p + "mlp.gate.w"))
-            act = g.op("Mul", [gate, g.op("Sigmoid", [gate])])
-            h = g.op("Mul", [act, onnx_linear(g, h, W(p + "mlp.up.w"))])
-            x = g.op("Add", [x, onnx_linear(g, h, W(p + "mlp.proj.w"))])
-        x = onnx_rmsnorm(g, x, B("lnf.w"))
-    head = "wte" if cfg["arch"] == "gpt2" or cfg["tie_embeddings"] else g.init("lm_head.w", t["lm_head.w"])
+        rope = (g.op("Gather", [g.init("rope_cos", np.cos(ang).astype(np.float32)), pos], axis=0),
+                g.op("Gather", [g.init("rope_sin", np.sin(ang).astype(np.float32)), pos], axis=0))
+    for l in range(cfg["n_layer"]):
+        x = onnx_block(g, cfg, t, x, l, mask, rope)
+    x = onnx_norm(g, cfg, x, "lnf.", t)
+    head = "wte" if cfg["tie_embeddings"] else g.init("lm_head.w", t["lm_head.w"])
     g.nodes.append(g.h.make_node("MatMul", [x, g.op("Transpose", [head], perm=[1, 0])], ["logits"]))
     inp = g.h.make_tensor_value_info(ids, onnx.TensorProto.INT64, ["batch", "sequence"])
     out = g.h.make_tensor_value_info("logits", onnx.TensorProto.FLOAT, ["batch", "sequence", cfg["vocab_size"]])
@@ -866,6 +929,7 @@ def find_tokenizer(given, config_text, h5_path):
 
 def to_hf(src, out, tokenizer):
     cfg, tensors, text = read_hdf5(src)
+    hf_names(cfg, src)  # refuses a model no Hugging Face architecture describes, before writing
     tok_path, why = find_tokenizer(tokenizer, text, src)
     tokens = load_ranks(tok_path) if tok_path else None
     if tokens is not None:
@@ -873,7 +937,7 @@ def to_hf(src, out, tokenizer):
              "model's vocab_size %d" % (tok_path, len(tokens), EOT_TEXT, cfg["vocab_size"]))
     os.makedirs(out, exist_ok=True)
     eot = write_hf_tokenizer(out, tokens, cfg["seq_len"]) if tokens is not None else None
-    write_hf(out, cfg, tensors, eot)
+    write_hf(out, cfg, tensors, eot, src)
     print("llmconvert: %s (%s) -> %s (config.json, model.safetensors)" % (src, cfg["arch"], out))
     print("llmconvert: tokenizer: %s" % ("%s -> vocab.json, merges.txt, tokenizer.json" % tok_path if tokens else "none (%s)" % why))
 

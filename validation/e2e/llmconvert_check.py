@@ -43,7 +43,7 @@ def make_hf(d, arch, seed):
         from transformers import LlamaConfig, LlamaForCausalLM
         cfg = LlamaConfig(num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                           hidden_size=64, intermediate_size=160, vocab_size=500,
-                          max_position_embeddings=32, rms_norm_eps=1e-5, rope_theta=10000.0,
+                          max_position_embeddings=32, rms_norm_eps=1e-6, rope_theta=500000.0,
                           tie_word_embeddings=False)
         m = LlamaForCausalLM(cfg)
     with torch.no_grad():
