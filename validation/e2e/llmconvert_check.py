@@ -11,13 +11,17 @@ that differ):
   ort-logits ONNX IDS B T OUT    onnxruntime's logits; also checks the file's opset and that its
                                  input and output axes 0, 1 are the named dims batch, sequence
   compare NAME A.f32 B.f32 TOL   max |a - b| <= TOL * max(1, max |a|)  (fp32 rounding)
-  hf-loss DIR VALFILE T B N      transformers' mean loss over the first N batches of B windows
-                                 of T+1 tokens of an llm.c shard (llmtrain's validation windows)
+  hf-loss DIR VALFILE T B N OUT  transformers' mean loss over the first N batches of B windows
+                                 of T+1 tokens of an llm.c shard (llmtrain's validation
+                                 windows), written to OUT
   same-safetensors A B           the two model.safetensors hold the same tensors, bit for bit
   tokenizer DIR TIKTOKEN         AutoTokenizer(DIR) and tiktoken (the rank file) give the same ids
                                  for a text with spaces, punctuation, digits, UTF-8; decode back
-  generate DIR N IDS...          greedy model.generate of N tokens after the prompt ids: prints
-                                 the new ids
+  generate DIR N OUT IDS...      greedy model.generate of N tokens after the prompt ids: the new
+                                 ids, written to OUT
+
+Several subcommands can run in one process (torch and transformers load once), separated by
+'+': llmconvert_check.py hf-logits ... + tokenizer ... + generate ...
 """
 import base64
 import json
@@ -99,7 +103,7 @@ def compare(name, a_path, b_path, tol):
         fail("%s: max |diff| %.3e > %.1e" % (name, err, tol * scale))
 
 
-def hf_loss(d, val, T, B, n):
+def hf_loss(d, val, T, B, n, out):
     import torch
     import torch.nn.functional as F
     tok = np.fromfile(val, dtype="<u2", offset=1024).astype(np.int64)
@@ -110,7 +114,8 @@ def hf_loss(d, val, T, B, n):
         x = torch.tensor(w)
         logits = m(x[:, :-1]).logits
         total += F.cross_entropy(logits.reshape(-1, logits.shape[-1]).double(), x[:, 1:].reshape(-1)).item()
-    print("%.9f" % (total / n))
+    with open(out, "w") as f:
+        f.write("%.9f\n" % (total / n))
 
 
 def same_safetensors(a, b):
@@ -158,12 +163,13 @@ def tokenizer(d, tiktoken_path):
           "<|endoftext|> = %d" % (len(got), eot))
 
 
-def generate(d, n, ids):
+def generate(d, n, out, ids):
     import torch
     m = hf_model(d)
     x = torch.tensor([[int(i) for i in ids]])
     y = m.generate(x, max_new_tokens=int(n), do_sample=False, pad_token_id=0)
-    print(" ".join(str(int(t)) for t in y[0, x.shape[1]:]))
+    with open(out, "w") as f:
+        f.write(" ".join(str(int(t)) for t in y[0, x.shape[1]:]) + "\n")
 
 
 def main(a):
@@ -180,16 +186,24 @@ def main(a):
     elif cmd == "compare":
         compare(a[1], a[2], a[3], float(a[4]))
     elif cmd == "hf-loss":
-        hf_loss(a[1], a[2], int(a[3]), int(a[4]), int(a[5]))
+        hf_loss(a[1], a[2], int(a[3]), int(a[4]), int(a[5]), a[6])
     elif cmd == "same-safetensors":
         same_safetensors(a[1], a[2])
     elif cmd == "tokenizer":
         tokenizer(a[1], a[2])
     elif cmd == "generate":
-        generate(a[1], a[2], a[3:])
+        generate(a[1], a[2], a[3], a[4:])
     else:
         fail("unknown subcommand %s" % cmd)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # no notes about model_max_length
+    args, cmds = sys.argv[1:], [[]]
+    for x in args:
+        if x == "+":
+            cmds.append([])
+        else:
+            cmds[-1].append(x)
+    for c in cmds:
+        main(c)
