@@ -467,21 +467,53 @@ def safetensors_files(d):
                     "reads safetensors checkpoints (save_pretrained(..., safe_serialization=True))" % d)
 
 
+SAFETENSORS_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4",
+                      "I16": "<i2", "I8": "i1", "U8": "u1", "BOOL": "?"}
+
+
+def read_safetensors(path):
+    """name -> array of a .safetensors file (8-byte header length, JSON header, data); BF16 is
+    widened to float32 exactly (its bits are a float32's upper half), which numpy, and so
+    safetensors.numpy, cannot hold."""
+    with open(path, "rb") as f:
+        head = f.read(8)
+        need(len(head) == 8, "%s: not a safetensors file (shorter than its header)" % path)
+        n = int.from_bytes(head, "little")
+        need(n < (1 << 27), "%s: not a safetensors file (header of %d bytes)" % (path, n))
+        try:
+            header = json.loads(f.read(n))
+        except ValueError as e:
+            raise UserError("%s: not a safetensors file (header: %s)" % (path, e))
+    data = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + n)
+    out = {}
+    for name, h in header.items():
+        if name == "__metadata__":
+            continue
+        b, e = h["data_offsets"]
+        need(0 <= b <= e <= data.size, "%s: tensor '%s' lies outside the file (truncated?)" % (path, name))
+        raw = data[b:e]
+        if h["dtype"] == "BF16":
+            x = (raw.view("<u2").astype(np.uint32) << 16).view(np.float32)
+        else:
+            need(h["dtype"] in SAFETENSORS_DTYPES, "%s: tensor '%s' has dtype %s" % (path, name, h["dtype"]))
+            x = raw.view(SAFETENSORS_DTYPES[h["dtype"]])
+        need(x.size == int(np.prod(h["shape"])), "%s: tensor '%s' has %d elements, its shape %s says %d" %
+             (path, name, x.size, h["shape"], int(np.prod(h["shape"]))))
+        out[name] = np.array(x.reshape(h["shape"]))
+    return out
+
+
 def read_hf(d):
     """A Hugging Face directory -> (cfg, tensors, source files)."""
     need(os.path.isdir(d), "%s: no such directory (a Hugging Face checkpoint: config.json + "
          "model.safetensors)" % d)
     cpath = os.path.join(d, "config.json")
     cfg = hf_config_to_cfg(read_json(cpath, "the model's config.json"), cpath)
-    try:
-        from safetensors.numpy import load_file
-    except ImportError:
-        raise UserError("the Python package safetensors is not installed (bash validation/deps.sh)")
     raw = {}
     files = safetensors_files(d)
     for p in files:
         need(os.path.isfile(p), "%s: no such file (named by the safetensors index)" % p)
-        raw.update(load_file(p))
+        raw.update(read_safetensors(p))
     prefix = "transformer." if hf_family(cfg) == "gpt2" else "model."
     if not any(k.startswith(prefix) for k in raw):  # saved from the bare GPT2Model / LlamaModel
         raw = {prefix + k: v for k, v in raw.items()}
@@ -636,12 +668,13 @@ def merges_from_ranks(tokens):
     return merges
 
 
-def write_hf_tokenizer(d, tokens, seq_len):
-    """vocab.json, merges.txt, tokenizer.json (GPT-2's byte-level BPE), tokenizer_config.json."""
+def write_hf_tokenizer(d, tokens, pairs, seq_len):
+    """vocab.json, merges.txt, tokenizer.json (GPT-2's byte-level BPE), tokenizer_config.json;
+    pairs = merges_from_ranks(tokens)."""
     vocab = {to_unicode(t): i for i, t in enumerate(tokens)}
     eot = len(tokens)
     vocab[EOT_TEXT] = eot
-    merges = [to_unicode(a) + " " + to_unicode(b) for a, b in merges_from_ranks(tokens)]
+    merges = [to_unicode(a) + " " + to_unicode(b) for a, b in pairs]
     write_json(os.path.join(d, "vocab.json"), vocab)
     with open(os.path.join(d, "merges.txt"), "w", encoding="utf-8") as f:
         f.write("#version: 0.2\n" + "\n".join(merges) + "\n")
@@ -935,8 +968,9 @@ def to_hf(src, out, tokenizer):
     if tokens is not None:
         need(len(tokens) < cfg["vocab_size"], "%s: the tokenizer has %d tokens + %s, more than the "
              "model's vocab_size %d" % (tok_path, len(tokens), EOT_TEXT, cfg["vocab_size"]))
+    pairs = merges_from_ranks(tokens) if tokens is not None else None  # may refuse: before writing
     os.makedirs(out, exist_ok=True)
-    eot = write_hf_tokenizer(out, tokens, cfg["seq_len"]) if tokens is not None else None
+    eot = write_hf_tokenizer(out, tokens, pairs, cfg["seq_len"]) if tokens is not None else None
     write_hf(out, cfg, tensors, eot, src)
     print("llmconvert: %s (%s) -> %s (config.json, model.safetensors)" % (src, cfg["arch"], out))
     print("llmconvert: tokenizer: %s" % ("%s -> vocab.json, merges.txt, tokenizer.json" % tok_path if tokens else "none (%s)" % why))

@@ -3,9 +3,12 @@
 tiktoken, on files llmconvert and llmtrain wrote. Subcommands (each exits 1 with the numbers
 that differ):
 
-  make-hf DIR ARCH SEED          a randomly initialised GPT2LMHeadModel / LlamaForCausalLM (every
+  make-hf DIR ARCH SEED [DTYPE]  a randomly initialised GPT2LMHeadModel / LlamaForCausalLM (every
                                  tensor, biases and norms too, perturbed so a swapped or
-                                 transposed one shows), saved with save_pretrained (safetensors)
+                                 transposed one shows), saved with save_pretrained (safetensors),
+                                 in float32 or DTYPE (bfloat16, float16)
+  widened A.h5 B.h5 DTYPE        every /model tensor of B equals A's rounded to DTYPE by torch
+                                 and widened back (an import of the DTYPE copy of A's model)
   ids OUT.i32 B T VOCAB SEED     random token ids [B, T] (int32)
   hf-logits DIR IDS B T OUT.f32  transformers' logits [B, T, vocab] (fp32)
   ort-logits ONNX IDS B T OUT    onnxruntime's logits; also checks the file's opset and that its
@@ -36,7 +39,7 @@ def fail(msg):
     sys.exit(1)
 
 
-def make_hf(d, arch, seed):
+def make_hf(d, arch, seed, dtype="float32"):
     import torch
     torch.manual_seed(int(seed))
     if arch == "gpt2":
@@ -53,7 +56,21 @@ def make_hf(d, arch, seed):
     with torch.no_grad():
         for p in m.parameters():
             p.add_(0.05 * torch.randn_like(p))
-    m.save_pretrained(d, safe_serialization=True)
+    m.to(getattr(torch, dtype)).save_pretrained(d, safe_serialization=True)
+
+
+def widened(a_path, b_path, dtype):
+    import h5py
+    import torch
+    with h5py.File(a_path, "r") as fa, h5py.File(b_path, "r") as fb:
+        names = sorted(fa["model"])
+        if names != sorted(fb["model"]):
+            fail("widened: the files hold different tensors")
+        for n in names:
+            want = torch.from_numpy(fa["model"][n][...]).to(getattr(torch, dtype)).float().numpy()
+            if want.tobytes() != fb["model"][n][...].tobytes():
+                fail("widened: /model/%s is not the %s rounding of the float32 model" % (n, dtype))
+    print("widened: %d tensors of the %s import equal torch's rounding of the float32 ones" % (len(names), dtype))
 
 
 def read_f32(path, shape):
@@ -175,7 +192,9 @@ def generate(d, n, out, ids):
 def main(a):
     cmd = a[0]
     if cmd == "make-hf":
-        make_hf(a[1], a[2], a[3])
+        make_hf(*a[1:5])
+    elif cmd == "widened":
+        widened(a[1], a[2], a[3])
     elif cmd == "ids":
         B, T, V, seed = (int(x) for x in a[2:6])
         np.random.default_rng(seed).integers(0, V, size=(B, T)).astype("<i4").tofile(a[1])

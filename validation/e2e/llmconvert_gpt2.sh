@@ -5,7 +5,8 @@
 #     (rel. 1e-5) on 1 rank and on tp = 2 (the file loads on any grid); llmtrain's logits (the
 #     library's forward on the init_from weights, build/ref/logits_dump) equal transformers' to
 #     1e-5 x max(1, max |logit|) for (B, T) = (3, 17) and (2, 32).
-#  2. Round trips are bit-exact: HF -> h5 -> HF gives the same safetensors tensors, h5 -> HF -> h5
+#  2. bf16 and fp16 checkpoints import as torch's rounding of the fp32 model, widened exactly.
+#     Round trips are bit-exact: HF -> h5 -> HF gives the same safetensors tensors, h5 -> HF -> h5
 #     the same /model (h5diff), and GPT-2's tiktoken file -> HF tokenizer -> tiktoken the same file.
 #  3. llmtrain -> HF: a tiny run trained 10 steps with GPT-2's tokenizer (vocab 50257) is exported;
 #     transformers loads it and gives llmtrain's logits (same tolerance); the exported tokenizer
@@ -51,7 +52,8 @@ greedy() {
 }
 
 echo "== llmtrain and llmconvert (the references run afterwards, each library loaded once)"
-$CHECK make-hf "$D/hf" gpt2 1 || fail "making the random GPT2LMHeadModel failed"
+$CHECK make-hf "$D/hf" gpt2 1 + make-hf "$D/hf_bf16" gpt2 1 bfloat16 + make-hf "$D/hf_fp16" gpt2 1 float16 ||
+    fail "making the random GPT2LMHeadModel failed"
 ./llmconvert --to hdf5 "$D/hf" "$D/imp.h5" >"$D/import.log" 2>&1 || { cat "$D/import.log"; fail "import failed"; }
 grep -q "n_layer = 2, n_head = 4, d_model = 64, d_ff = 256, vocab_size = 500, seq_len = 32" "$D/imp.nml" ||
     fail "the namelist snippet $D/imp.nml lacks the &model keys"
@@ -63,6 +65,8 @@ logits_of "$D/eval1.nml" 2 32 imp_2x32 500
 write_tiny_nml "$D/gen1.nml" name=gen1 mode=generate init_from="$D/imp.h5" \
     extra_run="prompt_ids = 10, 20, 30, max_new_tokens = 8, temperature = 0"
 greedy "$D/gen1.nml" gen_imp
+./llmconvert --to hdf5 "$D/hf_bf16" "$D/imp_bf16.h5" >/dev/null && ./llmconvert --to hdf5 "$D/hf_fp16" "$D/imp_fp16.h5" >/dev/null ||
+    fail "import of the bf16 / fp16 checkpoint failed"
 ./llmconvert --to hf "$D/imp.h5" "$D/hf_rt" >/dev/null || fail "export of the import failed"
 ./llmconvert --to hdf5 "$D/hf_rt" "$D/rt.h5" >/dev/null || fail "re-import failed"
 
@@ -94,7 +98,9 @@ $CHECK hf-loss "$D/hf" data/tiny/val_000.bin 32 4 4 "$D/hf_loss.txt" \
     + generate "$D/hf" 8 "$D/gen_imp.theirs" $(cat "$D/gen_imp.prompt") \
     + hf-logits "$D/hf_out" "$D/trained.ids" 2 32 "$D/trained.hf.f32" \
     + generate "$D/hf_out" 8 "$D/gen_trained.theirs" $(cat "$D/gen_trained.prompt") \
-    + tokenizer "$D/hf_out" data/gpt2/gpt2.tiktoken || fail "a transformers check failed (see above)"
+    + tokenizer "$D/hf_out" data/gpt2/gpt2.tiktoken \
+    + widened "$D/imp.h5" "$D/imp_bf16.h5" bfloat16 + widened "$D/imp.h5" "$D/imp_fp16.h5" float16 ||
+    fail "a transformers check failed (see above)"
 $CHECK ort-logits "$D/trained.onnx" "$D/onnx_1x7.ids" 1 7 "$D/onnx_1x7.ort.f32" \
     + ort-logits "$D/trained.onnx" "$D/onnx_3x32.ids" 3 32 "$D/onnx_3x32.ort.f32" \
     + ort-logits "$D/imp.onnx" "$D/imp_3x17.ids" 3 17 "$D/imp.ort.f32" || fail "onnxruntime failed"
