@@ -25,9 +25,16 @@ define the formats. safetensors, config.json's semantics, tokenizer.json and ONN
 schema are specified by Python libraries (safetensors, transformers, tokenizers, onnx), and the
 tests check against those same libraries; in C each would be a hand-written reader of a moving
 format. Nothing here is on the training path or performance-critical (one pass over the weights).
-It needs numpy and h5py (Debian), safetensors for the Hugging Face side and onnx for --to onnx
-(PyPI, installed into .deps/python by validation/deps.sh; PYTHONPATH=.deps/python); transformers
-and torch are never imported.
+It needs numpy and h5py (Debian), safetensors for writing Hugging Face files and onnx for
+--to onnx (PyPI, installed into .deps/python by validation/deps.sh; PYTHONPATH=.deps/python);
+transformers and torch are never imported.
+
+Why the ONNX graph is built node by node with onnx.helper rather than by torch.onnx.export of the
+transformers model: it needs neither torch nor transformers at conversion time (an HPC login node
+rarely has them, and Debian's torch 1.13 is older than what recent transformers supports), it
+follows llmtrain's own tensors and switches (so any llmtrain model exports, also those no Hugging
+Face class describes), the graph is small and readable (standard ops of opset 17, which TensorRT
+parses), and it is an implementation independent of transformers, so the tests compare two.
 
 Exit codes: 0 done; 2 bad input (one message naming the file and the field or tensor: an
 unsupported Hugging Face feature, a missing file, a shape that does not match).
