@@ -104,7 +104,7 @@ fetch_convert_deps() {
     local root py=${PYTHON:-/usr/bin/python3}
     root=$(cd "$(dirname "$0")/.." && pwd)
     local pydir=$root/.deps/python
-    PYTHONPATH=$pydir "$py" -c "import transformers, safetensors, onnx, onnxruntime" 2>/dev/null && return 0
+    PYTHONPATH=$pydir "$py" -c "import onnx, onnxruntime, safetensors, transformers" 2>/dev/null && return 0 # onnx first: after torch (which transformers imports) it fails
     echo "deps: installing transformers, safetensors, onnx, onnxruntime (without their dependencies) into .deps/python (PyPI; for llmconvert)"
     # shellcheck disable=SC2086
     PIP_ROOT_USER_ACTION=ignore "$py" -m pip install -q --disable-pip-version-check --target "$pydir" \
