@@ -27,7 +27,6 @@ Several subcommands can run in one process (torch and transformers load once), s
 '+': llmconvert_check.py hf-logits ... + tokenizer ... + generate ...
 """
 import base64
-import json
 import os
 import sys
 
