@@ -48,15 +48,19 @@ typedef enum gpt_recompute {
  * shared scratch set (valid only between their computation and their use in one block call). */
 typedef struct gpt_layer_acts {
     gpt_recompute_t recompute;        /* what backward recomputes for this block */
-    float *ln1, *ln1_mean, *ln1_rstd; /* [N,C], [N], [N] */
-    float *qkv;                       /* [N, 3C/tp] */
+    float *ln1, *ln1_mean, *ln1_rstd; /* [N,C], [N], [N] (RMSNorm: no mean, NULL) */
+    float *qkv;                       /* fused: [N, 3C/tp] rows q | k | v; separate q, k, v:
+                                         q [N, NHl hs], then k, v [N, KVl hs] one after the
+                                         other (after RoPE) */
     float *atty;                      /* [N, C/tp] attention output before the projection */
     float *lse;                       /* [B, NH/tp, T] log-sum-exp of each attention row (fp32
                                          in every precision; the backward recomputes the
                                          probabilities from it) */
     float *res2;                      /* [N, C] residual after attention */
     float *ln2, *ln2_mean, *ln2_rstd; /* [N,C], [N], [N] */
-    float *fch, *fch_gelu;            /* [N, d_ff/tp] */
+    float *fch, *fch_gelu;            /* [N, d_ff/tp] MLP input projection (SwiGLU: gate) and
+                                         the activation's output */
+    float *fcu;                       /* [N, d_ff/tp] SwiGLU's up projection (else NULL) */
     float *res3;                      /* [N, C] block output; NULL: stop after the GELU (a
                                          re-run for backward, which needs nothing later) */
 } gpt_layer_acts_t;
@@ -64,11 +68,15 @@ typedef struct gpt_layer_acts {
 /* Pointers to one block's tensors inside a flat buffer (parameters or gradients). */
 typedef struct gpt_layer_w {
     float *ln1w, *ln1b, *qkvw, *qkvb, *projw, *projb, *ln2w, *ln2b, *fcw, *fcb, *mprojw, *mprojb;
+    /* separate q, k, v (fused qkv NULL); SwiGLU's gate (fc is its up); NULL where absent (no
+     * bias, RMSNorm's b) */
+    float *qw, *qb, *kw, *kb, *vw, *vb, *gatew, *gateb;
 } gpt_layer_w_t;
 
 /* The non-block tensors inside a flat buffer. */
 typedef struct gpt_global_w {
     float *wte, *wpe, *lnfw, *lnfb;
+    float *lm_head;                   /* untied LM head (last stage), else NULL */
 } gpt_global_w_t;
 
 /* Everything one in-flight micro-batch needs between its forward and its backward. */
@@ -106,6 +114,17 @@ typedef struct gpt_grad_provider {
 typedef struct gpt {
     int L, C, NH, hs, F, V, Vp;       /* global: layers, width, heads, head size, d_ff, vocab */
     int NHl, Fl, Vl;                  /* local under tp: heads, d_ff columns, vocab rows */
+    /* architecture (&model norm, pos, mlp, n_kv_head, tie_embeddings), chosen once */
+    bool rmsnorm, rope, swiglu, fused_qkv, tied, learned_pos;
+    float norm_eps;
+    int KV, KVl;                      /* k/v heads: global, and the ones this rank computes */
+    bool kv_replicated;               /* n_kv_head < tp: every tp rank holds all of k, v and
+                                         computes head kv_head0 (its query heads' one) */
+    int kv_head0;
+    float *rope_cos, *rope_sin;       /* [T, hs/2] RoPE angle tables */
+    double block_matrix;              /* multiply-adds per token of a block's matrices */
+    float *kv_grad;                   /* replicated k/v: one tensor's gradient [KV hs, C + 1]
+                                         of a micro-batch, summed over tp */
     int v_start, v_valid;             /* first vocab id of the local shard, real ids in it */
     int first_layer, end_layer;       /* this stage's blocks */
     bool has_embed, has_head;

@@ -32,13 +32,14 @@ static void block_ranges(const gpt_t *m, size_t *biggest, size_t *embed, size_t 
 
 /* Model FLOPs of one rank per step, with what recomputation repeats. */
 static double rank_flops(const config_t *cfg, const gpt_t *m, int T) {
-    const double C = cfg->d_model, F = cfg->d_ff, L = cfg->n_layer;
+    const double C = cfg->d_model, L = cfg->n_layer;
     const double tokens = (double)cfg->global_batch * T;
     const double per_token = gpt_flops_per_token(m, T);
-    /* per layer and token: forward matmuls 2(4C^2 + 2CF), attention 4TC; the attention
+    /* per layer and token: forward matmuls 2 x the block's matrices (GPT-2: 4C^2 + 2CF),
+     * attention 4TC; the attention
      * backward recomputes the scores q k^T (2TC) instead of keeping a T x T matrix, whatever
      * &parallel recompute says (activations and their memory are linear in T, kernels/ops.h) */
-    const double fwd_mat = 2.0 * (4 * C * C + 2 * C * F), fwd_att = 4.0 * T * C;
+    const double fwd_mat = 2.0 * m->block_matrix, fwd_att = 4.0 * T * C;
     double extra = 2.0 * T * C;
     const int n_rec = cfg->recompute_layers < 0 || cfg->recompute_layers > cfg->n_layer
                           ? cfg->n_layer : cfg->recompute_layers;

@@ -94,6 +94,14 @@ static const ops_t cpu_ops = {
     .products_faster = cpu_products_faster,
     .describe = gemm_describe,
     .hardware_peak = cpu_hardware_peak,
+    .rmsnorm_forward = cpu_rmsnorm_forward,
+    .rmsnorm_backward = cpu_rmsnorm_backward,
+    .rope_forward = cpu_rope_forward,
+    .rope_backward = cpu_rope_backward,
+    .swiglu_forward = cpu_swiglu_forward,
+    .swiglu_backward = cpu_swiglu_backward,
+    .attention_gqa_forward = cpu_attention_gqa_forward,
+    .attention_gqa_backward = cpu_attention_gqa_backward,
     .residual_layernorm_forward = cpu_residual_layernorm_forward,
 };
 
