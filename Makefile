@@ -195,6 +195,19 @@ clean: llmscale-clean
 llmscale-clean:
 	rm -f llmscale
 
+# llmconvert (Hugging Face import/export and ONNX export; src/tools/llmconvert.py, Python with
+# numpy, h5py, safetensors, onnx): the same kind of wrapper, with .deps/python (validation/deps.sh)
+# on PYTHONPATH when it is there. Built by `make`, `make tests` and `make llmconvert`.
+.PHONY: llmconvert-clean
+all: llmconvert
+tests: llmconvert
+llmconvert: src/tools/llmconvert.py
+	@printf '#!/bin/sh\n# llmconvert: models in and out of llmtrain (Hugging Face, ONNX; see README.md)\nd="$$(dirname "$$0")"\n[ -d "$$d/.deps/python" ] && export PYTHONPATH="$$d/.deps/python$${PYTHONPATH:+:$$PYTHONPATH}"\nexec %s "$$d/src/tools/llmconvert.py" "$$@"\n' "$(PYTHON)" >$@
+	@chmod +x $@
+clean: llmconvert-clean
+llmconvert-clean:
+	rm -f llmconvert
+
 # llmreport (run reports and comparisons; src/tools/llmreport.py, Python + matplotlib): ./llmreport
 # is the same kind of wrapper. Built by `make`, `make tests` and `make llmreport`.
 .PHONY: llmreport-clean
@@ -269,7 +282,7 @@ $(BUILD)/bench/bench_ops_vs: $(BENCH_SRC) validation/bench/bench_kset.h $(LIB)
 VERSION   := $(shell sed -n 's/^\#define LLMT_VERSION "\(.*\)"/\1/p' src/core/version.h)
 PREFIX    ?= /opt/llmtrain/$(VERSION)
 MODULEDIR ?= $(PREFIX)/modulefiles
-PY_TOOLS  := $(filter $(patsubst src/tools/%.py,%,$(wildcard src/tools/*.py)),llmsweep llmscale llmreport)
+PY_TOOLS  := $(filter $(patsubst src/tools/%.py,%,$(wildcard src/tools/*.py)),llmsweep llmscale llmreport llmconvert)
 .PHONY: install
 install: $(LLMTRAIN) $(LLMPREP) $(LLMMERGE) data/tiny/train_000.bin
 	@case "$(PREFIX)" in /*) ;; *) echo "make install: PREFIX must be an absolute path (got '$(PREFIX)')"; exit 2;; esac

@@ -93,6 +93,24 @@ fetch_tensorboard_deps() {
         --no-deps "tensorboard==2.18.0" || { echo "deps: pip install tensorboard failed (tensorboard_roundtrip skips)"; return 1; }
 }
 
+# llmconvert (src/tools/llmconvert.py) and its tests: safetensors, onnx, and for the tests the real
+# transformers (4.36.2: the newest that runs on Debian's torch 1.13) and onnxruntime, in
+# .deps/python without their dependencies (pip's numpy 2 and protobuf 5 must not shadow Debian's,
+# which h5py, torch and tensorboard are built against; yaml, packaging, requests are Debian's or
+# already there). onnx 1.16.2: the newest whose generated protos run on Debian's protobuf 3.21.
+CONVERT_PY_PACKAGES="transformers==4.36.2 tokenizers==0.15.2 huggingface-hub==0.24.7 safetensors==0.8.0 \
+onnx==1.16.2 onnxruntime==1.32.0 filelock==4.3.1 tqdm==4.70.1 fsspec==2026.9.0"
+fetch_convert_deps() {
+    local root py=${PYTHON:-/usr/bin/python3}
+    root=$(cd "$(dirname "$0")/.." && pwd)
+    local pydir=$root/.deps/python
+    PYTHONPATH=$pydir "$py" -c "import onnx, onnxruntime, safetensors, transformers" 2>/dev/null && return 0 # onnx first: after torch (which transformers imports) it fails
+    echo "deps: installing transformers, safetensors, onnx, onnxruntime (without their dependencies) into .deps/python (PyPI; for llmconvert)"
+    # shellcheck disable=SC2086
+    PIP_ROOT_USER_ACTION=ignore "$py" -m pip install -q --disable-pip-version-check --target "$pydir" \
+        --no-deps $CONVERT_PY_PACKAGES || { echo "deps: pip install for llmconvert failed (its tests skip)"; return 1; }
+}
+
 if ! command -v dpkg-query >/dev/null 2>&1; then
     [ $quiet -eq 1 ] && exit 0
     echo "deps: no dpkg here: install OpenMPI, parallel HDF5, hwloc, PAPI, a CBLAS and cmocka"
@@ -110,6 +128,7 @@ if [ -z "$missing" ]; then
     fetch_sweep_deps || [ $quiet -eq 1 ] || exit 1     # likewise: only sweep_analytic skips its TPE part
     fetch_merge_deps || [ $quiet -eq 1 ] || exit 1     # likewise: the merge tests use numpy
     fetch_tensorboard_deps || [ $quiet -eq 1 ] || exit 1 # likewise: tensorboard_roundtrip skips
+    fetch_convert_deps || [ $quiet -eq 1 ] || exit 1   # likewise: the llmconvert tests skip
     exit 0
 fi
 echo "deps: missing Debian packages:$missing"
@@ -127,3 +146,4 @@ fetch_tokenizer_deps || [ $quiet -eq 1 ] || exit 1
 fetch_sweep_deps || [ $quiet -eq 1 ] || exit 1
 fetch_merge_deps || [ $quiet -eq 1 ] || exit 1
 fetch_tensorboard_deps || [ $quiet -eq 1 ] || exit 1
+fetch_convert_deps || [ $quiet -eq 1 ] || exit 1
