@@ -370,9 +370,12 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
     const pipe_schedule_t sched = pipe_schedule_from_name(cfg->schedule);
     const int v = sched == SCHED_INTERLEAVED ? cfg->virtual_stages : 1;
     char why[400];
-    comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, "pipeline schedule",
-                       sched_constraint_error(sched, grid->pp, v, tr->accum, cfg->n_layer, why,
-                                              sizeof why));
+    const char *bad = sched_constraint_error(sched, grid->pp, v, tr->accum, cfg->n_layer, why,
+                                             sizeof why);
+    for (int s = 0; s < tr->curric.n_stages && !bad; s++) /* every stage's micro-batch count */
+        bad = sched_constraint_error(sched, grid->pp, v, tr->curric.stage[s].accum, cfg->n_layer,
+                                     why, sizeof why);
+    comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, "pipeline schedule", bad);
     gpt_parallel_t par = {grid->tp, grid->rank_tp, grid->pp, grid->rank_pp, grid->tp_comm,
                           pipe_slots_needed(sched, grid->pp, v, grid->rank_pp, tr->accum), v};
     /* the ZeRO partitions of the flat buffer the model will have, before the model: ZeRO-3
