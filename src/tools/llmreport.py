@@ -522,6 +522,16 @@ def time_split_plot(plt, run, path):
     return _save(plt, fig, path)
 
 
+def _smoothed(steps, values, window):
+    """The trailing mean of `window` finite values at each step (noisy small-batch losses)."""
+    out, recent = [], []
+    for v in values:
+        if math.isfinite(v):
+            recent = (recent + [v])[-window:]
+        out.append(statistics.mean(recent) if recent else float("nan"))
+    return steps, out
+
+
 def run_plots(plt, run, folder):
     """[(title, path)] of the plots of one run, written into folder."""
     h, name, out = run.h, run_label(run), []
@@ -533,10 +543,14 @@ def run_plots(plt, run, folder):
 
     p = lambda f: os.path.join(folder, f)  # noqa: E731
     skipped = [r for r in h.step_list if r.get("applied") is False]  # anomalies, fp16 overflows
-    add("loss", _line_plot(plt, p("loss.png"), "%s: loss" % name, "loss",
-                           [("train",) + h.series("loss") + ("-",),
-                            ("validation",) + h.series("val_loss", h.val_list) + ("o-",),
-                            ("skipped step",) + h.series("loss", skipped) + ("rx",)]))
+    steps, losses = h.series("loss")
+    curves = [("train", steps, losses, "-")]
+    window = len(steps) // 25
+    if window > 1:
+        curves.append(("train, mean of %d steps" % window,) + _smoothed(steps, losses, window) + ("k-",))
+    curves.append(("validation",) + h.series("val_loss", h.val_list) + ("o-",))
+    curves.append(("skipped step",) + h.series("loss", skipped) + ("rx",))
+    add("loss", _line_plot(plt, p("loss.png"), "%s: loss" % name, "loss", curves))
     add("learning rate", _line_plot(plt, p("lr.png"), "%s: learning rate" % name, "lr",
                                     [("lr",) + h.series("lr") + ("-",)]))
     add("gradient norm", _line_plot(plt, p("grad_norm.png"), "%s: gradient norm (before clipping)" % name,
