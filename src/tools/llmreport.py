@@ -418,14 +418,15 @@ def _median(values):
     return statistics.median(v) if v else float("nan")
 
 
-def energy_total(values):
-    """A counter that only grows (joules since the start) is read at its end; per-step energies
-    are summed. (steps, values) -> (total, 'cumulative' | 'per step')."""
+def energy_total(key, values):
+    """llmtrain's step records hold each step's joules (energy_j): summed. A member whose name says
+    it is a running total (total, cumulative, run) is read at its last value. -> (total, how)."""
     v = _finite(values)
     if not v:
         return float("nan"), ""
-    growing = len(v) > 1 and all(b >= a for a, b in zip(v, v[1:])) and v[-1] > 1.5 * v[0]
-    return (v[-1], "cumulative") if growing else (sum(v), "per step")
+    if any(w in key for w in ("total", "cumul", "run")):
+        return v[-1], "cumulative"
+    return sum(v), "per step"
 
 
 def summarize(run):
@@ -445,7 +446,7 @@ def summarize(run):
     s["train_s"] = sum(_finite(h.series("ms")[1])) / 1e3
     s["peak_mib"] = max(_finite(h.series("peak_mib")[1] + h.series("rss_mib")[1]), default=float("nan"))
     s["skipped"] = last.get("skipped")
-    s["energy"] = {k: energy_total(h.series(k)[1]) for k in h.keys(lambda k: "energy" in k)}
+    s["energy"] = {k: energy_total(k, h.series(k)[1]) for k in h.keys(lambda k: "energy" in k)}
     for r in h.totals:  # the end-of-run record: the run's joules (steps and the rest), emissions
         for k in ("energy_run_j", "emissions_g"):
             if k in r and math.isfinite(_number(r[k])) and (k != "emissions_g" or _number(r[k]) > 0):
