@@ -12,17 +12,22 @@ the loss curves overlaid; a section per run follows.
 
 What it reads in a run directory (RUN_DIR is &run out_dir/name):
   metrics.jsonl  required. Step records (loss, lr, grad_norm, ms, tokens_per_s, mfu, rss_mib,
-                 peak_mib, the communication waits ms_tp / ms_pp_wait / ms_dp_wait, any member
-                 whose name holds "energy"), validation records (val_loss), checkpoint and
-                 weights records, stop records (stopped_by), event records ("event": ..., e.g.
-                 anomalies). A torn last line (a killed run) is skipped. A resumed or rolled-back
-                 run appends: every step appears once, from its last occurrence — a step record
-                 whose step is not past the previous one supersedes the records from that step on,
-                 as do {"event":"restart","from_step":N} (the records after step N) and records
-                 marked "superseded": true.
-  run.json       optional: provenance (commit, hosts, ...) and the effective namelist.
-  trace.json     optional: Chrome trace events (pid = rank): busy and idle time per rank (the
-                 union of its events against the span of the whole trace) and time per event name.
+                 peak_mib, the communication waits ms_tp / ms_pp_wait / ms_dp_wait, energy_j and
+                 any member whose name holds "energy"), validation records (val_loss), checkpoint
+                 and weights records, stop records (stopped_by), event records ("event": anomaly,
+                 restart, stage, ...), provenance records ("kind": "provenance"), end-of-run
+                 records (energy_run_j, emissions_g, papi_totals_rank). A torn last line (a killed
+                 run) is skipped. A resumed or rolled-back run appends: every step appears once,
+                 from its last occurrence — records marked "superseded": true are left out (events
+                 among them are listed as superseded), {"event":"restart","step":N} (or
+                 "from_step":N) drops the records after step N, and a step record whose step is
+                 not past the previous one supersedes the records from that step on.
+  run.json       optional: provenance (commit, build, hosts, ...) and the effective namelist
+                 (member "config": the namelist text; or a {group: {key: value}} object).
+  trace.json     optional: Chrome trace events (pid = rank, "cat" the phase): per rank, busy
+                 time (the union of its events other than the "step" frames; communication, cat
+                 "comm", apart from the rest) and idle time (the rest of its steps); per event
+                 name, the total and mean.
   *.h5           the effective namelist stored in the newest checkpoint or weights file (h5py),
                  when run.json has none; else a "config" / "namelist" member of a metrics record.
 
@@ -98,6 +103,7 @@ class History:
     def __init__(self, records):
         self.steps, self.vals = {}, {}  # step -> record
         self.checkpoints, self.stops, self.events, self.restarts = [], [], [], []
+        self.provenance, self.totals = [], []  # provenance records; end-of-run records (energy, PAPI)
         self.superseded = 0
         for r in records:
             self._add(r)
@@ -112,15 +118,20 @@ class History:
 
     def _add(self, r):
         step = r.get("step")
-        if r.get("superseded") is True:
+        if r.get("superseded") is True:  # written by an attempt that a resume or rollback undid
             self.superseded += 1
+            if "event" in r:  # what happened then is still history
+                self.events.append(dict(r, event="%s (superseded)" % r["event"]))
             return
         if r.get("event") == "restart":
             self.restarts.append(r)
-            if isinstance(r.get("from_step"), int):
-                self._drop_from(r["from_step"] + 1)
+            start = r.get("from_step", step)  # the step the run continued from
+            if isinstance(start, int):
+                self._drop_from(start + 1)
             return
-        if not isinstance(step, int) or isinstance(step, bool):
+        if r.get("kind") == "provenance":
+            self.provenance.append(r)
+        elif "event" in r or not isinstance(step, int) or isinstance(step, bool):
             self.events.append(r)
         elif "loss" in r:
             self._drop_from(step)  # a step at or before an earlier one: a resume or rollback
@@ -133,7 +144,7 @@ class History:
         elif "stopped_by" in r:
             self.stops.append(r)
         else:
-            self.events.append(r)
+            self.totals.append(r)
 
     def series(self, key, records=None):
         records = self.step_list if records is None else records
@@ -247,21 +258,26 @@ def _trace_events(path):
 
 
 def _intervals(events):
-    """(pid, name, start_us, end_us) of complete events ('X') and of matched 'B'/'E' pairs."""
+    """(pid, name, cat, start_us, end_us) of complete events ('X') and of matched 'B'/'E' pairs."""
     out, open_ = [], {}
     for e in events:
         ph, ts = e.get("ph"), e.get("ts")
         if not isinstance(ts, (int, float)):
             continue
-        pid, tid, name = e.get("pid", 0), e.get("tid", 0), str(e.get("name", "?"))
+        pid, tid, name, cat = e.get("pid", 0), e.get("tid", 0), str(e.get("name", "?")), str(e.get("cat", ""))
         if ph == "X" and isinstance(e.get("dur"), (int, float)):
-            out.append((pid, name, float(ts), float(ts) + float(e["dur"])))
+            out.append((pid, name, cat, float(ts), float(ts) + float(e["dur"])))
         elif ph == "B":
-            open_.setdefault((pid, tid), []).append((name, float(ts)))
+            open_.setdefault((pid, tid), []).append((name, cat, float(ts)))
         elif ph == "E" and open_.get((pid, tid)):
-            bname, start = open_[(pid, tid)].pop()
-            out.append((pid, bname, start, float(ts)))
+            bname, bcat, start = open_[(pid, tid)].pop()
+            out.append((pid, bname, bcat, start, float(ts)))
     return out
+
+
+def _process_names(events):
+    return {e.get("pid"): str(e.get("args", {}).get("name", "")) for e in events
+            if e.get("ph") == "M" and e.get("name") == "process_name" and isinstance(e.get("args"), dict)}
 
 
 def _union_length(spans):
@@ -274,24 +290,46 @@ def _union_length(spans):
     return total
 
 
+COMM_WORDS = ("wait", "all-reduce", "allreduce", "all-gather", "reduce-scatter", "all-to-all", "recv", "send",
+              "barrier", "bcast")
+
+
+def _is_frame(name, cat):
+    """A step event encloses the phases of the step: a frame, not work."""
+    return cat == "step" or (not cat and name == "step")
+
+
+def _is_comm(name, cat):
+    return cat == "comm" or (not cat and any(w in name.lower() for w in COMM_WORDS))
+
+
 def trace_summary(path):
-    """Per rank: events, busy ms (union of its events), idle ms (against the whole trace's span);
-    per event name: count, total and mean ms, ranks."""
-    iv = _intervals(_trace_events(path))
+    """Per rank: busy ms (the union of its events other than the step frames) and idle ms (the
+    rest of its span: the union of its step frames and events, or the whole trace's span when it
+    has no step frames), split into communication (cat "comm", or a name that says wait /
+    all-reduce / send / recv ...) and the rest; per event name: count, total and mean ms, ranks."""
+    events = _trace_events(path)
+    iv = _intervals(events)
     if not iv:
         return None
-    t0, t1 = min(i[2] for i in iv), max(i[3] for i in iv)
-    span = t1 - t0
-    ranks = []
+    names_of = _process_names(events)
+    t0, t1 = min(i[3] for i in iv), max(i[4] for i in iv)
+
     def rank_order(pid):  # numeric ranks first, in order; then any other pid
         return (0, pid, "") if isinstance(pid, int) else (1, 0, str(pid))
+    ranks = []
     for pid in sorted({i[0] for i in iv}, key=rank_order):
-        mine = [(a, b) for p, _, a, b in iv if p == pid]
-        busy = _union_length(mine)
-        ranks.append({"rank": pid, "events": len(mine), "busy_ms": busy / 1e3,
-                      "idle_ms": (span - busy) / 1e3, "busy_pct": 100.0 * busy / span if span > 0 else 100.0})
+        mine = [i for i in iv if i[0] == pid]
+        frames = [(a, b) for _, n, c, a, b in mine if _is_frame(n, c)]
+        work = [(a, b) for _, n, c, a, b in mine if not _is_frame(n, c)]
+        comm = [(a, b) for _, n, c, a, b in mine if not _is_frame(n, c) and _is_comm(n, c)]
+        span = _union_length(frames + work) if frames else t1 - t0
+        busy, comm_us = _union_length(work), _union_length(comm)
+        ranks.append({"rank": pid, "name": names_of.get(pid, ""), "events": len(mine), "busy_ms": busy / 1e3,
+                      "idle_ms": max(0.0, span - busy) / 1e3, "comm_ms": comm_us / 1e3,
+                      "compute_ms": (busy - comm_us) / 1e3, "busy_pct": 100.0 * busy / span if span > 0 else 100.0})
     names = {}
-    for pid, name, a, b in iv:
+    for pid, name, _, a, b in iv:
         n = names.setdefault(name, {"name": name, "count": 0, "total_ms": 0.0, "ranks": set()})
         n["count"] += 1
         n["total_ms"] += (b - a) / 1e3
@@ -300,7 +338,7 @@ def trace_summary(path):
     for n in by_name:
         n["mean_ms"] = n["total_ms"] / n["count"]
         n["ranks"] = len(n["ranks"])
-    return {"span_ms": span / 1e3, "ranks": ranks, "names": by_name}
+    return {"span_ms": (t1 - t0) / 1e3, "ranks": ranks, "names": by_name}
 
 
 class Run:
@@ -380,14 +418,15 @@ def _median(values):
     return statistics.median(v) if v else float("nan")
 
 
-def energy_total(values):
-    """A counter that only grows (joules since the start) is read at its end; per-step energies
-    are summed. (steps, values) -> (total, 'cumulative' | 'per step')."""
+def energy_total(key, values):
+    """llmtrain's step records hold each step's joules (energy_j): summed. A member whose name says
+    it is a running total (total, cumulative, run) is read at its last value. -> (total, how)."""
     v = _finite(values)
     if not v:
         return float("nan"), ""
-    growing = len(v) > 1 and all(b >= a for a, b in zip(v, v[1:])) and v[-1] > 1.5 * v[0]
-    return (v[-1], "cumulative") if growing else (sum(v), "per step")
+    if any(w in key for w in ("total", "cumul", "run")):
+        return v[-1], "cumulative"
+    return sum(v), "per step"
 
 
 def summarize(run):
@@ -407,7 +446,11 @@ def summarize(run):
     s["train_s"] = sum(_finite(h.series("ms")[1])) / 1e3
     s["peak_mib"] = max(_finite(h.series("peak_mib")[1] + h.series("rss_mib")[1]), default=float("nan"))
     s["skipped"] = last.get("skipped")
-    s["energy"] = {k: energy_total(h.series(k)[1]) for k in h.keys(lambda k: "energy" in k)}
+    s["energy"] = {k: energy_total(k, h.series(k)[1]) for k in h.keys(lambda k: "energy" in k)}
+    for r in h.totals:  # the end-of-run record: the run's joules (steps and the rest), emissions
+        for k in ("energy_run_j", "emissions_g"):
+            if k in r and math.isfinite(_number(r[k])) and (k != "emissions_g" or _number(r[k]) > 0):
+                s["energy"][k] = (_number(r[k]), "run")
     comm = h.keys(lambda k: k.startswith(COMM_PREFIX))
     s["split"] = {k: statistics.mean(_finite(h.series(k)[1]) or [float("nan")]) for k in comm}
     s["stopped_by"] = ", ".join("%s at step %s" % (r["stopped_by"], r.get("step")) for r in h.stops)
@@ -522,6 +565,16 @@ def time_split_plot(plt, run, path):
     return _save(plt, fig, path)
 
 
+def _smoothed(steps, values, window):
+    """The trailing mean of `window` finite values at each step (noisy small-batch losses)."""
+    out, recent = [], []
+    for v in values:
+        if math.isfinite(v):
+            recent = (recent + [v])[-window:]
+        out.append(statistics.mean(recent) if recent else float("nan"))
+    return steps, out
+
+
 def run_plots(plt, run, folder):
     """[(title, path)] of the plots of one run, written into folder."""
     h, name, out = run.h, run_label(run), []
@@ -533,10 +586,14 @@ def run_plots(plt, run, folder):
 
     p = lambda f: os.path.join(folder, f)  # noqa: E731
     skipped = [r for r in h.step_list if r.get("applied") is False]  # anomalies, fp16 overflows
-    add("loss", _line_plot(plt, p("loss.png"), "%s: loss" % name, "loss",
-                           [("train",) + h.series("loss") + ("-",),
-                            ("validation",) + h.series("val_loss", h.val_list) + ("o-",),
-                            ("skipped step",) + h.series("loss", skipped) + ("rx",)]))
+    steps, losses = h.series("loss")
+    curves = [("train", steps, losses, "-")]
+    window = len(steps) // 25
+    if window > 1:
+        curves.append(("train, mean of %d steps" % window,) + _smoothed(steps, losses, window) + ("k-",))
+    curves.append(("validation",) + h.series("val_loss", h.val_list) + ("o-",))
+    curves.append(("skipped step",) + h.series("loss", skipped) + ("rx",))
+    add("loss", _line_plot(plt, p("loss.png"), "%s: loss" % name, "loss", curves))
     add("learning rate", _line_plot(plt, p("lr.png"), "%s: learning rate" % name, "lr",
                                     [("lr",) + h.series("lr") + ("-",)]))
     add("gradient norm", _line_plot(plt, p("grad_norm.png"), "%s: gradient norm (before clipping)" % name,
@@ -624,7 +681,8 @@ def summary_rows(run, s):
     for k, v in s["split"].items():
         rows.append(["mean %s per step" % k, fmt_unit(v, 2, " ms")])
     for k, (total, how) in s["energy"].items():
-        rows.append(["%s (%s)" % (k, "last value" if how == "cumulative" else "sum over steps"), fmt(total)])
+        rows.append(["%s (%s)" % (k, {"cumulative": "last value", "run": "end of run"}.get(how, "sum over steps")),
+                     fmt(total)])
     if s["stopped_by"]:
         rows.append(["stopped by", s["stopped_by"]])
     rows.append(["namelist from", run.namelist_source or "(none found)"])
@@ -633,10 +691,11 @@ def summary_rows(run, s):
 
 def _events_rows(run):
     rows = []
-    for r in run.h.events + run.h.restarts + [c for c in run.h.checkpoints if c.get("failed")]:
+    records = run.h.events + run.h.restarts + [c for c in run.h.checkpoints if c.get("failed")]
+    for r in sorted(records, key=lambda r: r.get("step") if isinstance(r.get("step"), int) else -1):
         what = r.get("event") or ("checkpoint failed" if "checkpoint" in r else "weights failed" if "weights" in r
                                   else next((k for k in r if k != "step"), "record"))
-        rest = {k: v for k, v in r.items() if k not in ("step", "event")}
+        rest = {k: v for k, v in r.items() if k not in ("step", "event", "superseded")}
         rows.append([fmt(r.get("step")), str(what), json.dumps(rest)[:300]])
     return rows
 
@@ -645,11 +704,13 @@ def trace_blocks(tr):
     if not tr:
         return []
     out = [("h", 3, "Trace (trace.json)"),
-           ("p", "Span of the trace: %.1f ms. Busy = the union of a rank's events; idle = the rest of the span."
+           ("p", "Span of the trace: %.1f ms. Busy: the union of a rank's events other than the step frames "
+                 "(communication: the part in comm events — waits, all-reduces, sends, receives; compute: the "
+                 "rest); idle: the rest of the rank's steps (of the whole span without step frames)."
             % tr["span_ms"]),
-           ("table", ["rank", "events", "busy ms", "idle ms", "busy %"],
-            [[str(r["rank"]), str(r["events"]), fmt(r["busy_ms"], 1), fmt(r["idle_ms"], 1), fmt(r["busy_pct"], 1)]
-             for r in tr["ranks"]]),
+           ("table", ["rank", "events", "busy ms", "idle ms", "busy %", "compute ms", "comm ms", "process"],
+            [[str(r["rank"]), str(r["events"]), fmt(r["busy_ms"], 1), fmt(r["idle_ms"], 1), fmt(r["busy_pct"], 1),
+              fmt(r["compute_ms"], 1), fmt(r["comm_ms"], 1), r["name"]] for r in tr["ranks"]]),
            ("table", ["event", "count", "total ms", "mean ms", "ranks"],
             [[n["name"], str(n["count"]), fmt(n["total_ms"], 1), fmt(n["mean_ms"], 3), str(n["ranks"])]
              for n in tr["names"][:30]])]
@@ -663,6 +724,11 @@ def run_blocks(run, s, plots, level):
     ev = _events_rows(run)
     if ev:
         blocks += [("h", level + 1, "Events"), ("table", ["step", "event", "details"], ev)]
+    if run.h.totals:
+        blocks += [("h", level + 1, "End-of-run records"),
+                   ("table", ["step", "record"], [[fmt(r.get("step")), json.dumps({k: v for k, v in r.items()
+                                                                                    if k != "step"})[:400]]
+                                                  for r in run.h.totals])]
     blocks += trace_blocks(run.trace)
     blocks += [("img", title, path) for title, path in plots]
     return blocks

@@ -3,17 +3,44 @@
 # as the differing key with both values, and its final train / validation losses are exactly the
 # last values in each metrics.jsonl (read here with json, independently); every plot is a PNG
 # (signature, IHDR with nonzero width and height); the HTML report embeds the same number of
-# PNGs. (2) synthesized run directories: a resumed run (steps 6-7 written twice, the first
-# attempt's step 8 stale, a torn last line, no run.json, no checkpoint) shows steps 1-7 once
-# each, with their last values; a restart record
-# drops the steps after from_step; energy members and an anomaly event appear; a trace.json's
-# busy / idle per rank equals the union of its intervals computed by hand (to 0.5 ms). (3) a
-# missing directory and one without metrics.jsonl: exit 2, the path named.
+# PNGs. A profiled run on 2 ranks: the namelist and commit come from its run.json; the trace
+# table has both ranks and the forward total that trace.json sums to (0.5 ms + 0.5%).
+# (2) synthesized run directories: a resumed run (steps 6-7 written twice, the first attempt's
+# step 8 stale, a torn last line, no run.json, no checkpoint) shows steps 1-7 once each, with
+# their last values; records marked "superseded" and a restart record drop the undone steps;
+# energy members and an anomaly event appear; a trace.json's busy / idle / compute / comm per
+# rank equal the unions of its intervals computed by hand (to 0.5 ms). (3) a missing directory,
+# a file, and a directory without metrics.jsonl: exit 2, the path named, no report written.
 source "$(dirname "$0")/lib.bash"
 T=$TEST_DIR
 $PYTHON -c "import matplotlib, numpy" 2>/dev/null ||
     { echo "SKIP: matplotlib or numpy not importable by $PYTHON (Debian: python3-matplotlib)"; exit 77; }
 [ -x ./llmreport ] || make -s llmreport
+
+# a profiled run on 2 ranks: run.json (provenance, the namelist) and trace.json as llmtrain writes them
+write_tiny_nml "$T/p.nml" name=p dp=2 max_steps=4 val_every=0
+sed -i 's/^  every = 1$/  every = 1, profile = .true./' "$T/p.nml"
+$MPIRUN -np 2 ./llmtrain "$T/p.nml" >"$T/p.log" 2>&1 || { tail -20 "$T/p.log"; fail "profiled training failed"; }
+[ -f "$T/p/trace.json" ] && [ -f "$T/p/run.json" ] || fail "the profiled run wrote no trace.json or run.json"
+./llmreport "$T/p" >"$T/p_report.log" 2>&1 || { cat "$T/p_report.log"; fail "llmreport on the profiled run exited $?"; }
+$PYTHON - "$T/p" <<'PY' || fail "report of the profiled run (see $T/p/report.md)"
+import json, re, sys
+d = sys.argv[1]
+md = open(d + "/report.md").read()
+prov = json.load(open(d + "/run.json"))
+assert "| namelist from | run.json |" in md, "the namelist is not taken from run.json"
+assert "| run.json: commit | %s |" % prov["commit"] in md, "run.json's commit is not shown"
+trace = json.load(open(d + "/trace.json"))
+events = trace["traceEvents"] if isinstance(trace, dict) else trace
+fwd = sum(e["dur"] for e in events if e.get("ph") == "X" and e.get("name") == "forward") / 1e3
+m = re.search(r"^\| forward \| (\d+) \| ([\d.]+) \|", md, re.M)
+assert m, "no forward row in the trace table"
+assert abs(float(m.group(2)) - fwd) <= 0.5 + 0.005 * fwd, "forward total %s ms, trace.json sums %.3f ms" % (m.group(2), fwd)
+for r in (0, 1):
+    assert re.search(r"^\| %d \| \d+ \| .*\| rank %d \(dp %d, tp 0, pp 0\) \|$" % (r, r, r), md, re.M), \
+        "rank %d missing from the trace table" % r
+print("ok  profiled run: namelist and commit from run.json; trace: forward %.1f ms as in trace.json, 2 ranks" % fwd)
+PY
 
 for run in a:3e-3 b:1e-3; do
     write_tiny_nml "$T/${run%%:*}.nml" name="${run%%:*}" lr="${run#*:}" max_steps=12 val_every=6
@@ -91,8 +118,9 @@ PY
 
 # (2) Synthesized run directories. resumed: steps 1-8 (validation at 4 and 8), then a resume
 # from step 5 that wrote 6-7 again (other losses) and a torn line: steps 1-7, the second 6-7,
-# validation at 4 only. restarted: steps 1-6 and an anomaly event, then
-# {"event":"restart","from_step":3} and steps 4-5 again: step 6 of the first attempt is gone.
+# validation at 4 only. restarted: steps 1-6 (4-5 and an anomaly event marked "superseded", 6
+# not), then {"event":"restart","step":3} and nothing more (killed at startup): steps 1-3 remain,
+# the anomaly is listed as superseded.
 mkdir -p "$T/resumed" "$T/restarted"
 $PYTHON - "$T" <<'PY'
 import json, os, sys
@@ -112,12 +140,13 @@ with open(os.path.join(T, "resumed", "metrics.jsonl"), "w") as f:
         f.write(step(s, 3.0 - 0.1 * s, energy_j=2.0) + "\n")
     f.write('{"step":8,"loss":2.1,"lr":')  # torn: the run was killed mid-line
 with open(os.path.join(T, "restarted", "metrics.jsonl"), "w") as f:
-    for s in range(1, 7):
-        f.write(step(s, 4.0 - 0.1 * s) + "\n")
-    f.write(json.dumps({"step": 6, "event": "anomaly", "kind": "loss_spike", "value": 9.5}) + "\n")
-    f.write(json.dumps({"event": "restart", "from_step": 3}) + "\n")
-    for s in range(4, 6):
-        f.write(step(s, 1.0 - 0.1 * s) + "\n")
+    for s in range(1, 7):  # llmtrain marks an undone attempt's records; step 6 is left unmarked
+        mark = {"superseded": True} if s in (4, 5) else {}
+        f.write(json.dumps(dict(mark, **json.loads(step(s, 4.0 - 0.1 * s)))) + "\n")
+    f.write(json.dumps({"superseded": True, "event": "anomaly", "detector": "loss_spike", "step": 6,
+                        "value": 9.5}) + "\n")
+    f.write(json.dumps({"event": "restart", "step": 3, "resumed": True, "superseded_records": 3}) + "\n")
+    # (killed before its first step: only the restart record tells that step 6 was undone)
 # Two ranks: rank 0 busy [0,100] and [50,150] ms (overlapping: 150 ms busy), a B/E pair
 # [200,250] ms; rank 1 one event [0,40] ms. The span is 0..250 ms.
 ev = [{"name": "forward", "ph": "X", "pid": 0, "tid": 0, "ts": 0, "dur": 100000},
@@ -144,20 +173,23 @@ checks = [("resumed", "steps", "7"), ("resumed", "final train loss", repr(3.0 - 
           ("resumed", "final validation loss", repr(5.0 - 0.05 * 4) + " (step 4)"),
           ("resumed", "energy_j (sum over steps)", "14.0000"),
           ("resumed", "mean ms_pp_wait per step", "20.00 ms"), ("resumed", "namelist from", "(none found)"),
-          ("restarted", "steps", "5"), ("restarted", "final train loss", repr(1.0 - 0.1 * 5)),
+          ("restarted", "steps", "3"), ("restarted", "final train loss", repr(4.0 - 0.1 * 3)),
           ("restarted", "run.json: commit", "abc123"), ("restarted", "run.json: hosts", "n1, n2"),
           ("restarted", "namelist from", "run.json")]
 for section, label, want in checks:
     got = row(label, section)
     assert got == want, "%s: %s is %r, expected %r" % (section, label, got, want)
-assert re.search(r"^\| 6 \| anomaly \| .*loss_spike", md, re.M), "the anomaly event is not listed"
+assert re.search(r"^\| 6 \| anomaly \(superseded\) \| .*loss_spike", md, re.M), "the anomaly event is not listed"
 assert "not JSON records" in md and "superseded" in md, "the torn line / superseded records are not reported"
 # the trace: rank 0 busy 150 + 50 = 200 ms of 250, rank 1 40 ms (printed to 0.1 ms below 100 ms,
 # to 1 ms above: tolerance 0.5 ms)
-for rank, busy, idle in ((0, 200.0, 50.0), (1, 40.0, 210.0)):
-    m = re.search(r"^\| %d \| \d+ \| ([\d.]+) \| ([\d.]+) \|" % rank, md, re.M)
-    assert m and abs(float(m.group(1)) - busy) <= 0.5 and abs(float(m.group(2)) - idle) <= 0.5, \
-        "trace rank %d: %s, expected busy %s idle %s" % (rank, m.groups() if m else None, busy, idle)
+# ("dp_wait" is communication by its name: rank 0 computes 100 ms, waits 100 ms)
+for rank, want in ((0, (200.0, 50.0, 100.0, 100.0)), (1, (40.0, 210.0, 40.0, 0.0))):
+    m = re.search(r"^\| %d \| \d+ \| ([\d.]+) \| ([\d.]+) \| [\d.]+ \| ([\d.]+) \| ([\d.]+) \|" % rank,
+                  md, re.M)
+    got = tuple(float(x) for x in m.groups()) if m else None
+    assert got and all(abs(a - b) <= 0.5 for a, b in zip(got, want)), \
+        "trace rank %d: busy, idle, compute, comm %s, expected %s" % (rank, got, want)
 m = re.search(r"^\| forward \| 2 \| ([\d.]+) \|", md, re.M)
 assert m and abs(float(m.group(1)) - 140.0) <= 0.5, "trace: forward should total 140 ms over 2 events"
 print("ok  synthesized runs: last occurrence of each step, restart, torn line, energy, events, run.json, trace")
