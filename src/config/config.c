@@ -131,10 +131,7 @@ static const key_spec_t key_specs[] = {
     INT_KEY(G_PARALLEL, "tp", tp, 1, AT_LEAST(1)),
     INT_KEY(G_PARALLEL, "pp", pp, 1, AT_LEAST(1)),
     INT_KEY(G_PARALLEL, "ep", ep, 1, AT_LEAST(1), NOT_IMPL("expert parallelism is not implemented in this version")),
-    PLANNED_STR_KEY(G_PARALLEL, "schedule", schedule, "1f1b", "1f1b|gpipe|interleaved", "zb-h1",
-                    "the zero-bubble schedule ZB-H1 needs the split backward (B, W), which is not "
-                    "implemented in this version (llmtrain --plan shows its simulated schedule); use "
-                    "'1f1b' or 'interleaved'"),
+    STR_KEY(G_PARALLEL, "schedule", schedule, "1f1b", "1f1b|gpipe|interleaved|zb-h1"),
     INT_KEY(G_PARALLEL, "virtual_stages", virtual_stages, 1, AT_LEAST(1)), /* interleaved */
     INT_KEY(G_PARALLEL, "zero_stage", zero_stage, 0, AT_LEAST(0), AT_MOST(3)),
     BOOL_KEY(G_PARALLEL, "zero3_resident", zero3_resident, false),

@@ -54,7 +54,8 @@ typedef struct ops {
                            int N, int C, int OC);
     /* dinp[N, C] = dout @ w (OVERWRITTEN, or += if accumulate_dinp; skipped if dinp NULL);
      * dw[OC, C] += dout^T @ inp; dbias[OC] += colsum(dout) (skipped if NULL); with
-     * overwrite_dw both dw and dbias are overwritten instead. */
+     * overwrite_dw both dw and dbias are overwritten instead. dw NULL: dw and dbias skipped
+     * (the input gradient alone: a split backward's B; its W calls with dinp NULL, w unused). */
     void (*matmul_backward)(float *dinp, float *dw, float *dbias, const float *dout,
                             const float *inp, const float *w, int N, int C, int OC,
                             bool accumulate_dinp, bool overwrite_dw);

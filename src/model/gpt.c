@@ -12,7 +12,7 @@
 #include "parallel/comm.h"
 
 gpt_parallel_t gpt_serial(void) {
-    gpt_parallel_t p = {1, 0, 1, 0, MPI_COMM_SELF, 1, 1};
+    gpt_parallel_t p = {1, 0, 1, 0, MPI_COMM_SELF, 1, 1, false};
     return p;
 }
 
@@ -224,6 +224,28 @@ static void alloc_shared_acts(gpt_t *m) {
             *act_ptr(&m->shared, k) = falloc_in(m, act_numel(m, k), &m->head_bytes, MEM_WORKSPACE);
 }
 
+/* Split backward: floats of one block's W queue entries (every dy, and the x that recompute
+ * mode r does not keep per slot; gpt.h says which). */
+static size_t wq_layer_floats(const gpt_t *m, gpt_recompute_t r) {
+    const size_t N = (size_t)m->B * m->T, C = m->C, Cl = (size_t)m->NHl * m->hs, Fl = m->Fl;
+    const size_t kv = m->kv_replicated ? 0 : 2 * (size_t)m->KVl * m->hs; /* replicated: in B */
+    const size_t dy = 2 * C + Fl * (m->swiglu ? 2 : 1) + (m->fused_qkv ? 3 * Cl : Cl + kv);
+    static const int xs[] = {A_LN1, A_ATTY, A_LN2, A_FCH_GELU};
+    size_t x = 0;
+    for (int i = 0; i < 4; i++)
+        if (!act_kept(r, xs[i])) x += act_numel(m, xs[i]);
+    return N * dy + x;
+}
+
+static void alloc_wqueue(gpt_t *m, gpt_slot_t *sl, int nl, size_t *bytes) {
+    gpt_wqueue_t *q = &sl->wq;
+    q->cap = 7 * (nl > 0 ? nl : 1); /* mproj, gate, up, proj, q, k, v */
+    q->item = xcalloc((size_t)q->cap, sizeof(gpt_wgrad_t));
+    for (int l = 0; l < nl; l++)
+        q->floats += wq_layer_floats(m, l < m->n_recomputed ? m->recompute : GPT_RECOMPUTE_NONE);
+    q->store = q->floats ? falloc(m, q->floats, bytes) : NULL;
+}
+
 static void alloc_slots(gpt_t *m) {
     const size_t N = (size_t)m->B * m->T, C = m->C;
     const int nl = m->end_layer - m->first_layer;
@@ -240,6 +262,7 @@ static void alloc_slots(gpt_t *m) {
             gpt_recompute_t r = l < m->n_recomputed ? m->recompute : GPT_RECOMPUTE_NONE;
             alloc_layer_acts(m, &sl->layer[l], r, &bytes);
         }
+        if (m->par.split_backward) alloc_wqueue(m, sl, nl, &bytes);
         m->slot_bytes = bytes;
     }
 }
@@ -405,6 +428,8 @@ void gpt_destroy(gpt_t *m) {
         o->free(sl->targets);
         o->free(sl->input);
         o->free(sl->dout);
+        if (sl->wq.store) o->free(sl->wq.store);
+        xfree(sl->wq.item);
     }
     xfree(m->slot);
     for (int k = 0; k < N_ACTS; k++)
@@ -442,6 +467,59 @@ static const float *tp_bias(const gpt_t *m, const float *b) { return m->par.tp_r
  * rounded as a GPU would keep it; nothing for fp32). */
 static void store(const gpt_t *m, float *x, size_t n) {
     if (m->act_dtype != DT_FP32) m->ops->quantize(x, n, m->act_dtype);
+}
+
+/* ---- split backward (ZB-H1): a linear layer's weight gradient queued for the slot's W ---- */
+
+static const float *wq_copy(gpt_t *m, const float *src, size_t n) {
+    gpt_wqueue_t *q = m->wq;
+    ASSERT(q->used + n <= q->floats);
+    float *dst = q->store + q->used;
+    q->used += n;
+    m->ops->quantize_copy(dst, src, n, DT_FP32); /* a plain copy */
+    return dst;
+}
+
+/* Whether x is one of the slot's own tensors (else it is in the recompute scratch, which the
+ * next block's recomputation overwrites). */
+static bool kept_per_slot(gpt_t *m, const float *x) {
+    for (int k = 0; k < N_ACTS; k++)
+        if (x == *act_ptr(&m->shared, k)) return false;
+    return true;
+}
+
+static void wq_push(gpt_t *m, float *dw, float *db, const float *dy, const float *x, int N, int C,
+                    int OC) {
+    gpt_wqueue_t *q = m->wq;
+    ASSERT(q->n < q->cap);
+    const gpt_wgrad_t *prev = q->n > 0 ? &q->item[q->n - 1] : NULL;
+    gpt_wgrad_t *it = &q->item[q->n++];
+    it->layer = GPT_UNIT_NONE; /* set when the block's B ends */
+    it->dw = dw;
+    it->db = db;
+    it->x_src = x;
+    /* q, k, v (and gate, up) read the same input, queued one after the other: one copy */
+    it->x = kept_per_slot(m, x)                       ? x
+            : prev && prev->layer == GPT_UNIT_NONE && prev->x_src == x ? prev->x
+                                                      : wq_copy(m, x, (size_t)N * C);
+    it->dy = wq_copy(m, dy, (size_t)N * OC);
+    it->N = N;
+    it->C = C;
+    it->OC = OC;
+}
+
+/* A linear layer's backward: the input gradient now; the weight gradient now, or in a split
+ * backward queued for W. The two halves are matmul_backward's own two products, so the
+ * numbers are the same either way. */
+static void linear_backward(gpt_t *m, float *dinp, float *dw, float *db, const float *dout,
+                            const float *inp, const float *w, int N, int C, int OC, bool acc,
+                            bool first) {
+    if (!m->wq) {
+        m->ops->matmul_backward(dinp, dw, db, dout, inp, w, N, C, OC, acc, first);
+        return;
+    }
+    m->ops->matmul_backward(dinp, NULL, NULL, dout, inp, w, N, C, OC, acc, false);
+    wq_push(m, dw, db, dout, inp, N, C, OC);
 }
 
 /* ---- the block's variants (&model norm, pos, n_kv_head, mlp), chosen by the flags set once
@@ -540,8 +618,8 @@ static void qkv_backward(gpt_t *m, gpt_layer_acts_t *a, const gpt_layer_w_t *w,
     const ops_t *o = m->ops;
     const int N = B * T, C = m->C, Cl = m->NHl * m->hs, KVl = m->KVl * m->hs;
     if (m->fused_qkv) {
-        o->matmul_backward(m->dC, g->qkvw, g->qkvb, m->dbig, a->ln1, w->qkvw, N, C, 3 * Cl,
-                           false, first);
+        linear_backward(m, m->dC, g->qkvw, g->qkvb, m->dbig, a->ln1, w->qkvw, N, C, 3 * Cl,
+                        false, first);
         return;
     }
     float *dq, *dk, *dv;
@@ -550,14 +628,14 @@ static void qkv_backward(gpt_t *m, gpt_layer_acts_t *a, const gpt_layer_w_t *w,
         o->rope_backward(dq, m->rope_cos, m->rope_sin, B, T, m->NHl, m->hs);
         o->rope_backward(dk, m->rope_cos, m->rope_sin, B, T, m->KVl, m->hs);
     }
-    o->matmul_backward(m->dC, g->qw, g->qb, dq, a->ln1, w->qw, N, C, Cl, false, first);
+    linear_backward(m, m->dC, g->qw, g->qb, dq, a->ln1, w->qw, N, C, Cl, false, first);
     if (m->kv_replicated) {
         kv_replicated_backward(m, m->dC, g->kw, g->kb, dk, a->ln1, w->kw, N, first);
         kv_replicated_backward(m, m->dC, g->vw, g->vb, dv, a->ln1, w->vw, N, first);
         return;
     }
-    o->matmul_backward(m->dC, g->kw, g->kb, dk, a->ln1, w->kw, N, C, KVl, true, first);
-    o->matmul_backward(m->dC, g->vw, g->vb, dv, a->ln1, w->vw, N, C, KVl, true, first);
+    linear_backward(m, m->dC, g->kw, g->kb, dk, a->ln1, w->kw, N, C, KVl, true, first);
+    linear_backward(m, m->dC, g->vw, g->vb, dv, a->ln1, w->vw, N, C, KVl, true, first);
 }
 
 /* The attention core and the MLP activation, with their outputs stored: the forward and the
@@ -620,13 +698,13 @@ static void mlp_in_backward(gpt_t *m, gpt_layer_acts_t *a, const gpt_layer_w_t *
     const int C = m->C, Fl = m->Fl;
     if (!m->swiglu) {
         o->gelu_backward(m->dbig, a->fch, m->dbig, (size_t)N * Fl);
-        o->matmul_backward(m->dC, g->fcw, g->fcb, m->dbig, a->ln2, w->fcw, N, C, Fl, false, first);
+        linear_backward(m, m->dC, g->fcw, g->fcb, m->dbig, a->ln2, w->fcw, N, C, Fl, false, first);
         return;
     }
     float *dgate = m->dbig, *dup = m->dbig + (size_t)N * Fl;
     o->swiglu_backward(dgate, dup, m->dbig, a->fch, a->fcu, (size_t)N * Fl);
-    o->matmul_backward(m->dC, g->gatew, g->gateb, dgate, a->ln2, w->gatew, N, C, Fl, false, first);
-    o->matmul_backward(m->dC, g->fcw, g->fcb, dup, a->ln2, w->fcw, N, C, Fl, true, first);
+    linear_backward(m, m->dC, g->gatew, g->gateb, dgate, a->ln2, w->gatew, N, C, Fl, false, first);
+    linear_backward(m, m->dC, g->fcw, g->fcb, dup, a->ln2, w->fcw, N, C, Fl, true, first);
 }
 
 void gpt_embed(gpt_t *m, int s, const int *tokens, int B, int T) {
@@ -754,22 +832,21 @@ float gpt_head(gpt_t *m, int s, const int *targets, int B, int T, bool backward,
 /* Backward of one block. On entry m->dres holds dL/d(res3); on exit dL/d(res_in). */
 static void block_backward(gpt_t *m, int l, gpt_layer_acts_t *a, const float *res_in, int B,
                            int T, bool first) {
-    const ops_t *o = m->ops;
     const int N = B * T, C = m->C, Fl = m->Fl, Cl = m->NHl * m->hs;
     need_weights(m, l, l - 1 >= m->first_layer ? l - 1 : GPT_UNIT_NONE);
     begin_grads(m, l);
     first = first || m->grad_stage; /* staged: every micro-batch overwrites */
     const gpt_layer_w_t w = m->lw[l], g = m->lg[l];
     /* MLP: res3 = res2 + proj(act(fc(ln2(res2)))) (SwiGLU: act(gate(.), up(.))) */
-    o->matmul_backward(m->dbig, g.mprojw, g.mprojb, m->dres, a->fch_gelu, w.mprojw, N, Fl, C,
-                       false, first);
+    linear_backward(m, m->dbig, g.mprojw, g.mprojb, m->dres, a->fch_gelu, w.mprojw, N, Fl, C,
+                    false, first);
     mlp_in_backward(m, a, &w, &g, N, first);
     tp_sum(m, m->dC, (size_t)N * C); /* column-parallel input gradient: partial over tp */
     norm_backward(m, m->dres, g.ln2w, g.ln2b, m->dC, a->res2, w.ln2w, a->ln2_mean, a->ln2_rstd,
                   N, true, first);
     /* attention: res2 = res_in + proj(attn(qkv(ln1(res_in)))) */
-    o->matmul_backward(m->dC2, g.projw, g.projb, m->dres, a->atty, w.projw, N, Cl, C, false,
-                       first);
+    linear_backward(m, m->dC2, g.projw, g.projb, m->dres, a->atty, w.projw, N, Cl, C, false,
+                    first);
     attention_core_backward(m, a, B, T);
     qkv_backward(m, a, &w, &g, B, T, first);
     tp_sum(m, m->dC, (size_t)N * C);
@@ -798,16 +875,27 @@ static void block_recompute(gpt_t *m, int l, gpt_layer_acts_t *a, const float *r
     }
 }
 
+/* Split backward: the queue entries of block l's B get their layer (W reports it done). */
+static void wq_end_layer(gpt_t *m, int l) {
+    for (int k = m->wq->n - 1; k >= 0 && m->wq->item[k].layer == GPT_UNIT_NONE; k--)
+        m->wq->item[k].layer = l;
+}
+
 void gpt_stage_backward(gpt_t *m, int s, int B, int T, bool first) {
     gpt_slot_t *sl = &m->slot[s];
     m->dres = sl->dout;
+    ASSERT(!m->par.split_backward || !m->grad_stage); /* W writes the resident gradients */
+    m->wq = m->par.split_backward ? &sl->wq : NULL;
+    if (m->wq) m->wq->n = 0, m->wq->used = 0;
     for (int l = m->end_layer - 1; l >= m->first_layer; l--) {
         const int i = l - m->first_layer;
         const float *res_in = i > 0 ? sl->layer[i - 1].res3 : sl->input;
         block_recompute(m, l, &sl->layer[i], res_in, B, T);
         block_backward(m, l, &sl->layer[i], res_in, B, T, first);
-        if (m->on_layer_done) m->on_layer_done(m->hook_ctx, l);
+        if (m->wq) wq_end_layer(m, l);
+        else if (m->on_layer_done) m->on_layer_done(m->hook_ctx, l);
     }
+    m->wq = NULL;
     if (!m->has_embed) return;
     /* With the head on this stage (pp = 1) wte already holds this micro-batch's LM-head
      * gradient and the embedding adds to it; otherwise the embedding is wte's only source.
@@ -820,6 +908,20 @@ void gpt_stage_backward(gpt_t *m, int s, int B, int T, bool first) {
     m->ops->embed_backward(m->gg.wte, m->gg.wpe, m->dres, sl->tokens, B, T, m->C, m->v_start,
                            m->Vl, m->learned_pos);
     end_grads(m, GPT_UNIT_EMBED);
+}
+
+void gpt_stage_weight_grad(gpt_t *m, int s, bool first) {
+    gpt_wqueue_t *q = &m->slot[s].wq;
+    ASSERT(m->par.split_backward);
+    for (int i = 0; i < q->n; i++) {
+        const gpt_wgrad_t *it = &q->item[i];
+        m->ops->matmul_backward(NULL, it->dw, it->db, it->dy, it->x, NULL, it->N, it->C, it->OC,
+                                false, first);
+        const bool layer_done = i + 1 == q->n || q->item[i + 1].layer != it->layer;
+        if (layer_done && m->on_layer_done) m->on_layer_done(m->hook_ctx, it->layer);
+    }
+    q->n = 0;
+    q->used = 0;
 }
 
 /* ---------------------------------------------------------------- whole model, one stage */

@@ -36,6 +36,7 @@ typedef struct gpt_parallel {
     MPI_Comm tp_comm; /* MPI_COMM_SELF when tp = 1 */
     int n_slots;      /* micro-batches whose activations are held at once */
     int chunks;       /* interleaved pipeline: chunks of layers on this stage (0 or 1: one) */
+    bool split_backward; /* ZB-H1: the blocks' backward split into B and a deferred W */
 } gpt_parallel_t;
 
 /* One process, one micro-batch in flight. */
@@ -81,6 +82,25 @@ typedef struct gpt_global_w {
     float *lm_head;                   /* untied LM head (last stage), else NULL */
 } gpt_global_w_t;
 
+/* Split backward (ZB-H1): the weight gradients of a micro-batch's linear layers, deferred from
+ * its B to its W. One item per weight tensor: dw[OC, C] (+)= dy^T x, db (+)= colsum dy.
+ * dy is always a copy (the gradient scratch is reused at once); x is the slot's own saved
+ * activation (it stays until W releases the slot), or a copy where recomputation does not keep
+ * it per slot (selective: the attention output and the MLP activation; full: also ln1, ln2). */
+typedef struct gpt_wgrad {
+    int layer;
+    float *dw, *db;
+    const float *dy, *x, *x_src; /* x_src: the tensor x copies (or is): one copy per tensor */
+    int N, C, OC;
+} gpt_wgrad_t;
+
+typedef struct gpt_wqueue {
+    gpt_wgrad_t *item;        /* [cap] in B's order (last layer first) */
+    int n, cap;
+    float *store;             /* [floats] the copies of dy (and x) */
+    size_t used, floats;
+} gpt_wqueue_t;
+
 /* Everything one in-flight micro-batch needs between its forward and its backward. */
 typedef struct gpt_slot {
     int *tokens, *targets;    /* [N] backend copies */
@@ -88,6 +108,7 @@ typedef struct gpt_slot {
     gpt_layer_acts_t *layer;  /* [end_layer - first_layer] */
     float *dout;              /* [N, C] gradient flowing backward through the stage: received
                                  from stage + 1 (or made by the head); on exit, d(input) */
+    gpt_wqueue_t wq;          /* split backward: the W pending after this slot's B */
 } gpt_slot_t;
 
 typedef void (*gpt_layer_hook_t)(void *ctx, int layer);
@@ -168,6 +189,7 @@ typedef struct gpt {
     const gpt_grad_provider_t *grad_stage;
     dtype_t act_dtype;                /* saved activations are stored as this type (precision.h) */
     bool recomputing;                 /* a block's forward is being re-run inside the backward */
+    gpt_wqueue_t *wq;                 /* split backward: the slot queue B is filling, else NULL */
     bool dry_run;                     /* gpt_plan: buffers counted, not allocated */
     double planned[MEM_CATEGORIES];   /* bytes of the model's buffers per memory category */
 } gpt_t;
@@ -212,6 +234,12 @@ float gpt_head(gpt_t *m, int slot, const int *targets, int B, int T, bool backwa
 /* The stage's blocks backward from the slot's dout; on return dout holds d(stage input)
  * (sent to stage - 1); on the first stage the embedding gradients are accumulated too. */
 void gpt_stage_backward(gpt_t *m, int slot, int B, int T, bool first);
+/* Split backward (par.split_backward, ZB-H1): gpt_stage_backward is then B, the input
+ * gradients and everything else (norms, attention core, activations, tp all-reduces, the
+ * embedding, replicated k/v), and queues the linear layers' weight gradients; this is W: they
+ * are computed (first: overwritten, else accumulated), calling on_layer_done after each
+ * block's. The head's gradients are computed with the loss (gpt_head) in either case. */
+void gpt_stage_weight_grad(gpt_t *m, int slot, bool first);
 
 /* ---- whole model on one stage (pp = 1): training references, eval, generation ---- */
 /* Forward on inputs[B*T] (host); with targets returns the mean loss, without them leaves the

@@ -108,16 +108,34 @@ static void forward(pipe_t *p, run_t *r, const sched_act_t *a) {
     if (r->backward && ++p->inflight > p->max_inflight) p->max_inflight = p->inflight;
 }
 
+/* The chunk's block gradients are final after the last micro-batch's backward, or with a split
+ * backward its W: that one reports each block done (the data-parallel buckets start). */
+static void set_hook(pipe_t *p, const sched_act_t *a, bool final_part) {
+    p->m->on_layer_done = final_part && a->micro == p->n_micro - 1 ? p->last_micro_hook : NULL;
+    p->m->hook_ctx = p->hook_ctx;
+}
+
 static void backward(pipe_t *p, run_t *r, const sched_act_t *a) {
     gpt_t *m = p->m;
+    const bool split = p->train.split;
     gpt_use_chunk(m, a->chunk);
-    /* the micro-batch's gradients of the chunk's blocks are final after its last micro-batch */
-    m->on_layer_done = a->micro == p->n_micro - 1 ? p->last_micro_hook : NULL;
-    m->hook_ctx = p->hook_ctx;
+    set_hook(p, a, !split);
     prof_begin(PROF_BACKWARD, "backward", a->micro, p->stage);
     gpt_stage_backward(m, a->slot, r->B, r->T, a->micro == 0);
     prof_end(PROF_BACKWARD, 0);
     m->on_layer_done = NULL;
+    if (!split) p->inflight--;
+}
+
+/* ZB-H1's W: the micro-batch's deferred weight gradients (the first micro-batch overwrites, as
+ * its B did for the rest); it releases the micro-batch's activations. */
+static void weight_grad(pipe_t *p, const sched_act_t *a) {
+    gpt_use_chunk(p->m, a->chunk);
+    set_hook(p, a, true);
+    prof_begin(PROF_BACKWARD, "weight-grad", a->micro, p->stage);
+    gpt_stage_weight_grad(p->m, a->slot, a->micro == 0);
+    prof_end(PROF_BACKWARD, 0);
+    p->m->on_layer_done = NULL;
     p->inflight--;
 }
 
@@ -143,7 +161,7 @@ static void run_action(pipe_t *p, run_t *r, const sched_act_t *a) {
         break;
     case ACT_F: forward(p, r, a); break;
     case ACT_B: backward(p, r, a); break;
-    case ACT_W: ASSERT(!"split backward (W) is not run by this version"); break;
+    case ACT_W: weight_grad(p, a); break;
     }
 }
 

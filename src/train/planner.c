@@ -80,7 +80,8 @@ void plan_rank(const config_t *cfg, int tp_rank, int pp_rank, int mb, int accum,
     const bool staged = zero >= 2 && cfg->pp == 1 && sched == SCHED_1F1B;
     const int v = sched == SCHED_INTERLEAVED ? cfg->virtual_stages : 1;
     gpt_parallel_t par = {cfg->tp, tp_rank, cfg->pp, pp_rank, MPI_COMM_SELF,
-                          pipe_slots_needed(sched, cfg->pp, v, pp_rank, accum), v};
+                          pipe_slots_needed(sched, cfg->pp, v, pp_rank, accum), v,
+                          sched == SCHED_ZBH1};
     gpt_t m;
     gpt_plan(&m, cfg, ops_cpu(), mb, T, &par, zero >= 3, staged);
     double *b = out->bytes;

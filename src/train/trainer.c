@@ -377,7 +377,8 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
                                      why, sizeof why);
     comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, "pipeline schedule", bad);
     gpt_parallel_t par = {grid->tp, grid->rank_tp, grid->pp, grid->rank_pp, grid->tp_comm,
-                          pipe_slots_needed(sched, grid->pp, v, grid->rank_pp, tr->accum), v};
+                          pipe_slots_needed(sched, grid->pp, v, grid->rank_pp, tr->accum), v,
+                          sched == SCHED_ZBH1};
     /* the ZeRO partitions of the flat buffer the model will have, before the model: ZeRO-3
      * gives the model its weight provider */
     params_t P;

@@ -140,13 +140,15 @@ static void colsum_accumulate(float *dbias, const float *dout, int N, int OC, bo
 /* matmul_backward:
  *   dinp[N, C] = dout[N, OC] @ w[OC, C]   (overwritten, += if accumulate_dinp; skipped if NULL)
  *   dw[OC, C] += dout^T @ inp[N, C]       (= if overwrite_dw)
- *   dbias[OC] += colsum(dout)             (= if overwrite_dw; skipped if NULL) */
+ *   dbias[OC] += colsum(dout)             (= if overwrite_dw; skipped if NULL)
+ * dw NULL: dw and dbias skipped (the input gradient only). */
 void cpu_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
                          const float *inp, const float *w, int N, int C, int OC,
                          bool accumulate_dinp, bool overwrite_dw) {
     if (dinp)
         cpu_gemm(false, false, N, C, OC, 1.0f, dout, OC, w, C,
                   accumulate_dinp ? 1.0f : 0.0f, dinp, C);
+    if (!dw) return; /* the input gradient only (a split backward's B) */
     cpu_gemm(true, false, OC, C, N, 1.0f, dout, OC, inp, C,
               overwrite_dw ? 0.0f : 1.0f, dw, C);
     if (dbias) colsum_accumulate(dbias, dout, N, OC, overwrite_dw);
