@@ -81,6 +81,16 @@ void comm_allreduce_sum_double(double *x, int n, MPI_Comm comm, comm_kind_t kind
     allreduce(x, n, MPI_DOUBLE, sizeof(double), MPI_SUM, comm, kind);
 }
 
+void comm_iallreduce_sum_double(double *x, int n, MPI_Comm comm, comm_kind_t kind,
+                                MPI_Request *req) {
+    *req = MPI_REQUEST_NULL;
+    if (comm_size(comm) == 1) return;
+    double t0 = enter(start_of[kind]);
+    wait_peers[kind] = watchdog_peers_of(comm, comm_kind_name(kind));
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, comm, req));
+    charge(kind, t0, (double)n * sizeof(double));
+}
+
 void comm_iallreduce_sum(float *x, size_t n, MPI_Comm comm, comm_kind_t kind, MPI_Request *req) {
     *req = MPI_REQUEST_NULL;
     if (comm_size(comm) == 1) return;

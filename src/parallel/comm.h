@@ -27,6 +27,9 @@ void comm_allreduce_max(float *x, size_t n, MPI_Comm comm, comm_kind_t kind);
 void comm_allreduce_sum_double(double *x, int n, MPI_Comm comm, comm_kind_t kind);
 /* Non-blocking sum all-reduce (started now, finished by comm_wait). */
 void comm_iallreduce_sum(float *x, size_t n, MPI_Comm comm, comm_kind_t kind, MPI_Request *req);
+/* The same for n doubles (completed by comm_wait). */
+void comm_iallreduce_sum_double(double *x, int n, MPI_Comm comm, comm_kind_t kind,
+                                MPI_Request *req);
 /* Non-blocking sum reduce-scatter of floats: x[0, sum(counts)) from every rank, summed; rank r
  * receives elements [displ_r, displ_r + counts[r]) into out (ZeRO-2/3 gradients). */
 void comm_ireduce_scatter_sum(const float *x, float *out, const int *counts, MPI_Comm comm,

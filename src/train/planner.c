@@ -9,6 +9,7 @@
 #include "kernels/ops.h"
 #include "model/gpt.h"
 #include "train/pipeline.h"
+#include "train/postval.h"
 
 #define ALIGN_FLOATS 16           /* ZeRO partitions (zero.c) */
 #define DEFAULT_FLOPS 1e11        /* per rank, when &log peak_flops is 0 */
@@ -105,6 +106,7 @@ void plan_rank(const config_t *cfg, int tp_rank, int pp_rank, int mb, int accum,
     /* train/optimizer.c: moments (and the master copy) over the optimizer's elements */
     const size_t state = zero == 0 ? total : part;
     b[MEM_OPTIMIZER] += 2 * fl(state);
+    if (sched == SCHED_ZBH1) b[MEM_OPTIMIZER] += fl(postval_floats(state)); /* train/postval.c */
     if (strcmp(cfg->precision, "fp32") != 0) b[MEM_MASTER] += fl(state);
     /* train/trainer.c: the step's batches, and the largest transient host buffer: the MFU
      * measurement's matrices, the initial weights, a resume's three copies, a checkpoint's

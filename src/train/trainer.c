@@ -407,6 +407,8 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
     choose_products(tr);
     loss_scaler_init(&tr->scaler, cfg);
     adamw_create(&tr->opt, ops, zero_state_floats(&tr->zero), tr->precision);
+    tr->post_validate = sched == SCHED_ZBH1;
+    if (tr->post_validate) postval_create(&tr->pv, ops, zero_state_floats(&tr->zero));
     if (cfg->init_from[0]) {
         load_init_weights(tr);
     } else {
@@ -454,6 +456,7 @@ void trainer_destroy(trainer_t *tr) {
     dp_sync_destroy(&tr->dps);
     zero_destroy(&tr->zero);
     pipe_destroy(&tr->pipe);
+    postval_destroy(&tr->pv, tr->ops);
     adamw_destroy(&tr->opt);
     gpt_destroy(&tr->model);
     curric_destroy(&tr->curric);
@@ -813,6 +816,36 @@ static bool step_anomaly(trainer_t *tr, step_result_t *r, bool at_floor, int64_t
     return true;
 }
 
+/* ZB-H1's optimizer post-validation (postval.h): the loss and the norm reduced without waiting
+ * for them, the update applied meanwhile without clipping (what almost every step does). Sets
+ * the step's loss (spike: times the factor) and the norm of the true gradient. */
+static void optimistic_update(trainer_t *tr, step_result_t *r, double loss_sum, bool spike) {
+    /* each last-stage tp rank holds the same loss: one of them counts it */
+    postval_start(&tr->pv, tr->grid->rank_tp == 0 ? loss_sum : 0.0,
+                  zero_grad_sumsq_owned(&tr->zero, &tr->model));
+    prof_begin(PROF_OPTIMIZER, "optimizer", -1, -1);
+    postval_save(&tr->pv, &tr->opt, &tr->model, &tr->zero);
+    adamw_step(&tr->opt, &tr->model, &tr->zero, tr->cfg, (float)r->lr,
+               (float)(1.0 / tr->scaler.scale));
+    prof_end(PROF_OPTIMIZER, 0);
+    double loss, sq;
+    postval_wait(&tr->pv, &loss, &sq);
+    r->loss = loss / (tr->accum * tr->grid->dp) * (spike ? SPIKE_FACTOR : 1.0);
+    r->norm = sqrt(sq) / tr->scaler.scale;
+}
+
+/* The update the checks decided on: applied with grad_scale, or not at all. Post-validated, the
+ * optimistic one stays when it is that update and is undone otherwise. */
+static void settle_update(trainer_t *tr, const step_result_t *r, float grad_scale,
+                          float optimistic_scale) {
+    if (tr->post_validate) {
+        if (r->applied && grad_scale == optimistic_scale) return;
+        postval_undo(&tr->pv, &tr->opt, &tr->model, &tr->zero);
+    }
+    if (r->applied)
+        adamw_step(&tr->opt, &tr->model, &tr->zero, tr->cfg, (float)r->lr, grad_scale);
+}
+
 static step_result_t train_step(trainer_t *tr) {
     const config_t *cfg = tr->cfg;
     step_result_t r = {0};
@@ -825,20 +858,26 @@ static step_result_t train_step(trainer_t *tr) {
     if (tr->step == cfg->inject_overflow_step) inject_nonfinite(tr, INFINITY);
     const bool spike = spike_injected(tr);
     if (spike) scale_reduced_grads(tr, SPIKE_FACTOR);
-    r.loss = global_loss(tr, loss_sum) * (spike ? SPIKE_FACTOR : 1.0);
-    r.norm = global_grad_norm(tr) / tr->scaler.scale; /* the norm of the true gradient */
     r.lr = curric_lr(tr, tr->step);
+    const double scale_used = tr->scaler.scale; /* the optimistic update's (the verdict may
+                                                  * change the scale) */
+    if (tr->post_validate) {
+        optimistic_update(tr, &r, loss_sum, spike);
+    } else {
+        r.loss = global_loss(tr, loss_sum) * (spike ? SPIKE_FACTOR : 1.0);
+        r.norm = global_grad_norm(tr) / tr->scaler.scale; /* the norm of the true gradient */
+    }
     bool apply = true, at_floor = false;
     if (tr->scaler.enabled) apply = loss_scaling_verdict(tr, &r, &at_floor);
     else r.overflow = false;
-    /* the data of this step is passed over by a rollback: training goes on after it */
+    /* the data of this step is passed over by a rollback: training goes on after it (the
+     * reloaded checkpoint replaces an optimistic update too) */
     if (step_anomaly(tr, &r, at_floor, tr->sample_pos + tr->global_batch)) return r;
     r.applied = apply && !(r.anomaly && r.event.action == ANOM_SKIP);
     prof_begin(PROF_OPTIMIZER, "optimizer", -1, -1);
-    if (r.applied)
-        adamw_step(&tr->opt, &tr->model, &tr->zero, cfg, (float)r.lr,
-                   (float)(clip_scale(r.norm, cfg->grad_clip) / tr->scaler.scale));
-    else tr->skipped++;
+    settle_update(tr, &r, (float)(clip_scale(r.norm, cfg->grad_clip) / tr->scaler.scale),
+                  (float)(1.0 / scale_used));
+    if (!r.applied) tr->skipped++;
     prof_end(PROF_OPTIMIZER, 0);
     if (r.anomaly) report_anomaly(tr, &r.event, r.applied ? "update applied" : "update skipped");
     tr->step++;
@@ -1118,6 +1157,9 @@ static int finish(trainer_t *tr) {
     if (is_root(tr) && tr->rollbacks)
         printf("anomalies: %d rollback%s to an earlier checkpoint (&train max_rollbacks = %d)\n",
                tr->rollbacks, tr->rollbacks > 1 ? "s" : "", cfg->max_rollbacks);
+    if (is_root(tr) && tr->post_validate)
+        printf("post-validation: %lld of %lld optimistic updates undone (clipping, anomaly or "
+               "overflow) and redone as checked\n", (long long)tr->pv.undone, (long long)tr->step);
     if (is_root(tr) && tr->scaler.enabled)
         printf("loss scaling: %lld overflowing steps skipped, final scale %g\n",
                (long long)tr->scaler.overflows, tr->scaler.scale);

@@ -21,6 +21,7 @@
 #include "train/optimizer.h"
 #include "train/pipeline.h"
 #include "train/planner.h"
+#include "train/postval.h"
 #include "train/profiling.h"
 #include "train/rundir.h"
 #include "train/zero.h"
@@ -31,6 +32,8 @@ typedef struct trainer {
     const ops_t *ops;
     gpt_t model;
     adamw_t opt;
+    postval_t pv;               /* ZB-H1: optimizer post-validation (postval.h); else unused */
+    bool post_validate;
     deadline_t deadline; /* the job's end time and the stop before it */
     zero_t zero;                /* ZeRO partitions over the dp group: the ownership map */
     dtype_t precision;          /* weights copy, saved activations, gradients before reduction */

@@ -485,8 +485,8 @@ static void unimplemented_features_are_refused_not_ignored(void **state) {
          PATH ":1:16: &parallel ep: expert parallelism is not implemented in this version; remove the key"},
         {"&parallel virtual_stages = 2 /", "&parallel virtual_stages = 1 /",
          "needs schedule = 'interleaved' (got '1f1b'), or set virtual_stages = 1"},
-        {"&parallel schedule = 'zb-h1' /", "&parallel schedule = '1f1b' /",
-         "&parallel schedule: 'zb-h1': the zero-bubble schedule ZB-H1 needs the split backward"},
+        {"&parallel schedule = 'zb-h1', virtual_stages = 2 /", "&parallel schedule = 'zb-h1' /",
+         "needs schedule = 'interleaved' (got 'zb-h1'), or set virtual_stages = 1"},
         {"&run device = 'cuda' /", "&run device = 'cpu' /",
          PATH ":1:15: &run device: 'cuda': the CUDA backend is not implemented in this version; use 'cpu'"},
     };

@@ -218,6 +218,32 @@ static void matmul_backward_flags_accumulate_and_overwrite_1e_6(void **state) {
     matmul_ctx_free(&c);
 }
 
+/* The split backward (ZB-H1): B with dw NULL computes dinp alone (dw and dbias untouched, here
+ * NaN sentinels), W with dinp NULL and no weights (w NULL) computes dw and dbias alone; together
+ * they are bit-identical to the one call, overwriting and accumulating. */
+static void matmul_backward_split_equals_unsplit_exact(void **state) {
+    (void)state;
+    const int N = 9, C = 6, OC = 11;
+    matmul_ctx c;
+    matmul_ctx_init(&c, N, C, OC, true);
+    size_t nin = (size_t)N * C, nw = (size_t)OC * C;
+    float *dinp_ref = buf_rand(nin), *dw_ref = buf_rand(nw), *db_ref = buf_rand(OC);
+    float *dinp = buf_copy(dinp_ref, nin), *dw = buf_copy(dw_ref, nw), *db = buf_copy(db_ref, OC);
+    float *sentinel = buf_fill(nw, NAN);
+    for (int overwrite = 0; overwrite < 2; overwrite++) {
+        ops->matmul_backward(dinp_ref, dw_ref, db_ref, c.r, c.inp, c.w, N, C, OC, true, overwrite);
+        ops->matmul_backward(dinp, NULL, sentinel, c.r, c.inp, c.w, N, C, OC, true, false);
+        for (size_t i = 0; i < nw; i++) assert_true(isnan(sentinel[i])); /* B: no dbias either */
+        ops->matmul_backward(NULL, dw, db, c.r, c.inp, NULL, N, C, OC, false, overwrite);
+        assert_memory_equal(dinp, dinp_ref, nin * sizeof(float));
+        assert_memory_equal(dw, dw_ref, nw * sizeof(float));
+        assert_memory_equal(db, db_ref, (size_t)OC * sizeof(float));
+    }
+    ops->free(dinp_ref), ops->free(dw_ref), ops->free(db_ref), ops->free(dinp), ops->free(dw);
+    ops->free(db), ops->free(sentinel);
+    matmul_ctx_free(&c);
+}
+
 /* ---------------------------------------------------------------- layernorm */
 
 typedef struct {
@@ -1309,6 +1335,7 @@ int main(void) {
         cmocka_unit_test(matmul_forward_matches_naive_loop_1e_5),
         cmocka_unit_test(matmul_backward_matches_finite_differences_1e_3),
         cmocka_unit_test(matmul_backward_flags_accumulate_and_overwrite_1e_6),
+        cmocka_unit_test(matmul_backward_split_equals_unsplit_exact),
         cmocka_unit_test(layernorm_forward_matches_naive_double_1e_5),
         cmocka_unit_test(layernorm_backward_matches_finite_differences_2e_3),
         cmocka_unit_test(layernorm_backward_flags_accumulate_and_overwrite_1e_6),
