@@ -2,7 +2,8 @@
  * (train/schedule.h): per rank a list of F / B / W / send / receive actions. pipe_create
  * generates the step's lists for the grid (GPipe: all forwards, then all backwards; 1F1B /
  * PipeDream-flush: a stage holds at most pp - stage micro-batches in flight; interleaved 1F1B:
- * v chunks per stage, Megatron's order) and simulates them on every rank before anything runs:
+ * v chunks per stage, Megatron's order; ZB-H1: 1F1B's order with each backward split into B and
+ * a deferred W, gpt_stage_weight_grad) and simulates them on every rank before anything runs:
  * a list that does not match or could deadlock is an internal error with the simulator's
  * reason, never a hang. pipe_run then executes this rank's list.
  * Activations go forward and their gradients backward by non-blocking point-to-point messages
@@ -31,7 +32,8 @@ typedef struct pipe {
     int eval_n;
     MPI_Request *fwd_send, *bwd_send; /* [n_slots] pending sends of each slot's buffers */
     const float *last_out;            /* the output of the last F (its SEND_F follows) */
-    int inflight, max_inflight;       /* (chunk, micro-batch) activations held */
+    int inflight, max_inflight;       /* (chunk, micro-batch) activations held (until B, or
+                                         with a split backward until W) */
     size_t p2p_bytes;                 /* bytes this rank sent point-to-point (all passes) */
     /* called after each block's backward of the step's last micro-batch (data-parallel buckets) */
     gpt_layer_hook_t last_micro_hook;

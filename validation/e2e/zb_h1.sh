@@ -2,7 +2,7 @@
 # ZB-H1 at runtime (split backward: B, then the deferred W of the linear layers). On a tiny
 # model (8 layers, 8 micro-batches, 4 steps) schedule = 'zb-h1' gives the serial run's losses
 # (rel. <= 1e-6), gradient norms (rel. <= 1e-5) and final weights (abs. 1e-5) on pp = 2 and 4,
-# uneven stages (8 layers on pp = 3), with dp = 2 and ZeRO-1 / ZeRO-3, tp = 2 with full
+# uneven stages (8 layers on pp = 3), with dp = 2 and ZeRO-1 / ZeRO-3 (and ZeRO-2 on pp = 1), tp = 2 with full
 # recomputation, selective recomputation, and a tiny Llama (RMSNorm, RoPE, SwiGLU, one k/v head
 # replicated over tp = 2, untied head); on pp = 2 it equals 1F1B bit for bit. Optimizer
 # post-validation: &train inject_nan_step = 2 with on_anomaly = 'skip' under zb-h1 gives the
@@ -57,6 +57,7 @@ pp4           1 1 4 -                        4 serial
 pp3_uneven    1 1 3 -                        3 serial
 dp2pp2_z1     2 1 2 zero_stage=1             4 serial
 dp2pp2_z3     2 1 2 zero_stage=3             4 serial
+dp2pp1_z2     2 1 1 zero_stage=2             2 serial
 tp2pp2_full   1 2 2 recompute='full'         4 serial
 pp2_sel       1 1 2 recompute='selective'    2 serial
 llama_tp2pp2  1 2 2 -                        4 serial_llama
@@ -93,8 +94,12 @@ cmp <(grep -o '"loss":[^,]*' "$TEST_DIR/nan_1f1b/metrics.jsonl") \
     fail "nan: zb-h1 losses after the rolled-back step differ from 1F1B's skip"
 echo "post-validation: $(grep post-validation "$TEST_DIR/nan_zb-h1.log")"
 
-# the memory planner's prediction equals the allocation under zb-h1 (W queue, post-validation)
-$PYTHON - "$TEST_DIR" dp2pp2_z1 tp2pp2_full llama_tp2pp2 <<'PY' || fail "planner prediction differs from the allocation (above)"
+# the memory planner's prediction equals the allocation under zb-h1 (W queue, post-validation),
+# also on a wider model whose W queue is MiBs (d_model 128, seq_len 128, selective recompute)
+nml wide 1 1 2 zb-h1 "recompute = 'selective'"
+sed -i "s/max_steps = 4/max_steps = 2/; s/d_model = 32, d_ff = 128, vocab_size = 500, seq_len = 16/d_model = 128, d_ff = 512, vocab_size = 500, seq_len = 128/" "$TEST_DIR/wide.nml"
+run wide 2
+$PYTHON - "$TEST_DIR" wide dp2pp2_z1 tp2pp2_full llama_tp2pp2 <<'PY' || fail "planner prediction differs from the allocation (above)"
 import re, sys
 d, bad = sys.argv[1], 0
 for c in sys.argv[2:]:
@@ -103,6 +108,7 @@ for c in sys.argv[2:]:
     for r, *_, rest in rows:
         for name, p in zip("parameters gradients optimizer master activations comm".split(), rest.split()):
             meas, plan = map(float, p.split("/"))
+            if c == "wide" and name == "activations": print(f"wide rank {r}: activations {meas}/{plan} MiB measured/planned")
             if abs(meas - plan) > 0.1 + 1e-9: print(f"{c} rank {r} {name}: {meas} measured, {plan} planned"); bad = 1
     print(f"{c}: planned = measured on {len(rows)} ranks")
 sys.exit(bad)
