@@ -28,6 +28,7 @@
 #include "core/alloc.h"
 #include "kernels/ops.h"
 #include "model/params.h"
+#include "model/regularize.h"
 
 /* How this rank takes part in the model: its tensor-parallel shard and pipeline stage. */
 typedef struct gpt_parallel {
@@ -78,6 +79,7 @@ typedef struct gpt_slot {
     gpt_layer_acts_t *layer;  /* [end_layer - first_layer] */
     float *dout;              /* [N, C] gradient flowing backward through the stage: received
                                  from stage + 1 (or made by the head); on exit, d(input) */
+    int micro;                /* the pass's micro-batch in the slot (gpt_set_micro: dropout) */
 } gpt_slot_t;
 
 typedef void (*gpt_layer_hook_t)(void *ctx, int layer);
@@ -143,6 +145,7 @@ typedef struct gpt {
     dtype_t act_dtype;                /* saved activations are stored as this type (precision.h) */
     bool recomputing;                 /* a block's forward is being re-run inside the backward */
     bool dry_run;                     /* gpt_plan: buffers counted, not allocated */
+    gpt_regular_t reg;                /* dropout, label smoothing, z-loss (model/regularize.h) */
     double planned[MEM_CATEGORIES];   /* bytes of the model's buffers per memory category */
 } gpt_t;
 

@@ -51,6 +51,7 @@ static void forward_micro(pipe_t *p, run_t *r, int i) {
     const size_t N = (size_t)r->B * r->T, NC = N * (size_t)m->C;
     comm_wait(&p->fwd_send[s], COMM_PP); /* the slot's buffers are about to be rewritten */
     comm_wait(&p->bwd_send[s], COMM_PP);
+    gpt_set_micro(m, s, i); /* dropout masks are keyed by the micro-batch's samples */
     if (!first_stage(p)) {
         MPI_Request req;
         comm_irecv(m->slot[s].input, NC, p->stage - 1, 2 * i, p->pp_comm, &req);

@@ -546,7 +546,10 @@ static double accumulate_gradients(trainer_t *tr) {
     }
     agree_on_data_error(tr->cfg, tr->grid->dp_comm, bad, err);
     zero_grads_begin_step(&tr->zero);
+    /* dropout, label smoothing and z-loss: this pass only (masks keyed by step and sample) */
+    gpt_train_pass(&tr->model, tr->step, first_sample(tr, 0) - (uint64_t)tr->sample_pos);
     double loss_sum = pipe_run(&tr->pipe, tr->inputs, tr->targets, tr->accum, B, T, true, dloss);
+    gpt_eval_pass(&tr->model);
     dp_sync_finish(&tr->dps);
     return loss_sum;
 }
@@ -612,6 +615,7 @@ typedef struct anom_event {
 typedef struct step_result {
     int64_t step;          /* this step, 1-based as logged */
     double loss, norm, lr, loss_scale;
+    double z_loss;         /* &train z_loss: coef * mean(logsumexp^2) of the step */
     bool anomaly, applied, overflow;
     anom_event_t event;    /* when anomaly */
 } step_result_t;
@@ -818,6 +822,7 @@ static step_result_t train_step(trainer_t *tr) {
     const bool spike = spike_injected(tr);
     if (spike) scale_reduced_grads(tr, SPIKE_FACTOR);
     r.loss = global_loss(tr, loss_sum) * (spike ? SPIKE_FACTOR : 1.0);
+    r.z_loss = global_loss(tr, tr->model.reg.z_loss_sum); /* summed like the loss */
     r.norm = global_grad_norm(tr) / tr->scaler.scale; /* the norm of the true gradient */
     r.lr = lr_at(cfg, (int)tr->step);
     bool apply = true, at_floor = false;
@@ -893,7 +898,8 @@ static void log_step(trainer_t *tr, const step_result_t *r, double dt, double et
     char e[32], n1[32], n2[32], scale[48] = "";
     format_hms(e, sizeof e, eta);
     if (tr->scaler.enabled) snprintf(scale, sizeof scale, " | scale %g", r->loss_scale);
-    char event[96] = "";
+    char event[96] = "", zl[48] = "";
+    if (tr->cfg->z_loss > 0) snprintf(zl, sizeof zl, ",\"z_loss\":%.9g", r->z_loss);
     if (r->anomaly && r->event.to_step >= 0)
         snprintf(event, sizeof event, " | %s: ROLLBACK to step %lld",
                  anom_detector_name(r->event.v.detector), (long long)r->event.to_step);
@@ -914,14 +920,14 @@ static void log_step(trainer_t *tr, const step_result_t *r, double dt, double et
                   "\"tokens_per_s\":%.1f,\"mfu\":%.5f,\"gemm_util\":%.5f,\"minor_faults\":%ld,\"rss_mib\":%.1f,\"peak_mib\":%.1f,\"tokens\":%lld,"
                   "\"skipped\":%lld,\"applied\":%s,\"ms_tp\":%.3f,\"ms_pp_wait\":%.3f,"
                   "\"ms_dp_wait\":%.3f,\"bytes_tp\":%.0f,\"bytes_pp\":%.0f,\"bytes_dp\":%.0f,"
-                  "\"loss_scale\":%.9g,\"overflow\":%s%s",
+                  "\"loss_scale\":%.9g,\"overflow\":%s%s%s",
                   (long long)r->step, metrics_num(n1, sizeof n1, r->loss), r->lr,
                   metrics_num(n2, sizeof n2, r->norm), dt * 1e3, tok_s, mfu, gemm_util, faults, mem, peak,
                   (long long)tr->tokens_seen, (long long)tr->skipped,
                   r->applied ? "true" : "false", c->seconds[COMM_TP] * 1e3,
                   c->seconds[COMM_PP] * 1e3, c->seconds[COMM_DP] * 1e3, c->bytes[COMM_TP],
                   c->bytes[COMM_PP], c->bytes[COMM_DP], r->loss_scale,
-                  r->overflow ? "true" : "false", tr->prof.record);
+                  r->overflow ? "true" : "false", zl, tr->prof.record);
     fflush(stdout);
 }
 

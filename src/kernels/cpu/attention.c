@@ -28,7 +28,13 @@
  *    products (same gemm calls on the same values) added in ascending block order, so the bits
  *    are the same.
  * The GEMM runs single-threaded inside the parallel regions (gemm_serial_begin/end).
- * Uses: gemm.h. */
+ * Dropout on the probabilities (attention_*_dropout, FlashAttention's way): the online softmax
+ * sums the undropped P (lse is unchanged), then each tile's row is multiplied by its mask
+ * factors (0 or 1/(1-p), dropout.c, keyed by global query token, key position and head) before
+ * P v. Backward draws the same factors f per recomputed tile: dv += (f P)^T dout and
+ * dS = scale * P * (f (dout v^T) - D), where D = rowsum(dout * out) still holds because
+ * out = (f P) v. No mask is stored.
+ * Uses: gemm.h, dropout.c. */
 #include "kernels/cpu/cpu_kernels.h"
 #include "core/error.h"
 #include "kernels/cpu/gemm.h"
@@ -43,8 +49,11 @@
 #define ATT_BQ 128
 #define ATT_BK 128
 #define ATT_TILE (ATT_BQ * ATT_BK)
-/* Per thread: tiles p and ds [ATT_BQ, ATT_BK], rows m, l (forward) and D (backward) [ATT_BQ];
- * a multiple of 16 floats, so every thread's share starts on its own cache line. */
+/* Per thread: tiles p and ds [ATT_BQ, ATT_BK], rows m, l (forward) and D (backward) [ATT_BQ],
+ * one row of dropout factors [ATT_BK] at ATT_DROP_ROW (3 ATT_BQ past the tiles: free in forward
+ * and backward); a multiple of 16 floats, so every thread's share starts on its own cache line. */
+#define ATT_DROP_ROW (2 * ATT_TILE + 3 * ATT_BQ)
+_Static_assert(ATT_BK <= ATT_BQ, "the dropout row [ATT_BK] must fit in the last ATT_BQ floats");
 #define ATT_SCRATCH_PER_THREAD (2 * ATT_TILE + 4 * ATT_BQ)
 
 static inline int min_int(int a, int b) { return a < b ? a : b; }
@@ -57,6 +66,9 @@ typedef struct att_head {
     float *dq, *dk, *dv;
     int T, hs, ld, ldo;
     float scale;
+    const dropout_mask_t *drop; /* NULL: no dropout */
+    uint64_t row0;              /* global token of query 0 of this batch row (dropout) */
+    uint32_t head;              /* global head (dropout's counter word 3) */
 } att_head_t;
 
 /* Where head h of batch b starts inside qkv / dqkv, inside out / dout, and inside lse. */
@@ -69,13 +81,21 @@ static size_t out_offset(int b, int h, int T, int NH, int hs) {
 static size_t lse_offset(int b, int h, int T, int NH) { return ((size_t)b * NH + h) * T; }
 
 static att_head_t head_at(const float *qkv, const float *out, const float *lse, int b, int h,
-                          int T, int NH, int hs) {
+                          int T, int NH, int hs, const dropout_mask_t *drop) {
     const int C = NH * hs;
     const float *q = qkv + qkv_offset(b, h, T, NH, hs);
     att_head_t a = {q, q + C, q + 2 * C, out + out_offset(b, h, T, NH, hs), NULL,
                     lse + lse_offset(b, h, T, NH), NULL, NULL, NULL, T, hs, 3 * C, C,
-                    1.0f / sqrtf((float)hs)};
+                    1.0f / sqrtf((float)hs), drop,
+                    drop ? drop->row0 + (uint64_t)b * T : 0, drop ? drop->word3 + (uint32_t)h : 0};
     return a;
+}
+
+/* Dropout: p[0, cols) *= the factors of query row t (local), keys [c0, c0 + cols). f: scratch. */
+static void drop_tile_row(const att_head_t *h, float *p, int t, int c0, int cols, float *f) {
+    cpu_dropout_factors(f, h->drop, h->row0 + (uint64_t)t, (uint64_t)c0, cols, h->head);
+#pragma omp simd
+    for (int j = 0; j < cols; j++) p[j] *= f[j];
 }
 
 /* How many threads the scratch serves (at most one share per thread). */
@@ -136,9 +156,12 @@ static void forward_query_block(const att_head_t *h, float *out, float *lse, int
         const int c0 = j * ATT_BK, cols = min_int(ATT_BK, h->T - c0);
         gemm_f32(false, true, rows, cols, hs, h->scale, h->q + (size_t)r0 * ld, ld,
                  h->k + (size_t)c0 * ld, ld, 0.0f, p, ATT_BK);
-        for (int a = 0; a < rows; a++)
+        for (int a = 0; a < rows; a++) {
             online_softmax_row(p + (size_t)a * ATT_BK, min_int(cols, r0 + a - c0 + 1), cols,
                                &m[a], &l[a], o + (size_t)a * h->ldo, hs, j == 0);
+            if (h->drop) drop_tile_row(h, p + (size_t)a * ATT_BK, r0 + a, c0, cols,
+                                       scratch + ATT_DROP_ROW);
+        }
         gemm_f32(false, false, rows, hs, cols, 1.0f, p, ATT_BK, h->v + (size_t)c0 * ld, ld,
                  j == 0 ? 0.0f : 1.0f, o, h->ldo);
     }
@@ -154,19 +177,25 @@ static void forward_query_block(const att_head_t *h, float *out, float *lse, int
 /* attention_forward: qkv[B, T, 3*NH*hs] ([q heads | k heads | v heads]) ->
  * out[B, T, NH*hs], lse[B, NH, T] (log-sum-exp of each row's scaled scores, fp32);
  * scratch[scratch_floats] (cpu_attention_scratch_floats) is clobbered. */
-void cpu_attention_forward(float *out, float *lse, float *scratch, size_t scratch_floats,
-                           const float *qkv, int B, int T, int NH, int hs) {
+void cpu_attention_forward_dropout(float *out, float *lse, float *scratch, size_t scratch_floats,
+                                   const float *qkv, int B, int T, int NH, int hs,
+                                   const dropout_mask_t *mask) {
     const int nq = n_blocks(T, ATT_BQ), pairs = B * NH, n_threads = scratch_threads(scratch_floats);
     const int blas_threads = gemm_serial_begin();
     /* units in order of falling cost (the last query blocks first) for the dynamic schedule */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads)
     for (int u = 0; u < pairs * nq; u++) {
         const int i = nq - 1 - u / pairs, b = u % pairs / NH, h = u % NH;
-        const att_head_t hd = head_at(qkv, out, lse, b, h, T, NH, hs);
+        const att_head_t hd = head_at(qkv, out, lse, b, h, T, NH, hs, mask);
         forward_query_block(&hd, out + out_offset(b, h, T, NH, hs), lse + lse_offset(b, h, T, NH),
                             i, scratch + (size_t)omp_get_thread_num() * ATT_SCRATCH_PER_THREAD);
     }
     gemm_serial_end(blas_threads);
+}
+
+void cpu_attention_forward(float *out, float *lse, float *scratch, size_t scratch_floats,
+                           const float *qkv, int B, int T, int NH, int hs) {
+    cpu_attention_forward_dropout(out, lse, scratch, scratch_floats, qkv, B, T, NH, hs, NULL);
 }
 
 /* ---------------------------------------------------------------- backward */
@@ -183,12 +212,25 @@ static void row_dots(float *D, const att_head_t *h, int r0, int rows) {
     }
 }
 
+/* The same with dropout: f = the row's mask factors, p = f P (for dv), ds = scale P (f dP - D). */
+static void tile_row_dropout(const att_head_t *h, float *pa, float *da, int t, int c0, int valid,
+                             float lse, float Da, float *f) {
+    const float scale = h->scale;
+    cpu_dropout_factors(f, h->drop, h->row0 + (uint64_t)t, (uint64_t)c0, valid, h->head);
+#pragma omp simd
+    for (int j = 0; j < valid; j++) {
+        const float P = cpu_expf(pa[j] - lse);
+        da[j] = scale * P * (f[j] * da[j] - Da);
+        pa[j] = f[j] * P;
+    }
+}
+
 /* One tile, query rows [r0, r0 + rows) x keys [c0, c0 + cols), recomputed:
  *   p  = exp(scale q k^T - lse)                 (0 where the key is after the query)
  *   ds = scale * p * (dout v^T - D)             (the gradient of the scaled-away scores)
- * both [rows, cols] with row stride ATT_BK. */
+ * both [rows, cols] with row stride ATT_BK (dropout: tile_row_dropout). f: scratch row. */
 static void tile_probs_and_grads(const att_head_t *h, int r0, int rows, int c0, int cols,
-                                 const float *D, float *p, float *ds) {
+                                 const float *D, float *p, float *ds, float *f) {
     const int hs = h->hs, ld = h->ld;
     gemm_f32(false, true, rows, cols, hs, h->scale, h->q + (size_t)r0 * ld, ld,
              h->k + (size_t)c0 * ld, ld, 0.0f, p, ATT_BK);
@@ -198,10 +240,14 @@ static void tile_probs_and_grads(const att_head_t *h, int r0, int rows, int c0, 
         float *pa = p + (size_t)a * ATT_BK, *da = ds + (size_t)a * ATT_BK;
         const int valid = min_int(cols, r0 + a - c0 + 1);
         const float lse = h->lse[r0 + a], Da = D[a], scale = h->scale;
+        if (h->drop && valid > 0) {
+            tile_row_dropout(h, pa, da, r0 + a, c0, valid, lse, Da, f);
+        } else {
 #pragma omp simd
-        for (int j = 0; j < valid; j++) {
-            pa[j] = cpu_expf(pa[j] - lse);
-            da[j] = scale * pa[j] * (da[j] - Da);
+            for (int j = 0; j < valid; j++) {
+                pa[j] = cpu_expf(pa[j] - lse);
+                da[j] = scale * pa[j] * (da[j] - Da);
+            }
         }
         for (int j = valid > 0 ? valid : 0; j < cols; j++) pa[j] = da[j] = 0.0f;
     }
@@ -233,7 +279,7 @@ static void backward_head(const att_head_t *h, float *scratch) {
         row_dots(D, h, r0, rows);
         for (int c0 = 0; c0 < r0 + rows; c0 += ATT_BK) {
             const int cols = min_int(ATT_BK, h->T - c0);
-            tile_probs_and_grads(h, r0, rows, c0, cols, D, p, ds);
+            tile_probs_and_grads(h, r0, rows, c0, cols, D, p, ds, scratch + ATT_DROP_ROW);
             tile_add_dkv(h, r0, rows, c0, cols, p, ds);
             tile_add_dq(h, r0, rows, c0, cols, ds);
         }
@@ -248,7 +294,7 @@ static void backward_key_block(const att_head_t *h, int c0, float *scratch) {
     for (int r0 = c0 / ATT_BQ * ATT_BQ; r0 < h->T; r0 += ATT_BQ) {
         const int rows = min_int(ATT_BQ, h->T - r0);
         row_dots(D, h, r0, rows);
-        tile_probs_and_grads(h, r0, rows, c0, cols, D, p, ds);
+        tile_probs_and_grads(h, r0, rows, c0, cols, D, p, ds, scratch + ATT_DROP_ROW);
         tile_add_dkv(h, r0, rows, c0, cols, p, ds);
     }
 }
@@ -260,16 +306,16 @@ static void backward_query_block(const att_head_t *h, int r0, float *scratch) {
     row_dots(D, h, r0, rows);
     for (int c0 = 0; c0 < r0 + rows; c0 += ATT_BK) {
         const int cols = min_int(ATT_BK, h->T - c0);
-        tile_probs_and_grads(h, r0, rows, c0, cols, D, p, ds);
+        tile_probs_and_grads(h, r0, rows, c0, cols, D, p, ds, scratch + ATT_DROP_ROW);
         tile_add_dq(h, r0, rows, c0, cols, ds);
     }
 }
 
 static att_head_t grad_head_at(float *dqkv, const float *dout, const float *qkv,
                                const float *out, const float *lse, int bh, int T, int NH,
-                               int hs) {
+                               int hs, const dropout_mask_t *drop) {
     const int b = bh / NH, h = bh % NH, C = NH * hs;
-    att_head_t a = head_at(qkv, out, lse, b, h, T, NH, hs);
+    att_head_t a = head_at(qkv, out, lse, b, h, T, NH, hs, drop);
     a.dout = dout + out_offset(b, h, T, NH, hs);
     a.dq = dqkv + qkv_offset(b, h, T, NH, hs);
     a.dk = a.dq + C;
@@ -279,16 +325,17 @@ static att_head_t grad_head_at(float *dqkv, const float *dout, const float *qkv,
 
 /* attention_backward: dout[B, T, NH*hs], qkv[B, T, 3*NH*hs], out[B, T, NH*hs] and lse[B, NH, T]
  * of the forward -> dqkv[B, T, 3*NH*hs] (overwritten); scratch[scratch_floats] is clobbered. */
-void cpu_attention_backward(float *dqkv, float *scratch, size_t scratch_floats,
-                            const float *dout, const float *qkv, const float *out,
-                            const float *lse, int B, int T, int NH, int hs) {
+void cpu_attention_backward_dropout(float *dqkv, float *scratch, size_t scratch_floats,
+                                    const float *dout, const float *qkv, const float *out,
+                                    const float *lse, int B, int T, int NH, int hs,
+                                    const dropout_mask_t *mask) {
     const int pairs = B * NH, nq = n_blocks(T, ATT_BQ), nk = n_blocks(T, ATT_BK);
     const int n_threads = scratch_threads(scratch_floats);
     const int blas_threads = gemm_serial_begin();
     if (pairs >= n_threads || (nq == 1 && nk == 1)) {
 #pragma omp parallel for schedule(static) num_threads(n_threads) if (pairs > 1)
         for (int bh = 0; bh < pairs; bh++) {
-            const att_head_t h = grad_head_at(dqkv, dout, qkv, out, lse, bh, T, NH, hs);
+            const att_head_t h = grad_head_at(dqkv, dout, qkv, out, lse, bh, T, NH, hs, mask);
             backward_head(&h, scratch + (size_t)omp_get_thread_num() * ATT_SCRATCH_PER_THREAD);
         }
     } else {
@@ -298,15 +345,22 @@ void cpu_attention_backward(float *dqkv, float *scratch, size_t scratch_floats,
             /* key block j costs nq - j tiles, query block i costs i + 1: costly ones first */
 #pragma omp for schedule(dynamic, 1)
             for (int u = 0; u < pairs * nk; u++) {
-                const att_head_t h = grad_head_at(dqkv, dout, qkv, out, lse, u % pairs, T, NH, hs);
+                const att_head_t h = grad_head_at(dqkv, dout, qkv, out, lse, u % pairs, T, NH, hs, mask);
                 backward_key_block(&h, (u / pairs) * ATT_BK, mine);
             }
 #pragma omp for schedule(dynamic, 1)
             for (int u = 0; u < pairs * nq; u++) {
-                const att_head_t h = grad_head_at(dqkv, dout, qkv, out, lse, u % pairs, T, NH, hs);
+                const att_head_t h = grad_head_at(dqkv, dout, qkv, out, lse, u % pairs, T, NH, hs, mask);
                 backward_query_block(&h, (nq - 1 - u / pairs) * ATT_BQ, mine);
             }
         }
     }
     gemm_serial_end(blas_threads);
+}
+
+void cpu_attention_backward(float *dqkv, float *scratch, size_t scratch_floats,
+                            const float *dout, const float *qkv, const float *out,
+                            const float *lse, int B, int T, int NH, int hs) {
+    cpu_attention_backward_dropout(dqkv, scratch, scratch_floats, dout, qkv, out, lse, B, T, NH,
+                                   hs, NULL);
 }
