@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Dropout (attention probabilities, residual branches, embeddings: &model dropout = 0.1), label
 # smoothing 0.1 and z-loss 1e-3 are grid-invariant: a 4-layer model (4 heads) trains 4 steps on
-# every grid of 2 and 4 ranks below, 8 micro-batches per rank (4 at dp 2; 1F1B where pp > 1), and its
+# 7 grids of 2 and 4 ranks (8 micro-batches per rank, 4 at dp 2; 1F1B where pp > 1), and its
 # losses, z-losses and gradient norms agree with the 1-process run to 1e-5 relative. Activation
 # recomputation redraws the same masks: recompute = 'selective' and 'full' give BIT-IDENTICAL
-# losses, norms and final weights to 'none' (cmp; h5diff without tolerance) on tp 2 x pp 2. And the regularisers act in training only: with lr = 1e-30 (the weights do not
-# move in fp32) the step-1 training loss differs from the run without them, while the
-# validation loss after step 1 (forward only: no dropout, smoothing or z-loss) is the same to the
-# last digit.
+# losses, norms and final weights to 'none' (cmp; h5diff without tolerance) on tp 2 x pp 2.
+# And the regularisers act in training only: with lr = 1e-30 (the weights do not move in fp32)
+# the step-1 training loss differs from the run without them, while the validation loss after
+# step 1 (forward only: no dropout, smoothing or z-loss) is the same to the last digit.
 source "$(dirname "$0")/lib.bash"
 reg_nml() { # name dp,tp,pp recompute dropout smoothing z_loss
     IFS=, read -r dp tp pp <<<"$2"
