@@ -1,5 +1,6 @@
 /* test_regularize.c — the regularisation ops of the CPU backend (issue 16): dropout masks
- * (keep rate within 5 binomial standard deviations, kept elements scaled by exactly 1/(1-p),
+ * (Philox-4x32-10 of the global indices as ops.h defines it, bit for bit; keep rate within 5
+ * binomial standard deviations, kept elements scaled by exactly 1/(1-p),
  * mean preserved within 5 standard errors; a shard's mask is the slice of the full mask, bit
  * for bit), attention with dropout on the probabilities (forward against a naive double loop
  * with the same mask factors 1e-5; backward against central finite differences 2e-3; p = 0 is
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "core/alloc.h"
+#include "core/rng.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/ops.h"
 
@@ -115,6 +117,28 @@ static void dropout_keep_rate_5_sigma_scale_exact_mean_preserved_5_sigma(void **
     ops->free(ones), ops->free(out);
 }
 
+/* The mask is the one ops.h defines: word (g % 4) of philox4x32_10(key, {g / 4, row, row >> 32,
+ * word3}) >= threshold, for every column offset (blocks straddling the call's first column). */
+static void dropout_mask_is_philox_of_global_indices_exact(void **state) {
+    (void)state;
+    const dropout_mask_t m = mask_of(0.4f, 0xabcdef, 0, 0, 0);
+    float f[DROP_MAX_COLS];
+    size_t bad = 0;
+    for (uint64_t row = 0; row < (1ull << 33); row = row * 7 + 12345)
+        for (uint64_t col = 0; col < 9; col++) {
+            const int n = DROP_MAX_COLS - (int)col;
+            cpu_dropout_factors(f, &m, row, col, n, 5);
+            for (int j = 0; j < n; j++) {
+                const uint64_t g = col + (uint64_t)j;
+                philox_ctr_t c = {{(uint32_t)(g >> 2), (uint32_t)row, (uint32_t)(row >> 32), 5}};
+                philox_key_t k = {{m.key[0], m.key[1]}};
+                const float want = philox4x32_10(c, k).v[g & 3] >= m.threshold ? m.scale : 0.0f;
+                bad += f[j] != want;
+            }
+        }
+    assert_int_equal(bad, 0);
+}
+
 /* A tp rank or a micro-batch holds a block of the global [rows, cols]: its mask, drawn from its
  * global row0 and col0, is the block of the full mask. Also in place (out = in). */
 static void dropout_shard_mask_is_slice_of_full_mask_exact(void **state) {
@@ -191,8 +215,10 @@ static void attention_dropout_naive(double *out, const att_ctx *c) {
                     mx = p[j] > mx ? p[j] : mx;
                 }
                 for (int j = 0; j <= t; j++) sum += p[j] = exp(p[j] - mx);
-                cpu_dropout_factors(f, &c->mask, c->mask.row0 + (uint64_t)b * T + t, 0, t + 1,
-                                    c->mask.word3 + h);
+                for (int j0 = 0; j0 <= t; j0 += DROP_MAX_COLS)
+                    cpu_dropout_factors(f + j0, &c->mask, c->mask.row0 + (uint64_t)b * T + t, j0,
+                                        t + 1 - j0 < DROP_MAX_COLS ? t + 1 - j0 : DROP_MAX_COLS,
+                                        c->mask.word3 + h);
                 double *o = out + ((size_t)b * T + t) * C + h * hs;
                 for (int d = 0; d < hs; d++) o[d] = 0;
                 for (int j = 0; j <= t; j++) {
@@ -388,6 +414,7 @@ int main(void) {
     ops = ops_cpu();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(dropout_keep_rate_5_sigma_scale_exact_mean_preserved_5_sigma),
+        cmocka_unit_test(dropout_mask_is_philox_of_global_indices_exact),
         cmocka_unit_test(dropout_shard_mask_is_slice_of_full_mask_exact),
         cmocka_unit_test(attention_dropout_forward_matches_naive_double_1e_5),
         cmocka_unit_test(attention_dropout_backward_matches_finite_differences_2e_3),

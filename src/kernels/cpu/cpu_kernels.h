@@ -93,6 +93,7 @@ void cpu_xent_backward_inplace(float *logits, const float *row_max, const float 
 /* ---- dropout.c ---- */
 /* f[0, n) = the mask factors (0 or scale) of global columns [col, col + n) of global row `row`,
  * counter word 3 = word3 (ops.h dropout_mask_t); attention.c draws its tiles' masks with it. */
+#define DROP_MAX_COLS 256 /* the most factors one cpu_dropout_factors call draws */
 void cpu_dropout_factors(float *f, const dropout_mask_t *m, uint64_t row, uint64_t col, int n,
                          uint32_t word3);
 void cpu_dropout_apply(float *out, const float *in, size_t rows, int cols,
