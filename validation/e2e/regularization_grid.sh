@@ -5,6 +5,8 @@
 # losses, z-losses and gradient norms agree with the 1-process run to 1e-5 relative. Activation
 # recomputation redraws the same masks: recompute = 'selective' and 'full' give BIT-IDENTICAL
 # losses, norms and final weights to 'none' (cmp; h5diff without tolerance) on tp 2 x pp 2.
+# The masks depend on the step only, so the serial run's step-2 checkpoint resumed on tp 2 x pp 2
+# continues with the uninterrupted run's losses (1e-5).
 # And the regularisers act in training only: with lr = 1e-30 (the weights do not move in fp32)
 # the step-1 training loss differs from the run without them, while the validation loss after
 # step 1 (forward only: no dropout, smoothing or z-loss) is the same to the last digit.
@@ -31,6 +33,7 @@ zlosses() { grep -o '"z_loss":[^,}]*' "$1" | cut -d: -f2; }
 first_val() { grep -o '"val_loss":[^,}]*' "$1" | head -1 | cut -d: -f2; }
 M=$TEST_DIR
 reg_nml serial 1,1,1 none 0.1 0.1 1e-3
+echo "&checkpoint every = 2 /" >>$M/serial.nml
 run serial 1
 [ "$(zlosses $M/serial/metrics.jsonl | wc -l)" = 4 ] || fail "serial: no z_loss in the step records"
 for g in 2,1,1 1,2,1 1,1,2 2,2,1 1,2,2 1,4,1 1,1,4; do
@@ -64,6 +67,13 @@ for g in 1,2,2; do
         echo "grid $g, recompute = '$rc' with dropout: losses, norms and final weights bit-identical to 'none'"
     done
 done
+reg_nml resumed 1,2,2 none 0.1 0.1 1e-3
+echo "&checkpoint resume = '$M/serial/ckpt_step00000002.h5' /" >>$M/resumed.nml
+run resumed 4
+out=$(same_series "resumed at step 2 on tp 2 x pp 2: losses of steps 3-4" 1e-5 \
+      <(losses $M/serial/metrics.jsonl | tail -2) <(losses $M/resumed/metrics.jsonl)) ||
+    { echo "$out"; fail "the resumed run's losses differ from the uninterrupted run"; }
+echo "$out"
 reg_nml plain 1,1,1 none 0 0 0
 reg_nml regular 1,1,1 none 0.1 0.1 1e-3
 sed -i 's/val_every = 100/val_every = 1/; s/lr = 3e-3/lr = 1e-30/' $M/plain.nml $M/regular.nml
