@@ -175,7 +175,7 @@ typedef struct ops {
                                        const float *a, const float *b, const float *w,
                                        const float *bias, int N, int C, dtype_t t);
 
-    /* ---- regularisation (issue 16): dropout, label smoothing, z-loss ----
+    /* ---- regularisation: dropout, label smoothing, z-loss ----
      * dropout: out[rows, cols] = in * mask (ops.h dropout_mask_t; out may alias in). The same
      * call is its own backward: the gradient of in is dout * mask. */
     void (*dropout_apply)(float *out, const float *in, size_t rows, int cols,

@@ -18,6 +18,9 @@
  * block's output (the next block's input) and re-runs the block's forward in backward. What a
  * layer does not keep lives in one scratch set shared by every layer and slot (m->shared); the
  * recomputation runs the same kernels on the same inputs, so the gradients are bit-identical.
+ * Regularisers (model/regularize.h, training passes only): dropout on the embedding, on each
+ * residual branch before its add and on the attention probabilities, with masks drawn again
+ * (never stored) in backward and recomputation; label smoothing and z-loss in the head.
  * Owns: the flat parameter and gradient buffers, the activation arena (allocated once).
  * Uses: model/params, kernels/ops.h, parallel/comm, config/, core/. Used by: train/, main. */
 #ifndef LLMT_GPT_H

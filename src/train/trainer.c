@@ -822,7 +822,7 @@ static step_result_t train_step(trainer_t *tr) {
     const bool spike = spike_injected(tr);
     if (spike) scale_reduced_grads(tr, SPIKE_FACTOR);
     r.loss = global_loss(tr, loss_sum) * (spike ? SPIKE_FACTOR : 1.0);
-    r.z_loss = global_loss(tr, tr->model.reg.z_loss_sum); /* summed like the loss */
+    if (cfg->z_loss > 0) r.z_loss = global_loss(tr, tr->model.reg.z_loss_sum); /* like the loss */
     r.norm = global_grad_norm(tr) / tr->scaler.scale; /* the norm of the true gradient */
     r.lr = lr_at(cfg, (int)tr->step);
     bool apply = true, at_floor = false;
