@@ -2,7 +2,8 @@
 # Dropout (attention probabilities, residual branches, embeddings: &model dropout = 0.1), label
 # smoothing 0.1 and z-loss 1e-3 are grid-invariant: a 4-layer model (4 heads) trains 4 steps on
 # 7 grids of 2 and 4 ranks (8 micro-batches per rank, 4 at dp 2; 1F1B where pp > 1), and its
-# losses, z-losses and gradient norms agree with the 1-process run to 1e-5 relative. Activation
+# losses, z-losses and gradient norms agree with the 1-process run to 1e-5 relative (and 2
+# OpenMP threads give the 1-thread run's bits: the masks do not depend on the threads). Activation
 # recomputation redraws the same masks: recompute = 'selective' and 'full' give BIT-IDENTICAL
 # losses, norms and final weights to 'none' (cmp; h5diff without tolerance) on tp 2 x pp 2.
 # The masks depend on the step only, so the serial run's step-2 checkpoint resumed on tp 2 x pp 2
@@ -36,6 +37,12 @@ reg_nml serial 1,1,1 none 0.1 0.1 1e-3
 echo "&checkpoint every = 2 /" >>$M/serial.nml
 run serial 1
 [ "$(zlosses $M/serial/metrics.jsonl | wc -l)" = 4 ] || fail "serial: no z_loss in the step records"
+reg_nml threads2 1,1,1 none 0.1 0.1 1e-3
+OMP_NUM_THREADS=2 run threads2 1
+cmp -s <(losses $M/serial/metrics.jsonl) <(losses $M/threads2/metrics.jsonl) &&
+    cmp -s <(norms $M/serial/metrics.jsonl) <(norms $M/threads2/metrics.jsonl) ||
+    fail "2 OpenMP threads: losses or norms not bit-identical to 1 thread"
+echo "2 OpenMP threads: losses and norms bit-identical to 1 thread"
 for g in 2,1,1 1,2,1 1,1,2 2,2,1 1,2,2 1,4,1 1,1,4; do
     IFS=, read -r dp tp pp <<<"$g"
     name=dp${dp}tp${tp}pp${pp}
