@@ -127,7 +127,7 @@ tests: $(LLMTRAIN) $(LLMPREP) $(UNIT_BIN) $(REF_BIN) $(OTHER_GEMM_TEST)
 
 # The fuzz target: the parser, the schema and the two core files they need, compiled together
 # by clang with libFuzzer and the sanitizers (never with the objects above). See validation/fuzz/.
-FUZZ_SRC := validation/fuzz/fuzz_namelist.c src/config/namelist.c src/config/config.c \
+FUZZ_SRC := validation/fuzz/fuzz_namelist.c src/config/namelist.c src/config/config.c src/config/stages.c \
             src/core/error.c src/core/alloc.c src/core/fileio.c
 FUZZ_BIN := build/fuzz/fuzz_namelist
 FUZZ_SECONDS ?= 300
@@ -163,7 +163,7 @@ $(BUILD)/bench/bench_gemm: validation/bench/bench_gemm.c $(LIB)
 
 demo:
 	@bash validation/deps.sh --if-missing
-	@$(MAKE) --no-print-directory llmtrain llmprep
+	@$(MAKE) --no-print-directory llmtrain llmprep llmreport
 	@MPIRUN="$(MPIRUN)" PYTHON="$(PYTHON)" bash validation/demo.sh
 
 clean:
@@ -194,6 +194,18 @@ llmscale: src/tools/llmscale.py src/tools/llmsweep.py
 clean: llmscale-clean
 llmscale-clean:
 	rm -f llmscale
+
+# llmreport (run reports and comparisons; src/tools/llmreport.py, Python + matplotlib): ./llmreport
+# is the same kind of wrapper. Built by `make`, `make tests` and `make llmreport`.
+.PHONY: llmreport-clean
+all: llmreport
+tests: llmreport
+llmreport: src/tools/llmreport.py
+	@printf '#!/bin/sh\n# llmreport: plots and a summary of llmtrain runs (see README.md)\nexec %s "$$(dirname "$$0")/src/tools/llmreport.py" "$$@"\n' "$(PYTHON)" >$@
+	@chmod +x $@
+clean: llmreport-clean
+llmreport-clean:
+	rm -f llmreport
 
 # llmmerge: weight merging (src/tools/llmmerge.c with its methods and HDF5 side). Its unit test
 # links the methods too (an explicit rule wins over the pattern rule for tests).

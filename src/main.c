@@ -1,5 +1,6 @@
 /* main.c — llmtrain: init -> config -> grid -> model -> train / eval / generate -> finalize.
- * Usage: srun ./llmtrain input.nml [group.key=value ...]   (or mpirun -np N ...); --help says more. */
+ * Usage: srun ./llmtrain input.nml [group.key=value ...]   (or mpirun -np N ...); --help
+ * says more. */
 #include <hdf5.h>
 #include <mpi.h>
 #include <omp.h>
@@ -40,8 +41,9 @@ static void usage(void) {
         "                   range, choices); a later one wins; a string may omit its quotes:\n"
         "                     train.max_steps=20 run.name=short parallel.dp=2 'data.train_files=a*.bin'\n"
         "  --plan           on one process: the memory per rank and the setups that fit; trains nothing\n"
-        "  --grid           print the grid as LLMT_RANKS=.. LLMT_DP=.. LLMT_TP=.. LLMT_PP=.. (for\n"
-        "                   jobscripts: the allocation is checked against it)\n"
+        "  --grid           print the grid and run directory as shell assignments LLMT_RANKS=..\n"
+        "                   LLMT_DP=.. LLMT_TP=.. LLMT_PP=.. LLMT_RUN_DIR=.. (for jobscripts: the\n"
+        "                   allocation is checked against it)\n"
         "  --version        the version, commit, build date, compiler and flags, and libraries\n"
         "  -h, --help       this text\n"
         "Options come before input.nml; the effective configuration, overrides applied, is printed\n"
@@ -81,14 +83,13 @@ static cli_t parse_command_line(int argc, char **argv) {
     if (i == argc) fatal_user("no namelist file given: llmtrain [--plan|--grid] input.nml [group.key=value ...]; "
                               "see llmtrain --help");
     cli.namelist = argv[i++];
-    for (int j = i; j < argc; j++)
-        if (argv[j][0] == '-')
-        {
-            const bool known = !strcmp(argv[j], "--plan") || !strcmp(argv[j], "--grid");
-            fatal_user("%s option '%s' (command line argument %d)%s; see llmtrain --help",
-                       known ? "misplaced" : "unknown", argv[j], j,
-                       known ? ": options come before the namelist file" : "");
-        }
+    for (int j = i; j < argc; j++) {
+        if (argv[j][0] != '-') continue;
+        if (!strcmp(argv[j], "--plan") || !strcmp(argv[j], "--grid"))
+            fatal_user("option '%s' (command line argument %d) comes before the namelist file; "
+                       "see llmtrain --help", argv[j], j);
+        fatal_user("unknown option '%s' (command line argument %d); see llmtrain --help", argv[j], j);
+    }
     cli.overrides = (config_args_t){.args = (const char *const *)argv + i, .n = argc - i, .first_argno = i};
     return cli;
 }
@@ -141,8 +142,9 @@ static void print_banner(const config_t *cfg, int world) {
     }
 }
 
-/* llmtrain --plan input.nml [overrides]: on one process (a login node), no grid, no model buffers, no data:
- * the planner's per-rank prediction for the namelist's grid and the alternatives that fit.
+/* llmtrain --plan input.nml [overrides]: on one process (a login node), no grid, no model
+ * buffers, no data: the planner's per-rank prediction for the namelist's grid (overrides
+ * applied) and the alternatives that fit.
  * Without &run memory_limit_gb the limit is this node's memory shared by min(ranks, cores)
  * ranks. Exit 0 when the namelist's setup fits, 2 when it does not. */
 static int plan_only(const cli_t *cli, int rank) {
@@ -160,14 +162,20 @@ static int plan_only(const cli_t *cli, int rank) {
     return code;
 }
 
-/* llmtrain --grid input.nml [overrides]: the process grid the namelist asks for, as shell
- * assignments (the jobscripts check the allocation against it before starting anything). */
+/* llmtrain --grid input.nml [overrides]: the process grid the namelist asks for and its run
+ * directory, as shell assignments (the jobscripts check the allocation against the grid before
+ * starting anything, and find the run's outputs). */
 static int grid_only(const cli_t *cli, int rank) {
     config_t cfg;
     config_load_overrides(cli->namelist, &cli->overrides, &cfg);
-    if (rank == 0)
-        printf("LLMT_RANKS=%d LLMT_DP=%d LLMT_TP=%d LLMT_PP=%d\n", cfg.dp * cfg.tp * cfg.pp, cfg.dp,
-               cfg.tp, cfg.pp);
+    if (rank == 0) {
+        printf("LLMT_RANKS=%d LLMT_DP=%d LLMT_TP=%d LLMT_PP=%d LLMT_RUN_DIR='", cfg.dp * cfg.tp * cfg.pp,
+               cfg.dp, cfg.tp, cfg.pp);
+        char dir[2 * CFG_STR + 2];
+        snprintf(dir, sizeof dir, "%s/%s", cfg.out_dir, cfg.name); /* as train/rundir names it */
+        for (const char *c = dir; *c; c++) fputs(*c == '\'' ? "'\\''" : (char[2]){*c, 0}, stdout);
+        printf("'\n");
+    }
     config_destroy(&cfg);
     return 0;
 }

@@ -15,6 +15,7 @@
  * fatal_user() called: unit tests longjmp out of it and must not leak. */
 #include "config/config.h"
 #include "config/namelist.h"
+#include "config/stages.h"
 #include "core/alloc.h"
 #include "core/error.h"
 #include "core/fileio.h"
@@ -33,8 +34,9 @@
 
 /* ---- schema ------------------------------------------------------------------------------ */
 
-enum { G_RUN, G_MODEL, G_PARALLEL, G_TRAIN, G_DATA, G_CHECKPOINT, G_LOG, N_GROUPS };
-static const char *const group_names[N_GROUPS] = {"run", "model", "parallel", "train", "data", "checkpoint", "log"};
+enum { G_RUN, G_MODEL, G_PARALLEL, G_TRAIN, G_DATA, G_CHECKPOINT, G_LOG, G_STAGE, N_GROUPS };
+static const char *const group_names[N_GROUPS] = {"run",  "model", "parallel", "train",
+                                                  "data", "checkpoint", "log", "stage"};
 
 typedef enum key_type { K_INT, K_I64, K_REAL, K_STR, K_BOOL, K_INT_ARRAY } key_type_t;
 
@@ -107,6 +109,15 @@ static const key_spec_t key_specs[] = {
             WHY("llm.c version-1 shards hold uint16 tokens")),
     INT_KEY(G_MODEL, "seq_len", seq_len, 1024, AT_LEAST(1), AT_MOST(INT_MAX - 1),
             WHY("a window of seq_len + 1 tokens is counted in a 32-bit integer")),
+    STR_KEY(G_MODEL, "arch", arch, "gpt2", "gpt2|llama"),
+    STR_KEY(G_MODEL, "norm", norm, "layernorm", "layernorm|rmsnorm"),
+    REAL_KEY(G_MODEL, "norm_eps", norm_eps, 1e-5, ABOVE(0), BELOW(1)),
+    STR_KEY(G_MODEL, "pos", pos, "learned", "learned|rope"),
+    REAL_KEY(G_MODEL, "rope_theta", rope_theta, 10000.0, ABOVE(1), AT_MOST(1e12)),
+    STR_KEY(G_MODEL, "mlp", mlp, "gelu", "gelu|swiglu"),
+    INT_KEY(G_MODEL, "n_kv_head", n_kv_head, 0, AT_LEAST(0)), /* 0 = n_head, resolved after parsing */
+    BOOL_KEY(G_MODEL, "tie_embeddings", tie_embeddings, true),
+    BOOL_KEY(G_MODEL, "bias", bias, true),
     REAL_KEY(G_MODEL, "dropout", dropout, 0.0, AT_LEAST(0), BELOW(1)), /* the three below, unless given */
     REAL_KEY(G_MODEL, "attn_dropout", attn_dropout, 0.0, AT_LEAST(0), BELOW(1)),
     REAL_KEY(G_MODEL, "resid_dropout", resid_dropout, 0.0, AT_LEAST(0), BELOW(1)),
@@ -126,10 +137,11 @@ static const key_spec_t key_specs[] = {
     INT_KEY(G_PARALLEL, "tp", tp, 1, AT_LEAST(1)),
     INT_KEY(G_PARALLEL, "pp", pp, 1, AT_LEAST(1)),
     INT_KEY(G_PARALLEL, "ep", ep, 1, AT_LEAST(1), NOT_IMPL("expert parallelism is not implemented in this version")),
-    PLANNED_STR_KEY(G_PARALLEL, "schedule", schedule, "1f1b", "1f1b|gpipe", "interleaved",
-                    "the interleaved schedule (virtual pipeline stages) is not implemented in this version"),
-    INT_KEY(G_PARALLEL, "virtual_stages", virtual_stages, 1, AT_LEAST(1),
-            NOT_IMPL("virtual pipeline stages are not implemented in this version")),
+    PLANNED_STR_KEY(G_PARALLEL, "schedule", schedule, "1f1b", "1f1b|gpipe|interleaved", "zb-h1",
+                    "the zero-bubble schedule ZB-H1 needs the split backward (B, W), which is not "
+                    "implemented in this version (llmtrain --plan shows its simulated schedule); use "
+                    "'1f1b' or 'interleaved'"),
+    INT_KEY(G_PARALLEL, "virtual_stages", virtual_stages, 1, AT_LEAST(1)), /* interleaved */
     INT_KEY(G_PARALLEL, "zero_stage", zero_stage, 0, AT_LEAST(0), AT_MOST(3)),
     BOOL_KEY(G_PARALLEL, "zero3_resident", zero3_resident, false),
     STR_KEY(G_PARALLEL, "recompute", recompute, "none", "none|selective|full"),
@@ -181,6 +193,7 @@ static const key_spec_t key_specs[] = {
     INT_KEY(G_DATA, "val_batches", val_batches, 8, AT_LEAST(1)),
     STR_KEY(G_DATA, "tokenizer", tokenizer, "", NULL),
     STR_KEY(G_DATA, "format", data_format, "auto", "auto|llmc|nanogpt"),
+    STR_KEY(G_DATA, "mixture", mixture, "", NULL), /* 'pattern:weight, ...' (config/stages.h) */
 
     STR_KEY(G_CHECKPOINT, "dir", ckpt_dir, "", NULL),
     INT_KEY(G_CHECKPOINT, "every", ckpt_every, 0, AT_LEAST(0)),
@@ -202,6 +215,19 @@ static const key_spec_t key_specs[] = {
     BOOL_KEY(G_LOG, "profile", profile, false),
     STR_KEY(G_LOG, "profile_steps", profile_steps, "", NULL), /* 'a:b' (check_profile_steps) */
     REAL_KEY(G_LOG, "carbon_intensity", carbon_intensity, 0, AT_LEAST(0), AT_MOST(1e5), WHY("gCO2/kWh")),
+
+    /* &stage, repeated (config/stages.h): the fields of stages[stage_at]; a key not set in a
+     * group is inherited (the defaults here are never used as values). Order: STAGE_* enum. */
+    INT_KEY(G_STAGE, "until_step", stages[0].until_step, 0, AT_LEAST(1)),
+    I64_KEY(G_STAGE, "until_tokens", stages[0].until_tokens, 0, AT_LEAST(1)),
+    INT_KEY(G_STAGE, "seq_len", stages[0].seq_len, 0, AT_LEAST(1)),
+    INT_KEY(G_STAGE, "global_batch", stages[0].global_batch, 0, AT_LEAST(1)),
+    STR_KEY(G_STAGE, "train_files", stages[0].train_files, "", NULL),
+    STR_KEY(G_STAGE, "mixture", stages[0].mixture, "", NULL),
+    REAL_KEY(G_STAGE, "lr", stages[0].lr, 0, ABOVE(0)),
+    REAL_KEY(G_STAGE, "min_lr", stages[0].min_lr, 0, AT_LEAST(0)),
+    INT_KEY(G_STAGE, "warmup_steps", stages[0].warmup_steps, 0, AT_LEAST(0)),
+    STR_KEY(G_STAGE, "lr_schedule", stages[0].lr_schedule, "", "cosine|constant|linear|wsd"),
 };
 #define N_KEYS ((int)(sizeof key_specs / sizeof key_specs[0]))
 
@@ -224,8 +250,14 @@ typedef struct parse_ctx {
     const override_arg_t *over; /* the command-line overrides (lines < 0 point here) */
 } parse_ctx_t;
 
-static void *field_ptr(config_t *cfg, const key_spec_t *ks) { return (char *)cfg + ks->offset; }
-static const void *field_cptr(const config_t *cfg, const key_spec_t *ks) { return (const char *)cfg + ks->offset; }
+/* A &stage key's field is in stages[stage_at] (its offset is that of stages[0]). */
+static size_t stage_shift(const config_t *cfg, const key_spec_t *ks) {
+    return ks->group == G_STAGE ? (size_t)cfg->stage_at * sizeof(cfg_stage_t) : 0;
+}
+static void *field_ptr(config_t *cfg, const key_spec_t *ks) { return (char *)cfg + ks->offset + stage_shift(cfg, ks); }
+static const void *field_cptr(const config_t *cfg, const key_spec_t *ks) {
+    return (const char *)cfg + ks->offset + stage_shift(cfg, ks);
+}
 
 static int find_group(const char *name) {
     for (int g = 0; g < N_GROUPS; g++)
@@ -261,10 +293,10 @@ static int cfg_error(parse_ctx_t *ctx, int line, int col, const char *fmt, ...) 
 /* ---- defaults ---------------------------------------------------------------------------- */
 
 /* The table's defaults, before anything derived (d_ff, global_batch stay 0 = "derive me"). */
-static void set_table_defaults(config_t *cfg) {
-    memset(cfg, 0, sizeof *cfg);
+static void set_key_defaults(config_t *cfg, int group) {
     for (int k = 0; k < N_KEYS; k++) {
         const key_spec_t *ks = &key_specs[k];
+        if (group >= 0 && ks->group != group) continue;
         void *f = field_ptr(cfg, ks);
         switch (ks->type) {
         case K_INT: *(int *)f = (int)ks->def; break;
@@ -277,11 +309,18 @@ static void set_table_defaults(config_t *cfg) {
     }
 }
 
+static void set_table_defaults(config_t *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    set_key_defaults(cfg, -1);
+}
+
 void config_defaults(config_t *cfg) {
     set_table_defaults(cfg);
     /* d_ff is used directly by the model, so it holds its effective value; global_batch stays 0,
      * which means micro_batch * dp and stays right if a test changes dp or micro_batch. */
     cfg->d_ff = 4 * cfg->d_model;
+    snprintf(cfg->resume, sizeof cfg->resume, "none"); /* not given: as resolve_derived says */
+    cfg->n_kv_head = cfg->n_head; /* likewise effective (0 in a file means n_head) */
 }
 
 /* ---- messages that list what is valid ---------------------------------------------------- */
@@ -541,10 +580,34 @@ static int assign_entry(parse_ctx_t *ctx, const key_spec_t *ks, const nl_entry_t
     return 0;
 }
 
+/* A new &stage group: the next element of stages[], its keys counted afresh (each group may set
+ * each key once). */
+static int open_stage(parse_ctx_t *ctx, const nl_group_t *g, config_t *cfg) {
+    if (cfg->n_stages == CFG_MAX_STAGES)
+        return cfg_error(ctx, g->line, g->col, "&stage: at most %d &stage groups", CFG_MAX_STAGES);
+    cfg->stage_at = cfg->n_stages++;
+    set_key_defaults(cfg, G_STAGE);
+    cfg_stage_t *st = &cfg->stages[cfg->stage_at];
+    st->line = g->line;
+    st->col = g->col;
+    for (int k = 0; k < N_KEYS; k++)
+        if (key_specs[k].group == G_STAGE) ctx->set_by[k] = NULL;
+    return 0;
+}
+
+static void note_stage_key(config_t *cfg, const key_spec_t *ks, const nl_entry_t *e) {
+    int i = stage_key_index(ks->key);
+    ASSERT(i >= 0);
+    cfg->stages[cfg->stage_at].key_line[i] = e->line;
+    cfg->stages[cfg->stage_at].key_col[i] = e->col;
+}
+
 static int apply_group(parse_ctx_t *ctx, const nl_group_t *g, config_t *cfg) {
     int gi = find_group(g->name);
     if (gi < 0) return unknown_group_error(ctx, g);
-    if (ctx->group_at[gi])
+    if (gi == G_STAGE) {
+        if (open_stage(ctx, g, cfg) != 0) return -1;
+    } else if (ctx->group_at[gi])
         return cfg_error(ctx, g->line, g->col, "duplicate group '&%s' (first opened at line %d)", g->name,
                          ctx->group_at[gi]->line);
     ctx->group_at[gi] = g;
@@ -557,6 +620,7 @@ static int apply_group(parse_ctx_t *ctx, const nl_group_t *g, config_t *cfg) {
                              ctx->set_by[k]->line);
         ctx->set_by[k] = e;
         if (assign_entry(ctx, &key_specs[k], e, cfg) != 0) return -1;
+        if (gi == G_STAGE) note_stage_key(cfg, &key_specs[k], e);
     }
     return 0;
 }
@@ -604,8 +668,8 @@ static int override_syntax_error(parse_ctx_t *ctx, int line, const char *arg) {
 /* A string key's value may come without quotes (the shell removes them): it is then the text as
  * given. Anything else goes to the namelist parser as written. */
 static char *override_value_text(const key_spec_t *ks, const char *value) {
-    bool quoted = value[strspn(value, " \t")] == '\'' || value[strspn(value, " \t")] == '"';
-    if (ks->type != K_STR || quoted) return xstrdup(value);
+    char first = value[strspn(value, " \t")];
+    if (ks->type != K_STR || first == '\'' || first == '"') return xstrdup(value);
     char *q = xrealloc_small(NULL, 2 * strlen(value) + 3), *o = q;
     *o++ = '\'';
     for (const char *c = value; *c; c++) {
@@ -653,10 +717,14 @@ static int apply_override(parse_ctx_t *ctx, override_arg_t *o, int i, const char
     if (strpbrk(arg, "\n\r")) return cfg_error(ctx, line, 1, "an override is one line: it holds a line break");
     const char *eq = strchr(arg, '='), *dot = eq ? memchr(arg, '.', (size_t)(eq - arg)) : NULL;
     char group[ARG_NAME], key[ARG_NAME];
-    if (!dot || !copy_name(arg, dot, group) || !copy_name(dot + 1, eq, key)) return override_syntax_error(ctx, line, arg);
+    if (!dot || !copy_name(arg, dot, group) || !copy_name(dot + 1, eq, key))
+        return override_syntax_error(ctx, line, arg);
     nl_group_t g = {.name = group, .line = line, .col = 1};
     int gi = find_group(group);
     if (gi < 0) return unknown_group_error(ctx, &g);
+    if (gi == G_STAGE) /* which of the repeated groups would it change? */
+        return cfg_error(ctx, line, 1, "&stage keys cannot be overridden on the command line (a "
+                         "namelist may hold several &stage groups): edit the file");
     nl_entry_t e = {.key = key, .line = line, .col = 1};
     int k = find_key(gi, key);
     if (k < 0) return unknown_key_error(ctx, gi, &e);
@@ -744,6 +812,42 @@ static int check_heads_divide_width(parse_ctx_t *ctx, const config_t *cfg) {
                      cfg->d_model, provenance(ctx, a, pa), cfg->n_head, provenance(ctx, b, pb));
 }
 
+/* &model arch = 'llama' sets the defaults of the switches it names; one set in the namelist or
+ * on the command line keeps its value. n_kv_head = 0 means n_head. Runs before the checks. */
+static void resolve_arch(parse_ctx_t *ctx, config_t *cfg) {
+    if (!strcmp(cfg->arch, "llama")) {
+        const struct { const char *key, *value; } strs[] = {
+            {"norm", "rmsnorm"}, {"pos", "rope"}, {"mlp", "swiglu"}};
+        for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
+            const int k = key_index(G_MODEL, strs[i].key);
+            if (!ctx->set_by[k]) snprintf(field_ptr(cfg, &key_specs[k]), key_specs[k].size, "%s", strs[i].value);
+        }
+        if (!ctx->set_by[key_index(G_MODEL, "tie_embeddings")]) cfg->tie_embeddings = false;
+        if (!ctx->set_by[key_index(G_MODEL, "bias")]) cfg->bias = false;
+    }
+    if (cfg->n_kv_head == 0) cfg->n_kv_head = cfg->n_head;
+}
+
+/* Grouped-query attention: whole groups of query heads per k/v head. RoPE rotates pairs of
+ * dimensions (i, i + hs/2) of each head: an even head size. */
+static int check_kv_heads_and_rope(parse_ctx_t *ctx, const config_t *cfg) {
+    int a = key_index(G_MODEL, "n_kv_head"), b = key_index(G_MODEL, "n_head"), line, col;
+    char pa[32], pb[32];
+    if (cfg->n_kv_head > cfg->n_head || cfg->n_head % cfg->n_kv_head != 0) {
+        locate(ctx, a, b, &line, &col);
+        return cfg_error(ctx, line, col, "&model n_kv_head: n_kv_head = %d (%s) must divide n_head = %d (%s)",
+                         cfg->n_kv_head, provenance(ctx, a, pa), cfg->n_head, provenance(ctx, b, pb));
+    }
+    const int hs = cfg->d_model / cfg->n_head;
+    if (!strcmp(cfg->pos, "rope") && hs % 2 != 0) {
+        a = key_index(G_MODEL, "pos");
+        locate(ctx, a, b, &line, &col);
+        return cfg_error(ctx, line, col, "&model pos: 'rope' needs an even head size, but d_model / n_head = "
+                         "%d / %d = %d", cfg->d_model, cfg->n_head, hs);
+    }
+    return 0;
+}
+
 static int check_global_batch(parse_ctx_t *ctx, const config_t *cfg) {
     int a = key_index(G_TRAIN, "global_batch"), b = key_index(G_TRAIN, "micro_batch");
     int c = key_index(G_PARALLEL, "dp"), line, col;
@@ -788,12 +892,12 @@ static int check_recompute_layers(parse_ctx_t *ctx, const config_t *cfg) {
 static int check_mode_inputs(parse_ctx_t *ctx, const config_t *cfg) {
     int m = key_index(G_RUN, "mode"), line, col;
     char pm[32];
-    if (!strcmp(cfg->mode, "train") && cfg->train_files[0] == '\0') {
+    if (!strcmp(cfg->mode, "train") && cfg->train_files[0] == '\0' && !stages_have_data(cfg)) {
         int f = key_index(G_DATA, "train_files");
         locate(ctx, f, m, &line, &col);
         return cfg_error(ctx, line, col,
                          "&data train_files: must be set when &run mode = 'train' (%s), "
-                         "e.g. train_files = 'data/train_*.bin'", provenance(ctx, m, pm));
+                         "e.g. train_files = 'data/train_*.bin' (or &data mixture)", provenance(ctx, m, pm));
     }
     if (!strcmp(cfg->mode, "generate") && cfg->n_prompt_ids < 1 && cfg->prompt[0] == '\0') {
         int p = key_index(G_RUN, "prompt_ids");
@@ -823,6 +927,50 @@ static int check_prompt_in_vocab(parse_ctx_t *ctx, const config_t *cfg) {
                          "&run prompt_ids: id %d must be < vocab_size = %d (&model vocab_size: %s)",
                          cfg->prompt_ids[i], cfg->vocab_size, provenance(ctx, v, pv));
     }
+    return 0;
+}
+
+/* The interleaved schedule: virtual_stages v >= 2 chunks per stage, pp >= 2, n_layer divisible
+ * by pp * v (equal chunks); and v > 1 only with it. (Micro-batches a multiple of pp: checked
+ * where their number is known, train/schedule.c.) ZeRO-3 gathers a stage's blocks as one range
+ * per stage, which interleaved chunks are not. */
+static int check_virtual_stages(parse_ctx_t *ctx, const config_t *cfg) {
+    const bool il = !strcmp(cfg->schedule, "interleaved");
+    const int v = cfg->virtual_stages, p = cfg->pp, L = cfg->n_layer;
+    int a = key_index(G_PARALLEL, "virtual_stages"), s = key_index(G_PARALLEL, "schedule"), line, col;
+    char pa[32], ps[32];
+    locate(ctx, a, s, &line, &col);
+    if (!il && v > 1)
+        return cfg_error(ctx, line, col, "&parallel virtual_stages = %d (%s) needs schedule = "
+                         "'interleaved' (got '%s'), or set virtual_stages = 1", v,
+                         provenance(ctx, a, pa), cfg->schedule);
+    if (!il) return 0;
+    if (p < 2)
+        return cfg_error(ctx, line, col, "&parallel virtual_stages: schedule = 'interleaved' (%s) "
+                         "needs pp >= 2, got pp = %d; use pp >= 2, or schedule = '1f1b' with "
+                         "virtual_stages = 1", provenance(ctx, s, ps), p);
+    if (v < 2)
+        return cfg_error(ctx, line, col, "&parallel virtual_stages = %d (%s): schedule = "
+                         "'interleaved' needs virtual_stages >= 2 (with one chunk per stage it is "
+                         "'1f1b')", v, provenance(ctx, a, pa));
+    if (L % (p * v) != 0) {
+        char ok[160] = "";
+        size_t at = 0;
+        for (int c = 2; c <= L / p && at + 8 < sizeof ok; c++)
+            if (L % (p * c) == 0) at += (size_t)snprintf(ok + at, sizeof ok - at, "%s%d", at ? ", " : "", c);
+        const int lo = L / (p * v) * (p * v), hi = lo + p * v;
+        char near[64];
+        if (lo > 0) snprintf(near, sizeof near, "n_layer = %d or %d", lo, hi);
+        else snprintf(near, sizeof near, "n_layer = %d", hi);
+        return cfg_error(ctx, line, col, "&parallel virtual_stages = %d (%s): &model n_layer = %d "
+                         "is not divisible by pp * virtual_stages = %d; nearest valid: %s, or "
+                         "virtual_stages in {%s} for pp = %d", v, provenance(ctx, a, pa), L, p * v,
+                         near, at ? ok : "none", p);
+    }
+    if (cfg->zero_stage >= 3 && cfg->dp > 1)
+        return cfg_error(ctx, line, col, "&parallel zero_stage = 3 with schedule = 'interleaved' is "
+                         "not supported in this version (ZeRO-3 gathers one block range per "
+                         "stage); use zero_stage <= 2 or schedule = '1f1b'");
     return 0;
 }
 
@@ -881,6 +1029,21 @@ static int check_val_files(parse_ctx_t *ctx, const config_t *cfg) {
     return cfg_error(ctx, line, col,
                      "&data val_files: val_every = %d (%s) asks for validation, but val_files is not set; "
                      "set val_files = 'data/val_*.bin' or val_every = 0", cfg->val_every, provenance(ctx, e, pe));
+}
+
+/* &data mixture: its syntax and weights (config/stages.h), and not together with train_files. */
+static int check_data_mixture(parse_ctx_t *ctx, const config_t *cfg) {
+    if (!cfg->mixture[0]) return 0;
+    int m = key_index(G_DATA, "mixture"), f = key_index(G_DATA, "train_files"), line, col;
+    char err[512], pf[32];
+    locate(ctx, m, f, &line, &col);
+    if (cfg->train_files[0])
+        return cfg_error(ctx, line, col, "&data mixture: set train_files (%s) or mixture, not both",
+                         provenance(ctx, f, pf));
+    mix_spec_t mix;
+    if (mixture_parse(cfg->mixture, &mix, err, sizeof err) != 0)
+        return cfg_error(ctx, line, col, "&data mixture: %s", err);
+    return 0;
 }
 
 /* &log profile_steps = 'a:b': whole numbers 1 <= a <= b, and only with profile = .true. */
@@ -1130,7 +1293,7 @@ static int check_sizes(parse_ctx_t *ctx, const config_t *cfg) {
  * default is an error naming the key; a path is otherwise left as written (relative paths are
  * relative to the working directory, like every other program's). */
 static const char *const env_path_keys[] = {"train_files", "val_files", "tokenizer", "init_from",
-                                            "out_dir", "dir"};
+                                            "out_dir", "dir", "mixture"};
 
 static int expand_one(parse_ctx_t *ctx, int k, char *value, size_t cap) {
     char out[CFG_STR * 4];
@@ -1172,7 +1335,7 @@ static int expand_one(parse_ctx_t *ctx, int k, char *value, size_t cap) {
 
 static int expand_env_paths(parse_ctx_t *ctx, config_t *cfg) {
     for (int k = 0; k < N_KEYS; k++) {
-        if (key_specs[k].type != K_STR) continue;
+        if (key_specs[k].type != K_STR || key_specs[k].group == G_STAGE) continue;
         for (size_t i = 0; i < sizeof env_path_keys / sizeof env_path_keys[0]; i++)
             if (strcmp(key_specs[k].key, env_path_keys[i]) == 0 &&
                 expand_one(ctx, k, field_ptr(cfg, &key_specs[k]), key_specs[k].size) != 0)
@@ -1181,14 +1344,47 @@ static int expand_env_paths(parse_ctx_t *ctx, config_t *cfg) {
     return 0;
 }
 
+/* Where &data mixture and train_files were set, for the messages of config/stages.c and of the
+ * data layer (which names a pattern matching no file by its line). */
+static void note_data_positions(const parse_ctx_t *ctx, config_t *cfg) {
+    const nl_entry_t *m = ctx->set_by[key_index(G_DATA, "mixture")];
+    const nl_entry_t *f = ctx->set_by[key_index(G_DATA, "train_files")];
+    cfg->mixture_line = m ? m->line : 0, cfg->mixture_col = m ? m->col : 0;
+    cfg->train_files_line = f ? f->line : 0, cfg->train_files_col = f ? f->col : 0;
+}
+
+/* ${VAR} in the path keys of the &stage groups, as in &data's. */
+static int expand_stage_paths(parse_ctx_t *ctx, config_t *cfg) {
+    const int keys[2] = {key_index(G_STAGE, "train_files"), key_index(G_STAGE, "mixture")};
+    for (int i = 0; i < cfg->n_stages; i++) {
+        cfg->stage_at = i;
+        for (int j = 0; j < 2; j++) {
+            const key_spec_t *ks = &key_specs[keys[j]];
+            const int at = stage_key_index(ks->key);
+            nl_entry_t where = {.line = cfg->stages[i].key_line[at], .col = cfg->stages[i].key_col[at]};
+            ctx->set_by[keys[j]] = where.line ? &where : NULL;
+            int rc = expand_one(ctx, keys[j], field_ptr(cfg, ks), ks->size);
+            ctx->set_by[keys[j]] = NULL;
+            if (rc != 0) return -1;
+        }
+    }
+    cfg->stage_at = 0;
+    return 0;
+}
+
 static int check_cross_keys(parse_ctx_t *ctx, config_t *cfg) {
-    if (expand_env_paths(ctx, cfg)) return -1;
-    if (check_loss_scaling(ctx, cfg) || check_heads_divide_width(ctx, cfg) || check_global_batch(ctx, cfg) ||
+    if (expand_env_paths(ctx, cfg) || expand_stage_paths(ctx, cfg)) return -1;
+    note_data_positions(ctx, cfg);
+    resolve_arch(ctx, cfg);
+    if (check_loss_scaling(ctx, cfg) || check_heads_divide_width(ctx, cfg) || check_kv_heads_and_rope(ctx, cfg) ||
+        check_global_batch(ctx, cfg) ||
         check_min_lr(ctx, cfg) || check_mode_inputs(ctx, cfg) || check_prompt_in_vocab(ctx, cfg) ||
         check_generate_grid(ctx, cfg) || check_val_files(ctx, cfg) || check_recompute_layers(ctx, cfg) ||
-        check_profile_steps(ctx, cfg) || check_grad_explosion_ratio(ctx, cfg))
+        check_virtual_stages(ctx, cfg) || check_profile_steps(ctx, cfg) || check_grad_explosion_ratio(ctx, cfg) ||
+        check_data_mixture(ctx, cfg))
         return -1;
     if (resolve_derived(ctx, cfg) != 0) return -1;
+    if (stages_check(cfg, ctx->msg, ctx->msgsize) != 0) return -1;
     return check_sizes(ctx, cfg);
 }
 
@@ -1322,6 +1518,8 @@ void config_destroy(config_t *cfg) {
 
 /* In 64 bits: vocab_size + 127 would overflow an int near INT_MAX (validation bounds
  * vocab_size by 65536, but tools may call this on an unvalidated config). */
+int config_kv_heads(const config_t *cfg) { return cfg->n_kv_head > 0 ? cfg->n_kv_head : cfg->n_head; }
+
 int config_padded_vocab(const config_t *cfg) {
     long long padded = ((long long)cfg->vocab_size + 127) / 128 * 128;
     return padded > INT_MAX ? INT_MAX / 128 * 128 : (int)padded;
@@ -1397,17 +1595,35 @@ static void put_key(writer_t *w, const key_spec_t *ks, const config_t *cfg) {
     put(w, "\n");
 }
 
+/* The &stage groups with the keys each one set (the others are inherited, and writing their
+ * inherited values would change what the echo means if it were read again). */
+static void put_stages(writer_t *w, const config_t *cfg) {
+    if (cfg->n_stages == 0) return;
+    config_t *at = xmalloc(sizeof *at); /* a copy whose stage_at walks the stages */
+    memcpy(at, cfg, sizeof *at);
+    for (int i = 0; i < cfg->n_stages; i++) {
+        at->stage_at = i;
+        put(w, "&stage ! %d of %d\n", i + 1, cfg->n_stages);
+        for (int k = 0; k < N_KEYS; k++)
+            if (key_specs[k].group == G_STAGE && cfg->stages[i].key_line[stage_key_index(key_specs[k].key)])
+                put_key(w, &key_specs[k], at);
+        put(w, "/\n");
+    }
+    xfree(at);
+}
+
 int config_to_namelist(const config_t *cfg, char *buf, int bufsize) {
     writer_t w = {.buf = buf, .size = buf && bufsize > 0 ? (size_t)bufsize : 0, .len = 0};
     if (w.size) buf[0] = '\0';
     put(&w, "! effective configuration of run '%s' (defaults filled in)\n", cfg->name);
     if (cfg->overrides && cfg->overrides[0])
         put(&w, "! %s with the command-line overrides: %s\n", cfg->source_path, cfg->overrides);
-    for (int g = 0; g < N_GROUPS; g++) {
+    for (int g = 0; g < G_STAGE; g++) {
         put(&w, "&%s\n", group_names[g]);
         for (int k = 0; k < N_KEYS; k++)
             if (key_specs[k].group == g) put_key(&w, &key_specs[k], cfg);
         put(&w, "/\n");
     }
+    put_stages(&w, cfg);
     return (int)w.len;
 }

@@ -10,6 +10,27 @@
 #define CFG_STR 256      /* max length of a string value (paths, names) */
 #define CFG_MAX_IDS 1024 /* max prompt length in token ids */
 #define CFG_ANOMALY_WINDOW_MAX 256 /* max &train anomaly_window (the detectors keep that many norms) */
+#define CFG_MAX_STAGES 32 /* &stage groups in one namelist */
+
+/* The keys of a &stage group, in the order of config.c's table (positions are kept per key). */
+enum {
+    STAGE_UNTIL_STEP, STAGE_UNTIL_TOKENS, STAGE_SEQ_LEN, STAGE_GLOBAL_BATCH, STAGE_TRAIN_FILES,
+    STAGE_MIXTURE, STAGE_LR, STAGE_MIN_LR, STAGE_WARMUP_STEPS, STAGE_LR_SCHEDULE, CFG_STAGE_KEYS
+};
+
+/* One &stage group as written (config/stages.h says what each key means). A key the group does
+ * not set is inherited from &model / &train / &data: key_line[k] == 0 says "not set". */
+typedef struct cfg_stage {
+    int until_step;
+    int64_t until_tokens;
+    int seq_len, global_batch;
+    char train_files[256], mixture[256];
+    double lr, min_lr;
+    int warmup_steps;
+    char lr_schedule[16];
+    int line, col;                                 /* of the '&stage' */
+    int key_line[CFG_STAGE_KEYS], key_col[CFG_STAGE_KEYS]; /* where each key was set (0: not) */
+} cfg_stage_t;
 
 typedef struct config {
     /* &run */
@@ -32,6 +53,17 @@ typedef struct config {
     int n_layer, n_head, d_model, d_ff; /* d_ff default 4*d_model (0 in file = default) */
     int vocab_size;         /* real vocabulary; padded to a multiple of 128 internally */
     int seq_len;
+    /* architecture (README.md "Llama-family options"): arch sets the defaults of the switches
+     * after it; a switch given explicitly wins. Resolved after parsing. */
+    char arch[16];          /* 'gpt2' | 'llama' */
+    char norm[16];          /* 'layernorm' | 'rmsnorm' */
+    double norm_eps;        /* rmsnorm's epsilon (layernorm: 1e-5, fixed) */
+    char pos[16];           /* 'learned' | 'rope' */
+    double rope_theta;      /* RoPE base, default 10000 */
+    char mlp[16];           /* 'gelu' | 'swiglu' (d_ff: the width of gate and up) */
+    int n_kv_head;          /* k/v heads (grouped-query attention); 0 in the file = n_head */
+    bool tie_embeddings;    /* LM head = wte; .false.: a separate lm_head.w */
+    bool bias;              /* biases in the linear layers */
     double dropout;         /* sets the three below, each unless given */
     double attn_dropout;    /* attention probabilities (inside the tiled attention) */
     double resid_dropout;   /* each residual branch's output (attention and MLP) */
@@ -96,6 +128,14 @@ typedef struct config {
     int val_batches;
     char tokenizer[CFG_STR];
     char data_format[16];   /* key 'format': 'auto' | 'llmc' | 'nanogpt' (io/shards.h) */
+    char mixture[CFG_STR];  /* 'pattern:weight, pattern:weight' instead of train_files ('' = none) */
+    int mixture_line, mixture_col;         /* where &data mixture was set (0: not set) */
+    int train_files_line, train_files_col; /* where &data train_files was set (0: not set) */
+
+    /* &stage (repeated; applied in file order) */
+    cfg_stage_t stages[CFG_MAX_STAGES];
+    int n_stages;
+    int stage_at;           /* parsing and echo: the stage the table's &stage keys refer to */
 
     /* &checkpoint */
     char ckpt_dir[CFG_STR]; /* key 'dir'; default out_dir/name */
@@ -160,5 +200,7 @@ void config_defaults(config_t *cfg);
 int config_to_namelist(const config_t *cfg, char *buf, int bufsize);
 void config_destroy(config_t *cfg);
 /* Vocabulary padded to a multiple of 128. */
+/* k/v heads of the attention: n_kv_head, or n_head where it is 0 (config_defaults). */
+int config_kv_heads(const config_t *cfg);
 int config_padded_vocab(const config_t *cfg);
 #endif

@@ -252,6 +252,21 @@ static void write_root_attributes(writer_t *w, hid_t file, const ckpt_meta_t *me
     write_provenance(w, file, meta->provenance);
 }
 
+/* The curriculum's stage and per-source positions: data_pos_<k> scalars (attributes stay
+ * scalar everywhere in this format). */
+static void write_data_cursor(writer_t *w, hid_t file, const ckpt_state_t *s) {
+    const int n = s->n_data_pos < 0 ? 0 : s->n_data_pos > CKPT_MAX_DATA_SOURCES ? CKPT_MAX_DATA_SOURCES
+                                                                                : (int)s->n_data_pos;
+    W_TRY(w, write_i64_attr(file, "stage", s->stage), "writing attribute", "stage");
+    W_TRY(w, write_i64_attr(file, "data_seq_len", s->data_seq_len), "writing attribute", "data_seq_len");
+    W_TRY(w, write_i64_attr(file, "data_sources", n), "writing attribute", "data_sources");
+    for (int k = 0; k < n; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "data_pos_%d", k);
+        W_TRY(w, write_i64_attr(file, name, s->data_pos[k]), "writing attribute", "data_pos");
+    }
+}
+
 static void write_state_attributes(writer_t *w, hid_t file, const ckpt_state_t *s) {
     const int64_t *v[] = {&s->tokens_seen, &s->sample_pos, &s->adam_t, &s->skipped,
                           &s->global_batch, &s->grid_dp, &s->grid_tp, &s->grid_pp};
@@ -266,6 +281,7 @@ static void write_state_attributes(writer_t *w, hid_t file, const ckpt_state_t *
           "loss_scale_hysteresis");
     W_TRY(w, write_i64_attr(file, "loss_scale_overflows", s->ls_overflows), "writing attribute",
           "loss_scale_overflows");
+    write_data_cursor(w, file, s);
 }
 
 /* Dataset creation properties: no timestamps in the object headers, so the same state gives
@@ -694,6 +710,32 @@ static int read_tensor_group(reader_t *r, hid_t file, const char *gname, float *
     return rc;
 }
 
+/* The curriculum cursor, when the file has one (data_sources present); then all of it. */
+static int read_data_cursor(reader_t *r, hid_t file, ckpt_state_t *s) {
+    int rc = h5_read_num_attr(file, "data_sources", H5T_NATIVE_INT64, &s->n_data_pos);
+    if (rc < 0) return need_attr(r, -1, "data_sources", "");
+    s->has_data_pos = rc == 0;
+    if (!s->has_data_pos) return 0;
+    if (s->n_data_pos < 1 || s->n_data_pos > CKPT_MAX_DATA_SOURCES)
+        return errf(r->msg, r->len, "checkpoint %s: impossible data_sources %lld: damaged file", r->path,
+                    (long long)s->n_data_pos);
+    if (need_attr(r, h5_read_num_attr(file, "stage", H5T_NATIVE_INT64, &s->stage), "stage", "") ||
+        need_attr(r, h5_read_num_attr(file, "data_seq_len", H5T_NATIVE_INT64, &s->data_seq_len), "data_seq_len", ""))
+        return -1;
+    for (int k = 0; k < s->n_data_pos; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "data_pos_%d", k);
+        if (need_attr(r, h5_read_num_attr(file, name, H5T_NATIVE_INT64, &s->data_pos[k]), name, "")) return -1;
+        if (s->data_pos[k] < 0)
+            return errf(r->msg, r->len, "checkpoint %s: impossible %s %lld: damaged file", r->path, name,
+                        (long long)s->data_pos[k]);
+    }
+    if (s->data_seq_len < 1 || s->stage < 0)
+        return errf(r->msg, r->len, "checkpoint %s: impossible data_seq_len %lld or stage %lld: damaged file",
+                    r->path, (long long)s->data_seq_len, (long long)s->stage);
+    return 0;
+}
+
 static int read_state(reader_t *r, hid_t file, ckpt_state_t *s) {
     int64_t *v[] = {&s->tokens_seen, &s->sample_pos, &s->adam_t, &s->skipped, &s->global_batch,
                     &s->grid_dp, &s->grid_tp, &s->grid_pp};
@@ -716,6 +758,7 @@ static int read_state(reader_t *r, hid_t file, ckpt_state_t *s) {
         found += rc == 0;
     }
     s->has_scaler = found == 3;
+    if (read_data_cursor(r, file, s) != 0) return -1;
     if (s->global_batch < 1 || s->sample_pos < 0 || s->tokens_seen < 0 || s->adam_t < 0)
         return errf(r->msg, r->len, "checkpoint %s: impossible state (global_batch %lld, "
                     "sample_pos %lld, adam_t %lld): damaged file", r->path,

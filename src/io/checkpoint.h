@@ -10,7 +10,9 @@
  *                  one id per fresh start, kept across resumes), config (the effective
  *                  namelist); checkpoints also: tokens_seen, sample_pos (next global sample
  *                  index), adam_t, skipped, global_batch, loss_scale, loss_scale_growth,
- *                  loss_scale_hysteresis, loss_scale_overflows, grid_dp, grid_tp, grid_pp
+ *                  loss_scale_hysteresis, loss_scale_overflows, grid_dp, grid_tp, grid_pp,
+ *                  stage, data_seq_len, data_sources and data_pos_0 .. data_pos_<n-1> (the
+ *                  curriculum's stage and per-source data positions; absent before 0.3.x)
  *   /config        : the namelist instead of the attribute when it is over 60000 bytes
  *   /provenance    : (group, written when the run gives one; readers need none) one string
  *                  attribute per field of the run's provenance (core/provenance.h,
@@ -33,6 +35,7 @@
 #include "model/params.h"
 
 #define CKPT_RUN_ID_LEN 40
+#define CKPT_MAX_DATA_SOURCES 64 /* train/curriculum's CURRIC_MAX_SETS */
 
 /* What every file records about the run and the model (and load checks against the namelist). */
 typedef struct ckpt_meta {
@@ -53,6 +56,12 @@ typedef struct ckpt_state {
     int64_t grid_dp, grid_tp, grid_pp;
     int64_t ls_growth, ls_hysteresis, ls_overflows; /* the fp16 loss scaler's trackers */
     int has_scaler;                                 /* read: the file holds them */
+    /* the data cursor of train/curriculum (files before it have none: has_data_pos 0) */
+    int64_t stage;                                  /* 0-based stage of the saved step */
+    int64_t data_seq_len;                           /* the positions count windows of this */
+    int64_t n_data_pos;                             /* sources */
+    int64_t data_pos[CKPT_MAX_DATA_SOURCES];
+    int has_data_pos;                               /* read: the file holds them */
 } ckpt_state_t;
 
 /* Collective over comm. params (and m, v for a checkpoint, i.e. when state is not NULL) are host

@@ -164,6 +164,43 @@ typedef struct ops {
      * found (measured, or from the device's properties). */
     double (*hardware_peak)(dtype_t t, char *how, size_t len);
 
+    /* ---- Llama-family ops (&model norm, pos, mlp, n_kv_head) ---- */
+    /* RMSNorm: out[N, C] = inp * rstd * w with rstd[N] = 1 / sqrt(mean_c(inp^2) + eps), saved. */
+    void (*rmsnorm_forward)(float *out, float *rstd, const float *inp, const float *w, int N,
+                            int C, float eps);
+    /* dinp[N, C] OVERWRITTEN, or += if accumulate_dinp; dw[C] accumulated (overwritten with
+     * overwrite_dw). dinp must not alias dout or inp. */
+    void (*rmsnorm_backward)(float *dinp, float *dw, const float *dout, const float *inp,
+                             const float *w, const float *rstd, int N, int C,
+                             bool accumulate_dinp, bool overwrite_dw);
+    /* Rotary position embedding IN PLACE on x[B, T, NH*hs] (q or k), rotate-half pairing (as
+     * GPT-NeoX and Hugging Face Llama): for each head and i < hs/2, with c = cos[t, i],
+     * s = sin[t, i] (tables [T, hs/2] of the angle t * theta^(-2i/hs), made once by model/):
+     *   x[i] <- x[i] c - x[i + hs/2] s;   x[i + hs/2] <- x[i + hs/2] c + x[i] s.  */
+    void (*rope_forward)(float *x, const float *cos, const float *sin, int B, int T, int NH,
+                         int hs);
+    /* The transposed rotation IN PLACE on the gradient d[B, T, NH*hs] (rotation by -angle). */
+    void (*rope_backward)(float *d, const float *cos, const float *sin, int B, int T, int NH,
+                          int hs);
+    /* SwiGLU: out[n] = silu(gate) * up, silu(x) = x / (1 + exp(-x)). */
+    void (*swiglu_forward)(float *out, const float *gate, const float *up, size_t n);
+    /* dgate[n] = dout * up * silu'(gate), dup[n] = dout * silu(gate) (OVERWRITTEN; dgate may
+     * alias dout, dup may not). */
+    void (*swiglu_backward)(float *dgate, float *dup, const float *dout, const float *gate,
+                            const float *up, size_t n);
+    /* Grouped-query causal attention: q[B, T, NH*hs], k, v[B, T, NKV*hs] (separate tensors);
+     * query head h reads k/v head h / (NH / NKV). out, lse, scratch, scale as
+     * attention_forward (NKV = NH is multi-head attention, the same numbers). */
+    void (*attention_gqa_forward)(float *out, float *lse, float *scratch, size_t scratch_floats,
+                                  const float *q, const float *k, const float *v, int B, int T,
+                                  int NH, int NKV, int hs);
+    /* dq[B, T, NH*hs], dk, dv[B, T, NKV*hs] OVERWRITTEN (dk, dv summed over the group's query
+     * heads), from dout and the forward's q, k, v, out, lse. */
+    void (*attention_gqa_backward)(float *dq, float *dk, float *dv, float *scratch,
+                                   size_t scratch_floats, const float *dout, const float *q,
+                                   const float *k, const float *v, const float *out,
+                                   const float *lse, int B, int T, int NH, int NKV, int hs);
+
     /* ---- fused ops (each equals the composition of the ops above that it replaces) ----
      * residual + layernorm forward: res[N, C] = a + b, then out[N, C] = layernorm(res) with w, bias
      * as layernorm_forward (saves mean[N], rstd[N]); both res and out stored as type t (rounded
@@ -191,6 +228,17 @@ typedef struct ops {
                                        const float *dout, const float *qkv, const float *out,
                                        const float *lse, int B, int T, int NH, int hs,
                                        const dropout_mask_t *mask);
+    /* attention_gqa_forward / attention_gqa_backward with dropout on the probabilities, as
+     * above: query head h (local) masked with word3 + h, whichever k/v head it reads. */
+    void (*attention_gqa_forward_dropout)(float *out, float *lse, float *scratch,
+                                          size_t scratch_floats, const float *q, const float *k,
+                                          const float *v, int B, int T, int NH, int NKV, int hs,
+                                          const dropout_mask_t *mask);
+    void (*attention_gqa_backward_dropout)(float *dq, float *dk, float *dv, float *scratch,
+                                           size_t scratch_floats, const float *dout,
+                                           const float *q, const float *k, const float *v,
+                                           const float *out, const float *lse, int B, int T,
+                                           int NH, int NKV, int hs, const dropout_mask_t *mask);
     /* row_sum[N] = sum of logits over valid columns [0, v_valid) (tp: all-reduce SUM) */
     void (*xent_row_sum)(float *row_sum, const float *logits, int N, int Vl, int v_valid);
     /* With lse = log(row_sumexp) + row_max (all-reduced), V the real vocabulary, e the label

@@ -4,6 +4,7 @@
  * an `l` suffix means the local part under tensor parallelism (NHl = NH/tp, Fl = F/tp, ...). */
 #include "model/gpt.h"
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include "core/alloc.h"
@@ -11,7 +12,7 @@
 #include "parallel/comm.h"
 
 gpt_parallel_t gpt_serial(void) {
-    gpt_parallel_t p = {1, 0, 1, 0, MPI_COMM_SELF, 1};
+    gpt_parallel_t p = {1, 0, 1, 0, MPI_COMM_SELF, 1, 1};
     return p;
 }
 
@@ -27,21 +28,36 @@ static float *gpt_param(const gpt_t *m, float *flat, const char *fmt, int layer)
     return flat + p->offset;
 }
 
+/* The same for a tensor the architecture may not have (biases, wpe, ...): NULL then. */
+static float *gpt_param_opt(const gpt_t *m, float *flat, const char *fmt, int layer) {
+    char name[PARAM_NAME_MAX];
+    snprintf(name, sizeof name, fmt, layer);
+    const param_t *p = params_find(&m->P, name);
+    return p ? flat + p->offset : NULL;
+}
+
 static gpt_layer_w_t layer_weights(const gpt_t *m, float *flat, int l) {
+    const bool sw = m->swiglu;
     gpt_layer_w_t w = {
-        gpt_param(m, flat, "h.%d.ln1.w", l),       gpt_param(m, flat, "h.%d.ln1.b", l),
-        gpt_param(m, flat, "h.%d.attn.qkv.w", l),  gpt_param(m, flat, "h.%d.attn.qkv.b", l),
-        gpt_param(m, flat, "h.%d.attn.proj.w", l), gpt_param(m, flat, "h.%d.attn.proj.b", l),
-        gpt_param(m, flat, "h.%d.ln2.w", l),       gpt_param(m, flat, "h.%d.ln2.b", l),
-        gpt_param(m, flat, "h.%d.mlp.fc.w", l),    gpt_param(m, flat, "h.%d.mlp.fc.b", l),
-        gpt_param(m, flat, "h.%d.mlp.proj.w", l),  gpt_param(m, flat, "h.%d.mlp.proj.b", l),
+        gpt_param(m, flat, "h.%d.ln1.w", l),           gpt_param_opt(m, flat, "h.%d.ln1.b", l),
+        gpt_param_opt(m, flat, "h.%d.attn.qkv.w", l),  gpt_param_opt(m, flat, "h.%d.attn.qkv.b", l),
+        gpt_param(m, flat, "h.%d.attn.proj.w", l),     gpt_param_opt(m, flat, "h.%d.attn.proj.b", l),
+        gpt_param(m, flat, "h.%d.ln2.w", l),           gpt_param_opt(m, flat, "h.%d.ln2.b", l),
+        gpt_param(m, flat, sw ? "h.%d.mlp.up.w" : "h.%d.mlp.fc.w", l),
+        gpt_param_opt(m, flat, sw ? "h.%d.mlp.up.b" : "h.%d.mlp.fc.b", l),
+        gpt_param(m, flat, "h.%d.mlp.proj.w", l),      gpt_param_opt(m, flat, "h.%d.mlp.proj.b", l),
+        gpt_param_opt(m, flat, "h.%d.attn.q.w", l),    gpt_param_opt(m, flat, "h.%d.attn.q.b", l),
+        gpt_param_opt(m, flat, "h.%d.attn.k.w", l),    gpt_param_opt(m, flat, "h.%d.attn.k.b", l),
+        gpt_param_opt(m, flat, "h.%d.attn.v.w", l),    gpt_param_opt(m, flat, "h.%d.attn.v.b", l),
+        gpt_param_opt(m, flat, "h.%d.mlp.gate.w", l),  gpt_param_opt(m, flat, "h.%d.mlp.gate.b", l),
     };
     return w;
 }
 
 static gpt_global_w_t global_weights(const gpt_t *m, float *flat) {
-    gpt_global_w_t w = {gpt_param(m, flat, "wte", 0), gpt_param(m, flat, "wpe", 0),
-                        gpt_param(m, flat, "lnf.w", 0), gpt_param(m, flat, "lnf.b", 0)};
+    gpt_global_w_t w = {gpt_param(m, flat, "wte", 0), gpt_param_opt(m, flat, "wpe", 0),
+                        gpt_param(m, flat, "lnf.w", 0), gpt_param_opt(m, flat, "lnf.b", 0),
+                        gpt_param_opt(m, flat, "lm_head.w", 0)};
     return w;
 }
 
@@ -92,6 +108,7 @@ static void bind_views(gpt_t *m, gpt_layer_w_t *lw, gpt_global_w_t *gw, int unit
     } else {
         gw->lnfw = g.lnfw;
         gw->lnfb = g.lnfb;
+        gw->lm_head = g.lm_head;
     }
 }
 
@@ -139,20 +156,24 @@ static float *falloc(gpt_t *m, size_t n, size_t *counter) {
 /* One block's tensors, in the order of gpt_layer_acts_t's pointers: one list for allocating,
  * sharing and freeing them. */
 enum { A_LN1, A_LN1_MEAN, A_LN1_RSTD, A_QKV, A_ATTY, A_LSE, A_RES2, A_LN2, A_LN2_MEAN, A_LN2_RSTD,
-       A_FCH, A_FCH_GELU, A_RES3, N_ACTS };
+       A_FCH, A_FCH_GELU, A_RES3, A_FCU, N_ACTS };
 
 static float **act_ptr(gpt_layer_acts_t *a, int k) {
     float **p[N_ACTS] = {&a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv,      &a->atty,
                          &a->lse, &a->res2,     &a->ln2,      &a->ln2_mean, &a->ln2_rstd,
-                         &a->fch, &a->fch_gelu, &a->res3};
+                         &a->fch, &a->fch_gelu, &a->res3,     &a->fcu};
     return p[k];
 }
 
+/* Floats of one block's tensor k; 0 where the architecture has no such tensor (RMSNorm keeps no
+ * mean, GELU no up projection): it is not allocated and stays NULL. */
 static size_t act_numel(const gpt_t *m, int k) {
     const size_t N = (size_t)m->B * m->T, Cl = (size_t)m->NHl * m->hs;
     switch (k) {
-    case A_LN1_MEAN: case A_LN1_RSTD: case A_LN2_MEAN: case A_LN2_RSTD: return N;
-    case A_QKV: return N * 3 * Cl;
+    case A_LN1_MEAN: case A_LN2_MEAN: return m->rmsnorm ? 0 : N;
+    case A_LN1_RSTD: case A_LN2_RSTD: return N;
+    case A_QKV: return m->fused_qkv ? N * 3 * Cl : N * (Cl + 2 * (size_t)m->KVl * m->hs);
+    case A_FCU: return m->swiglu ? N * (size_t)m->Fl : 0;
     case A_ATTY: return N * Cl;
     case A_LSE: return (size_t)m->B * m->NHl * m->T; /* one per query row and head */
     case A_FCH: case A_FCH_GELU: return N * (size_t)m->Fl;
@@ -174,13 +195,15 @@ static bool act_kept(gpt_recompute_t r, int k) {
 static void alloc_layer_acts(gpt_t *m, gpt_layer_acts_t *a, gpt_recompute_t r, size_t *c) {
     a->recompute = r;
     for (int k = 0; k < N_ACTS; k++)
-        *act_ptr(a, k) = act_kept(r, k) ? falloc(m, act_numel(m, k), c) : *act_ptr(&m->shared, k);
+        *act_ptr(a, k) = act_numel(m, k) == 0 ? NULL
+                         : act_kept(r, k)     ? falloc(m, act_numel(m, k), c)
+                                              : *act_ptr(&m->shared, k);
 }
 
 static void free_layer_acts(const gpt_t *m, gpt_layer_acts_t *a) {
     if (m->dry_run) return;
     for (int k = 0; k < N_ACTS; k++)
-        if (act_kept(a->recompute, k)) m->ops->free(*act_ptr(a, k));
+        if (act_kept(a->recompute, k) && *act_ptr(a, k)) m->ops->free(*act_ptr(a, k));
 }
 
 /* &parallel recompute for the first recompute_layers (-1: all) blocks of this stage. */
@@ -197,7 +220,7 @@ static void set_recompute(gpt_t *m, const config_t *cfg) {
 static void alloc_shared_acts(gpt_t *m) {
     if (m->n_recomputed == 0) return;
     for (int k = 0; k < N_ACTS; k++)
-        if (!act_kept(m->recompute, k))
+        if (!act_kept(m->recompute, k) && act_numel(m, k) > 0)
             *act_ptr(&m->shared, k) = falloc_in(m, act_numel(m, k), &m->head_bytes, MEM_WORKSPACE);
 }
 
@@ -236,7 +259,14 @@ static void alloc_head_and_scratch(gpt_t *m) {
     }
     m->dC = falloc_in(m, N * C, c, MEM_WORKSPACE);
     m->dC2 = falloc_in(m, N * C, c, MEM_WORKSPACE);
-    m->dbig = falloc_in(m, N * (3 * Cl > (size_t)m->Fl ? 3 * Cl : (size_t)m->Fl), c, MEM_WORKSPACE);
+    /* dbig: d(qkv) or d(q | k | v), d(fch) or SwiGLU's d(gate) | d(up) */
+    const size_t mlp_in = (size_t)m->Fl * (m->swiglu ? 2 : 1);
+    m->dbig = falloc_in(m, N * (3 * Cl > mlp_in ? 3 * Cl : mlp_in), c, MEM_WORKSPACE);
+    if (m->rope) {
+        m->rope_cos = falloc_in(m, (size_t)m->T * (m->hs / 2), c, MEM_WORKSPACE);
+        m->rope_sin = falloc_in(m, (size_t)m->T * (m->hs / 2), c, MEM_WORKSPACE);
+    }
+    if (m->kv_replicated) m->kv_grad = falloc_in(m, (size_t)m->KV * m->hs * (m->C + 1), c, MEM_WORKSPACE);
     /* the attention kernels' tiles: a few per thread, not T x T (ops.h) */
     m->attn_scratch_floats = m->ops->attention_scratch_floats(m->B, m->T, m->NHl, m->hs);
     m->attn_scratch = falloc_in(m, m->attn_scratch_floats, c, MEM_WORKSPACE);
@@ -259,6 +289,39 @@ static void set_dims(gpt_t *m, const config_t *cfg, const gpt_parallel_t *par) {
     m->v_start = par->tp_rank * m->Vl;
     int valid = m->V - m->v_start;
     m->v_valid = valid < 0 ? 0 : valid > m->Vl ? m->Vl : valid;
+    m->rmsnorm = !strcmp(cfg->norm, "rmsnorm");
+    m->norm_eps = (float)cfg->norm_eps;
+    m->rope = !strcmp(cfg->pos, "rope");
+    m->learned_pos = !m->rope;
+    m->swiglu = !strcmp(cfg->mlp, "swiglu");
+    m->tied = cfg->tie_embeddings;
+    m->fused_qkv = params_fused_qkv(cfg);
+    m->KV = config_kv_heads(cfg);
+    /* k/v heads: split over tp, or (fewer than tp) replicated, each rank computing the one its
+     * NHl query heads read (grid.c checks that n_kv_head divides tp then) */
+    m->kv_replicated = m->KV < par->tp;
+    m->KVl = m->kv_replicated ? 1 : m->KV / par->tp;
+    m->kv_head0 = m->kv_replicated ? par->tp_rank / (par->tp / m->KV) : 0;
+    m->block_matrix = params_block_matrix(cfg);
+}
+
+/* RoPE's angle tables [T, hs/2]: angle t * theta^(-2i/hs), computed in fp32 the way Hugging
+ * Face's LlamaRotaryEmbedding does (inv_freq = 1 / theta^(2i/hs), then t * inv_freq). */
+static void fill_rope_tables(gpt_t *m, double theta) {
+    const int half = m->hs / 2;
+    float *c = xmalloc((size_t)m->T * half * sizeof(float)), *s = xmalloc((size_t)m->T * half * sizeof(float));
+    for (int i = 0; i < half; i++) {
+        const float inv = 1.0f / powf((float)theta, (float)(2 * i) / (float)m->hs);
+        for (int t = 0; t < m->T; t++) {
+            const float a = (float)t * inv;
+            c[(size_t)t * half + i] = cosf(a);
+            s[(size_t)t * half + i] = sinf(a);
+        }
+    }
+    m->ops->to_device(m->rope_cos, c, (size_t)m->T * half * sizeof(float));
+    m->ops->to_device(m->rope_sin, s, (size_t)m->T * half * sizeof(float));
+    xfree(c);
+    xfree(s);
 }
 
 /* gpt_create and gpt_plan: the same steps, allocating or only counting (dry_run). */
@@ -271,7 +334,7 @@ static void build(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T,
     m->B = B;
     m->T = T;
     m->ops = ops;
-    params_create_stage(&m->P, cfg, par->tp, par->tp_rank, par->pp, par->pp_rank);
+    params_create_chunks(&m->P, cfg, par->tp, par->tp_rank, par->pp, par->pp_rank, par->chunks);
     /* MPI counts are int: a stage whose local parameters exceed that cannot be reduced in one
      * call (config bounds the per-rank size only from below when pp > 1: the layer partition
      * lives here). The stages differ, so the ranks agree. */
@@ -285,8 +348,10 @@ static void build(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T,
                            m->P.total > INT_MAX ? big : NULL);
     m->first_layer = m->P.first_layer;
     m->end_layer = m->P.end_layer;
-    m->has_embed = m->P.has_embed;
-    m->has_head = m->P.has_head;
+    m->stage_embed = m->has_embed = m->P.has_embed;
+    m->stage_head = m->has_head = m->P.has_head;
+    m->n_chunks = m->P.chunks;
+    m->chunk_layers = m->P.chunk_layers;
     m->weights = provider;
     if (!provider) {
         m->params = balloc(m, m->P.total * sizeof(float), MEM_PARAMETERS);
@@ -303,6 +368,17 @@ static void build(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T,
     alloc_slots(m);
     alloc_head_and_scratch(m);
     gpt_reg_setup(m, cfg);
+    if (m->rope && !dry_run) fill_rope_tables(m, cfg->rope_theta);
+    gpt_use_chunk(m, 0);
+}
+
+void gpt_use_chunk(gpt_t *m, int c) {
+    if (m->n_chunks <= 1) return;
+    ASSERT(c >= 0 && c < m->n_chunks);
+    m->first_layer = (c * m->par.pp + m->par.pp_rank) * m->chunk_layers;
+    m->end_layer = m->first_layer + m->chunk_layers;
+    m->has_embed = m->stage_embed && c == 0;
+    m->has_head = m->stage_head && c == m->n_chunks - 1;
 }
 
 void gpt_create(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T,
@@ -336,7 +412,7 @@ void gpt_destroy(gpt_t *m) {
         if (*act_ptr(&m->shared, k)) o->free(*act_ptr(&m->shared, k));
     float *bufs[] = {m->params, m->grads, m->lnf, m->lnf_mean, m->lnf_rstd, m->logits,
                      m->row_max, m->row_sumexp, m->target_logit, m->losses, m->dC, m->dC2,
-                     m->dbig, m->attn_scratch};
+                     m->dbig, m->attn_scratch, m->rope_cos, m->rope_sin, m->kv_grad};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) o->free(bufs[i]);
     xfree(m->lw);
@@ -370,24 +446,197 @@ static void store(const gpt_t *m, float *x, size_t n) {
     if (m->act_dtype != DT_FP32) m->ops->quantize(x, n, m->act_dtype);
 }
 
-/* The attention core and the GELU, with their outputs stored: the forward and the selective
- * recomputation call the same two, so a recomputed tensor is bit-identical also in bf16/fp16. */
+/* ---- the block's variants (&model norm, pos, n_kv_head, mlp), chosen by the flags set once
+ * in set_dims; each pair forward / backward side by side ---- */
+
+/* Pre-norm: layernorm (saves mean and rstd) or RMSNorm (rstd; mean is NULL). */
+static void norm_forward(const gpt_t *m, float *out, float *mean, float *rstd, const float *inp,
+                         const float *w, const float *b, int N) {
+    if (m->rmsnorm) m->ops->rmsnorm_forward(out, rstd, inp, w, N, m->C, m->norm_eps);
+    else m->ops->layernorm_forward(out, mean, rstd, inp, w, b, N, m->C);
+}
+
+static void norm_backward(const gpt_t *m, float *dinp, float *dw, float *db, const float *dout,
+                          const float *inp, const float *w, const float *mean, const float *rstd,
+                          int N, bool accumulate_dinp, bool first) {
+    if (m->rmsnorm)
+        m->ops->rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, m->C, accumulate_dinp, first);
+    else
+        m->ops->layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, m->C,
+                                   accumulate_dinp, first);
+}
+
+/* res = a + b, then out = norm(res), both stored (layernorm: the one fused pass). */
+static void residual_norm_forward(const gpt_t *m, float *res, float *out, float *mean,
+                                  float *rstd, const float *a, const float *b, const float *w,
+                                  const float *bias, int N) {
+    if (!m->rmsnorm) {
+        m->ops->residual_layernorm_forward(res, out, mean, rstd, a, b, w, bias, N, m->C,
+                                           m->act_dtype);
+        return;
+    }
+    m->ops->add(res, a, b, (size_t)N * m->C);
+    store(m, res, (size_t)N * m->C);
+    norm_forward(m, out, mean, rstd, res, w, bias, N);
+    store(m, out, (size_t)N * m->C);
+}
+
+/* Separate q, k, v inside a->qkv (or the gradient buffer): q [N, NHl hs], k and v [N, KVl hs]. */
+static void qkv_views(const gpt_t *m, float *base, int N, float **q, float **k, float **v) {
+    *q = base;
+    *k = *q + (size_t)N * m->NHl * m->hs;
+    *v = *k + (size_t)N * m->KVl * m->hs;
+}
+
+/* The rows of a k or v weight (or bias) this rank uses: its shard, or with replicated k/v the
+ * rows of head kv_head0 (row length C for weights, 1 for biases). */
+static float *kv_rows(const gpt_t *m, float *w, int row_len) {
+    return w ? w + (size_t)m->kv_head0 * m->hs * row_len : NULL;
+}
+
+/* ln1 -> qkv (fused), or q, k, v (RoPE applied to q and k), stored. */
+static void qkv_forward(const gpt_t *m, gpt_layer_acts_t *a, const gpt_layer_w_t *w, int B,
+                        int T) {
+    const ops_t *o = m->ops;
+    const int N = B * T, C = m->C, Cl = m->NHl * m->hs, KVl = m->KVl * m->hs;
+    if (m->fused_qkv) {
+        o->matmul_forward(a->qkv, a->ln1, w->qkvw, w->qkvb, N, C, 3 * Cl);
+        store(m, a->qkv, (size_t)N * 3 * Cl);
+        return;
+    }
+    float *q, *k, *v;
+    qkv_views(m, a->qkv, N, &q, &k, &v);
+    o->matmul_forward(q, a->ln1, w->qw, w->qb, N, C, Cl);
+    o->matmul_forward(k, a->ln1, kv_rows(m, w->kw, C), kv_rows(m, w->kb, 1), N, C, KVl);
+    o->matmul_forward(v, a->ln1, kv_rows(m, w->vw, C), kv_rows(m, w->vb, 1), N, C, KVl);
+    if (m->rope) {
+        o->rope_forward(q, m->rope_cos, m->rope_sin, B, T, m->NHl, m->hs);
+        o->rope_forward(k, m->rope_cos, m->rope_sin, B, T, m->KVl, m->hs);
+    }
+    store(m, a->qkv, (size_t)N * (Cl + 2 * KVl));
+}
+
+/* Gradient of one replicated k or v weight (and bias): this rank's rows of head kv_head0 into
+ * the zeroed scratch, summed over tp (every rank's query heads add to the k/v heads they read),
+ * then added to the gradient (overwritten on the first micro-batch), equal on every tp rank. */
+static void kv_replicated_backward(gpt_t *m, float *dC, float *gw, float *gb, const float *dkv,
+                                   const float *ln1, const float *w, int N, bool first) {
+    const ops_t *o = m->ops;
+    const size_t KVC = (size_t)m->KV * m->hs * m->C, KVn = (size_t)m->KV * m->hs;
+    float *sw = m->kv_grad, *sb = m->kv_grad + KVC;
+    o->zero(m->kv_grad, KVC + KVn);
+    o->matmul_backward(dC, kv_rows(m, sw, m->C), gb ? kv_rows(m, sb, 1) : NULL, dkv, ln1,
+                       kv_rows(m, (float *)w, m->C), N, m->C, m->hs, true, true);
+    tp_sum(m, m->kv_grad, KVC + (gb ? KVn : 0));
+    if (first) o->zero(gw, KVC);
+    o->add(gw, gw, sw, KVC);
+    if (!gb) return;
+    if (first) o->zero(gb, KVn);
+    o->add(gb, gb, sb, KVn);
+}
+
+/* Backward of qkv_forward from d(qkv) in m->dbig (RoPE undone in place): dC = d(ln1), partial
+ * over tp (the caller sums it), and the weight gradients. */
+static void qkv_backward(gpt_t *m, gpt_layer_acts_t *a, const gpt_layer_w_t *w,
+                         const gpt_layer_w_t *g, int B, int T, bool first) {
+    const ops_t *o = m->ops;
+    const int N = B * T, C = m->C, Cl = m->NHl * m->hs, KVl = m->KVl * m->hs;
+    if (m->fused_qkv) {
+        o->matmul_backward(m->dC, g->qkvw, g->qkvb, m->dbig, a->ln1, w->qkvw, N, C, 3 * Cl,
+                           false, first);
+        return;
+    }
+    float *dq, *dk, *dv;
+    qkv_views(m, m->dbig, N, &dq, &dk, &dv);
+    if (m->rope) {
+        o->rope_backward(dq, m->rope_cos, m->rope_sin, B, T, m->NHl, m->hs);
+        o->rope_backward(dk, m->rope_cos, m->rope_sin, B, T, m->KVl, m->hs);
+    }
+    o->matmul_backward(m->dC, g->qw, g->qb, dq, a->ln1, w->qw, N, C, Cl, false, first);
+    if (m->kv_replicated) {
+        kv_replicated_backward(m, m->dC, g->kw, g->kb, dk, a->ln1, w->kw, N, first);
+        kv_replicated_backward(m, m->dC, g->vw, g->vb, dv, a->ln1, w->vw, N, first);
+        return;
+    }
+    o->matmul_backward(m->dC, g->kw, g->kb, dk, a->ln1, w->kw, N, C, KVl, true, first);
+    o->matmul_backward(m->dC, g->vw, g->vb, dv, a->ln1, w->vw, N, C, KVl, true, first);
+}
+
+/* The attention core and the MLP activation, with their outputs stored: the forward and the
+ * selective recomputation call the same two, so a recomputed tensor is bit-identical also in
+ * bf16/fp16. */
 static void attention_stored(const gpt_t *m, int l, gpt_layer_acts_t *a, int B, int T) {
     const size_t N = (size_t)B * T;
-    dropout_mask_t mk;
+    dropout_mask_t mk; /* attn_dropout: the probabilities' mask, keyed by global query head */
     const dropout_mask_t *drop = gpt_attn_mask(m, l, B, T, &mk);
-    if (drop)
-        m->ops->attention_forward_dropout(a->atty, a->lse, m->attn_scratch, m->attn_scratch_floats,
-                                          a->qkv, B, T, m->NHl, m->hs, drop);
-    else
-        m->ops->attention_forward(a->atty, a->lse, m->attn_scratch, m->attn_scratch_floats,
-                                  a->qkv, B, T, m->NHl, m->hs);
+    if (m->fused_qkv) {
+        m->ops->attention_forward_dropout(a->atty, a->lse, m->attn_scratch,
+                                          m->attn_scratch_floats, a->qkv, B, T, m->NHl, m->hs,
+                                          drop);
+    } else {
+        float *q, *k, *v;
+        qkv_views(m, a->qkv, B * T, &q, &k, &v);
+        m->ops->attention_gqa_forward_dropout(a->atty, a->lse, m->attn_scratch,
+                                              m->attn_scratch_floats, q, k, v, B, T, m->NHl,
+                                              m->KVl, m->hs, drop);
+    }
     store(m, a->atty, N * m->NHl * m->hs); /* lse stays fp32 (ops.h says why) */
 }
 
-static void gelu_stored(const gpt_t *m, gpt_layer_acts_t *a, int N) {
-    m->ops->gelu_forward(a->fch_gelu, a->fch, (size_t)N * m->Fl);
-    store(m, a->fch_gelu, (size_t)N * m->Fl);
+static void attention_core_backward(const gpt_t *m, int l, gpt_layer_acts_t *a, int B, int T) {
+    dropout_mask_t mk; /* the forward's mask, drawn again */
+    const dropout_mask_t *drop = gpt_attn_mask(m, l, B, T, &mk);
+    if (m->fused_qkv) {
+        m->ops->attention_backward_dropout(m->dbig, m->attn_scratch, m->attn_scratch_floats,
+                                           m->dC2, a->qkv, a->atty, a->lse, B, T, m->NHl, m->hs,
+                                           drop);
+        return;
+    }
+    float *q, *k, *v, *dq, *dk, *dv;
+    qkv_views(m, a->qkv, B * T, &q, &k, &v);
+    qkv_views(m, m->dbig, B * T, &dq, &dk, &dv);
+    m->ops->attention_gqa_backward_dropout(dq, dk, dv, m->attn_scratch, m->attn_scratch_floats,
+                                           m->dC2, q, k, v, a->atty, a->lse, B, T, m->NHl,
+                                           m->KVl, m->hs, drop);
+}
+
+static void mlp_act_stored(const gpt_t *m, gpt_layer_acts_t *a, int N) {
+    const size_t n = (size_t)N * m->Fl;
+    if (m->swiglu) m->ops->swiglu_forward(a->fch_gelu, a->fch, a->fcu, n);
+    else m->ops->gelu_forward(a->fch_gelu, a->fch, n);
+    store(m, a->fch_gelu, n);
+}
+
+/* ln2 -> fch (GELU: fc; SwiGLU: gate, and up into fcu) -> the activation, stored. */
+static void mlp_in_forward(const gpt_t *m, gpt_layer_acts_t *a, const gpt_layer_w_t *w, int N) {
+    const int C = m->C, Fl = m->Fl;
+    if (m->swiglu) {
+        m->ops->matmul_forward(a->fch, a->ln2, w->gatew, w->gateb, N, C, Fl);
+        store(m, a->fch, (size_t)N * Fl);
+        m->ops->matmul_forward(a->fcu, a->ln2, w->fcw, w->fcb, N, C, Fl);
+        store(m, a->fcu, (size_t)N * Fl);
+    } else {
+        m->ops->matmul_forward(a->fch, a->ln2, w->fcw, w->fcb, N, C, Fl);
+        store(m, a->fch, (size_t)N * Fl);
+    }
+    mlp_act_stored(m, a, N);
+}
+
+/* Backward of mlp_in_forward from d(activation output) in m->dbig: dC = d(ln2), partial over
+ * tp (the caller sums it). */
+static void mlp_in_backward(gpt_t *m, gpt_layer_acts_t *a, const gpt_layer_w_t *w,
+                            const gpt_layer_w_t *g, int N, bool first) {
+    const ops_t *o = m->ops;
+    const int C = m->C, Fl = m->Fl;
+    if (!m->swiglu) {
+        o->gelu_backward(m->dbig, a->fch, m->dbig, (size_t)N * Fl);
+        o->matmul_backward(m->dC, g->fcw, g->fcb, m->dbig, a->ln2, w->fcw, N, C, Fl, false, first);
+        return;
+    }
+    float *dgate = m->dbig, *dup = m->dbig + (size_t)N * Fl;
+    o->swiglu_backward(dgate, dup, m->dbig, a->fch, a->fcu, (size_t)N * Fl);
+    o->matmul_backward(m->dC, g->gatew, g->gateb, dgate, a->ln2, w->gatew, N, C, Fl, false, first);
+    o->matmul_backward(m->dC, g->fcw, g->fcb, dup, a->ln2, w->fcw, N, C, Fl, true, first);
 }
 
 void gpt_embed(gpt_t *m, int s, const int *tokens, int B, int T) {
@@ -395,16 +644,16 @@ void gpt_embed(gpt_t *m, int s, const int *tokens, int B, int T) {
     gpt_slot_t *sl = &m->slot[s];
     m->ops->to_device(sl->tokens, tokens, (size_t)B * T * sizeof(int));
     need_weights(m, GPT_UNIT_EMBED, m->first_layer < m->end_layer ? m->first_layer : GPT_UNIT_NONE);
-    /* vocab-parallel: each rank adds the rows it owns; rank 0 adds the positions */
+    /* vocab-parallel: each rank adds the rows it owns; rank 0 adds the positions (if learned) */
     m->ops->embed_forward(sl->input, sl->tokens, m->gw.wte, m->gw.wpe, B, T, m->C, m->v_start,
-                          m->Vl, m->par.tp_rank == 0);
+                          m->Vl, m->learned_pos && m->par.tp_rank == 0);
     tp_sum(m, sl->input, (size_t)B * T * m->C);
     m->reg.slot = s;
     gpt_dropout(m, REG_EMBD, 0, B, T, sl->input, sl->input);
     store(m, sl->input, (size_t)B * T * m->C);
 }
 
-/* One pre-LN block: res2 = res_in + attn(ln1(res_in)); res3 = res2 + mlp(ln2(res2)). */
+/* One pre-norm block: res2 = res_in + attn(ln1(res_in)); res3 = res2 + mlp(ln2(res2)). */
 static void block_forward(gpt_t *m, int l, gpt_layer_acts_t *a, const float *res_in, int B,
                           int T) {
     const ops_t *o = m->ops;
@@ -414,20 +663,17 @@ static void block_forward(gpt_t *m, int l, gpt_layer_acts_t *a, const float *res
     const int next = m->recomputing ? l - 1 : l + 1;
     need_weights(m, l, next >= m->first_layer && next < m->end_layer ? next : GPT_UNIT_NONE);
     const gpt_layer_w_t w = m->lw[l];
-    o->layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, res_in, w.ln1w, w.ln1b, N, C);
+    norm_forward(m, a->ln1, a->ln1_mean, a->ln1_rstd, res_in, w.ln1w, w.ln1b, N);
     store(m, a->ln1, (size_t)N * C);
-    o->matmul_forward(a->qkv, a->ln1, w.qkvw, w.qkvb, N, C, 3 * Cl);
-    store(m, a->qkv, (size_t)N * 3 * Cl);
+    qkv_forward(m, a, &w, B, T);
     attention_stored(m, l, a, B, T);
     o->matmul_forward(a->res2, a->atty, w.projw, tp_bias(m, w.projb), N, Cl, C);
     tp_sum(m, a->res2, (size_t)N * C);
     gpt_dropout(m, REG_ATTN_OUT, l, B, T, a->res2, a->res2);
-    /* res2 += res_in and ln2 = layernorm(res2), both stored: one fused pass */
-    o->residual_layernorm_forward(a->res2, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, res_in,
-                                  w.ln2w, w.ln2b, N, C, m->act_dtype);
-    o->matmul_forward(a->fch, a->ln2, w.fcw, w.fcb, N, C, Fl);
-    store(m, a->fch, (size_t)N * Fl);
-    gelu_stored(m, a, N);
+    /* res2 += res_in and ln2 = norm(res2), both stored */
+    residual_norm_forward(m, a->res2, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, res_in, w.ln2w,
+                          w.ln2b, N);
+    mlp_in_forward(m, a, &w, N);
     if (!a->res3) return; /* a re-run for backward (recompute = 'full'): nothing later is needed */
     o->matmul_forward(a->res3, a->fch_gelu, w.mprojw, tp_bias(m, w.mprojb), N, Fl, C);
     tp_sum(m, a->res3, (size_t)N * C);
@@ -460,12 +706,16 @@ static float head_forward(gpt_t *m, int s, const int *targets, int B, int T) {
     const ops_t *o = m->ops;
     const int N = B * T;
     gpt_slot_t *sl = &m->slot[s];
-    need_weights(m, GPT_UNIT_FINAL, GPT_UNIT_EMBED);
-    need_weights(m, GPT_UNIT_EMBED, GPT_UNIT_NONE);
-    o->layernorm_forward(m->lnf, m->lnf_mean, m->lnf_rstd, stage_output(m, s), m->gw.lnfw,
-                         m->gw.lnfb, N, m->C);
+    if (m->tied) {
+        need_weights(m, GPT_UNIT_FINAL, GPT_UNIT_EMBED);
+        need_weights(m, GPT_UNIT_EMBED, GPT_UNIT_NONE);
+    } else {
+        need_weights(m, GPT_UNIT_FINAL, GPT_UNIT_NONE);
+    }
+    norm_forward(m, m->lnf, m->lnf_mean, m->lnf_rstd, stage_output(m, s), m->gw.lnfw, m->gw.lnfb, N);
     store(m, m->lnf, (size_t)N * m->C); /* the logits and the loss stay fp32 */
-    o->matmul_forward(m->logits, m->lnf, m->gw.wte, NULL, N, m->C, m->Vl);
+    o->matmul_forward(m->logits, m->lnf, m->tied ? m->gw.wte : m->gw.lm_head, NULL, N, m->C,
+                      m->Vl);
     if (!targets) return 0.0f;
     o->to_device(sl->targets, targets, (size_t)N * sizeof(int));
     o->xent_row_max(m->row_max, m->logits, N, m->Vl, m->v_valid);
@@ -490,18 +740,23 @@ static void head_backward(gpt_t *m, int s, int B, int T, float dloss, bool first
     const int N = B * T, C = m->C;
     gpt_slot_t *sl = &m->slot[s];
     first = first || m->grad_stage; /* staged: every micro-batch overwrites */
+    const int last = m->end_layer - 1 >= m->first_layer ? m->end_layer - 1 : GPT_UNIT_NONE;
     begin_grads(m, GPT_UNIT_FINAL);
-    begin_grads(m, GPT_UNIT_EMBED); /* wte's head part now, its embedding part at the end */
-    need_weights(m, GPT_UNIT_FINAL, GPT_UNIT_EMBED);
-    need_weights(m, GPT_UNIT_EMBED, m->end_layer - 1 >= m->first_layer ? m->end_layer - 1 : GPT_UNIT_NONE);
+    if (m->tied) {
+        begin_grads(m, GPT_UNIT_EMBED); /* wte's head part now, its embedding part at the end */
+        need_weights(m, GPT_UNIT_FINAL, GPT_UNIT_EMBED);
+        need_weights(m, GPT_UNIT_EMBED, last);
+    } else {
+        need_weights(m, GPT_UNIT_FINAL, last);
+    }
     if (gpt_loss_regularized(m)) gpt_reg_xent_backward(m, sl->targets, N, dloss);
     else o->xent_backward_inplace(m->logits, m->row_max, m->row_sumexp, sl->targets, dloss, N,
                                   m->Vl, m->v_valid, m->v_start);
-    o->matmul_backward(m->dC, m->gg.wte, NULL, m->logits, m->lnf, m->gw.wte, N, C, m->Vl, false,
-                       first);
+    o->matmul_backward(m->dC, m->tied ? m->gg.wte : m->gg.lm_head, NULL, m->logits, m->lnf,
+                       m->tied ? m->gw.wte : m->gw.lm_head, N, C, m->Vl, false, first);
     tp_sum(m, m->dC, (size_t)N * C);
-    o->layernorm_backward(sl->dout, m->gg.lnfw, m->gg.lnfb, m->dC, stage_output(m, s),
-                          m->gw.lnfw, m->lnf_mean, m->lnf_rstd, N, C, false, first);
+    norm_backward(m, sl->dout, m->gg.lnfw, m->gg.lnfb, m->dC, stage_output(m, s), m->gw.lnfw,
+                  m->lnf_mean, m->lnf_rstd, N, false, first);
     end_grads(m, GPT_UNIT_FINAL);
 }
 
@@ -522,32 +777,23 @@ static void block_backward(gpt_t *m, int l, gpt_layer_acts_t *a, const float *re
     begin_grads(m, l);
     first = first || m->grad_stage; /* staged: every micro-batch overwrites */
     const gpt_layer_w_t w = m->lw[l], g = m->lg[l];
-    /* MLP: res3 = res2 + dropout(proj(gelu(fc(ln2(res2))))) */
+    /* MLP: res3 = res2 + dropout(proj(act(fc(ln2(res2))))) (SwiGLU: act(gate(.), up(.))) */
     const float *dmlp = gpt_dropout(m, REG_MLP_OUT, l, B, T, m->dC2, m->dres);
     o->matmul_backward(m->dbig, g.mprojw, g.mprojb, dmlp, a->fch_gelu, w.mprojw, N, Fl, C,
                        false, first);
-    o->gelu_backward(m->dbig, a->fch, m->dbig, (size_t)N * Fl);
-    o->matmul_backward(m->dC, g.fcw, g.fcb, m->dbig, a->ln2, w.fcw, N, C, Fl, false, first);
+    mlp_in_backward(m, a, &w, &g, N, first);
     tp_sum(m, m->dC, (size_t)N * C); /* column-parallel input gradient: partial over tp */
-    o->layernorm_backward(m->dres, g.ln2w, g.ln2b, m->dC, a->res2, w.ln2w, a->ln2_mean,
-                          a->ln2_rstd, N, C, true, first);
+    norm_backward(m, m->dres, g.ln2w, g.ln2b, m->dC, a->res2, w.ln2w, a->ln2_mean, a->ln2_rstd,
+                  N, true, first);
     /* attention: res2 = res_in + dropout(proj(attn(qkv(ln1(res_in))))) */
     const float *dattn = gpt_dropout(m, REG_ATTN_OUT, l, B, T, m->dC, m->dres);
     o->matmul_backward(m->dC2, g.projw, g.projb, dattn, a->atty, w.projw, N, Cl, C, false,
                        first);
-    dropout_mask_t mk;
-    const dropout_mask_t *drop = gpt_attn_mask(m, l, B, T, &mk);
-    if (drop)
-        o->attention_backward_dropout(m->dbig, m->attn_scratch, m->attn_scratch_floats, m->dC2,
-                                      a->qkv, a->atty, a->lse, B, T, m->NHl, m->hs, drop);
-    else
-        o->attention_backward(m->dbig, m->attn_scratch, m->attn_scratch_floats, m->dC2, a->qkv,
-                              a->atty, a->lse, B, T, m->NHl, m->hs);
-    o->matmul_backward(m->dC, g.qkvw, g.qkvb, m->dbig, a->ln1, w.qkvw, N, C, 3 * Cl, false,
-                       first);
+    attention_core_backward(m, l, a, B, T);
+    qkv_backward(m, a, &w, &g, B, T, first);
     tp_sum(m, m->dC, (size_t)N * C);
-    o->layernorm_backward(m->dres, g.ln1w, g.ln1b, m->dC, res_in, w.ln1w, a->ln1_mean,
-                          a->ln1_rstd, N, C, true, first);
+    norm_backward(m, m->dres, g.ln1w, g.ln1b, m->dC, res_in, w.ln1w, a->ln1_mean, a->ln1_rstd,
+                  N, true, first);
     end_grads(m, l);
 }
 
@@ -567,7 +813,7 @@ static void block_recompute(gpt_t *m, int l, gpt_layer_acts_t *a, const float *r
         m->recomputing = false;
     } else if (a->recompute == GPT_RECOMPUTE_SELECTIVE) {
         attention_stored(m, l, a, B, T);
-        gelu_stored(m, a, B * T);
+        mlp_act_stored(m, a, B * T);
     }
 }
 
@@ -587,12 +833,13 @@ void gpt_stage_backward(gpt_t *m, int s, int B, int T, bool first) {
      * gradient and the embedding adds to it; otherwise the embedding is wte's only source.
      * Every tp rank computes the (replicated) wpe gradient so the replicas stay equal. */
     first = first || m->grad_stage; /* staged: every micro-batch overwrites */
-    if (!m->has_head) begin_grads(m, GPT_UNIT_EMBED); /* (with the head: begun there) */
-    if (first) m->ops->zero(m->gg.wpe, params_find(&m->P, "wpe")->numel);
-    if (first && !m->has_head) m->ops->zero(m->gg.wte, params_find(&m->P, "wte")->numel);
+    const bool head_began = m->has_head && m->tied; /* the tied head's wte gradient is in */
+    if (!head_began) begin_grads(m, GPT_UNIT_EMBED);
+    if (first && m->learned_pos) m->ops->zero(m->gg.wpe, params_find(&m->P, "wpe")->numel);
+    if (first && !head_began) m->ops->zero(m->gg.wte, params_find(&m->P, "wte")->numel);
     gpt_dropout(m, REG_EMBD, 0, B, T, m->dres, m->dres);
     m->ops->embed_backward(m->gg.wte, m->gg.wpe, m->dres, sl->tokens, B, T, m->C, m->v_start,
-                           m->Vl, true);
+                           m->Vl, m->learned_pos);
     end_grads(m, GPT_UNIT_EMBED);
 }
 
@@ -628,10 +875,11 @@ void gpt_logits_row(gpt_t *m, int b, int t, int T, float *out) {
 
 double gpt_flops_per_token(const gpt_t *m, int T) {
     /* 6 FLOPs per parameter per token (2 forward, 4 backward) for every matrix product,
-     * counting the tied LM head once, plus attention scores and weighted sums:
+     * counting the LM head once (tied or not; the embedding lookup is no product), plus
+     * attention scores and weighted sums:
      * 2 * 2 * T * C per layer forward (QK^T and AV), times 3 for forward + backward.
      * Whole model, all ranks together. */
-    double mat = (double)m->L * (4.0 * m->C * m->C + 2.0 * m->C * m->F) + (double)m->Vp * m->C;
+    double mat = (double)m->L * m->block_matrix + (double)m->Vp * m->C;
     double attn = (double)m->L * 2.0 * 2.0 * T * m->C;
     return 6.0 * mat + 3.0 * attn;
 }

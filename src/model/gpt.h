@@ -9,7 +9,8 @@
  *   wte           vocab-parallel embedding (rows summed over tp) and vocab-parallel
  *                 cross-entropy (row max / sum-exp / target logit all-reduced: the full logits
  *                 are never gathered).
- * A pipeline stage holds layers [first_layer, end_layer); the first stage embeds, the last runs
+ * A pipeline stage holds layers [first_layer, end_layer) (or, interleaved, n_chunks such
+ * chunks: gpt_use_chunk); the first stage embeds, the last runs
  * the head and the loss. `n_slots` micro-batches can be in flight at once (pipeline schedules),
  * each with its own activations.
  * Activation recomputation (&parallel recompute, for the first recompute_layers blocks of each
@@ -38,6 +39,7 @@ typedef struct gpt_parallel {
     int tp, tp_rank, pp, pp_rank;
     MPI_Comm tp_comm; /* MPI_COMM_SELF when tp = 1 */
     int n_slots;      /* micro-batches whose activations are held at once */
+    int chunks;       /* interleaved pipeline: chunks of layers on this stage (0 or 1: one) */
 } gpt_parallel_t;
 
 /* One process, one micro-batch in flight. */
@@ -52,15 +54,19 @@ typedef enum gpt_recompute {
  * shared scratch set (valid only between their computation and their use in one block call). */
 typedef struct gpt_layer_acts {
     gpt_recompute_t recompute;        /* what backward recomputes for this block */
-    float *ln1, *ln1_mean, *ln1_rstd; /* [N,C], [N], [N] */
-    float *qkv;                       /* [N, 3C/tp] */
+    float *ln1, *ln1_mean, *ln1_rstd; /* [N,C], [N], [N] (RMSNorm: no mean, NULL) */
+    float *qkv;                       /* fused: [N, 3C/tp] rows q | k | v; separate q, k, v:
+                                         q [N, NHl hs], then k, v [N, KVl hs] one after the
+                                         other (after RoPE) */
     float *atty;                      /* [N, C/tp] attention output before the projection */
     float *lse;                       /* [B, NH/tp, T] log-sum-exp of each attention row (fp32
                                          in every precision; the backward recomputes the
                                          probabilities from it) */
     float *res2;                      /* [N, C] residual after attention */
     float *ln2, *ln2_mean, *ln2_rstd; /* [N,C], [N], [N] */
-    float *fch, *fch_gelu;            /* [N, d_ff/tp] */
+    float *fch, *fch_gelu;            /* [N, d_ff/tp] MLP input projection (SwiGLU: gate) and
+                                         the activation's output */
+    float *fcu;                       /* [N, d_ff/tp] SwiGLU's up projection (else NULL) */
     float *res3;                      /* [N, C] block output; NULL: stop after the GELU (a
                                          re-run for backward, which needs nothing later) */
 } gpt_layer_acts_t;
@@ -68,11 +74,15 @@ typedef struct gpt_layer_acts {
 /* Pointers to one block's tensors inside a flat buffer (parameters or gradients). */
 typedef struct gpt_layer_w {
     float *ln1w, *ln1b, *qkvw, *qkvb, *projw, *projb, *ln2w, *ln2b, *fcw, *fcb, *mprojw, *mprojb;
+    /* separate q, k, v (fused qkv NULL); SwiGLU's gate (fc is its up); NULL where absent (no
+     * bias, RMSNorm's b) */
+    float *qw, *qb, *kw, *kb, *vw, *vb, *gatew, *gateb;
 } gpt_layer_w_t;
 
 /* The non-block tensors inside a flat buffer. */
 typedef struct gpt_global_w {
     float *wte, *wpe, *lnfw, *lnfb;
+    float *lm_head;                   /* untied LM head (last stage), else NULL */
 } gpt_global_w_t;
 
 /* Everything one in-flight micro-batch needs between its forward and its backward. */
@@ -111,9 +121,25 @@ typedef struct gpt_grad_provider {
 typedef struct gpt {
     int L, C, NH, hs, F, V, Vp;       /* global: layers, width, heads, head size, d_ff, vocab */
     int NHl, Fl, Vl;                  /* local under tp: heads, d_ff columns, vocab rows */
+    /* architecture (&model norm, pos, mlp, n_kv_head, tie_embeddings), chosen once */
+    bool rmsnorm, rope, swiglu, fused_qkv, tied, learned_pos;
+    float norm_eps;
+    int KV, KVl;                      /* k/v heads: global, and the ones this rank computes */
+    bool kv_replicated;               /* n_kv_head < tp: every tp rank holds all of k, v and
+                                         computes head kv_head0 (its query heads' one) */
+    int kv_head0;
+    float *rope_cos, *rope_sin;       /* [T, hs/2] RoPE angle tables */
+    double block_matrix;              /* multiply-adds per token of a block's matrices */
+    float *kv_grad;                   /* replicated k/v: one tensor's gradient [KV hs, C + 1]
+                                         of a micro-batch, summed over tp */
     int v_start, v_valid;             /* first vocab id of the local shard, real ids in it */
-    int first_layer, end_layer;       /* this stage's blocks */
-    bool has_embed, has_head;
+    int first_layer, end_layer;       /* this stage's blocks (of the chunk in use) */
+    bool has_embed, has_head;         /* ... and whether that chunk embeds / runs the head */
+    /* interleaved pipeline: the stage holds n_chunks chunks of chunk_layers blocks (chunk c is
+     * model chunk c * pp + pp_rank); gpt_use_chunk selects the one the stage interface and the
+     * slots work on. n_chunks = 1: one contiguous range. */
+    int n_chunks, chunk_layers;
+    bool stage_embed, stage_head;     /* the stage embeds / runs the head in some chunk */
     gpt_parallel_t par;
     int B, T;                         /* the largest micro-batch the arena holds */
     const ops_t *ops;
@@ -175,6 +201,10 @@ void gpt_destroy(gpt_t *m);
 void gpt_init_params(gpt_t *m, uint64_t seed);
 
 /* ---- pipeline-stage interface (the schedules in train/ drive these) ---- */
+/* Interleaved pipeline: work on chunk c from now on (no-op with one chunk). Every slot holds
+ * one chunk's activations, so a slot serves whichever (chunk, micro-batch) the schedule puts
+ * there. */
+void gpt_use_chunk(gpt_t *m, int c);
 /* First stage: embed tokens[B*T] (host) into the slot's input. */
 void gpt_embed(gpt_t *m, int slot, const int *tokens, int B, int T);
 /* The stage's blocks on the slot's input; returns the stage output [N, C]. */

@@ -8,6 +8,7 @@
 #include "core/rng.h"
 
 #define PARAM_ALIGN_FLOATS 16 /* each parameter starts on a 64-byte boundary in the flat buffer */
+#define PARAMS_PER_BLOCK_MAX 18 /* layernorm, q, k, v, SwiGLU, all with biases */
 
 typedef struct param_spec {
     const char *suffix;
@@ -38,34 +39,77 @@ static param_t *add_param(params_t *P, int cap, const char *name, const param_sp
     return p;
 }
 
-/* GPT-2 parameters: embeddings, n_layer pre-LN blocks, final norm. The LM head is tied to wte.
- * Shard rules are Megatron's: qkv and mlp.fc column-parallel (split output rows; qkv as 3 blocks
- * so each rank owns whole heads of q, k and v), attn.proj and mlp.proj row-parallel (split the
- * input columns), wte vocab-parallel; everything else replicated. */
-static void register_gpt2(params_t *P, int cap, const config_t *cfg) {
-    const int64_t C = cfg->d_model, F = cfg->d_ff, Vp = config_padded_vocab(cfg);
+/* The attention's input projection is GPT-2's fused qkv (rows q | k | v) for multi-head
+ * attention with learned positions; otherwise separate q, k, v tensors (grouped-query
+ * attention, RoPE: Hugging Face Llama's q_proj, k_proj, v_proj as they are). */
+bool params_fused_qkv(const config_t *cfg) {
+    return config_kv_heads(cfg) == cfg->n_head && !strcmp(cfg->pos, "learned");
+}
+
+/* One block's tensors for cfg, in registry order (names after "h.N."). */
+static int block_specs(const config_t *cfg, int tp, param_spec_t *out) {
+    const int64_t C = cfg->d_model, F = cfg->d_ff, hs = C / cfg->n_head;
+    const int64_t KV = (int64_t)config_kv_heads(cfg) * hs;
     const float std = 0.02f, std_resid = 0.02f / sqrtf(2.0f * (float)cfg->n_layer);
+    const bool ln = !strcmp(cfg->norm, "layernorm"), bias = cfg->bias;
+    /* k/v heads split over tp when there are at least tp of them, else replicated */
+    const int kv_split = config_kv_heads(cfg) >= tp ? 0 : -1;
+    int n = 0;
+#define SPEC(...)                                       \
+    do {                                                \
+        ASSERT(n < PARAMS_PER_BLOCK_MAX);               \
+        out[n++] = (param_spec_t){__VA_ARGS__};         \
+    } while (0)
+    SPEC("ln1.w", 1, C, 0, -1, 1, false, INIT_ONES, 0);
+    if (ln) SPEC("ln1.b", 1, C, 0, -1, 1, false, INIT_ZEROS, 0);
+    if (params_fused_qkv(cfg)) {
+        SPEC("attn.qkv.w", 2, 3 * C, C, 0, 3, true, INIT_NORMAL, std);
+        if (bias) SPEC("attn.qkv.b", 1, 3 * C, 0, 0, 3, false, INIT_ZEROS, 0);
+    } else {
+        SPEC("attn.q.w", 2, C, C, 0, 1, true, INIT_NORMAL, std);
+        if (bias) SPEC("attn.q.b", 1, C, 0, 0, 1, false, INIT_ZEROS, 0);
+        SPEC("attn.k.w", 2, KV, C, kv_split, 1, true, INIT_NORMAL, std);
+        if (bias) SPEC("attn.k.b", 1, KV, 0, kv_split, 1, false, INIT_ZEROS, 0);
+        SPEC("attn.v.w", 2, KV, C, kv_split, 1, true, INIT_NORMAL, std);
+        if (bias) SPEC("attn.v.b", 1, KV, 0, kv_split, 1, false, INIT_ZEROS, 0);
+    }
+    SPEC("attn.proj.w", 2, C, C, 1, 1, true, INIT_NORMAL, std_resid);
+    if (bias) SPEC("attn.proj.b", 1, C, 0, -1, 1, false, INIT_ZEROS, 0);
+    SPEC("ln2.w", 1, C, 0, -1, 1, false, INIT_ONES, 0);
+    if (ln) SPEC("ln2.b", 1, C, 0, -1, 1, false, INIT_ZEROS, 0);
+    if (!strcmp(cfg->mlp, "swiglu")) {
+        SPEC("mlp.gate.w", 2, F, C, 0, 1, true, INIT_NORMAL, std);
+        if (bias) SPEC("mlp.gate.b", 1, F, 0, 0, 1, false, INIT_ZEROS, 0);
+        SPEC("mlp.up.w", 2, F, C, 0, 1, true, INIT_NORMAL, std);
+        if (bias) SPEC("mlp.up.b", 1, F, 0, 0, 1, false, INIT_ZEROS, 0);
+    } else {
+        SPEC("mlp.fc.w", 2, F, C, 0, 1, true, INIT_NORMAL, std);
+        if (bias) SPEC("mlp.fc.b", 1, F, 0, 0, 1, false, INIT_ZEROS, 0);
+    }
+    SPEC("mlp.proj.w", 2, C, F, 1, 1, true, INIT_NORMAL, std_resid);
+    if (bias) SPEC("mlp.proj.b", 1, C, 0, -1, 1, false, INIT_ZEROS, 0);
+#undef SPEC
+    return n;
+}
+
+/* The model's parameters: embeddings (wpe only with learned positions), n_layer pre-norm
+ * blocks, final norm, and the LM head when it is not tied to wte. Shard rules are Megatron's:
+ * qkv / q, k, v and mlp.fc / gate, up column-parallel (split output rows; qkv as 3 blocks so
+ * each rank owns whole heads of q, k and v; k, v replicated when n_kv_head < tp), attn.proj
+ * and mlp.proj row-parallel (split the input columns), wte and lm_head vocab-parallel;
+ * everything else replicated. */
+static void register_model(params_t *P, int cap, const config_t *cfg) {
+    const int64_t C = cfg->d_model, Vp = config_padded_vocab(cfg);
+    const float std = 0.02f;
     param_spec_t wte = {"", 2, Vp, C, 0, 1, true, INIT_NORMAL, std};
     param_spec_t wpe = {"", 2, cfg->seq_len, C, -1, 1, true, INIT_NORMAL, std};
     param_t *p = add_param(P, cap, "wte", &wte, -1);
     p->init_rows = cfg->vocab_size; /* padding rows start at 0 and are masked out of the loss */
-    add_param(P, cap, "wpe", &wpe, -1);
-    const param_spec_t block[] = {
-        {"ln1.w", 1, C, 0, -1, 1, false, INIT_ONES, 0},
-        {"ln1.b", 1, C, 0, -1, 1, false, INIT_ZEROS, 0},
-        {"attn.qkv.w", 2, 3 * C, C, 0, 3, true, INIT_NORMAL, std},
-        {"attn.qkv.b", 1, 3 * C, 0, 0, 3, false, INIT_ZEROS, 0},
-        {"attn.proj.w", 2, C, C, 1, 1, true, INIT_NORMAL, std_resid},
-        {"attn.proj.b", 1, C, 0, -1, 1, false, INIT_ZEROS, 0},
-        {"ln2.w", 1, C, 0, -1, 1, false, INIT_ONES, 0},
-        {"ln2.b", 1, C, 0, -1, 1, false, INIT_ZEROS, 0},
-        {"mlp.fc.w", 2, F, C, 0, 1, true, INIT_NORMAL, std},
-        {"mlp.fc.b", 1, F, 0, 0, 1, false, INIT_ZEROS, 0},
-        {"mlp.proj.w", 2, C, F, 1, 1, true, INIT_NORMAL, std_resid},
-        {"mlp.proj.b", 1, C, 0, -1, 1, false, INIT_ZEROS, 0},
-    };
+    if (!strcmp(cfg->pos, "learned")) add_param(P, cap, "wpe", &wpe, -1);
+    param_spec_t block[PARAMS_PER_BLOCK_MAX];
+    const int nb = block_specs(cfg, P->tp, block);
     for (int l = 0; l < cfg->n_layer; l++)
-        for (size_t i = 0; i < sizeof block / sizeof block[0]; i++) {
+        for (int i = 0; i < nb; i++) {
             char name[PARAM_NAME_MAX];
             snprintf(name, sizeof name, "h.%d.%s", l, block[i].suffix);
             add_param(P, cap, name, &block[i], l);
@@ -73,7 +117,11 @@ static void register_gpt2(params_t *P, int cap, const config_t *cfg) {
     const param_spec_t lnf_w = {"", 1, C, 0, -1, 1, false, INIT_ONES, 0};
     const param_spec_t lnf_b = {"", 1, C, 0, -1, 1, false, INIT_ZEROS, 0};
     add_param(P, cap, "lnf.w", &lnf_w, cfg->n_layer);
-    add_param(P, cap, "lnf.b", &lnf_b, cfg->n_layer);
+    if (!strcmp(cfg->norm, "layernorm")) add_param(P, cap, "lnf.b", &lnf_b, cfg->n_layer);
+    if (!cfg->tie_embeddings) {
+        p = add_param(P, cap, "lm_head.w", &wte, cfg->n_layer); /* the last stage's */
+        p->init_rows = cfg->vocab_size;
+    }
 }
 
 /* Local shape of p for tp ranks; the split dimension must divide evenly (validated by the grid). */
@@ -89,10 +137,16 @@ static void shard_one(param_t *p, int tp) {
     p->numel = (size_t)(p->local_shape[0] * p->local_shape[1]);
 }
 
+double params_block_matrix(const config_t *cfg) {
+    const double C = cfg->d_model, F = cfg->d_ff;
+    const double kv = (double)config_kv_heads(cfg) * (C / cfg->n_head);
+    const double mlp = !strcmp(cfg->mlp, "swiglu") ? 3.0 : 2.0;
+    return 2.0 * C * C + 2.0 * C * kv + mlp * C * F;
+}
+
 void params_partition_layers(const config_t *cfg, int pp, int *first) {
     const int L = cfg->n_layer;
-    const double layer = 12.0 * cfg->d_model * (double)cfg->d_model +
-                         2.0 * cfg->seq_len * (double)cfg->d_model;
+    const double layer = params_block_matrix(cfg) + 2.0 * cfg->seq_len * (double)cfg->d_model;
     const double head = (double)config_padded_vocab(cfg) * cfg->d_model;
     /* best[s][i]: the smallest possible maximum stage cost placing layers [0, i) on stages
      * [0, s); cut[s][i] the start of stage s-1 in that placement. O(pp L^2), tiny. */
@@ -118,23 +172,33 @@ void params_partition_layers(const config_t *cfg, int pp, int *first) {
     xfree(cut);
 }
 
-/* Which parameters the stage holds: its blocks; wte and wpe on the first stage; lnf on the last,
- * which also holds a copy of wte for the tied LM head. */
-static void mark_held(params_t *P, int n_layer) {
+/* Which parameters the stage holds: its blocks; wte and wpe on the first stage; lnf (and an
+ * untied lm_head) on the last, which also holds a copy of wte for a tied LM head. */
+static void mark_held(params_t *P, int n_layer, bool tied) {
     for (int i = 0; i < P->n; i++) {
         param_t *p = &P->p[i];
-        bool is_wte = strcmp(p->name, "wte") == 0;
+        bool is_wte = tied && strcmp(p->name, "wte") == 0;
         if (p->layer < 0) p->held = P->has_embed || (is_wte && P->has_head);
         else if (p->layer >= n_layer) p->held = P->has_head; /* final norm */
-        else p->held = p->layer >= P->first_layer && p->layer < P->end_layer;
+        else p->held = params_holds_layer(P, p->layer);
         p->tied_copy = is_wte && P->has_head && !P->has_embed;
     }
 }
 
+bool params_holds_layer(const params_t *P, int layer) {
+    if (P->chunks > 1) return layer / P->chunk_layers % P->pp == P->pp_rank;
+    return layer >= P->first_layer && layer < P->end_layer;
+}
+
 void params_create_stage(params_t *P, const config_t *cfg, int tp, int tp_rank, int pp,
                          int pp_rank) {
+    params_create_chunks(P, cfg, tp, tp_rank, pp, pp_rank, 1);
+}
+
+void params_create_chunks(params_t *P, const config_t *cfg, int tp, int tp_rank, int pp,
+                          int pp_rank, int chunks) {
     memset(P, 0, sizeof *P);
-    int cap = 4 + 12 * cfg->n_layer;
+    int cap = 5 + PARAMS_PER_BLOCK_MAX * cfg->n_layer;
     P->p = xcalloc((size_t)cap, sizeof(param_t));
     P->tp = tp;
     P->tp_rank = tp_rank;
@@ -145,11 +209,18 @@ void params_create_stage(params_t *P, const config_t *cfg, int tp, int tp_rank, 
     P->first_layer = first[pp_rank];
     P->end_layer = first[pp_rank + 1];
     xfree(first);
+    P->chunks = chunks > 1 ? chunks : 1;
+    if (P->chunks > 1) { /* equal chunks: the balanced partition is for one range per stage */
+        ASSERT(cfg->n_layer % (pp * chunks) == 0);
+        P->chunk_layers = cfg->n_layer / (pp * chunks);
+        P->first_layer = pp_rank * P->chunk_layers;
+        P->end_layer = P->first_layer + P->chunk_layers;
+    }
     P->has_embed = pp_rank == 0;
     P->has_head = pp_rank == pp - 1;
-    register_gpt2(P, cap, cfg);
+    register_model(P, cap, cfg);
     params_apply_init_scheme(P, cfg);
-    mark_held(P, cfg->n_layer);
+    mark_held(P, cfg->n_layer, cfg->tie_embeddings);
     size_t off = 0;
     for (int i = 0; i < P->n; i++) {
         param_t *p = &P->p[i];

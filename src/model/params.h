@@ -46,19 +46,36 @@ typedef struct params {
     int64_t n_global;          /* global parameter count, padding rows of wte included */
     int tp, tp_rank;           /* the sharding this registry was set up for */
     int pp, pp_rank;           /* pipeline stages and this rank's stage */
-    int first_layer, end_layer;/* the stage's blocks: [first_layer, end_layer) */
+    int first_layer, end_layer;/* the stage's blocks: [first_layer, end_layer) (its first
+                                  chunk's with chunks > 1) */
+    int chunks, chunk_layers;  /* interleaved pipeline: the stage holds `chunks` chunks of
+                                  chunk_layers blocks, chunk c = model chunk c * pp + pp_rank
+                                  (chunks = 1: one contiguous range, chunk_layers unused) */
     bool has_embed, has_head;  /* first stage: wte, wpe; last stage: lnf and the tied head */
 } params_t;
 
-/* Register GPT-2 parameters for cfg and compute local shards for (tp, tp_rank), every layer held
+/* Register the model's parameters for cfg and compute local shards for (tp, tp_rank), every layer held
  * (no pipeline). */
 void params_create(params_t *P, const config_t *cfg, int tp, int tp_rank);
 /* The same for pipeline stage pp_rank of pp: every parameter is still registered (checkpoints
  * create every dataset collectively), but only the stage's own are `held` and get storage. */
 void params_create_stage(params_t *P, const config_t *cfg, int tp, int tp_rank, int pp,
                          int pp_rank);
-/* Contiguous layer ranges for pp stages, balanced by cost (a block ~ 12 C^2 + 2 T C multiply-adds
- * per token, the LM head ~ Vp C on the last stage), each stage at least one layer:
+/* The same for an interleaved pipeline (virtual stages): the stage holds `chunks` chunks of
+ * n_layer / (pp * chunks) blocks each (Megatron's layout; n_layer divisible, validated by config);
+ * the embedding on stage 0, the head on stage pp - 1. chunks = 1 is params_create_stage. */
+void params_create_chunks(params_t *P, const config_t *cfg, int tp, int tp_rank, int pp,
+                          int pp_rank, int chunks);
+/* Whether the stage holds block `layer`. */
+bool params_holds_layer(const params_t *P, int layer);
+/* Whether the attention's input projection is the fused attn.qkv (GPT-2: n_kv_head = n_head,
+ * learned positions) rather than attn.q, attn.k, attn.v. */
+bool params_fused_qkv(const config_t *cfg);
+/* Multiply-adds per token of one block's matrices: q, proj (C^2 each), k, v (C n_kv_head hs
+ * each), the MLP (2 C F for GELU, 3 C F for SwiGLU): 12 C^2 for GPT-2 with d_ff = 4 C. */
+double params_block_matrix(const config_t *cfg);
+/* Contiguous layer ranges for pp stages, balanced by cost (a block ~ params_block_matrix + 2 T C
+ * multiply-adds per token, the LM head ~ Vp C on the last stage), each stage at least one layer:
  * stage s holds [first[s], first[s+1]); first[] has pp + 1 entries. */
 void params_partition_layers(const config_t *cfg, int pp, int *first);
 void params_destroy(params_t *P);

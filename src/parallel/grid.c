@@ -20,6 +20,12 @@ static void grid_validate(const config_t *cfg, int world) {
         fatal_user("%s: &parallel tp = %d must divide &model n_head (%d), d_ff (%d) and the "
                    "padded vocabulary (%d)", cfg->source_path, tp, cfg->n_head, cfg->d_ff,
                    config_padded_vocab(cfg));
+    /* grouped-query attention: k/v heads split over tp, or replicated (one per rank) */
+    const int kv = config_kv_heads(cfg);
+    if (kv >= tp ? kv % tp != 0 : tp % kv != 0)
+        fatal_user("%s: &model n_kv_head = %d and &parallel tp = %d: the k/v heads are split over "
+                   "tp when n_kv_head >= tp (tp must divide it) and replicated when n_kv_head < tp "
+                   "(n_kv_head must divide tp)", cfg->source_path, kv, tp);
     if (pp > cfg->n_layer)
         fatal_user("%s: &parallel pp = %d exceeds &model n_layer = %d (each pipeline stage "
                    "needs at least one layer)", cfg->source_path, pp, cfg->n_layer);

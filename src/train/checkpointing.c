@@ -206,7 +206,8 @@ int ckpt_write_now(trainer_t *tr, const char *why) {
     ckpt_state_t st = {tr->tokens_seen, tr->sample_pos, tr->opt.t, tr->skipped, tr->global_batch,
                        tr->scaler.scale, tr->grid->dp, tr->grid->tp, tr->grid->pp,
                        tr->scaler.growth_tracker, tr->scaler.hysteresis_tracker,
-                       tr->scaler.overflows, 1};
+                       tr->scaler.overflows, 1, 0, 0, 0, {0}, 0};
+    curric_save_state(&tr->curric, &st);
     double t0 = now_sec(), written = 0;
     watchdog_enter_for("checkpoint write", "all ranks", cfg->io_timeout_s);
     prof_begin(PROF_CHECKPOINT, "checkpoint write", -1, -1);
@@ -386,6 +387,7 @@ static void apply_loaded(trainer_t *tr, const ckpt_resumed_t *res) {
     tr->skipped = st->skipped;
     tr->tokens_seen = st->tokens_seen;
     tr->sample_pos = st->sample_pos;
+    curric_load_state(&tr->curric, st, tr->sample_pos);
     if (tr->scaler.enabled && st->has_scaler) { /* the fp16 scaler continues where it was */
         tr->scaler.scale = st->loss_scale;
         tr->scaler.growth_tracker = (int)st->ls_growth;

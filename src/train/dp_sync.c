@@ -99,7 +99,7 @@ void dp_sync_finish(dp_sync_t *d) {
         zero_grads_finish_step(d->z);
         return;
     }
-    if (d->embed_comm != MPI_COMM_NULL) tied_embedding_sum(d);
+    if (d->embed_comm != MPI_COMM_NULL && d->m->tied) tied_embedding_sum(d);
     if (d->dp == 1) d->m->ops->quantize(d->m->grads, d->m->P.total, d->grad_dtype);
     if (d->dp > 1)
         for (int i = 0; i < d->n; i++)

@@ -1,5 +1,6 @@
-/* pipeline.c — GPipe and 1F1B schedules (see pipeline.h). */
+/* pipeline.c — the schedule runner (see pipeline.h). */
 #include "train/pipeline.h"
+#include <stdio.h>
 #include <string.h>
 #include "core/alloc.h"
 #include "core/error.h"
@@ -7,15 +8,43 @@
 #include "parallel/comm.h"
 
 pipe_schedule_t pipe_schedule_from_name(const char *name) {
-    return strcmp(name, "gpipe") == 0 ? SCHED_GPIPE : SCHED_1F1B;
+    int k = sched_kind_from_name(name);
+    return k < 0 ? SCHED_1F1B : (pipe_schedule_t)k;
 }
 
-int pipe_slots_needed(pipe_schedule_t schedule, int pp, int stage, int n_micro) {
-    int k = schedule == SCHED_GPIPE ? n_micro : pp - stage;
-    return k < n_micro ? k : n_micro;
+int pipe_slots_needed(pipe_schedule_t schedule, int pp, int v, int stage, int n_micro) {
+    char why[400];
+    if (sched_constraint_error(schedule, pp, v, n_micro, pp * v, why, sizeof why))
+        return n_micro * v; /* not runnable (refused elsewhere): an upper bound for the planner */
+    schedule_t train, eval;
+    sched_build(&train, schedule, pp, v, n_micro, true);
+    sched_build(&eval, schedule, pp, v, 1, false);
+    int n = train.rank[stage].n_slots > eval.rank[stage].n_slots ? train.rank[stage].n_slots
+                                                                 : eval.rank[stage].n_slots;
+    sched_destroy(&train);
+    sched_destroy(&eval);
+    return n;
 }
 
-void pipe_create(pipe_t *p, gpt_t *m, const grid_t *g, int n_micro, pipe_schedule_t schedule) {
+/* The lists of every rank, checked by the simulator: each rank runs it on the same lists, so
+ * all ranks reach the same verdict and end together. */
+static void build_checked(schedule_t *s, const pipe_t *p, int n, bool backward) {
+    sched_build(s, p->schedule, p->pp, p->v, n, backward);
+    const sched_cost_t unit = {1, 1, 1};
+    sched_sim_t sim;
+    sched_simulate(s, &unit, &sim);
+    if (!sim.ok) {
+        char msg[700];
+        snprintf(msg, sizeof msg, "internal error: the %s schedule for pp = %d, v = %d, %d "
+                 "micro-batches fails its check before running: %s", sched_kind_name(p->schedule),
+                 p->pp, p->v, n, sim.err);
+        fatal_agreed(LLMT_EXIT_INTERNAL, msg);
+    }
+    ASSERT(s->rank[p->stage].n_slots <= p->m->par.n_slots);
+}
+
+void pipe_create(pipe_t *p, gpt_t *m, const grid_t *g, int n_micro, pipe_schedule_t schedule,
+                 int v) {
     memset(p, 0, sizeof *p);
     p->m = m;
     p->pp_comm = g->pp_comm;
@@ -23,12 +52,17 @@ void pipe_create(pipe_t *p, gpt_t *m, const grid_t *g, int n_micro, pipe_schedul
     p->stage = g->rank_pp;
     p->n_micro = n_micro;
     p->schedule = schedule;
+    p->v = schedule == SCHED_INTERLEAVED ? v : 1;
+    ASSERT(m->n_chunks == p->v);
+    build_checked(&p->train, p, n_micro, true);
     p->fwd_send = xmalloc(sizeof(MPI_Request) * (size_t)m->par.n_slots);
     p->bwd_send = xmalloc(sizeof(MPI_Request) * (size_t)m->par.n_slots);
     for (int s = 0; s < m->par.n_slots; s++) p->fwd_send[s] = p->bwd_send[s] = MPI_REQUEST_NULL;
 }
 
 void pipe_destroy(pipe_t *p) {
+    sched_destroy(&p->train);
+    if (p->eval_n) sched_destroy(&p->eval);
     xfree(p->fwd_send);
     xfree(p->bwd_send);
     memset(p, 0, sizeof *p);
@@ -42,85 +76,88 @@ typedef struct run {
     double loss_sum;
 } run_t;
 
-static bool first_stage(const pipe_t *p) { return p->stage == 0; }
-static bool last_stage(const pipe_t *p) { return p->stage == p->pp - 1; }
+static int vstage(const pipe_t *p, int chunk) { return chunk * p->pp + p->stage; }
+static bool embeds(const pipe_t *p, int chunk) { return vstage(p, chunk) == 0; }
+static bool heads(const pipe_t *p, int chunk) { return vstage(p, chunk) == p->pp * p->v - 1; }
 
-static void forward_micro(pipe_t *p, run_t *r, int i) {
+/* The slot's earlier sends that read what this action rewrites are complete. */
+static void wait_slot(pipe_t *p, const sched_act_t *a) {
+    if (a->wait & SCHED_WAIT_FWD) comm_wait(&p->fwd_send[a->slot], COMM_PP);
+    if (a->wait & SCHED_WAIT_BWD) comm_wait(&p->bwd_send[a->slot], COMM_PP);
+}
+
+static void forward(pipe_t *p, run_t *r, const sched_act_t *a) {
     gpt_t *m = p->m;
-    const int s = i % m->par.n_slots;
-    const size_t N = (size_t)r->B * r->T, NC = N * (size_t)m->C;
-    comm_wait(&p->fwd_send[s], COMM_PP); /* the slot's buffers are about to be rewritten */
-    comm_wait(&p->bwd_send[s], COMM_PP);
+    const int s = a->slot, i = a->micro;
+    const size_t N = (size_t)r->B * r->T;
+    gpt_use_chunk(m, a->chunk);
     gpt_set_micro(m, s, i); /* dropout masks are keyed by the micro-batch's samples */
-    if (!first_stage(p)) {
-        MPI_Request req;
-        comm_irecv(m->slot[s].input, NC, p->stage - 1, 2 * i, p->pp_comm, &req);
-        comm_wait_recv(&req, NC);
-    }
     prof_begin(PROF_FORWARD, "forward", i, p->stage); /* the compute, not the waits around it */
-    if (first_stage(p)) gpt_embed(m, s, r->tokens + (size_t)i * N, r->B, r->T);
-    const float *out = gpt_stage_forward(m, s, r->B, r->T);
-    if (last_stage(p))
+    if (embeds(p, a->chunk)) gpt_embed(m, s, r->tokens + (size_t)i * N, r->B, r->T);
+    p->last_out = gpt_stage_forward(m, s, r->B, r->T);
+    if (heads(p, a->chunk))
         r->loss_sum += gpt_head(m, s, r->targets + (size_t)i * N, r->B, r->T, r->backward,
                                 r->dloss, i == 0);
     prof_end(PROF_FORWARD, 0);
-    if (!last_stage(p))
-        comm_isend(out, NC, p->stage + 1, 2 * i, p->pp_comm, COMM_PP, &p->fwd_send[s]);
     if (r->backward && ++p->inflight > p->max_inflight) p->max_inflight = p->inflight;
 }
 
-static void backward_micro(pipe_t *p, run_t *r, int i) {
+static void backward(pipe_t *p, run_t *r, const sched_act_t *a) {
     gpt_t *m = p->m;
-    const int s = i % m->par.n_slots;
-    const size_t NC = (size_t)r->B * r->T * (size_t)m->C;
-    if (!last_stage(p)) {
-        MPI_Request req;
-        comm_irecv(m->slot[s].dout, NC, p->stage + 1, 2 * i + 1, p->pp_comm, &req);
-        comm_wait_recv(&req, NC);
-    }
-    bool last_micro = i == p->n_micro - 1;
-    m->on_layer_done = last_micro ? p->last_micro_hook : NULL;
+    gpt_use_chunk(m, a->chunk);
+    gpt_set_micro(m, a->slot, a->micro); /* the recomputation and backward draw its masks again */
+    /* the micro-batch's gradients of the chunk's blocks are final after its last micro-batch */
+    m->on_layer_done = a->micro == p->n_micro - 1 ? p->last_micro_hook : NULL;
     m->hook_ctx = p->hook_ctx;
-    prof_begin(PROF_BACKWARD, "backward", i, p->stage);
-    gpt_stage_backward(m, s, r->B, r->T, i == 0);
+    prof_begin(PROF_BACKWARD, "backward", a->micro, p->stage);
+    gpt_stage_backward(m, a->slot, r->B, r->T, a->micro == 0);
     prof_end(PROF_BACKWARD, 0);
     m->on_layer_done = NULL;
-    if (!first_stage(p))
-        comm_isend(m->slot[s].dout, NC, p->stage - 1, 2 * i + 1, p->pp_comm, COMM_PP,
-                   &p->bwd_send[s]);
     p->inflight--;
 }
 
-/* The order of forward (F) and backward (B) steps on this stage. */
-static void run_schedule(pipe_t *p, run_t *r, int n) {
-    if (!r->backward) {
-        for (int i = 0; i < n; i++) forward_micro(p, r, i);
-        return;
+static void run_action(pipe_t *p, run_t *r, const sched_act_t *a) {
+    gpt_slot_t *sl = &p->m->slot[a->slot];
+    const size_t NC = (size_t)r->B * r->T * (size_t)p->m->C;
+    MPI_Request req;
+    wait_slot(p, a);
+    switch (a->op) {
+    case ACT_RECV_F:
+    case ACT_RECV_B:
+        comm_irecv(a->op == ACT_RECV_F ? sl->input : sl->dout, NC, a->peer, a->tag, p->pp_comm,
+                   &req);
+        comm_wait_recv(&req, NC);
+        break;
+    case ACT_SEND_F:
+        comm_isend(p->last_out, NC, a->peer, a->tag, p->pp_comm, COMM_PP, &p->fwd_send[a->slot]);
+        p->p2p_bytes += NC * sizeof(float);
+        break;
+    case ACT_SEND_B:
+        comm_isend(sl->dout, NC, a->peer, a->tag, p->pp_comm, COMM_PP, &p->bwd_send[a->slot]);
+        p->p2p_bytes += NC * sizeof(float);
+        break;
+    case ACT_F: forward(p, r, a); break;
+    case ACT_B: backward(p, r, a); break;
+    case ACT_W: ASSERT(!"split backward (W) is not run by this version"); break;
     }
-    if (p->schedule == SCHED_GPIPE) {
-        for (int i = 0; i < n; i++) forward_micro(p, r, i);
-        for (int i = 0; i < n; i++) backward_micro(p, r, i);
-        return;
-    }
-    int warmup = p->pp - p->stage - 1;
-    if (warmup > n) warmup = n;
-    for (int i = 0; i < warmup; i++) forward_micro(p, r, i);
-    for (int k = 0; k < n - warmup; k++) { /* steady state: one forward, one backward */
-        forward_micro(p, r, warmup + k);
-        backward_micro(p, r, k);
-    }
-    for (int i = n - warmup; i < n; i++) backward_micro(p, r, i);
 }
 
 double pipe_run(pipe_t *p, const int *tokens, const int *targets, int n, int B, int T,
                 bool backward, float dloss) {
     ASSERT(!backward || n == p->n_micro);
+    if (!backward && n != p->eval_n) { /* forward-only lists for n micro-batches, once */
+        if (p->eval_n) sched_destroy(&p->eval);
+        build_checked(&p->eval, p, n, false);
+        p->eval_n = n;
+    }
+    const sched_rank_t *list = &(backward ? &p->train : &p->eval)->rank[p->stage];
     run_t r = {tokens, targets, B, T, backward, dloss, 0.0};
     p->inflight = 0;
-    run_schedule(p, &r, n);
+    for (int k = 0; k < list->n; k++) run_action(p, &r, &list->act[k]);
     for (int s = 0; s < p->m->par.n_slots; s++) { /* every message of the pass delivered */
         comm_wait(&p->fwd_send[s], COMM_PP);
         comm_wait(&p->bwd_send[s], COMM_PP);
     }
+    gpt_use_chunk(p->m, 0);
     return r.loss_sum;
 }

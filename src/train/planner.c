@@ -32,13 +32,14 @@ static void block_ranges(const gpt_t *m, size_t *biggest, size_t *embed, size_t 
 
 /* Model FLOPs of one rank per step, with what recomputation repeats. */
 static double rank_flops(const config_t *cfg, const gpt_t *m, int T) {
-    const double C = cfg->d_model, F = cfg->d_ff, L = cfg->n_layer;
+    const double C = cfg->d_model, L = cfg->n_layer;
     const double tokens = (double)cfg->global_batch * T;
     const double per_token = gpt_flops_per_token(m, T);
-    /* per layer and token: forward matmuls 2(4C^2 + 2CF), attention 4TC; the attention
+    /* per layer and token: forward matmuls 2 x the block's matrices (GPT-2: 4C^2 + 2CF),
+     * attention 4TC; the attention
      * backward recomputes the scores q k^T (2TC) instead of keeping a T x T matrix, whatever
      * &parallel recompute says (activations and their memory are linear in T, kernels/ops.h) */
-    const double fwd_mat = 2.0 * (4 * C * C + 2 * C * F), fwd_att = 4.0 * T * C;
+    const double fwd_mat = 2.0 * m->block_matrix, fwd_att = 4.0 * T * C;
     double extra = 2.0 * T * C;
     const int n_rec = cfg->recompute_layers < 0 || cfg->recompute_layers > cfg->n_layer
                           ? cfg->n_layer : cfg->recompute_layers;
@@ -77,8 +78,9 @@ void plan_rank(const config_t *cfg, int tp_rank, int pp_rank, int mb, int accum,
     const int zero = dp > 1 ? cfg->zero_stage : 0;
     const pipe_schedule_t sched = pipe_schedule_from_name(cfg->schedule);
     const bool staged = zero >= 2 && cfg->pp == 1 && sched == SCHED_1F1B;
+    const int v = sched == SCHED_INTERLEAVED ? cfg->virtual_stages : 1;
     gpt_parallel_t par = {cfg->tp, tp_rank, cfg->pp, pp_rank, MPI_COMM_SELF,
-                          pipe_slots_needed(sched, cfg->pp, pp_rank, accum)};
+                          pipe_slots_needed(sched, cfg->pp, v, pp_rank, accum), v};
     gpt_t m;
     gpt_plan(&m, cfg, ops_cpu(), mb, T, &par, zero >= 3, staged);
     double *b = out->bytes;
@@ -234,6 +236,31 @@ static void print_categories(const char *title, const mem_plan_t *p) {
     printf("; total %.1f MiB\n", p->total / 1048576.0);
 }
 
+/* The pipeline schedule of the grid: its lists (one line of compute actions per rank, the first
+ * 24), the simulator's verdict, peak activations, bubble and messages under F = 1, B = 1, W = 1
+ * (a chunk's actions 1/v of that). */
+static void plan_print_schedule(const config_t *cfg, int accum) {
+    if (cfg->pp == 1) return;
+    const pipe_schedule_t kind = pipe_schedule_from_name(cfg->schedule);
+    const int v = kind == SCHED_INTERLEAVED ? cfg->virtual_stages : 1;
+    char why[400];
+    if (sched_constraint_error(kind, cfg->pp, v, accum, cfg->n_layer, why, sizeof why)) {
+        printf("schedule: %s\n", why);
+        return;
+    }
+    schedule_t s;
+    sched_build(&s, kind, cfg->pp, v, accum, true);
+    const sched_cost_t unit = {1, 1, 1};
+    sched_sim_t sim;
+    sched_simulate(&s, &unit, &sim);
+    printf("schedule: %s, pp %d, v %d, %d micro-batches: %s; peak in-flight activations %d "
+           "(chunk, micro-batch) per rank; bubble %.3f of the step (simulated, F = B = W = 1); %zu "
+           "point-to-point messages per step\n", cfg->schedule, cfg->pp, v, accum,
+           sim.ok ? "no deadlock" : sim.err, sim.peak_inflight_max, sim.bubble, sim.messages);
+    sched_print(&s, stdout, 24);
+    sched_destroy(&s);
+}
+
 bool plan_print(const config_t *cfg, double limit, int ranks_per_node) {
     int mb = cfg->micro_batch;
     if (mb == 0) mb = plan_auto_micro_batch(cfg, limit);
@@ -262,6 +289,7 @@ bool plan_print(const config_t *cfg, double limit, int ranks_per_node) {
     if (cfg->memory_limit_gb <= 0)
         printf("  (assumed %d rank%s per node; set &run memory_limit_gb for the nodes you run on)\n",
                ranks_per_node, ranks_per_node > 1 ? "s" : "");
+    plan_print_schedule(cfg, accum);
     alt_t alts[640];
     int tried, n = alternatives(cfg, limit, alts, 640, &tried);
     printf("alternatives that fit (%d of %d; zero_stage x recompute x micro_batch), fastest first by "

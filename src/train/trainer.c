@@ -113,7 +113,8 @@ static void choose_products(trainer_t *tr) {
 static void batch_geometry(trainer_t *tr, int64_t resumed) {
     const config_t *cfg = tr->cfg;
     tr->T = cfg->seq_len;
-    if (!cfg->global_batch_derived || resumed > INT32_MAX) resumed = 0;
+    /* with stages the file holds its stage's batch, not the run's */
+    if (!cfg->global_batch_derived || cfg->n_stages > 0 || resumed > INT32_MAX) resumed = 0;
     tr->global_batch = resumed > 0 ? (int)resumed : cfg->global_batch;
     tr->micro_batch = cfg->micro_batch;
     if (tr->micro_batch == 0) { /* the largest that fits, chosen alike on every rank */
@@ -172,7 +173,7 @@ static void print_memory_plan(const trainer_t *tr) {
     const double MiB = 1024.0 * 1024.0;
     printf("model: GPT L=%d C=%d heads=%d d_ff=%d vocab=%d (padded %d) seq_len=%d: %.2fM "
            "parameters\n", tr->model.L, tr->model.C, tr->model.NH, tr->model.F, tr->model.V,
-           tr->model.Vp, tr->T, tr->model.P.n_global / 1e6);
+           tr->model.Vp, tr->cfg->seq_len, tr->model.P.n_global / 1e6);
     printf("batch: global %d sequences = micro_batch %d x accumulation %d x dp %d "
            "(%d tokens per step)\n", tr->global_batch, tr->micro_batch, tr->accum,
            tr->grid->dp, tr->global_batch * tr->T);
@@ -191,7 +192,12 @@ static void print_memory_plan(const trainer_t *tr) {
         params_partition_layers(tr->cfg, tr->grid->pp, first);
         printf("pipeline: schedule %s, %d micro-batches per step, layers per stage:",
                tr->cfg->schedule, tr->accum);
-        for (int s = 0; s < tr->grid->pp; s++) printf(" [%d,%d)", first[s], first[s + 1]);
+        const int v = tr->model.n_chunks, per = tr->model.chunk_layers;
+        for (int s = 0; s < tr->grid->pp; s++) /* interleaved: stage s holds chunks c*pp + s */
+            for (int c = 0; c < v; c++)
+                if (v > 1) printf("%s[%d,%d)", c ? "+" : " ", (c * tr->grid->pp + s) * per,
+                                  (c * tr->grid->pp + s + 1) * per);
+                else printf(" [%d,%d)", first[s], first[s + 1]);
         printf(" (embedding on stage 0, head on stage %d)\n", tr->grid->pp - 1);
         xfree(first);
     }
@@ -217,11 +223,9 @@ static void print_memory_plan(const trainer_t *tr) {
 static void setup_data(trainer_t *tr) {
     const config_t *cfg = tr->cfg;
     fault_point("data", tr->grid->world_rank);
-    tr->has_train = cfg->train_files[0] != '\0';
+    tr->has_train = cfg->train_files[0] != '\0' || stages_have_data(cfg);
     tr->has_val = cfg->val_files[0] != '\0';
-    if (tr->has_train)
-        open_data(tr, cfg->train_files, "train_files", &tr->train_set, &tr->train_sampler,
-                  cfg->shuffle);
+    if (tr->has_train) curric_open_data(tr);
     if (tr->has_val)
         open_data(tr, cfg->val_files, "val_files", &tr->val_set, &tr->val_sampler, false);
     if (strcmp(cfg->mode, "eval") == 0 && !tr->has_val)
@@ -360,15 +364,21 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
     ckpt_resumed_t resumed;
     ckpt_resume_find(tr, &resumed);
     batch_geometry(tr, resumed.found ? resumed.state.global_batch : 0);
+    curric_plan(tr);
     check_fits(tr);
     setup_data(tr);
     const pipe_schedule_t sched = pipe_schedule_from_name(cfg->schedule);
+    const int v = sched == SCHED_INTERLEAVED ? cfg->virtual_stages : 1;
+    char why[400];
+    comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, "pipeline schedule",
+                       sched_constraint_error(sched, grid->pp, v, tr->accum, cfg->n_layer, why,
+                                              sizeof why));
     gpt_parallel_t par = {grid->tp, grid->rank_tp, grid->pp, grid->rank_pp, grid->tp_comm,
-                          pipe_slots_needed(sched, grid->pp, grid->rank_pp, tr->accum)};
+                          pipe_slots_needed(sched, grid->pp, v, grid->rank_pp, tr->accum), v};
     /* the ZeRO partitions of the flat buffer the model will have, before the model: ZeRO-3
      * gives the model its weight provider */
     params_t P;
-    params_create_stage(&P, cfg, grid->tp, grid->rank_tp, grid->pp, grid->rank_pp);
+    params_create_chunks(&P, cfg, grid->tp, grid->rank_tp, grid->pp, grid->rank_pp, v);
     zero_create(&tr->zero, cfg->zero_stage, grid->dp, grid->rank_dp, grid->dp_comm, P.total, ops);
     params_destroy(&P);
     if (cfg->zero_stage > 0 && grid->dp == 1 && is_root(tr))
@@ -381,7 +391,7 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
     gpt_create(&tr->model, cfg, ops, tr->micro_batch, tr->T, &par, zero3_provider(&tr->zero),
                staging);
     zero_attach(&tr->zero, &tr->model, cfg->zero3_resident);
-    pipe_create(&tr->pipe, &tr->model, grid, tr->accum, sched);
+    pipe_create(&tr->pipe, &tr->model, grid, tr->accum, sched, v);
     dp_sync_create(&tr->dps, &tr->model, &tr->zero, grid->dp_comm, grid->embed_comm, grid->dp,
                    cfg->bucket_mb);
     tr->pipe.last_micro_hook = dp_sync_layer_done;
@@ -429,8 +439,9 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
         tr->peak_flops = tr->gemm_flops;
         snprintf(tr->peak_how, sizeof tr->peak_how, "the GEMM rate: the FMA loop measured less");
     }
-    if (is_root(tr)) print_memory_plan(tr);
     if (strcmp(cfg->mode, "train") == 0) profiling_setup(&tr->prof, cfg, grid, tr->accum);
+    if (strcmp(cfg->mode, "train") == 0 && tr->has_train) curric_begin(tr); /* the step's stage */
+    if (is_root(tr)) print_memory_plan(tr);
 }
 
 void trainer_destroy(trainer_t *tr) {
@@ -441,10 +452,7 @@ void trainer_destroy(trainer_t *tr) {
     pipe_destroy(&tr->pipe);
     adamw_destroy(&tr->opt);
     gpt_destroy(&tr->model);
-    if (tr->has_train) {
-        sampler_destroy(&tr->train_sampler);
-        shard_set_close(&tr->train_set);
-    }
+    curric_destroy(&tr->curric);
     if (tr->has_val) {
         sampler_destroy(&tr->val_sampler);
         shard_set_close(&tr->val_set);
@@ -520,14 +528,6 @@ static int save_weights(trainer_t *tr, const char *tag) {
 
 /* ---------------------------------------------------------------- one step */
 
-/* First global sample index of micro-batch `a` on this dp rank in step `step`: the global batch
- * is the contiguous range [step*G, (step+1)*G), cut into dp slices of accum micro-batches. */
-static uint64_t first_sample(const trainer_t *tr, int a) {
-    return (uint64_t)tr->sample_pos +
-           (uint64_t)tr->grid->rank_dp * tr->accum * tr->micro_batch +
-           (uint64_t)a * tr->micro_batch;
-}
-
 /* Forward + backward over all micro-batches of this rank through the pipeline schedule; the
  * data-parallel buckets start during the last micro-batch's backward and finish here. Returns
  * the sum of the micro-batches' mean losses (last stage; 0 elsewhere). */
@@ -540,14 +540,16 @@ static double accumulate_gradients(trainer_t *tr) {
     int bad = 0;
     for (int a = 0; a < tr->accum && !bad; a++) {
         prof_begin(PROF_DATA, "data", a, -1);
-        bad = sampler_fill(&tr->train_sampler, first_sample(tr, a), B, tr->inputs + a * BT,
-                           tr->targets + a * BT, err, sizeof err) != 0;
+        /* the global batch [sample_pos, sample_pos + G) cut into dp slices of accum micro-batches */
+        bad = curric_fill(tr, a, tr->inputs + a * BT, tr->targets + a * BT, err, sizeof err) != 0;
         prof_end(PROF_DATA, 0);
     }
     agree_on_data_error(tr->cfg, tr->grid->dp_comm, bad, err);
     zero_grads_begin_step(&tr->zero);
-    /* dropout, label smoothing and z-loss: this pass only (masks keyed by step and sample) */
-    gpt_train_pass(&tr->model, tr->step, first_sample(tr, 0) - (uint64_t)tr->sample_pos);
+    /* dropout, label smoothing and z-loss: this pass only (masks keyed by step and by the
+     * sample's index in the step's global batch, where this rank's micro-batch 0 starts at
+     * rank_dp * accum * B, as curric_fill cuts it) */
+    gpt_train_pass(&tr->model, tr->step, (uint64_t)tr->grid->rank_dp * tr->accum * B);
     double loss_sum = pipe_run(&tr->pipe, tr->inputs, tr->targets, tr->accum, B, T, true, dloss);
     gpt_eval_pass(&tr->model);
     dp_sync_finish(&tr->dps);
@@ -769,6 +771,9 @@ static bool roll_back(trainer_t *tr, anom_event_t *e, int64_t next_sample) {
         return false;
     }
     char msg[COMM_MSG_MAX + 64];
+    curric_cursor_t keep; /* the data cursor at next_sample (the step's start or end) */
+    const bool have_cursor = curric_cursor_at(&tr->curric, next_sample, &keep);
+    ASSERT(have_cursor);
     if (ckpt_rollback(tr, msg, sizeof msg) != 0) {
         if (is_root(tr)) fprintf(stderr, "llmtrain: error: rollback: %s\n", msg);
         e->note = "the checkpoint could not be reloaded";
@@ -781,6 +786,7 @@ static bool roll_back(trainer_t *tr, anom_event_t *e, int64_t next_sample) {
                 tr->metrics.path, strerror(errno));
     tr->anom = tr->anom_at_ckpt;
     tr->sample_pos = next_sample;
+    curric_set_cursor(&tr->curric, &keep, next_sample);
     e->action = ANOM_ROLLBACK;
     e->to_step = tr->step;
     return true;
@@ -824,7 +830,7 @@ static step_result_t train_step(trainer_t *tr) {
     r.loss = global_loss(tr, loss_sum) * (spike ? SPIKE_FACTOR : 1.0);
     if (cfg->z_loss > 0) r.z_loss = global_loss(tr, tr->model.reg.z_loss_sum); /* like the loss */
     r.norm = global_grad_norm(tr) / tr->scaler.scale; /* the norm of the true gradient */
-    r.lr = lr_at(cfg, (int)tr->step);
+    r.lr = curric_lr(tr, tr->step);
     bool apply = true, at_floor = false;
     if (tr->scaler.enabled) apply = loss_scaling_verdict(tr, &r, &at_floor);
     else r.overflow = false;
@@ -841,13 +847,15 @@ static step_result_t train_step(trainer_t *tr) {
     tr->step++;
     tr->sample_pos += tr->global_batch;
     tr->tokens_seen += (int64_t)tr->global_batch * tr->T;
+    curric_commit(&tr->curric);
     return r;
 }
 
 /* ---------------------------------------------------------------- validation */
 
 double trainer_validate(trainer_t *tr) {
-    const int B = tr->micro_batch, T = tr->T, n = tr->cfg->val_batches;
+    /* &model seq_len, whatever the stage: validation losses stay comparable */
+    const int B = tr->micro_batch, T = tr->val_sampler.seq_len, n = tr->cfg->val_batches;
     double sum = 0.0;
     /* Batch i goes to dp rank i % dp; the same batches every time, so curves are comparable. */
     char err[1024] = "";
@@ -920,14 +928,15 @@ static void log_step(trainer_t *tr, const step_result_t *r, double dt, double et
                   "\"tokens_per_s\":%.1f,\"mfu\":%.5f,\"gemm_util\":%.5f,\"minor_faults\":%ld,\"rss_mib\":%.1f,\"peak_mib\":%.1f,\"tokens\":%lld,"
                   "\"skipped\":%lld,\"applied\":%s,\"ms_tp\":%.3f,\"ms_pp_wait\":%.3f,"
                   "\"ms_dp_wait\":%.3f,\"bytes_tp\":%.0f,\"bytes_pp\":%.0f,\"bytes_dp\":%.0f,"
-                  "\"loss_scale\":%.9g,\"overflow\":%s%s%s",
+                  "\"loss_scale\":%.9g,\"overflow\":%s,\"stage\":%d,\"seq_len\":%d,\"global_batch\":%d%s%s",
                   (long long)r->step, metrics_num(n1, sizeof n1, r->loss), r->lr,
                   metrics_num(n2, sizeof n2, r->norm), dt * 1e3, tok_s, mfu, gemm_util, faults, mem, peak,
                   (long long)tr->tokens_seen, (long long)tr->skipped,
                   r->applied ? "true" : "false", c->seconds[COMM_TP] * 1e3,
                   c->seconds[COMM_PP] * 1e3, c->seconds[COMM_DP] * 1e3, c->bytes[COMM_TP],
                   c->bytes[COMM_PP], c->bytes[COMM_DP], r->loss_scale,
-                  r->overflow ? "true" : "false", zl, tr->prof.record);
+                  r->overflow ? "true" : "false", tr->curric.cur + 1, tr->T, tr->global_batch,
+                  zl, tr->prof.record);
     fflush(stdout);
 }
 
@@ -1133,6 +1142,7 @@ int trainer_train(trainer_t *tr) {
     comm_stats_reset();
     const int64_t first = tr->step;
     while (tr->step < cfg->max_steps) {
+        curric_before_step(tr); /* a stage boundary: the next stage's shape and data */
         comm_stats_t before = *comm_stats(), delta;
         const long faults0 = minor_faults_now();
         profiling_step_begin(&tr->prof, tr->step + 1);

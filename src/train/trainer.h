@@ -14,6 +14,7 @@
 #include "model/gpt.h"
 #include "parallel/grid.h"
 #include "train/anomaly.h"
+#include "train/curriculum.h"
 #include "train/deadline.h"
 #include "train/dp_sync.h"
 #include "train/loss_scale.h"
@@ -38,10 +39,11 @@ typedef struct trainer {
     loss_scaler_t scaler;       /* fp16 */
     pipe_t pipe;                /* pipeline schedule over the micro-batches of a step */
     dp_sync_t dps;              /* bucketed data-parallel gradient all-reduce */
-    shard_set_t train_set, val_set;
-    sampler_t train_sampler, val_sampler;
+    shard_set_t val_set;
+    sampler_t val_sampler;
+    curriculum_t curric;        /* the stages, the training data and its cursor */
     bool has_train, has_val;
-    int micro_batch, accum, global_batch, T;
+    int micro_batch, accum, global_batch, T; /* the current stage's (at setup: the largest) */
     int *inputs, *targets;      /* host [accum][micro_batch * T]: one step's micro-batches */
     rundir_t rd;                /* the run and checkpoint directories, lock and lineage */
     char *config_text;          /* effective namelist, stored in weight files */

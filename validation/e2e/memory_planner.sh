@@ -18,7 +18,7 @@ source "$(dirname "$0")/lib.bash"
 nml() { # name dp tp pp zero precision recompute schedule mb layers [extra &checkpoint]
     cat >"$TEST_DIR/$1.nml" <<NML
 &run name = '$1', out_dir = '$TEST_DIR', seed = 5 /
-&model n_layer = ${10}, n_head = 4, d_model = 64, d_ff = 256, vocab_size = 500, seq_len = 64 /
+&model n_layer = ${10}, n_head = 4, d_model = 64, d_ff = 256, vocab_size = 500, seq_len = 64 ${MODEL_EXTRA:-} /
 &parallel dp = $2, tp = $3, pp = $4, zero_stage = $5, recompute = '$7', schedule = '$8' /
 &train max_steps = 6, micro_batch = $9, global_batch = 16, lr = 1e-3, precision = '$6' /
 &data train_files = 'data/tiny/train_*.bin' /
@@ -34,7 +34,9 @@ nml A 1 1 1 0 fp32 none 1f1b 4 4 "every = 3" && run A 1
 nml B 2 1 2 2 bf16 selective 1f1b 2 4 && run B 4
 nml C 2 2 1 3 fp16 full 1f1b 2 4 && run C 4
 nml D 4 1 1 1 fp32 none gpipe 2 4 && run D 4
-for c in A B C D; do ./llmtrain --plan "$TEST_DIR/$c.nml" >"$TEST_DIR/$c.plan" 2>&1 ||
+# a Llama (RoPE tables, SwiGLU's up, one kv head replicated over tp 2, untied head on stage 2)
+MODEL_EXTRA=", arch = 'llama', n_kv_head = 1" nml L 1 2 2 1 fp32 selective 1f1b 2 4 && run L 4
+for c in A B C D L; do ./llmtrain --plan "$TEST_DIR/$c.nml" >"$TEST_DIR/$c.plan" 2>&1 ||
     { cat "$TEST_DIR/$c.plan"; fail "llmtrain --plan $c exited non-zero"; }; done
 
 $PYTHON - "$TEST_DIR" <<'PY' || fail "the planner's prediction is off (above)"
@@ -42,7 +44,7 @@ import re, sys
 d = sys.argv[1]
 cats = ["parameters", "gradients", "optimizer", "master", "activations", "comm", "workspace"]
 bad = 0
-for c in "ABCD":
+for c in "ABCDL":
     log = open(f"{d}/{c}.log").read()
     rows = re.findall(r"^  (\d+) \((\d+),(\d+),(\d+)\)\s+(.*)$", log, re.M)
     if not rows: print(f"{c}: no memory table"); bad = 1; continue

@@ -10,7 +10,9 @@
  *  - config_parse succeeds, or calls fatal_user once with such a line (captured through
  *    error_set_fatal_hook + longjmp, as the unit tests do);
  *  - a configuration that parsed is echoed by config_to_namelist into a namelist that parses
- *    again and echoes the same text (the echo each run writes must not lie). */
+ *    again and echoes the same text (the echo each run writes must not lie);
+ *  - the input's lines as command-line overrides (config_parse_overrides) apply, or give one
+ *    message naming one of them, and what applied echoes as above. */
 #include "config/config.h"
 #include "config/namelist.h"
 #include "core/error.h"
@@ -185,6 +187,57 @@ static void fuzz_config(const text_t *t, const char *text) {
     free(second);
 }
 
+/* ---- command-line overrides ---------------------------------------------------------------- */
+
+#define OVERRIDES_LINE "! " PATH " with the command-line overrides: "
+
+/* The echo without the comment line that names the overrides (a reparse has none). */
+static void drop_overrides_line(char *echo_text) {
+    char *line = strchr(echo_text, '\n');
+    if (!line || strncmp(line + 1, OVERRIDES_LINE, sizeof OVERRIDES_LINE - 1) != 0) return;
+    char *end = strchr(line + 1, '\n');
+    if (!end) broken("the overrides line is the last line of the echo");
+    memmove(line + 1, end + 1, strlen(end + 1) + 1);
+}
+
+/* The input's lines (at most 64) as overrides, from command-line position 2, of a file that
+ * sets only train_files: they apply, or the message is one line naming one of them (or, for a
+ * check of derived sizes, the file); what applied echoes into a namelist that gives the same
+ * echo. Splits `text` in place. */
+static void fuzz_overrides(char *text) {
+    enum { MAX_ARGS = 64 };
+    const char *args[MAX_ARGS];
+    int n = 0;
+    for (char *line = text; line && n < MAX_ARGS; n++) {
+        args[n] = line;
+        if ((line = strchr(line, '\n'))) *line++ = '\0';
+    }
+    config_args_t a = {.args = args, .n = n, .first_argno = 2};
+    config_t cfg;
+    fatal_calls = 0;
+    if (setjmp(fatal_jump) != 0) {
+        const char *msg = fatal_message + sizeof FATAL_PREFIX - 1;
+        int argno = 0;
+        if (fatal_calls != 1) broken("fatal_user was called %d times", fatal_calls);
+        if (strncmp(fatal_message, FATAL_PREFIX, sizeof FATAL_PREFIX - 1) != 0 || strchr(msg, '\n'))
+            broken("override message is not one '" FATAL_PREFIX "' line: %s", fatal_message);
+        if (strncmp(msg, PATH ":", sizeof PATH) != 0 &&
+            (sscanf(msg, "command line argument %d '", &argno) != 1 || argno < 2 || argno > n + 1))
+            broken("override message names no argument 2..%d: %s", n + 1, msg);
+        return;
+    }
+    config_parse_overrides(PATH, "&data train_files = 'x' /\n", &a, &cfg);
+    char *first = echo(&cfg);
+    config_destroy(&cfg);
+    drop_overrides_line(first);
+    if (try_config_parse(first, &cfg) != 0) broken("the echo does not parse: %s\necho:\n%s", fatal_message, first);
+    char *second = echo(&cfg);
+    config_destroy(&cfg);
+    if (strcmp(first, second) != 0) broken("the echo of the echo differs:\n%s\n---\n%s", first, second);
+    free(first);
+    free(second);
+}
+
 /* ---- libFuzzer entry points ---------------------------------------------------------------- */
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
@@ -206,6 +259,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fuzz_namelist(&t, text);
     fuzz_config(&t, text);
     free(t.line_start);
+    fuzz_overrides(text); /* last: splits the text into lines */
     free(text);
     return 0;
 }

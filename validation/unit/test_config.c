@@ -287,7 +287,7 @@ static void unknown_group_lists_valid_groups_and_suggests_the_closest(void **sta
     (void)state;
     EXPECT_ERROR("\n\n&modle n_layer = 2 /",
                  PATH ":3:1: unknown group '&modle' (valid groups: &run, &model, &parallel, &train, &data, "
-                      "&checkpoint, &log); did you mean '&model'?");
+                      "&checkpoint, &log, &stage); did you mean '&model'?");
     const char *msg = parse_error("&optimizer lr = 1 /");
     assert_true(strstr(msg, "unknown group '&optimizer'") != NULL);
     assert_null(strstr(msg, "did you mean"));
@@ -497,10 +497,9 @@ static void unimplemented_features_are_refused_not_ignored(void **state) {
         {"&parallel ep = 2 /", "&parallel ep = 1 /",
          PATH ":1:16: &parallel ep: expert parallelism is not implemented in this version; remove the key"},
         {"&parallel virtual_stages = 2 /", "&parallel virtual_stages = 1 /",
-         "&parallel virtual_stages: virtual pipeline stages are not implemented in this version; remove the key"},
-        {"&parallel schedule = 'interleaved' /", "&parallel schedule = '1f1b' /",
-         "&parallel schedule: 'interleaved': the interleaved schedule (virtual pipeline stages) is not implemented "
-         "in this version; use one of '1f1b', 'gpipe'"},
+         "needs schedule = 'interleaved' (got '1f1b'), or set virtual_stages = 1"},
+        {"&parallel schedule = 'zb-h1' /", "&parallel schedule = '1f1b' /",
+         "&parallel schedule: 'zb-h1': the zero-bubble schedule ZB-H1 needs the split backward"},
         {"&run device = 'cuda' /", "&run device = 'cpu' /",
          PATH ":1:15: &run device: 'cuda': the CUDA backend is not implemented in this version; use 'cpu'"},
     };
@@ -803,8 +802,9 @@ static char *to_namelist(const config_t *c) {
     return text;
 }
 
-/* parse(to_namelist(c)) must give c back, field for field (text, path and the provenance flag
- * global_batch_derived aside: the echo states the effective batch explicitly). */
+/* parse(to_namelist(c)) must give c back, field for field (text, overrides (compared as strings),
+ * path and the provenance flags global_batch_derived and resume_given aside: the echo states
+ * the effective batch and resume explicitly). */
 static void assert_round_trip(config_t *c) {
     char *text = to_namelist(c);
     config_t back;
@@ -812,12 +812,20 @@ static void assert_round_trip(config_t *c) {
     char *text_back = to_namelist(&back);
     if (strcmp(text, text_back) != 0) fail_msg("echo differs after a round trip:\n%s\n----\n%s", text, text_back);
     char *saved_text = c->text, *saved_back = back.text;
-    c->text = back.text = NULL;
+    char *saved_over = c->overrides, *saved_over_back = back.overrides;
+    assert_string_equal(c->overrides, back.overrides);
+    c->text = back.text = c->overrides = back.overrides = NULL;
     snprintf(back.source_path, sizeof back.source_path, "%s", c->source_path);
     back.global_batch_derived = c->global_batch_derived;
+    back.resume_given = c->resume_given; /* the echo states resume explicitly too */
+    /* where &data keys were set: positions in the text, not values */
+    back.mixture_line = c->mixture_line, back.mixture_col = c->mixture_col;
+    back.train_files_line = c->train_files_line, back.train_files_col = c->train_files_col;
     if (memcmp(c, &back, sizeof *c) != 0) fail_msg("config differs after a round trip through:\n%s", text);
     c->text = saved_text;
     back.text = saved_back;
+    c->overrides = saved_over;
+    back.overrides = saved_over_back;
     config_destroy(&back);
     free(text);
     free(text_back);

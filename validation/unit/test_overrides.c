@@ -193,8 +193,8 @@ static void range_violations_are_the_tables(void **state) {
 
 static void unimplemented_keys_are_refused_as_in_the_file(void **state) {
     (void)state;
-    EXPECT_ERROR("log.tensorboard=.true.", "command line argument 3 'log.tensorboard=.true.': &log tensorboard: "
-                 "TensorBoard output is not implemented in this version", "remove the key");
+    EXPECT_ERROR("model.n_experts=4", "command line argument 3 'model.n_experts=4': &model n_experts: "
+                 "Mixture-of-Experts is not implemented in this version", "remove the key");
     EXPECT_ERROR("parallel.schedule=interleaved", "command line argument 3 'parallel.schedule=interleaved': "
                  "&parallel schedule: 'interleaved': the interleaved schedule", "use one of '1f1b', 'gpipe'");
     config_t c;

@@ -4,7 +4,9 @@
  * mean preserved within 5 standard errors; a shard's mask is the slice of the full mask, bit
  * for bit), attention with dropout on the probabilities (forward against a naive double loop
  * with the same mask factors 1e-5; backward against central finite differences 2e-3; p = 0 is
- * the plain kernel bit for bit; a head shard equals those heads of the full run bit for bit),
+ * the plain kernel bit for bit; a head shard equals those heads of the full run bit for bit;
+ * grouped-query attention equals the fused kernel on k, v copied to each query head 1e-6, its
+ * dk, dv the group's sums 1e-5),
  * and the cross-entropy with label smoothing and z-loss (backward against finite differences
  * 1e-3; two vocabulary shards combined as model/ combines them equal the whole vocabulary:
  * losses and gradients 1e-6, padding gradients exactly 0). Tolerances are max|got - want| / max|want|. Needs no MPI. */
@@ -305,6 +307,56 @@ static void attention_dropout_head_shard_equals_full_run_exact(void **state) {
     att_free(&c);
 }
 
+/* Grouped-query attention with dropout (q [B, T, NH hs], k, v [B, T, NKV hs]) against the fused
+ * multi-head kernel on k, v copied to every query head of their group: the mask is keyed by the
+ * query head, so both draw the same factors. out and dq 1e-6, dk and dv (the group's heads of the
+ * fused run summed in double) 1e-5. */
+static void attention_gqa_dropout_equals_fused_on_expanded_kv_1e_6(void **state) {
+    (void)state;
+    const int B = 2, T = 150, hs = 4, NH = 4, NKV = 2, group = NH / NKV;
+    att_ctx c;
+    att_init(&c, B, T, NH, hs, 0.25f); /* c.qkv: the expanded fused input, filled below */
+    const size_t N = (size_t)B * T, C = (size_t)NH * hs, KC = (size_t)NKV * hs;
+    float *q = buf(N * C, 2.0f), *k = buf(N * KC, 2.0f), *v = buf(N * KC, 2.0f);
+    for (size_t i = 0; i < N; i++)
+        for (int h = 0; h < NH; h++) {
+            const size_t kv = i * KC + (size_t)(h / group) * hs;
+            memcpy(c.qkv + i * 3 * C + h * hs, q + i * C + h * hs, hs * sizeof(float));
+            memcpy(c.qkv + i * 3 * C + C + h * hs, k + kv, hs * sizeof(float));
+            memcpy(c.qkv + i * 3 * C + 2 * C + h * hs, v + kv, hs * sizeof(float));
+        }
+    att_objective(&c);
+    float *dqkv = buf(N * 3 * C, 0);
+    ops->attention_backward_dropout(dqkv, c.scratch, c.scratch_floats, c.r, c.qkv, c.out, c.lse, B,
+                                    T, NH, hs, &c.mask);
+    float *out = buf(N * C, 0), *lse = buf((size_t)B * NH * T, 0);
+    float *dq = buf(N * C, 0), *dk = buf(N * KC, 0), *dv = buf(N * KC, 0);
+    ops->attention_gqa_forward_dropout(out, lse, c.scratch, c.scratch_floats, q, k, v, B, T, NH,
+                                       NKV, hs, &c.mask);
+    ops->attention_gqa_backward_dropout(dq, dk, dv, c.scratch, c.scratch_floats, c.r, q, k, v, out,
+                                        lse, B, T, NH, NKV, hs, &c.mask);
+    double *want = calloc(N * C, sizeof *want), *wk = calloc(N * KC, sizeof *wk),
+           *wv = calloc(N * KC, sizeof *wv);
+    for (size_t i = 0; i < N * C; i++) want[i] = c.out[i];
+    assert_true(close_rel("gqa dropout out", out, want, N * C, 1e-6));
+    for (size_t i = 0; i < N; i++)
+        for (size_t j = 0; j < C; j++) want[i * C + j] = dqkv[i * 3 * C + j];
+    assert_true(close_rel("gqa dropout dq", dq, want, N * C, 1e-6));
+    for (size_t i = 0; i < N; i++)
+        for (int h = 0; h < NH; h++)
+            for (int d = 0; d < hs; d++) {
+                const size_t kv = i * KC + (size_t)(h / group) * hs + d;
+                wk[kv] += dqkv[i * 3 * C + C + h * hs + d];
+                wv[kv] += dqkv[i * 3 * C + 2 * C + h * hs + d];
+            }
+    assert_true(close_rel("gqa dropout dk", dk, wk, N * KC, 1e-5));
+    assert_true(close_rel("gqa dropout dv", dv, wv, N * KC, 1e-5));
+    free(want), free(wk), free(wv);
+    ops->free(q), ops->free(k), ops->free(v), ops->free(out), ops->free(lse), ops->free(dq);
+    ops->free(dk), ops->free(dv), ops->free(dqkv);
+    att_free(&c);
+}
+
 /* ---------------------------------------------------------------- label smoothing, z-loss */
 
 typedef struct {
@@ -420,6 +472,7 @@ int main(void) {
         cmocka_unit_test(attention_dropout_backward_matches_finite_differences_2e_3),
         cmocka_unit_test(attention_dropout_p0_is_plain_attention_exact),
         cmocka_unit_test(attention_dropout_head_shard_equals_full_run_exact),
+        cmocka_unit_test(attention_gqa_dropout_equals_fused_on_expanded_kv_1e_6),
         cmocka_unit_test(smoothing_and_z_loss_backward_match_finite_differences_1e_3),
         cmocka_unit_test(two_vocab_shards_equal_whole_vocabulary_1e_6),
     };

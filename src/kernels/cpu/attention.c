@@ -30,8 +30,9 @@
  * The GEMM runs single-threaded inside the parallel regions (gemm_serial_begin/end).
  * Dropout on the probabilities (attention_*_dropout, FlashAttention's way): the online softmax
  * sums the undropped P (lse is unchanged), then each tile's row is multiplied by its mask
- * factors (0 or 1/(1-p), dropout.c, keyed by global query token, key position and head) before
- * P v. Backward draws the same factors f per recomputed tile: dv += (f P)^T dout and
+ * factors (0 or 1/(1-p), dropout.c, keyed by global query token, key position and global query
+ * head: with grouped-query attention the k/v head a query head shares does not enter the key)
+ * before P v. Backward draws the same factors f per recomputed tile: dv += (f P)^T dout and
  * dS = scale * P * (f (dout v^T) - D), where D = rowsum(dout * out) still holds because
  * out = (f P) v. No mask is stored.
  * Uses: gemm.h, dropout.c. */
@@ -52,42 +53,57 @@
 /* Per thread: tiles p and ds [ATT_BQ, ATT_BK], rows m, l (forward) and D (backward) [ATT_BQ],
  * one row of dropout factors [ATT_BK] at ATT_DROP_ROW (3 ATT_BQ past the tiles: free in forward
  * and backward); a multiple of 16 floats, so every thread's share starts on its own cache line. */
+#define ATT_SCRATCH_PER_THREAD (2 * ATT_TILE + 4 * ATT_BQ)
 #define ATT_DROP_ROW (2 * ATT_TILE + 3 * ATT_BQ)
 _Static_assert(ATT_BK <= ATT_BQ, "the dropout row [ATT_BK] must fit in the last ATT_BQ floats");
-#define ATT_SCRATCH_PER_THREAD (2 * ATT_TILE + 4 * ATT_BQ)
 
 static inline int min_int(int a, int b) { return a < b ? a : b; }
 static inline int n_blocks(int T, int block) { return (T + block - 1) / block; }
 
-/* One (batch, head): q, k, v [T, hs] with row stride ld inside qkv; out, dout [T, hs] with row
- * stride ldo; lse [T]; dq, dk, dv [T, hs] with row stride ld inside dqkv (backward only). */
+/* One (batch, query head): q [T, hs] with row stride ldq, and its k, v [T, hs] with row stride
+ * ldkv (inside qkv: both 3*NH*hs; grouped-query attention: separate q and k, v tensors); out,
+ * dout [T, hs] with row stride ldo; lse [T]; dq (stride ldq), dk, dv (stride ldkv) in backward.
+ * acc_kv: add to dk, dv from the first tile on (a later query head of a k/v head's group). */
 typedef struct att_head {
     const float *q, *k, *v, *out, *dout, *lse;
     float *dq, *dk, *dv;
-    int T, hs, ld, ldo;
+    int T, hs, ldq, ldkv, ldo;
+    bool acc_kv;
     float scale;
     const dropout_mask_t *drop; /* NULL: no dropout */
     uint64_t row0;              /* global token of query 0 of this batch row (dropout) */
-    uint32_t head;              /* global head (dropout's counter word 3) */
+    uint32_t head;              /* global query head (dropout's counter word 3) */
 } att_head_t;
 
-/* Where head h of batch b starts inside qkv / dqkv, inside out / dout, and inside lse. */
-static size_t qkv_offset(int b, int h, int T, int NH, int hs) {
-    return (size_t)b * T * 3 * NH * hs + (size_t)h * hs;
+/* Where the tensors of one call live: q, k, v with their row strides, NH query heads, NKV k/v
+ * heads (query head h reads k/v head h / (NH / NKV)); the gradients alike in backward; the
+ * dropout mask of the probabilities (NULL: none). */
+typedef struct att_layout {
+    const float *q, *k, *v;
+    float *dq, *dk, *dv;
+    int ldq, ldkv, NH, NKV;
+    const dropout_mask_t *drop;
+} att_layout_t;
+
+/* Where head h of batch b starts in a tensor of row stride ld, inside out / dout, and inside
+ * lse. */
+static size_t row_offset(int b, int h, int T, int ld, int hs) {
+    return (size_t)b * T * ld + (size_t)h * hs;
 }
 static size_t out_offset(int b, int h, int T, int NH, int hs) {
     return (size_t)b * T * NH * hs + (size_t)h * hs;
 }
 static size_t lse_offset(int b, int h, int T, int NH) { return ((size_t)b * NH + h) * T; }
 
-static att_head_t head_at(const float *qkv, const float *out, const float *lse, int b, int h,
-                          int T, int NH, int hs, const dropout_mask_t *drop) {
-    const int C = NH * hs;
-    const float *q = qkv + qkv_offset(b, h, T, NH, hs);
-    att_head_t a = {q, q + C, q + 2 * C, out + out_offset(b, h, T, NH, hs), NULL,
-                    lse + lse_offset(b, h, T, NH), NULL, NULL, NULL, T, hs, 3 * C, C,
-                    1.0f / sqrtf((float)hs), drop,
-                    drop ? drop->row0 + (uint64_t)b * T : 0, drop ? drop->word3 + (uint32_t)h : 0};
+static att_head_t head_at(const att_layout_t *L, const float *out, const float *lse, int b,
+                          int h, int T, int hs) {
+    const int NH = L->NH, kvh = h / (NH / L->NKV);
+    att_head_t a = {L->q + row_offset(b, h, T, L->ldq, hs), L->k + row_offset(b, kvh, T, L->ldkv, hs),
+                    L->v + row_offset(b, kvh, T, L->ldkv, hs), out + out_offset(b, h, T, NH, hs), NULL,
+                    lse + lse_offset(b, h, T, NH), NULL, NULL, NULL, T, hs, L->ldq, L->ldkv, NH * hs,
+                    false, 1.0f / sqrtf((float)hs), L->drop,
+                    L->drop ? L->drop->row0 + (uint64_t)b * T : 0,
+                    L->drop ? L->drop->word3 + (uint32_t)h : 0};
     return a;
 }
 
@@ -96,6 +112,15 @@ static void drop_tile_row(const att_head_t *h, float *p, int t, int c0, int cols
     cpu_dropout_factors(f, h->drop, h->row0 + (uint64_t)t, (uint64_t)c0, cols, h->head);
 #pragma omp simd
     for (int j = 0; j < cols; j++) p[j] *= f[j];
+}
+
+/* The fused qkv[B, T, 3*NH*hs] of multi-head attention as a layout. */
+static att_layout_t fused_layout(const float *qkv, float *dqkv, int NH, int hs,
+                                 const dropout_mask_t *drop) {
+    const int C = NH * hs;
+    att_layout_t L = {qkv, qkv + C, qkv + 2 * C, dqkv, dqkv ? dqkv + C : NULL,
+                      dqkv ? dqkv + 2 * C : NULL, 3 * C, 3 * C, NH, NH, drop};
+    return L;
 }
 
 /* How many threads the scratch serves (at most one share per thread). */
@@ -148,21 +173,22 @@ static void online_softmax_row(float *p, int valid, int cols, float *m, float *l
  * lse of those rows. scratch: one thread's share. */
 static void forward_query_block(const att_head_t *h, float *out, float *lse, int i,
                                 float *scratch) {
-    const int r0 = i * ATT_BQ, rows = min_int(ATT_BQ, h->T - r0), hs = h->hs, ld = h->ld;
+    const int r0 = i * ATT_BQ, rows = min_int(ATT_BQ, h->T - r0), hs = h->hs;
+    const int ldq = h->ldq, ldkv = h->ldkv;
     float *p = scratch, *m = scratch + 2 * ATT_TILE, *l = m + ATT_BQ;
     float *o = out + (size_t)r0 * h->ldo;
     const int last_kb = (r0 + rows - 1) / ATT_BK; /* the block holding the diagonal */
     for (int j = 0; j <= last_kb; j++) {
         const int c0 = j * ATT_BK, cols = min_int(ATT_BK, h->T - c0);
-        gemm_f32(false, true, rows, cols, hs, h->scale, h->q + (size_t)r0 * ld, ld,
-                 h->k + (size_t)c0 * ld, ld, 0.0f, p, ATT_BK);
+        gemm_f32(false, true, rows, cols, hs, h->scale, h->q + (size_t)r0 * ldq, ldq,
+                 h->k + (size_t)c0 * ldkv, ldkv, 0.0f, p, ATT_BK);
         for (int a = 0; a < rows; a++) {
             online_softmax_row(p + (size_t)a * ATT_BK, min_int(cols, r0 + a - c0 + 1), cols,
                                &m[a], &l[a], o + (size_t)a * h->ldo, hs, j == 0);
             if (h->drop) drop_tile_row(h, p + (size_t)a * ATT_BK, r0 + a, c0, cols,
                                        scratch + ATT_DROP_ROW);
         }
-        gemm_f32(false, false, rows, hs, cols, 1.0f, p, ATT_BK, h->v + (size_t)c0 * ld, ld,
+        gemm_f32(false, false, rows, hs, cols, 1.0f, p, ATT_BK, h->v + (size_t)c0 * ldkv, ldkv,
                  j == 0 ? 0.0f : 1.0f, o, h->ldo);
     }
     for (int a = 0; a < rows; a++) {
@@ -174,28 +200,52 @@ static void forward_query_block(const att_head_t *h, float *out, float *lse, int
     }
 }
 
-/* attention_forward: qkv[B, T, 3*NH*hs] ([q heads | k heads | v heads]) ->
- * out[B, T, NH*hs], lse[B, NH, T] (log-sum-exp of each row's scaled scores, fp32);
- * scratch[scratch_floats] (cpu_attention_scratch_floats) is clobbered. */
-void cpu_attention_forward_dropout(float *out, float *lse, float *scratch, size_t scratch_floats,
-                                   const float *qkv, int B, int T, int NH, int hs,
-                                   const dropout_mask_t *mask) {
-    const int nq = n_blocks(T, ATT_BQ), pairs = B * NH, n_threads = scratch_threads(scratch_floats);
+/* The forward on any layout: out[B, T, NH*hs], lse[B, NH, T]. */
+static void attention_forward(float *out, float *lse, float *scratch, size_t scratch_floats,
+                              const att_layout_t *L, int B, int T, int hs) {
+    const int NH = L->NH, nq = n_blocks(T, ATT_BQ), pairs = B * NH, n_threads = scratch_threads(scratch_floats);
     const int blas_threads = gemm_serial_begin();
     /* units in order of falling cost (the last query blocks first) for the dynamic schedule */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads)
     for (int u = 0; u < pairs * nq; u++) {
         const int i = nq - 1 - u / pairs, b = u % pairs / NH, h = u % NH;
-        const att_head_t hd = head_at(qkv, out, lse, b, h, T, NH, hs, mask);
+        const att_head_t hd = head_at(L, out, lse, b, h, T, hs);
         forward_query_block(&hd, out + out_offset(b, h, T, NH, hs), lse + lse_offset(b, h, T, NH),
                             i, scratch + (size_t)omp_get_thread_num() * ATT_SCRATCH_PER_THREAD);
     }
     gemm_serial_end(blas_threads);
 }
 
+/* attention_forward: qkv[B, T, 3*NH*hs] ([q heads | k heads | v heads]) ->
+ * out[B, T, NH*hs], lse[B, NH, T] (log-sum-exp of each row's scaled scores, fp32);
+ * scratch[scratch_floats] (cpu_attention_scratch_floats) is clobbered. _dropout: with dropout
+ * on the probabilities (mask NULL: none). */
+void cpu_attention_forward_dropout(float *out, float *lse, float *scratch, size_t scratch_floats,
+                                   const float *qkv, int B, int T, int NH, int hs,
+                                   const dropout_mask_t *mask) {
+    const att_layout_t L = fused_layout(qkv, NULL, NH, hs, mask);
+    attention_forward(out, lse, scratch, scratch_floats, &L, B, T, hs);
+}
+
 void cpu_attention_forward(float *out, float *lse, float *scratch, size_t scratch_floats,
                            const float *qkv, int B, int T, int NH, int hs) {
     cpu_attention_forward_dropout(out, lse, scratch, scratch_floats, qkv, B, T, NH, hs, NULL);
+}
+
+/* attention_gqa_forward: q[B, T, NH*hs], k, v[B, T, NKV*hs] -> out, lse as above. */
+void cpu_attention_gqa_forward_dropout(float *out, float *lse, float *scratch,
+                                       size_t scratch_floats, const float *q, const float *k,
+                                       const float *v, int B, int T, int NH, int NKV, int hs,
+                                       const dropout_mask_t *mask) {
+    const att_layout_t L = {q, k, v, NULL, NULL, NULL, NH * hs, NKV * hs, NH, NKV, mask};
+    attention_forward(out, lse, scratch, scratch_floats, &L, B, T, hs);
+}
+
+void cpu_attention_gqa_forward(float *out, float *lse, float *scratch, size_t scratch_floats,
+                               const float *q, const float *k, const float *v, int B, int T,
+                               int NH, int NKV, int hs) {
+    cpu_attention_gqa_forward_dropout(out, lse, scratch, scratch_floats, q, k, v, B, T, NH, NKV,
+                                      hs, NULL);
 }
 
 /* ---------------------------------------------------------------- backward */
@@ -231,11 +281,11 @@ static void tile_row_dropout(const att_head_t *h, float *pa, float *da, int t, i
  * both [rows, cols] with row stride ATT_BK (dropout: tile_row_dropout). f: scratch row. */
 static void tile_probs_and_grads(const att_head_t *h, int r0, int rows, int c0, int cols,
                                  const float *D, float *p, float *ds, float *f) {
-    const int hs = h->hs, ld = h->ld;
-    gemm_f32(false, true, rows, cols, hs, h->scale, h->q + (size_t)r0 * ld, ld,
-             h->k + (size_t)c0 * ld, ld, 0.0f, p, ATT_BK);
+    const int hs = h->hs, ldq = h->ldq, ldkv = h->ldkv;
+    gemm_f32(false, true, rows, cols, hs, h->scale, h->q + (size_t)r0 * ldq, ldq,
+             h->k + (size_t)c0 * ldkv, ldkv, 0.0f, p, ATT_BK);
     gemm_f32(false, true, rows, cols, hs, 1.0f, h->dout + (size_t)r0 * h->ldo, h->ldo,
-             h->v + (size_t)c0 * ld, ld, 0.0f, ds, ATT_BK);
+             h->v + (size_t)c0 * ldkv, ldkv, 0.0f, ds, ATT_BK);
     for (int a = 0; a < rows; a++) {
         float *pa = p + (size_t)a * ATT_BK, *da = ds + (size_t)a * ATT_BK;
         const int valid = min_int(cols, r0 + a - c0 + 1);
@@ -254,21 +304,22 @@ static void tile_probs_and_grads(const att_head_t *h, int r0, int rows, int c0, 
 }
 
 /* dv, dk of key block [c0, c0 + cols) += the tile's p^T dout and ds^T q; the first query block
- * that sees the key block overwrites instead (beta 0). */
+ * that sees the key block overwrites instead (beta 0), unless an earlier query head of the
+ * group has written them (acc_kv). */
 static void tile_add_dkv(const att_head_t *h, int r0, int rows, int c0, int cols,
                          const float *p, const float *ds) {
-    const float beta = r0 / ATT_BQ == c0 / ATT_BQ ? 0.0f : 1.0f;
+    const float beta = r0 / ATT_BQ == c0 / ATT_BQ && !h->acc_kv ? 0.0f : 1.0f;
     gemm_f32(true, false, cols, h->hs, rows, 1.0f, p, ATT_BK, h->dout + (size_t)r0 * h->ldo,
-             h->ldo, beta, h->dv + (size_t)c0 * h->ld, h->ld);
-    gemm_f32(true, false, cols, h->hs, rows, 1.0f, ds, ATT_BK, h->q + (size_t)r0 * h->ld, h->ld,
-             beta, h->dk + (size_t)c0 * h->ld, h->ld);
+             h->ldo, beta, h->dv + (size_t)c0 * h->ldkv, h->ldkv);
+    gemm_f32(true, false, cols, h->hs, rows, 1.0f, ds, ATT_BK, h->q + (size_t)r0 * h->ldq, h->ldq,
+             beta, h->dk + (size_t)c0 * h->ldkv, h->ldkv);
 }
 
 /* dq of query rows [r0, r0 + rows) += the tile's ds k (key block 0 overwrites). */
 static void tile_add_dq(const att_head_t *h, int r0, int rows, int c0, int cols,
                         const float *ds) {
-    gemm_f32(false, false, rows, h->hs, cols, 1.0f, ds, ATT_BK, h->k + (size_t)c0 * h->ld,
-             h->ld, c0 == 0 ? 0.0f : 1.0f, h->dq + (size_t)r0 * h->ld, h->ld);
+    gemm_f32(false, false, rows, h->hs, cols, 1.0f, ds, ATT_BK, h->k + (size_t)c0 * h->ldkv,
+             h->ldkv, c0 == 0 ? 0.0f : 1.0f, h->dq + (size_t)r0 * h->ldq, h->ldq);
 }
 
 /* One head whole: query blocks outer, their key blocks up to the diagonal inner. */
@@ -311,32 +362,39 @@ static void backward_query_block(const att_head_t *h, int r0, float *scratch) {
     }
 }
 
-static att_head_t grad_head_at(float *dqkv, const float *dout, const float *qkv,
-                               const float *out, const float *lse, int bh, int T, int NH,
-                               int hs, const dropout_mask_t *drop) {
-    const int b = bh / NH, h = bh % NH, C = NH * hs;
-    att_head_t a = head_at(qkv, out, lse, b, h, T, NH, hs, drop);
+/* Query head h of batch b with its gradients; the first head of its k/v group overwrites dk, dv,
+ * the others add to them. */
+static att_head_t grad_head_at(const att_layout_t *L, const float *dout, const float *out,
+                               const float *lse, int b, int h, int T, int hs) {
+    const int NH = L->NH, group = NH / L->NKV, kvh = h / group;
+    att_head_t a = head_at(L, out, lse, b, h, T, hs);
     a.dout = dout + out_offset(b, h, T, NH, hs);
-    a.dq = dqkv + qkv_offset(b, h, T, NH, hs);
-    a.dk = a.dq + C;
-    a.dv = a.dq + 2 * C;
+    a.dq = L->dq + row_offset(b, h, T, L->ldq, hs);
+    a.dk = L->dk + row_offset(b, kvh, T, L->ldkv, hs);
+    a.dv = L->dv + row_offset(b, kvh, T, L->ldkv, hs);
+    a.acc_kv = h % group != 0;
     return a;
 }
 
-/* attention_backward: dout[B, T, NH*hs], qkv[B, T, 3*NH*hs], out[B, T, NH*hs] and lse[B, NH, T]
- * of the forward -> dqkv[B, T, 3*NH*hs] (overwritten); scratch[scratch_floats] is clobbered. */
-void cpu_attention_backward_dropout(float *dqkv, float *scratch, size_t scratch_floats,
-                                    const float *dout, const float *qkv, const float *out,
-                                    const float *lse, int B, int T, int NH, int hs,
-                                    const dropout_mask_t *mask) {
-    const int pairs = B * NH, nq = n_blocks(T, ATT_BQ), nk = n_blocks(T, ATT_BK);
+/* The backward on any layout. A unit of the one-pass form is a (batch, k/v head) pair: the
+ * query heads of its group in ascending order, each a whole head (dk, dv receive from all of
+ * them); the two-pass form's key-block units walk the group's heads alike, so both forms add
+ * the same products in the same order. */
+static void attention_backward(const att_layout_t *L, float *scratch, size_t scratch_floats,
+                               const float *dout, const float *out, const float *lse, int B,
+                               int T, int hs) {
+    const int NH = L->NH, NKV = L->NKV, group = NH / NKV;
+    const int pairs = B * NKV, nq = n_blocks(T, ATT_BQ), nk = n_blocks(T, ATT_BK);
     const int n_threads = scratch_threads(scratch_floats);
     const int blas_threads = gemm_serial_begin();
     if (pairs >= n_threads || (nq == 1 && nk == 1)) {
 #pragma omp parallel for schedule(static) num_threads(n_threads) if (pairs > 1)
-        for (int bh = 0; bh < pairs; bh++) {
-            const att_head_t h = grad_head_at(dqkv, dout, qkv, out, lse, bh, T, NH, hs, mask);
-            backward_head(&h, scratch + (size_t)omp_get_thread_num() * ATT_SCRATCH_PER_THREAD);
+        for (int bk = 0; bk < pairs; bk++) {
+            float *mine = scratch + (size_t)omp_get_thread_num() * ATT_SCRATCH_PER_THREAD;
+            for (int h = bk % NKV * group; h < (bk % NKV + 1) * group; h++) {
+                const att_head_t hd = grad_head_at(L, dout, out, lse, bk / NKV, h, T, hs);
+                backward_head(&hd, mine);
+            }
         }
     } else {
 #pragma omp parallel num_threads(n_threads)
@@ -345,17 +403,31 @@ void cpu_attention_backward_dropout(float *dqkv, float *scratch, size_t scratch_
             /* key block j costs nq - j tiles, query block i costs i + 1: costly ones first */
 #pragma omp for schedule(dynamic, 1)
             for (int u = 0; u < pairs * nk; u++) {
-                const att_head_t h = grad_head_at(dqkv, dout, qkv, out, lse, u % pairs, T, NH, hs, mask);
-                backward_key_block(&h, (u / pairs) * ATT_BK, mine);
+                const int bk = u % pairs;
+                for (int h = bk % NKV * group; h < (bk % NKV + 1) * group; h++) {
+                    const att_head_t hd = grad_head_at(L, dout, out, lse, bk / NKV, h, T, hs);
+                    backward_key_block(&hd, (u / pairs) * ATT_BK, mine);
+                }
             }
 #pragma omp for schedule(dynamic, 1)
-            for (int u = 0; u < pairs * nq; u++) {
-                const att_head_t h = grad_head_at(dqkv, dout, qkv, out, lse, u % pairs, T, NH, hs, mask);
-                backward_query_block(&h, (nq - 1 - u / pairs) * ATT_BQ, mine);
+            for (int u = 0; u < B * NH * nq; u++) {
+                const int bh = u % (B * NH);
+                const att_head_t hd = grad_head_at(L, dout, out, lse, bh / NH, bh % NH, T, hs);
+                backward_query_block(&hd, (nq - 1 - u / (B * NH)) * ATT_BQ, mine);
             }
         }
     }
     gemm_serial_end(blas_threads);
+}
+
+/* attention_backward: dout[B, T, NH*hs], qkv[B, T, 3*NH*hs], out[B, T, NH*hs] and lse[B, NH, T]
+ * of the forward -> dqkv[B, T, 3*NH*hs] (overwritten); scratch[scratch_floats] is clobbered. */
+void cpu_attention_backward_dropout(float *dqkv, float *scratch, size_t scratch_floats,
+                                    const float *dout, const float *qkv, const float *out,
+                                    const float *lse, int B, int T, int NH, int hs,
+                                    const dropout_mask_t *mask) {
+    const att_layout_t L = fused_layout(qkv, dqkv, NH, hs, mask);
+    attention_backward(&L, scratch, scratch_floats, dout, out, lse, B, T, hs);
 }
 
 void cpu_attention_backward(float *dqkv, float *scratch, size_t scratch_floats,
@@ -363,4 +435,23 @@ void cpu_attention_backward(float *dqkv, float *scratch, size_t scratch_floats,
                             const float *lse, int B, int T, int NH, int hs) {
     cpu_attention_backward_dropout(dqkv, scratch, scratch_floats, dout, qkv, out, lse, B, T, NH,
                                    hs, NULL);
+}
+
+/* attention_gqa_backward: dq[B, T, NH*hs], dk, dv[B, T, NKV*hs] (overwritten) from dout and the
+ * forward's q, k, v, out, lse. */
+void cpu_attention_gqa_backward_dropout(float *dq, float *dk, float *dv, float *scratch,
+                                        size_t scratch_floats, const float *dout, const float *q,
+                                        const float *k, const float *v, const float *out,
+                                        const float *lse, int B, int T, int NH, int NKV, int hs,
+                                        const dropout_mask_t *mask) {
+    const att_layout_t L = {q, k, v, dq, dk, dv, NH * hs, NKV * hs, NH, NKV, mask};
+    attention_backward(&L, scratch, scratch_floats, dout, out, lse, B, T, hs);
+}
+
+void cpu_attention_gqa_backward(float *dq, float *dk, float *dv, float *scratch,
+                                size_t scratch_floats, const float *dout, const float *q,
+                                const float *k, const float *v, const float *out,
+                                const float *lse, int B, int T, int NH, int NKV, int hs) {
+    cpu_attention_gqa_backward_dropout(dq, dk, dv, scratch, scratch_floats, dout, q, k, v, out,
+                                       lse, B, T, NH, NKV, hs, NULL);
 }

@@ -34,6 +34,18 @@ bool cpu_products_faster(dtype_t t);
 /* ---- peak.c ---- */
 double cpu_hardware_peak(dtype_t t, char *how, size_t len);
 
+/* ---- llama.c: RMSNorm, RoPE, SwiGLU ---- */
+void cpu_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int N, int C,
+                         float eps);
+void cpu_rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp,
+                          const float *w, const float *rstd, int N, int C, bool accumulate_dinp,
+                          bool overwrite_dw);
+void cpu_rope_forward(float *x, const float *cos, const float *sin, int B, int T, int NH, int hs);
+void cpu_rope_backward(float *d, const float *cos, const float *sin, int B, int T, int NH, int hs);
+void cpu_swiglu_forward(float *out, const float *gate, const float *up, size_t n);
+void cpu_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
+                         const float *up, size_t n);
+
 /* ---- layernorm.c ---- */
 void cpu_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                            const float *w, const float *b, int N, int C);
@@ -59,6 +71,22 @@ void cpu_attention_backward_dropout(float *dqkv, float *scratch, size_t scratch_
                                     const float *dout, const float *qkv, const float *out,
                                     const float *lse, int B, int T, int NH, int hs,
                                     const dropout_mask_t *mask);
+void cpu_attention_gqa_forward(float *out, float *lse, float *scratch, size_t scratch_floats,
+                               const float *q, const float *k, const float *v, int B, int T,
+                               int NH, int NKV, int hs);
+void cpu_attention_gqa_backward(float *dq, float *dk, float *dv, float *scratch,
+                                size_t scratch_floats, const float *dout, const float *q,
+                                const float *k, const float *v, const float *out,
+                                const float *lse, int B, int T, int NH, int NKV, int hs);
+void cpu_attention_gqa_forward_dropout(float *out, float *lse, float *scratch,
+                                       size_t scratch_floats, const float *q, const float *k,
+                                       const float *v, int B, int T, int NH, int NKV, int hs,
+                                       const dropout_mask_t *mask);
+void cpu_attention_gqa_backward_dropout(float *dq, float *dk, float *dv, float *scratch,
+                                        size_t scratch_floats, const float *dout, const float *q,
+                                        const float *k, const float *v, const float *out,
+                                        const float *lse, int B, int T, int NH, int NKV, int hs,
+                                        const dropout_mask_t *mask);
 
 /* ---- gelu.c ---- */
 void cpu_gelu_forward(float *out, const float *inp, size_t n);

@@ -1,0 +1,484 @@
+/* schedule.c — schedule generators, the communication pass and the simulator (see schedule.h). */
+#include "train/schedule.h"
+#include <stdlib.h>
+#include <string.h>
+#include "core/alloc.h"
+#include "core/error.h"
+
+static const char *const kind_names[] = {"gpipe", "1f1b", "interleaved", "zb-h1"};
+
+int sched_kind_from_name(const char *name) {
+    for (int k = 0; k < 4; k++)
+        if (strcmp(name, kind_names[k]) == 0) return k;
+    return -1;
+}
+
+const char *sched_kind_name(sched_kind_t k) { return kind_names[k]; }
+
+/* The multiples of `step` just below and above x (below only when positive). */
+static void nearest_multiples(int x, int step, int *lo, int *hi) {
+    *lo = x / step * step;
+    *hi = *lo + step;
+    if (*lo == x) *hi = x;
+}
+
+const char *sched_constraint_error(sched_kind_t k, int p, int v, int m, int n_layer, char *buf,
+                                   size_t len) {
+    if (k != SCHED_INTERLEAVED) return NULL;
+    if (p < 2) {
+        snprintf(buf, len, "&parallel schedule = 'interleaved' (virtual_stages = %d) needs "
+                 "pp >= 2 (pp = %d): set pp >= 2, or schedule = '1f1b' with virtual_stages = 1",
+                 v, p);
+        return buf;
+    }
+    if (v < 2) {
+        snprintf(buf, len, "&parallel schedule = 'interleaved' needs virtual_stages >= 2 (got %d); "
+                 "with one chunk per rank use schedule = '1f1b'", v);
+        return buf;
+    }
+    if (n_layer % (p * v) != 0) {
+        int lo, hi;
+        nearest_multiples(n_layer, p * v, &lo, &hi);
+        char vs[128] = "";
+        size_t at = 0;
+        for (int c = 2; c <= n_layer / p && at + 8 < sizeof vs; c++)
+            if (n_layer % (p * c) == 0) at += (size_t)snprintf(vs + at, sizeof vs - at, "%s%d", at ? ", " : "", c);
+        snprintf(buf, len, "&parallel virtual_stages = %d: &model n_layer = %d is not divisible by "
+                 "pp * virtual_stages = %d; nearest valid: n_layer = %d%s%.0d, or virtual_stages "
+                 "in {%s} for pp = %d", v, n_layer, p * v, lo > 0 ? lo : hi, lo > 0 ? " or " : "",
+                 lo > 0 ? hi : 0, at ? vs : "none", p);
+        return buf;
+    }
+    if (m % p != 0) {
+        int lo, hi;
+        nearest_multiples(m, p, &lo, &hi);
+        snprintf(buf, len, "&parallel schedule = 'interleaved': %d micro-batches per step (&train "
+                 "global_batch / (micro_batch * dp)) is not a multiple of pp = %d; nearest valid: "
+                 "%d%s%.0d micro-batches", m, p, lo > 0 ? lo : hi, lo > 0 ? " or " : "",
+                 lo > 0 ? hi : 0);
+        return buf;
+    }
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- lists */
+
+void sched_push(schedule_t *s, int r, act_op_t op, int chunk, int micro) {
+    sched_rank_t *R = &s->rank[r];
+    if (R->n == R->cap) {
+        R->cap = R->cap ? 2 * R->cap : 64;
+        R->act = xrealloc_small(R->act, (size_t)R->cap * sizeof(sched_act_t));
+    }
+    sched_act_t a = {op, chunk, micro, -1, -1, -1, 0};
+    R->act[R->n++] = a;
+}
+
+static void gen_forward_only(schedule_t *s, int r) {
+    for (int i = 0; i < s->m; i++)
+        for (int c = 0; c < s->v; c++) sched_push(s, r, ACT_F, c, i);
+}
+
+static void gen_gpipe(schedule_t *s, int r) {
+    for (int i = 0; i < s->m; i++) sched_push(s, r, ACT_F, 0, i);
+    for (int i = 0; i < s->m; i++) sched_push(s, r, ACT_B, 0, i);
+}
+
+/* 1F1B (PipeDream-flush): p - r - 1 warm-up forwards, then one forward one backward, then the
+ * cool-down backwards. */
+static void gen_1f1b(schedule_t *s, int r) {
+    const int m = s->m;
+    int warmup = s->p - r - 1;
+    if (warmup > m) warmup = m;
+    for (int i = 0; i < warmup; i++) sched_push(s, r, ACT_F, 0, i);
+    for (int k = 0; k < m - warmup; k++) {
+        sched_push(s, r, ACT_F, 0, warmup + k);
+        sched_push(s, r, ACT_B, 0, k);
+    }
+    for (int i = m - warmup; i < m; i++) sched_push(s, r, ACT_B, 0, i);
+}
+
+/* Megatron's interleaved 1F1B: the k-th forward of a rank is micro-batch
+ * (k / (p v)) p + k % p of chunk (k / p) % v (groups of p micro-batches go through each chunk
+ * in turn), the k-th backward the same micro-batch of chunk v - 1 - (k / p) % v; warm-up
+ * (p - r - 1) 2 + (v - 1) p forwards (all of them when that exceeds m v), then 1F1B. */
+static int il_micro(const schedule_t *s, int k) { return k / (s->p * s->v) * s->p + k % s->p; }
+static int il_chunk(const schedule_t *s, int k, bool fwd) {
+    int c = k / s->p % s->v;
+    return fwd ? c : s->v - 1 - c;
+}
+
+static void gen_interleaved(schedule_t *s, int r) {
+    const int p = s->p, total = s->m * s->v;
+    int warmup = (p - r - 1) * 2 + (s->v - 1) * p;
+    if (warmup > total) warmup = total;
+    for (int k = 0; k < warmup; k++) sched_push(s, r, ACT_F, il_chunk(s, k, true), il_micro(s, k));
+    for (int k = 0; k < total - warmup; k++) {
+        sched_push(s, r, ACT_F, il_chunk(s, warmup + k, true), il_micro(s, warmup + k));
+        sched_push(s, r, ACT_B, il_chunk(s, k, false), il_micro(s, k));
+    }
+    for (int k = total - warmup; k < total; k++)
+        sched_push(s, r, ACT_B, il_chunk(s, k, false), il_micro(s, k));
+}
+
+/* ZB-H1 (Qi et al., 2023): 1F1B's order of F and B, the backward split into B (input gradient,
+ * on the critical path) and W (weight gradient, deferred). Rank r defers up to r weight
+ * gradients: its 1F1B peak is p - r micro-batches, so it may hold r more and still not exceed
+ * stage 0's p; the deferred W run in the cool-down, where 1F1B waits for gradients. */
+static void gen_zbh1(schedule_t *s, int r) {
+    const int m = s->m;
+    int warmup = s->p - r - 1, next_w = 0;
+    if (warmup > m) warmup = m;
+    for (int i = 0; i < warmup; i++) sched_push(s, r, ACT_F, 0, i);
+    for (int k = 0; k < m - warmup; k++) {
+        sched_push(s, r, ACT_F, 0, warmup + k);
+        sched_push(s, r, ACT_B, 0, k);
+        if (k + 1 - next_w > r) sched_push(s, r, ACT_W, 0, next_w++);
+    }
+    for (int i = m - warmup; i < m; i++) {
+        sched_push(s, r, ACT_B, 0, i);
+        sched_push(s, r, ACT_W, 0, next_w++); /* one per backward: into the wait for the next */
+    }
+    while (next_w < m) sched_push(s, r, ACT_W, 0, next_w++);
+}
+
+void sched_build(schedule_t *s, sched_kind_t kind, int p, int v, int m, bool backward) {
+    memset(s, 0, sizeof *s);
+    s->kind = kind;
+    s->p = p;
+    s->v = kind == SCHED_INTERLEAVED ? v : 1;
+    s->m = m;
+    s->backward = backward;
+    s->split = backward && kind == SCHED_ZBH1;
+    s->rank = xcalloc((size_t)p, sizeof(sched_rank_t));
+    for (int r = 0; r < p; r++) {
+        if (!backward) gen_forward_only(s, r);
+        else if (kind == SCHED_GPIPE) gen_gpipe(s, r);
+        else if (kind == SCHED_1F1B) gen_1f1b(s, r);
+        else if (kind == SCHED_INTERLEAVED) gen_interleaved(s, r);
+        else gen_zbh1(s, r);
+    }
+    sched_finish(s);
+}
+
+void sched_destroy(schedule_t *s) {
+    for (int r = 0; r < s->p; r++) free(s->rank[r].act); /* xrealloc_small: plain heap */
+    xfree(s->rank);
+    memset(s, 0, sizeof *s);
+}
+
+/* ---------------------------------------------------------------- communication and slots */
+
+static int vstage(const schedule_t *s, int r, int c) { return c * s->p + r; }
+static int tag_of(const schedule_t *s, int chunk, int micro, int dir) {
+    return 2 * (chunk * s->m + micro) + dir;
+}
+
+/* Slots: the lowest free one for a forward; freed by what releases the activations. */
+typedef struct slots {
+    int *of;     /* [v * m] slot of (chunk, micro), -1 none */
+    bool *busy;  /* [cap] */
+    int cap, used;
+} slots_t;
+
+static int slot_take(slots_t *S, int key) {
+    int s = 0;
+    while (s < S->cap && S->busy[s]) s++;
+    ASSERT(s < S->cap);
+    S->busy[s] = true;
+    if (s + 1 > S->used) S->used = s + 1;
+    return S->of[key] = s;
+}
+
+static void slot_free(slots_t *S, int key) {
+    if (S->of[key] >= 0) S->busy[S->of[key]] = false;
+}
+
+static bool releases(const schedule_t *s, act_op_t op) {
+    return !s->backward ? op == ACT_F : op == (s->split ? ACT_W : ACT_B);
+}
+
+static void push_full(sched_rank_t *R, sched_act_t a) {
+    if (R->n == R->cap) {
+        R->cap = R->cap ? 2 * R->cap : 64;
+        R->act = xrealloc_small(R->act, (size_t)R->cap * sizeof(sched_act_t));
+    }
+    R->act[R->n++] = a;
+}
+
+/* One compute action with its messages: RECV before, SEND after (F forward from the previous
+ * virtual stage to the next, B backward). The slot's stage input / output are rewritten from
+ * the forward's first action, its gradient buffer from the backward's receive (or, on the last
+ * virtual stage, by the head inside F): the waits for the slot's earlier sends go there, not
+ * all at the forward, which could wait on a gradient send that is received only later. */
+static void expand(const schedule_t *s, int r, sched_act_t a, sched_rank_t *out) {
+    const int vs = vstage(s, r, a.chunk), last = s->p * s->v - 1;
+    const int prev = (r + s->p - 1) % s->p, next = (r + 1) % s->p;
+    const int prev_chunk = r == 0 ? a.chunk - 1 : a.chunk;
+    const int next_chunk = r == s->p - 1 ? a.chunk + 1 : a.chunk;
+    sched_act_t m = a;
+    a.wait = 0;
+    if (a.op == ACT_F) {
+        if (vs > 0) {
+            m.op = ACT_RECV_F, m.peer = prev, m.tag = tag_of(s, prev_chunk, a.micro, 0);
+            m.wait = SCHED_WAIT_FWD;
+            push_full(out, m);
+        }
+        a.wait = (vs == 0 ? SCHED_WAIT_FWD : 0) | (vs == last && s->backward ? SCHED_WAIT_BWD : 0);
+        push_full(out, a);
+        if (vs < last) {
+            m.op = ACT_SEND_F, m.peer = next, m.tag = tag_of(s, a.chunk, a.micro, 0);
+            m.wait = 0;
+            push_full(out, m);
+        }
+    } else if (a.op == ACT_B) {
+        if (vs < last) {
+            m.op = ACT_RECV_B, m.peer = next, m.tag = tag_of(s, next_chunk, a.micro, 1);
+            m.wait = SCHED_WAIT_BWD;
+            push_full(out, m);
+        }
+        push_full(out, a);
+        if (vs > 0) {
+            m.op = ACT_SEND_B, m.peer = prev, m.tag = tag_of(s, a.chunk, a.micro, 1);
+            m.wait = 0;
+            push_full(out, m);
+        }
+    } else {
+        push_full(out, a);
+    }
+}
+
+void sched_finish(schedule_t *s) {
+    const int keys = s->v * s->m;
+    for (int r = 0; r < s->p; r++) {
+        sched_rank_t *R = &s->rank[r], out = {0};
+        slots_t S = {xmalloc(sizeof(int) * (size_t)keys), xcalloc((size_t)keys + 1, sizeof(bool)),
+                     keys + 1, 0};
+        for (int k = 0; k < keys; k++) S.of[k] = -1;
+        for (int i = 0; i < R->n; i++) {
+            sched_act_t a = R->act[i];
+            const int key = a.chunk * s->m + a.micro;
+            if (key < 0 || key >= keys) { /* a broken list: the simulator reports it */
+                push_full(&out, a);
+                continue;
+            }
+            a.slot = a.op == ACT_F ? slot_take(&S, key) : S.of[key];
+            expand(s, r, a, &out);
+            if (releases(s, a.op)) slot_free(&S, key);
+        }
+        out.n_slots = S.used > 0 ? S.used : 1;
+        free(R->act);
+        *R = out;
+        xfree(S.of);
+        xfree(S.busy);
+    }
+}
+
+int sched_peak_inflight(const schedule_t *s, int r) {
+    int now = 0, peak = 0;
+    const sched_rank_t *R = &s->rank[r];
+    for (int i = 0; i < R->n; i++) {
+        if (R->act[i].op == ACT_F) now++;
+        else if (s->backward && releases(s, R->act[i].op)) now--;
+        if (now > peak) peak = now;
+        if (!s->backward) now = 0;
+    }
+    return peak;
+}
+
+/* ---------------------------------------------------------------- simulator */
+
+typedef struct msg {
+    int src, dst, tag, slot;
+    double sent;            /* time posted */
+    double received;        /* time matched, when consumed */
+    bool consumed;
+} msg_t;
+
+typedef struct sim {
+    const schedule_t *s;
+    const sched_cost_t *cost;
+    msg_t *msg;
+    size_t n_msg, cap_msg;
+    int *pc;
+    double *clock, *busy;
+} sim_t;
+
+static msg_t *find_msg(sim_t *S, int src, int dst, int tag) {
+    for (size_t i = 0; i < S->n_msg; i++) {
+        msg_t *m = &S->msg[i];
+        if (!m->consumed && m->src == src && m->dst == dst && m->tag == tag) return m;
+    }
+    return NULL;
+}
+
+/* An action rewrites slot `slot` of rank r: its earlier sends of the kinds in `wait` must have
+ * been received (the runner waits for them). False while one is pending; else the time they
+ * all were. */
+static bool slot_free_at(const sim_t *S, int r, int slot, int wait, double *t) {
+    *t = 0;
+    for (size_t i = 0; i < S->n_msg; i++) {
+        const msg_t *m = &S->msg[i];
+        const int dir = m->tag % 2 ? SCHED_WAIT_BWD : SCHED_WAIT_FWD;
+        if (m->src != r || m->slot != slot || !(wait & dir)) continue;
+        if (!m->consumed) return false;
+        if (m->received > *t) *t = m->received;
+    }
+    return true;
+}
+
+/* The costs are a whole stage's; a chunk holds 1/v of its layers. */
+static double compute_cost(const sim_t *S, act_op_t op) {
+    const double c = op == ACT_F ? S->cost->f : op == ACT_W ? S->cost->w
+                     : S->s->split ? S->cost->b : S->cost->b + S->cost->w;
+    return c / S->s->v;
+}
+
+/* Rank r performs its next action if it can; false when it waits. */
+static bool sim_step(sim_t *S, int r) {
+    const sched_act_t *a = &S->s->rank[r].act[S->pc[r]];
+    double t = S->clock[r];
+    if (a->wait) {
+        double freed;
+        if (!slot_free_at(S, r, a->slot, a->wait, &freed)) return false;
+        if (freed > t) t = freed;
+    }
+    if (a->op == ACT_RECV_F || a->op == ACT_RECV_B) {
+        msg_t *m = find_msg(S, a->peer, r, a->tag);
+        if (!m) return false;
+        if (m->sent > t) t = m->sent;
+        m->consumed = true;
+        m->received = t;
+    } else if (a->op == ACT_SEND_F || a->op == ACT_SEND_B) {
+        if (S->n_msg == S->cap_msg) {
+            S->cap_msg = S->cap_msg ? 2 * S->cap_msg : 256;
+            S->msg = xrealloc_small(S->msg, S->cap_msg * sizeof(msg_t));
+        }
+        msg_t m = {r, a->peer, a->tag, a->slot, t, 0, false};
+        S->msg[S->n_msg++] = m;
+    } else {
+        const double c = compute_cost(S, a->op);
+        t += c;
+        S->busy[r] += c;
+    }
+    S->clock[r] = t;
+    S->pc[r]++;
+    return true;
+}
+
+static const char *op_name(act_op_t op) {
+    static const char *const n[] = {"F", "B", "W", "recv-F", "send-F", "recv-B", "send-B"};
+    return n[op];
+}
+
+/* Structure: every (chunk, micro) forwarded once, backwarded (and weight-gradient'ed when split)
+ * once after it, on every rank; chunks and micro-batches in range. */
+static bool check_structure(const schedule_t *s, sched_sim_t *out) {
+    const int keys = s->v * s->m;
+    int *state = xmalloc(sizeof(int) * (size_t)keys);
+    bool ok = true;
+    for (int r = 0; r < s->p && ok; r++) {
+        for (int k = 0; k < keys; k++) state[k] = 0;
+        const sched_rank_t *R = &s->rank[r];
+        for (int i = 0; i < R->n && ok; i++) {
+            const sched_act_t *a = &R->act[i];
+            const int key = a->chunk * s->m + a->micro;
+            if (a->chunk < 0 || a->chunk >= s->v || a->micro < 0 || a->micro >= s->m) {
+                snprintf(out->err, sizeof out->err, "rank %d action %d: %s of micro-batch %d chunk "
+                         "%d is out of range (m = %d, v = %d)", r, i, op_name(a->op), a->micro,
+                         a->chunk, s->m, s->v);
+                ok = false;
+            } else if (a->op == ACT_F || a->op == ACT_B || a->op == ACT_W) {
+                const int want = a->op == ACT_F ? 0 : a->op == ACT_B ? 1 : 2;
+                if (state[key] != want) {
+                    snprintf(out->err, sizeof out->err, "rank %d action %d: %s of micro-batch %d "
+                             "chunk %d out of order (F, then B%s, once each)", r, i,
+                             op_name(a->op), a->micro, a->chunk, s->split ? ", then W" : "");
+                    ok = false;
+                }
+                state[key]++;
+            }
+        }
+        const int done = !s->backward ? 1 : s->split ? 3 : 2;
+        for (int k = 0; k < keys && ok; k++)
+            if (state[k] != done) {
+                snprintf(out->err, sizeof out->err, "rank %d: micro-batch %d chunk %d is not "
+                         "completed (%d of %d compute actions)", r, k % s->m, k / s->m, state[k],
+                         done);
+                ok = false;
+            }
+    }
+    xfree(state);
+    return ok;
+}
+
+static void report_deadlock(const sim_t *S, sched_sim_t *out) {
+    size_t at = (size_t)snprintf(out->err, sizeof out->err, "deadlock: no rank can proceed;");
+    for (int r = 0; r < S->s->p && at < sizeof out->err; r++) {
+        if (S->pc[r] == S->s->rank[r].n) continue;
+        const sched_act_t *a = &S->s->rank[r].act[S->pc[r]];
+        at += (size_t)snprintf(out->err + at, sizeof out->err - at, " rank %d waits at %s of "
+                               "micro-batch %d chunk %d%s", r, op_name(a->op), a->micro, a->chunk,
+                               a->op == ACT_RECV_F || a->op == ACT_RECV_B ? " (no matching send)"
+                               : a->wait ? " (or its slot's earlier send is not received)" : "");
+    }
+}
+
+static void report_unmatched(const sim_t *S, sched_sim_t *out) {
+    for (size_t i = 0; i < S->n_msg; i++)
+        if (!S->msg[i].consumed) {
+            snprintf(out->err, sizeof out->err, "a message from rank %d to rank %d (tag %d) is "
+                     "never received", S->msg[i].src, S->msg[i].dst, S->msg[i].tag);
+            return;
+        }
+}
+
+void sched_simulate(const schedule_t *s, const sched_cost_t *cost, sched_sim_t *out) {
+    memset(out, 0, sizeof *out);
+    if (!check_structure(s, out)) return;
+    sim_t S = {s, cost, NULL, 0, 0, xcalloc((size_t)s->p, sizeof(int)),
+               xcalloc((size_t)s->p, sizeof(double)), xcalloc((size_t)s->p, sizeof(double))};
+    int remaining = 0;
+    for (int r = 0; r < s->p; r++) remaining += s->rank[r].n;
+    bool progress = true;
+    while (remaining > 0 && progress) {
+        progress = false;
+        for (int r = 0; r < s->p; r++)
+            while (S.pc[r] < s->rank[r].n && sim_step(&S, r)) remaining--, progress = true;
+    }
+    if (remaining > 0) report_deadlock(&S, out);
+    else report_unmatched(&S, out);
+    out->ok = out->err[0] == '\0';
+    double busy = 0;
+    for (int r = 0; r < s->p; r++) {
+        if (S.clock[r] > out->makespan) out->makespan = S.clock[r];
+        busy += S.busy[r];
+        int peak = sched_peak_inflight(s, r);
+        if (peak > out->peak_inflight_max) out->peak_inflight_max = peak;
+    }
+    out->bubble = out->makespan > 0 ? 1.0 - busy / (s->p * out->makespan) : 0;
+    out->messages = S.n_msg;
+    free(S.msg);
+    xfree(S.pc);
+    xfree(S.clock);
+    xfree(S.busy);
+}
+
+/* ---------------------------------------------------------------- printing */
+
+void sched_print(const schedule_t *s, FILE *f, int max_actions) {
+    for (int r = 0; r < s->p; r++) {
+        fprintf(f, "  rank %d (%d slot%s):", r, s->rank[r].n_slots, s->rank[r].n_slots > 1 ? "s" : "");
+        int shown = 0;
+        for (int i = 0; i < s->rank[r].n; i++) {
+            const sched_act_t *a = &s->rank[r].act[i];
+            if (a->op != ACT_F && a->op != ACT_B && a->op != ACT_W) continue;
+            if (shown++ == max_actions) {
+                fprintf(f, " ...");
+                break;
+            }
+            if (s->v > 1) fprintf(f, " %s%d.%d", op_name(a->op), a->micro, a->chunk);
+            else fprintf(f, " %s%d", op_name(a->op), a->micro);
+        }
+        fprintf(f, "\n");
+    }
+}
