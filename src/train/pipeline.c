@@ -60,6 +60,13 @@ void pipe_create(pipe_t *p, gpt_t *m, const grid_t *g, int n_micro, pipe_schedul
     for (int s = 0; s < m->par.n_slots; s++) p->fwd_send[s] = p->bwd_send[s] = MPI_REQUEST_NULL;
 }
 
+void pipe_set_micro_batches(pipe_t *p, int n_micro) {
+    if (n_micro == p->n_micro) return;
+    sched_destroy(&p->train);
+    p->n_micro = n_micro;
+    build_checked(&p->train, p, n_micro, true); /* asserts the slots suffice */
+}
+
 void pipe_destroy(pipe_t *p) {
     sched_destroy(&p->train);
     if (p->eval_n) sched_destroy(&p->eval);

@@ -345,6 +345,23 @@ static void load_init_weights(trainer_t *tr) {
     xfree(host);
 }
 
+/* Why the schedule cannot run the micro-batches of some curriculum stage (each stage's
+ * accumulation gets its own action lists), or NULL. */
+static const char *schedule_error(const trainer_t *tr, pipe_schedule_t sched, int v, char *why,
+                                  size_t len) {
+    const curriculum_t *c = &tr->curric;
+    for (int s = 0; s < c->n_stages; s++) {
+        char one[360];
+        if (!sched_constraint_error(sched, tr->grid->pp, v, c->stage[s].accum, tr->cfg->n_layer,
+                                    one, sizeof one))
+            continue;
+        if (c->n_stages == 1) snprintf(why, len, "%s", one);
+        else snprintf(why, len, "&stage %d of %d: %s", s + 1, c->n_stages, one);
+        return why;
+    }
+    return NULL;
+}
+
 void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const ops_t *ops) {
     memset(tr, 0, sizeof *tr);
     tr->cfg = cfg;
@@ -371,8 +388,7 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
     const int v = sched == SCHED_INTERLEAVED ? cfg->virtual_stages : 1;
     char why[400];
     comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, "pipeline schedule",
-                       sched_constraint_error(sched, grid->pp, v, tr->accum, cfg->n_layer, why,
-                                              sizeof why));
+                       schedule_error(tr, sched, v, why, sizeof why));
     gpt_parallel_t par = {grid->tp, grid->rank_tp, grid->pp, grid->rank_pp, grid->tp_comm,
                           pipe_slots_needed(sched, grid->pp, v, grid->rank_pp, tr->accum), v};
     /* the ZeRO partitions of the flat buffer the model will have, before the model: ZeRO-3

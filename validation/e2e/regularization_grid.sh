@@ -7,7 +7,9 @@
 # recomputation redraws the same masks: recompute = 'selective' and 'full' give BIT-IDENTICAL
 # losses, norms and final weights to 'none' (cmp; h5diff without tolerance) on tp 2 x pp 2.
 # The masks depend on the step only, so the serial run's step-2 checkpoint resumed on tp 2 x pp 2
-# continues with the uninterrupted run's losses (1e-5).
+# continues with the uninterrupted run's losses (1e-5). The Llama block (GQA, SwiGLU, RoPE) on tp 2
+# and the interleaved schedule (pp 2, v 2) agree with their 1-process runs alike (1e-5), and so
+# does a curriculum whose first stage has a shorter seq_len and a smaller batch (dp 2 x pp 2).
 # And the regularisers act in training only: with lr = 1e-30 (the weights do not move in fp32)
 # the step-1 training loss differs from the run without them, while the validation loss after
 # step 1 (forward only: no dropout, smoothing or z-loss) is the same to the last digit.
@@ -74,6 +76,45 @@ for g in 1,2,2; do
         echo "grid $g, recompute = '$rc' with dropout: losses, norms and final weights bit-identical to 'none'"
     done
 done
+# The Llama block (RMSNorm, RoPE, SwiGLU, grouped-query attention with 2 k/v heads, untied head)
+# with the same regularisers: tp 2 (query and k/v heads split) against its own 1-process run.
+# And the interleaved schedule (pp 2, 2 chunks per stage) against the serial GPT-2 run.
+for v in llama,1,1,1 llama,1,2,1; do
+    IFS=, read -r name dp tp pp <<<"$v"
+    name=${name}tp$tp
+    reg_nml $name $dp,$tp,$pp none 0.1 0.1 1e-3
+    sed -i "s|dropout = 0.1 /|dropout = 0.1, arch = 'llama', n_kv_head = 2 /|" $M/$name.nml
+    run $name $((dp * tp * pp))
+done
+out=$(same_series "llama tp 2 losses" 1e-5 <(losses $M/llamatp1/metrics.jsonl) <(losses $M/llamatp2/metrics.jsonl)) &&
+    out2=$(same_series "norms" 1e-5 <(norms $M/llamatp1/metrics.jsonl) <(norms $M/llamatp2/metrics.jsonl)) ||
+    { echo "$out ${out2:-}"; fail "llama tp 2 with dropout: losses or norms differ from its serial run"; }
+echo "$out | $out2"
+cmp -s <(losses $M/serial/metrics.jsonl) <(losses $M/llamatp1/metrics.jsonl) &&
+    fail "the llama run's losses equal the GPT-2 run's: the architecture switch did not apply"
+reg_nml interleaved 1,1,2 none 0.1 0.1 1e-3
+sed -i "s|recompute = 'none' /|recompute = 'none', schedule = 'interleaved', virtual_stages = 2 /|" $M/interleaved.nml
+run interleaved 2
+grep -q "interleaved" $M/interleaved.log || grep -q "interleaved" $M/interleaved/run.json ||
+    fail "interleaved: the run does not say it used the interleaved schedule"
+out=$(same_series "pp 2 interleaved (v 2) losses" 1e-5 <(losses $M/serial/metrics.jsonl) <(losses $M/interleaved/metrics.jsonl)) &&
+    out2=$(same_series "norms" 1e-5 <(norms $M/serial/metrics.jsonl) <(norms $M/interleaved/metrics.jsonl)) ||
+    { echo "$out ${out2:-}"; fail "interleaved with dropout: losses or norms differ from the serial run"; }
+echo "$out | $out2"
+# A curriculum (&stage: seq_len 8 and global batch 4 for steps 1-2, then 16 and 8): the global
+# token is the sample's index in the step's batch times the step's seq_len, the same on dp 2 x pp 2.
+for g in 1,1,1 2,1,2; do
+    name=curric${g//,/}
+    reg_nml $name $g none 0.1 0.1 1e-3
+    printf '&stage\n  until_step = 2, seq_len = 8, global_batch = 4\n/\n&stage\n/\n' >>$M/$name.nml
+    IFS=, read -r dp tp pp <<<"$g"
+    run $name $((dp * tp * pp))
+done
+grep -q '"seq_len":8' $M/curric111/metrics.jsonl || fail "curriculum: no step ran at seq_len 8"
+out=$(same_series "curriculum (seq_len 8 -> 16) dp 2 x pp 2 losses" 1e-5 <(losses $M/curric111/metrics.jsonl) <(losses $M/curric212/metrics.jsonl)) &&
+    out2=$(same_series "norms" 1e-5 <(norms $M/curric111/metrics.jsonl) <(norms $M/curric212/metrics.jsonl)) ||
+    { echo "$out ${out2:-}"; fail "curriculum with dropout: losses or norms differ from the serial run"; }
+echo "$out | $out2"
 reg_nml resumed 1,2,2 none 0.1 0.1 1e-3
 echo "&checkpoint resume = '$M/serial/ckpt_step00000002.h5' /" >>$M/resumed.nml
 run resumed 4
