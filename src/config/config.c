@@ -118,7 +118,13 @@ static const key_spec_t key_specs[] = {
     INT_KEY(G_MODEL, "n_kv_head", n_kv_head, 0, AT_LEAST(0)), /* 0 = n_head, resolved after parsing */
     BOOL_KEY(G_MODEL, "tie_embeddings", tie_embeddings, true),
     BOOL_KEY(G_MODEL, "bias", bias, true),
-    REAL_KEY(G_MODEL, "dropout", dropout, 0.0, AT_LEAST(0), BELOW(1), NOT_IMPL("dropout is not implemented in this version")),
+    REAL_KEY(G_MODEL, "dropout", dropout, 0.0, AT_LEAST(0), BELOW(1)), /* the three below, unless given */
+    REAL_KEY(G_MODEL, "attn_dropout", attn_dropout, 0.0, AT_LEAST(0), BELOW(1)),
+    REAL_KEY(G_MODEL, "resid_dropout", resid_dropout, 0.0, AT_LEAST(0), BELOW(1)),
+    REAL_KEY(G_MODEL, "embd_dropout", embd_dropout, 0.0, AT_LEAST(0), BELOW(1)),
+    STR_KEY(G_MODEL, "init", init_scheme, "gpt2", "gpt2|xavier|kaiming|small"),
+    REAL_KEY(G_MODEL, "init_std", init_std, 0.02, ABOVE(0), AT_MOST(1e3)),
+    STR_KEY(G_MODEL, "init_depth_scaled", init_depth_scaled, "total", "none|total|layer"),
     INT_KEY(G_MODEL, "n_experts", n_experts, 0, AT_LEAST(0), NOT_IMPL("Mixture-of-Experts is not implemented in this version")),
     INT_KEY(G_MODEL, "top_k", top_k_moe, 2, AT_LEAST(1), MOE),
     INT_KEY(G_MODEL, "moe_every", moe_every, 1, AT_LEAST(1), MOE),
@@ -154,6 +160,8 @@ static const key_spec_t key_specs[] = {
     REAL_KEY(G_TRAIN, "beta2", beta2, 0.95, AT_LEAST(0), BELOW(1)),
     REAL_KEY(G_TRAIN, "eps", eps, 1e-8, ABOVE(0)),
     REAL_KEY(G_TRAIN, "grad_clip", grad_clip, 1.0, AT_LEAST(0)),
+    REAL_KEY(G_TRAIN, "label_smoothing", label_smoothing, 0.0, AT_LEAST(0), AT_MOST(1)),
+    REAL_KEY(G_TRAIN, "z_loss", z_loss, 0.0, AT_LEAST(0), AT_MOST(1e3)),
     STR_KEY(G_TRAIN, "precision", precision, "fp32", "fp32|bf16|fp16"),
     STR_KEY(G_TRAIN, "bf16_products", bf16_products, "auto", "auto|native|emulated"),
     REAL_KEY(G_TRAIN, "loss_scale", loss_scale, 0, AT_LEAST(0), AT_MOST(1e30)),
@@ -1055,6 +1063,14 @@ static int check_profile_steps(parse_ctx_t *ctx, config_t *cfg) {
     return 0;
 }
 
+/* &model dropout sets attn_dropout, resid_dropout and embd_dropout, each unless given itself. */
+static void resolve_dropout(const parse_ctx_t *ctx, config_t *cfg) {
+    const char *keys[] = {"attn_dropout", "resid_dropout", "embd_dropout"};
+    double *fields[] = {&cfg->attn_dropout, &cfg->resid_dropout, &cfg->embd_dropout};
+    for (int i = 0; i < 3; i++)
+        if (!ctx->set_by[key_index(G_MODEL, keys[i])]) *fields[i] = cfg->dropout;
+}
+
 /* 0 in the file means "derive": d_ff = 4 * d_model, global_batch = micro_batch * dp. */
 static int resolve_derived(parse_ctx_t *ctx, config_t *cfg) {
     long long d_ff = 4LL * cfg->d_model, global_batch = (long long)cfg->micro_batch * cfg->dp;
@@ -1064,6 +1080,7 @@ static int resolve_derived(parse_ctx_t *ctx, config_t *cfg) {
         return cfg_error(ctx, 1, 1, "&train global_batch: micro_batch * dp = %lld does not fit in a 32-bit integer",
                          global_batch);
     if (cfg->d_ff == 0) cfg->d_ff = (int)d_ff;
+    resolve_dropout(ctx, cfg);
     cfg->global_batch_derived = cfg->global_batch == 0;
     cfg->resume_given = cfg->resume[0] != '\0';
     if (!cfg->resume_given) snprintf(cfg->resume, sizeof cfg->resume, "none");

@@ -64,7 +64,13 @@ typedef struct config {
     int n_kv_head;          /* k/v heads (grouped-query attention); 0 in the file = n_head */
     bool tie_embeddings;    /* LM head = wte; .false.: a separate lm_head.w */
     bool bias;              /* biases in the linear layers */
-    double dropout;         /* must be 0 for now (validated) */
+    double dropout;         /* sets the three below, each unless given */
+    double attn_dropout;    /* attention probabilities (inside the tiled attention) */
+    double resid_dropout;   /* each residual branch's output (attention and MLP) */
+    double embd_dropout;    /* the embedding (token + position) */
+    char init_scheme[16];   /* key 'init': 'gpt2' | 'xavier' | 'kaiming' | 'small' (model/init_scheme.c) */
+    double init_std;        /* 'gpt2': the matrices' std; every scheme: the embeddings' */
+    char init_depth_scaled[16]; /* 'none' | 'total' (1/sqrt(2 n_layer)) | 'layer' (1/sqrt(2 (l+1))) */
     int n_experts;          /* 0 = dense; MoE comes in a later issue (validated) */
     int top_k_moe;          /* namelist key 'top_k' in &model */
     int moe_every;
@@ -92,6 +98,8 @@ typedef struct config {
     char lr_schedule[16];   /* 'constant' | 'cosine' | 'linear' | 'wsd' */
     double decay_fraction;  /* wsd: fraction of steps in the final decay, default 0.2 */
     double weight_decay, beta1, beta2, eps, grad_clip; /* grad_clip 0 = off */
+    double label_smoothing; /* cross-entropy against (1 - e) onehot + e / vocab_size */
+    double z_loss;          /* coefficient of mean(logsumexp^2) over the tokens (PaLM), 0 = off */
     char precision[8];      /* 'fp32' | 'bf16' | 'fp16' */
     char bf16_products[12]; /* 'auto' | 'native' | 'emulated': bf16 GEMMs on bf16 instructions */
     double loss_scale;      /* fp16: a fixed loss scale; 0 = dynamic (the four keys below) */

@@ -15,7 +15,23 @@
 #define LLMT_OPS_H
 #include <stddef.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include "kernels/precision.h"
+
+/* A dropout mask, never stored: element (row, col) of a tensor is kept iff the 32-bit word
+ * (col % 4) of Philox-4x32-10(key, counter {col / 4, row, row >> 32, word3}) is >= threshold,
+ * where row and col are GLOBAL indices (row: the token's index in the step's global batch, col:
+ * the feature, or for attention the key position with word3 the global head), so every grid
+ * draws the same mask for the same element, and a re-run (recomputation, backward) draws it
+ * again. Kept elements are scaled by `scale` = 1 / (1 - p), dropped ones become 0. */
+typedef struct dropout_mask {
+    uint32_t key[2];      /* from (seed, site, layer, step): model/regularize.c */
+    uint32_t threshold;   /* round(p * 2^32): the drop probability is threshold / 2^32 */
+    float scale;          /* 1 / (1 - p) */
+    uint64_t row0;        /* global row of local row 0 (attention: of batch row 0, query 0) */
+    uint32_t col0;        /* global column of local column 0 (not used by attention) */
+    uint32_t word3;       /* attention: global index of local head 0 (head h uses word3 + h) */
+} dropout_mask_t;
 
 typedef struct ops {
     const char *name;
@@ -196,6 +212,49 @@ typedef struct ops {
     void (*residual_layernorm_forward)(float *res, float *out, float *mean, float *rstd,
                                        const float *a, const float *b, const float *w,
                                        const float *bias, int N, int C, dtype_t t);
+
+    /* ---- regularisation: dropout, label smoothing, z-loss ----
+     * dropout: out[rows, cols] = in * mask (ops.h dropout_mask_t; out may alias in). The same
+     * call is its own backward: the gradient of in is dout * mask. */
+    void (*dropout_apply)(float *out, const float *in, size_t rows, int cols,
+                          const dropout_mask_t *mask);
+    /* attention_forward / attention_backward with dropout on the probabilities: the softmax
+     * statistics (lse) are those of the undropped probabilities P; out = (P * mask) v, row t of
+     * batch b, key j, local head h masked at (row0 + b T + t, j, word3 + h). Backward recomputes
+     * P per tile and draws the same mask. mask NULL: exactly attention_forward/backward. */
+    void (*attention_forward_dropout)(float *out, float *lse, float *scratch,
+                                      size_t scratch_floats, const float *qkv, int B, int T,
+                                      int NH, int hs, const dropout_mask_t *mask);
+    void (*attention_backward_dropout)(float *dqkv, float *scratch, size_t scratch_floats,
+                                       const float *dout, const float *qkv, const float *out,
+                                       const float *lse, int B, int T, int NH, int hs,
+                                       const dropout_mask_t *mask);
+    /* attention_gqa_forward / attention_gqa_backward with dropout on the probabilities, as
+     * above: query head h (local) masked with word3 + h, whichever k/v head it reads. */
+    void (*attention_gqa_forward_dropout)(float *out, float *lse, float *scratch,
+                                          size_t scratch_floats, const float *q, const float *k,
+                                          const float *v, int B, int T, int NH, int NKV, int hs,
+                                          const dropout_mask_t *mask);
+    void (*attention_gqa_backward_dropout)(float *dq, float *dk, float *dv, float *scratch,
+                                           size_t scratch_floats, const float *dout,
+                                           const float *q, const float *k, const float *v,
+                                           const float *out, const float *lse, int B, int T,
+                                           int NH, int NKV, int hs, const dropout_mask_t *mask);
+    /* row_sum[N] = sum of logits over valid columns [0, v_valid) (tp: all-reduce SUM) */
+    void (*xent_row_sum)(float *row_sum, const float *logits, int N, int Vl, int v_valid);
+    /* With lse = log(row_sumexp) + row_max (all-reduced), V the real vocabulary, e the label
+     * smoothing and zc the z-loss coefficient:
+     *   losses[i] = lse - (1 - e) target_logit - (e / V) row_sum      (smoothed cross-entropy)
+     *   zloss[i]  = zc * lse^2                                         (PaLM's z-loss) */
+    void (*xent_losses_regularized)(float *losses, float *zloss, const float *row_max,
+                                    const float *row_sumexp, const float *target_logit,
+                                    const float *row_sum, int N, int V, float e, float zc);
+    /* IN PLACE: logits[N, Vl] becomes the gradient of dloss * (losses + zloss):
+     *   dloss * ((1 + 2 zc lse) softmax - (1 - e) onehot(target) - e / V), padding columns 0. */
+    void (*xent_backward_regularized_inplace)(float *logits, const float *row_max,
+                                              const float *row_sumexp, const int *targets,
+                                              float dloss, int N, int Vl, int v_valid,
+                                              int v_start, int V, float e, float zc);
 } ops_t;
 
 /* The CPU backend (C + OpenMP + CBLAS). */

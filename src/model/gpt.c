@@ -390,6 +390,7 @@ static void build(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T,
     alloc_shared_acts(m);
     alloc_slots(m);
     alloc_head_and_scratch(m);
+    gpt_reg_setup(m, cfg);
     if (m->rope && !dry_run) fill_rope_tables(m, cfg->rope_theta);
     gpt_use_chunk(m, 0);
 }
@@ -442,6 +443,7 @@ void gpt_destroy(gpt_t *m) {
     xfree(m->lw);
     xfree(m->lg);
     xfree(m->host_losses);
+    gpt_reg_free(m);
     params_destroy(&m->P);
     memset(m, 0, sizeof *m);
 }
@@ -641,31 +643,39 @@ static void qkv_backward(gpt_t *m, gpt_layer_acts_t *a, const gpt_layer_w_t *w,
 /* The attention core and the MLP activation, with their outputs stored: the forward and the
  * selective recomputation call the same two, so a recomputed tensor is bit-identical also in
  * bf16/fp16. */
-static void attention_stored(const gpt_t *m, gpt_layer_acts_t *a, int B, int T) {
+static void attention_stored(const gpt_t *m, int l, gpt_layer_acts_t *a, int B, int T) {
     const size_t N = (size_t)B * T;
+    dropout_mask_t mk; /* attn_dropout: the probabilities' mask, keyed by global query head */
+    const dropout_mask_t *drop = gpt_attn_mask(m, l, B, T, &mk);
     if (m->fused_qkv) {
-        m->ops->attention_forward(a->atty, a->lse, m->attn_scratch, m->attn_scratch_floats,
-                                  a->qkv, B, T, m->NHl, m->hs);
+        m->ops->attention_forward_dropout(a->atty, a->lse, m->attn_scratch,
+                                          m->attn_scratch_floats, a->qkv, B, T, m->NHl, m->hs,
+                                          drop);
     } else {
         float *q, *k, *v;
         qkv_views(m, a->qkv, B * T, &q, &k, &v);
-        m->ops->attention_gqa_forward(a->atty, a->lse, m->attn_scratch, m->attn_scratch_floats,
-                                      q, k, v, B, T, m->NHl, m->KVl, m->hs);
+        m->ops->attention_gqa_forward_dropout(a->atty, a->lse, m->attn_scratch,
+                                              m->attn_scratch_floats, q, k, v, B, T, m->NHl,
+                                              m->KVl, m->hs, drop);
     }
     store(m, a->atty, N * m->NHl * m->hs); /* lse stays fp32 (ops.h says why) */
 }
 
-static void attention_core_backward(const gpt_t *m, gpt_layer_acts_t *a, int B, int T) {
+static void attention_core_backward(const gpt_t *m, int l, gpt_layer_acts_t *a, int B, int T) {
+    dropout_mask_t mk; /* the forward's mask, drawn again */
+    const dropout_mask_t *drop = gpt_attn_mask(m, l, B, T, &mk);
     if (m->fused_qkv) {
-        m->ops->attention_backward(m->dbig, m->attn_scratch, m->attn_scratch_floats, m->dC2,
-                                   a->qkv, a->atty, a->lse, B, T, m->NHl, m->hs);
+        m->ops->attention_backward_dropout(m->dbig, m->attn_scratch, m->attn_scratch_floats,
+                                           m->dC2, a->qkv, a->atty, a->lse, B, T, m->NHl, m->hs,
+                                           drop);
         return;
     }
     float *q, *k, *v, *dq, *dk, *dv;
     qkv_views(m, a->qkv, B * T, &q, &k, &v);
     qkv_views(m, m->dbig, B * T, &dq, &dk, &dv);
-    m->ops->attention_gqa_backward(dq, dk, dv, m->attn_scratch, m->attn_scratch_floats, m->dC2,
-                                   q, k, v, a->atty, a->lse, B, T, m->NHl, m->KVl, m->hs);
+    m->ops->attention_gqa_backward_dropout(dq, dk, dv, m->attn_scratch, m->attn_scratch_floats,
+                                           m->dC2, q, k, v, a->atty, a->lse, B, T, m->NHl,
+                                           m->KVl, m->hs, drop);
 }
 
 static void mlp_act_stored(const gpt_t *m, gpt_layer_acts_t *a, int N) {
@@ -716,6 +726,8 @@ void gpt_embed(gpt_t *m, int s, const int *tokens, int B, int T) {
     m->ops->embed_forward(sl->input, sl->tokens, m->gw.wte, m->gw.wpe, B, T, m->C, m->v_start,
                           m->Vl, m->learned_pos && m->par.tp_rank == 0);
     tp_sum(m, sl->input, (size_t)B * T * m->C);
+    m->reg.slot = s;
+    gpt_dropout(m, REG_EMBD, 0, B, T, sl->input, sl->input);
     store(m, sl->input, (size_t)B * T * m->C);
 }
 
@@ -732,9 +744,10 @@ static void block_forward(gpt_t *m, int l, gpt_layer_acts_t *a, const float *res
     norm_forward(m, a->ln1, a->ln1_mean, a->ln1_rstd, res_in, w.ln1w, w.ln1b, N);
     store(m, a->ln1, (size_t)N * C);
     qkv_forward(m, a, &w, B, T);
-    attention_stored(m, a, B, T);
+    attention_stored(m, l, a, B, T);
     o->matmul_forward(a->res2, a->atty, w.projw, tp_bias(m, w.projb), N, Cl, C);
     tp_sum(m, a->res2, (size_t)N * C);
+    gpt_dropout(m, REG_ATTN_OUT, l, B, T, a->res2, a->res2);
     /* res2 += res_in and ln2 = norm(res2), both stored */
     residual_norm_forward(m, a->res2, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, res_in, w.ln2w,
                           w.ln2b, N);
@@ -742,6 +755,7 @@ static void block_forward(gpt_t *m, int l, gpt_layer_acts_t *a, const float *res
     if (!a->res3) return; /* a re-run for backward (recompute = 'full'): nothing later is needed */
     o->matmul_forward(a->res3, a->fch_gelu, w.mprojw, tp_bias(m, w.mprojb), N, Fl, C);
     tp_sum(m, a->res3, (size_t)N * C);
+    gpt_dropout(m, REG_MLP_OUT, l, B, T, a->res3, a->res3);
     o->add(a->res3, a->res3, a->res2, (size_t)N * C);
     store(m, a->res3, (size_t)N * C);
 }
@@ -756,6 +770,7 @@ const float *gpt_stage_forward(gpt_t *m, int s, int B, int T) {
     ASSERT(B <= m->B && T <= m->T);
     gpt_slot_t *sl = &m->slot[s];
     const float *res = sl->input;
+    m->reg.slot = s;
     for (int l = m->first_layer; l < m->end_layer; l++) {
         gpt_layer_acts_t *a = &sl->layer[l - m->first_layer];
         block_forward(m, l, a, res, B, T);
@@ -787,7 +802,8 @@ static float head_forward(gpt_t *m, int s, const int *targets, int B, int T) {
     o->xent_target_logit(m->target_logit, m->logits, sl->targets, N, m->Vl, m->v_start);
     tp_sum(m, m->row_sumexp, (size_t)N);
     tp_sum(m, m->target_logit, (size_t)N);
-    o->xent_losses(m->losses, m->row_max, m->row_sumexp, m->target_logit, N);
+    if (gpt_loss_regularized(m)) gpt_reg_losses(m, N); /* label smoothing, z-loss */
+    else o->xent_losses(m->losses, m->row_max, m->row_sumexp, m->target_logit, N);
     o->to_host(m->host_losses, m->losses, (size_t)N * sizeof(float));
     double sum = 0.0;
     for (int i = 0; i < N; i++) sum += m->host_losses[i];
@@ -811,8 +827,9 @@ static void head_backward(gpt_t *m, int s, int B, int T, float dloss, bool first
     } else {
         need_weights(m, GPT_UNIT_FINAL, last);
     }
-    o->xent_backward_inplace(m->logits, m->row_max, m->row_sumexp, sl->targets, dloss, N, m->Vl,
-                             m->v_valid, m->v_start);
+    if (gpt_loss_regularized(m)) gpt_reg_xent_backward(m, sl->targets, N, dloss);
+    else o->xent_backward_inplace(m->logits, m->row_max, m->row_sumexp, sl->targets, dloss, N,
+                                  m->Vl, m->v_valid, m->v_start);
     o->matmul_backward(m->dC, m->tied ? m->gg.wte : m->gg.lm_head, NULL, m->logits, m->lnf,
                        m->tied ? m->gw.wte : m->gw.lm_head, N, C, m->Vl, false, first);
     tp_sum(m, m->dC, (size_t)N * C);
@@ -837,17 +854,19 @@ static void block_backward(gpt_t *m, int l, gpt_layer_acts_t *a, const float *re
     begin_grads(m, l);
     first = first || m->grad_stage; /* staged: every micro-batch overwrites */
     const gpt_layer_w_t w = m->lw[l], g = m->lg[l];
-    /* MLP: res3 = res2 + proj(act(fc(ln2(res2)))) (SwiGLU: act(gate(.), up(.))) */
-    linear_backward(m, m->dbig, g.mprojw, g.mprojb, m->dres, a->fch_gelu, w.mprojw, N, Fl, C,
+    /* MLP: res3 = res2 + dropout(proj(act(fc(ln2(res2))))) (SwiGLU: act(gate(.), up(.))) */
+    const float *dmlp = gpt_dropout(m, REG_MLP_OUT, l, B, T, m->dC2, m->dres);
+    linear_backward(m, m->dbig, g.mprojw, g.mprojb, dmlp, a->fch_gelu, w.mprojw, N, Fl, C,
                     false, first);
     mlp_in_backward(m, a, &w, &g, N, first);
     tp_sum(m, m->dC, (size_t)N * C); /* column-parallel input gradient: partial over tp */
     norm_backward(m, m->dres, g.ln2w, g.ln2b, m->dC, a->res2, w.ln2w, a->ln2_mean, a->ln2_rstd,
                   N, true, first);
-    /* attention: res2 = res_in + proj(attn(qkv(ln1(res_in)))) */
-    linear_backward(m, m->dC2, g.projw, g.projb, m->dres, a->atty, w.projw, N, Cl, C, false,
+    /* attention: res2 = res_in + dropout(proj(attn(qkv(ln1(res_in))))) */
+    const float *dattn = gpt_dropout(m, REG_ATTN_OUT, l, B, T, m->dC, m->dres);
+    linear_backward(m, m->dC2, g.projw, g.projb, dattn, a->atty, w.projw, N, Cl, C, false,
                     first);
-    attention_core_backward(m, a, B, T);
+    attention_core_backward(m, l, a, B, T);
     qkv_backward(m, a, &w, &g, B, T, first);
     tp_sum(m, m->dC, (size_t)N * C);
     norm_backward(m, m->dres, g.ln1w, g.ln1b, m->dC, res_in, w.ln1w, a->ln1_mean, a->ln1_rstd,
@@ -859,8 +878,8 @@ static void block_backward(gpt_t *m, int l, gpt_layer_acts_t *a, const float *re
  * the same sizes (so the same OpenMP partition): bit-identical to what the forward computed.
  * Full: the block's forward re-run into the shared set, its tp all-reduces included (every tp
  * rank re-runs it, in the same order); the kept output is not rewritten (on a pipeline stage it
- * may still be in flight to stage + 1). Randomness in a block (dropout, when it comes) must be
- * a pure function of (seed, step, layer, global token, feature), so a re-run draws the same. */
+ * may still be in flight to stage + 1). Dropout masks are pure functions of (seed, step, layer,
+ * global token, feature) (model/regularize.h), so a re-run draws the same. */
 static void block_recompute(gpt_t *m, int l, gpt_layer_acts_t *a, const float *res_in, int B,
                             int T) {
     if (a->recompute == GPT_RECOMPUTE_FULL) {
@@ -870,7 +889,7 @@ static void block_recompute(gpt_t *m, int l, gpt_layer_acts_t *a, const float *r
         block_forward(m, l, &run, res_in, B, T);
         m->recomputing = false;
     } else if (a->recompute == GPT_RECOMPUTE_SELECTIVE) {
-        attention_stored(m, a, B, T);
+        attention_stored(m, l, a, B, T);
         mlp_act_stored(m, a, B * T);
     }
 }
@@ -884,6 +903,7 @@ static void wq_end_layer(gpt_t *m, int l) {
 void gpt_stage_backward(gpt_t *m, int s, int B, int T, bool first) {
     gpt_slot_t *sl = &m->slot[s];
     m->dres = sl->dout;
+    m->reg.slot = s;
     ASSERT(!m->par.split_backward || !m->grad_stage); /* W writes the resident gradients */
     m->wq = m->par.split_backward ? &sl->wq : NULL;
     if (m->wq) m->wq->n = 0, m->wq->used = 0;
@@ -905,6 +925,7 @@ void gpt_stage_backward(gpt_t *m, int s, int B, int T, bool first) {
     if (!head_began) begin_grads(m, GPT_UNIT_EMBED);
     if (first && m->learned_pos) m->ops->zero(m->gg.wpe, params_find(&m->P, "wpe")->numel);
     if (first && !head_began) m->ops->zero(m->gg.wte, params_find(&m->P, "wte")->numel);
+    gpt_dropout(m, REG_EMBD, 0, B, T, m->dres, m->dres);
     m->ops->embed_backward(m->gg.wte, m->gg.wpe, m->dres, sl->tokens, B, T, m->C, m->v_start,
                            m->Vl, m->learned_pos);
     end_grads(m, GPT_UNIT_EMBED);

@@ -19,6 +19,9 @@
  * block's output (the next block's input) and re-runs the block's forward in backward. What a
  * layer does not keep lives in one scratch set shared by every layer and slot (m->shared); the
  * recomputation runs the same kernels on the same inputs, so the gradients are bit-identical.
+ * Regularisers (model/regularize.h, training passes only): dropout on the embedding, on each
+ * residual branch before its add and on the attention probabilities, with masks drawn again
+ * (never stored) in backward and recomputation; label smoothing and z-loss in the head.
  * Owns: the flat parameter and gradient buffers, the activation arena (allocated once).
  * Uses: model/params, kernels/ops.h, parallel/comm, config/, core/. Used by: train/, main. */
 #ifndef LLMT_GPT_H
@@ -29,6 +32,7 @@
 #include "core/alloc.h"
 #include "kernels/ops.h"
 #include "model/params.h"
+#include "model/regularize.h"
 
 /* How this rank takes part in the model: its tensor-parallel shard and pipeline stage. */
 typedef struct gpt_parallel {
@@ -109,6 +113,7 @@ typedef struct gpt_slot {
     float *dout;              /* [N, C] gradient flowing backward through the stage: received
                                  from stage + 1 (or made by the head); on exit, d(input) */
     gpt_wqueue_t wq;          /* split backward: the W pending after this slot's B */
+    int micro;                /* the pass's micro-batch in the slot (gpt_set_micro: dropout) */
 } gpt_slot_t;
 
 typedef void (*gpt_layer_hook_t)(void *ctx, int layer);
@@ -191,6 +196,7 @@ typedef struct gpt {
     bool recomputing;                 /* a block's forward is being re-run inside the backward */
     gpt_wqueue_t *wq;                 /* split backward: the slot queue B is filling, else NULL */
     bool dry_run;                     /* gpt_plan: buffers counted, not allocated */
+    gpt_regular_t reg;                /* dropout, label smoothing, z-loss (model/regularize.h) */
     double planned[MEM_CATEGORIES];   /* bytes of the model's buffers per memory category */
 } gpt_t;
 

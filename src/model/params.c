@@ -219,6 +219,7 @@ void params_create_chunks(params_t *P, const config_t *cfg, int tp, int tp_rank,
     P->has_embed = pp_rank == 0;
     P->has_head = pp_rank == pp - 1;
     register_model(P, cap, cfg);
+    params_apply_init_scheme(P, cfg);
     mark_held(P, cfg->n_layer, cfg->tie_embeddings);
     size_t off = 0;
     for (int i = 0; i < P->n; i++) {

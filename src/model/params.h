@@ -89,6 +89,10 @@ int64_t param_global_index(const param_t *p, int tp, int tp_rank, size_t local_i
 int param_hyperslabs(const param_t *p, int tp, int tp_rank, int64_t start[3][2],
                      int64_t count[3][2]);
 
+/* Set init_std of every normally initialised parameter from &model init, init_std and
+ * init_depth_scaled (model/init_scheme.c says which formula each uses). */
+void params_apply_init_scheme(params_t *P, const config_t *cfg);
+
 /* Fill the flat local buffer with the grid-invariant init: N(0, std) keyed by
  * (seed, name, global element index); ones; zeros. Host memory. */
 void params_init(const params_t *P, float *flat, uint64_t seed);

@@ -270,7 +270,7 @@ static void enter_stage(trainer_t *tr, int s) {
     tr->T = p->T;
     tr->global_batch = p->global_batch;
     tr->accum = p->accum;
-    pipe_set_micro(&tr->pipe, p->accum);
+    pipe_set_micro_batches(&tr->pipe, p->accum); /* the action lists, not only the count */
     tr->flops_per_token = gpt_flops_per_token(&tr->model, p->T);
     cursor_to_T(&c->at, p->T, c->n_sets);
     c->planned_sample = -1;

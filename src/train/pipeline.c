@@ -60,11 +60,11 @@ void pipe_create(pipe_t *p, gpt_t *m, const grid_t *g, int n_micro, pipe_schedul
     for (int s = 0; s < m->par.n_slots; s++) p->fwd_send[s] = p->bwd_send[s] = MPI_REQUEST_NULL;
 }
 
-void pipe_set_micro(pipe_t *p, int n_micro) {
+void pipe_set_micro_batches(pipe_t *p, int n_micro) {
     if (n_micro == p->n_micro) return;
     sched_destroy(&p->train);
-    build_checked(&p->train, p, n_micro, true);
     p->n_micro = n_micro;
+    build_checked(&p->train, p, n_micro, true); /* asserts the slots suffice */
 }
 
 void pipe_destroy(pipe_t *p) {
@@ -98,6 +98,7 @@ static void forward(pipe_t *p, run_t *r, const sched_act_t *a) {
     const int s = a->slot, i = a->micro;
     const size_t N = (size_t)r->B * r->T;
     gpt_use_chunk(m, a->chunk);
+    gpt_set_micro(m, s, i); /* dropout masks are keyed by the micro-batch's samples */
     prof_begin(PROF_FORWARD, "forward", i, p->stage); /* the compute, not the waits around it */
     if (embeds(p, a->chunk)) gpt_embed(m, s, r->tokens + (size_t)i * N, r->B, r->T);
     p->last_out = gpt_stage_forward(m, s, r->B, r->T);
@@ -119,6 +120,7 @@ static void backward(pipe_t *p, run_t *r, const sched_act_t *a) {
     gpt_t *m = p->m;
     const bool split = p->train.split;
     gpt_use_chunk(m, a->chunk);
+    gpt_set_micro(m, a->slot, a->micro); /* the recomputation and backward draw its masks again */
     set_hook(p, a, !split);
     prof_begin(PROF_BACKWARD, "backward", a->micro, p->stage);
     gpt_stage_backward(m, a->slot, r->B, r->T, a->micro == 0);

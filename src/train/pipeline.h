@@ -47,10 +47,10 @@ pipe_schedule_t pipe_schedule_from_name(const char *name);
 /* Build and simulate the lists; a failing simulation ends every rank (exit 3) with its reason. */
 void pipe_create(pipe_t *p, gpt_t *m, const grid_t *g, int n_micro, pipe_schedule_t schedule,
                  int v);
-/* Another micro-batch count per step (a curriculum's batch ramp): the training lists are built
- * and checked again (the slots were sized for the largest count). */
-void pipe_set_micro(pipe_t *p, int n_micro);
 void pipe_destroy(pipe_t *p);
+/* A new micro-batch count for training passes (a curriculum stage's accumulation): the training
+ * lists are built and checked again; n_micro at most pipe_create's (the slots are sized for it). */
+void pipe_set_micro_batches(pipe_t *p, int n_micro);
 /* One pass over n micro-batches: tokens / targets are host arrays [n][B*T]. With backward,
  * n = n_micro, every micro-batch's loss gradient is dloss per token and gradients accumulate
  * from zero. Returns the sum of the micro-batches' mean losses on the stage with the head, 0 on

@@ -24,16 +24,18 @@ void postval_destroy(postval_t *pv, const ops_t *ops) {
     memset(pv, 0, sizeof *pv);
 }
 
-void postval_start(postval_t *pv, double loss_part, double sumsq) {
+void postval_start(postval_t *pv, double loss_part, double z_loss_part, double sumsq) {
     pv->red[0] = loss_part;
-    pv->red[1] = sumsq;
-    comm_iallreduce_sum_double(pv->red, 2, MPI_COMM_WORLD, COMM_OTHER, &pv->req);
+    pv->red[1] = z_loss_part;
+    pv->red[2] = sumsq;
+    comm_iallreduce_sum_double(pv->red, 3, MPI_COMM_WORLD, COMM_OTHER, &pv->req);
 }
 
-void postval_wait(postval_t *pv, double *loss, double *sumsq) {
+void postval_wait(postval_t *pv, double *loss, double *z_loss, double *sumsq) {
     comm_wait(&pv->req, COMM_OTHER);
     *loss = pv->red[0];
-    *sumsq = pv->red[1];
+    *z_loss = pv->red[1];
+    *sumsq = pv->red[2];
 }
 
 /* Copy between the updated tensor's elements this rank owns and `keep` (indexed like m, v). */

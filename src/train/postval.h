@@ -21,7 +21,7 @@ typedef struct postval {
     float *target, *m, *v; /* [n] before the optimistic update */
     size_t n;
     int64_t t;
-    double red[2];         /* the loss and the owned sum of squares, reduced over all ranks */
+    double red[3];         /* loss, z-loss and the owned sum of squares, reduced over all ranks */
     MPI_Request req;
     int64_t undone;        /* optimistic updates undone so far */
 } postval_t;
@@ -30,9 +30,9 @@ typedef struct postval {
 size_t postval_floats(size_t n);
 void postval_create(postval_t *pv, const ops_t *ops, size_t n);
 void postval_destroy(postval_t *pv, const ops_t *ops);
-/* Start summing (loss_part, sumsq) over MPI_COMM_WORLD; postval_wait returns the sums. */
-void postval_start(postval_t *pv, double loss_part, double sumsq);
-void postval_wait(postval_t *pv, double *loss, double *sumsq);
+/* Start summing (loss, z-loss, sumsq) over MPI_COMM_WORLD; postval_wait returns the sums. */
+void postval_start(postval_t *pv, double loss_part, double z_loss_part, double sumsq);
+void postval_wait(postval_t *pv, double *loss, double *z_loss, double *sumsq);
 /* Copy what the next adamw_step changes on this rank; postval_undo puts it back (the dp
  * replicas' parameters gathered again, as after a step). */
 void postval_save(postval_t *pv, const adamw_t *opt, gpt_t *m, zero_t *z);

@@ -345,6 +345,23 @@ static void load_init_weights(trainer_t *tr) {
     xfree(host);
 }
 
+/* Why the schedule cannot run the micro-batches of some curriculum stage (each stage's
+ * accumulation gets its own action lists), or NULL. */
+static const char *schedule_error(const trainer_t *tr, pipe_schedule_t sched, int v, char *why,
+                                  size_t len) {
+    const curriculum_t *c = &tr->curric;
+    for (int s = 0; s < c->n_stages; s++) {
+        char one[360];
+        if (!sched_constraint_error(sched, tr->grid->pp, v, c->stage[s].accum, tr->cfg->n_layer,
+                                    one, sizeof one))
+            continue;
+        if (c->n_stages == 1) snprintf(why, len, "%s", one);
+        else snprintf(why, len, "&stage %d of %d: %s", s + 1, c->n_stages, one);
+        return why;
+    }
+    return NULL;
+}
+
 void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const ops_t *ops) {
     memset(tr, 0, sizeof *tr);
     tr->cfg = cfg;
@@ -370,12 +387,8 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
     const pipe_schedule_t sched = pipe_schedule_from_name(cfg->schedule);
     const int v = sched == SCHED_INTERLEAVED ? cfg->virtual_stages : 1;
     char why[400];
-    const char *bad = sched_constraint_error(sched, grid->pp, v, tr->accum, cfg->n_layer, why,
-                                             sizeof why);
-    for (int s = 0; s < tr->curric.n_stages && !bad; s++) /* every stage's micro-batch count */
-        bad = sched_constraint_error(sched, grid->pp, v, tr->curric.stage[s].accum, cfg->n_layer,
-                                     why, sizeof why);
-    comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, "pipeline schedule", bad);
+    comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, "pipeline schedule",
+                       schedule_error(tr, sched, v, why, sizeof why));
     gpt_parallel_t par = {grid->tp, grid->rank_tp, grid->pp, grid->rank_pp, grid->tp_comm,
                           pipe_slots_needed(sched, grid->pp, v, grid->rank_pp, tr->accum), v,
                           sched == SCHED_ZBH1};
@@ -553,7 +566,12 @@ static double accumulate_gradients(trainer_t *tr) {
     }
     agree_on_data_error(tr->cfg, tr->grid->dp_comm, bad, err);
     zero_grads_begin_step(&tr->zero);
+    /* dropout, label smoothing and z-loss: this pass only (masks keyed by step and by the
+     * sample's index in the step's global batch, where this rank's micro-batch 0 starts at
+     * rank_dp * accum * B, as curric_fill cuts it) */
+    gpt_train_pass(&tr->model, tr->step, (uint64_t)tr->grid->rank_dp * tr->accum * B);
     double loss_sum = pipe_run(&tr->pipe, tr->inputs, tr->targets, tr->accum, B, T, true, dloss);
+    gpt_eval_pass(&tr->model);
     dp_sync_finish(&tr->dps);
     return loss_sum;
 }
@@ -619,6 +637,7 @@ typedef struct anom_event {
 typedef struct step_result {
     int64_t step;          /* this step, 1-based as logged */
     double loss, norm, lr, loss_scale;
+    double z_loss;         /* &train z_loss: coef * mean(logsumexp^2) of the step */
     bool anomaly, applied, overflow;
     anom_event_t event;    /* when anomaly */
 } step_result_t;
@@ -821,16 +840,18 @@ static bool step_anomaly(trainer_t *tr, step_result_t *r, bool at_floor, int64_t
  * the step's loss (spike: times the factor) and the norm of the true gradient. */
 static void optimistic_update(trainer_t *tr, step_result_t *r, double loss_sum, bool spike) {
     /* each last-stage tp rank holds the same loss: one of them counts it */
-    postval_start(&tr->pv, tr->grid->rank_tp == 0 ? loss_sum : 0.0,
+    const bool counts = tr->grid->rank_tp == 0;
+    postval_start(&tr->pv, counts ? loss_sum : 0.0, counts ? tr->model.reg.z_loss_sum : 0.0,
                   zero_grad_sumsq_owned(&tr->zero, &tr->model));
     prof_begin(PROF_OPTIMIZER, "optimizer", -1, -1);
     postval_save(&tr->pv, &tr->opt, &tr->model, &tr->zero);
     adamw_step(&tr->opt, &tr->model, &tr->zero, tr->cfg, (float)r->lr,
                (float)(1.0 / tr->scaler.scale));
     prof_end(PROF_OPTIMIZER, 0);
-    double loss, sq;
-    postval_wait(&tr->pv, &loss, &sq);
+    double loss, z_loss, sq;
+    postval_wait(&tr->pv, &loss, &z_loss, &sq);
     r->loss = loss / (tr->accum * tr->grid->dp) * (spike ? SPIKE_FACTOR : 1.0);
+    r->z_loss = z_loss / (tr->accum * tr->grid->dp);
     r->norm = sqrt(sq) / tr->scaler.scale;
 }
 
@@ -865,6 +886,7 @@ static step_result_t train_step(trainer_t *tr) {
         optimistic_update(tr, &r, loss_sum, spike);
     } else {
         r.loss = global_loss(tr, loss_sum) * (spike ? SPIKE_FACTOR : 1.0);
+        if (cfg->z_loss > 0) r.z_loss = global_loss(tr, tr->model.reg.z_loss_sum); /* like the loss */
         r.norm = global_grad_norm(tr) / tr->scaler.scale; /* the norm of the true gradient */
     }
     bool apply = true, at_floor = false;
@@ -942,7 +964,8 @@ static void log_step(trainer_t *tr, const step_result_t *r, double dt, double et
     char e[32], n1[32], n2[32], scale[48] = "";
     format_hms(e, sizeof e, eta);
     if (tr->scaler.enabled) snprintf(scale, sizeof scale, " | scale %g", r->loss_scale);
-    char event[96] = "";
+    char event[96] = "", zl[48] = "";
+    if (tr->cfg->z_loss > 0) snprintf(zl, sizeof zl, ",\"z_loss\":%.9g", r->z_loss);
     if (r->anomaly && r->event.to_step >= 0)
         snprintf(event, sizeof event, " | %s: ROLLBACK to step %lld",
                  anom_detector_name(r->event.v.detector), (long long)r->event.to_step);
@@ -963,7 +986,7 @@ static void log_step(trainer_t *tr, const step_result_t *r, double dt, double et
                   "\"tokens_per_s\":%.1f,\"mfu\":%.5f,\"gemm_util\":%.5f,\"minor_faults\":%ld,\"rss_mib\":%.1f,\"peak_mib\":%.1f,\"tokens\":%lld,"
                   "\"skipped\":%lld,\"applied\":%s,\"ms_tp\":%.3f,\"ms_pp_wait\":%.3f,"
                   "\"ms_dp_wait\":%.3f,\"bytes_tp\":%.0f,\"bytes_pp\":%.0f,\"bytes_dp\":%.0f,"
-                  "\"loss_scale\":%.9g,\"overflow\":%s,\"stage\":%d,\"seq_len\":%d,\"global_batch\":%d%s",
+                  "\"loss_scale\":%.9g,\"overflow\":%s,\"stage\":%d,\"seq_len\":%d,\"global_batch\":%d%s%s",
                   (long long)r->step, metrics_num(n1, sizeof n1, r->loss), r->lr,
                   metrics_num(n2, sizeof n2, r->norm), dt * 1e3, tok_s, mfu, gemm_util, faults, mem, peak,
                   (long long)tr->tokens_seen, (long long)tr->skipped,
@@ -971,7 +994,7 @@ static void log_step(trainer_t *tr, const step_result_t *r, double dt, double et
                   c->seconds[COMM_PP] * 1e3, c->seconds[COMM_DP] * 1e3, c->bytes[COMM_TP],
                   c->bytes[COMM_PP], c->bytes[COMM_DP], r->loss_scale,
                   r->overflow ? "true" : "false", tr->curric.cur + 1, tr->T, tr->global_batch,
-                  tr->prof.record);
+                  zl, tr->prof.record);
     fflush(stdout);
 }
 

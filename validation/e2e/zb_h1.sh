@@ -4,7 +4,8 @@
 # (rel. <= 1e-6), gradient norms (rel. <= 1e-5) and final weights (abs. 1e-5) on pp = 2 and 4,
 # uneven stages (8 layers on pp = 3), with dp = 2 and ZeRO-1 / ZeRO-3 (and ZeRO-2 on pp = 1), tp = 2 with full
 # recomputation, selective recomputation, and a tiny Llama (RMSNorm, RoPE, SwiGLU, one k/v head
-# replicated over tp = 2, untied head); on pp = 2 it equals 1F1B bit for bit. Optimizer
+# replicated over tp = 2, untied head); on pp = 2 it equals 1F1B bit for bit, also with dropout
+# and z-loss. Optimizer
 # post-validation: &train inject_nan_step = 2 with on_anomaly = 'skip' under zb-h1 gives the
 # same losses and weights as 1F1B skipping that step, and the run reports the undone update.
 # Every stage holds min(pp, micro-batches) micro-batches at its peak (the analytic ZB-H1 count,
@@ -69,6 +70,12 @@ for k in loss grad_norm; do
         fail "pp = 2: zb-h1 and 1F1B ${k} not bit-identical (W computes the same products)"
 done
 echo "pp = 2: zb-h1 and 1F1B losses and norms bit-identical"
+# dropout (masks drawn again in B from global indices) and z-loss: zb-h1 equals 1F1B on pp = 2
+for s in 1f1b zb-h1; do
+    nml "drop_$s" 1 1 2 "$s" "recompute = 'selective'" ", dropout = 0.1" ", z_loss = 1e-3"
+    run "drop_$s" 2
+done
+compare drop_1f1b drop_zb-h1
 
 # peak in-flight micro-batches per stage: min(pp, m) = pp under ZB-H1; 1F1B: pp - stage
 for c in "pp2 2 2" "pp4 4 4 4 4" "pp3_uneven 3 3 3" "pp2_1f1b 2 1"; do

@@ -33,9 +33,9 @@ static char dir[256];
 /* A small GPT-2: 2 layers, d_model 16 (qkv 48 rows = 3 blocks of 16, split evenly over tp=2),
  * vocab 100 padded to 128. Filled directly, so the test does not depend on the parser. */
 static void small_config(config_t *cfg, int vocab_size) {
-    memset(cfg, 0, sizeof *cfg);
+    config_defaults(cfg); /* GPT-2's architecture switches and init */
     cfg->n_layer = 2;
-    cfg->n_head = 2;
+    cfg->n_head = cfg->n_kv_head = 2;
     cfg->d_model = 16;
     cfg->d_ff = 64;
     cfg->vocab_size = vocab_size;

@@ -464,13 +464,26 @@ static void integer_beyond_32_bits_is_refused_for_int_keys(void **state) {
     config_destroy(&c);
 }
 
+/* &model dropout sets the three dropout rates; each one given itself wins, wherever it stands. */
+static void dropout_sets_the_three_rates_unless_given(void **state) {
+    (void)state;
+    config_t c;
+    parse_ok("&model attn_dropout = 0.2, dropout = 0.1 /\n" DATA, &c);
+    assert_true(c.attn_dropout == 0.2 && c.resid_dropout == 0.1 && c.embd_dropout == 0.1);
+    config_destroy(&c);
+    parse_ok("&model embd_dropout = 0.3 /\n" DATA, &c);
+    assert_true(c.attn_dropout == 0.0 && c.resid_dropout == 0.0 && c.embd_dropout == 0.3);
+    config_destroy(&c);
+    EXPECT_ERROR("&model resid_dropout = 1 /", "&model resid_dropout: must be in [0, 1), got 1");
+    EXPECT_ERROR("&train label_smoothing = 1.5 /", "&train label_smoothing: must be in [0, 1], got 1.5");
+    EXPECT_ERROR("&model init = 'orthogonal' /", "&model init: 'orthogonal'");
+}
+
 /* Item 7: every key (or value) of a later version is refused from the one marker in the key
  * table, pointing at the value, and its default is accepted (so echoes parse back). */
 static void unimplemented_features_are_refused_not_ignored(void **state) {
     (void)state;
     static const struct { const char *set, *dflt, *message; } cases[] = {
-        {"&model\n  dropout = 0.1\n/", "&model dropout = 0 /",
-         PATH ":2:13: &model dropout: dropout is not implemented in this version; remove the key"},
         {"&model n_experts = 8 /", "&model n_experts = 0 /",
          PATH ":1:20: &model n_experts: Mixture-of-Experts is not implemented in this version; remove the key"},
         {"&model top_k = 1 /", "&model top_k = 2 /",
@@ -971,6 +984,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(every_range_bound_is_enforced_with_its_message),
         cmocka_unit_test(integer_beyond_32_bits_is_refused_for_int_keys),
         cmocka_unit_test(unimplemented_features_are_refused_not_ignored),
+        cmocka_unit_test(dropout_sets_the_three_rates_unless_given),
         cmocka_unit_test(converted_and_summed_keys_are_bounded_with_the_reason),
         cmocka_unit_test(derived_sizes_are_refused_naming_keys_and_numbers),
         cmocka_unit_test(padded_vocab_does_not_overflow_near_int_max),

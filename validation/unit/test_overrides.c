@@ -195,8 +195,8 @@ static void unimplemented_keys_are_refused_as_in_the_file(void **state) {
     (void)state;
     EXPECT_ERROR("model.n_experts=4", "command line argument 3 'model.n_experts=4': &model n_experts: "
                  "Mixture-of-Experts is not implemented in this version", "remove the key");
-    EXPECT_ERROR("parallel.schedule=interleaved", "command line argument 3 'parallel.schedule=interleaved': "
-                 "&parallel schedule: 'interleaved': the interleaved schedule", "use one of '1f1b', 'gpipe'");
+    EXPECT_ERROR("run.device=cuda", "command line argument 3 'run.device=cuda': &run device: 'cuda': the CUDA "
+                 "backend is not implemented in this version", "use 'cpu'");
     config_t c;
     const char *defaults[] = {"model.dropout=0.0", "model.n_experts=0"}; /* the default is accepted */
     parse_ok(&c, 2, defaults);

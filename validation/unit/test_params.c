@@ -20,6 +20,7 @@ static void small_config(config_t *cfg) {
     cfg->d_ff = 128;
     cfg->vocab_size = 300; /* padded to 384 */
     cfg->seq_len = 16;
+    cfg->n_kv_head = cfg->n_head; /* GPT-2's fused qkv (config_defaults set it for 12 heads) */
 }
 
 static void gpt2_124m_has_124439808_parameters_plus_vocab_padding(void **state) {

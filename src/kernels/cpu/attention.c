@@ -28,7 +28,14 @@
  *    products (same gemm calls on the same values) added in ascending block order, so the bits
  *    are the same.
  * The GEMM runs single-threaded inside the parallel regions (gemm_serial_begin/end).
- * Uses: gemm.h. */
+ * Dropout on the probabilities (attention_*_dropout, FlashAttention's way): the online softmax
+ * sums the undropped P (lse is unchanged), then each tile's row is multiplied by its mask
+ * factors (0 or 1/(1-p), dropout.c, keyed by global query token, key position and global query
+ * head: with grouped-query attention the k/v head a query head shares does not enter the key)
+ * before P v. Backward draws the same factors f per recomputed tile: dv += (f P)^T dout and
+ * dS = scale * P * (f (dout v^T) - D), where D = rowsum(dout * out) still holds because
+ * out = (f P) v. No mask is stored.
+ * Uses: gemm.h, dropout.c. */
 #include "kernels/cpu/cpu_kernels.h"
 #include "core/error.h"
 #include "kernels/cpu/gemm.h"
@@ -43,9 +50,12 @@
 #define ATT_BQ 128
 #define ATT_BK 128
 #define ATT_TILE (ATT_BQ * ATT_BK)
-/* Per thread: tiles p and ds [ATT_BQ, ATT_BK], rows m, l (forward) and D (backward) [ATT_BQ];
- * a multiple of 16 floats, so every thread's share starts on its own cache line. */
+/* Per thread: tiles p and ds [ATT_BQ, ATT_BK], rows m, l (forward) and D (backward) [ATT_BQ],
+ * one row of dropout factors [ATT_BK] at ATT_DROP_ROW (3 ATT_BQ past the tiles: free in forward
+ * and backward); a multiple of 16 floats, so every thread's share starts on its own cache line. */
 #define ATT_SCRATCH_PER_THREAD (2 * ATT_TILE + 4 * ATT_BQ)
+#define ATT_DROP_ROW (2 * ATT_TILE + 3 * ATT_BQ)
+_Static_assert(ATT_BK <= ATT_BQ, "the dropout row [ATT_BK] must fit in the last ATT_BQ floats");
 
 static inline int min_int(int a, int b) { return a < b ? a : b; }
 static inline int n_blocks(int T, int block) { return (T + block - 1) / block; }
@@ -60,14 +70,19 @@ typedef struct att_head {
     int T, hs, ldq, ldkv, ldo;
     bool acc_kv;
     float scale;
+    const dropout_mask_t *drop; /* NULL: no dropout */
+    uint64_t row0;              /* global token of query 0 of this batch row (dropout) */
+    uint32_t head;              /* global query head (dropout's counter word 3) */
 } att_head_t;
 
 /* Where the tensors of one call live: q, k, v with their row strides, NH query heads, NKV k/v
- * heads (query head h reads k/v head h / (NH / NKV)); the gradients alike in backward. */
+ * heads (query head h reads k/v head h / (NH / NKV)); the gradients alike in backward; the
+ * dropout mask of the probabilities (NULL: none). */
 typedef struct att_layout {
     const float *q, *k, *v;
     float *dq, *dk, *dv;
     int ldq, ldkv, NH, NKV;
+    const dropout_mask_t *drop;
 } att_layout_t;
 
 /* Where head h of batch b starts in a tensor of row stride ld, inside out / dout, and inside
@@ -86,15 +101,25 @@ static att_head_t head_at(const att_layout_t *L, const float *out, const float *
     att_head_t a = {L->q + row_offset(b, h, T, L->ldq, hs), L->k + row_offset(b, kvh, T, L->ldkv, hs),
                     L->v + row_offset(b, kvh, T, L->ldkv, hs), out + out_offset(b, h, T, NH, hs), NULL,
                     lse + lse_offset(b, h, T, NH), NULL, NULL, NULL, T, hs, L->ldq, L->ldkv, NH * hs,
-                    false, 1.0f / sqrtf((float)hs)};
+                    false, 1.0f / sqrtf((float)hs), L->drop,
+                    L->drop ? L->drop->row0 + (uint64_t)b * T : 0,
+                    L->drop ? L->drop->word3 + (uint32_t)h : 0};
     return a;
 }
 
+/* Dropout: p[0, cols) *= the factors of query row t (local), keys [c0, c0 + cols). f: scratch. */
+static void drop_tile_row(const att_head_t *h, float *p, int t, int c0, int cols, float *f) {
+    cpu_dropout_factors(f, h->drop, h->row0 + (uint64_t)t, (uint64_t)c0, cols, h->head);
+#pragma omp simd
+    for (int j = 0; j < cols; j++) p[j] *= f[j];
+}
+
 /* The fused qkv[B, T, 3*NH*hs] of multi-head attention as a layout. */
-static att_layout_t fused_layout(const float *qkv, float *dqkv, int NH, int hs) {
+static att_layout_t fused_layout(const float *qkv, float *dqkv, int NH, int hs,
+                                 const dropout_mask_t *drop) {
     const int C = NH * hs;
     att_layout_t L = {qkv, qkv + C, qkv + 2 * C, dqkv, dqkv ? dqkv + C : NULL,
-                      dqkv ? dqkv + 2 * C : NULL, 3 * C, 3 * C, NH, NH};
+                      dqkv ? dqkv + 2 * C : NULL, 3 * C, 3 * C, NH, NH, drop};
     return L;
 }
 
@@ -157,9 +182,12 @@ static void forward_query_block(const att_head_t *h, float *out, float *lse, int
         const int c0 = j * ATT_BK, cols = min_int(ATT_BK, h->T - c0);
         gemm_f32(false, true, rows, cols, hs, h->scale, h->q + (size_t)r0 * ldq, ldq,
                  h->k + (size_t)c0 * ldkv, ldkv, 0.0f, p, ATT_BK);
-        for (int a = 0; a < rows; a++)
+        for (int a = 0; a < rows; a++) {
             online_softmax_row(p + (size_t)a * ATT_BK, min_int(cols, r0 + a - c0 + 1), cols,
                                &m[a], &l[a], o + (size_t)a * h->ldo, hs, j == 0);
+            if (h->drop) drop_tile_row(h, p + (size_t)a * ATT_BK, r0 + a, c0, cols,
+                                       scratch + ATT_DROP_ROW);
+        }
         gemm_f32(false, false, rows, hs, cols, 1.0f, p, ATT_BK, h->v + (size_t)c0 * ldkv, ldkv,
                  j == 0 ? 0.0f : 1.0f, o, h->ldo);
     }
@@ -190,19 +218,34 @@ static void attention_forward(float *out, float *lse, float *scratch, size_t scr
 
 /* attention_forward: qkv[B, T, 3*NH*hs] ([q heads | k heads | v heads]) ->
  * out[B, T, NH*hs], lse[B, NH, T] (log-sum-exp of each row's scaled scores, fp32);
- * scratch[scratch_floats] (cpu_attention_scratch_floats) is clobbered. */
-void cpu_attention_forward(float *out, float *lse, float *scratch, size_t scratch_floats,
-                           const float *qkv, int B, int T, int NH, int hs) {
-    const att_layout_t L = fused_layout(qkv, NULL, NH, hs);
+ * scratch[scratch_floats] (cpu_attention_scratch_floats) is clobbered. _dropout: with dropout
+ * on the probabilities (mask NULL: none). */
+void cpu_attention_forward_dropout(float *out, float *lse, float *scratch, size_t scratch_floats,
+                                   const float *qkv, int B, int T, int NH, int hs,
+                                   const dropout_mask_t *mask) {
+    const att_layout_t L = fused_layout(qkv, NULL, NH, hs, mask);
     attention_forward(out, lse, scratch, scratch_floats, &L, B, T, hs);
 }
 
+void cpu_attention_forward(float *out, float *lse, float *scratch, size_t scratch_floats,
+                           const float *qkv, int B, int T, int NH, int hs) {
+    cpu_attention_forward_dropout(out, lse, scratch, scratch_floats, qkv, B, T, NH, hs, NULL);
+}
+
 /* attention_gqa_forward: q[B, T, NH*hs], k, v[B, T, NKV*hs] -> out, lse as above. */
+void cpu_attention_gqa_forward_dropout(float *out, float *lse, float *scratch,
+                                       size_t scratch_floats, const float *q, const float *k,
+                                       const float *v, int B, int T, int NH, int NKV, int hs,
+                                       const dropout_mask_t *mask) {
+    const att_layout_t L = {q, k, v, NULL, NULL, NULL, NH * hs, NKV * hs, NH, NKV, mask};
+    attention_forward(out, lse, scratch, scratch_floats, &L, B, T, hs);
+}
+
 void cpu_attention_gqa_forward(float *out, float *lse, float *scratch, size_t scratch_floats,
                                const float *q, const float *k, const float *v, int B, int T,
                                int NH, int NKV, int hs) {
-    const att_layout_t L = {q, k, v, NULL, NULL, NULL, NH * hs, NKV * hs, NH, NKV};
-    attention_forward(out, lse, scratch, scratch_floats, &L, B, T, hs);
+    cpu_attention_gqa_forward_dropout(out, lse, scratch, scratch_floats, q, k, v, B, T, NH, NKV,
+                                      hs, NULL);
 }
 
 /* ---------------------------------------------------------------- backward */
@@ -219,12 +262,25 @@ static void row_dots(float *D, const att_head_t *h, int r0, int rows) {
     }
 }
 
+/* The same with dropout: f = the row's mask factors, p = f P (for dv), ds = scale P (f dP - D). */
+static void tile_row_dropout(const att_head_t *h, float *pa, float *da, int t, int c0, int valid,
+                             float lse, float Da, float *f) {
+    const float scale = h->scale;
+    cpu_dropout_factors(f, h->drop, h->row0 + (uint64_t)t, (uint64_t)c0, valid, h->head);
+#pragma omp simd
+    for (int j = 0; j < valid; j++) {
+        const float P = cpu_expf(pa[j] - lse);
+        da[j] = scale * P * (f[j] * da[j] - Da);
+        pa[j] = f[j] * P;
+    }
+}
+
 /* One tile, query rows [r0, r0 + rows) x keys [c0, c0 + cols), recomputed:
  *   p  = exp(scale q k^T - lse)                 (0 where the key is after the query)
  *   ds = scale * p * (dout v^T - D)             (the gradient of the scaled-away scores)
- * both [rows, cols] with row stride ATT_BK. */
+ * both [rows, cols] with row stride ATT_BK (dropout: tile_row_dropout). f: scratch row. */
 static void tile_probs_and_grads(const att_head_t *h, int r0, int rows, int c0, int cols,
-                                 const float *D, float *p, float *ds) {
+                                 const float *D, float *p, float *ds, float *f) {
     const int hs = h->hs, ldq = h->ldq, ldkv = h->ldkv;
     gemm_f32(false, true, rows, cols, hs, h->scale, h->q + (size_t)r0 * ldq, ldq,
              h->k + (size_t)c0 * ldkv, ldkv, 0.0f, p, ATT_BK);
@@ -234,10 +290,14 @@ static void tile_probs_and_grads(const att_head_t *h, int r0, int rows, int c0, 
         float *pa = p + (size_t)a * ATT_BK, *da = ds + (size_t)a * ATT_BK;
         const int valid = min_int(cols, r0 + a - c0 + 1);
         const float lse = h->lse[r0 + a], Da = D[a], scale = h->scale;
+        if (h->drop && valid > 0) {
+            tile_row_dropout(h, pa, da, r0 + a, c0, valid, lse, Da, f);
+        } else {
 #pragma omp simd
-        for (int j = 0; j < valid; j++) {
-            pa[j] = cpu_expf(pa[j] - lse);
-            da[j] = scale * pa[j] * (da[j] - Da);
+            for (int j = 0; j < valid; j++) {
+                pa[j] = cpu_expf(pa[j] - lse);
+                da[j] = scale * pa[j] * (da[j] - Da);
+            }
         }
         for (int j = valid > 0 ? valid : 0; j < cols; j++) pa[j] = da[j] = 0.0f;
     }
@@ -270,7 +330,7 @@ static void backward_head(const att_head_t *h, float *scratch) {
         row_dots(D, h, r0, rows);
         for (int c0 = 0; c0 < r0 + rows; c0 += ATT_BK) {
             const int cols = min_int(ATT_BK, h->T - c0);
-            tile_probs_and_grads(h, r0, rows, c0, cols, D, p, ds);
+            tile_probs_and_grads(h, r0, rows, c0, cols, D, p, ds, scratch + ATT_DROP_ROW);
             tile_add_dkv(h, r0, rows, c0, cols, p, ds);
             tile_add_dq(h, r0, rows, c0, cols, ds);
         }
@@ -285,7 +345,7 @@ static void backward_key_block(const att_head_t *h, int c0, float *scratch) {
     for (int r0 = c0 / ATT_BQ * ATT_BQ; r0 < h->T; r0 += ATT_BQ) {
         const int rows = min_int(ATT_BQ, h->T - r0);
         row_dots(D, h, r0, rows);
-        tile_probs_and_grads(h, r0, rows, c0, cols, D, p, ds);
+        tile_probs_and_grads(h, r0, rows, c0, cols, D, p, ds, scratch + ATT_DROP_ROW);
         tile_add_dkv(h, r0, rows, c0, cols, p, ds);
     }
 }
@@ -297,7 +357,7 @@ static void backward_query_block(const att_head_t *h, int r0, float *scratch) {
     row_dots(D, h, r0, rows);
     for (int c0 = 0; c0 < r0 + rows; c0 += ATT_BK) {
         const int cols = min_int(ATT_BK, h->T - c0);
-        tile_probs_and_grads(h, r0, rows, c0, cols, D, p, ds);
+        tile_probs_and_grads(h, r0, rows, c0, cols, D, p, ds, scratch + ATT_DROP_ROW);
         tile_add_dq(h, r0, rows, c0, cols, ds);
     }
 }
@@ -362,19 +422,36 @@ static void attention_backward(const att_layout_t *L, float *scratch, size_t scr
 
 /* attention_backward: dout[B, T, NH*hs], qkv[B, T, 3*NH*hs], out[B, T, NH*hs] and lse[B, NH, T]
  * of the forward -> dqkv[B, T, 3*NH*hs] (overwritten); scratch[scratch_floats] is clobbered. */
+void cpu_attention_backward_dropout(float *dqkv, float *scratch, size_t scratch_floats,
+                                    const float *dout, const float *qkv, const float *out,
+                                    const float *lse, int B, int T, int NH, int hs,
+                                    const dropout_mask_t *mask) {
+    const att_layout_t L = fused_layout(qkv, dqkv, NH, hs, mask);
+    attention_backward(&L, scratch, scratch_floats, dout, out, lse, B, T, hs);
+}
+
 void cpu_attention_backward(float *dqkv, float *scratch, size_t scratch_floats,
                             const float *dout, const float *qkv, const float *out,
                             const float *lse, int B, int T, int NH, int hs) {
-    const att_layout_t L = fused_layout(qkv, dqkv, NH, hs);
-    attention_backward(&L, scratch, scratch_floats, dout, out, lse, B, T, hs);
+    cpu_attention_backward_dropout(dqkv, scratch, scratch_floats, dout, qkv, out, lse, B, T, NH,
+                                   hs, NULL);
 }
 
 /* attention_gqa_backward: dq[B, T, NH*hs], dk, dv[B, T, NKV*hs] (overwritten) from dout and the
  * forward's q, k, v, out, lse. */
+void cpu_attention_gqa_backward_dropout(float *dq, float *dk, float *dv, float *scratch,
+                                        size_t scratch_floats, const float *dout, const float *q,
+                                        const float *k, const float *v, const float *out,
+                                        const float *lse, int B, int T, int NH, int NKV, int hs,
+                                        const dropout_mask_t *mask) {
+    const att_layout_t L = {q, k, v, dq, dk, dv, NH * hs, NKV * hs, NH, NKV, mask};
+    attention_backward(&L, scratch, scratch_floats, dout, out, lse, B, T, hs);
+}
+
 void cpu_attention_gqa_backward(float *dq, float *dk, float *dv, float *scratch,
                                 size_t scratch_floats, const float *dout, const float *q,
                                 const float *k, const float *v, const float *out,
                                 const float *lse, int B, int T, int NH, int NKV, int hs) {
-    const att_layout_t L = {q, k, v, dq, dk, dv, NH * hs, NKV * hs, NH, NKV};
-    attention_backward(&L, scratch, scratch_floats, dout, out, lse, B, T, hs);
+    cpu_attention_gqa_backward_dropout(dq, dk, dv, scratch, scratch_floats, dout, q, k, v, out,
+                                       lse, B, T, NH, NKV, hs, NULL);
 }

@@ -64,6 +64,13 @@ void cpu_attention_forward(float *out, float *lse, float *scratch, size_t scratc
 void cpu_attention_backward(float *dqkv, float *scratch, size_t scratch_floats,
                             const float *dout, const float *qkv, const float *out,
                             const float *lse, int B, int T, int NH, int hs);
+void cpu_attention_forward_dropout(float *out, float *lse, float *scratch, size_t scratch_floats,
+                                   const float *qkv, int B, int T, int NH, int hs,
+                                   const dropout_mask_t *mask);
+void cpu_attention_backward_dropout(float *dqkv, float *scratch, size_t scratch_floats,
+                                    const float *dout, const float *qkv, const float *out,
+                                    const float *lse, int B, int T, int NH, int hs,
+                                    const dropout_mask_t *mask);
 void cpu_attention_gqa_forward(float *out, float *lse, float *scratch, size_t scratch_floats,
                                const float *q, const float *k, const float *v, int B, int T,
                                int NH, int NKV, int hs);
@@ -71,6 +78,15 @@ void cpu_attention_gqa_backward(float *dq, float *dk, float *dv, float *scratch,
                                 size_t scratch_floats, const float *dout, const float *q,
                                 const float *k, const float *v, const float *out,
                                 const float *lse, int B, int T, int NH, int NKV, int hs);
+void cpu_attention_gqa_forward_dropout(float *out, float *lse, float *scratch,
+                                       size_t scratch_floats, const float *q, const float *k,
+                                       const float *v, int B, int T, int NH, int NKV, int hs,
+                                       const dropout_mask_t *mask);
+void cpu_attention_gqa_backward_dropout(float *dq, float *dk, float *dv, float *scratch,
+                                        size_t scratch_floats, const float *dout, const float *q,
+                                        const float *k, const float *v, const float *out,
+                                        const float *lse, int B, int T, int NH, int NKV, int hs,
+                                        const dropout_mask_t *mask);
 
 /* ---- gelu.c ---- */
 void cpu_gelu_forward(float *out, const float *inp, size_t n);
@@ -101,6 +117,25 @@ void cpu_xent_losses(float *losses, const float *row_max, const float *row_sumex
 void cpu_xent_backward_inplace(float *logits, const float *row_max, const float *row_sumexp,
                                const int *targets, float dloss, int N, int Vl, int v_valid,
                                int v_start);
+
+/* ---- dropout.c ---- */
+/* f[0, n) = the mask factors (0 or scale) of global columns [col, col + n) of global row `row`,
+ * counter word 3 = word3 (ops.h dropout_mask_t); attention.c draws its tiles' masks with it. */
+#define DROP_MAX_COLS 256 /* the most factors one cpu_dropout_factors call draws */
+void cpu_dropout_factors(float *f, const dropout_mask_t *m, uint64_t row, uint64_t col, int n,
+                         uint32_t word3);
+void cpu_dropout_apply(float *out, const float *in, size_t rows, int cols,
+                       const dropout_mask_t *mask);
+
+/* ---- xent_reg.c ---- */
+void cpu_xent_row_sum(float *row_sum, const float *logits, int N, int Vl, int v_valid);
+void cpu_xent_losses_regularized(float *losses, float *zloss, const float *row_max,
+                                 const float *row_sumexp, const float *target_logit,
+                                 const float *row_sum, int N, int V, float e, float zc);
+void cpu_xent_backward_regularized_inplace(float *logits, const float *row_max,
+                                           const float *row_sumexp, const int *targets,
+                                           float dloss, int N, int Vl, int v_valid, int v_start,
+                                           int V, float e, float zc);
 
 /* ---- adamw.c ---- */
 double cpu_sumsq(const float *x, size_t n);

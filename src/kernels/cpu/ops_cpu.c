@@ -103,6 +103,14 @@ static const ops_t cpu_ops = {
     .attention_gqa_forward = cpu_attention_gqa_forward,
     .attention_gqa_backward = cpu_attention_gqa_backward,
     .residual_layernorm_forward = cpu_residual_layernorm_forward,
+    .dropout_apply = cpu_dropout_apply,
+    .attention_forward_dropout = cpu_attention_forward_dropout,
+    .attention_backward_dropout = cpu_attention_backward_dropout,
+    .attention_gqa_forward_dropout = cpu_attention_gqa_forward_dropout,
+    .attention_gqa_backward_dropout = cpu_attention_gqa_backward_dropout,
+    .xent_row_sum = cpu_xent_row_sum,
+    .xent_losses_regularized = cpu_xent_losses_regularized,
+    .xent_backward_regularized_inplace = cpu_xent_backward_regularized_inplace,
 };
 
 const ops_t *ops_cpu(void) {
