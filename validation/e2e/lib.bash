@@ -79,6 +79,16 @@ check_case() {
     echo "ok  $name: $(grep 'llmtrain: error' "$TEST_DIR/$name.err")"
 }
 
+# step0_dump RUN DUMP: run directory RUN's step-0 weights, gradients (&train dump_grads_step = 0)
+# and first loss in gpt_dump's layout (DUMP/weights.h5, grads.h5, loss.txt), which the PyTorch
+# references (validation/reference/*_reference.py --dump) read.
+step0_dump() {
+    mkdir -p "$2"
+    cp "$1/weights_step000000.h5" "$2/weights.h5"
+    cp "$1/grads_step000000.h5" "$2/grads.h5"
+    losses "$1/metrics.jsonl" | head -1 >"$2/loss.txt"
+}
+
 # launch_until_step NP NML NAME STEP: start llmtrain on NP ranks in the background (pid in
 # LAUNCH_PID, output in $TEST_DIR/NAME.log) and wait until metrics.jsonl shows STEP.
 launch_until_step() {
