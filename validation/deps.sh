@@ -19,6 +19,25 @@ PACKAGES="$PACKAGES clang libclang-rt-dev"
 PACKAGES="$PACKAGES slurmctld slurmd slurm-client munge lmod"
 quiet=0
 [ "${1:-}" = "--if-missing" ] && quiet=1
+DEPS_DIR=$(cd "$(dirname "$0")/.." && pwd)/.deps # the PyPI folders below it are git-ignored
+
+# pip_into DIR PIP_ARGS...: pip install PIP_ARGS into the folder DIR (--target), quietly.
+pip_into() {
+    local dir=$1
+    shift
+    PIP_ROOT_USER_ACTION=ignore "${PYTHON:-/usr/bin/python3}" -m pip install -q --disable-pip-version-check \
+        --target "$dir" "$@"
+}
+# pip_if_missing DIR IMPORT NOTE FAILURE PIP_ARGS...: nothing when Python runs IMPORT with DIR on
+# its path; else "deps: installing NOTE" and pip_into DIR PIP_ARGS, and "deps: FAILURE" with status
+# 1 when that fails.
+pip_if_missing() {
+    local dir=$1 import=$2 note=$3 failure=$4
+    shift 4
+    PYTHONPATH=$dir "${PYTHON:-/usr/bin/python3}" -c "$import" 2>/dev/null && return 0
+    echo "deps: installing $note"
+    pip_into "$dir" "$@" || { echo "deps: $failure"; return 1; }
+}
 
 # The tokenizer's data and reference, from PyPI (after the Debian packages, which bring pip):
 # GPT-2's vocabulary data/gpt2/gpt2.tiktoken, taken from the openai-whisper source archive
@@ -44,11 +63,8 @@ fetch_tokenizer_deps() {
         fi
         rm -rf "$tmp"
     fi
-    if ! PYTHONPATH=$pydir "$py" -c "import tiktoken, regex" 2>/dev/null; then
-        echo "deps: installing tiktoken into .deps/python (PyPI)"
-        PIP_ROOT_USER_ACTION=ignore "$py" -m pip install -q --disable-pip-version-check \
-            --target "$pydir" "tiktoken>=0.7" || { echo "deps: pip install tiktoken failed"; return 1; }
-    fi
+    pip_if_missing "$pydir" "import tiktoken, regex" "tiktoken into .deps/python (PyPI)" \
+        "pip install tiktoken failed" "tiktoken>=0.7" || return 1
     [ $quiet -eq 1 ] || echo "deps: tokenizer data and tiktoken present"
 }
 
@@ -56,27 +72,19 @@ fetch_tokenizer_deps() {
 # own folder .deps/optuna: it brings numpy 2, which must not shadow Debian's numpy (h5py and torch
 # are built against it) in .deps/python.
 fetch_sweep_deps() {
-    local root py=${PYTHON:-/usr/bin/python3}
-    root=$(cd "$(dirname "$0")/.." && pwd)
-    PYTHONPATH=$root/.deps/optuna "$py" -c "import optuna" 2>/dev/null && return 0
-    echo "deps: installing optuna into .deps/optuna (PyPI; for the llmsweep test)"
-    PIP_ROOT_USER_ACTION=ignore "$py" -m pip install -q --disable-pip-version-check \
-        --target "$root/.deps/optuna" "optuna>=3" || { echo "deps: pip install optuna failed"; return 1; }
+    pip_if_missing "$DEPS_DIR/optuna" "import optuna" "optuna into .deps/optuna (PyPI; for the llmsweep test)" \
+        "pip install optuna failed" "optuna>=3"
 }
 
 # llmmerge's reference (validation/merge_reference.py): mergekit's merge kernels in .deps/python.
 # mergekit itself needs torch >= 2 (Debian has 1.13), so it goes in without its dependencies;
 # its kernels need only pydantic (installed with its own dependencies, none of them torch).
 fetch_merge_deps() {
-    local root py=${PYTHON:-/usr/bin/python3}
-    root=$(cd "$(dirname "$0")/.." && pwd)
-    local pydir=$root/.deps/python
-    PYTHONPATH=$pydir "$py" -c "import mergekit.merge_methods.registry" 2>/dev/null && return 0
+    local pydir=$DEPS_DIR/python
+    PYTHONPATH=$pydir "${PYTHON:-/usr/bin/python3}" -c "import mergekit.merge_methods.registry" 2>/dev/null && return 0
     echo "deps: installing mergekit's kernels (mergekit 0.1.5 without its dependencies, pydantic) into .deps/python (PyPI)"
-    PIP_ROOT_USER_ACTION=ignore "$py" -m pip install -q --disable-pip-version-check --target "$pydir" \
-        "pydantic>=2.10.6,<3" &&
-        PIP_ROOT_USER_ACTION=ignore "$py" -m pip install -q --disable-pip-version-check --target "$pydir" \
-            --no-deps "mergekit==0.1.5" || { echo "deps: pip install mergekit failed (the merge tests use numpy instead)"; return 1; }
+    pip_into "$pydir" "pydantic>=2.10.6,<3" && pip_into "$pydir" --no-deps "mergekit==0.1.5" ||
+        { echo "deps: pip install mergekit failed (the merge tests use numpy instead)"; return 1; }
 }
 
 # The TensorBoard test's reader (validation/tensorboard_check.py): tensorboard's EventAccumulator,
@@ -84,13 +92,9 @@ fetch_merge_deps() {
 # over Debian's). 2.18.0: the newest whose generated protos run on Debian's protobuf 3.21 (later
 # ones import google.protobuf.runtime_version); it needs numpy, protobuf and absl (Debian).
 fetch_tensorboard_deps() {
-    local root py=${PYTHON:-/usr/bin/python3}
-    root=$(cd "$(dirname "$0")/.." && pwd)
-    local pydir=$root/.deps/python
-    PYTHONPATH=$pydir "$py" -c "from tensorboard.backend.event_processing import event_accumulator" 2>/dev/null && return 0
-    echo "deps: installing tensorboard 2.18.0 (without its dependencies) into .deps/python (PyPI; for the TensorBoard test)"
-    PIP_ROOT_USER_ACTION=ignore "$py" -m pip install -q --disable-pip-version-check --target "$pydir" \
-        --no-deps "tensorboard==2.18.0" || { echo "deps: pip install tensorboard failed (tensorboard_roundtrip skips)"; return 1; }
+    pip_if_missing "$DEPS_DIR/python" "from tensorboard.backend.event_processing import event_accumulator" \
+        "tensorboard 2.18.0 (without its dependencies) into .deps/python (PyPI; for the TensorBoard test)" \
+        "pip install tensorboard failed (tensorboard_roundtrip skips)" --no-deps "tensorboard==2.18.0"
 }
 
 # llmconvert (src/tools/llmconvert.py) and its tests: safetensors, onnx, and for the tests the real
@@ -101,14 +105,11 @@ fetch_tensorboard_deps() {
 CONVERT_PY_PACKAGES="transformers==4.36.2 tokenizers==0.15.2 huggingface-hub==0.24.7 safetensors==0.8.0 \
 onnx==1.16.2 onnxruntime==1.32.0 filelock==4.3.1 tqdm==4.70.1 fsspec==2026.9.0"
 fetch_convert_deps() {
-    local root py=${PYTHON:-/usr/bin/python3}
-    root=$(cd "$(dirname "$0")/.." && pwd)
-    local pydir=$root/.deps/python
-    PYTHONPATH=$pydir "$py" -c "import onnx, onnxruntime, safetensors, transformers" 2>/dev/null && return 0 # onnx first: after torch (which transformers imports) it fails
-    echo "deps: installing transformers, safetensors, onnx, onnxruntime (without their dependencies) into .deps/python (PyPI; for llmconvert)"
+    # onnx imported first: after torch (which transformers imports) it fails
     # shellcheck disable=SC2086
-    PIP_ROOT_USER_ACTION=ignore "$py" -m pip install -q --disable-pip-version-check --target "$pydir" \
-        --no-deps $CONVERT_PY_PACKAGES || { echo "deps: pip install for llmconvert failed (its tests skip)"; return 1; }
+    pip_if_missing "$DEPS_DIR/python" "import onnx, onnxruntime, safetensors, transformers" \
+        "transformers, safetensors, onnx, onnxruntime (without their dependencies) into .deps/python (PyPI; for llmconvert)" \
+        "pip install for llmconvert failed (its tests skip)" --no-deps $CONVERT_PY_PACKAGES
 }
 
 if ! command -v dpkg-query >/dev/null 2>&1; then

@@ -93,22 +93,24 @@ static void pb_len(pb_t *p, int field, const void *d, size_t n) {
 
 static void pb_str(pb_t *p, int field, const char *s) { pb_len(p, field, s, strlen(s)); }
 
+/* A fixed-width field: the low `bytes` (8 or 4) bytes of bits, little-endian. */
+static void pb_fixed(pb_t *p, int field, uint64_t bits, int bytes) {
+    uint8_t le[8];
+    put_le(le, bits, bytes);
+    pb_key(p, field, bytes == 8 ? WIRE_FIXED64 : WIRE_FIXED32);
+    pb_raw(p, le, (size_t)bytes);
+}
+
 static void pb_double(pb_t *p, int field, double x) {
     uint64_t bits;
-    uint8_t le[8];
     memcpy(&bits, &x, 8);
-    put_le(le, bits, 8);
-    pb_key(p, field, WIRE_FIXED64);
-    pb_raw(p, le, 8);
+    pb_fixed(p, field, bits, 8);
 }
 
 static void pb_float(pb_t *p, int field, float x) {
     uint32_t bits;
-    uint8_t le[4];
     memcpy(&bits, &x, 4);
-    put_le(le, bits, 4);
-    pb_key(p, field, WIRE_FIXED32);
-    pb_raw(p, le, 4);
+    pb_fixed(p, field, bits, 4);
 }
 
 /* A nested message: its bytes are complete, append them as field `field`. */

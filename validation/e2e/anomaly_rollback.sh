@@ -63,22 +63,21 @@ a=$(val_last ref) b=$(val_last rb)
 awk -v a=$a -v b=$b 'BEGIN {e = (b - a) / a; if (e < 0) e = -e; printf "2. rollback: final val_loss %.5f vs reference %.5f: rel. diff %.2e (tol 1e-2)\n", b, a, e; exit e > 1e-2}' ||
     fail "final validation loss differs from the reference by more than 1%"
 
+# rollback_on_dp2 NAME WHO LABEL [SED-EXPR]: the spike at step 27 on dp = 2 (the namelist edited
+# by SED-EXPR) rolls back to step 25, and the losses are the dp=1 rollback run's (rb)
+rollback_on_dp2() {
+    nml $1 2 "inject_spike_step = 27"
+    [ -z "${4:-}" ] || sed -i "$4" $TEST_DIR/$1.nml
+    run $1 2
+    [ $rc -eq 0 ] || { tail -5 $TEST_DIR/$1.log; fail "$2 rollback run: exit $rc"; }
+    events $1 | grep -q '"detector":"spike","step":28,.*"action":"rollback","to_step":25' || fail "$2: no rollback event"
+    same_series "$3" 1e-5 <(losses $TEST_DIR/rb/metrics.jsonl) <(losses $TEST_DIR/$1/metrics.jsonl) ||
+        fail "$2 rollback run differs from dp=1"
+}
 # 3. rollback on dp = 2
-nml rb_dp2 2 "inject_spike_step = 27"
-run rb_dp2 2
-[ $rc -eq 0 ] || { tail -5 $TEST_DIR/rb_dp2.log; fail "dp=2 rollback run: exit $rc"; }
-events rb_dp2 | grep -q '"detector":"spike","step":28,.*"action":"rollback","to_step":25' || fail "dp=2: no rollback event"
-same_series "3. dp=2 rollback vs dp=1 rollback, losses" 1e-5 <(losses $TEST_DIR/rb/metrics.jsonl) <(losses $TEST_DIR/rb_dp2/metrics.jsonl) ||
-    fail "dp=2 rollback run differs from dp=1"
-
+rollback_on_dp2 rb_dp2 dp=2 "3. dp=2 rollback vs dp=1 rollback, losses"
 # 3b. and with ZeRO-2 (the spike scales the reduced gradient partitions; the rollback reloads them)
-nml rb_z2 2 "inject_spike_step = 27"
-sed -i "s/^  dp = 2$/  dp = 2, zero_stage = 2/" $TEST_DIR/rb_z2.nml
-run rb_z2 2
-[ $rc -eq 0 ] || { tail -5 $TEST_DIR/rb_z2.log; fail "ZeRO-2 rollback run: exit $rc"; }
-events rb_z2 | grep -q '"detector":"spike","step":28,.*"action":"rollback","to_step":25' || fail "ZeRO-2: no rollback event"
-same_series "3b. ZeRO-2 dp=2 rollback vs dp=1 rollback, losses" 1e-5 <(losses $TEST_DIR/rb/metrics.jsonl) <(losses $TEST_DIR/rb_z2/metrics.jsonl) ||
-    fail "ZeRO-2 rollback run differs from dp=1"
+rollback_on_dp2 rb_z2 ZeRO-2 "3b. ZeRO-2 dp=2 rollback vs dp=1 rollback, losses" "s/^  dp = 2$/  dp = 2, zero_stage = 2/"
 
 # 4. max_rollbacks exceeded
 nml maxrb 1 "max_rollbacks = 2"

@@ -3,17 +3,6 @@
 # message printed once that names what is wrong, and no core dump / MPI abort banner.
 source "$(dirname "$0")/lib.bash"
 ulimit -c 0
-check_case() { # name expected-substring nml-file [np]
-    local name=$1 want=$2 nml=$3 np=${4:-2} rc
-    timeout 60 $MPIRUN -np "$np" ./llmtrain "$nml" >"$TEST_DIR/$name.out" 2>"$TEST_DIR/$name.err"
-    rc=$?
-    [ $rc -eq 2 ] || { cat "$TEST_DIR/$name.err"; fail "$name: exit code $rc, expected 2"; }
-    grep -qF -- "$want" "$TEST_DIR/$name.err" || { cat "$TEST_DIR/$name.err"; fail "$name: message lacks '$want'"; }
-    local n; n=$(grep -c "llmtrain: error" "$TEST_DIR/$name.err")
-    [ "$n" -eq 1 ] || { cat "$TEST_DIR/$name.err"; fail "$name: $n error lines, expected exactly 1"; }
-    if grep -qiE "core dumped|segmentation|MPI_ABORT was invoked" "$TEST_DIR/$name.err"; then fail "$name: crash/abort banner"; fi
-    echo "ok  $name: $(grep 'llmtrain: error' "$TEST_DIR/$name.err")"
-}
 g=$TEST_DIR
 write_tiny_nml $g/good.nml dp=2 gb=8
 sed 's/n_layer = 2/n_layers = 2/' $g/good.nml >$g/unknown_key.nml

@@ -64,6 +64,31 @@ same_series() {
         END {printf "%s: %d values, worst rel.err %.1e (tol %g)\n", n, c, w, tol; exit !(c > 0 && !bad && w <= tol)}'
 }
 
+# check_case NAME WANT NML [NP]: bad input. llmtrain NML on NP ranks (2) exits with code 2 within
+# 60 s, prints exactly one "llmtrain: error" line and it contains WANT, with no crash or MPI abort
+# banner (output in $TEST_DIR/NAME.out, .err). Scripts that use it set `ulimit -c 0`.
+check_case() {
+    local name=$1 want=$2 nml=$3 np=${4:-2} rc
+    timeout 60 $MPIRUN -np "$np" ./llmtrain "$nml" >"$TEST_DIR/$name.out" 2>"$TEST_DIR/$name.err"
+    rc=$?
+    [ $rc -eq 2 ] || { cat "$TEST_DIR/$name.err"; fail "$name: exit code $rc, expected 2"; }
+    grep -qF -- "$want" "$TEST_DIR/$name.err" || { cat "$TEST_DIR/$name.err"; fail "$name: message lacks '$want'"; }
+    local n; n=$(grep -c "llmtrain: error" "$TEST_DIR/$name.err")
+    [ "$n" -eq 1 ] || { cat "$TEST_DIR/$name.err"; fail "$name: $n error lines, expected exactly 1"; }
+    if grep -qiE "core dumped|segmentation|MPI_ABORT was invoked" "$TEST_DIR/$name.err"; then fail "$name: crash/abort banner"; fi
+    echo "ok  $name: $(grep 'llmtrain: error' "$TEST_DIR/$name.err")"
+}
+
+# step0_dump RUN DUMP: run directory RUN's step-0 weights, gradients (&train dump_grads_step = 0)
+# and first loss in gpt_dump's layout (DUMP/weights.h5, grads.h5, loss.txt), which the PyTorch
+# references (validation/reference/*_reference.py --dump) read.
+step0_dump() {
+    mkdir -p "$2"
+    cp "$1/weights_step000000.h5" "$2/weights.h5"
+    cp "$1/grads_step000000.h5" "$2/grads.h5"
+    losses "$1/metrics.jsonl" | head -1 >"$2/loss.txt"
+}
+
 # launch_until_step NP NML NAME STEP: start llmtrain on NP ranks in the background (pid in
 # LAUNCH_PID, output in $TEST_DIR/NAME.log) and wait until metrics.jsonl shows STEP.
 launch_until_step() {

@@ -43,10 +43,7 @@ grid() {
     llama_nml "$nml" "arch = 'llama', n_kv_head = 2" name="$1" max_steps=1 warmup=3 val_every=0 mb=2 gb=8 \
         "dp=$2" extra_train="dump_grads_step = 0"
     $MPIRUN -np 4 ./llmtrain "$nml" >"$TEST_DIR/$1.log" 2>&1 || { tail -20 "$TEST_DIR/$1.log"; fail "$1 failed"; }
-    mkdir -p "$TEST_DIR/$1.dump"
-    cp "$TEST_DIR/$1/weights_step000000.h5" "$TEST_DIR/$1.dump/weights.h5"
-    cp "$TEST_DIR/$1/grads_step000000.h5" "$TEST_DIR/$1.dump/grads.h5"
-    losses "$TEST_DIR/$1/metrics.jsonl" | head -1 >"$TEST_DIR/$1.dump/loss.txt"
+    step0_dump "$TEST_DIR/$1" "$TEST_DIR/$1.dump"
     h5diff "$TEST_DIR/llama.dump/weights.h5" "$TEST_DIR/$1.dump/weights.h5" /model /model ||
         fail "$1: step-0 weights differ from the serial ones"
     $PYTHON validation/reference/llama_reference.py --nml "$TEST_DIR/llama.nml" --dump "$TEST_DIR/$1.dump" ||

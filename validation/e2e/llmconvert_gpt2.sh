@@ -17,6 +17,7 @@
 #  5. Bad input (unsupported HF features, a missing file, a wrong shape, a corrupt .h5): exit 2
 #     with one line naming the field, tensor or file.
 source "$(dirname "$0")/lib.bash"
+source "$(dirname "$0")/lib_llmconvert.bash" # refused, bad_hf
 export PYTHONPATH=$PWD/.deps/python${PYTHONPATH:+:$PYTHONPATH}
 # (onnx before torch: Debian's torch registers protobuf descriptors that clash with onnx's when it
 # comes first; llmconvert never imports torch, and each check below runs in its own process)
@@ -136,20 +137,6 @@ $CHECK compare "logits [1, 7], onnxruntime vs llmtrain" "$D/onnx_1x7.lt.f32" "$D
     fail "ONNX logits differ"
 
 echo "== 5. bad input: exit 2, one message"
-# refused NAME WORD ARGS...: llmconvert exits 2 with one stderr line containing WORD
-refused() {
-    local name=$1 word=$2 rc; shift 2
-    ./llmconvert "$@" >"$D/$name.out" 2>"$D/$name.err"; rc=$?
-    [ $rc -eq 2 ] || { cat "$D/$name.err"; fail "$name: exit $rc, expected 2"; }
-    [ "$(wc -l <"$D/$name.err")" -eq 1 ] || { cat "$D/$name.err"; fail "$name: not one line"; }
-    grep -qF -- "$word" "$D/$name.err" || { cat "$D/$name.err"; fail "$name: message does not name $word"; }
-    echo "$name: $(cat "$D/$name.err")"
-}
-# bad_hf NAME PYTHON-EXPR: a copy of the random model whose config.json is changed by EXPR (c)
-bad_hf() {
-    cp -r "$D/hf" "$D/$1"
-    $PYTHON -c "import json, sys; p = sys.argv[1]; c = json.load(open(p)); $2; json.dump(c, open(p, 'w'))" "$D/$1/config.json"
-}
 bad_hf bad_layer_idx 'c["scale_attn_by_inverse_layer_idx"] = True'
 refused bad_layer_idx scale_attn_by_inverse_layer_idx --to hdf5 "$D/bad_layer_idx" "$D/x.h5"
 bad_hf bad_act 'c["activation_function"] = "relu"'

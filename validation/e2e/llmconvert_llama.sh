@@ -13,6 +13,7 @@
 #     head, one kv head) is exported and gives llmtrain's logits in transformers and onnxruntime;
 #     greedy model.generate equals llmtrain's mode = 'generate' at temperature 0.
 source "$(dirname "$0")/lib.bash"
+source "$(dirname "$0")/lib_llmconvert.bash" # refused, bad_hf
 export PYTHONPATH=$PWD/.deps/python${PYTHONPATH:+:$PYTHONPATH}
 deps="import onnx, onnxruntime, safetensors, h5py, torch, transformers" # onnx before torch: see llmconvert_gpt2.sh
 $PYTHON -c "$deps" 2>/dev/null || { echo "SKIP: needs $deps (bash validation/deps.sh)"; exit 77; }
@@ -38,17 +39,6 @@ $CHECK same-safetensors "$D/hf/model.safetensors" "$D/hf_rt/model.safetensors" \
     + compare "logits [3, 17], onnxruntime vs transformers" "$D/a.hf.f32" "$D/a.ort.f32" $TOL \
     + compare "logits [2, 32], onnxruntime vs transformers" "$D/b.hf.f32" "$D/b.ort.f32" $TOL || fail "see above"
 
-refused() { # NAME WORD ARGS...: exit 2, one stderr line containing WORD
-    local name=$1 word=$2 rc; shift 2
-    ./llmconvert "$@" >"$D/$name.out" 2>"$D/$name.err"; rc=$?
-    [ $rc -eq 2 ] && [ "$(wc -l <"$D/$name.err")" -eq 1 ] && grep -qF -- "$word" "$D/$name.err" ||
-        { cat "$D/$name.err"; fail "$name: exit $rc, expected 2 and one line naming $word"; }
-    echo "$name: $(cat "$D/$name.err")"
-}
-bad_hf() { # NAME PYTHON-EXPR: a copy of the random model whose config.json (c) EXPR changes
-    cp -r "$D/hf" "$D/$1"
-    $PYTHON -c "import json, sys; p = sys.argv[1]; c = json.load(open(p)); $2; json.dump(c, open(p, 'w'))" "$D/$1/config.json"
-}
 bad_hf bad_scaling 'c["rope_scaling"] = {"type": "linear", "factor": 2.0}'
 refused bad_scaling rope_scaling --to hdf5 "$D/bad_scaling" "$D/x.h5"
 bad_hf bad_act 'c["hidden_act"] = "gelu"'

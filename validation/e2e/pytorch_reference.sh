@@ -24,10 +24,7 @@ nml3=$TEST_DIR/grid.nml
 write_tiny_nml "$nml3" name=grid max_steps=1 warmup=3 val_every=0 mb=2 gb=8 "dp=2, tp = 2, pp = 2" \
     extra_train="dump_grads_step = 0"
 $MPIRUN -np 8 ./llmtrain "$nml3" >"$TEST_DIR/grid.log" 2>&1 || { tail -20 "$TEST_DIR/grid.log"; fail "llmtrain on (2,2,2) failed"; }
-mkdir -p "$TEST_DIR/grid_dump"
-cp "$TEST_DIR/grid/weights_step000000.h5" "$TEST_DIR/grid_dump/weights.h5"
-cp "$TEST_DIR/grid/grads_step000000.h5" "$TEST_DIR/grid_dump/grads.h5"
-losses "$TEST_DIR/grid/metrics.jsonl" | head -1 >"$TEST_DIR/grid_dump/loss.txt"
+step0_dump "$TEST_DIR/grid" "$TEST_DIR/grid_dump"
 h5diff "$TEST_DIR/dump/weights.h5" "$TEST_DIR/grid_dump/weights.h5" /model /model ||
     fail "the (2,2,2) run's step-0 weights differ from the serial ones"
 $PYTHON validation/reference/gpt_reference.py --nml "$nml" --dump "$TEST_DIR/grid_dump" ||

@@ -169,6 +169,17 @@ static char *echo(const config_t *cfg) {
     return buf;
 }
 
+/* An echo parses, and its echo is the same text. Frees `first`. */
+static void echo_reads_back(char *first) {
+    config_t cfg;
+    if (try_config_parse(first, &cfg) != 0) broken("the echo does not parse: %s\necho:\n%s", fatal_message, first);
+    char *second = echo(&cfg);
+    config_destroy(&cfg);
+    if (strcmp(first, second) != 0) broken("the echo of the echo differs:\n%s\n---\n%s", first, second);
+    free(first);
+    free(second);
+}
+
 static void fuzz_config(const text_t *t, const char *text) {
     config_t cfg;
     if (try_config_parse(text, &cfg) != 0) {
@@ -179,12 +190,7 @@ static void fuzz_config(const text_t *t, const char *text) {
     }
     char *first = echo(&cfg);
     config_destroy(&cfg);
-    if (try_config_parse(first, &cfg) != 0) broken("the echo does not parse: %s\necho:\n%s", fatal_message, first);
-    char *second = echo(&cfg);
-    config_destroy(&cfg);
-    if (strcmp(first, second) != 0) broken("the echo of the echo differs:\n%s\n---\n%s", first, second);
-    free(first);
-    free(second);
+    echo_reads_back(first);
 }
 
 /* ---- command-line overrides ---------------------------------------------------------------- */
@@ -230,12 +236,7 @@ static void fuzz_overrides(char *text) {
     char *first = echo(&cfg);
     config_destroy(&cfg);
     drop_overrides_line(first);
-    if (try_config_parse(first, &cfg) != 0) broken("the echo does not parse: %s\necho:\n%s", fatal_message, first);
-    char *second = echo(&cfg);
-    config_destroy(&cfg);
-    if (strcmp(first, second) != 0) broken("the echo of the echo differs:\n%s\n---\n%s", first, second);
-    free(first);
-    free(second);
+    echo_reads_back(first);
 }
 
 /* ---- libFuzzer entry points ---------------------------------------------------------------- */

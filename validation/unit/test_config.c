@@ -15,26 +15,10 @@
 #include <mpi.h>
 #include "config/config.h"
 #include "core/error.h"
+#include "test_fatal.h"
 
 #define PATH "inputs/x.nml"
 #define DATA "&data train_files = 'data/train_*.bin' /\n" /* the one key a training run needs */
-
-/* The fatal hook must reach the test through globals: it has no user pointer. */
-static jmp_buf fatal_jump;
-static char fatal_message[4096];
-static int fatal_code;
-
-static void capture_fatal(int exit_code, const char *message) {
-    fatal_code = exit_code;
-    snprintf(fatal_message, sizeof fatal_message, "%s", message);
-    longjmp(fatal_jump, 1);
-}
-
-static int install_hook(void **state) {
-    (void)state;
-    error_set_fatal_hook(capture_fatal);
-    return 0;
-}
 
 static void parse_ok(const char *text, config_t *cfg) {
     if (setjmp(fatal_jump) != 0) fail_msg("unexpected error: %s\ntext:\n%s", fatal_message, text);
@@ -43,7 +27,6 @@ static void parse_ok(const char *text, config_t *cfg) {
 
 /* Parses text that must fail; returns the message without the "llmtrain: error: " prefix. */
 static const char *parse_error(const char *text) {
-    static const char prefix[] = "llmtrain: error: ";
     config_t cfg;
     fatal_message[0] = '\0';
     if (setjmp(fatal_jump) == 0) {
@@ -51,10 +34,7 @@ static const char *parse_error(const char *text) {
         config_destroy(&cfg);
         fail_msg("expected an error, but this parsed:\n%s", text);
     }
-    assert_int_equal(fatal_code, LLMT_EXIT_USER);
-    if (strncmp(fatal_message, prefix, sizeof prefix - 1) != 0) fail_msg("no prefix: %s", fatal_message);
-    if (strchr(fatal_message, '\n')) fail_msg("message is more than one line: %s", fatal_message);
-    return fatal_message + sizeof prefix - 1;
+    return caught_user_error_text();
 }
 
 #define EXPECT_ERROR(text, expected)                                                              \

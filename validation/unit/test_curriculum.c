@@ -25,28 +25,13 @@
 #include "config/config.h"
 #include "config/stages.h"
 #include "core/error.h"
+#include "test_fatal.h"
 #include "io/mixture.h"
 #include "train/lr.h"
 
 #define PATH "t.nml"
 #define BASE "&model seq_len = 32 /\n&train micro_batch = 2, global_batch = 4 /\n" \
              "&data train_files = 'x.bin' /\n"
-
-static jmp_buf fatal_jump;
-static char fatal_message[4096];
-static int fatal_code;
-
-static void capture_fatal(int exit_code, const char *message) {
-    fatal_code = exit_code;
-    snprintf(fatal_message, sizeof fatal_message, "%s", message);
-    longjmp(fatal_jump, 1);
-}
-
-static int install_hook(void **state) {
-    (void)state;
-    error_set_fatal_hook(capture_fatal);
-    return 0;
-}
 
 /* ---- the draw ---------------------------------------------------------------------------- */
 
@@ -178,9 +163,7 @@ static const char *parse_error(const char *text, const config_args_t *args) {
         config_destroy(&cfg);
         fail_msg("expected an error, but this parsed:\n%s", text);
     }
-    assert_int_equal(fatal_code, LLMT_EXIT_USER);
-    if (strchr(fatal_message, '\n')) fail_msg("message is more than one line: %s", fatal_message);
-    return fatal_message;
+    return caught_user_error();
 }
 
 #define EXPECT(text, want)                                                                        \

@@ -20,12 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
-
-static float frand(void) { /* uniform in [-1, 1), xorshift64* */
-    rng_state ^= rng_state >> 12, rng_state ^= rng_state << 25, rng_state ^= rng_state >> 27;
-    return (float)((rng_state * 0x2545F4914F6CDD1Dull) >> 40) / (float)(1u << 23) - 1.0f;
-}
+#define TEST_RNG_SEED 0x2545F4914F6CDD1Dull
+#include "test_numeric.h"
 
 static float *rand_buf(size_t n, bool bf16_values) {
     float *x = malloc(n * sizeof *x);
@@ -118,7 +114,7 @@ static void gemm_bf16_matches_double_on_bf16_values_1e_6(void **state) {
  * model's use: inputs already rounded), forward and both backward products, 2 threads. */
 static void matmul_bf16_products_equal_fp32_products_on_bf16_values_1e_6(void **state) {
     (void)state;
-    const ops_t *ops = ops_cpu();
+    ops = ops_cpu();
     const int N = 96, C = 200, OC = 300; /* splits over 2 threads along OC and C */
     float *x = rand_buf((size_t)N * C, true), *w = rand_buf((size_t)OC * C, true);
     float *b = rand_buf(OC, true), *dy = rand_buf((size_t)N * OC, true);

@@ -18,28 +18,13 @@
 #include <mpi.h>
 #include "config/config.h"
 #include "core/error.h"
+#include "test_fatal.h"
 
 #define PATH "inputs/x.nml"
 #define FILE_TEXT                                                  \
     "&run name = 'from_file' /\n"                                  \
     "&train max_steps = 50, lr = 3e-3, min_lr = 3e-4 /\n"          \
     "&data train_files = 'data/train_*.bin' /\n"
-
-static jmp_buf fatal_jump;
-static char fatal_message[4096];
-static int fatal_code;
-
-static void capture_fatal(int exit_code, const char *message) {
-    fatal_code = exit_code;
-    snprintf(fatal_message, sizeof fatal_message, "%s", message);
-    longjmp(fatal_jump, 1);
-}
-
-static int install_hook(void **state) {
-    (void)state;
-    error_set_fatal_hook(capture_fatal);
-    return 0;
-}
 
 /* FILE_TEXT with the overrides args[0..n), the first at command-line position 2. */
 static void parse_ok(config_t *cfg, int n, const char *const *args) {
@@ -50,7 +35,6 @@ static void parse_ok(config_t *cfg, int n, const char *const *args) {
 
 /* The one-line message of an override that must fail, without "llmtrain: error: ". */
 static const char *override_error(const char *arg) {
-    static const char prefix[] = "llmtrain: error: ";
     const char *args[] = {"train.max_steps=3", arg};
     config_args_t a = {.args = args, .n = 2, .first_argno = 2};
     config_t cfg;
@@ -60,10 +44,7 @@ static const char *override_error(const char *arg) {
         config_destroy(&cfg);
         fail_msg("expected an error, but this override was accepted: %s", arg);
     }
-    assert_int_equal(fatal_code, LLMT_EXIT_USER);
-    if (strncmp(fatal_message, prefix, sizeof prefix - 1) != 0) fail_msg("no prefix: %s", fatal_message);
-    if (strchr(fatal_message, '\n')) fail_msg("message is more than one line: %s", fatal_message);
-    return fatal_message + sizeof prefix - 1;
+    return caught_user_error_text();
 }
 
 /* The message starts with `start` (the argument, at position 3) and contains `part`. */
