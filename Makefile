@@ -118,7 +118,8 @@ ifeq ($(call gemm_builds,$(OTHER_GEMM)),ok)
 OTHER_GEMM_TEST := $(BUILD)/tests/test_gemm_$(OTHER_GEMM)
 endif
 endif
-$(BUILD)/tests/test_gemm_$(OTHER_GEMM): validation/unit/test_gemm.c src/kernels/cpu/gemm_$(OTHER_GEMM).c $(LIB)
+$(BUILD)/tests/test_gemm_$(OTHER_GEMM): validation/unit/test_gemm.c validation/unit/test_numeric.h \
+                                        src/kernels/cpu/gemm_$(OTHER_GEMM).c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $($(OTHER_GEMM)_CFLAGS) $(CMOCKA_CFLAGS) -o $@ validation/unit/test_gemm.c \
 	    src/kernels/cpu/gemm_$(OTHER_GEMM).c $(LIB) $(CMOCKA_LIBS) $($(OTHER_GEMM)_LIBS) $(ALL_LIBS) $(LDFLAGS)
