@@ -71,7 +71,7 @@ grep -E "^energy|^emissions" "$TEST_DIR/energy.log"
 $PYTHON - "$TEST_DIR/pc/metrics.jsonl" "$(cat "$TEST_DIR/written_j")" <<'PY' || fail "energy records"
 import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1])]
-steps = [r["energy_j"] for r in recs if "loss" in r]
+steps = [r["energy_j"] for r in recs if "loss" in r and "superseded" not in r]  # this run's steps
 run = [r for r in recs if "energy_run_j" in r][-1]
 written = float(sys.argv[2])
 print("per step J:", " ".join("%.3f" % j for j in steps), "| steps %.3f J, run %.3f J, writer wrote %.3f J, %.6f g"
