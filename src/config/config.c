@@ -929,8 +929,7 @@ static int check_prompt_in_vocab(parse_ctx_t *ctx, const config_t *cfg) {
 
 /* The interleaved schedule: virtual_stages v >= 2 chunks per stage, pp >= 2, n_layer divisible
  * by pp * v (equal chunks); and v > 1 only with it. (Micro-batches a multiple of pp: checked
- * where their number is known, train/schedule.c.) ZeRO-3 gathers a stage's blocks as one range
- * per stage, which interleaved chunks are not. */
+ * where their number is known, train/schedule.c.) */
 static int check_virtual_stages(parse_ctx_t *ctx, const config_t *cfg) {
     const bool il = !strcmp(cfg->schedule, "interleaved");
     const int v = cfg->virtual_stages, p = cfg->pp, L = cfg->n_layer;
@@ -964,10 +963,6 @@ static int check_virtual_stages(parse_ctx_t *ctx, const config_t *cfg) {
                          "virtual_stages in {%s} for pp = %d", v, provenance(ctx, a, pa), L, p * v,
                          near, at ? ok : "none", p);
     }
-    if (cfg->zero_stage >= 3 && cfg->dp > 1)
-        return cfg_error(ctx, line, col, "&parallel zero_stage = 3 with schedule = 'interleaved' is "
-                         "not supported in this version (ZeRO-3 gathers one block range per "
-                         "stage); use zero_stage <= 2 or schedule = '1f1b'");
     return 0;
 }
 

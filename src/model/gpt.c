@@ -404,6 +404,17 @@ void gpt_use_chunk(gpt_t *m, int c) {
     m->has_head = m->stage_head && c == m->n_chunks - 1;
 }
 
+int gpt_held_blocks(const gpt_t *m) {
+    return m->n_chunks > 1 ? m->n_chunks * m->chunk_layers : m->P.end_layer - m->P.first_layer;
+}
+
+int gpt_held_index(const gpt_t *m, int layer) {
+    ASSERT(params_holds_layer(&m->P, layer));
+    if (m->n_chunks <= 1) return layer - m->P.first_layer;
+    const int cl = m->chunk_layers; /* layer is in model chunk layer / cl = c * pp + pp_rank */
+    return layer / cl / m->par.pp * cl + layer % cl;
+}
+
 void gpt_create(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T,
                 const gpt_parallel_t *par, const gpt_weight_provider_t *provider,
                 const gpt_grad_provider_t *grad_stage) {

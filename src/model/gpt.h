@@ -227,6 +227,10 @@ void gpt_init_params(gpt_t *m, uint64_t seed);
  * one chunk's activations, so a slot serves whichever (chunk, micro-batch) the schedule puts
  * there. */
 void gpt_use_chunk(gpt_t *m, int c);
+/* The blocks this stage holds over all its chunks (ZeRO-3's gather buffers are sized by them),
+ * and the place of held block `layer` among them (chunk by chunk, ascending). */
+int gpt_held_blocks(const gpt_t *m);
+int gpt_held_index(const gpt_t *m, int layer);
 /* First stage: embed tokens[B*T] (host) into the slot's input. */
 void gpt_embed(gpt_t *m, int slot, const int *tokens, int B, int T);
 /* The stage's blocks on the slot's input; returns the stage output [N, C]. */

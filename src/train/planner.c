@@ -21,7 +21,8 @@ static double fl(size_t n) { return (double)(n ? n : 1) * sizeof(float); } /* al
 static void block_ranges(const gpt_t *m, size_t *biggest, size_t *embed, size_t *final) {
     size_t lo, hi;
     *biggest = 0;
-    for (int l = m->first_layer; l < m->end_layer; l++) {
+    for (int l = 0; l < m->L; l++) { /* every chunk's blocks (interleaved) */
+        if (!params_holds_layer(&m->P, l)) continue;
         gpt_unit_range(m, l, &lo, &hi);
         if (hi - lo > *biggest) *biggest = hi - lo;
     }
@@ -95,7 +96,7 @@ void plan_rank(const config_t *cfg, int tp_rank, int pp_rank, int mb, int accum,
     /* train/zero.c */
     if (zero >= 2) b[MEM_GRADIENTS] += fl(part);
     if (zero >= 3) {
-        const int layers = m.end_layer - m.first_layer;
+        const int layers = gpt_held_blocks(&m);
         const int blocks = cfg->zero3_resident ? layers : layers < 2 ? layers : 2;
         b[MEM_PARAMETERS] += fl(part) + fl(embed) + fl(final) + blocks * fl(biggest);
     }

@@ -170,7 +170,7 @@ static void gbuf_finish(zero_gbuf_t *g) {
 static zero_gbuf_t *find_unit(zero_t *z, int u) {
     if (u == GPT_UNIT_EMBED) return &z->embed;
     if (u == GPT_UNIT_FINAL) return &z->final;
-    if (z->resident) return &z->blocks[u - z->m->first_layer];
+    if (z->resident) return &z->blocks[gpt_held_index(z->m, u)];
     for (int i = 0; i < z->n_blocks; i++)
         if (z->blocks[i].unit == u) return &z->blocks[i];
     return NULL;
@@ -192,6 +192,9 @@ static zero_gbuf_t *gather(zero_t *z, int u, const zero_gbuf_t *keep) {
     return g;
 }
 
+/* The model names the next block of the chunk in use (ascending in a forward, descending in a
+ * backward), or none at the chunk's end: an interleaved stage's next chunk is the schedule's
+ * choice, so its first block is gathered when used. */
 static void provider_need(void *ctx, int u, int next) {
     zero_t *z = ctx;
     zero_gbuf_t *g = gather(z, u, z->in_use);
@@ -276,16 +279,24 @@ void zero_grads_finish_step(zero_t *z) {
     for (int i = 0; i < 4; i++) gstage_settle(z, all[i]);
 }
 
-static void gstages_attach(zero_t *z, gpt_t *m) {
+/* Floats of the largest block this stage holds, in any of its chunks. */
+static size_t biggest_block(const gpt_t *m) {
     size_t lo, hi, biggest = 0;
+    for (int l = 0; l < m->L; l++) {
+        if (!params_holds_layer(&m->P, l)) continue;
+        gpt_unit_range(m, l, &lo, &hi);
+        if (hi - lo > biggest) biggest = hi - lo;
+    }
+    return biggest;
+}
+
+static void gstages_attach(zero_t *z, gpt_t *m) {
+    size_t lo, hi;
+    const size_t biggest = biggest_block(m);
     gpt_unit_range(m, GPT_UNIT_EMBED, &lo, &hi);
     gstage_init(z, &z->sembed, hi - lo);
     gpt_unit_range(m, GPT_UNIT_FINAL, &lo, &hi);
     gstage_init(z, &z->sfinal, hi - lo);
-    for (int l = m->first_layer; l < m->end_layer; l++) {
-        gpt_unit_range(m, l, &lo, &hi);
-        if (hi - lo > biggest) biggest = hi - lo;
-    }
     gstage_init(z, &z->sblocks[0], biggest);
     gstage_init(z, &z->sblocks[1], biggest);
 }
@@ -295,16 +306,13 @@ void zero_attach(zero_t *z, gpt_t *m, bool resident) {
     if (z->staged) gstages_attach(z, m);
     if (z->stage < 3) return;
     z->resident = resident;
-    size_t lo, hi, biggest = 0;
+    size_t lo, hi;
+    const size_t biggest = biggest_block(m);
     gpt_unit_range(m, GPT_UNIT_EMBED, &lo, &hi);
     gbuf_init(z, &z->embed, hi - lo);
     gpt_unit_range(m, GPT_UNIT_FINAL, &lo, &hi);
     gbuf_init(z, &z->final, hi - lo);
-    const int layers = m->end_layer - m->first_layer;
-    for (int l = m->first_layer; l < m->end_layer; l++) {
-        gpt_unit_range(m, l, &lo, &hi);
-        if (hi - lo > biggest) biggest = hi - lo;
-    }
+    const int layers = gpt_held_blocks(m); /* all chunks' (interleaved) */
     z->n_blocks = resident ? layers : (layers < 2 ? layers : 2);
     z->blocks = xcalloc((size_t)(z->n_blocks > 0 ? z->n_blocks : 1), sizeof(zero_gbuf_t));
     for (int i = 0; i < z->n_blocks; i++) gbuf_init(z, &z->blocks[i], biggest);

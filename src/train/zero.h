@@ -108,8 +108,9 @@ double zero_grad_sumsq_owned(const zero_t *z, const gpt_t *m);
 /* Stage 3: the provider gpt_create takes (its model is attached later with zero_attach). */
 const gpt_weight_provider_t *zero3_provider(zero_t *z);
 /* The model exists: allocate the buffers for its units — stage 3's gather buffers (resident: one
- * per block of the stage; else two that rotate, the next block gathered while the current one
- * computes) and the gradient staging buffers (the embedding, the final norm, two blocks). */
+ * per block of the stage, in all its chunks; else two that rotate, the next block gathered while
+ * the current one computes) and the gradient staging buffers (the embedding, the final norm, two
+ * blocks). */
 void zero_attach(zero_t *z, gpt_t *m, bool resident);
 /* Stage 3: the parameters changed (an update, a load): every gathered copy is stale. */
 void zero3_invalidate(zero_t *z);

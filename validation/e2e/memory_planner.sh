@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The memory planner against the tracked allocations. Four configurations of a small GPT:
+# The memory planner against the tracked allocations. Five configurations of a small GPT (and a Llama):
 #   A (1,1,1) fp32, ZeRO 0, recompute none, checkpoints every 3 steps
 #   B (2,1,2) bf16, ZeRO 2, recompute selective, 1F1B with accumulation 4
 #   C (2,2,1) fp16, ZeRO 3, recompute full (gradients staged per block: pp = 1 and 1F1B)
 #   D (4,1,1) fp32, ZeRO 1, GPipe
+#   E (2,1,2) fp32, ZeRO 3 with resident gathered blocks, interleaved v = 2 (8 layers)
 # On every rank and in every category the planner's prediction (the end-of-run table, planned
 # before anything was allocated) is within 10% of the measured peak of the category's tracked
 # buffers, and within 0.1 MiB where the measured peak is under 1 MiB; `llmtrain --plan` on one
@@ -34,9 +35,12 @@ nml A 1 1 1 0 fp32 none 1f1b 4 4 "every = 3" && run A 1
 nml B 2 1 2 2 bf16 selective 1f1b 2 4 && run B 4
 nml C 2 2 1 3 fp16 full 1f1b 2 4 && run C 4
 nml D 4 1 1 1 fp32 none gpipe 2 4 && run D 4
+# interleaved chunks [0,2)+[4,6) / [2,4)+[6,8) with ZeRO-3 resident: every held block's buffer
+nml E 2 1 2 3 fp32 none interleaved 2 8 &&
+    sed -i "s/schedule = 'interleaved'/&, virtual_stages = 2, zero3_resident = .true./" "$TEST_DIR/E.nml" && run E 4
 # a Llama (RoPE tables, SwiGLU's up, one kv head replicated over tp 2, untied head on stage 2)
 MODEL_EXTRA=", arch = 'llama', n_kv_head = 1" nml L 1 2 2 1 fp32 selective 1f1b 2 4 && run L 4
-for c in A B C D L; do ./llmtrain --plan "$TEST_DIR/$c.nml" >"$TEST_DIR/$c.plan" 2>&1 ||
+for c in A B C D E L; do ./llmtrain --plan "$TEST_DIR/$c.nml" >"$TEST_DIR/$c.plan" 2>&1 ||
     { cat "$TEST_DIR/$c.plan"; fail "llmtrain --plan $c exited non-zero"; }; done
 
 $PYTHON - "$TEST_DIR" <<'PY' || fail "the planner's prediction is off (above)"
@@ -44,7 +48,7 @@ import re, sys
 d = sys.argv[1]
 cats = ["parameters", "gradients", "optimizer", "master", "activations", "comm", "workspace"]
 bad = 0
-for c in "ABCDL":
+for c in "ABCDEL":
     log = open(f"{d}/{c}.log").read()
     rows = re.findall(r"^  (\d+) \((\d+),(\d+),(\d+)\)\s+(.*)$", log, re.M)
     if not rows: print(f"{c}: no memory table"); bad = 1; continue

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Pipeline schedules agree: on a tiny model (8 layers; 6 layers for uneven chunk counts), GPipe,
-# 1F1B and interleaved 1F1B (virtual_stages v = 2, 3, 4) on several (dp, tp, pp, v), with ZeRO-1
-# and full recomputation, give the serial run's losses (rel. <= 1e-6) and gradient norms (rel.
+# 1F1B and interleaved 1F1B (virtual_stages v = 2, 3, 4) on several (dp, tp, pp, v), with ZeRO-1,
+# ZeRO-3 (rotating and resident gathers) and full recomputation, give the serial run's losses (rel. <= 1e-6) and gradient norms (rel.
 # <= 1e-5) over 4 steps (8 micro-batches; 6 with 6 layers), and final weights within 1e-5 (the checkpoint's names are global, so
-# the interleaved layout loads on any grid); on the same grid interleaved equals 1F1B. --plan
+# the interleaved layout loads on any grid); on the same grid interleaved equals 1F1B, and
+# interleaved ZeRO-3 equals ZeRO-0 within the same tolerances. --plan
 # prints the schedule table; bad settings (virtual_stages with pp = 1 or without 'interleaved',
 # n_layer not divisible by pp*v, micro-batches not a multiple of pp) exit 2 naming the key.
 # (ZB-H1 at runtime: validation/e2e/zb_h1.sh.)
@@ -53,11 +54,18 @@ pp2_v2        8 1 1 2 interleaved 2 -                          2 serial
 pp2_v4        8 1 1 2 interleaved 4 -                          2 serial
 pp4_v2        8 1 1 4 interleaved 2 -                          4 serial
 dp2pp2_v2_z1  8 2 1 2 interleaved 2 zero_stage=1               4 serial
+dp2pp2_v2_z0  8 2 1 2 interleaved 2 -                          4 serial
+dp2pp2_v2_z3  8 2 1 2 interleaved 2 zero_stage=3               4 serial
+dp2pp2_v2_z3r 8 2 1 2 interleaved 2 zero_stage=3,zero3_resident=.true. 4 serial
+dp2pp2_v2_z3f 8 2 1 2 interleaved 2 zero_stage=3,recompute='full' 4 serial
 tp2pp2_v2_rc  8 1 2 2 interleaved 2 recompute='full'           4 serial
 dp2tp2pp2_v2  8 2 2 2 interleaved 2 recompute='selective'      8 serial
 pp2_v3_6l     6 1 1 2 interleaved 3 -                          2 serial6
 pp3_v2_6l     6 1 1 3 interleaved 2 -                          3 serial6
 CASES
+# ZeRO-3 (rotating, resident, with full recomputation) gathers the blocks of the chunk each
+# action runs: equal to ZeRO-0 on the same grid (and above, to the serial run)
+for z in z3 z3r z3f; do compare dp2pp2_v2_z0 dp2pp2_v2_$z; done
 for k in loss grad_norm; do
     cmp <(grep -o "\"$k\":[^,]*" "$TEST_DIR/pp2_1f1b/metrics.jsonl") \
         <(grep -o "\"$k\":[^,]*" "$TEST_DIR/pp2_v2/metrics.jsonl") >/dev/null &&

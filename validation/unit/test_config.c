@@ -666,6 +666,27 @@ static void generate_needs_pp_1(void **state) {
     config_destroy(&c);
 }
 
+/* ZeRO-3 gathers the blocks the interleaved runner executes (train/zero.c): the combination is
+ * accepted, resident or rotating; n_layer not divisible by pp * v is still refused with it. */
+static void zero3_works_with_interleaved(void **state) {
+    (void)state;
+    const char *grid = "&model n_layer = 8 /\n&parallel dp = 2, pp = 2, schedule = 'interleaved', "
+                       "virtual_stages = 2, zero_stage = 3, zero3_resident = %s /\n" DATA;
+    const char *resident[] = {".false.", ".true."};
+    for (int i = 0; i < 2; i++) {
+        char text[300];
+        snprintf(text, sizeof text, grid, resident[i]);
+        config_t c;
+        parse_ok(text, &c);
+        assert_true(c.zero_stage == 3 && c.virtual_stages == 2 && c.zero3_resident == (i == 1));
+        config_destroy(&c);
+    }
+    const char *got = parse_error("&model n_layer = 6 /\n&parallel dp = 2, pp = 2, schedule = "
+                                  "'interleaved', virtual_stages = 2, zero_stage = 3 /\n" DATA);
+    if (!strstr(got, "is not divisible by pp * virtual_stages = 4"))
+        fail_msg("n_layer = 6, pp = 2, v = 2 with ZeRO-3: got %s", got);
+}
+
 static void val_every_needs_val_files(void **state) {
     (void)state;
     EXPECT_ERROR("&data\n  train_files = 'a.bin'\n  val_every = 25\n/",
@@ -969,6 +990,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(derived_sizes_are_refused_naming_keys_and_numbers),
         cmocka_unit_test(padded_vocab_does_not_overflow_near_int_max),
         cmocka_unit_test(generate_needs_pp_1),
+        cmocka_unit_test(zero3_works_with_interleaved),
         cmocka_unit_test(val_every_needs_val_files),
         cmocka_unit_test(duplicate_group_and_duplicate_key_are_errors),
         cmocka_unit_test(syntax_errors_come_through_fatal_user_with_the_path),
