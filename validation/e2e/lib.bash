@@ -107,3 +107,23 @@ wait_gone() {
     for i in $(seq $(($2 * 10))); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
     kill -0 "$1" 2>/dev/null && return 1 || return 0
 }
+
+# run_ranks NAME NP: llmtrain on NP ranks with $TEST_DIR/NAME.nml (output $TEST_DIR/NAME.log);
+# a non-zero exit fails the test with the log's tail
+run_ranks() {
+    timeout 120 $MPIRUN -np "$2" ./llmtrain "$TEST_DIR/$1.nml" </dev/null >"$TEST_DIR/$1.log" 2>&1 ||
+        { tail -20 "$TEST_DIR/$1.log"; fail "$1 exited non-zero"; }
+}
+# same_run REF NAME [STEP]: run NAME has REF's losses (rel. 1e-6), gradient norms (rel. 1e-5) and
+# final weights weights_stepSTEP.h5 (abs. 1e-5; STEP default 000004), on one line
+same_run() {
+    local a="$TEST_DIR/$1/metrics.jsonl" b="$TEST_DIR/$2/metrics.jsonl" w="weights_step${3:-000004}.h5"
+    printf '%-24s ' "$2"
+    same_series "losses vs $1" 1e-6 <(losses "$a") <(losses "$b") | tr '\n' ' ' ||
+        fail "$2: losses differ from $1 by more than 1e-6 relative"
+    same_series "norms" 1e-5 <(norms "$a") <(norms "$b") | tr '\n' ' ' ||
+        fail "$2: gradient norms differ from $1 by more than 1e-5 relative"
+    $PYTHON validation/compare_weights.py --atol 1e-5 "$TEST_DIR/$1/$w" "$TEST_DIR/$2/$w" >"$TEST_DIR/$2.weights" ||
+        { cat "$TEST_DIR/$2.weights"; fail "$2: final weights differ from $1 by more than 1e-5"; }
+    echo "| weights ok"
+}

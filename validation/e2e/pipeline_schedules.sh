@@ -21,32 +21,16 @@ nml() { # name n_layer dp tp pp schedule v [extra &parallel]; 6 layers: 6 micro-
 &log every = 4 /
 NML
 }
-run() { # name np
-    timeout 120 $MPIRUN -np "$2" ./llmtrain "$TEST_DIR/$1.nml" </dev/null >"$TEST_DIR/$1.log" 2>&1 ||
-        { tail -20 "$TEST_DIR/$1.log"; fail "$1 exited non-zero"; }
-}
-compare() { # reference name
-    local a="$TEST_DIR/$1/metrics.jsonl" b="$TEST_DIR/$2/metrics.jsonl"
-    printf '%-24s ' "$2"
-    same_series "losses vs $1" 1e-6 <(losses "$a") <(losses "$b") | tr '\n' ' ' ||
-        fail "$2: losses differ from $1 by more than 1e-6 relative"
-    same_series "norms" 1e-5 <(norms "$a") <(norms "$b") | tr '\n' ' ' ||
-        fail "$2: gradient norms differ from $1 by more than 1e-5 relative"
-    $PYTHON validation/compare_weights.py --atol 1e-5 "$TEST_DIR/$1/weights_step000004.h5" \
-        "$TEST_DIR/$2/weights_step000004.h5" >"$TEST_DIR/$2.weights" ||
-        { cat "$TEST_DIR/$2.weights"; fail "$2: final weights differ from $1 by more than 1e-5"; }
-    echo "| weights ok"
-}
 nml serial 8 1 1 1 1f1b 1
-run serial 1
+run_ranks serial 1
 nml serial6 6 1 1 1 1f1b 1
-run serial6 1
+run_ranks serial6 1
 #    name        layers dp tp pp schedule     v  extra                          ranks reference
 while read -r name L dp tp pp sched v extra np ref; do
     [ "$extra" = - ] && extra=""
     nml "$name" "$L" "$dp" "$tp" "$pp" "$sched" "$v" "$extra"
-    run "$name" "$np"
-    compare "$ref" "$name"
+    run_ranks "$name" "$np"
+    same_run "$ref" "$name"
 done <<'CASES'
 pp2_1f1b      8 1 1 2 1f1b        1 -                          2 serial
 pp2_gpipe     8 1 1 2 gpipe       1 -                          2 serial
@@ -65,7 +49,7 @@ pp3_v2_6l     6 1 1 3 interleaved 2 -                          3 serial6
 CASES
 # ZeRO-3 (rotating, resident, with full recomputation) gathers the blocks of the chunk each
 # action runs: equal to ZeRO-0 on the same grid (and above, to the serial run)
-for z in z3 z3r z3f; do compare dp2pp2_v2_z0 dp2pp2_v2_$z; done
+for z in z3 z3r z3f; do same_run dp2pp2_v2_z0 dp2pp2_v2_$z; done
 for k in loss grad_norm; do
     cmp <(grep -o "\"$k\":[^,]*" "$TEST_DIR/pp2_1f1b/metrics.jsonl") \
         <(grep -o "\"$k\":[^,]*" "$TEST_DIR/pp2_v2/metrics.jsonl") >/dev/null &&

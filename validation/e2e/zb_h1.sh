@@ -22,36 +22,20 @@ nml() { # name dp tp pp schedule [extra &parallel] [extra &model] [extra &train]
 &log every = 4 /
 NML
 }
-run() { # name np
-    timeout 120 $MPIRUN -np "$2" ./llmtrain "$TEST_DIR/$1.nml" </dev/null >"$TEST_DIR/$1.log" 2>&1 ||
-        { tail -20 "$TEST_DIR/$1.log"; fail "$1 exited non-zero"; }
-}
-compare() { # reference name
-    local a="$TEST_DIR/$1/metrics.jsonl" b="$TEST_DIR/$2/metrics.jsonl"
-    printf '%-16s ' "$2"
-    same_series "losses vs $1" 1e-6 <(losses "$a") <(losses "$b") | tr '\n' ' ' ||
-        fail "$2: losses differ from $1 by more than 1e-6 relative"
-    same_series "norms" 1e-5 <(norms "$a") <(norms "$b") | tr '\n' ' ' ||
-        fail "$2: gradient norms differ from $1 by more than 1e-5 relative"
-    $PYTHON validation/compare_weights.py --atol 1e-5 "$TEST_DIR/$1/weights_step000004.h5" \
-        "$TEST_DIR/$2/weights_step000004.h5" >"$TEST_DIR/$2.weights" ||
-        { cat "$TEST_DIR/$2.weights"; fail "$2: final weights differ from $1 by more than 1e-5"; }
-    echo "| weights ok"
-}
 inflight() { # name: the per-rank "in flight" column of the end-of-run table
     sed -n '/^time split/,/^memory per rank/p' "$TEST_DIR/$1.log" | awk 'NF == 10 && $1 ~ /^[0-9]+$/ {printf "%s ", $9}'
 }
 LLAMA="norm = 'rmsnorm', pos = 'rope', mlp = 'swiglu', n_kv_head = 1, tie_embeddings = .false., bias = .false."
-nml serial 1 1 1 1f1b && run serial 1
-nml serial_llama 1 1 1 1f1b "" "$LLAMA" && run serial_llama 1
+nml serial 1 1 1 1f1b && run_ranks serial 1
+nml serial_llama 1 1 1 1f1b "" "$LLAMA" && run_ranks serial_llama 1
 #    name        dp tp pp extra-&parallel           ranks reference   (extra &model: llama rows)
 while read -r name dp tp pp extra np ref; do
     [ "$extra" = - ] && extra=""
     mextra=""
     [ "$ref" = serial_llama ] && mextra="$LLAMA"
     nml "$name" "$dp" "$tp" "$pp" zb-h1 "$extra" "$mextra"
-    run "$name" "$np"
-    compare "$ref" "$name"
+    run_ranks "$name" "$np"
+    same_run "$ref" "$name"
 done <<'CASES'
 pp2           1 1 2 -                        2 serial
 pp4           1 1 4 -                        4 serial
@@ -63,7 +47,7 @@ tp2pp2_full   1 2 2 recompute='full'         4 serial
 pp2_sel       1 1 2 recompute='selective'    2 serial
 llama_tp2pp2  1 2 2 -                        4 serial_llama
 CASES
-nml pp2_1f1b 1 1 2 1f1b && run pp2_1f1b 2
+nml pp2_1f1b 1 1 2 1f1b && run_ranks pp2_1f1b 2
 for k in loss grad_norm; do
     cmp <(grep -o "\"$k\":[^,]*" "$TEST_DIR/pp2_1f1b/metrics.jsonl") \
         <(grep -o "\"$k\":[^,]*" "$TEST_DIR/pp2/metrics.jsonl") >/dev/null ||
@@ -73,9 +57,9 @@ echo "pp = 2: zb-h1 and 1F1B losses and norms bit-identical"
 # dropout (masks drawn again in B from global indices) and z-loss: zb-h1 equals 1F1B on pp = 2
 for s in 1f1b zb-h1; do
     nml "drop_$s" 1 1 2 "$s" "recompute = 'selective'" ", dropout = 0.1" ", z_loss = 1e-3"
-    run "drop_$s" 2
+    run_ranks "drop_$s" 2
 done
-compare drop_1f1b drop_zb-h1
+same_run drop_1f1b drop_zb-h1
 
 # peak in-flight micro-batches per stage: min(pp, m) = pp under ZB-H1; 1F1B: pp - stage
 for c in "pp2 2 2" "pp4 4 4 4 4" "pp3_uneven 3 3 3" "pp2_1f1b 2 1"; do
@@ -89,13 +73,13 @@ done
 # post-validation: the NaN step's optimistic update is undone, as 1F1B skips it
 for s in 1f1b zb-h1; do
     nml "nan_$s" 1 1 2 "$s" "" "" ", inject_nan_step = 2, on_anomaly = 'skip'"
-    run "nan_$s" 2
+    run_ranks "nan_$s" 2
 done
 grep -q "anomalies: 1 of 4 steps skipped" "$TEST_DIR/nan_zb-h1.log" ||
     { cat "$TEST_DIR/nan_zb-h1.log"; fail "nan_zb-h1: the injected NaN step was not skipped"; }
 grep -qE "post-validation: [1-4] of 4 optimistic updates undone" "$TEST_DIR/nan_zb-h1.log" ||
     { cat "$TEST_DIR/nan_zb-h1.log"; fail "nan_zb-h1: no optimistic update was undone"; }
-compare nan_1f1b nan_zb-h1
+same_run nan_1f1b nan_zb-h1
 cmp <(grep -o '"loss":[^,]*' "$TEST_DIR/nan_1f1b/metrics.jsonl") \
     <(grep -o '"loss":[^,]*' "$TEST_DIR/nan_zb-h1/metrics.jsonl") >/dev/null ||
     fail "nan: zb-h1 losses after the rolled-back step differ from 1F1B's skip"
@@ -105,7 +89,7 @@ echo "post-validation: $(grep post-validation "$TEST_DIR/nan_zb-h1.log")"
 # also on a wider model whose W queue is MiBs (d_model 128, seq_len 128, selective recompute)
 nml wide 1 1 2 zb-h1 "recompute = 'selective'"
 sed -i "s/max_steps = 4/max_steps = 2/; s/d_model = 32, d_ff = 128, vocab_size = 500, seq_len = 16/d_model = 128, d_ff = 512, vocab_size = 500, seq_len = 128/" "$TEST_DIR/wide.nml"
-run wide 2
+run_ranks wide 2
 $PYTHON - "$TEST_DIR" wide dp2pp2_z1 tp2pp2_full llama_tp2pp2 <<'PY' || fail "planner prediction differs from the allocation (above)"
 import re, sys
 d, bad = sys.argv[1], 0

@@ -24,13 +24,8 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/ops.h"
 
-static const ops_t *ops;
-static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
-
-static float frand(void) { /* uniform in [-1, 1), xorshift64* */
-    rng_state ^= rng_state >> 12, rng_state ^= rng_state << 25, rng_state ^= rng_state >> 27;
-    return (float)((double)((rng_state * 0x2545F4914F6CDD1Dull) >> 40) / (1 << 24) * 2.0 - 1.0);
-}
+#define TEST_RNG_SEED 0x2545F4914F6CDD1Dull
+#include "test_numeric.h" /* ops, frand, close_rel, equal_exact, fd_check */
 
 static float *buf(size_t n, float scale) { /* random in [-scale, scale), or 0 for scale 0 */
     float *p = ops->alloc(n * sizeof *p, MEM_WORKSPACE);
@@ -42,48 +37,6 @@ static dropout_mask_t mask_of(float p, uint32_t k0, uint64_t row0, uint32_t col0
     dropout_mask_t m = {{k0, 0x1234567u}, (uint32_t)ldexp(p, 32), (float)(1.0 / (1.0 - p)), row0,
                         col0, word3};
     return m;
-}
-
-static bool close_rel(const char *what, const float *got, const double *want, size_t n, double tol) {
-    double worst = 0.0, ref = 1e-30;
-    size_t at = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)got[i] - want[i]);
-        if (!(d <= worst)) worst = d, at = i;
-        if (fabs(want[i]) > ref) ref = fabs(want[i]);
-    }
-    if (!(worst / ref <= tol))
-        print_error("%s: error %.3g > %.1g at [%zu]: got %.9g want %.9g\n", what, worst / ref, tol, at,
-                    (double)got[at], want[at]);
-    return worst / ref <= tol;
-}
-
-static bool same_bits(const char *what, const float *a, const float *b, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (memcmp(&a[i], &b[i], sizeof a[i]) != 0) {
-            print_error("%s: [%zu] %.9g vs %.9g\n", what, i, (double)a[i], (double)b[i]);
-            return false;
-        }
-    return true;
-}
-
-typedef double (*objective_fn)(void *ctx);
-
-static bool fd_check(const char *what, objective_fn f, void *ctx, float *x, size_t n,
-                     const float *analytic, float eps, double tol) {
-    double *num = malloc(n * sizeof *num);
-    for (size_t i = 0; i < n; i++) {
-        const float old = x[i], hi = old + eps, lo = old - eps;
-        x[i] = hi;
-        const double fh = f(ctx);
-        x[i] = lo;
-        const double fl = f(ctx);
-        x[i] = old;
-        num[i] = (fh - fl) / ((double)hi - (double)lo);
-    }
-    bool ok = close_rel(what, analytic, num, n, tol);
-    free(num);
-    return ok;
 }
 
 /* ---------------------------------------------------------------- dropout */
@@ -155,7 +108,7 @@ static void dropout_shard_mask_is_slice_of_full_mask_exact(void **state) {
     ms.row0 += r1, ms.col0 = c1;
     ops->dropout_apply(part, part, nr, nc, &ms);
     for (int i = 0; i < nr; i++)
-        assert_true(same_bits("shard row", part + (size_t)i * nc, full + (size_t)(r1 + i) * C + c1, nc));
+        assert_true(equal_exact("shard row", part + (size_t)i * nc, full + (size_t)(r1 + i) * C + c1, nc));
     dropout_mask_t other = m; /* another step (key): another mask */
     other.key[0] ^= 1;
     float *o2 = buf(R * C, 0);
@@ -276,11 +229,11 @@ static void attention_dropout_p0_is_plain_attention_exact(void **state) {
     att_objective(&c);
     float *out = buf(n, 0), *lse = buf((size_t)2 * 2 * 200, 0), *d1 = buf(nq, 0), *d2 = buf(nq, 0);
     ops->attention_forward(out, lse, c.scratch, c.scratch_floats, c.qkv, 2, 200, 2, 8);
-    assert_true(same_bits("p = 0 out", c.out, out, n));
+    assert_true(equal_exact("p = 0 out", c.out, out, n));
     ops->attention_backward(d1, c.scratch, c.scratch_floats, c.r, c.qkv, out, lse, 2, 200, 2, 8);
     ops->attention_backward_dropout(d2, c.scratch, c.scratch_floats, c.r, c.qkv, out, lse, 2, 200,
                                     2, 8, &c.mask);
-    assert_true(same_bits("p = 0 dqkv", d2, d1, nq));
+    assert_true(equal_exact("p = 0 dqkv", d2, d1, nq));
     ops->free(out), ops->free(lse), ops->free(d1), ops->free(d2);
     att_free(&c);
 }
@@ -302,7 +255,7 @@ static void attention_dropout_head_shard_equals_full_run_exact(void **state) {
     m.word3 = h0;
     ops->attention_forward_dropout(out, lse, c.scratch, c.scratch_floats, qkv, B, T, NHl, hs, &m);
     for (size_t i = 0; i < N; i++)
-        assert_true(same_bits("head shard", out + i * Cl, c.out + i * C + h0 * hs, Cl));
+        assert_true(equal_exact("head shard", out + i * Cl, c.out + i * C + h0 * hs, Cl));
     ops->free(qkv), ops->free(out), ops->free(lse);
     att_free(&c);
 }
