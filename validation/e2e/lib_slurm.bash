@@ -107,16 +107,18 @@ slurm_stop() {
     SLURM_PIDS=()
 }
 
-# slurm_state JOB: the job's state (PENDING, RUNNING, COMPLETED, FAILED, ...), from squeue while
-# it is known there.
-slurm_state() { squeue -h -j "$1" -o %T 2>/dev/null | head -1; }
+# slurm_field JOB KEY: the value of KEY=... in `scontrol -o show job JOB` (JobState, Reason,
+# ExitCode, Restarts, ...)
+slurm_field() { scontrol -o show job "$1" 2>/dev/null | sed -n "s/.* $2=\([^ ]*\).*/\1/p"; }
 
-# slurm_wait JOB SECONDS: until the job has finished (completed, failed, cancelled, timed out)
+# slurm_wait JOB SECONDS [HOOK]: until the job has finished (completed, failed, cancelled, timed
+# out); prints its final state. HOOK JOB STATE, if given, runs at every poll.
 slurm_wait() {
     local i s
     for i in $(seq $(($2 * 2))); do
-        s=$(scontrol -o show job "$1" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
+        s=$(slurm_field "$1" JobState)
         case "$s" in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | BOOT_FAIL | DEADLINE) echo "$s"; return 0 ;; esac
+        [ -n "${3:-}" ] && "$3" "$1" "$s"
         sleep 0.5
     done
     echo "TIMEOUT_WAITING($s)"
@@ -124,6 +126,6 @@ slurm_wait() {
 }
 
 # slurm_exit_code JOB: the batch script's exit code as Slurm recorded it
-slurm_exit_code() { scontrol -o show job "$1" | sed -n 's/.*ExitCode=\([0-9]*\):.*/\1/p'; }
+slurm_exit_code() { slurm_field "$1" ExitCode | cut -d: -f1; }
 # slurm_restarts JOB: how many times the job was requeued
-slurm_restarts() { scontrol -o show job "$1" | sed -n 's/.*Restarts=\([0-9]*\).*/\1/p'; }
+slurm_restarts() { slurm_field "$1" Restarts; }

@@ -71,27 +71,20 @@ slurm_start
 export PATH=$PWD:$PATH
 unset LLMTRAIN_HOME LLMT_BIN
 
-# release_requeued JOB SECONDS: wait for the job to end, releasing it whenever Slurm holds it
-# after a requeue; prints the final state
-release_requeued() {
-    local i s r held=0
-    for i in $(seq $(($2 * 2))); do
-        s=$(scontrol -o show job "$1" | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
-        r=$(scontrol -o show job "$1" | sed -n 's/.*Reason=\([^ ]*\).*/\1/p')
-        case "$s" in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL) echo "$s"; return 0 ;; esac
-        # Released 5 s after the requeue, once the previous attempt's step daemons are gone: a
-        # new attempt of the same job id started at once finds their PMIx socket still bound or
-        # its credential revoked (Slurm's own two-minute hold covers that in real use).
-        if [ "$s" = PENDING ] && [ "$r" = BeginTime ]; then
-            held=$((held + 1))
-            [ $held -ge 10 ] && ! pgrep -f "slurmstepd: \[$1\." >/dev/null &&
-                scontrol update JobId="$1" StartTime=now && held=0
-        else
-            held=0
-        fi
-        sleep 0.5
-    done
-    echo "STILL_$s"
+# release_held JOB STATE (a slurm_wait hook): Slurm holds a requeued job (BeginTime); release it
+# 5 s after the requeue, once the previous attempt's step daemons are gone: a new attempt of the
+# same job id started at once finds their PMIx socket still bound or its credential revoked
+# (Slurm's own two-minute hold covers that in real use).
+HELD=0
+release_held() {
+    if [ "$2" = PENDING ] && [ "$(slurm_field "$1" Reason)" = BeginTime ]; then
+        HELD=$((HELD + 1))
+        [ $HELD -ge 10 ] && ! pgrep -f "slurmstepd: \[$1\." >/dev/null &&
+            scontrol update JobId="$1" StartTime=now && HELD=0
+    else
+        HELD=0
+    fi
+    return 0
 }
 
 # 1. SIGUSR1 mid-run
@@ -101,7 +94,7 @@ jid=$(LLMT_FAULT=step@0:sleep100 sbatch --parsable --output="$TEST_DIR/sig-%j.ou
 for i in $(seq 600); do grep -q '"step":15,' "$TEST_DIR/sig/metrics.jsonl" 2>/dev/null && break; sleep 0.1; done
 grep -q '"step":15,' "$TEST_DIR/sig/metrics.jsonl" || { cat "$TEST_DIR/sig-$jid.out"; fail "signal: the job never reached step 15"; }
 scancel --signal=USR1 "$jid"
-state=$(release_requeued "$jid" 240); out=$TEST_DIR/sig-$jid.out
+state=$(slurm_wait "$jid" 240 release_held); out=$TEST_DIR/sig-$jid.out
 [ "$state" = COMPLETED ] || { cat "$out"; fail "signal: job $jid ended $state"; }
 [ "$(slurm_restarts "$jid")" -ge 1 ] || fail "signal: the job was not requeued"
 grep -q "received SIGUSR1 at step" "$out" || fail "signal: no SIGUSR1 message"
@@ -117,7 +110,7 @@ echo "signal: job $jid requeued $(slurm_restarts "$jid") time(s), 40 steps once,
 sed -e "s/name = 'ref'/name = 'tl'/" "$TEST_DIR/ref.nml" >"$TEST_DIR/tl.nml"
 jid=$(LLMT_FAULT=step@0:sleep300 LLMT_SIGNAL_MARGIN_S=25 sbatch --parsable --time=1 --signal=USR1@25 \
       --output="$TEST_DIR/tl-%j.out" jobscripts/requeue.sbatch "$TEST_DIR/tl.nml")
-state=$(release_requeued "$jid" 600); out=$TEST_DIR/tl-$jid.out
+state=$(slurm_wait "$jid" 600 release_held); out=$TEST_DIR/tl-$jid.out
 [ "$state" = COMPLETED ] || { tail -40 "$out"; fail "time limit: job $jid ended $state"; }
 restarts=$(slurm_restarts "$jid")
 [ "$restarts" -ge 2 ] || { cat "$out"; fail "time limit: requeued $restarts times, expected several"; }
