@@ -9,6 +9,7 @@
 #include "core/alloc.h"
 #include "core/error.h"
 #include "core/fileio.h"
+#include "core/timer.h"
 
 int metrics_open(metrics_t *mx, const char *path, int enabled) {
     memset(mx, 0, sizeof *mx);
@@ -32,7 +33,7 @@ static bool record_step(const char *line, const char *end, long long *step) {
 }
 
 long metrics_supersede_after(const char *path, long long step) {
-    static const char mark[] = "\"superseded\":true,";
+    static const char mark[] = "\"superseded\":true,", marked_line[] = "{\"superseded\"";
     size_t len;
     int err;
     char *text = file_read_whole(path, (size_t)1 << 34, &len, &err);
@@ -54,7 +55,7 @@ long metrics_supersede_after(const char *path, long long step) {
         char *nl = memchr(line, '\n', (size_t)(text + len - line));
         char *end = nl ? nl : text + len;
         long long s;
-        const bool mark_it = line[0] == '{' && strncmp(line, "{" "\"superseded\"", 13) != 0 &&
+        const bool mark_it = line[0] == '{' && strncmp(line, marked_line, sizeof marked_line - 1) != 0 &&
                              record_step(line, end, &s) && s > step;
         if (end > line) {
             *o++ = *line;
@@ -93,7 +94,7 @@ int metrics_open_tensorboard(metrics_t *mx, const char *dir) {
 
 /* A TensorBoard failure costs the events, not the run: said once, the JSONL goes on. */
 static void mirror_to_tensorboard(metrics_t *mx, const char *record) {
-    int rc = tb_write_record(&mx->tb, record, tb_wall_time());
+    int rc = tb_write_record(&mx->tb, record, wall_sec());
     if (rc == 0 || mx->tb_warned) return;
     mx->tb_warned = true;
     if (rc == -1)

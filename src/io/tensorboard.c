@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "core/alloc.h"
+#include "core/timer.h"
 
 /* ---- CRC-32C and framing ----------------------------------------------------------------- */
 
@@ -339,12 +340,6 @@ uint8_t *tb_encode_record(const char *json, double wall_time, size_t *len) {
 
 /* ---- the file ---------------------------------------------------------------------------- */
 
-double tb_wall_time(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* One record, framed, in one fwrite, then flushed. */
 static int write_framed(tb_writer_t *tb, const uint8_t *data, size_t n) {
     uint8_t *rec = xrealloc_small(NULL, n + 16);
@@ -361,7 +356,7 @@ int tb_open(tb_writer_t *tb, const char *dir) {
     char host[256] = "localhost";
     if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "localhost");
     host[sizeof host - 1] = '\0';
-    const double now = tb_wall_time();
+    const double now = wall_sec();
     snprintf(tb->path, sizeof tb->path, "%s/events.out.tfevents.%lld.%s", dir, (long long)now, host);
     FILE *f = fopen(tb->path, "wx");
     if (!f && errno == EEXIST) { /* a second start within the same second: one file each */

@@ -35,8 +35,6 @@ int tb_open(tb_writer_t *tb, const char *dir);
  * record is not JSON this parser reads. */
 int tb_write_record(tb_writer_t *tb, const char *json, double wall_time);
 void tb_close(tb_writer_t *tb);
-/* Seconds since the epoch (the wall_time of an Event). */
-double tb_wall_time(void);
 
 /* The pieces, exposed for the unit tests. */
 uint32_t tb_crc32c(const void *data, size_t n);

@@ -6,13 +6,8 @@
 #include <string.h>
 #include <time.h>
 #include "core/error.h"
+#include "core/timer.h"
 #include "parallel/comm.h"
-
-static double wall_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 double deadline_parse_slurm_time(const char *text) {
     struct tm tm;
@@ -45,7 +40,7 @@ static double find_end(const config_t *cfg, char *source, size_t len) {
     const char *env = getenv("LLMT_JOB_END_TIME"), *job = getenv("SLURM_JOB_ID");
     if (cfg->time_limit_min > 0) {
         snprintf(source, len, "&run time_limit_min = %g", cfg->time_limit_min);
-        return wall_now() + 60.0 * cfg->time_limit_min;
+        return wall_sec() + 60.0 * cfg->time_limit_min;
     }
     if (env && atof(env) > 0) {
         snprintf(source, len, "LLMT_JOB_END_TIME");
@@ -75,7 +70,7 @@ void deadline_init(deadline_t *d, const config_t *cfg, double ckpt_bytes, MPI_Co
     strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", localtime(&t));
     printf("time limit: the job ends at %s (%s, in %.0f s); llmtrain writes a checkpoint and exits "
            "with code 75 when less than a step plus a save remains (a save is taken to last %.0f s "
-           "until one is timed)\n", when, d->source, d->end - wall_now(), d->save_s);
+           "until one is timed)\n", when, d->source, deadline_left_s(d), d->save_s);
 }
 
 void deadline_note_step(deadline_t *d, double seconds) {
@@ -86,6 +81,8 @@ void deadline_note_save(deadline_t *d, double seconds) {
     if (!d->save_measured || seconds > d->save_s) d->save_s = seconds;
     d->save_measured = true;
 }
+
+double deadline_left_s(const deadline_t *d) { return d->end - wall_sec(); }
 
 double deadline_margin(const deadline_t *d) {
     return 1.1 * (d->step_s + d->save_s) + 5.0;
@@ -102,5 +99,5 @@ bool deadline_due(deadline_t *d, int world_rank) {
                 d->step_s, d->save_measured ? "" : "estimated ", d->save_s,
                 60.0 * (double)(long)((deadline_margin(d) + 59.0) / 60.0));
     }
-    return d->end > 0 && d->end - wall_now() < deadline_margin(d);
+    return d->end > 0 && deadline_left_s(d) < deadline_margin(d);
 }

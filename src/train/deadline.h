@@ -27,6 +27,8 @@ typedef struct deadline {
 void deadline_init(deadline_t *d, const config_t *cfg, double ckpt_bytes, MPI_Comm world);
 void deadline_note_step(deadline_t *d, double seconds);
 void deadline_note_save(deadline_t *d, double seconds);
+/* Seconds until the job's end (meaningful when d->end > 0). */
+double deadline_left_s(const deadline_t *d);
 /* Seconds the run needs before the end to stop safely (a step, a save, and the spare). */
 double deadline_margin(const deadline_t *d);
 /* Whether to stop now (on the calling rank's clock: the trainer asks rank 0 and shares its

@@ -1068,7 +1068,7 @@ static int stop_for_signal(trainer_t *tr, int sig, const char *when) {
     char what[300];
     if (timed_out)
         snprintf(what, sizeof what, "%.0f s left before the job ends (%s): less than a step plus "
-                 "a save with margin (%.0f s)", tr->deadline.end - (double)time(NULL),
+                 "a save with margin (%.0f s)", deadline_left_s(&tr->deadline),
                  tr->deadline.source, deadline_margin(&tr->deadline));
     else
         snprintf(what, sizeof what, "received %s%s", name, when);
