@@ -255,6 +255,42 @@ typedef struct ops {
                                               const float *row_sumexp, const int *targets,
                                               float dloss, int N, int Vl, int v_valid,
                                               int v_start, int V, float e, float zc);
+    /* ---- Mixture of Experts (model/moe.c drives these; E experts, k choices per token) ----
+     * Noisy top-k gating (Shazeer et al. 2017), IN PLACE on the router logits[N, E]:
+     *   logits[i, e] += scale * eps(i, e) * softplus(noise[i, e]),
+     * eps(i, e) = rng_normal(key, (row0 + i) * E + e) (core/rng.h), row0 the global token of
+     * local row 0: the same noise on every grid, drawn again in backward. */
+    void (*moe_noise_forward)(float *logits, const float *noise, int N, int E, float scale,
+                              const uint32_t key[2], uint64_t row0);
+    /* dnoise[N, E] OVERWRITTEN = dlogits * scale * eps * sigmoid(noise) (d softplus = sigmoid);
+     * the logits' own gradient passes through unchanged. */
+    void (*moe_noise_backward)(float *dnoise, const float *dlogits, const float *noise, int N,
+                               int E, float scale, const uint32_t key[2], uint64_t row0);
+    /* probs[N, E] = softmax(logits) per row; lse[N] = logsumexp of the row (the router z-loss
+     * is mean(lse^2)); idx[N, k] the k experts of largest probability, in descending order
+     * (ties: the lower expert index first); gates[N, k] their probabilities, renormalised to
+     * sum 1 over the k when k > 1 (k = 1: the probability itself, as Switch). */
+    void (*moe_softmax_topk)(float *probs, float *lse, int *idx, float *gates,
+                             const float *logits, int N, int E, int k);
+    /* dlogits[N, E] OVERWRITTEN: the gradient of
+     *   sum_{i,j} dgates[i, j] gates[i, j]      (through the renormalisation when k > 1)
+     * + sum_{i,e} dprob_bias[e] probs[i, e]     (the load-balancing loss: dprob_bias[e] =
+     *                                            dL_aux / dP_e / N, the same for every row)
+     * + dz * sum_i lse[i]^2                     (the router z-loss, dz its weight)
+     * with respect to the logits. dprob_bias may be NULL (no aux loss). */
+    void (*moe_router_backward)(float *dlogits, const float *probs, const float *lse,
+                                const int *idx, const float *gates, const float *dgates,
+                                const float *dprob_bias, float dz, int N, int E, int k);
+    /* out[M, C] row r = x[rows[r], :] (dispatch: the tokens of each expert, one after another) */
+    void (*moe_gather_rows)(float *out, const float *x, const int *rows, int M, int C);
+    /* y[rows[r], :] += w[r] * in[r, :] for r = 0 .. M-1 in this order (combine; w NULL: 1; a row
+     * of y may be hit several times: deterministic, same order on every run) */
+    void (*moe_scatter_add_rows)(float *y, const float *in, const int *rows, const float *w,
+                                 int M, int C);
+    /* Backward of moe_scatter_add_rows: din[M, C] OVERWRITTEN = w[r] * dy[rows[r], :];
+     * dw[M] OVERWRITTEN = dot(dy[rows[r], :], in[r, :]) (dw NULL: skipped). */
+    void (*moe_combine_backward)(float *din, float *dw, const float *dy, const float *in,
+                                 const int *rows, const float *w, int M, int C);
 } ops_t;
 
 /* The CPU backend (C + OpenMP + CBLAS). */
