@@ -20,6 +20,7 @@ typedef enum { MOE_DROP_PROBS, MOE_DROP_POSITION } moe_drop_t;
 
 typedef struct moe_plan {
     int N, E, k;
+    int N_max;          /* the most tokens moe_plan_build may be given (moe_plan_create's) */
     int cap;            /* assignments an expert may keep (N when dropless) */
     int *load;          /* [E] assignments per expert before dropping */
     int *kept;          /* [E] kept per expert (<= cap) */

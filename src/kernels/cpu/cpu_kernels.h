@@ -137,6 +137,22 @@ void cpu_xent_backward_regularized_inplace(float *logits, const float *row_max,
                                            float dloss, int N, int Vl, int v_valid, int v_start,
                                            int V, float e, float zc);
 
+/* ---- moe.c: noisy gating, router softmax + top-k, dispatch and combine ---- */
+void cpu_moe_noise_forward(float *logits, const float *noise, int N, int E, float scale,
+                           const uint32_t key[2], uint64_t row0);
+void cpu_moe_noise_backward(float *dnoise, const float *dlogits, const float *noise, int N,
+                            int E, float scale, const uint32_t key[2], uint64_t row0);
+void cpu_moe_softmax_topk(float *probs, float *lse, int *idx, float *gates, const float *logits,
+                          int N, int E, int k);
+void cpu_moe_router_backward(float *dlogits, const float *probs, const float *lse,
+                             const int *idx, const float *gates, const float *dgates,
+                             const float *dprob_bias, float dz, int N, int E, int k);
+void cpu_moe_gather_rows(float *out, const float *x, const int *rows, int M, int C);
+void cpu_moe_scatter_add_rows(float *y, const float *in, const int *rows, const float *w, int M,
+                              int C);
+void cpu_moe_combine_backward(float *din, float *dw, const float *dy, const float *in,
+                              const int *rows, const float *w, int M, int C);
+
 /* ---- adamw.c ---- */
 double cpu_sumsq(const float *x, size_t n);
 void cpu_adamw_update(float *param, const float *grad, float *m, float *v, size_t n, float lr,

@@ -111,6 +111,13 @@ static const ops_t cpu_ops = {
     .xent_row_sum = cpu_xent_row_sum,
     .xent_losses_regularized = cpu_xent_losses_regularized,
     .xent_backward_regularized_inplace = cpu_xent_backward_regularized_inplace,
+    .moe_noise_forward = cpu_moe_noise_forward,
+    .moe_noise_backward = cpu_moe_noise_backward,
+    .moe_softmax_topk = cpu_moe_softmax_topk,
+    .moe_router_backward = cpu_moe_router_backward,
+    .moe_gather_rows = cpu_moe_gather_rows,
+    .moe_scatter_add_rows = cpu_moe_scatter_add_rows,
+    .moe_combine_backward = cpu_moe_combine_backward,
 };
 
 const ops_t *ops_cpu(void) {
