@@ -287,7 +287,7 @@ typedef struct ops {
      * of y may be hit several times: deterministic, same order on every run) */
     void (*moe_scatter_add_rows)(float *y, const float *in, const int *rows, const float *w,
                                  int M, int C);
-    /* Backward of moe_scatter_add_rows: din[M, C] OVERWRITTEN = w[r] * dy[rows[r], :];
+    /* Backward of moe_scatter_add_rows: din[M, C] OVERWRITTEN = w[r] * dy[rows[r], :] (w NULL: 1);
      * dw[M] OVERWRITTEN = dot(dy[rows[r], :], in[r, :]) (dw NULL: skipped). */
     void (*moe_combine_backward)(float *din, float *dw, const float *dy, const float *in,
                                  const int *rows, const float *w, int M, int C);

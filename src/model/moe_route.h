@@ -21,7 +21,7 @@ typedef enum { MOE_DROP_PROBS, MOE_DROP_POSITION } moe_drop_t;
 typedef struct moe_plan {
     int N, E, k;
     int N_max;          /* the most tokens moe_plan_build may be given (moe_plan_create's) */
-    int cap;            /* assignments an expert may keep (N when dropless) */
+    int cap;            /* assignments an expert may keep (N when dropless; never above N) */
     int *load;          /* [E] assignments per expert before dropping */
     int *kept;          /* [E] kept per expert (<= cap) */
     int *offset;        /* [E + 1] first dispatch row of expert e; offset[E] = M */
@@ -31,7 +31,8 @@ typedef struct moe_plan {
     int dropped;        /* N*k - M */
 } moe_plan_t;
 
-/* Capacity for N tokens (see above). */
+/* Capacity for N tokens (see above; a quotient within 1e-9 relative of an integer is that
+ * integer, so 1.1 not being exact in binary cannot add one; at most N). */
 int moe_capacity(int N, int k, int E, double capacity_factor);
 /* Allocate for up to N_max tokens. */
 void moe_plan_create(moe_plan_t *p, int N_max, int E, int k);
