@@ -144,7 +144,7 @@ def moe_mlp(x, P, pre, c, a, stats=None):
     if stats is not None:
         stats.update(load=load, kept=kept, p=p.detach(), idx=idx, cap=cap,
                      dropped=int(N * k - kept.sum()),
-                     entropy=float(-(p * torch.log(p)).sum(dim=1).mean()),
+                     entropy=float(torch.special.entr(p).sum(dim=1).mean()),
                      aux=float(aux), rz=float(rz))
     return y, aux, rz
 
