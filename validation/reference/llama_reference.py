@@ -55,7 +55,23 @@ def rope(x, theta):
     return x * emb.cos() + torch.cat((-x2, x1), dim=-1) * emb.sin()
 
 
-def model_loss(P, idx, targets, L, NH, V, a):
+def ffn(h, P, name, a, e=None):
+    """The MLP with tensors name.fc/gate/up/proj (.w, .b if present); e: expert e of 3-D [E, ...]
+    tensors."""
+    def lin(x, n):
+        w, b = P[name + n + ".w"], P.get(name + n + ".b")
+        w, b = (w, b) if e is None else (w[e], None if b is None else b[e])
+        return x @ w.T if b is None else x @ w.T + b
+    if a["mlp"] == "swiglu":
+        h = F.silu(lin(h, ".gate")) * lin(h, ".up")
+    else:
+        h = F.gelu(lin(h, ".fc"), approximate="tanh")
+    return lin(h, ".proj")
+
+
+def model_loss(P, idx, targets, L, NH, V, a, mlp=None):
+    """Mean cross-entropy; mlp(h, l), if given, is block l's MLP on h = ln2(x) (default: the dense
+    h.l.mlp.*)."""
     B, T = idx.shape
     C = P["wte"].shape[1]
     hs, KV = C // NH, a["n_kv_head"]
@@ -80,11 +96,7 @@ def model_loss(P, idx, targets, L, NH, V, a):
         y = (att @ v).transpose(1, 2).reshape(B, T, C)
         x = x + linear(y, P, pre + "attn.proj")
         h = norm(x, P, pre + "ln2", a)
-        if a["mlp"] == "swiglu":
-            h = F.silu(linear(h, P, pre + "mlp.gate")) * linear(h, P, pre + "mlp.up")
-        else:
-            h = F.gelu(linear(h, P, pre + "mlp.fc"), approximate="tanh")
-        x = x + linear(h, P, pre + "mlp.proj")
+        x = x + (mlp(h, l) if mlp else ffn(h, P, pre + "mlp", a))
     x = norm(x, P, "lnf", a)
     logits = x @ (P["lm_head.w"] if "lm_head.w" in P else P["wte"]).T
     logits[..., V:] = float("-inf")  # vocabulary padding is masked out
