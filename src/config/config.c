@@ -79,7 +79,6 @@ typedef struct key_spec {
     {.group = g, .key = k, .type = K_STR, FIELD(f), .size = sizeof(((config_t *)0)->f), .def_str = d, .choices = ch, \
      .planned = pl, .not_impl = text}
 /* A whole key that is not implemented: only its default is accepted. */
-#define MOE NOT_IMPL("Mixture-of-Experts is not implemented in this version (n_experts = 0)")
 #define WATCHDOG_BOUNDS \
     AT_LEAST(1e-3), AT_MOST(1e9), WHY("the watchdog counts nanoseconds: below 1 ms every wait would time out")
 
@@ -125,18 +124,24 @@ static const key_spec_t key_specs[] = {
     STR_KEY(G_MODEL, "init", init_scheme, "gpt2", "gpt2|xavier|kaiming|small"),
     REAL_KEY(G_MODEL, "init_std", init_std, 0.02, ABOVE(0), AT_MOST(1e3)),
     STR_KEY(G_MODEL, "init_depth_scaled", init_depth_scaled, "total", "none|total|layer"),
-    INT_KEY(G_MODEL, "n_experts", n_experts, 0, AT_LEAST(0), NOT_IMPL("Mixture-of-Experts is not implemented in this version")),
-    INT_KEY(G_MODEL, "top_k", top_k_moe, 2, AT_LEAST(1), MOE),
-    INT_KEY(G_MODEL, "moe_every", moe_every, 1, AT_LEAST(1), MOE),
-    REAL_KEY(G_MODEL, "capacity_factor", capacity_factor, 1.25, ABOVE(0), MOE),
-    REAL_KEY(G_MODEL, "router_noise", router_noise, 0.0, AT_LEAST(0), MOE),
-    REAL_KEY(G_MODEL, "aux_loss_coef", aux_loss_coef, 0.01, AT_LEAST(0), MOE),
-    REAL_KEY(G_MODEL, "z_loss_coef", z_loss_coef, 0.001, AT_LEAST(0), MOE),
+    INT_KEY(G_MODEL, "n_experts", n_experts, 0, AT_LEAST(0)), /* 0 = dense */
+    INT_KEY(G_MODEL, "top_k", top_k_moe, 2, AT_LEAST(1)),     /* <= n_experts */
+    INT_KEY(G_MODEL, "moe_every", moe_every, 1, AT_LEAST(1)), /* <= n_layer */
+    INT_KEY(G_MODEL, "d_ff_expert", d_ff_expert, 0, AT_LEAST(0)), /* 0 = d_ff */
+    REAL_KEY(G_MODEL, "capacity_factor", capacity_factor, 1.25, AT_LEAST(0), AT_MOST(1e6)), /* 0 = dropless */
+    STR_KEY(G_MODEL, "drop_policy", drop_policy, "probs", "probs|position"),
+    REAL_KEY(G_MODEL, "router_noise", router_noise, 0.0, AT_LEAST(0), AT_MOST(1e3)), /* 0 = off */
+    REAL_KEY(G_MODEL, "aux_loss_coef", aux_loss_coef, 0.01, AT_LEAST(0), AT_MOST(1e3)),
+    REAL_KEY(G_MODEL, "z_loss_coef", z_loss_coef, 0.001, AT_LEAST(0), AT_MOST(1e3)),
+    INT_KEY(G_MODEL, "n_shared_experts", n_shared_experts, 0, AT_LEAST(0), AT_MOST(64)),
+    STR_KEY(G_MODEL, "router", router, "linear", "linear|mlp"),
+    REAL_KEY(G_MODEL, "collapse_share", moe_collapse_share, 0.5, ABOVE(0), AT_MOST(1)),
+    INT_KEY(G_MODEL, "collapse_steps", moe_collapse_steps, 20, AT_LEAST(1)),
 
     INT_KEY(G_PARALLEL, "dp", dp, 1, AT_LEAST(1)),
     INT_KEY(G_PARALLEL, "tp", tp, 1, AT_LEAST(1)),
     INT_KEY(G_PARALLEL, "pp", pp, 1, AT_LEAST(1)),
-    INT_KEY(G_PARALLEL, "ep", ep, 1, AT_LEAST(1), NOT_IMPL("expert parallelism is not implemented in this version")),
+    INT_KEY(G_PARALLEL, "ep", ep, 1, AT_LEAST(1)), /* divides dp and n_experts */
     STR_KEY(G_PARALLEL, "schedule", schedule, "1f1b", "1f1b|gpipe|interleaved|zb-h1"),
     INT_KEY(G_PARALLEL, "virtual_stages", virtual_stages, 1, AT_LEAST(1)), /* interleaved */
     INT_KEY(G_PARALLEL, "zero_stage", zero_stage, 0, AT_LEAST(0), AT_MOST(3)),
@@ -1058,6 +1063,40 @@ static int check_profile_steps(parse_ctx_t *ctx, config_t *cfg) {
     return 0;
 }
 
+/* Mixture of Experts: top_k of n_experts, moe_every within the model, ep dividing dp and
+ * n_experts (each ep rank holds n_experts / ep whole experts of every MoE layer). */
+static int check_moe(parse_ctx_t *ctx, const config_t *cfg) {
+    int line, col, ne = key_index(G_MODEL, "n_experts");
+    char pa[32], pb[32];
+    const struct { int a, b; bool bad; const char *fmt; } rules[] = {
+        {key_index(G_MODEL, "top_k"), ne, cfg->n_experts > 0 && cfg->top_k_moe > cfg->n_experts,
+         "&model top_k: top_k = %d (%s) must be <= n_experts = %d (%s)"},
+        {key_index(G_MODEL, "moe_every"), key_index(G_MODEL, "n_layer"),
+         cfg->n_experts > 0 && cfg->moe_every > cfg->n_layer,
+         "&model moe_every: moe_every = %d (%s) must be <= n_layer = %d (%s) (block l is an MoE block "
+         "when l %% moe_every = moe_every - 1)"},
+        {key_index(G_PARALLEL, "ep"), key_index(G_PARALLEL, "dp"), cfg->dp % cfg->ep != 0,
+         "&parallel ep: ep = %d (%s) must divide dp = %d (%s): the expert-parallel group is made of "
+         "data-parallel ranks"},
+        {key_index(G_PARALLEL, "ep"), ne,
+         cfg->ep > 1 && (cfg->n_experts == 0 || cfg->n_experts % cfg->ep != 0),
+         "&parallel ep: ep = %d (%s) must divide n_experts = %d (%s): each ep rank holds whole experts"},
+        {key_index(G_PARALLEL, "zero_stage"), key_index(G_PARALLEL, "ep"), cfg->ep > 1 && cfg->zero_stage > 0,
+         "&parallel zero_stage: zero_stage = %d (%s) with ep = %d (%s) is not implemented in this version "
+         "(the experts' optimizer state would be sharded over their replicas); use zero_stage = 0 with "
+         "ep > 1, or ep = 1"},
+    };
+    const int vals[][2] = {{cfg->top_k_moe, cfg->n_experts}, {cfg->moe_every, cfg->n_layer},
+                           {cfg->ep, cfg->dp}, {cfg->ep, cfg->n_experts}, {cfg->zero_stage, cfg->ep}};
+    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
+        if (!rules[i].bad) continue;
+        locate(ctx, rules[i].a, rules[i].b, &line, &col);
+        return cfg_error(ctx, line, col, rules[i].fmt, vals[i][0], provenance(ctx, rules[i].a, pa),
+                         vals[i][1], provenance(ctx, rules[i].b, pb));
+    }
+    return 0;
+}
+
 /* &model dropout sets attn_dropout, resid_dropout and embd_dropout, each unless given itself. */
 static void resolve_dropout(const parse_ctx_t *ctx, config_t *cfg) {
     const char *keys[] = {"attn_dropout", "resid_dropout", "embd_dropout"};
@@ -1075,6 +1114,7 @@ static int resolve_derived(parse_ctx_t *ctx, config_t *cfg) {
         return cfg_error(ctx, 1, 1, "&train global_batch: micro_batch * dp = %lld does not fit in a 32-bit integer",
                          global_batch);
     if (cfg->d_ff == 0) cfg->d_ff = (int)d_ff;
+    if (cfg->d_ff_expert == 0) cfg->d_ff_expert = cfg->d_ff;
     resolve_dropout(ctx, cfg);
     cfg->global_batch_derived = cfg->global_batch == 0;
     cfg->resume_given = cfg->resume[0] != '\0';
@@ -1373,7 +1413,7 @@ static int check_cross_keys(parse_ctx_t *ctx, config_t *cfg) {
         check_min_lr(ctx, cfg) || check_mode_inputs(ctx, cfg) || check_prompt_in_vocab(ctx, cfg) ||
         check_generate_grid(ctx, cfg) || check_val_files(ctx, cfg) || check_recompute_layers(ctx, cfg) ||
         check_virtual_stages(ctx, cfg) || check_profile_steps(ctx, cfg) || check_grad_explosion_ratio(ctx, cfg) ||
-        check_data_mixture(ctx, cfg))
+        check_data_mixture(ctx, cfg) || check_moe(ctx, cfg))
         return -1;
     if (resolve_derived(ctx, cfg) != 0) return -1;
     if (stages_check(cfg, ctx->msg, ctx->msgsize) != 0) return -1;

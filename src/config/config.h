@@ -71,10 +71,19 @@ typedef struct config {
     char init_scheme[16];   /* key 'init': 'gpt2' | 'xavier' | 'kaiming' | 'small' (model/init_scheme.c) */
     double init_std;        /* 'gpt2': the matrices' std; every scheme: the embeddings' */
     char init_depth_scaled[16]; /* 'none' | 'total' (1/sqrt(2 n_layer)) | 'layer' (1/sqrt(2 (l+1))) */
-    int n_experts;          /* 0 = dense; MoE comes in a later issue (validated) */
+    /* Mixture of Experts (model/moe.h says what each does) */
+    int n_experts;          /* 0 = dense */
     int top_k_moe;          /* namelist key 'top_k' in &model */
-    int moe_every;
-    double capacity_factor, router_noise, aux_loss_coef, z_loss_coef;
+    int moe_every;          /* block l is MoE iff l % moe_every == moe_every - 1 */
+    int d_ff_expert;        /* 0 in the file = d_ff */
+    double capacity_factor; /* 0 = dropless */
+    char drop_policy[16];   /* 'probs' | 'position' */
+    double router_noise;    /* noisy top-k gating's scale; 0 = off */
+    double aux_loss_coef, z_loss_coef;
+    int n_shared_experts;
+    char router[16];        /* 'linear' | 'mlp' */
+    double moe_collapse_share; /* warn when one expert takes more than this share ... */
+    int moe_collapse_steps;    /* ... of a layer's assignments for this many steps in a row */
 
     /* &parallel */
     int dp, tp, pp, ep;

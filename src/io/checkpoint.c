@@ -84,17 +84,21 @@ static hid_t select_local_shard(const param_t *p, const params_t *P, hid_t fspac
         if (H5Sselect_none(fspace) < 0 || H5Sselect_none(mspace) < 0) goto fail;
         return mspace;
     }
-    int64_t start[3][2], count[3][2];
+    int64_t start[3][3], count[3][3];
     int nblk = param_hyperslabs(p, P->tp, P->tp_rank, start, count);
     ASSERT(nblk >= 1 && nblk <= 3);
     hsize_t total = 0;
     for (int b = 0; b < nblk; b++) {
-        hsize_t st[2] = {(hsize_t)start[b][0], (hsize_t)start[b][1]};
-        hsize_t ct[2] = {(hsize_t)count[b][0], (hsize_t)count[b][1]};
+        hsize_t st[3], ct[3], n = 1;
+        for (int d = 0; d < p->ndim; d++) {
+            st[d] = (hsize_t)start[b][d];
+            ct[d] = (hsize_t)count[b][d];
+            n *= ct[d];
+        }
         if (H5Sselect_hyperslab(fspace, b == 0 ? H5S_SELECT_SET : H5S_SELECT_OR, st, NULL, ct,
                                 NULL) < 0)
             goto fail;
-        total += ct[0] * (p->ndim == 2 ? ct[1] : 1);
+        total += n;
     }
     ASSERT(total == (hsize_t)p->numel); /* registry and hyperslabs agree */
     ASSERT(H5Sget_select_npoints(fspace) == (hssize_t)p->numel);
@@ -104,10 +108,10 @@ fail:
     return -1;
 }
 
-/* The GLOBAL shape of p as HDF5 dims (1-D parameters are stored 1-D). */
-static int global_dims(const param_t *p, hsize_t dims[2]) {
-    dims[0] = (hsize_t)p->shape[0];
-    dims[1] = (hsize_t)p->shape[1];
+/* The GLOBAL shape of p as HDF5 dims (1-D parameters are stored 1-D, expert tensors with the
+ * expert index first). */
+static int global_dims(const param_t *p, hsize_t dims[3]) {
+    for (int d = 0; d < 3; d++) dims[d] = (hsize_t)p->shape[d];
     return p->ndim;
 }
 
@@ -149,7 +153,8 @@ uint64_t ckpt_tensor_checksum(const float *x, size_t n) {
 
 /* Whether this rank holds the one copy of p's local elements that is written. */
 static bool owns_copy(const param_t *p, const params_t *P, int owner) {
-    return owner && p->held && !p->tied_copy && (p->split_dim >= 0 || P->tp_rank == 0);
+    const bool replica = owner & (p->experts > 0 ? CKPT_OWNS_EXPERTS : CKPT_OWNS_DENSE);
+    return replica && p->held && !p->tied_copy && (p->split_dim >= 0 || P->tp_rank == 0);
 }
 
 /* ---- write ----------------------------------------------------------------------------------
@@ -336,7 +341,7 @@ static double create_tensor_group(writer_t *w, hid_t file, const char *name, con
         pd[i].p = p;
         pd[i].data = flat ? flat + p->offset : (const void *)&dummy_data; /* non-writer: none read */
         snprintf(pd[i].object, sizeof pd[i].object, "/%s/%s", name, p->name);
-        hsize_t dims[2];
+        hsize_t dims[3];
         hid_t fspace = H5Screate_simple(global_dims(p, dims), dims, NULL);
         if (!w->bad && fspace >= 0)
             pd[i].dset = H5Dcreate2(group, p->name, H5T_IEEE_F32LE, fspace, H5P_DEFAULT, dcpl,
@@ -346,7 +351,7 @@ static double create_tensor_group(writer_t *w, hid_t file, const char *name, con
             W_TRY(w, h5_write_attr(pd[i].dset, "checksum", H5T_STD_U64LE, H5T_NATIVE_UINT64, &sums[i]),
                   "writing the checksum of", pd[i].object);
         if (fspace >= 0) H5Sclose(fspace);
-        bytes += (double)p->shape[0] * p->shape[1] * sizeof(float);
+        bytes += (double)param_global_numel(p) * sizeof(float);
     }
     xfree(sums);
     if (group >= 0 && H5Gclose(group) < 0) w_fail(w, "closing group", name);
@@ -479,6 +484,9 @@ static void format_dims(char *buf, size_t len, int ndim, const hsize_t *dims) {
     else if (ndim == 2)
         snprintf(buf, len, "[%llu, %llu]", (unsigned long long)dims[0],
                  (unsigned long long)dims[1]);
+    else if (ndim == 3)
+        snprintf(buf, len, "[%llu, %llu, %llu]", (unsigned long long)dims[0],
+                 (unsigned long long)dims[1], (unsigned long long)dims[2]);
     else snprintf(buf, len, "(%d dimensions)", ndim);
 }
 
@@ -591,7 +599,7 @@ static hid_t open_param(reader_t *r, hid_t group, const char *gname, const param
     }
     hid_t dset = H5Dopen2(group, p->name, H5P_DEFAULT);
     hid_t space = dset < 0 ? -1 : H5Dget_space(dset);
-    hsize_t dims[H5S_MAX_RANK], want[2];
+    hsize_t dims[H5S_MAX_RANK], want[3];
     int ndim = space < 0 ? -1 : H5Sget_simple_extent_dims(space, dims, NULL);
     if (space >= 0) H5Sclose(space);
     if (ndim < 0) {
@@ -601,7 +609,8 @@ static hid_t open_param(reader_t *r, hid_t group, const char *gname, const param
         return -1;
     }
     int want_ndim = global_dims(p, want);
-    bool same = ndim == want_ndim && dims[0] == want[0] && (ndim == 1 || dims[1] == want[1]);
+    bool same = ndim == want_ndim;
+    for (int d = 0; same && d < ndim; d++) same = dims[d] == want[d];
     if (!same) {
         char have_s[64], want_s[64];
         format_dims(have_s, sizeof have_s, ndim, dims);

@@ -64,10 +64,14 @@ typedef struct ckpt_state {
     int has_data_pos;                               /* read: the file holds them */
 } ckpt_state_t;
 
+/* `owner` of ckpt_save / ckpt_write_weights: which of this rank's local tensors its replica
+ * writes: the dense ones (dp rank 0), the expert tensors (expert-replica rank 0: with expert
+ * parallelism each ep rank holds other experts), or none (0). */
+enum { CKPT_OWNS_DENSE = 1, CKPT_OWNS_EXPERTS = 2, CKPT_OWNS_ALL = 3 };
+
 /* Collective over comm. params (and m, v for a checkpoint, i.e. when state is not NULL) are host
  * copies of this rank's local flat buffers; a rank that is not an owner writes nothing and may
- * pass NULL (ZeRO: only dp rank 0 assembles full copies). `owner`: this rank's replica writes
- * (dp rank 0).
+ * pass NULL (ZeRO: only dp rank 0 assembles full copies). `owner`: CKPT_OWNS_* above.
  * `info`: MPI-IO hints (MPI_INFO_NULL for none). Returns 0 with the bytes of tensor data in
  * *written, or -1 with one message in err on every rank: then nothing was published, the .tmp
  * file is gone and an earlier file of the same name is untouched. */

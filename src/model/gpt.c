@@ -12,7 +12,7 @@
 #include "parallel/comm.h"
 
 gpt_parallel_t gpt_serial(void) {
-    gpt_parallel_t p = {1, 0, 1, 0, MPI_COMM_SELF, 1, 1, false};
+    gpt_parallel_t p = {1, 0, 1, 0, MPI_COMM_SELF, 1, 1, false, 1, 0, MPI_COMM_SELF};
     return p;
 }
 
@@ -43,13 +43,23 @@ static gpt_layer_w_t layer_weights(const gpt_t *m, float *flat, int l) {
         gpt_param_opt(m, flat, "h.%d.attn.qkv.w", l),  gpt_param_opt(m, flat, "h.%d.attn.qkv.b", l),
         gpt_param(m, flat, "h.%d.attn.proj.w", l),     gpt_param_opt(m, flat, "h.%d.attn.proj.b", l),
         gpt_param(m, flat, "h.%d.ln2.w", l),           gpt_param_opt(m, flat, "h.%d.ln2.b", l),
-        gpt_param(m, flat, sw ? "h.%d.mlp.up.w" : "h.%d.mlp.fc.w", l),
+        gpt_param_opt(m, flat, sw ? "h.%d.mlp.up.w" : "h.%d.mlp.fc.w", l),
         gpt_param_opt(m, flat, sw ? "h.%d.mlp.up.b" : "h.%d.mlp.fc.b", l),
-        gpt_param(m, flat, "h.%d.mlp.proj.w", l),      gpt_param_opt(m, flat, "h.%d.mlp.proj.b", l),
+        gpt_param_opt(m, flat, "h.%d.mlp.proj.w", l),  gpt_param_opt(m, flat, "h.%d.mlp.proj.b", l),
         gpt_param_opt(m, flat, "h.%d.attn.q.w", l),    gpt_param_opt(m, flat, "h.%d.attn.q.b", l),
         gpt_param_opt(m, flat, "h.%d.attn.k.w", l),    gpt_param_opt(m, flat, "h.%d.attn.k.b", l),
         gpt_param_opt(m, flat, "h.%d.attn.v.w", l),    gpt_param_opt(m, flat, "h.%d.attn.v.b", l),
         gpt_param_opt(m, flat, "h.%d.mlp.gate.w", l),  gpt_param_opt(m, flat, "h.%d.mlp.gate.b", l),
+        gpt_param_opt(m, flat, "h.%d.moe.router.fc.w", l), gpt_param_opt(m, flat, "h.%d.moe.router.w", l),
+        gpt_param_opt(m, flat, "h.%d.moe.noise.w", l),
+        gpt_param_opt(m, flat, sw ? "h.%d.moe.experts.gate.w" : "h.%d.moe.experts.fc.w", l),
+        gpt_param_opt(m, flat, sw ? "h.%d.moe.experts.gate.b" : "h.%d.moe.experts.fc.b", l),
+        gpt_param_opt(m, flat, "h.%d.moe.experts.up.w", l), gpt_param_opt(m, flat, "h.%d.moe.experts.up.b", l),
+        gpt_param_opt(m, flat, "h.%d.moe.experts.proj.w", l), gpt_param_opt(m, flat, "h.%d.moe.experts.proj.b", l),
+        gpt_param_opt(m, flat, sw ? "h.%d.moe.shared.gate.w" : "h.%d.moe.shared.fc.w", l),
+        gpt_param_opt(m, flat, sw ? "h.%d.moe.shared.gate.b" : "h.%d.moe.shared.fc.b", l),
+        gpt_param_opt(m, flat, "h.%d.moe.shared.up.w", l), gpt_param_opt(m, flat, "h.%d.moe.shared.up.b", l),
+        gpt_param_opt(m, flat, "h.%d.moe.shared.proj.w", l), gpt_param_opt(m, flat, "h.%d.moe.shared.proj.b", l),
     };
     return w;
 }
@@ -144,6 +154,8 @@ static void *balloc(gpt_t *m, size_t bytes, mem_category_t cat) {
     return m->dry_run ? NULL : m->ops->alloc(bytes, cat);
 }
 
+void *gpt_alloc(gpt_t *m, size_t bytes, mem_category_t cat) { return balloc(m, bytes, cat); }
+
 static float *falloc_in(gpt_t *m, size_t n, size_t *counter, mem_category_t cat) {
     *counter += n * sizeof(float);
     return balloc(m, n * sizeof(float), cat);
@@ -192,15 +204,37 @@ static bool act_kept(gpt_recompute_t r, int k) {
     }
 }
 
-static void alloc_layer_acts(gpt_t *m, gpt_layer_acts_t *a, gpt_recompute_t r, size_t *c) {
-    a->recompute = r;
-    for (int k = 0; k < N_ACTS; k++)
-        *act_ptr(a, k) = act_numel(m, k) == 0 ? NULL
-                         : act_kept(r, k)     ? falloc(m, act_numel(m, k), c)
-                                              : *act_ptr(&m->shared, k);
+/* Whether block l's MLP is the MoE one (model/moe.h). */
+static bool is_moe(const gpt_t *m, int l) { return m->moe && m->moe->stats[l].load; }
+
+static bool dense_mlp_act(int k) { return k == A_FCH || k == A_FCH_GELU || k == A_FCU; }
+
+/* Which MLPs the blocks at place i of a slot can have: the stage's block first_layer + i, or
+ * with interleaved chunks the i-th block of any of its chunks. */
+static void slot_layer_kinds(const gpt_t *m, int i, bool *dense, bool *moe) {
+    *dense = *moe = false;
+    for (int c = 0; c < m->P.chunks; c++) {
+        const int first = m->P.chunks > 1 ? (c * m->par.pp + m->par.pp_rank) * m->P.chunk_layers
+                                          : m->P.first_layer;
+        if (is_moe(m, first + i)) *moe = true;
+        else *dense = true;
+    }
 }
 
-static void free_layer_acts(const gpt_t *m, gpt_layer_acts_t *a) {
+static void alloc_layer_acts(gpt_t *m, int i, gpt_layer_acts_t *a, gpt_recompute_t r, size_t *c) {
+    a->recompute = r;
+    bool dense, moe;
+    slot_layer_kinds(m, i, &dense, &moe);
+    for (int k = 0; k < N_ACTS; k++)
+        *act_ptr(a, k) = act_numel(m, k) == 0 || (!dense && dense_mlp_act(k)) ? NULL
+                         : act_kept(r, k) ? falloc(m, act_numel(m, k), c)
+                                          : *act_ptr(&m->shared, k);
+    a->moe = moe ? moe_alloc_acts(m, c) : NULL;
+}
+
+static void free_layer_acts(gpt_t *m, gpt_layer_acts_t *a) {
+    moe_free_acts(m, a->moe);
+    a->moe = NULL;
     if (m->dry_run) return;
     for (int k = 0; k < N_ACTS; k++)
         if (act_kept(a->recompute, k) && *act_ptr(a, k)) m->ops->free(*act_ptr(a, k));
@@ -226,14 +260,18 @@ static void alloc_shared_acts(gpt_t *m) {
 
 /* Split backward: floats of one block's W queue entries (every dy, and the x that recompute
  * mode r does not keep per slot; gpt.h says which). */
-static size_t wq_layer_floats(const gpt_t *m, gpt_recompute_t r) {
+static size_t wq_layer_floats(const gpt_t *m, int i, gpt_recompute_t r) {
+    bool dense, moe;
+    slot_layer_kinds(m, i, &dense, &moe);
     const size_t N = (size_t)m->B * m->T, C = m->C, Cl = (size_t)m->NHl * m->hs, Fl = m->Fl;
     const size_t kv = m->kv_replicated ? 0 : 2 * (size_t)m->KVl * m->hs; /* replicated: in B */
-    const size_t dy = 2 * C + Fl * (m->swiglu ? 2 : 1) + (m->fused_qkv ? 3 * Cl : Cl + kv);
+    /* an MoE block computes its MLP's weight gradients in B: only the attention's are queued */
+    const size_t mlp = dense ? C + Fl * (m->swiglu ? 2 : 1) : 0;
+    const size_t dy = C + mlp + (m->fused_qkv ? 3 * Cl : Cl + kv);
     static const int xs[] = {A_LN1, A_ATTY, A_LN2, A_FCH_GELU};
     size_t x = 0;
-    for (int i = 0; i < 4; i++)
-        if (!act_kept(r, xs[i])) x += act_numel(m, xs[i]);
+    for (int j = 0; j < (dense ? 4 : 2); j++)
+        if (!act_kept(r, xs[j])) x += act_numel(m, xs[j]);
     return N * dy + x;
 }
 
@@ -242,7 +280,7 @@ static void alloc_wqueue(gpt_t *m, gpt_slot_t *sl, int nl, size_t *bytes) {
     q->cap = 7 * (nl > 0 ? nl : 1); /* mproj, gate, up, proj, q, k, v */
     q->item = xcalloc((size_t)q->cap, sizeof(gpt_wgrad_t));
     for (int l = 0; l < nl; l++)
-        q->floats += wq_layer_floats(m, l < m->n_recomputed ? m->recompute : GPT_RECOMPUTE_NONE);
+        q->floats += wq_layer_floats(m, l, l < m->n_recomputed ? m->recompute : GPT_RECOMPUTE_NONE);
     q->store = q->floats ? falloc(m, q->floats, bytes) : NULL;
 }
 
@@ -260,7 +298,7 @@ static void alloc_slots(gpt_t *m) {
         sl->layer = xcalloc((size_t)(nl > 0 ? nl : 1), sizeof(gpt_layer_acts_t));
         for (int l = 0; l < nl; l++) {
             gpt_recompute_t r = l < m->n_recomputed ? m->recompute : GPT_RECOMPUTE_NONE;
-            alloc_layer_acts(m, &sl->layer[l], r, &bytes);
+            alloc_layer_acts(m, l, &sl->layer[l], r, &bytes);
         }
         if (m->par.split_backward) alloc_wqueue(m, sl, nl, &bytes);
         m->slot_bytes = bytes;
@@ -357,7 +395,8 @@ static void build(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T,
     m->B = B;
     m->T = T;
     m->ops = ops;
-    params_create_chunks(&m->P, cfg, par->tp, par->tp_rank, par->pp, par->pp_rank, par->chunks);
+    params_create_experts(&m->P, cfg, par->tp, par->tp_rank, par->pp, par->pp_rank, par->chunks,
+                          par->ep, par->ep_rank);
     /* MPI counts are int: a stage whose local parameters exceed that cannot be reduced in one
      * call (config bounds the per-rank size only from below when pp > 1: the layer partition
      * lives here). The stages differ, so the ranks agree. */
@@ -386,6 +425,7 @@ static void build(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T,
         if (!m->dry_run) ops->zero(m->grads, m->P.total);
     }
     resolve_views(m);
+    if (cfg->n_experts > 0) moe_setup(m, cfg, par->ep, par->ep_rank, par->ep_comm);
     set_recompute(m, cfg);
     alloc_shared_acts(m);
     alloc_slots(m);
@@ -451,6 +491,7 @@ void gpt_destroy(gpt_t *m) {
                      m->dbig, m->attn_scratch, m->rope_cos, m->rope_sin, m->kv_grad};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) o->free(bufs[i]);
+    moe_free(m);
     xfree(m->lw);
     xfree(m->lg);
     xfree(m->host_losses);
@@ -762,9 +803,17 @@ static void block_forward(gpt_t *m, int l, gpt_layer_acts_t *a, const float *res
     /* res2 += res_in and ln2 = norm(res2), both stored */
     residual_norm_forward(m, a->res2, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, res_in, w.ln2w,
                           w.ln2b, N);
-    mlp_in_forward(m, a, &w, N);
-    if (!a->res3) return; /* a re-run for backward (recompute = 'full'): nothing later is needed */
-    o->matmul_forward(a->res3, a->fch_gelu, w.mprojw, tp_bias(m, w.mprojb), N, Fl, C);
+    /* a re-run for backward (recompute = 'full') needs nothing later; an MoE block's MLP keeps
+     * its activations per slot, so its re-run ends here */
+    const bool moe = is_moe(m, l);
+    if (moe && !a->res3) return;
+    if (moe) {
+        moe_forward(m, l, a->moe, &w, a->ln2, B, T, a->res3);
+    } else {
+        mlp_in_forward(m, a, &w, N);
+        if (!a->res3) return;
+        o->matmul_forward(a->res3, a->fch_gelu, w.mprojw, tp_bias(m, w.mprojb), N, Fl, C);
+    }
     tp_sum(m, a->res3, (size_t)N * C);
     gpt_dropout(m, REG_MLP_OUT, l, B, T, a->res3, a->res3);
     o->add(a->res3, a->res3, a->res2, (size_t)N * C);
@@ -867,9 +916,13 @@ static void block_backward(gpt_t *m, int l, gpt_layer_acts_t *a, const float *re
     const gpt_layer_w_t w = m->lw[l], g = m->lg[l];
     /* MLP: res3 = res2 + dropout(proj(act(fc(ln2(res2))))) (SwiGLU: act(gate(.), up(.))) */
     const float *dmlp = gpt_dropout(m, REG_MLP_OUT, l, B, T, m->dC2, m->dres);
-    linear_backward(m, m->dbig, g.mprojw, g.mprojb, dmlp, a->fch_gelu, w.mprojw, N, Fl, C,
-                    false, first);
-    mlp_in_backward(m, a, &w, &g, N, first);
+    if (is_moe(m, l)) {
+        moe_backward(m, l, a->moe, &w, &g, a->ln2, dmlp, B, T, first, m->dC);
+    } else {
+        linear_backward(m, m->dbig, g.mprojw, g.mprojb, dmlp, a->fch_gelu, w.mprojw, N, Fl, C,
+                        false, first);
+        mlp_in_backward(m, a, &w, &g, N, first);
+    }
     tp_sum(m, m->dC, (size_t)N * C); /* column-parallel input gradient: partial over tp */
     norm_backward(m, m->dres, g.ln2w, g.ln2b, m->dC, a->res2, w.ln2w, a->ln2_mean, a->ln2_rstd,
                   N, true, first);
@@ -901,7 +954,7 @@ static void block_recompute(gpt_t *m, int l, gpt_layer_acts_t *a, const float *r
         m->recomputing = false;
     } else if (a->recompute == GPT_RECOMPUTE_SELECTIVE) {
         attention_stored(m, l, a, B, T);
-        mlp_act_stored(m, a, B * T);
+        if (!is_moe(m, l)) mlp_act_stored(m, a, B * T);
     }
 }
 
@@ -965,7 +1018,12 @@ float gpt_forward(gpt_t *m, const int *inputs, const int *targets, int B, int T)
     return head_forward(m, 0, targets, B, T);
 }
 
+void gpt_set_loss_weight(gpt_t *m, float dloss) {
+    if (m->moe) m->moe->dloss = dloss;
+}
+
 void gpt_backward(gpt_t *m, int B, int T, float dloss, bool first_micro) {
+    gpt_set_loss_weight(m, dloss);
     head_backward(m, 0, B, T, dloss, first_micro);
     gpt_stage_backward(m, 0, B, T, first_micro);
 }

@@ -32,6 +32,7 @@
 #include "core/alloc.h"
 #include "kernels/ops.h"
 #include "model/params.h"
+#include "model/moe.h"
 #include "model/regularize.h"
 
 /* How this rank takes part in the model: its tensor-parallel shard and pipeline stage. */
@@ -41,6 +42,8 @@ typedef struct gpt_parallel {
     int n_slots;      /* micro-batches whose activations are held at once */
     int chunks;       /* interleaved pipeline: chunks of layers on this stage (0 or 1: one) */
     bool split_backward; /* ZB-H1: the blocks' backward split into B and a deferred W */
+    int ep, ep_rank;     /* expert parallelism (model/moe.h): 1, 0 without */
+    MPI_Comm ep_comm;    /* MPI_COMM_SELF when ep = 1 */
 } gpt_parallel_t;
 
 /* One process, one micro-batch in flight. */
@@ -70,6 +73,8 @@ typedef struct gpt_layer_acts {
     float *fcu;                       /* [N, d_ff/tp] SwiGLU's up projection (else NULL) */
     float *res3;                      /* [N, C] block output; NULL: stop after the GELU (a
                                          re-run for backward, which needs nothing later) */
+    moe_acts_t *moe;                  /* an MoE block's MLP (fch, fch_gelu, fcu unused, NULL);
+                                         always kept per slot, whatever the recompute mode */
 } gpt_layer_acts_t;
 
 /* Pointers to one block's tensors inside a flat buffer (parameters or gradients). */
@@ -78,6 +83,12 @@ typedef struct gpt_layer_w {
     /* separate q, k, v (fused qkv NULL); SwiGLU's gate (fc is its up); NULL where absent (no
      * bias, RMSNorm's b) */
     float *qw, *qb, *kw, *kb, *vw, *vb, *gatew, *gateb;
+    /* an MoE block (model/moe.h; the dense MLP's views NULL): router (and its hidden layer,
+     * noise projection), experts' input (fc, or SwiGLU's gate), up, proj as [El, ...] local
+     * tensors, and the shared experts' */
+    float *r_fcw, *routerw, *noisew;
+    float *e_inw, *e_inb, *e_upw, *e_upb, *e_projw, *e_projb;
+    float *s_inw, *s_inb, *s_upw, *s_upb, *s_projw, *s_projb;
 } gpt_layer_w_t;
 
 /* The non-block tensors inside a flat buffer. */
@@ -198,7 +209,12 @@ typedef struct gpt {
     bool dry_run;                     /* gpt_plan: buffers counted, not allocated */
     gpt_regular_t reg;                /* dropout, label smoothing, z-loss (model/regularize.h) */
     double planned[MEM_CATEGORIES];   /* bytes of the model's buffers per memory category */
+    moe_t *moe;                       /* Mixture of Experts (n_experts > 0), else NULL */
 } gpt_t;
+
+/* One buffer of the model's arena (counted per category; not allocated when planning). For the
+ * model's own files (gpt.c, moe.c). */
+void *gpt_alloc(gpt_t *m, size_t bytes, mem_category_t cat);
 
 /* Allocate parameters (not initialised), gradients and activations for micro-batches up to
  * B x T on this rank's shard and stage. With `provider` the parameters are not allocated: the
@@ -259,6 +275,9 @@ float gpt_forward(gpt_t *m, const int *inputs, const int *targets, int B, int T)
 void gpt_backward(gpt_t *m, int B, int T, float dloss, bool first_micro);
 /* Logits of row (b, t) of the last forward, real vocabulary, gathered over tp: out[V] (host). */
 void gpt_logits_row(gpt_t *m, int b, int t, int T, float *out);
+/* MoE: the per-token loss gradient of the coming pass (the trainer's dloss), which weighs the
+ * aux and z losses of each micro-batch. */
+void gpt_set_loss_weight(gpt_t *m, float dloss);
 /* Model FLOPs per token for forward + backward (6N + attention), for MFU. */
 double gpt_flops_per_token(const gpt_t *m, int T);
 #endif

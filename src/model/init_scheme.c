@@ -11,7 +11,7 @@
  *                                                           kaiming_normal_ defaults)
  *   'small'   std = sqrt(2 / (5 d_model))                  (Nguyen & Salazar 2019, "small init")
  * The embeddings wte and wpe are N(0, init_std) under every scheme. Then the matrices that write
- * into the residual stream (attn.proj.w, mlp.proj.w) are scaled by init_depth_scaled:
+ * into the residual stream (attn.proj.w, mlp.proj.w, the experts' proj.w) are scaled by init_depth_scaled:
  *   'none'  1;  'total'  1 / sqrt(2 n_layer) (GPT-2, Megatron);
  *   'layer' 1 / sqrt(2 (l + 1)) for block l, counted from 0 (Mitchell et al., as OLMo's
  *           "mitchell" init).
@@ -23,7 +23,8 @@
 
 /* Whether p writes into the residual stream (a block's output projection). */
 static bool writes_residual(const param_t *p) {
-    static const char *const suffixes[] = {".attn.proj.w", ".mlp.proj.w"};
+    static const char *const suffixes[] = {".attn.proj.w", ".mlp.proj.w", ".moe.experts.proj.w",
+                                           ".moe.shared.proj.w"};
     const size_t n = strlen(p->name);
     for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++) {
         const size_t k = strlen(suffixes[i]);
@@ -33,7 +34,9 @@ static bool writes_residual(const param_t *p) {
 }
 
 static float scheme_std(const config_t *cfg, const param_t *p) {
-    const double fan_in = (double)p->shape[1], fan_out = (double)p->shape[0] / p->split_blocks;
+    /* an expert tensor [E, out, in] is E matrices [out, in] */
+    const int d = p->ndim == 3 ? 1 : 0;
+    const double fan_in = (double)p->shape[d + 1], fan_out = (double)p->shape[d] / p->split_blocks;
     if (p->layer < 0 || !strcmp(cfg->init_scheme, "gpt2")) return (float)cfg->init_std;
     if (!strcmp(cfg->init_scheme, "xavier")) return (float)sqrt(2.0 / (fan_in + fan_out));
     if (!strcmp(cfg->init_scheme, "kaiming")) return (float)sqrt(2.0 / fan_in);

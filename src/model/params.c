@@ -8,7 +8,8 @@
 #include "core/rng.h"
 
 #define PARAM_ALIGN_FLOATS 16 /* each parameter starts on a 64-byte boundary in the flat buffer */
-#define PARAMS_PER_BLOCK_MAX 18 /* layernorm, q, k, v, SwiGLU, all with biases */
+#define PARAMS_PER_BLOCK_MAX 28 /* layernorm, q, k, v, an MoE MLP with router, noise, SwiGLU
+                                  experts and shared experts, all with biases */
 
 typedef struct param_spec {
     const char *suffix;
@@ -18,6 +19,8 @@ typedef struct param_spec {
     bool decay;
     param_init_t init;
     float std;
+    int64_t d2;  /* expert tensors: [d0 = n_experts, d1, d2] */
+    int experts; /* n_experts for an expert tensor, else 0 */
 } param_spec_t;
 
 static param_t *add_param(params_t *P, int cap, const char *name, const param_spec_t *s,
@@ -28,7 +31,9 @@ static param_t *add_param(params_t *P, int cap, const char *name, const param_sp
     snprintf(p->name, sizeof p->name, "%s", name);
     p->ndim = s->ndim;
     p->shape[0] = s->d0;
-    p->shape[1] = s->ndim == 2 ? s->d1 : 1;
+    p->shape[1] = s->ndim >= 2 ? s->d1 : 1;
+    p->shape[2] = s->ndim == 3 ? s->d2 : 1;
+    p->experts = s->experts;
     p->split_dim = s->split_dim;
     p->split_blocks = s->split_blocks;
     p->layer = layer;
@@ -46,8 +51,61 @@ bool params_fused_qkv(const config_t *cfg) {
     return config_kv_heads(cfg) == cfg->n_head && !strcmp(cfg->pos, "learned");
 }
 
+bool params_moe_layer(const config_t *cfg, int layer) {
+    return cfg->n_experts > 0 && layer % cfg->moe_every == cfg->moe_every - 1;
+}
+
+/* An MoE block's MLP (model/moe.h): router (and its hidden layer, noise projection), the
+ * experts as [n_experts, ...] tensors (column / row parallel inside each expert, like the dense
+ * MLP), and the always-on shared experts as one dense MLP of width n_shared_experts * Fe. */
+static int moe_specs(const config_t *cfg, param_spec_t *out, int n, float std, float std_resid) {
+    const int64_t C = cfg->d_model, E = cfg->n_experts, Fe = cfg->d_ff_expert;
+    const int64_t S = (int64_t)cfg->n_shared_experts * Fe;
+    const bool bias = cfg->bias, swiglu = !strcmp(cfg->mlp, "swiglu");
+#define PUT(...)                                        \
+    do {                                                \
+        ASSERT(n < PARAMS_PER_BLOCK_MAX);               \
+        out[n++] = __VA_ARGS__;                         \
+    } while (0)
+#define ADD(...) PUT(((param_spec_t){__VA_ARGS__, 0, 0}))
+#define EXPERT(sfx, a, b, split, dec, in, sd) \
+    PUT((param_spec_t){.suffix = sfx, .ndim = 3, .d0 = E, .d1 = a, .d2 = b, .split_dim = split, .split_blocks = 1, \
+        .decay = dec, .init = in, .std = sd, .experts = (int)E})
+#define EXPERT_BIAS(sfx, a, split) \
+    PUT((param_spec_t){.suffix = sfx, .ndim = 2, .d0 = E, .d1 = a, .split_dim = split, .split_blocks = 1, \
+        .init = INIT_ZEROS, .experts = (int)E})
+    if (!strcmp(cfg->router, "mlp")) ADD("moe.router.fc.w", 2, C, C, -1, 1, true, INIT_NORMAL, std);
+    ADD("moe.router.w", 2, E, C, -1, 1, true, INIT_NORMAL, std);
+    if (cfg->router_noise > 0) ADD("moe.noise.w", 2, E, C, -1, 1, true, INIT_ZEROS, 0);
+    const char *in_w[2] = {swiglu ? "moe.experts.gate.w" : "moe.experts.fc.w", "moe.experts.up.w"};
+    const char *in_b[2] = {swiglu ? "moe.experts.gate.b" : "moe.experts.fc.b", "moe.experts.up.b"};
+    for (int i = 0; i < (swiglu ? 2 : 1); i++) {
+        EXPERT(in_w[i], Fe, C, 1, true, INIT_NORMAL, std);
+        if (bias) EXPERT_BIAS(in_b[i], Fe, 1);
+    }
+    EXPERT("moe.experts.proj.w", C, Fe, 2, true, INIT_NORMAL, std_resid);
+    if (bias) EXPERT_BIAS("moe.experts.proj.b", C, -1);
+    if (S > 0) {
+        const char *sw[2] = {swiglu ? "moe.shared.gate.w" : "moe.shared.fc.w", "moe.shared.up.w"};
+        const char *sb[2] = {swiglu ? "moe.shared.gate.b" : "moe.shared.fc.b", "moe.shared.up.b"};
+        for (int i = 0; i < (swiglu ? 2 : 1); i++) {
+            ADD(sw[i], 2, S, C, 0, 1, true, INIT_NORMAL, std);
+            if (bias) ADD(sb[i], 1, S, 0, 0, 1, false, INIT_ZEROS, 0);
+        }
+        ADD("moe.shared.proj.w", 2, C, S, 1, 1, true, INIT_NORMAL, std_resid);
+        if (bias) ADD("moe.shared.proj.b", 1, C, 0, -1, 1, false, INIT_ZEROS, 0);
+    }
+#undef EXPERT_BIAS
+#undef EXPERT
+#undef ADD
+#undef PUT
+    return n;
+}
+
 /* One block's tensors for cfg, in registry order (names after "h.N."). */
-static int block_specs(const config_t *cfg, int tp, param_spec_t *out) {
+static int moe_specs(const config_t *cfg, param_spec_t *out, int n, float std, float std_resid);
+
+static int block_specs(const config_t *cfg, int tp, int layer, param_spec_t *out) {
     const int64_t C = cfg->d_model, F = cfg->d_ff, hs = C / cfg->n_head;
     const int64_t KV = (int64_t)config_kv_heads(cfg) * hs;
     const float std = 0.02f, std_resid = 0.02f / sqrtf(2.0f * (float)cfg->n_layer);
@@ -58,7 +116,7 @@ static int block_specs(const config_t *cfg, int tp, param_spec_t *out) {
 #define SPEC(...)                                       \
     do {                                                \
         ASSERT(n < PARAMS_PER_BLOCK_MAX);               \
-        out[n++] = (param_spec_t){__VA_ARGS__};         \
+        out[n++] = (param_spec_t){__VA_ARGS__, 0, 0};   \
     } while (0)
     SPEC("ln1.w", 1, C, 0, -1, 1, false, INIT_ONES, 0);
     if (ln) SPEC("ln1.b", 1, C, 0, -1, 1, false, INIT_ZEROS, 0);
@@ -77,6 +135,7 @@ static int block_specs(const config_t *cfg, int tp, param_spec_t *out) {
     if (bias) SPEC("attn.proj.b", 1, C, 0, -1, 1, false, INIT_ZEROS, 0);
     SPEC("ln2.w", 1, C, 0, -1, 1, false, INIT_ONES, 0);
     if (ln) SPEC("ln2.b", 1, C, 0, -1, 1, false, INIT_ZEROS, 0);
+    if (params_moe_layer(cfg, layer)) return moe_specs(cfg, out, n, std, std_resid);
     if (!strcmp(cfg->mlp, "swiglu")) {
         SPEC("mlp.gate.w", 2, F, C, 0, 1, true, INIT_NORMAL, std);
         if (bias) SPEC("mlp.gate.b", 1, F, 0, 0, 1, false, INIT_ZEROS, 0);
@@ -101,21 +160,22 @@ static int block_specs(const config_t *cfg, int tp, param_spec_t *out) {
 static void register_model(params_t *P, int cap, const config_t *cfg) {
     const int64_t C = cfg->d_model, Vp = config_padded_vocab(cfg);
     const float std = 0.02f;
-    param_spec_t wte = {"", 2, Vp, C, 0, 1, true, INIT_NORMAL, std};
-    param_spec_t wpe = {"", 2, cfg->seq_len, C, -1, 1, true, INIT_NORMAL, std};
+    param_spec_t wte = {"", 2, Vp, C, 0, 1, true, INIT_NORMAL, std, 0, 0};
+    param_spec_t wpe = {"", 2, cfg->seq_len, C, -1, 1, true, INIT_NORMAL, std, 0, 0};
     param_t *p = add_param(P, cap, "wte", &wte, -1);
     p->init_rows = cfg->vocab_size; /* padding rows start at 0 and are masked out of the loss */
     if (!strcmp(cfg->pos, "learned")) add_param(P, cap, "wpe", &wpe, -1);
     param_spec_t block[PARAMS_PER_BLOCK_MAX];
-    const int nb = block_specs(cfg, P->tp, block);
-    for (int l = 0; l < cfg->n_layer; l++)
+    for (int l = 0; l < cfg->n_layer; l++) {
+        const int nb = block_specs(cfg, P->tp, l, block);
         for (int i = 0; i < nb; i++) {
             char name[PARAM_NAME_MAX];
             snprintf(name, sizeof name, "h.%d.%s", l, block[i].suffix);
             add_param(P, cap, name, &block[i], l);
         }
-    const param_spec_t lnf_w = {"", 1, C, 0, -1, 1, false, INIT_ONES, 0};
-    const param_spec_t lnf_b = {"", 1, C, 0, -1, 1, false, INIT_ZEROS, 0};
+    }
+    const param_spec_t lnf_w = {"", 1, C, 0, -1, 1, false, INIT_ONES, 0, 0, 0};
+    const param_spec_t lnf_b = {"", 1, C, 0, -1, 1, false, INIT_ZEROS, 0, 0, 0};
     add_param(P, cap, "lnf.w", &lnf_w, cfg->n_layer);
     if (!strcmp(cfg->norm, "layernorm")) add_param(P, cap, "lnf.b", &lnf_b, cfg->n_layer);
     if (!cfg->tie_embeddings) {
@@ -124,18 +184,25 @@ static void register_model(params_t *P, int cap, const config_t *cfg) {
     }
 }
 
-/* Local shape of p for tp ranks; the split dimension must divide evenly (validated by the grid). */
-static void shard_one(param_t *p, int tp) {
-    p->local_shape[0] = p->shape[0];
-    p->local_shape[1] = p->shape[1];
+/* Local shape of p for tp ranks (and ep ranks, for an expert tensor); the split dimensions
+ * must divide evenly (validated by config and the grid). */
+static void shard_one(param_t *p, int tp, int ep, int ep_rank) {
+    for (int d = 0; d < 3; d++) p->local_shape[d] = p->shape[d];
+    if (p->experts > 0) {
+        ASSERT(p->experts % ep == 0);
+        p->local_shape[0] = p->experts / ep;
+        p->expert0 = (int64_t)ep_rank * p->local_shape[0];
+    }
     if (p->split_dim >= 0) {
         int64_t per_block = p->shape[p->split_dim] / p->split_blocks;
         ASSERT(per_block * p->split_blocks == p->shape[p->split_dim]);
         ASSERT(per_block % tp == 0);
         p->local_shape[p->split_dim] = p->split_blocks * (per_block / tp);
     }
-    p->numel = (size_t)(p->local_shape[0] * p->local_shape[1]);
+    p->numel = (size_t)(p->local_shape[0] * p->local_shape[1] * p->local_shape[2]);
 }
+
+int64_t param_global_numel(const param_t *p) { return p->shape[0] * p->shape[1] * p->shape[2]; }
 
 double params_block_matrix(const config_t *cfg) {
     const double C = cfg->d_model, F = cfg->d_ff;
@@ -197,7 +264,14 @@ void params_create_stage(params_t *P, const config_t *cfg, int tp, int tp_rank, 
 
 void params_create_chunks(params_t *P, const config_t *cfg, int tp, int tp_rank, int pp,
                           int pp_rank, int chunks) {
+    params_create_experts(P, cfg, tp, tp_rank, pp, pp_rank, chunks, 1, 0);
+}
+
+void params_create_experts(params_t *P, const config_t *cfg, int tp, int tp_rank, int pp,
+                           int pp_rank, int chunks, int ep, int ep_rank) {
     memset(P, 0, sizeof *P);
+    P->ep = ep;
+    P->ep_rank = ep_rank;
     int cap = 5 + PARAMS_PER_BLOCK_MAX * cfg->n_layer;
     P->p = xcalloc((size_t)cap, sizeof(param_t));
     P->tp = tp;
@@ -224,11 +298,11 @@ void params_create_chunks(params_t *P, const config_t *cfg, int tp, int tp_rank,
     size_t off = 0;
     for (int i = 0; i < P->n; i++) {
         param_t *p = &P->p[i];
-        shard_one(p, tp);
+        shard_one(p, tp, ep, ep_rank);
         if (!p->held) p->numel = 0;
         p->offset = off;
         off += (p->numel + PARAM_ALIGN_FLOATS - 1) / PARAM_ALIGN_FLOATS * PARAM_ALIGN_FLOATS;
-        P->n_global += p->shape[0] * p->shape[1];
+        P->n_global += param_global_numel(p);
     }
     P->total = off;
 }
@@ -256,27 +330,36 @@ static int64_t global_coord(const param_t *p, int tp, int tp_rank, int64_t local
     return blk * per_block + (int64_t)tp_rank * per_rank + within;
 }
 
+/* An expert tensor's element: expert, then row and column inside the expert (tp-split). */
+static int64_t expert_global_index(const param_t *p, int tp, int tp_rank, size_t local_i) {
+    const int64_t per = p->local_shape[1] * p->local_shape[2];
+    const int64_t e = (int64_t)local_i / per, rest = (int64_t)local_i % per;
+    int64_t r = rest / p->local_shape[2], c = rest % p->local_shape[2];
+    if (p->split_dim == 1) r = global_coord(p, tp, tp_rank, r);
+    if (p->split_dim == 2) c = global_coord(p, tp, tp_rank, c);
+    return ((p->expert0 + e) * p->shape[1] + r) * p->shape[2] + c;
+}
+
 int64_t param_global_index(const param_t *p, int tp, int tp_rank, size_t local_i) {
+    if (p->experts > 0) return expert_global_index(p, tp, tp_rank, local_i);
     int64_t r = (int64_t)local_i / p->local_shape[1], c = (int64_t)local_i % p->local_shape[1];
     if (p->split_dim == 0) r = global_coord(p, tp, tp_rank, r);
     if (p->split_dim == 1) c = global_coord(p, tp, tp_rank, c);
     return r * p->shape[1] + c;
 }
 
-int param_hyperslabs(const param_t *p, int tp, int tp_rank, int64_t start[3][2],
-                     int64_t count[3][2]) {
-    if (p->split_dim < 0) {
-        start[0][0] = start[0][1] = 0;
-        count[0][0] = p->shape[0];
-        count[0][1] = p->shape[1];
-        return 1;
-    }
-    int d = p->split_dim;
+int param_hyperslabs(const param_t *p, int tp, int tp_rank, int64_t start[3][3],
+                     int64_t count[3][3]) {
+    const int d = p->split_dim;
+    const int nblk = d < 0 ? 1 : p->split_blocks;
+    for (int b = 0; b < nblk; b++)
+        for (int k = 0; k < 3; k++) {
+            start[b][k] = k == 0 && p->experts > 0 ? p->expert0 : 0;
+            count[b][k] = k == 0 && p->experts > 0 ? p->local_shape[0] : p->shape[k];
+        }
+    if (d < 0) return 1;
     int64_t per_block = p->shape[d] / p->split_blocks, per_rank = per_block / tp;
     for (int b = 0; b < p->split_blocks; b++) {
-        start[b][0] = start[b][1] = 0;
-        count[b][0] = p->shape[0];
-        count[b][1] = p->shape[1];
         start[b][d] = b * per_block + (int64_t)tp_rank * per_rank;
         count[b][d] = per_rank;
     }
@@ -291,7 +374,7 @@ void params_init(const params_t *P, float *flat, uint64_t seed) {
         #pragma omp parallel for schedule(static)
         for (size_t j = 0; j < p->numel; j++) {
             int64_t g = param_global_index(p, P->tp, P->tp_rank, j);
-            int64_t row = g / p->shape[1];
+            int64_t row = p->experts > 0 ? 0 : g / p->shape[1]; /* init_rows: wte's padding */
             if (p->init == INIT_ONES) x[j] = 1.0f;
             else if (p->init == INIT_ZEROS || row >= p->init_rows) x[j] = 0.0f;
             else x[j] = p->init_std * rng_normal(key, (uint64_t)g);

@@ -16,12 +16,16 @@ typedef enum { INIT_NORMAL, INIT_ONES, INIT_ZEROS } param_init_t;
 
 typedef struct param {
     char name[PARAM_NAME_MAX]; /* "wte", "h.3.attn.qkv.w", "lnf.b" */
-    int ndim;                  /* 1 or 2 */
-    int64_t shape[2];          /* GLOBAL shape */
+    int ndim;                  /* 1, 2, or 3 for an expert tensor [n_experts, rows, cols] */
+    int64_t shape[3];          /* GLOBAL shape (1 past ndim) */
     /* Shard rule: split dimension `split_dim` (-1 = replicated) over the tp group. The
      * dimension is seen as `split_blocks` equal blocks (qkv: 3 = q|k|v) and each block is split
      * evenly, so each rank holds whole heads of q, k and v. */
     int split_dim, split_blocks;
+    /* Expert tensor (MoE): dim 0 indexes the n_experts experts, dealt out over the ep group in
+     * contiguous blocks (ep rank e holds experts [e El, (e+1) El), El = n_experts / ep); the tp
+     * split then applies inside every expert (split_dim 1 or 2). 0: not an expert tensor. */
+    int experts;
     int layer;                 /* -1 embeddings, 0..n_layer-1 blocks, n_layer final norm */
     bool decay;                /* weight decay applies (matrices yes; biases, norms no) */
     param_init_t init;
@@ -34,7 +38,8 @@ typedef struct param {
     bool tied_copy;
 
     /* local shard on this rank (filled by params_shard) */
-    int64_t local_shape[2];
+    int64_t local_shape[3];
+    int64_t expert0;           /* expert tensor: the first (global) expert of the local shard */
     size_t numel;              /* local elements */
     size_t offset;             /* into the flat local buffer (in floats, 16-float aligned) */
 } param_t;
@@ -45,6 +50,7 @@ typedef struct params {
     size_t total;              /* floats in the flat local buffer (with alignment padding) */
     int64_t n_global;          /* global parameter count, padding rows of wte included */
     int tp, tp_rank;           /* the sharding this registry was set up for */
+    int ep, ep_rank;           /* ... and the experts' (1, 0 without expert parallelism) */
     int pp, pp_rank;           /* pipeline stages and this rank's stage */
     int first_layer, end_layer;/* the stage's blocks: [first_layer, end_layer) (its first
                                   chunk's with chunks > 1) */
@@ -66,6 +72,13 @@ void params_create_stage(params_t *P, const config_t *cfg, int tp, int tp_rank, 
  * the embedding on stage 0, the head on stage pp - 1. chunks = 1 is params_create_stage. */
 void params_create_chunks(params_t *P, const config_t *cfg, int tp, int tp_rank, int pp,
                           int pp_rank, int chunks);
+/* The same with the experts of every MoE block dealt out over ep ranks (this one ep_rank). */
+void params_create_experts(params_t *P, const config_t *cfg, int tp, int tp_rank, int pp,
+                           int pp_rank, int chunks, int ep, int ep_rank);
+/* Whether block `layer` is a Mixture-of-Experts block (model/moe.h). */
+bool params_moe_layer(const config_t *cfg, int layer);
+/* Elements of p's global tensor. */
+int64_t param_global_numel(const param_t *p);
 /* Whether the stage holds block `layer`. */
 bool params_holds_layer(const params_t *P, int layer);
 /* Whether the attention's input projection is the fused attn.qkv (GPT-2: n_kv_head = n_head,
@@ -85,9 +98,10 @@ const param_t *params_find(const params_t *P, const char *name);
  * hyperslab this rank owns: for each dim, a list of `split_blocks` runs. Local element order is
  * row-major over the local shape. */
 int64_t param_global_index(const param_t *p, int tp, int tp_rank, size_t local_i);
-/* The local shard as `nblk` hyperslab blocks: start[b][dim], count[b][dim] (nblk <= 3). */
-int param_hyperslabs(const param_t *p, int tp, int tp_rank, int64_t start[3][2],
-                     int64_t count[3][2]);
+/* The local shard as `nblk` hyperslab blocks: start[b][dim], count[b][dim] (nblk <= 3; dims
+ * past ndim unused). An expert tensor's shard is one block (its experts, its tp part of each). */
+int param_hyperslabs(const param_t *p, int tp, int tp_rank, int64_t start[3][3],
+                     int64_t count[3][3]);
 
 /* Set init_std of every normally initialised parameter from &model init, init_std and
  * init_depth_scaled (model/init_scheme.c says which formula each uses). */

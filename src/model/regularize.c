@@ -74,6 +74,16 @@ const dropout_mask_t *gpt_attn_mask(const gpt_t *m, int layer, int B, int T,
     return mask;
 }
 
+bool gpt_router_noise_key(const gpt_t *m, int layer, int B, int T, uint32_t key[2],
+                          uint64_t *row0) {
+    if (!m->reg.training) return false;
+    const dropout_mask_t mk = mask_for(m, REG_ROUTER_NOISE, layer, 0.0f, B, T);
+    key[0] = mk.key[0];
+    key[1] = mk.key[1];
+    *row0 = mk.row0;
+    return true;
+}
+
 bool gpt_loss_regularized(const gpt_t *m) {
     return m->reg.training && (m->reg.label_smoothing > 0 || m->reg.z_loss > 0);
 }

@@ -35,7 +35,7 @@ typedef struct gpt_regular {
 } gpt_regular_t;
 
 /* Dropout sites: part of the mask's key. */
-enum { REG_EMBD = 1, REG_ATTN_OUT = 2, REG_MLP_OUT = 3, REG_ATTN_PROBS = 4 };
+enum { REG_EMBD = 1, REG_ATTN_OUT = 2, REG_MLP_OUT = 3, REG_ATTN_PROBS = 4, REG_ROUTER_NOISE = 5 };
 
 /* From cfg; allocates (or, planning, counts) the head buffers. */
 void gpt_reg_setup(struct gpt *m, const config_t *cfg);
@@ -58,6 +58,12 @@ const float *gpt_dropout(struct gpt *m, int site, int layer, int B, int T, float
  * inactive. */
 const dropout_mask_t *gpt_attn_mask(const struct gpt *m, int layer, int B, int T,
                                     dropout_mask_t *mask);
+
+/* The router noise of MoE `layer` (model/moe.h) for the current slot: its Philox key and the
+ * global token of the slot's row 0, keyed like the dropout masks. false (nothing set) outside
+ * training passes: no noise in eval and generation. */
+bool gpt_router_noise_key(const struct gpt *m, int layer, int B, int T, uint32_t key[2],
+                          uint64_t *row0);
 
 /* Whether the loss is regularised in this pass (smoothing or z-loss on, training). */
 bool gpt_loss_regularized(const struct gpt *m);

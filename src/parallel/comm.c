@@ -14,13 +14,14 @@ static comm_stats_t stats;
 /* What the watchdog reports for a wait of each kind, and on whom a pending wait depends
  * (comm_wait has no communicator: the last one started for that kind is remembered). */
 static const char *phase_of[COMM_KINDS] = {"tp all-reduce", "pp send/recv", "dp all-reduce",
-                                           "embedding all-reduce", "all-reduce"};
+                                           "embedding all-reduce", "all-reduce",
+                                           "expert all-to-all"};
 static const char *wait_peers[COMM_KINDS];
 /* Timeline names (core/prof.h): a non-blocking start, and the wait that finishes it. */
 static const char *start_of[COMM_KINDS] = {"tp start", "p2p send start", "dp all-reduce start",
-                                           "embedding all-reduce start", "start"};
+                                           "embedding all-reduce start", "start", "ep start"};
 static const char *wait_of[COMM_KINDS] = {"tp wait", "p2p send wait", "dp all-reduce wait",
-                                          "embedding all-reduce wait", "wait"};
+                                          "embedding all-reduce wait", "wait", "ep wait"};
 static void watch(const char *phase, MPI_Comm comm);
 static void unwatch(double t0);
 
@@ -28,7 +29,7 @@ comm_stats_t *comm_stats(void) { return &stats; }
 void comm_stats_reset(void) { memset(&stats, 0, sizeof stats); }
 
 const char *comm_kind_name(comm_kind_t k) {
-    static const char *names[COMM_KINDS] = {"tp", "pp", "dp", "embed", "other"};
+    static const char *names[COMM_KINDS] = {"tp", "pp", "dp", "embed", "other", "ep"};
     return names[k];
 }
 
@@ -307,4 +308,42 @@ void comm_agree_or_exit(MPI_Comm comm, int exit_code, const char *phase, const c
     char msg[COMM_MSG_MAX + 160];
     if (comm_agree(comm, phase, mine, msg, sizeof msg) == 0) return;
     fatal_agreed(exit_code, msg);
+}
+
+void comm_alltoall_int(const int *send, int *recv, int n, MPI_Comm comm) {
+    const int size = comm_size(comm);
+    if (size == 1) {
+        memcpy(recv, send, (size_t)n * sizeof(int));
+        return;
+    }
+    double t0 = enter("ep counts");
+    watchdog_enter(phase_of[COMM_EP], watchdog_peers_of(comm, comm_kind_name(COMM_EP)));
+    MPI_CHECK(MPI_Alltoall(send, n, MPI_INT, recv, n, MPI_INT, comm));
+    watchdog_leave();
+    charge(COMM_EP, t0, (double)size * n * sizeof(int));
+}
+
+void comm_alltoallv_float(const float *send, const int *send_counts, const int *send_displs,
+                          float *recv, const int *recv_counts, const int *recv_displs, int width,
+                          MPI_Comm comm) {
+    const int size = comm_size(comm);
+    if (size == 1) {
+        if (send_counts[0] > 0 && recv != send)
+            memmove(recv + (size_t)recv_displs[0] * width, send + (size_t)send_displs[0] * width,
+                    (size_t)send_counts[0] * width * sizeof(float));
+        return;
+    }
+    /* one derived type of `width` floats keeps the counts in rows (no int overflow for wide
+     * rows times many tokens) */
+    MPI_Datatype row;
+    MPI_CHECK(MPI_Type_contiguous(width, MPI_FLOAT, &row));
+    MPI_CHECK(MPI_Type_commit(&row));
+    double t0 = enter(phase_of[COMM_EP]), rows = 0;
+    for (int r = 0; r < size; r++) rows += send_counts[r];
+    watchdog_enter(phase_of[COMM_EP], watchdog_peers_of(comm, comm_kind_name(COMM_EP)));
+    MPI_CHECK(MPI_Alltoallv(send, send_counts, send_displs, row, recv, recv_counts, recv_displs,
+                            row, comm));
+    watchdog_leave();
+    charge(COMM_EP, t0, rows * width * sizeof(float));
+    MPI_CHECK(MPI_Type_free(&row));
 }

@@ -8,7 +8,7 @@
 #include <mpi.h>
 #include <stddef.h>
 
-typedef enum { COMM_TP, COMM_PP, COMM_DP, COMM_EMBED, COMM_OTHER, COMM_KINDS } comm_kind_t;
+typedef enum { COMM_TP, COMM_PP, COMM_DP, COMM_EMBED, COMM_OTHER, COMM_EP, COMM_KINDS } comm_kind_t;
 
 typedef struct comm_stats {
     double seconds[COMM_KINDS]; /* time spent inside blocking calls / waits */
@@ -62,6 +62,15 @@ void comm_allgather_float(const float *mine, int n, float *all, MPI_Comm comm, c
  * `phase` names it in the watchdog's message ("reading the namelist", "stop-signal check",
  * "resume", ...). Charged to COMM_OTHER. */
 void comm_barrier(MPI_Comm comm, const char *phase);
+/* Expert parallelism's token exchange (charged to COMM_EP, watched): every rank of comm sends
+ * send_counts[r] items to rank r and receives recv_counts[r] from it. comm_alltoall_int:
+ * n ints to each rank (the counts exchange, before the payload); comm_alltoallv_float: rows
+ * of `width` floats, counts and displacements in rows. Every rank calls both even with
+ * nothing to send, so no rank is left waiting. */
+void comm_alltoall_int(const int *send, int *recv, int n, MPI_Comm comm);
+void comm_alltoallv_float(const float *send, const int *send_counts, const int *send_displs,
+                          float *recv, const int *recv_counts, const int *recv_displs, int width,
+                          MPI_Comm comm);
 void comm_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm,
                 const char *phase);
 void comm_allreduce(void *x, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,

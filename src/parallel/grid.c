@@ -26,6 +26,9 @@ static void grid_validate(const config_t *cfg, int world) {
         fatal_user("%s: &model n_kv_head = %d and &parallel tp = %d: the k/v heads are split over "
                    "tp when n_kv_head >= tp (tp must divide it) and replicated when n_kv_head < tp "
                    "(n_kv_head must divide tp)", cfg->source_path, kv, tp);
+    if (cfg->n_experts > 0 && cfg->d_ff_expert % tp)
+        fatal_user("%s: &parallel tp = %d must divide &model d_ff_expert (%d): each expert's MLP is "
+                   "split over tp like the dense one", cfg->source_path, tp, cfg->d_ff_expert);
     if (pp > cfg->n_layer)
         fatal_user("%s: &parallel pp = %d exceeds &model n_layer = %d (each pipeline stage "
                    "needs at least one layer)", cfg->source_path, pp, cfg->n_layer);
@@ -49,14 +52,24 @@ void grid_create(grid_t *g, const config_t *cfg, MPI_Comm world) {
     comm_split(world, g->rank_pp * g->tp + g->rank_tp, g->rank_dp, &g->dp_comm, phase);
     comm_split(world, g->rank_dp * g->tp + g->rank_tp, g->rank_pp, &g->pp_comm, phase);
     comm_split(world, g->rank_dp, g->rank_pp * g->tp + g->rank_tp, &g->mp_comm, phase);
+    /* expert parallelism: ep consecutive dp ranks share out the experts (ep_comm); the ranks
+     * holding the same experts (same rank_ep) are the experts' replicas (edp_comm) */
+    g->ep = cfg->ep;
+    g->edp = g->dp / g->ep;
+    g->rank_ep = g->rank_dp % g->ep;
+    g->rank_edp = g->rank_dp / g->ep;
+    const int mp_coord = g->rank_pp * g->tp + g->rank_tp;
+    comm_split(world, mp_coord * g->edp + g->rank_edp, g->rank_ep, &g->ep_comm, phase);
+    comm_split(world, mp_coord * g->ep + g->rank_ep, g->rank_edp, &g->edp_comm, phase);
     bool end_stage = g->rank_pp == 0 || g->rank_pp == g->pp - 1;
     int color = end_stage ? g->rank_dp * g->tp + g->rank_tp : MPI_UNDEFINED;
     comm_split(world, color, g->rank_pp, &g->embed_comm, phase);
 }
 
 void grid_destroy(grid_t *g) {
-    MPI_Comm *comms[] = {&g->dp_comm, &g->tp_comm, &g->pp_comm, &g->mp_comm, &g->embed_comm};
-    for (int i = 0; i < 5; i++)
+    MPI_Comm *comms[] = {&g->dp_comm, &g->tp_comm, &g->pp_comm, &g->mp_comm, &g->embed_comm,
+                         &g->ep_comm, &g->edp_comm};
+    for (int i = 0; i < 7; i++)
         if (*comms[i] != MPI_COMM_NULL) MPI_CHECK(MPI_Comm_free(comms[i]));
 }
 
@@ -69,7 +82,9 @@ void grid_print(const grid_t *g, MPI_Comm world) {
     comm_gather(mine, 3, MPI_INT, all, 0, world, "printing the grid");
     comm_gather(host, 64, MPI_CHAR, hosts, 0, world, "printing the grid");
     if (g->world_rank == 0) {
-        printf("grid: %d ranks = dp %d x tp %d x pp %d\n", g->world_size, g->dp, g->tp, g->pp);
+        printf("grid: %d ranks = dp %d x tp %d x pp %d", g->world_size, g->dp, g->tp, g->pp);
+        if (g->ep > 1) printf(" (experts over ep %d, each expert on %d dp ranks)", g->ep, g->edp);
+        printf("\n");
         printf("  %5s %4s %4s %4s  %s\n", "rank", "dp", "tp", "pp", "host");
         for (int r = 0; r < g->world_size; r++)
             printf("  %5d %4d %4d %4d  %s\n", r, all[3 * r], all[3 * r + 1], all[3 * r + 2],

@@ -1,6 +1,7 @@
 /* grid.h — the process grid: world = pp x dp x tp ranks, tp varying fastest (tensor-parallel
- * peers share a node), pp slowest. Owns: the communicators and this rank's coordinates.
- * Uses: core/, config/. Used by: model/, train/, io/, main. */
+ * peers share a node), pp slowest; the dp ranks further split into ep x edp for the experts.
+ * Owns: the communicators and this rank's coordinates. Uses: core/, config/.
+ * Used by: model/, train/, io/, main. */
 #ifndef LLMT_GRID_H
 #define LLMT_GRID_H
 #include <mpi.h>
@@ -14,6 +15,11 @@ typedef struct grid {
     /* first and last pipeline stage of the same (dp, tp) coordinate, which both hold the tied
      * wte; MPI_COMM_NULL on middle stages (a 1-rank communicator when pp = 1) */
     MPI_Comm embed_comm;
+    /* expert parallelism (&parallel ep): dp rank d is rank_ep = d % ep of its ep group (the ep
+     * consecutive dp ranks d - d % ep ...) and rank_edp = d / ep among the edp = dp / ep ranks
+     * that hold the same experts; ep_comm, edp_comm: 1-rank groups when ep = 1 / ep = dp */
+    int ep, edp, rank_ep, rank_edp;
+    MPI_Comm ep_comm, edp_comm;
 } grid_t;
 
 /* Validate the shape against the world size and the model (fatal_user on every rank with one

@@ -185,6 +185,10 @@ static ckpt_meta_t model_meta(const trainer_t *tr) {
     return meta;
 }
 
+int ckpt_owner(const grid_t *g) {
+    return (g->rank_dp == 0 ? CKPT_OWNS_DENSE : 0) | (g->rank_edp == 0 ? CKPT_OWNS_EXPERTS : 0);
+}
+
 int ckpt_write_now(trainer_t *tr, const char *why) {
     const config_t *cfg = tr->cfg;
     const char *dir = tr->rd.ckpt_dir;
@@ -212,7 +216,7 @@ int ckpt_write_now(trainer_t *tr, const char *why) {
     watchdog_enter_for("checkpoint write", "all ranks", cfg->io_timeout_s);
     prof_begin(PROF_CHECKPOINT, "checkpoint write", -1, -1);
     int rc = ckpt_save(path, MPI_COMM_WORLD, tr->io_hints, &m->P, p, mm, vv, &meta, &st,
-                       tr->grid->rank_dp == 0, &written, msg, sizeof msg);
+                       ckpt_owner(tr->grid), &written, msg, sizeof msg);
     prof_end(PROF_CHECKPOINT, 0);
     watchdog_leave();
     double dt = now_sec() - t0;
@@ -331,7 +335,8 @@ void ckpt_resume_find(trainer_t *tr, ckpt_resumed_t *res) {
     if (strcmp(cfg->resume, "none") == 0 || strcmp(cfg->mode, "train") != 0) return;
     /* the registry the model will have on this rank: the host buffers match its layout */
     params_t P;
-    params_create_stage(&P, cfg, tr->grid->tp, tr->grid->rank_tp, tr->grid->pp, tr->grid->rank_pp);
+    params_create_experts(&P, cfg, tr->grid->tp, tr->grid->rank_tp, tr->grid->pp, tr->grid->rank_pp,
+                          1, tr->grid->ep, tr->grid->rank_ep);
     res->total = P.total;
     res->params = xcalloc(P.total, sizeof(float));
     res->m = xcalloc(P.total, sizeof(float));

@@ -22,6 +22,9 @@
  * "final", "signal"). Returns 0, or -1 after reporting why it could not be written (on stderr
  * and as a metrics record; nothing earlier is lost). */
 int ckpt_write_now(trainer_t *tr, const char *why);
+/* What this rank's replica writes of a checkpoint (io/checkpoint.h CKPT_OWNS_*): the dense
+ * tensors on dp rank 0, the expert tensors on every ep rank's first replica. */
+int ckpt_owner(const grid_t *g);
 /* Collective: whether `need` bytes can be written in dir right now (free space, then a real
  * allocation, which also meets quotas and file-size limits); 0 with the reason in msg if not.
  * Checkpoints and weights files call it before any HDF5 call. */

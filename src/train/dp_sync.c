@@ -23,12 +23,13 @@ static void bucket_parts(dp_sync_t *d, dp_bucket_t *b) {
 }
 
 void dp_sync_create(dp_sync_t *d, gpt_t *m, zero_t *z, MPI_Comm dp_comm, MPI_Comm embed_comm,
-                    int dp, double bucket_mb) {
+                    MPI_Comm edp_comm, int dp, double bucket_mb) {
     memset(d, 0, sizeof *d);
     d->m = m;
     d->z = z;
     d->dp_comm = dp_comm;
     d->embed_comm = embed_comm;
+    d->edp_comm = edp_comm;
     d->dp = dp;
     const size_t cap_floats = (size_t)(bucket_mb * 1024 * 1024 / sizeof(float));
     d->b = xcalloc((size_t)m->P.n + 1, sizeof(dp_bucket_t));
@@ -36,9 +37,11 @@ void dp_sync_create(dp_sync_t *d, gpt_t *m, zero_t *z, MPI_Comm dp_comm, MPI_Com
     for (int i = 0; i < m->P.n; i++) {
         const param_t *p = &m->P.p[i];
         if (!p->held) continue;
-        if (!cur || cur->end - cur->begin >= cap_floats) {
+        const bool experts = p->experts > 0 && edp_comm != dp_comm;
+        if (!cur || cur->end - cur->begin >= cap_floats || cur->experts != experts) {
             cur = &d->b[d->n++];
             cur->begin = p->offset;
+            cur->experts = experts;
             cur->ready_layer = param_ready_layer(p);
             cur->req = MPI_REQUEST_NULL;
         }
@@ -65,8 +68,8 @@ static void start_bucket(dp_sync_t *d, dp_bucket_t *b) {
         comm_ireduce_scatter_sum(d->m->grads + b->begin, b->recv, b->counts, d->dp_comm, COMM_DP,
                                  &b->req);
     else
-        comm_iallreduce_sum(d->m->grads + b->begin, b->end - b->begin, d->dp_comm, COMM_DP,
-                            &b->req);
+        comm_iallreduce_sum(d->m->grads + b->begin, b->end - b->begin,
+                            b->experts ? d->edp_comm : d->dp_comm, COMM_DP, &b->req);
     b->started = true;
 }
 

@@ -83,7 +83,7 @@ void plan_rank(const config_t *cfg, int tp_rank, int pp_rank, int mb, int accum,
     const int v = sched == SCHED_INTERLEAVED ? cfg->virtual_stages : 1;
     gpt_parallel_t par = {cfg->tp, tp_rank, cfg->pp, pp_rank, MPI_COMM_SELF,
                           pipe_slots_needed(sched, cfg->pp, v, pp_rank, accum), v,
-                          sched == SCHED_ZBH1};
+                          sched == SCHED_ZBH1, cfg->ep, 0, MPI_COMM_SELF};
     gpt_t m;
     gpt_plan(&m, cfg, ops_cpu(), mb, T, &par, zero >= 3, staged);
     double *b = out->bytes;

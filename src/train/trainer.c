@@ -391,12 +391,14 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
                        schedule_error(tr, sched, v, why, sizeof why));
     gpt_parallel_t par = {grid->tp, grid->rank_tp, grid->pp, grid->rank_pp, grid->tp_comm,
                           pipe_slots_needed(sched, grid->pp, v, grid->rank_pp, tr->accum), v,
-                          sched == SCHED_ZBH1};
+                          sched == SCHED_ZBH1, grid->ep, grid->rank_ep, grid->ep_comm};
     /* the ZeRO partitions of the flat buffer the model will have, before the model: ZeRO-3
      * gives the model its weight provider */
     params_t P;
     params_create_chunks(&P, cfg, grid->tp, grid->rank_tp, grid->pp, grid->rank_pp, v);
     zero_create(&tr->zero, cfg->zero_stage, grid->dp, grid->rank_dp, grid->dp_comm, P.total, ops);
+    tr->zero.ep = grid->ep;
+    tr->zero.rank_edp = grid->rank_edp;
     params_destroy(&P);
     if (cfg->zero_stage > 0 && grid->dp == 1 && is_root(tr))
         printf("zero: &parallel zero_stage = %d with dp = 1 changes nothing (there is no replica "
@@ -409,8 +411,8 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
                staging);
     zero_attach(&tr->zero, &tr->model, cfg->zero3_resident);
     pipe_create(&tr->pipe, &tr->model, grid, tr->accum, sched, v);
-    dp_sync_create(&tr->dps, &tr->model, &tr->zero, grid->dp_comm, grid->embed_comm, grid->dp,
-                   cfg->bucket_mb);
+    dp_sync_create(&tr->dps, &tr->model, &tr->zero, grid->dp_comm, grid->embed_comm,
+                   grid->ep > 1 ? grid->edp_comm : grid->dp_comm, grid->dp, cfg->bucket_mb);
     tr->pipe.last_micro_hook = dp_sync_layer_done;
     tr->pipe.hook_ctx = &tr->dps;
     tr->precision = dtype_from_name(cfg->precision);
@@ -465,6 +467,7 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
 
 void trainer_destroy(trainer_t *tr) {
     profiling_destroy(&tr->prof);
+    moe_log_free(&tr->moelog);
     metrics_close(&tr->metrics);
     dp_sync_destroy(&tr->dps);
     zero_destroy(&tr->zero);
@@ -531,7 +534,7 @@ static int save_weights(trainer_t *tr, const char *tag) {
         watchdog_enter_for("weights write", "all ranks", tr->cfg->io_timeout_s);
         prof_begin(PROF_CHECKPOINT, "weights write", -1, -1);
         rc = ckpt_write_weights(path, MPI_COMM_WORLD, &tr->model.P, host, &meta,
-                                tr->grid->rank_dp == 0, msg, sizeof msg);
+                                ckpt_owner(tr->grid), msg, sizeof msg);
         prof_end(PROF_CHECKPOINT, 0);
         watchdog_leave();
         xfree(host);
@@ -570,6 +573,8 @@ static double accumulate_gradients(trainer_t *tr) {
      * sample's index in the step's global batch, where this rank's micro-batch 0 starts at
      * rank_dp * accum * B, as curric_fill cuts it) */
     gpt_train_pass(&tr->model, tr->step, (uint64_t)tr->grid->rank_dp * tr->accum * B);
+    gpt_set_loss_weight(&tr->model, dloss); /* MoE: the aux and z losses' weight */
+    moe_stats_reset(&tr->model);
     double loss_sum = pipe_run(&tr->pipe, tr->inputs, tr->targets, tr->accum, B, T, true, dloss);
     gpt_eval_pass(&tr->model);
     dp_sync_finish(&tr->dps);
@@ -655,7 +660,7 @@ static void dump_grads(trainer_t *tr) {
                         tr->config_text, "", &tr->provenance};
     watchdog_enter_for("gradient dump", "all ranks", tr->cfg->io_timeout_s);
     int rc = ckpt_write_weights(path, MPI_COMM_WORLD, &tr->model.P, host, &meta,
-                                tr->grid->rank_dp == 0, msg, sizeof msg);
+                                ckpt_owner(tr->grid), msg, sizeof msg);
     watchdog_leave();
     xfree(host);
     if (rc != 0) fatal_user("&train dump_grads_step: %s", msg);
@@ -874,6 +879,7 @@ static step_result_t train_step(trainer_t *tr) {
     watchdog_set_step(tr->step + 1);
     r.loss_scale = tr->scaler.scale;
     double loss_sum = accumulate_gradients(tr);
+    moe_log_step(&tr->moelog, &tr->model, cfg, r.step, is_root(tr));
     if (tr->step == cfg->dump_grads_step) dump_grads(tr);
     if (tr->step == cfg->inject_nan_step) inject_nonfinite(tr, NAN);
     if (tr->step == cfg->inject_overflow_step) inject_nonfinite(tr, INFINITY);
@@ -964,8 +970,12 @@ static void log_step(trainer_t *tr, const step_result_t *r, double dt, double et
     char e[32], n1[32], n2[32], scale[48] = "";
     format_hms(e, sizeof e, eta);
     if (tr->scaler.enabled) snprintf(scale, sizeof scale, " | scale %g", r->loss_scale);
-    char event[96] = "", zl[48] = "";
-    if (tr->cfg->z_loss > 0) snprintf(zl, sizeof zl, ",\"z_loss\":%.9g", r->z_loss);
+    char event[96] = "", zl[160] = "";
+    int zn = 0;
+    if (tr->cfg->z_loss > 0) zn = snprintf(zl, sizeof zl, ",\"z_loss\":%.9g", r->z_loss);
+    if (tr->model.moe) /* the experts' token exchange (all-to-all over the ep group) */
+        snprintf(zl + zn, sizeof zl - (size_t)zn, ",\"ms_ep\":%.3f,\"bytes_ep\":%.0f",
+                 c->seconds[COMM_EP] * 1e3, c->bytes[COMM_EP]);
     if (r->anomaly && r->event.to_step >= 0)
         snprintf(event, sizeof event, " | %s: ROLLBACK to step %lld",
                  anom_detector_name(r->event.v.detector), (long long)r->event.to_step);
@@ -977,16 +987,16 @@ static void log_step(trainer_t *tr, const step_result_t *r, double dt, double et
     if (is_root(tr) && (r->step % tr->cfg->log_every == 0 || r->step == tr->cfg->max_steps ||
                         r->anomaly))
         printf("step %*lld/%d | loss %.4f | lr %.2e | norm %.3f | %7.1f ms | %8.0f tok/s | "
-               "MFU %4.1f%% (GEMM %3.0f%%) | peak %.0f MiB | ETA %s%s%s\n",
+               "MFU %4.1f%% (GEMM %3.0f%%) | peak %.0f MiB | ETA %s%s%s%s\n",
                (int)log10(tr->cfg->max_steps) + 1, (long long)r->step, tr->cfg->max_steps,
                r->loss, r->lr, r->norm, dt * 1e3, tok_s, 100.0 * mfu, 100.0 * gemm_util, peak, e, scale,
-               event);
+               tr->moelog.line, event);
     metrics_write(&tr->metrics,
                   "\"step\":%lld,\"loss\":%s,\"lr\":%.9g,\"grad_norm\":%s,\"ms\":%.3f,"
                   "\"tokens_per_s\":%.1f,\"mfu\":%.5f,\"gemm_util\":%.5f,\"minor_faults\":%ld,\"rss_mib\":%.1f,\"peak_mib\":%.1f,\"tokens\":%lld,"
                   "\"skipped\":%lld,\"applied\":%s,\"ms_tp\":%.3f,\"ms_pp_wait\":%.3f,"
                   "\"ms_dp_wait\":%.3f,\"bytes_tp\":%.0f,\"bytes_pp\":%.0f,\"bytes_dp\":%.0f,"
-                  "\"loss_scale\":%.9g,\"overflow\":%s,\"stage\":%d,\"seq_len\":%d,\"global_batch\":%d%s%s",
+                  "\"loss_scale\":%.9g,\"overflow\":%s,\"stage\":%d,\"seq_len\":%d,\"global_batch\":%d%s%s%s",
                   (long long)r->step, metrics_num(n1, sizeof n1, r->loss), r->lr,
                   metrics_num(n2, sizeof n2, r->norm), dt * 1e3, tok_s, mfu, gemm_util, faults, mem, peak,
                   (long long)tr->tokens_seen, (long long)tr->skipped,
@@ -994,7 +1004,7 @@ static void log_step(trainer_t *tr, const step_result_t *r, double dt, double et
                   c->seconds[COMM_PP] * 1e3, c->seconds[COMM_DP] * 1e3, c->bytes[COMM_TP],
                   c->bytes[COMM_PP], c->bytes[COMM_DP], r->loss_scale,
                   r->overflow ? "true" : "false", tr->curric.cur + 1, tr->T, tr->global_batch,
-                  zl, tr->prof.record);
+                  zl, tr->prof.record, tr->moelog.record ? tr->moelog.record : "");
     fflush(stdout);
 }
 

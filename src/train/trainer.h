@@ -22,6 +22,7 @@
 #include "train/pipeline.h"
 #include "train/planner.h"
 #include "train/postval.h"
+#include "train/moe_log.h"
 #include "train/profiling.h"
 #include "train/rundir.h"
 #include "train/zero.h"
@@ -69,6 +70,7 @@ typedef struct trainer {
     double flops_per_token;
     double dp_blocking_ms;      /* one blocking all-reduce of all gradients, measured at setup */
     profiling_t prof;           /* timeline, counts per phase, energy (mode = 'train') */
+    moe_log_t moelog;           /* the MoE blocks' step statistics (train/moe_log.h) */
 } trainer_t;
 
 /* Everything a run needs, allocated once; data files are validated here (a bad file is one

@@ -74,6 +74,9 @@ typedef struct zero {
     zero_gstage_t sembed, sfinal, sblocks[2];
     const zero_gstage_t *s_in_use;
     long gathers;           /* unit gathers made (for the end-of-run report) */
+    /* expert parallelism (ep > 1, stage 0 only): the expert tensors differ between ep ranks and
+     * are replicated over the rank_edp group; expert-replica rank 0 owns them in the map */
+    int ep, rank_edp;
 } zero_t;
 
 /* Partition a flat buffer of `total` floats over the dp group; allocates the shard buffers the

@@ -253,14 +253,14 @@ static void unknown_key_lists_valid_keys_and_suggests_the_closest(void **state) 
     (void)state;
     EXPECT_ERROR("&model\n  n_layer = 2\n  n_layers = 4\n/",
                  PATH ":3:3: &model unknown key 'n_layers' (valid keys: n_layer, n_head, d_model, d_ff, vocab_size,");
-    EXPECT_ERROR("&model\n  n_layers = 4\n/", "z_loss_coef); did you mean 'n_layer'?");
+    EXPECT_ERROR("&model\n  n_layers = 4\n/", "collapse_steps); did you mean 'n_layer'?");
     EXPECT_ERROR("&train learning_rate = 1 /", PATH ":1:8: &train unknown key 'learning_rate' (valid keys: max_steps,");
 }
 
 static void key_in_the_wrong_group_names_its_group(void **state) {
     (void)state;
     EXPECT_ERROR("&model lr = 1e-3 /", PATH ":1:8: &model unknown key 'lr' (valid keys: n_layer,");
-    EXPECT_ERROR("&model lr = 1e-3 /", "z_loss_coef); 'lr' belongs in &train");
+    EXPECT_ERROR("&model lr = 1e-3 /", "collapse_steps); 'lr' belongs in &train");
 }
 
 static void unknown_group_lists_valid_groups_and_suggests_the_closest(void **state) {
@@ -387,10 +387,10 @@ static void every_range_bound_is_enforced_with_its_message(void **state) {
         {"&model n_experts = -1 /", "&model n_experts: must be >= 0, got -1"},
         {"&model top_k = 0 /", "&model top_k: must be >= 1, got 0"},
         {"&model moe_every = 0 /", "&model moe_every: must be >= 1, got 0"},
-        {"&model capacity_factor = 0 /", "&model capacity_factor: must be > 0, got 0"},
-        {"&model router_noise = -1 /", "&model router_noise: must be >= 0, got -1"},
-        {"&model aux_loss_coef = -1e-3 /", "&model aux_loss_coef: must be >= 0, got -1e-3"},
-        {"&model z_loss_coef = -1 /", "&model z_loss_coef: must be >= 0, got -1"},
+        {"&model capacity_factor = -1 /", "&model capacity_factor: must be in [0, 1e+06], got -1"},
+        {"&model router_noise = -1 /", "&model router_noise: must be in [0, 1000], got -1"},
+        {"&model aux_loss_coef = -1e-3 /", "&model aux_loss_coef: must be in [0, 1000], got -1e-3"},
+        {"&model z_loss_coef = -1 /", "&model z_loss_coef: must be in [0, 1000], got -1"},
         {"&parallel dp = 0 /", "&parallel dp: must be >= 1, got 0"},
         {"&parallel tp = 0 /", "&parallel tp: must be >= 1, got 0"},
         {"&parallel pp = -2 /", "&parallel pp: must be >= 1, got -2"},
@@ -464,18 +464,6 @@ static void dropout_sets_the_three_rates_unless_given(void **state) {
 static void unimplemented_features_are_refused_not_ignored(void **state) {
     (void)state;
     static const struct { const char *set, *dflt, *message; } cases[] = {
-        {"&model n_experts = 8 /", "&model n_experts = 0 /",
-         PATH ":1:20: &model n_experts: Mixture-of-Experts is not implemented in this version; remove the key"},
-        {"&model top_k = 1 /", "&model top_k = 2 /",
-         PATH ":1:16: &model top_k: Mixture-of-Experts is not implemented in this version (n_experts = 0); "
-              "remove the key"},
-        {"&model moe_every = 2 /", "&model moe_every = 1 /", "&model moe_every: Mixture-of-Experts is not"},
-        {"&model capacity_factor = 2 /", "&model capacity_factor = 1.25 /", "&model capacity_factor: Mixture-of-Experts"},
-        {"&model router_noise = 0.5 /", "&model router_noise = 0.0 /", "&model router_noise: Mixture-of-Experts"},
-        {"&model aux_loss_coef = 0.02 /", "&model aux_loss_coef = 0.01 /", "&model aux_loss_coef: Mixture-of-Experts"},
-        {"&model z_loss_coef = 0 /", "&model z_loss_coef = 1e-3 /", "&model z_loss_coef: Mixture-of-Experts"},
-        {"&parallel ep = 2 /", "&parallel ep = 1 /",
-         PATH ":1:16: &parallel ep: expert parallelism is not implemented in this version; remove the key"},
         {"&parallel virtual_stages = 2 /", "&parallel virtual_stages = 1 /",
          "needs schedule = 'interleaved' (got '1f1b'), or set virtual_stages = 1"},
         {"&parallel schedule = 'zb-h1', virtual_stages = 2 /", "&parallel schedule = 'zb-h1' /",
@@ -493,6 +481,38 @@ static void unimplemented_features_are_refused_not_ignored(void **state) {
         config_t c;
         parse_ok(text, &c);
         config_destroy(&c);
+    }
+}
+
+/* Mixture of Experts: the keys reach their fields (d_ff_expert 0 = d_ff), and the cross-key
+ * rules name the key: top_k > n_experts, moe_every > n_layer, ep not dividing dp or
+ * n_experts. */
+static void moe_keys_are_parsed_and_checked(void **state) {
+    (void)state;
+    config_t c;
+    parse_ok("&model n_experts = 8, top_k = 2, moe_every = 2, capacity_factor = 0, drop_policy = 'position'"
+             ", n_shared_experts = 1, router = 'mlp', router_noise = 1 /\n&parallel dp = 4, ep = 2 /\n" DATA, &c);
+    assert_int_equal(c.n_experts, 8);
+    assert_int_equal(c.d_ff_expert, c.d_ff);
+    assert_true(c.capacity_factor == 0 && c.router_noise == 1 && c.ep == 2 && c.n_shared_experts == 1);
+    assert_string_equal(c.drop_policy, "position");
+    assert_string_equal(c.router, "mlp");
+    config_destroy(&c);
+    static const struct { const char *text, *message; } bad[] = {
+        {"&model n_experts = 4, top_k = 5 /", PATH ":1:23: &model top_k: top_k = 5 (line 1) must be <= n_experts = 4"},
+        {"&model n_experts = 4, moe_every = 13 /", "&model moe_every: moe_every = 13 (line 1) must be <= n_layer = 12"},
+        {"&model n_experts = 4 /\n&parallel dp = 3, ep = 2 /", "&parallel ep: ep = 2 (line 2) must divide dp = 3"},
+        {"&model n_experts = 6 /\n&parallel dp = 4, ep = 4 /", "&parallel ep: ep = 4 (line 2) must divide n_experts = 6"},
+        {"&parallel dp = 2, ep = 2 /", "must divide n_experts = 0"},
+        {"&model drop_policy = 'random' /", "&model drop_policy: 'random' is not one of 'probs', 'position'"},
+        {"&model router = 'hash' /", "&model router: 'hash' is not one of 'linear', 'mlp'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char text[256];
+        snprintf(text, sizeof text, "%s\n" DATA, bad[i].text);
+        const char *got = parse_error(text);
+        if (!strstr(got, bad[i].message))
+            fail_msg("case %zu: %s\n  got:      %s\n  expected: %s", i, bad[i].text, got, bad[i].message);
     }
 }
 
@@ -1008,6 +1028,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(empty_prompt_is_echoed_as_a_comment),
         cmocka_unit_test(load_reads_broadcasts_and_keeps_text_and_path),
         cmocka_unit_test(profile_keys_are_parsed_and_checked),
+        cmocka_unit_test(moe_keys_are_parsed_and_checked),
         cmocka_unit_test(load_of_missing_file_names_path_and_reason),
         cmocka_unit_test(load_of_binary_file_is_refused),
         cmocka_unit_test(load_reports_parse_errors_with_the_file_path),

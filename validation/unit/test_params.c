@@ -97,7 +97,7 @@ static void hyperslabs_enumerate_local_elements_in_order(void **state) {
         params_create(&P, &cfg, tp, r);
         for (int i = 0; i < P.n; i++) {
             const param_t *p = &P.p[i];
-            int64_t st[3][2], ct[3][2];
+            int64_t st[3][3], ct[3][3];
             int nb = param_hyperslabs(p, tp, r, st, ct);
             /* row-major enumeration of the union of blocks (blocks are disjoint, sorted by start) */
             size_t j = 0;

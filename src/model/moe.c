@@ -1,0 +1,505 @@
+/* moe.c — Mixture-of-Experts blocks and expert parallelism (see moe.h).
+ * Notation: N = B*T token rows, C = d_model, E experts (El on this ep rank), k choices,
+ * M dispatch rows (kept assignments of this rank's tokens), R rows received by this rank's
+ * experts, Fel = d_ff_expert / tp, Sl = n_shared_experts * d_ff_expert / tp. */
+#include "model/moe.h"
+#include <math.h>
+#include <string.h>
+#include "core/alloc.h"
+#include "core/error.h"
+#include "model/gpt.h"
+#include "parallel/comm.h"
+
+/* ---------------------------------------------------------------- setup */
+
+static float *fbuf(gpt_t *m, size_t n, size_t *bytes, mem_category_t cat) {
+    if (bytes) *bytes += n * sizeof(float);
+    return gpt_alloc(m, n * sizeof(float), cat);
+}
+
+static int *ibuf(gpt_t *m, size_t n, size_t *bytes) {
+    if (bytes) *bytes += n * sizeof(int);
+    return gpt_alloc(m, n * sizeof(int), MEM_ACTIVATIONS);
+}
+
+static void *host(const gpt_t *m, size_t n, size_t size) {
+    return m->dry_run ? NULL : xcalloc(n ? n : 1, size);
+}
+
+void moe_setup(gpt_t *m, const config_t *cfg, int ep, int ep_rank, MPI_Comm ep_comm) {
+    moe_t *q = m->moe = xcalloc(1, sizeof *q);
+    const int tp = m->par.tp;
+    q->E = cfg->n_experts;
+    q->k = cfg->top_k_moe;
+    q->ep = ep;
+    q->ep_rank = ep_rank;
+    q->ep_comm = ep_comm;
+    q->El = q->E / ep;
+    q->Fe = cfg->d_ff_expert;
+    q->Fel = q->Fe / tp;
+    q->Sl = cfg->n_shared_experts * q->Fe / tp;
+    q->cf = cfg->capacity_factor;
+    q->policy = !strcmp(cfg->drop_policy, "position") ? MOE_DROP_POSITION : MOE_DROP_PROBS;
+    q->noise = (float)cfg->router_noise;
+    q->aux_coef = (float)cfg->aux_loss_coef;
+    q->z_coef = (float)cfg->z_loss_coef;
+    q->mlp_router = !strcmp(cfg->router, "mlp");
+    q->swiglu = m->swiglu;
+    q->collapse_share = cfg->moe_collapse_share;
+    q->collapse_steps = cfg->moe_collapse_steps;
+    const int N = q->N_max = m->B * m->T, E = q->E, k = q->k, C = m->C;
+    /* each source rank sends an expert at most min(N, cap) rows (one per token) */
+    const int cap = moe_capacity(N, k, E, q->cf);
+    const long per_src = (long)q->El * (cap < N ? cap : N);
+    q->R_max = (int)(ep * (per_src < (long)N * k ? per_src : (long)N * k));
+    const size_t Rm = (size_t)q->R_max, Nk = (size_t)N * k;
+    size_t *none = NULL;
+    q->logits = fbuf(m, (size_t)N * E, none, MEM_WORKSPACE);
+    q->dlogits = fbuf(m, (size_t)N * E, none, MEM_WORKSPACE);
+    q->dnoise = fbuf(m, (size_t)N * E, none, MEM_WORKSPACE);
+    q->dgates = fbuf(m, Nk, none, MEM_WORKSPACE);
+    q->dbias = fbuf(m, (size_t)E, none, MEM_WORKSPACE);
+    q->drin = fbuf(m, (size_t)N * C, none, MEM_WORKSPACE);
+    const size_t big = Rm > Nk ? Rm : Nk;
+    q->sendbuf = fbuf(m, big * C, none, MEM_WORKSPACE);
+    q->recvbuf = fbuf(m, big * C, none, MEM_WORKSPACE);
+    q->eout = fbuf(m, Rm * C, none, MEM_WORKSPACE);
+    const size_t wide = (size_t)(q->Fel > q->Sl ? q->Fel : q->Sl);
+    const size_t rows = Rm > (size_t)N ? Rm : (size_t)N;
+    q->dh = fbuf(m, rows * wide, none, MEM_WORKSPACE);
+    q->du = fbuf(m, rows * wide, none, MEM_WORKSPACE);
+    q->dw = fbuf(m, Nk, none, MEM_WORKSPACE);
+    q->h_idx = host(m, Nk, sizeof(int));
+    q->h_probs = host(m, (size_t)N * E, sizeof(float));
+    q->h_gates = host(m, Nk, sizeof(float));
+    q->h_lse = host(m, (size_t)N, sizeof(float));
+    q->h_w = host(m, Nk, sizeof(float));
+    q->h_rows = host(m, Nk, sizeof(int));
+    q->h_perm = host(m, 2 * Rm, sizeof(int));
+    q->stats = xcalloc((size_t)m->L, sizeof(moe_stats_t));
+    q->collapsed_for = xcalloc((size_t)m->L, sizeof(int));
+    for (int l = 0; l < m->L; l++)
+        if (params_moe_layer(cfg, l)) q->stats[l].load = xcalloc((size_t)E, sizeof(double));
+}
+
+void moe_free(gpt_t *m) {
+    moe_t *q = m->moe;
+    if (!q) return;
+    float *dev[] = {q->logits, q->dlogits, q->dnoise, q->dgates, q->dbias, q->drin,
+                    q->sendbuf, q->recvbuf, q->eout, q->dh, q->du, q->dw};
+    if (!m->dry_run)
+        for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) m->ops->free(dev[i]);
+    void *hostp[] = {q->h_idx, q->h_probs, q->h_gates, q->h_lse, q->h_w, q->h_rows, q->h_perm};
+    for (size_t i = 0; i < sizeof hostp / sizeof hostp[0]; i++) xfree(hostp[i]);
+    for (int l = 0; l < m->L; l++) xfree(q->stats[l].load);
+    xfree(q->stats);
+    xfree(q->collapsed_for);
+    xfree(q);
+    m->moe = NULL;
+}
+
+moe_acts_t *moe_alloc_acts(gpt_t *m, size_t *bytes) {
+    const moe_t *q = m->moe;
+    moe_acts_t *a = xcalloc(1, sizeof *a);
+    const size_t N = (size_t)q->N_max, E = q->E, k = q->k, C = m->C, R = q->R_max;
+    a->probs = fbuf(m, N * E, bytes, MEM_ACTIVATIONS);
+    a->lse = fbuf(m, N, bytes, MEM_ACTIVATIONS);
+    a->gates = fbuf(m, N * k, bytes, MEM_ACTIVATIONS);
+    a->idx = ibuf(m, N * k, bytes);
+    if (q->noise > 0) a->noise = fbuf(m, N * E, bytes, MEM_ACTIVATIONS);
+    if (q->mlp_router) {
+        a->rpre = fbuf(m, N * C, bytes, MEM_ACTIVATIONS);
+        a->rhid = fbuf(m, N * C, bytes, MEM_ACTIVATIONS);
+    }
+    a->rows = ibuf(m, N * k, bytes);
+    a->wr = fbuf(m, N * k, bytes, MEM_ACTIVATIONS);
+    a->yd = fbuf(m, N * k * C, bytes, MEM_ACTIVATIONS);
+    a->perm = ibuf(m, R, bytes);
+    a->iperm = ibuf(m, R, bytes);
+    a->xe = fbuf(m, R * C, bytes, MEM_ACTIVATIONS);
+    a->eh = fbuf(m, R * q->Fel, bytes, MEM_ACTIVATIONS);
+    a->ea = fbuf(m, R * q->Fel, bytes, MEM_ACTIVATIONS);
+    if (q->swiglu) a->eu = fbuf(m, R * q->Fel, bytes, MEM_ACTIVATIONS);
+    if (q->Sl > 0) {
+        a->sh = fbuf(m, N * q->Sl, bytes, MEM_ACTIVATIONS);
+        a->sa = fbuf(m, N * q->Sl, bytes, MEM_ACTIVATIONS);
+        if (q->swiglu) a->su = fbuf(m, N * q->Sl, bytes, MEM_ACTIVATIONS);
+    }
+    a->send = host(m, (size_t)q->ep, sizeof(int));
+    a->recv = host(m, (size_t)q->ep, sizeof(int));
+    a->ecnt = host(m, (size_t)q->ep * q->El, sizeof(int));
+    if (!m->dry_run) moe_plan_create(&a->plan, q->N_max, q->E, q->k);
+    return a;
+}
+
+void moe_free_acts(gpt_t *m, moe_acts_t *a) {
+    if (!a) return;
+    if (!m->dry_run) {
+        float *f[] = {a->probs, a->lse, a->gates, a->noise, a->rpre, a->rhid, a->wr, a->yd,
+                      a->xe, a->eh, a->eu, a->ea, a->sh, a->su, a->sa};
+        for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+            if (f[i]) m->ops->free(f[i]);
+        int *n[] = {a->idx, a->rows, a->perm, a->iperm};
+        for (size_t i = 0; i < sizeof n / sizeof n[0]; i++) m->ops->free(n[i]);
+        moe_plan_destroy(&a->plan);
+    }
+    xfree(a->send);
+    xfree(a->recv);
+    xfree(a->ecnt);
+    xfree(a);
+}
+
+/* ---------------------------------------------------------------- the exchange */
+
+static void displs_of(const int *counts, int n, int *displs) {
+    for (int r = 0, d = 0; r < n; r++) {
+        displs[r] = d;
+        d += counts[r];
+    }
+}
+
+/* After routing: rows per destination ep rank and per (source, local expert), exchanged; the
+ * expert-major permutation of the rows received. Collective over the ep group. */
+static void exchange_counts(gpt_t *m, moe_acts_t *a) {
+    moe_t *q = m->moe;
+    const int ep = q->ep, El = q->El;
+    int *mine = xcalloc((size_t)ep * El, sizeof(int));
+    for (int r = 0; r < ep; r++) {
+        a->send[r] = 0;
+        for (int e = 0; e < El; e++) {
+            mine[r * El + e] = a->plan.kept[r * El + e];
+            a->send[r] += mine[r * El + e];
+        }
+    }
+    comm_alltoall_int(mine, a->ecnt, El, q->ep_comm);
+    xfree(mine);
+    a->R = 0;
+    for (int s = 0; s < ep; s++) {
+        a->recv[s] = 0;
+        for (int e = 0; e < El; e++) a->recv[s] += a->ecnt[s * El + e];
+        a->R += a->recv[s];
+    }
+    ASSERT(a->R <= q->R_max);
+    /* received order: source by source, each source's rows expert by expert; expert-major
+     * order: expert by expert, each expert's rows source by source */
+    int *start = xcalloc((size_t)ep * El, sizeof(int));
+    for (int s = 0, at = 0; s < ep; s++)
+        for (int e = 0; e < El; e++) {
+            start[s * El + e] = at;
+            at += a->ecnt[s * El + e];
+        }
+    int *perm = q->h_perm, *iperm = q->h_perm + q->R_max, r = 0;
+    for (int e = 0; e < El; e++)
+        for (int s = 0; s < ep; s++)
+            for (int i = 0; i < a->ecnt[s * El + e]; i++, r++) {
+                perm[r] = start[s * El + e] + i;
+                iperm[perm[r]] = r;
+            }
+    xfree(start);
+    m->ops->to_device(a->perm, perm, (size_t)a->R * sizeof(int));
+    m->ops->to_device(a->iperm, iperm, (size_t)a->R * sizeof(int));
+}
+
+/* rows[M, C] of this rank (dispatch order) to the experts' owners; lands expert-major in out. */
+static void send_to_experts(gpt_t *m, moe_acts_t *a, const float *rows, float *out) {
+    moe_t *q = m->moe;
+    int sd[q->ep], rd[q->ep];
+    displs_of(a->send, q->ep, sd);
+    displs_of(a->recv, q->ep, rd);
+    comm_alltoallv_float(rows, a->send, sd, q->recvbuf, a->recv, rd, m->C, q->ep_comm);
+    if (a->R > 0) m->ops->moe_gather_rows(out, q->recvbuf, a->perm, a->R, m->C);
+}
+
+/* The reverse: expert-major rows[R, C] back to the ranks whose tokens they are, in their
+ * dispatch order, into out[M, C]. */
+static void return_from_experts(gpt_t *m, moe_acts_t *a, const float *rows, float *out) {
+    moe_t *q = m->moe;
+    int sd[q->ep], rd[q->ep];
+    if (a->R > 0) m->ops->moe_gather_rows(q->sendbuf, rows, a->iperm, a->R, m->C);
+    displs_of(a->recv, q->ep, rd);
+    displs_of(a->send, q->ep, sd);
+    comm_alltoallv_float(q->sendbuf, a->recv, rd, out, a->send, sd, m->C, q->ep_comm);
+}
+
+/* ---------------------------------------------------------------- experts */
+
+/* Local expert e's weights (or gradients) inside the expert tensors. */
+typedef struct expert_w {
+    float *in, *in_b, *up, *up_b, *proj, *proj_b;
+} expert_w_t;
+
+static expert_w_t expert_view(const gpt_t *m, const gpt_layer_w_t *w, int e) {
+    const moe_t *q = m->moe;
+    const size_t C = m->C, F = q->Fel;
+    expert_w_t x = {w->e_inw + e * F * C, w->e_inb ? w->e_inb + e * F : NULL,
+                    w->e_upw ? w->e_upw + e * F * C : NULL, w->e_upb ? w->e_upb + e * F : NULL,
+                    w->e_projw + e * C * F, w->e_projb ? w->e_projb + e * C : NULL};
+    return x;
+}
+
+/* An MLP on n rows: h = x Win^T (+b); SwiGLU: u = x Wup^T (+b), act = silu(h) * u; GELU:
+ * act = gelu(h); out = act Wproj^T (+ bias on tp rank 0). */
+static void mlp_rows_forward(gpt_t *m, const expert_w_t *w, const float *x, int n, int F,
+                             float *h, float *u, float *act, float *out) {
+    const ops_t *o = m->ops;
+    const int C = m->C;
+    o->matmul_forward(h, x, w->in, w->in_b, n, C, F);
+    if (m->swiglu) {
+        o->matmul_forward(u, x, w->up, w->up_b, n, C, F);
+        o->swiglu_forward(act, h, u, (size_t)n * F);
+    } else {
+        o->gelu_forward(act, h, (size_t)n * F);
+    }
+    o->matmul_forward(out, act, w->proj, m->par.tp_rank == 0 ? w->proj_b : NULL, n, F, C);
+}
+
+/* Its backward from dout[n, C]: dx[n, C] OVERWRITTEN (partial over tp), gradients in g. */
+static void mlp_rows_backward(gpt_t *m, const expert_w_t *w, const expert_w_t *g,
+                              const float *x, const float *h, const float *u, const float *act,
+                              const float *dout, int n, int F, bool first, float *dx) {
+    const ops_t *o = m->ops;
+    const int C = m->C;
+    moe_t *q = m->moe;
+    o->matmul_backward(q->dh, g->proj, g->proj_b, dout, act, w->proj, n, F, C, false, first);
+    if (m->swiglu) {
+        o->swiglu_backward(q->dh, q->du, q->dh, h, u, (size_t)n * F);
+        o->matmul_backward(dx, g->in, g->in_b, q->dh, x, w->in, n, C, F, false, first);
+        o->matmul_backward(dx, g->up, g->up_b, q->du, x, w->up, n, C, F, true, first);
+    } else {
+        o->gelu_backward(q->dh, h, q->dh, (size_t)n * F);
+        o->matmul_backward(dx, g->in, g->in_b, q->dh, x, w->in, n, C, F, false, first);
+    }
+}
+
+/* An expert with no rows this micro-batch: on the first micro-batch its gradients still have
+ * to be overwritten (with zeros). */
+static void zero_expert_grads(gpt_t *m, const expert_w_t *g) {
+    const size_t C = m->C, F = m->moe->Fel;
+    m->ops->zero(g->in, F * C);
+    m->ops->zero(g->proj, C * F);
+    if (g->up) m->ops->zero(g->up, F * C);
+    if (g->in_b) m->ops->zero(g->in_b, F);
+    if (g->up_b) m->ops->zero(g->up_b, F);
+    if (g->proj_b) m->ops->zero(g->proj_b, C);
+}
+
+/* Expert-major row range of local expert e. */
+static int expert_rows(const moe_acts_t *a, int ep, int El, int e, int *first_row) {
+    int before = 0, n = 0;
+    for (int x = 0; x < e; x++)
+        for (int s = 0; s < ep; s++) before += a->ecnt[s * El + x];
+    for (int s = 0; s < ep; s++) n += a->ecnt[s * El + e];
+    *first_row = before;
+    return n;
+}
+
+static expert_w_t shared_view(const gpt_layer_w_t *w) {
+    expert_w_t x = {w->s_inw, w->s_inb, w->s_upw, w->s_upb, w->s_projw, w->s_projb};
+    return x;
+}
+
+/* ---------------------------------------------------------------- routing */
+
+static void route(gpt_t *m, int layer, moe_acts_t *a, const gpt_layer_w_t *w, const float *x,
+                  int B, int T) {
+    moe_t *q = m->moe;
+    const ops_t *o = m->ops;
+    const int N = B * T, C = m->C, E = q->E, k = q->k;
+    const float *rin = x;
+    if (q->mlp_router) {
+        o->matmul_forward(a->rpre, x, w->r_fcw, NULL, N, C, C);
+        o->gelu_forward(a->rhid, a->rpre, (size_t)N * C);
+        rin = a->rhid;
+    }
+    o->matmul_forward(q->logits, rin, w->routerw, NULL, N, C, E);
+    a->noisy = q->noise > 0 && gpt_router_noise_key(m, layer, B, T, a->key, &a->row0);
+    if (a->noisy) {
+        o->matmul_forward(a->noise, x, w->noisew, NULL, N, C, E);
+        o->moe_noise_forward(q->logits, a->noise, N, E, q->noise, a->key, a->row0);
+    }
+    o->moe_softmax_topk(a->probs, a->lse, a->idx, a->gates, q->logits, N, E, k);
+    o->to_host(q->h_idx, a->idx, (size_t)N * k * sizeof(int));
+    o->to_host(q->h_probs, a->probs, (size_t)N * E * sizeof(float));
+    o->to_host(q->h_gates, a->gates, (size_t)N * k * sizeof(float));
+    moe_plan_build(&a->plan, q->h_idx, q->h_probs, N, q->cf, q->policy);
+    for (int r = 0; r < a->plan.M; r++) {
+        q->h_rows[r] = a->plan.token[r];
+        q->h_w[r] = q->h_gates[a->plan.token[r] * k + a->plan.choice[r]];
+    }
+    o->to_device(a->rows, q->h_rows, (size_t)a->plan.M * sizeof(int));
+    o->to_device(a->wr, q->h_w, (size_t)a->plan.M * sizeof(float));
+}
+
+/* The micro-batch's aux loss, z-loss and router entropy (host, from the probabilities). */
+static void count_stats(gpt_t *m, int layer, const moe_acts_t *a, int N) {
+    moe_t *q = m->moe;
+    if (!m->reg.training || m->par.tp_rank != 0) return;
+    moe_stats_t *s = &q->stats[layer];
+    m->ops->to_host(q->h_lse, a->lse, (size_t)N * sizeof(float));
+    double fp = 0, z = 0, ent = 0;
+    for (int e = 0; e < q->E; e++) {
+        double P = 0;
+        for (int i = 0; i < N; i++) P += q->h_probs[(size_t)i * q->E + e];
+        fp += (double)a->plan.load[e] / ((double)N * q->k) * (P / N);
+        s->load[e] += a->plan.load[e];
+    }
+    for (int i = 0; i < N; i++) {
+        z += (double)q->h_lse[i] * q->h_lse[i];
+        for (int e = 0; e < q->E; e++) {
+            const double p = q->h_probs[(size_t)i * q->E + e];
+            if (p > 0) ent -= p * log(p);
+        }
+    }
+    s->aux += q->aux_coef * q->E * fp;
+    s->z += q->z_coef * z / N;
+    s->entropy += ent / N;
+    s->assigned += (double)N * q->k;
+    s->dropped += a->plan.dropped;
+    s->micro += 1;
+}
+
+/* ---------------------------------------------------------------- forward and backward */
+
+void moe_forward(gpt_t *m, int layer, moe_acts_t *a, const gpt_layer_w_t *w, const float *x,
+                 int B, int T, float *y) {
+    moe_t *q = m->moe;
+    const ops_t *o = m->ops;
+    const int N = B * T, C = m->C;
+    route(m, layer, a, w, x, B, T);
+    count_stats(m, layer, a, N);
+    const int M = a->plan.M;
+    if (M > 0) o->moe_gather_rows(q->sendbuf, x, a->rows, M, C);
+    exchange_counts(m, a);
+    send_to_experts(m, a, q->sendbuf, a->xe);
+    for (int e = 0; e < q->El; e++) {
+        int r0;
+        const int n = expert_rows(a, q->ep, q->El, e, &r0);
+        if (n == 0) continue;
+        const expert_w_t ew = expert_view(m, w, e);
+        const size_t F = q->Fel;
+        mlp_rows_forward(m, &ew, a->xe + (size_t)r0 * C, n, q->Fel, a->eh + r0 * F,
+                         a->eu ? a->eu + r0 * F : NULL, a->ea + r0 * F, q->eout + (size_t)r0 * C);
+    }
+    return_from_experts(m, a, q->eout, a->yd);
+    o->zero(y, (size_t)N * C);
+    if (M > 0) o->moe_scatter_add_rows(y, a->yd, a->rows, a->wr, M, C);
+    if (q->Sl > 0) {
+        const expert_w_t sw = shared_view(w);
+        mlp_rows_forward(m, &sw, x, N, q->Sl, a->sh, a->su, a->sa, q->drin);
+        o->add(y, y, q->drin, (size_t)N * C);
+    }
+}
+
+/* The router's share of backward: dlogits from the gates' gradient, the aux loss and the
+ * z-loss; the router (and noise) weight gradients; on tp rank 0 its input gradient added to
+ * dx (every tp rank computes the same replicated router). */
+static void router_backward(gpt_t *m, moe_acts_t *a, const gpt_layer_w_t *w,
+                            const gpt_layer_w_t *g, const float *x, int N, bool first,
+                            float *dx) {
+    moe_t *q = m->moe;
+    const ops_t *o = m->ops;
+    const int C = m->C, E = q->E, k = q->k;
+    /* the aux loss weighs each micro-batch like its mean cross-entropy: dloss * N */
+    float *hb = xcalloc((size_t)E, sizeof(float));
+    for (int e = 0; e < E; e++)
+        hb[e] = q->dloss * q->aux_coef * E * (float)a->plan.load[e] / ((float)N * k);
+    o->to_device(q->dbias, hb, (size_t)E * sizeof(float));
+    xfree(hb);
+    o->moe_router_backward(q->dlogits, a->probs, a->lse, a->idx, a->gates, q->dgates, q->dbias,
+                           q->dloss * q->z_coef, N, E, k);
+    const bool input_grad = m->par.tp_rank == 0;
+    if (a->noisy) {
+        o->moe_noise_backward(q->dnoise, q->dlogits, a->noise, N, E, q->noise, a->key, a->row0);
+        o->matmul_backward(input_grad ? dx : NULL, g->noisew, NULL, q->dnoise, x, w->noisew, N,
+                           C, E, true, first);
+    }
+    if (!q->mlp_router) {
+        o->matmul_backward(input_grad ? dx : NULL, g->routerw, NULL, q->dlogits, x, w->routerw,
+                           N, C, E, true, first);
+        return;
+    }
+    o->matmul_backward(q->drin, g->routerw, NULL, q->dlogits, a->rhid, w->routerw, N, C, E,
+                       false, first);
+    o->gelu_backward(q->drin, a->rpre, q->drin, (size_t)N * C);
+    o->matmul_backward(input_grad ? dx : NULL, g->r_fcw, NULL, q->drin, x, w->r_fcw, N, C, C,
+                       true, first);
+}
+
+void moe_backward(gpt_t *m, int layer, moe_acts_t *a, const gpt_layer_w_t *w,
+                  const gpt_layer_w_t *g, const float *x, const float *dy, int B, int T,
+                  bool first, float *dx) {
+    (void)layer;
+    moe_t *q = m->moe;
+    const ops_t *o = m->ops;
+    const int N = B * T, C = m->C, M = a->plan.M, k = q->k;
+    if (q->Sl > 0) {
+        const expert_w_t sw = shared_view(w), sg = shared_view(g);
+        mlp_rows_backward(m, &sw, &sg, x, a->sh, a->su, a->sa, dy, N, q->Sl, first, dx);
+    } else {
+        o->zero(dx, (size_t)N * C);
+    }
+    /* combine: y[token] += gate * yd: d(yd) to the experts, d(gate) = dy . yd summed over tp */
+    if (M > 0) o->moe_combine_backward(q->sendbuf, q->dw, dy, a->yd, a->rows, a->wr, M, C);
+    comm_allreduce_sum(q->dw, (size_t)M, m->par.tp_comm, COMM_TP);
+    send_to_experts(m, a, q->sendbuf, q->eout);
+    for (int e = 0; e < q->El; e++) {
+        int r0;
+        const int n = expert_rows(a, q->ep, q->El, e, &r0);
+        const expert_w_t ew = expert_view(m, w, e), eg = expert_view(m, g, e);
+        if (n == 0) {
+            if (first) zero_expert_grads(m, &eg);
+            continue;
+        }
+        const size_t F = q->Fel;
+        float *dxe = q->eout + (size_t)r0 * C; /* overwritten in place: dout is read first */
+        mlp_rows_backward(m, &ew, &eg, a->xe + (size_t)r0 * C, a->eh + r0 * F,
+                          a->eu ? a->eu + r0 * F : NULL, a->ea + r0 * F, dxe, n, q->Fel, first,
+                          q->recvbuf);
+        memmove(dxe, q->recvbuf, (size_t)n * C * sizeof(float));
+    }
+    return_from_experts(m, a, q->eout, q->recvbuf);
+    if (M > 0) o->moe_scatter_add_rows(dx, q->recvbuf, a->rows, NULL, M, C);
+    /* the gates' gradient [N, k]: dropped assignments get none */
+    float *hdg = xcalloc((size_t)N * k, sizeof(float));
+    o->to_host(q->h_w, q->dw, (size_t)M * sizeof(float));
+    for (int r = 0; r < M; r++) hdg[a->plan.token[r] * k + a->plan.choice[r]] = q->h_w[r];
+    o->to_device(q->dgates, hdg, (size_t)N * k * sizeof(float));
+    xfree(hdg);
+    router_backward(m, a, w, g, x, N, first, dx);
+}
+
+/* ---------------------------------------------------------------- statistics */
+
+void moe_stats_reset(gpt_t *m) {
+    moe_t *q = m->moe;
+    if (!q) return;
+    for (int l = 0; l < m->L; l++) {
+        moe_stats_t *s = &q->stats[l];
+        if (!s->load) continue;
+        memset(s->load, 0, (size_t)q->E * sizeof(double));
+        s->assigned = s->dropped = s->aux = s->z = s->entropy = s->micro = 0;
+    }
+}
+
+/* Per block: load[E], assigned, dropped, aux, z, entropy, micro. */
+#define MOE_STAT_SCALARS 6
+
+int moe_stats_floats(const gpt_t *m) {
+    return m->moe ? m->L * (m->moe->E + MOE_STAT_SCALARS) : 0;
+}
+
+void moe_stats_reduce(gpt_t *m, MPI_Comm comm, double *out) {
+    moe_t *q = m->moe;
+    const int per = q->E + MOE_STAT_SCALARS, n = moe_stats_floats(m);
+    memset(out, 0, (size_t)n * sizeof(double));
+    for (int l = 0; l < m->L; l++) {
+        const moe_stats_t *s = &q->stats[l];
+        if (!s->load) continue;
+        double *o = out + (size_t)l * per;
+        memcpy(o, s->load, (size_t)q->E * sizeof(double));
+        const double v[MOE_STAT_SCALARS] = {s->assigned, s->dropped, s->aux, s->z, s->entropy,
+                                            s->micro};
+        memcpy(o + q->E, v, sizeof v);
+    }
+    comm_allreduce_sum_double(out, n, comm, COMM_OTHER);
+}
