@@ -1081,13 +1081,9 @@ static int check_moe(parse_ctx_t *ctx, const config_t *cfg) {
         {key_index(G_PARALLEL, "ep"), ne,
          cfg->ep > 1 && (cfg->n_experts == 0 || cfg->n_experts % cfg->ep != 0),
          "&parallel ep: ep = %d (%s) must divide n_experts = %d (%s): each ep rank holds whole experts"},
-        {key_index(G_PARALLEL, "zero_stage"), key_index(G_PARALLEL, "ep"), cfg->ep > 1 && cfg->zero_stage > 0,
-         "&parallel zero_stage: zero_stage = %d (%s) with ep = %d (%s) is not implemented in this version "
-         "(the experts' optimizer state would be sharded over their replicas); use zero_stage = 0 with "
-         "ep > 1, or ep = 1"},
     };
     const int vals[][2] = {{cfg->top_k_moe, cfg->n_experts}, {cfg->moe_every, cfg->n_layer},
-                           {cfg->ep, cfg->dp}, {cfg->ep, cfg->n_experts}, {cfg->zero_stage, cfg->ep}};
+                           {cfg->ep, cfg->dp}, {cfg->ep, cfg->n_experts}};
     for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
         if (!rules[i].bad) continue;
         locate(ctx, rules[i].a, rules[i].b, &line, &col);

@@ -64,8 +64,8 @@ void dp_sync_destroy(dp_sync_t *d) {
 static void start_bucket(dp_sync_t *d, dp_bucket_t *b) {
     /* the gradient as the low-precision buffer would hold it, before it is reduced */
     d->m->ops->quantize(d->m->grads + b->begin, b->end - b->begin, d->grad_dtype);
-    if (d->z->stage >= 2)
-        comm_ireduce_scatter_sum(d->m->grads + b->begin, b->recv, b->counts, d->dp_comm, COMM_DP,
+    if (d->z->stage >= 2) /* over the ZeRO group (the experts' replicas with ep > 1) */
+        comm_ireduce_scatter_sum(d->m->grads + b->begin, b->recv, b->counts, d->z->dp_comm, COMM_DP,
                                  &b->req);
     else
         comm_iallreduce_sum(d->m->grads + b->begin, b->end - b->begin,
@@ -108,7 +108,12 @@ void dp_sync_finish(dp_sync_t *d) {
         for (int i = 0; i < d->n; i++)
             if (!d->b[i].started) start_bucket(d, &d->b[i]);
     for (int i = 0; i < d->n; i++) {
-        comm_wait(&d->b[i].req, COMM_DP);
-        d->b[i].started = false;
+        dp_bucket_t *b = &d->b[i];
+        comm_wait(&b->req, COMM_DP);
+        b->started = false;
+        /* ZeRO >= 2 with ep > 1: a dense bucket's part was summed over one ep rank's replicas;
+         * the ep group adds the other ep ranks' */
+        if (d->z->stage >= 2 && d->z->ep > 1 && !b->experts && b->counts[d->z->rank] > 0)
+            comm_allreduce_sum(b->recv, (size_t)b->counts[d->z->rank], d->z->ep_comm, COMM_DP);
     }
 }

@@ -395,17 +395,24 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
     /* the ZeRO partitions of the flat buffer the model will have, before the model: ZeRO-3
      * gives the model its weight provider */
     params_t P;
-    params_create_chunks(&P, cfg, grid->tp, grid->rank_tp, grid->pp, grid->rank_pp, v);
-    zero_create(&tr->zero, cfg->zero_stage, grid->dp, grid->rank_dp, grid->dp_comm, P.total, ops);
+    params_create_experts(&P, cfg, grid->tp, grid->rank_tp, grid->pp, grid->rank_pp, v, grid->ep,
+                          grid->rank_ep);
+    /* with expert parallelism ZeRO shards over the experts' replicas (edp): an element's
+     * partition owner then holds the same experts (the dense tensors, the same on every ep
+     * rank, are sharded edp ways) */
+    const bool ep = grid->ep > 1;
+    zero_create(&tr->zero, cfg->zero_stage, ep ? grid->edp : grid->dp, ep ? grid->rank_edp : grid->rank_dp,
+                ep ? grid->edp_comm : grid->dp_comm, P.total, ops);
     tr->zero.ep = grid->ep;
-    tr->zero.rank_edp = grid->rank_edp;
+    tr->zero.rank_ep = grid->rank_ep;
+    tr->zero.ep_comm = grid->ep_comm;
     params_destroy(&P);
-    if (cfg->zero_stage > 0 && grid->dp == 1 && is_root(tr))
-        printf("zero: &parallel zero_stage = %d with dp = 1 changes nothing (there is no replica "
-               "to shard over)\n", cfg->zero_stage);
+    if (cfg->zero_stage > 0 && tr->zero.dp == 1 && is_root(tr))
+        printf("zero: &parallel zero_stage = %d with %s = 1 changes nothing (there is no replica "
+               "to shard over)\n", cfg->zero_stage, ep ? "dp / ep" : "dp");
     /* ZeRO >= 2 stages the gradients per micro-batch where every micro-batch's backward ends
      * before the next begins (pp = 1, 1F1B); with pp > 1 they are reduced once per step */
-    const gpt_grad_provider_t *staging = zero_stage_grads(&tr->zero, grid->pp == 1 &&
+    const gpt_grad_provider_t *staging = zero_stage_grads(&tr->zero, grid->pp == 1 && !ep &&
                                                           sched == SCHED_1F1B);
     gpt_create(&tr->model, cfg, ops, tr->micro_batch, tr->T, &par, zero3_provider(&tr->zero),
                staging);
@@ -498,7 +505,7 @@ float *trainer_host_params(const trainer_t *tr) {
 
 float *trainer_host_copy(const trainer_t *tr, const float *full, const float *shard, bool sharded) {
     const zero_t *z = &tr->zero;
-    const bool writer = tr->grid->rank_dp == 0;
+    const bool writer = z->rank == 0; /* dp rank 0, or with ep > 1 each ep rank's replica 0 */
     if (!sharded) {
         float *host = xmalloc(z->total * sizeof(float));
         tr->ops->to_host(host, full, z->total * sizeof(float));

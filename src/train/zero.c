@@ -110,10 +110,7 @@ double zero_grad_sumsq_owned(const zero_t *z, const gpt_t *m) {
     for (int i = 0; i < m->P.n; i++) {
         const param_t *p = &m->P.p[i];
         bool owned = p->held && !p->tied_copy && (p->split_dim >= 0 || m->par.tp_rank == 0);
-        if (p->experts > 0 && z->ep > 1) { /* each ep rank's own experts, on one replica */
-            if (owned && z->rank_edp == 0) sum += m->ops->sumsq(m->grads + p->offset, p->numel);
-            continue;
-        }
+        if (z->ep > 1 && p->experts == 0 && z->rank_ep != 0) continue; /* counted on ep rank 0 */
         size_t a, b;
         /* every stage sums only its own partition: the dp ranks together count each element once */
         zero_t part = *z;

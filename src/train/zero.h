@@ -74,9 +74,12 @@ typedef struct zero {
     zero_gstage_t sembed, sfinal, sblocks[2];
     const zero_gstage_t *s_in_use;
     long gathers;           /* unit gathers made (for the end-of-run report) */
-    /* expert parallelism (ep > 1, stage 0 only): the expert tensors differ between ep ranks and
-     * are replicated over the rank_edp group; expert-replica rank 0 owns them in the map */
-    int ep, rank_edp;
+    /* expert parallelism (ep > 1): the group above is the experts' replicas (edp), so the
+     * expert tensors are partitioned among the ranks that hold them; the dense tensors, the
+     * same on every ep rank, are owned (norm) on ep rank 0 and their gradients summed over
+     * ep_comm too (ZeRO >= 2) */
+    int ep, rank_ep;
+    MPI_Comm ep_comm;
 } zero_t;
 
 /* Partition a flat buffer of `total` floats over the dp group; allocates the shard buffers the
