@@ -1051,6 +1051,11 @@ double gpt_flops_per_token(const gpt_t *m, int T) {
      * 2 * 2 * T * C per layer forward (QK^T and AV), times 3 for forward + backward.
      * Whole model, all ranks together. */
     double mat = (double)m->L * m->block_matrix + (double)m->Vp * m->C;
+    if (m->moe) { /* an MoE block's MLP: the router, the k chosen and the shared experts */
+        const double dense_mlp = (m->swiglu ? 3.0 : 2.0) * m->C * m->F;
+        for (int l = 0; l < m->L; l++)
+            if (is_moe(m, l)) mat += m->moe->mlp_matrix - dense_mlp;
+    }
     double attn = (double)m->L * 2.0 * 2.0 * T * m->C;
     return 6.0 * mat + 3.0 * attn;
 }

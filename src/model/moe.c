@@ -4,6 +4,7 @@
  * experts, Fel = d_ff_expert / tp, Sl = n_shared_experts * d_ff_expert / tp. */
 #include "model/moe.h"
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 #include "core/alloc.h"
 #include "core/error.h"
@@ -38,7 +39,10 @@ void moe_setup(gpt_t *m, const config_t *cfg, int ep, int ep_rank, MPI_Comm ep_c
     q->Fe = cfg->d_ff_expert;
     q->Fel = q->Fe / tp;
     q->Sl = cfg->n_shared_experts * q->Fe / tp;
-    q->cf = cfg->capacity_factor;
+    /* generation is dropless: a token's next-token logits must not depend on which other
+     * tokens of the window competed for its experts */
+    q->cf = strcmp(cfg->mode, "generate") ? cfg->capacity_factor : 0.0;
+    q->mlp_matrix = moe_block_mlp_matrix(cfg);
     q->policy = !strcmp(cfg->drop_policy, "position") ? MOE_DROP_POSITION : MOE_DROP_PROBS;
     q->noise = (float)cfg->router_noise;
     q->aux_coef = (float)cfg->aux_loss_coef;
@@ -466,6 +470,34 @@ void moe_backward(gpt_t *m, int layer, moe_acts_t *a, const gpt_layer_w_t *w,
     o->to_device(q->dgates, hdg, (size_t)N * k * sizeof(float));
     xfree(hdg);
     router_backward(m, a, w, g, x, N, first, dx);
+}
+
+/* ---------------------------------------------------------------- about the model */
+
+double moe_block_mlp_matrix(const config_t *cfg) {
+    const double C = cfg->d_model, Fe = cfg->d_ff_expert, E = cfg->n_experts;
+    const double mlp = !strcmp(cfg->mlp, "swiglu") ? 3.0 : 2.0;
+    const double router = E * C + (!strcmp(cfg->router, "mlp") ? C * C : 0.0) +
+                          (cfg->router_noise > 0 ? E * C : 0.0);
+    return router + (cfg->top_k_moe + cfg->n_shared_experts) * mlp * C * Fe;
+}
+
+void moe_print_summary(const gpt_t *m, const config_t *cfg) {
+    const moe_t *q = m->moe;
+    int blocks = 0;
+    for (int l = 0; l < m->L; l++) blocks += q->stats[l].load != NULL;
+    double expert = 0, all = (double)m->P.n_global;
+    for (int i = 0; i < m->P.n; i++)
+        if (m->P.p[i].experts > 0) expert += (double)param_global_numel(&m->P.p[i]);
+    const double active = all - expert * (1.0 - (double)q->k / q->E);
+    char cap[64];
+    if (q->cf > 0) snprintf(cap, sizeof cap, "capacity factor %.2f (drop by %s)", q->cf, cfg->drop_policy);
+    else snprintf(cap, sizeof cap, "dropless");
+    printf("moe: %d of %d blocks (every %d): top-%d of %d experts, d_ff_expert %d, %d shared, "
+           "router %s%s, %s, aux %g, z %g; ep %d (%d experts per rank); %.2fM parameters, "
+           "%.2fM active per token\n", blocks, m->L, cfg->moe_every, q->k, q->E, q->Fe,
+           cfg->n_shared_experts, cfg->router, q->noise > 0 ? " + noise" : "", cap, q->aux_coef,
+           q->z_coef, q->ep, q->El, all / 1e6, active / 1e6);
 }
 
 /* ---------------------------------------------------------------- statistics */

@@ -78,6 +78,7 @@ typedef struct moe {
     int ep, ep_rank;
     MPI_Comm ep_comm;
     int N_max, R_max;              /* rows of one micro-batch; expert rows received at most */
+    double mlp_matrix;             /* moe_block_mlp_matrix */
     /* scratch shared by every block and slot */
     float *logits, *dlogits, *dnoise, *dgates, *dbias, *drin; /* [N,E] x3, [N,k], [E], [N,C] */
     float *sendbuf, *recvbuf;      /* [R_max, C] */
@@ -111,6 +112,12 @@ void moe_forward(struct gpt *m, int layer, moe_acts_t *a, const struct gpt_layer
 void moe_backward(struct gpt *m, int layer, moe_acts_t *a, const struct gpt_layer_w *w,
                   const struct gpt_layer_w *g, const float *x, const float *dy, int B, int T,
                   bool first, float *dx);
+
+/* The startup line: which blocks, k of E, widths, capacity, losses, the ep split, and the
+ * parameters in all vs active per token. */
+void moe_print_summary(const struct gpt *m, const config_t *cfg);
+/* Multiply-adds per token of an MoE block's MLP as it runs (router, k experts, shared ones). */
+double moe_block_mlp_matrix(const config_t *cfg);
 
 /* Statistics: reset at a step's start; moe_stats_reduce sums them over `comm` (the world:
  * each block lives on one stage; tp ranks other than 0 contribute nothing) into out[] laid out

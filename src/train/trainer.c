@@ -174,6 +174,7 @@ static void print_memory_plan(const trainer_t *tr) {
     printf("model: GPT L=%d C=%d heads=%d d_ff=%d vocab=%d (padded %d) seq_len=%d: %.2fM "
            "parameters\n", tr->model.L, tr->model.C, tr->model.NH, tr->model.F, tr->model.V,
            tr->model.Vp, tr->cfg->seq_len, tr->model.P.n_global / 1e6);
+    if (tr->model.moe) moe_print_summary(&tr->model, tr->cfg);
     printf("batch: global %d sequences = micro_batch %d x accumulation %d x dp %d "
            "(%d tokens per step)\n", tr->global_batch, tr->micro_batch, tr->accum,
            tr->grid->dp, tr->global_batch * tr->T);
