@@ -265,6 +265,10 @@ def read_hdf5(path):
         cfg = {k: int(a[k]) for k in ("vocab_size", "n_layer", "n_head", "d_model", "d_ff", "seq_len")}
         cfg.update(switches_from_config_text(text, path))
         cfg["n_kv_head"] = cfg["n_kv_head"] or cfg["n_head"]
+        experts = namelist_value(text, "model", "n_experts")
+        need(not experts or int(experts) == 0, "%s: a Mixture-of-Experts model (&model n_experts = %s): "
+             "llmconvert exports dense models only in this version (Hugging Face and ONNX have no "
+             "llmtrain MoE layout yet)" % (path, experts))
         need(cfg["n_head"] % cfg["n_kv_head"] == 0, "%s: &model n_kv_head = %d does not divide "
              "n_head = %d" % (path, cfg["n_kv_head"], cfg["n_head"]))
         need("model" in f, "%s: has no /model group" % path)

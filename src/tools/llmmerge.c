@@ -577,7 +577,9 @@ static input_t *make_inputs(const merge_opts_t *o, int *n) {
 
 static void format_shape(char *buf, size_t len, const mio_tensor_t *t) {
     if (t->ndim == 1) snprintf(buf, len, "[%lld]", (long long)t->dims[0]);
-    else snprintf(buf, len, "[%lld, %lld]", (long long)t->dims[0], (long long)t->dims[1]);
+    else if (t->ndim == 2) snprintf(buf, len, "[%lld, %lld]", (long long)t->dims[0], (long long)t->dims[1]);
+    else snprintf(buf, len, "[%lld, %lld, %lld]", (long long)t->dims[0], (long long)t->dims[1],
+                  (long long)t->dims[2]);
 }
 
 /* The first tensor in which list b (of input x) differs from list a (of the reference r):
@@ -591,7 +593,8 @@ static int compare_tensors(char *err, size_t len, const input_t *r, const mio_te
             return errf(err, len, "%s has no tensor /model/%s, %s has it", x->label, a[i].name, r->label);
         if (c > 0)
             return errf(err, len, "%s has a tensor /model/%s that %s does not have", x->label, b[j].name, r->label);
-        if (a[i].ndim != b[j].ndim || a[i].dims[0] != b[j].dims[0] || a[i].dims[1] != b[j].dims[1]) {
+        if (a[i].ndim != b[j].ndim || a[i].dims[0] != b[j].dims[0] || a[i].dims[1] != b[j].dims[1] ||
+            a[i].dims[2] != b[j].dims[2]) {
             char sa[64], sb[64];
             format_shape(sa, sizeof sa, &a[i]);
             format_shape(sb, sizeof sb, &b[j]);

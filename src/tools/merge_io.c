@@ -100,7 +100,7 @@ static int by_name(const void *a, const void *b) {
 }
 
 /* Shape and type of one dataset of /model into t; -1 with a message if it is not a float32
- * 1-D or 2-D dataset with a checksum. */
+ * 1-D, 2-D or 3-D dataset with a checksum. */
 static int describe_dataset(hid_t group, const char *label, mio_tensor_t *t, char *err, size_t errlen) {
     hid_t d = H5Dopen2(group, t->name, H5P_DEFAULT);
     if (d < 0) return errf(err, errlen, "%s: /model/%s is not a dataset (damaged file?)", label, t->name);
@@ -112,14 +112,16 @@ static int describe_dataset(hid_t group, const char *label, mio_tensor_t *t, cha
     if (type >= 0) H5Tclose(type);
     if (space >= 0) H5Sclose(space);
     H5Dclose(d);
-    if (ndim < 1 || ndim > 2 || !is_f32)
-        return errf(err, errlen, "%s: /model/%s is not a 1-D or 2-D float32 tensor", label, t->name);
+    if (ndim < 1 || ndim > 3 || !is_f32)
+        return errf(err, errlen, "%s: /model/%s is not a 1-D, 2-D or 3-D float32 tensor", label, t->name);
     if (has_sum <= 0)
         return errf(err, errlen, "%s: /model/%s has no checksum attribute", label, t->name);
     t->ndim = ndim;
-    t->dims[0] = (int64_t)dims[0];
-    t->dims[1] = ndim == 2 ? (int64_t)dims[1] : 1;
-    t->numel = t->dims[0] * t->dims[1];
+    t->numel = 1;
+    for (int k = 0; k < 3; k++) {
+        t->dims[k] = k < ndim ? (int64_t)dims[k] : 1;
+        t->numel *= t->dims[k];
+    }
     return 0;
 }
 
@@ -190,8 +192,8 @@ int mio_read_tensor(hid_t file, const char *label, const mio_tensor_t *t, float 
     hsize_t dims[H5S_MAX_RANK] = {0};
     int ndim = space < 0 ? -1 : H5Sget_simple_extent_dims(space, dims, NULL);
     if (space >= 0) H5Sclose(space);
-    bool same = ndim == t->ndim && (int64_t)dims[0] == t->dims[0] &&
-                (ndim == 1 || (int64_t)dims[1] == t->dims[1]);
+    bool same = ndim == t->ndim;
+    for (int k = 0; same && k < ndim; k++) same = (int64_t)dims[k] == t->dims[k];
     uint64_t stored = 0;
     int rc = 0;
     if (!same) {
@@ -290,7 +292,7 @@ int mio_create(mio_out_t *o, const char *path, const mio_provenance_t *pv, char 
 }
 
 int mio_write_tensor(mio_out_t *o, const mio_tensor_t *t, const float *x, char *err, size_t errlen) {
-    hsize_t dims[2] = {(hsize_t)t->dims[0], (hsize_t)t->dims[1]};
+    hsize_t dims[3] = {(hsize_t)t->dims[0], (hsize_t)t->dims[1], (hsize_t)t->dims[2]};
     uint64_t sum = ckpt_tensor_checksum(x, (size_t)t->numel);
     hid_t space = H5Screate_simple(t->ndim, dims, NULL);
     hid_t d = space < 0 ? -1 : H5Dcreate2(o->model, t->name, H5T_IEEE_F32LE, space, H5P_DEFAULT, o->dcpl, H5P_DEFAULT);

@@ -21,8 +21,8 @@
 
 typedef struct mio_tensor {
     char name[MIO_NAME_MAX]; /* "h.0.attn.qkv.w" (the dataset /model/<name>) */
-    int ndim;                /* 1 or 2 */
-    int64_t dims[2];         /* global shape (dims[1] = 1 when ndim = 1) */
+    int ndim;                /* 1, 2, or 3 (MoE expert tensors [n_experts, rows, cols]) */
+    int64_t dims[3];         /* global shape (1 past ndim) */
     int64_t numel;
 } mio_tensor_t;
 
