@@ -1,6 +1,7 @@
 /* test_params.c — the parameter registry: GPT-2 124M has the published parameter count, tp shards
  * tile every global tensor exactly once, and the seeded init of a shard equals the same slice of
- * the serial init (grid-invariant initialisation). GPT-2 init statistics. */
+ * the serial init (grid-invariant initialisation), also for MoE expert tensors split over ep and
+ * tp. GPT-2 init statistics. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -145,6 +146,72 @@ static void shard_init_equals_slice_of_serial_init(void **state) {
     params_destroy(&S);
 }
 
+/* MoE: expert tensors [E, rows, cols] dealt out over ep (whole experts) and split over tp inside
+ * each expert: over every (ep, tp) rank pair each global element is held exactly once, the
+ * 3-D hyperslab of a shard enumerates its elements in local order, the seeded init of a shard is
+ * the same slice of the serial init, and a dense model's registry is unchanged by ep. */
+static void expert_shards_tile_each_expert_tensor_exactly_once(void **state) {
+    (void)state;
+    config_t cfg;
+    small_config(&cfg);
+    cfg.n_experts = 4, cfg.top_k_moe = 2, cfg.moe_every = 2, cfg.d_ff_expert = 32;
+    cfg.n_shared_experts = 1;
+    params_t S;
+    params_create(&S, &cfg, 1, 0);
+    float *serial = xcalloc(S.total, sizeof(float));
+    params_init(&S, serial, 99);
+    assert_null(params_find(&S, "h.1.mlp.fc.w")); /* block 1 is the MoE one */
+    assert_non_null(params_find(&S, "h.0.mlp.fc.w"));
+    const param_t *fc = params_find(&S, "h.1.moe.experts.fc.w");
+    assert_non_null(fc);
+    assert_true(fc->ndim == 3 && fc->shape[0] == 4 && fc->shape[1] == 32 && fc->shape[2] == 32);
+    const int tp = 2, ep = 2;
+    for (int i = 0; i < S.n; i++) {
+        const param_t *sp = &S.p[i];
+        const int64_t n = param_global_numel(sp);
+        int *count = xcalloc((size_t)n, sizeof(int));
+        for (int e = 0; e < ep; e++)
+            for (int r = 0; r < tp; r++) {
+                params_t P;
+                params_create_experts(&P, &cfg, tp, r, 1, 0, 1, ep, e);
+                const param_t *p = &P.p[i];
+                float *local = xcalloc(P.total, sizeof(float));
+                params_init(&P, local, 99);
+                int64_t st[3][3], ct[3][3];
+                const int nb = param_hyperslabs(p, tp, r, st, ct);
+                size_t j = 0;
+                for (int64_t a = 0; a < p->shape[0]; a++)
+                    for (int64_t b = 0; b < p->shape[1]; b++)
+                        for (int64_t c = 0; c < p->shape[2]; c++)
+                            for (int k = 0; k < nb; k++) {
+                                const int64_t at[3] = {a, b, c};
+                                bool in = true;
+                                for (int d = 0; d < 3; d++)
+                                    in = in && (d >= p->ndim || (at[d] >= st[k][d] && at[d] < st[k][d] + ct[k][d]));
+                                if (!in) continue;
+                                const int64_t g = param_global_index(p, tp, r, j);
+                                assert_int_equal(g, (a * p->shape[1] + b) * p->shape[2] + c);
+                                assert_true(local[p->offset + j] == serial[sp->offset + (size_t)g]);
+                                count[g]++;
+                                j++;
+                            }
+                assert_int_equal(j, p->numel);
+                xfree(local);
+                params_destroy(&P);
+            }
+        /* experts: held once over (ep, tp); dense: once per ep rank (replicated over ep) */
+        const int want = sp->experts > 0 ? 1 : ep;
+        for (int64_t g = 0; g < n; g++)
+            if (count[g] != want * (sp->split_dim >= 0 ? 1 : tp)) {
+                print_error("%s element %lld held %d times\n", sp->name, (long long)g, count[g]);
+                fail();
+            }
+        xfree(count);
+    }
+    xfree(serial);
+    params_destroy(&S);
+}
+
 static void gpt2_init_statistics_std_002_resid_scaled_norms_one_padding_zero(void **state) {
     (void)state;
     config_t cfg;
@@ -181,6 +248,7 @@ int main(void) {
         cmocka_unit_test(tp_shards_tile_each_global_tensor_exactly_once),
         cmocka_unit_test(hyperslabs_enumerate_local_elements_in_order),
         cmocka_unit_test(shard_init_equals_slice_of_serial_init),
+        cmocka_unit_test(expert_shards_tile_each_expert_tensor_exactly_once),
         cmocka_unit_test(gpt2_init_statistics_std_002_resid_scaled_norms_one_padding_zero),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
