@@ -492,7 +492,7 @@ static void format_dims(char *buf, size_t len, int ndim, const hsize_t *dims) {
 
 typedef struct reader {
     const char *path;
-    MPI_Comm comm, copy_comm;
+    MPI_Comm comm, copy_comm, ep_comm;
     const params_t *P;
     hid_t dxpl;
     char *msg;
@@ -655,17 +655,25 @@ static int read_param(reader_t *r, hid_t group, const char *gname, const param_t
 }
 
 /* Every copy of every tensor this group read is verified: a tp-split tensor's checksum is
- * summed over the tp group (which together holds one copy), a replicated one stands alone. */
+ * summed over the tp group (which together holds one copy), a replicated one stands alone; an
+ * expert tensor's is then summed over the ep group too (each ep rank holds other experts). */
 static int verify_group(reader_t *r, const char *gname, group_sums_t *gs, int read_failed) {
     const int n = r->P->n;
-    uint64_t *split = xcalloc((size_t)n, sizeof *split);
+    uint64_t *split = xcalloc((size_t)n, sizeof *split), *experts = xcalloc((size_t)n, sizeof *experts);
     for (int i = 0; i < n; i++)
         if (r->P->p[i].split_dim >= 0) split[i] = gs->local[i];
     comm_allreduce(split, n, MPI_UINT64_T, MPI_SUM, r->copy_comm, "checkpoint read");
+    for (int i = 0; i < n; i++)
+        if (r->P->p[i].experts > 0) experts[i] = r->P->p[i].split_dim >= 0 ? split[i] : gs->local[i];
+    comm_allreduce(experts, n, MPI_UINT64_T, MPI_SUM, r->ep_comm, "checkpoint read");
+    for (int i = 0; i < n; i++)
+        if (r->P->p[i].experts > 0) split[i] = experts[i];
+    xfree(experts);
     int first_bad = n;
     for (int i = 0; i < n && !read_failed; i++) {
         if (!gs->held_here[i]) continue;
-        uint64_t have = r->P->p[i].split_dim >= 0 ? split[i] : gs->local[i];
+        const param_t *p = &r->P->p[i];
+        uint64_t have = p->split_dim >= 0 || p->experts > 0 ? split[i] : gs->local[i];
         if (have != gs->stored[i] && i < first_bad) first_bad = i;
     }
     xfree(split);
@@ -775,10 +783,10 @@ static int read_state(reader_t *r, hid_t file, ckpt_state_t *s) {
     return 0;
 }
 
-int ckpt_load(const char *path, MPI_Comm comm, MPI_Comm copy_comm, const params_t *P,
+int ckpt_load(const char *path, MPI_Comm comm, MPI_Comm copy_comm, MPI_Comm ep_comm, const params_t *P,
               float *params, float *m, float *v, ckpt_state_t *state, const ckpt_meta_t *expect,
               ckpt_meta_t *found, char *err, size_t errlen) {
-    reader_t r = {path, comm, copy_comm, P, -1, err, errlen};
+    reader_t r = {path, comm, copy_comm, ep_comm, P, -1, err, errlen};
     err[0] = '\0';
     ckpt_meta_t meta;
     int world_rank;

@@ -87,11 +87,12 @@ int ckpt_write_weights(const char *path, MPI_Comm comm, const params_t *P, const
 /* Collective: read this rank's hyperslabs of /model (and the moments when m, v are not NULL,
  * and state when not NULL); every rank verifies the checksum of what it read: copy_comm joins
  * the ranks that together hold one copy of the tensor-parallel tensors (the tp group; a
- * replicated tensor is checked on each rank alone). `expect` is the model of the namelist: a
+ * replicated tensor is checked on each rank alone), ep_comm the ep group that holds one copy of
+ * the expert tensors with it (MPI_COMM_SELF without expert parallelism). `expect` is the model of the namelist: a
  * file written for another model is refused with a message naming the &model key. Returns 0
  * (the file's meta in *found, config_text NULL), or -1 with one message in err on every rank
  * (missing, not HDF5, truncated, corrupt, wrong model, attribute missing or unreadable). */
-int ckpt_load(const char *path, MPI_Comm comm, MPI_Comm copy_comm, const params_t *P,
+int ckpt_load(const char *path, MPI_Comm comm, MPI_Comm copy_comm, MPI_Comm ep_comm, const params_t *P,
               float *params, float *m, float *v, ckpt_state_t *state, const ckpt_meta_t *expect,
               ckpt_meta_t *found, char *err, size_t errlen);
 

@@ -307,7 +307,7 @@ static int load_candidate(trainer_t *tr, const params_t *P, const char *path, ck
     const ckpt_meta_t want = model_meta(tr);
     double t0 = now_sec();
     watchdog_enter_for("checkpoint read", "all ranks", tr->cfg->io_timeout_s);
-    int rc = ckpt_load(path, MPI_COMM_WORLD, tr->grid->tp_comm, P, res->params, res->m, res->v,
+    int rc = ckpt_load(path, MPI_COMM_WORLD, tr->grid->tp_comm, tr->grid->ep_comm, P, res->params, res->m, res->v,
                        &res->state, &want, &res->meta, msg, len);
     watchdog_leave();
     if (rc != 0) return -1;

@@ -335,7 +335,7 @@ static void load_init_weights(trainer_t *tr) {
                         cfg->n_head, cfg->d_model, cfg->d_ff, cfg->seq_len, NULL, "", NULL};
     char msg[COMM_MSG_MAX + 64];
     watchdog_enter_for("weights read", "all ranks", cfg->io_timeout_s);
-    int rc = ckpt_load(cfg->init_from, MPI_COMM_WORLD, tr->grid->tp_comm, &tr->model.P, host,
+    int rc = ckpt_load(cfg->init_from, MPI_COMM_WORLD, tr->grid->tp_comm, tr->grid->ep_comm, &tr->model.P, host,
                        NULL, NULL, NULL, &want, NULL, msg, sizeof msg);
     watchdog_leave();
     if (rc != 0) {

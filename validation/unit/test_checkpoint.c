@@ -87,7 +87,7 @@ static int load(const char *name, const config_t *cfg, params_t *P, float *flat,
     char path[512];
     path_in_dir(path, sizeof path, name);
     ckpt_meta_t want = meta_of(cfg, 0, NULL);
-    return ckpt_load(path, MPI_COMM_WORLD, copy_comm_for(tp), P, flat, NULL, NULL, NULL, &want,
+    return ckpt_load(path, MPI_COMM_WORLD, copy_comm_for(tp), MPI_COMM_SELF, P, flat, NULL, NULL, NULL, &want,
                      found, err, errlen);
 }
 
