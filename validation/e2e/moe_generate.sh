@@ -8,9 +8,10 @@
 #   generation on 2 ranks with the experts split over them (dp = 2, ep = 2) prints the serial
 #     greedy continuation (the expert exchange in a non-training forward; the routing of a
 #     forward does not depend on ep).
-# It also reports (NOTE, not a failure) whether greedy generation with capacity_factor = 0
-# differs from capacity 1.25: generation's forwards are N = len tokens of one sequence, and a
-# capacity of ceil(N k cf / E) per forward can drop tokens there.
+# It also reports (NOTE, not a failure) whether generation (greedy and sampled) with
+# capacity_factor = 0 differs from capacity 1.25: generation's forwards are N = len tokens of
+# one sequence, and a capacity of ceil(N k cf / E) per forward drops tokens there. Once
+# non-training passes are dropless this should become an assertion (the two must be equal).
 source "$(dirname "$0")/lib.bash"
 MOE="n_experts = 4, top_k = 2, capacity_factor = 1.25, d_ff_expert = 64, n_shared_experts = 1"
 
