@@ -1078,12 +1078,13 @@ static int check_moe(parse_ctx_t *ctx, const config_t *cfg) {
         {key_index(G_PARALLEL, "ep"), key_index(G_PARALLEL, "dp"), cfg->dp % cfg->ep != 0,
          "&parallel ep: ep = %d (%s) must divide dp = %d (%s): the expert-parallel group is made of "
          "data-parallel ranks"},
-        {key_index(G_PARALLEL, "ep"), ne,
-         cfg->ep > 1 && (cfg->n_experts == 0 || cfg->n_experts % cfg->ep != 0),
+        {key_index(G_PARALLEL, "ep"), ne, cfg->ep > 1 && cfg->n_experts == 0,
+         "&parallel ep: ep = %d (%s) needs a Mixture-of-Experts model, but n_experts = %d (%s)"},
+        {key_index(G_PARALLEL, "ep"), ne, cfg->ep > 1 && cfg->n_experts > 0 && cfg->n_experts % cfg->ep != 0,
          "&parallel ep: ep = %d (%s) must divide n_experts = %d (%s): each ep rank holds whole experts"},
     };
     const int vals[][2] = {{cfg->top_k_moe, cfg->n_experts}, {cfg->moe_every, cfg->n_layer},
-                           {cfg->ep, cfg->dp}, {cfg->ep, cfg->n_experts}};
+                           {cfg->ep, cfg->dp}, {cfg->ep, cfg->n_experts}, {cfg->ep, cfg->n_experts}};
     for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
         if (!rules[i].bad) continue;
         locate(ctx, rules[i].a, rules[i].b, &line, &col);

@@ -503,7 +503,7 @@ static void moe_keys_are_parsed_and_checked(void **state) {
         {"&model n_experts = 4, moe_every = 13 /", "&model moe_every: moe_every = 13 (line 1) must be <= n_layer = 12"},
         {"&model n_experts = 4 /\n&parallel dp = 3, ep = 2 /", "&parallel ep: ep = 2 (line 2) must divide dp = 3"},
         {"&model n_experts = 6 /\n&parallel dp = 4, ep = 4 /", "&parallel ep: ep = 4 (line 2) must divide n_experts = 6"},
-        {"&parallel dp = 2, ep = 2 /", "must divide n_experts = 0"},
+        {"&parallel dp = 2, ep = 2 /", "&parallel ep: ep = 2 (line 1) needs a Mixture-of-Experts model, but n_experts = 0 (default)"},
         {"&model drop_policy = 'random' /", "&model drop_policy: 'random' is not one of 'probs', 'position'"},
         {"&model router = 'hash' /", "&model router: 'hash' is not one of 'linear', 'mlp'"},
     };
