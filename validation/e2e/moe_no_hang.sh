@@ -8,7 +8,8 @@
 # and 3 do. Each run, under `timeout 60`, exits 0, every step's moe<L>_load is [256, 256, 0, 0]
 # (8 sequences x 32 tokens x top-2, split evenly between experts 0 and 1: their probabilities
 # are equal to ~1e-6 and both are always chosen), and its losses, gradient norms, aux and z
-# losses equal one process's from the same weights (tolerances of lib_moe.bash).
+# losses equal one process's from the same weights (tolerances of lib_moe.bash). The serial run,
+# with collapse_share = 0.4 and collapse_steps = 3, warns once per block that the router collapses.
 source "$(dirname "$0")/lib.bash"
 source "$(dirname "$0")/lib_moe.bash"
 t0=$(date +%s.%N)
@@ -40,7 +41,12 @@ with h5py.File(sys.argv[2], "r+") as f:
         put("h.%d.ln2.b" % l, u)
         put("h.%d.moe.router.w" % l, np.stack([0.1 * u, 0.1 * u, -0.1 * u, -0.1 * u]).astype(np.float32))
 PY
-run_moe serial 1 run.init_from="$TEST_DIR/skewed.h5" model.capacity_factor=0
+run_moe serial 1 run.init_from="$TEST_DIR/skewed.h5" model.capacity_factor=0 model.collapse_share=0.4 \
+    model.collapse_steps=3
+# the collapse warning: experts 0 and 1 each take 50% > collapse_share = 0.4, from step 1 on
+n=$(grep -c "^moe: WARNING block [01]: one expert has taken 50% of the assignments (more than &model collapse_share = 0.40) for 3 steps in a row, up to step 3" "$TEST_DIR/serial.log")
+[ "$n" -eq 2 ] || fail "expected the collapse warning once per MoE block at step 3, got $n (log $TEST_DIR/serial.log)"
+echo "collapse warning: once per block at step 3 (collapse_share 0.4, collapse_steps 3)"
 moe_header
 for g in 2,2 4,4; do
     IFS=, read -r dp ep <<<"$g"
