@@ -2,10 +2,10 @@
 # The MoE load-balancing loss balances a router that favours one expert. The tiny model (tiny.nml
 # GPT-2, 2 MoE blocks, 4 experts, top-1, dropless: capacity_factor = 0, so the load is the
 # router's own choice) starts from llmtrain's step-0 weights edited with h5py so that expert 0 is
-# favoured in every MoE block: h.L.ln2.b = u (all entries 0.5), router rows scaled by 10 (so the
-# tokens' own logits differ by O(1)) and router row 0 += 0.25 u: expert 0's logit is raised by
-# 0.25 |u|^2 = 4 for every token (the LayerNorm output before its bias has zero mean, so x.u =
-# |u|^2). Checksums are rewritten (merge_reference.checksum, io/checkpoint.c's). From that file
+# favoured in every MoE block (validation/moe_favour_expert.py): h.L.ln2.b = u (all entries 0.5),
+# router rows scaled by 10 (so the tokens' own logits differ by O(1)) and router row 0 += 0.25 u:
+# expert 0's logit is raised by 0.25 |u|^2 = 4 for every token (the LayerNorm output before its
+# bias has zero mean, so x.u = |u|^2), checksums rewritten. From that file
 # (&run init_from), 40 steps at lr 3e-3 (constant), z_loss_coef = 0, with aux_loss_coef = 0 (off)
 # and $AUX_ON (on), same data. Checked from metrics.jsonl, per MoE block L:
 #   - step 1: identical load and moe<L>_cv in both runs (same start), expert 0 holds > 1/2 of it;
@@ -24,28 +24,8 @@ moe_nml() { # PATH AUX [write_tiny_nml key=value ...]
 moe_nml "$TEST_DIR/init.nml" 0 name=init max_steps=1
 run_ranks init 1
 FAV=$TEST_DIR/favoured.h5
-$PYTHON - "$TEST_DIR/init/weights_step000000.h5" "$FAV" <<'PY' || fail "editing the weights failed"
-import shutil, sys
-import h5py
-import numpy as np
-sys.path.insert(0, "validation")
-from merge_reference import checksum  # llmtrain's tensor checksum (io/checkpoint.c)
-
-shutil.copy(sys.argv[1], sys.argv[2])
-with h5py.File(sys.argv[2], "r+") as f:
-    m = f["model"]
-    blocks = sorted(int(k.split(".")[1]) for k in m if k.endswith(".moe.router.w"))
-    assert blocks, "no MoE blocks in the step-0 weights"
-    for l in blocks:
-        b, w = m[f"h.{l}.ln2.b"], m[f"h.{l}.moe.router.w"]
-        u = np.full(b.shape, 0.5, np.float32)
-        wr = w[...] * np.float32(10)
-        wr[0] += np.float32(0.25) * u
-        b[...], w[...] = u, wr
-        for d in (b, w):
-            d.attrs["checksum"] = np.uint64(checksum(d[...]))
-    print("expert 0 favoured in MoE blocks", blocks)
-PY
+$PYTHON validation/moe_favour_expert.py "$TEST_DIR/init/weights_step000000.h5" "$FAV" --offset 4 \
+    --router-scale 10 --bias 0.5 || fail "editing the weights failed"
 
 for run in off on; do
     aux=0
