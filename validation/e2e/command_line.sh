@@ -59,8 +59,8 @@ grep -qF "did you mean 'max_steps'?" "$g/unknown_key.err" || fail "unknown_key: 
 expect_error out_of_range "command line argument 2 'train.max_steps=-3': &train max_steps: must be >= 0, got -3" 2 \
     inputs/tiny.nml train.max_steps=-3
 expect_error bad_type "command line argument 2 'parallel.dp=two': unquoted word 'two'" 2 inputs/tiny.nml parallel.dp=two
-expect_error not_implemented "command line argument 2 'model.n_experts=4': &model n_experts: Mixture-of-Experts is not implemented" 2 \
-    inputs/tiny.nml model.n_experts=4
+expect_error cross_key "command line argument 3 'model.top_k=5': &model top_k: top_k = 5 (command line argument 3) must be <= n_experts = 4 (command line argument 2)" 2 \
+    inputs/tiny.nml model.n_experts=4 model.top_k=5
 expect_error not_group_key "command line argument 2 'max_steps=3': expected GROUP.KEY=VALUE" 2 inputs/tiny.nml max_steps=3
 expect_error grid_from_override "dp*tp*pp" 2 inputs/tiny.nml parallel.dp=4 train.global_batch=16
 expect_error unknown_option "unknown option '--bogus' (command line argument 1)" 2 --bogus inputs/tiny.nml

@@ -174,8 +174,6 @@ static void range_violations_are_the_tables(void **state) {
 
 static void unimplemented_keys_are_refused_as_in_the_file(void **state) {
     (void)state;
-    EXPECT_ERROR("model.n_experts=4", "command line argument 3 'model.n_experts=4': &model n_experts: "
-                 "Mixture-of-Experts is not implemented in this version", "remove the key");
     EXPECT_ERROR("run.device=cuda", "command line argument 3 'run.device=cuda': &run device: 'cuda': the CUDA "
                  "backend is not implemented in this version", "use 'cpu'");
     config_t c;
