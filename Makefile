@@ -145,6 +145,10 @@ cuda-objects:
 endif
 
 # The GPU opening on its own (validation/gpu/device_probe.c; CUDA=1): linked like the tests.
+# validation/gpu/test_cuda_ops.c (every op, CUDA against CPU) likewise; it needs every kernel.
+$(BUILD)/gpu/test_cuda_ops: validation/gpu/test_cuda_ops.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -o $@ $< $(LIB) $(ALL_LIBS) $(LDFLAGS)
 $(BUILD)/gpu/device_probe: validation/gpu/device_probe.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -o $@ $< $(LIB) $(ALL_LIBS) $(LDFLAGS)

@@ -10,7 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#define DEVICE_LINE 320
+#define DEVICE_LINE 1536 /* name 256, peers up to 1024 */
+#define PEERS_TEXT 1024
 
 static int opened_device = -1;
 
@@ -70,7 +71,7 @@ int cuda_device_setup(const topology_t *topo, dtype_t precision, char *err, size
 static void describe_peers(int dev, char *out, size_t len) {
     int n = 0;
     CUDA_CHECK(cudaGetDeviceCount(&n));
-    char group[3][DEVICE_LINE / 2] = {"", "", ""};
+    char group[3][256] = {"", "", ""};
     static const char *const title[3] = {"NVLink", "PCIe P2P", "no P2P"};
     for (int p = 0; p < n; p++) {
         if (p == dev) continue;
@@ -95,7 +96,7 @@ static void describe_device(int world_rank, char *line, size_t len) {
     const int dev = opened_device;
     struct cudaDeviceProp p;
     CUDA_CHECK(cudaGetDeviceProperties(&p, dev));
-    char mem[32], peers[DEVICE_LINE / 2], host[MPI_MAX_PROCESSOR_NAME];
+    char mem[32], peers[PEERS_TEXT], host[MPI_MAX_PROCESSOR_NAME];
     int host_len = 0;
     MPI_CHECK(MPI_Get_processor_name(host, &host_len));
     format_bytes((double)p.totalGlobalMem, mem);
