@@ -9,15 +9,29 @@
 #   make SANITIZE=1 [all|tests]  the same programs built with AddressSanitizer + UBSan into
 #                 build-asan/ (build-asan/llmtrain, build-asan/llmprep, build-asan/tests/...),
 #                 never mixed with the normal build; validation/e2e/sanitizers.sh runs them
-#   make clean    removes build/, build-asan/ and the programs
+#   make CUDA=1 [all|tests]  also the CUDA backend (src/kernels/cuda/*.cu by nvcc, device.c), every
+#                 object compiled with -DLLMT_CUDA, into build-cuda/ (build-cuda/llmtrain); never
+#                 mixed with the CPU build
+#   make CUDA=1 cuda-objects  compile and archive that build (build-cuda/libllmtrain.a and main.o)
+#                 without linking and without a GPU: validation/e2e/cuda_build.sh runs it
+#   make clean    removes build/, build-asan/, build-cuda/ and the programs
 include Makefile.inc
 
 # SANITIZE=1: everything (objects, library, programs, tests) goes to build-asan/ instead.
+ifeq ($(SANITIZE)$(CUDA),11)
+$(error SANITIZE=1 and CUDA=1 together are not supported: build one of them)
+endif
 ifeq ($(SANITIZE),1)
 BUILD   := build-asan
 BIN_DIR := $(BUILD)/
 override CFLAGS  += $(SANITIZE_FLAGS)
 override LDFLAGS += $(SANITIZE_FLAGS)
+else ifeq ($(CUDA),1)
+# CUDA=1: everything goes to build-cuda/, and every object knows (LLMT_CUDA: config accepts
+# device = 'cuda', main opens the GPU).
+BUILD   := build-cuda
+BIN_DIR := $(BUILD)/
+override CFLAGS += -DLLMT_CUDA
 else
 BUILD   := build
 BIN_DIR :=
@@ -27,8 +41,21 @@ LLMPREP  := $(BIN_DIR)llmprep
 SRC_DIRS := src/core src/config src/parallel src/model src/kernels src/kernels/cpu src/train src/io
 # One GEMM implementation: src/kernels/cpu/gemm_$(GEMM).c (Makefile.inc chooses).
 GEMM_SRC := src/kernels/cpu/gemm_$(GEMM).c
-LIB_SRC := $(filter-out src/kernels/cpu/gemm_%.c,$(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c))) $(GEMM_SRC)
-LIB_OBJ := $(patsubst src/%.c,$(BUILD)/%.o,$(LIB_SRC))
+# src/kernels/cuda/device_plan.c has no CUDA in it (the backend's GPU-free rules, unit-tested
+# everywhere); device.c and the .cu files are the CUDA build's.
+LIB_SRC := $(filter-out src/kernels/cpu/gemm_%.c,$(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c))) $(GEMM_SRC) \
+           src/kernels/cuda/device_plan.c
+ifeq ($(CUDA),1)
+LIB_SRC += src/kernels/cuda/device.c
+CUDA_SRC := $(wildcard src/kernels/cuda/*.cu)
+CUDA_OBJ := $(patsubst src/%.cu,$(BUILD)/%.o,$(CUDA_SRC))
+ifeq ($(filter clean deps,$(MAKECMDGOALS)),)
+ifeq ($(wildcard $(NVCC)),)
+$(error Makefile.inc: CUDA = 1, but $(NVCC) does not exist: set CUDA_HOME (or NVCC) to your CUDA toolkit, see INSTALL)
+endif
+endif
+endif
+LIB_OBJ := $(patsubst src/%.c,$(BUILD)/%.o,$(LIB_SRC)) $(CUDA_OBJ)
 LIB     := $(BUILD)/libllmtrain.a
 # Each GEMM library: its flags (from Makefile.inc), its header, and what to do when it is missing.
 onednn_CFLAGS = $(DNNL_CFLAGS)
@@ -54,7 +81,7 @@ $(error Makefile.inc: GEMM = $(GEMM), but <$($(GEMM)_HEADER)> with $(GEMM_LIBS) 
 endif
 endif
 ALL_CFLAGS = $(CFLAGS) -Isrc $(GEMM_CFLAGS) $(HDF5_CFLAGS) $(HWLOC_CFLAGS) $(PAPI_CFLAGS) $(PCRE2_CFLAGS)
-ALL_LIBS   = $(HDF5_LIBS) $(GEMM_LIBS) $(HWLOC_LIBS) $(PAPI_LIBS) $(PCRE2_LIBS) -lm
+ALL_LIBS   = $(HDF5_LIBS) $(GEMM_LIBS) $(HWLOC_LIBS) $(PAPI_LIBS) $(PCRE2_LIBS) $(if $(filter 1,$(CUDA)),$(CUDA_LIBS)) -lm
 
 UNIT_SRC := $(wildcard validation/unit/test_*.c)
 UNIT_BIN := $(patsubst validation/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
@@ -70,7 +97,7 @@ $(LLMTRAIN): $(BUILD)/main.o $(LIB)
 $(LLMPREP): $(BUILD)/tools/llmprep.o $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(ALL_LIBS)
 
-ifeq ($(SANITIZE),1)
+ifneq ($(BIN_DIR),)
 .PHONY: llmtrain llmprep
 llmtrain: $(LLMTRAIN)
 llmprep: $(LLMPREP)
@@ -100,6 +127,31 @@ $(LIB): $(LIB_OBJ)
 $(BUILD)/%.o: src/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+
+# The CUDA build's kernels (nvcc, both architectures of NVCC_GENCODE) and its one plain-C file on
+# the CUDA runtime API (device.c: mpicc with the CUDA headers).
+$(BUILD)/kernels/cuda/%.o: src/kernels/cuda/%.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) $(NVCC_GENCODE) -Isrc -DLLMT_CUDA $(MPI_CFLAGS) -MMD -MP -c $< -o $@
+$(BUILD)/kernels/cuda/device.o: ALL_CFLAGS += $(CUDA_CFLAGS)
+
+.PHONY: cuda-objects
+ifeq ($(CUDA),1)
+cuda-objects: $(LIB) $(BUILD)/main.o
+	@echo "cuda-objects: $(words $(CUDA_OBJ)) CUDA file(s) and the -DLLMT_CUDA objects compiled into $(LIB)"
+else
+cuda-objects:
+	@echo "make cuda-objects needs CUDA=1: make CUDA=1 cuda-objects"; exit 2
+endif
+
+# The GPU opening on its own (validation/gpu/device_probe.c; CUDA=1): linked like the tests.
+# validation/gpu/test_cuda_ops.c (every op, CUDA against CPU) likewise; it needs every kernel.
+$(BUILD)/gpu/test_cuda_ops: validation/gpu/test_cuda_ops.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -o $@ $< $(LIB) $(ALL_LIBS) $(LDFLAGS)
+$(BUILD)/gpu/device_probe: validation/gpu/device_probe.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -o $@ $< $(LIB) $(ALL_LIBS) $(LDFLAGS)
 
 $(BUILD)/tests/%: validation/unit/%.c $(LIB)
 	@mkdir -p $(dir $@)
@@ -168,7 +220,7 @@ demo:
 	@MPIRUN="$(MPIRUN)" PYTHON="$(PYTHON)" bash validation/demo.sh
 
 clean:
-	rm -rf build build-asan llmtrain llmprep
+	rm -rf build build-asan build-cuda llmtrain llmprep
 
 -include $(LIB_OBJ:.o=.d) $(BUILD)/main.d $(BUILD)/tools/llmprep.d $(UNIT_BIN:=.d) $(REF_BIN:=.d)
 
@@ -235,7 +287,7 @@ $(BUILD)/tests/test_merge: validation/unit/test_merge.c $(BUILD)/tools/merge_met
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(CMOCKA_CFLAGS) -MMD -MP -o $@ $< $(BUILD)/tools/merge_methods.o $(LIB) $(CMOCKA_LIBS) $(ALL_LIBS) $(LDFLAGS)
 
-ifeq ($(SANITIZE),1)
+ifneq ($(BIN_DIR),)
 .PHONY: llmmerge
 llmmerge: $(LLMMERGE)
 endif

@@ -14,6 +14,10 @@
 #include "core/buildinfo.h"
 #include "core/version.h"
 #include "kernels/ops.h"
+#ifdef LLMT_CUDA
+#include "kernels/cuda/device.h"
+#include "parallel/comm.h"
+#endif
 #include "parallel/grid.h"
 #include "parallel/topology.h"
 #include "parallel/watchdog.h"
@@ -180,6 +184,26 @@ static int grid_only(const cli_t *cli, int rank) {
     return 0;
 }
 
+/* The backend of &run device: the CPU's or, in a CUDA build, this rank's GPU, opened after the
+ * placement so the GPU nearest the bound cores is known; a GPU that cannot be used (no driver, no
+ * device, too old, fewer GPUs than ranks, no bf16) ends every rank with one message, exit 2. */
+static const ops_t *open_backend(const config_t *cfg, const topology_t *topo) {
+#ifdef LLMT_CUDA
+    if (strcmp(cfg->device, "cuda") == 0) {
+        char err[512];
+        watchdog_enter("opening the GPU", "all ranks");
+        const int rc = cuda_device_setup(topo, dtype_from_name(cfg->precision), err, sizeof err);
+        comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, "opening the GPU", rc ? err : NULL);
+        cuda_device_print(MPI_COMM_WORLD);
+        watchdog_leave();
+        return ops_cuda();
+    }
+#endif
+    (void)cfg; /* a CPU-only build has refused device = 'cuda' in config */
+    (void)topo;
+    return ops_cpu();
+}
+
 int main(int argc, char **argv) {
     init_mpi(&argc, &argv);
     int rank = 0, world = 1;
@@ -222,7 +246,7 @@ int main(int argc, char **argv) {
     grid_print(&grid, MPI_COMM_WORLD);
     watchdog_leave();
     trainer_t tr;
-    trainer_setup(&tr, &cfg, &grid, ops_cpu());
+    trainer_setup(&tr, &cfg, &grid, open_backend(&cfg, &topo));
     tr.io_hints = topology_io_hints(&topo, MPI_COMM_WORLD, cfg.striping_factor, cfg.striping_unit);
     int code = 0;
     if (strcmp(cfg.mode, "train") == 0) {

@@ -86,7 +86,12 @@ static const key_spec_t key_specs[] = {
     STR_KEY(G_RUN, "name", name, "run", NULL),
     STR_KEY(G_RUN, "out_dir", out_dir, "runs", NULL),
     STR_KEY(G_RUN, "mode", mode, "train", "train|eval|generate"),
-    PLANNED_STR_KEY(G_RUN, "device", device, "cpu", "cpu", "cuda", "the CUDA backend is not implemented in this version"),
+#ifdef LLMT_CUDA /* make CUDA=1 */
+    STR_KEY(G_RUN, "device", device, "cpu", "cpu|cuda"),
+#else
+    PLANNED_STR_KEY(G_RUN, "device", device, "cpu", "cpu", "cuda",
+                    "this llmtrain was built without CUDA (build it with make CUDA=1, see INSTALL)"),
+#endif
     I64_KEY(G_RUN, "seed", seed, 1337, AT_LEAST(0)),
     STR_KEY(G_RUN, "init_from", init_from, "", NULL),
     REAL_KEY(G_RUN, "memory_limit_gb", memory_limit_gb, 0, AT_LEAST(0), AT_MOST(1e9)), /* 0 = the node's */

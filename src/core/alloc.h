@@ -6,6 +6,9 @@
 #ifndef LLMT_ALLOC_H
 #define LLMT_ALLOC_H
 #include <stddef.h>
+#ifdef __cplusplus
+extern "C" { /* included by the CUDA backend (C++) too */
+#endif
 
 /* What a buffer holds (the categories of the memory plan). */
 typedef enum mem_category {
@@ -34,4 +37,7 @@ size_t alloc_bytes_peak_in(mem_category_t c); /* the category's own high-water m
 size_t alloc_rss_bytes(void);  /* resident set size of the process (from /proc), 0 if unknown */
 /* For people: "1.5 GiB", "3.0 TiB", "12.3 MiB", "12345 bytes". */
 void format_bytes(double bytes, char out[32]);
+#ifdef __cplusplus
+}
+#endif
 #endif

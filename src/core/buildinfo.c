@@ -88,8 +88,13 @@ void buildinfo_get(buildinfo_t *b) {
     unsigned hw = hwloc_get_api_version();
     snprintf(b->hwloc, sizeof b->hwloc, "%u.%u.%u", hw >> 16, (hw >> 8) & 0xff, hw & 0xff);
     papi_version(b->papi, sizeof b->papi);
+#ifdef LLMT_CUDA /* make CUDA=1: the runtime's version and the GPU are in the startup table */
+    b->cuda = "built (make CUDA=1)";
+    b->nccl = "not used yet (collectives still go through MPI)";
+#else
     b->cuda = "not built"; /* CPU-only build: the CUDA backend is not compiled (Makefile.inc CUDA) */
     b->nccl = "not built";
+#endif
 }
 
 void buildinfo_print_version(FILE *f) {

@@ -16,7 +16,21 @@
 #define LLMT_ERROR_H
 
 #include <errno.h>
+#ifdef __cplusplus
+#define OMPI_SKIP_MPICXX 1  /* MPI's C API only: the C++ bindings warn under -Wextra */
+#define MPICH_SKIP_MPICXX 1
+#endif
+#include <mpi.h>
 #include <stddef.h>
+
+/* The CUDA backend's .cu files (kernels/cuda/) are C++ and include this header too: C linkage,
+ * and C++'s spelling of noreturn. */
+#ifdef __cplusplus
+#define LLMT_NORETURN [[noreturn]]
+extern "C" {
+#else
+#define LLMT_NORETURN _Noreturn
+#endif
 
 #define LLMT_EXIT_USER 2     /* bad input: namelist, data files, grid */
 #define LLMT_EXIT_INTERNAL 3 /* a library call failed or an invariant broke */
@@ -24,14 +38,14 @@
 #define LLMT_EXIT_REQUEUE 75 /* stopped by SIGUSR1/SIGTERM after a checkpoint: requeue me */
 
 /* Called with the library's own message; never returns. */
-_Noreturn void die_call(const char *file, int line, const char *call, const char *msg);
+LLMT_NORETURN void die_call(const char *file, int line, const char *call, const char *msg);
 /* A user error seen by every rank alike: rank 0 prints "llmtrain: error: ...", all exit 2. */
-_Noreturn void fatal_user(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+LLMT_NORETURN void fatal_user(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The verdict of a collective agreement (parallel/comm.c comm_agree): every rank calls it with
  * the same message; rank 0 prints "llmtrain: error: <msg>", all finish MPI and exit with code. */
-_Noreturn void fatal_agreed(int exit_code, const char *msg);
+LLMT_NORETURN void fatal_agreed(int exit_code, const char *msg);
 /* A user error only this rank knows about (e.g. one rank's file): prints with the rank, aborts all. */
-_Noreturn void fatal_user_here(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+LLMT_NORETURN void fatal_user_here(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Format an error message into the caller's buffer — the one helper for functions that report
  * failures as text and let the caller decide (vsnprintf into err[errlen]; nothing when err is
  * NULL or errlen is 0). Returns -1, so a failing function can end with `return errf(...)`. */
@@ -63,7 +77,6 @@ void error_set_fatal_hook(fatal_hook_t hook);
         if (!(cond)) die_call(__FILE__, __LINE__, #cond, "internal invariant violated"); \
     } while (0)
 
-#include <mpi.h>
 void die_mpi(const char *file, int line, const char *call, int code);
 #define MPI_CHECK(call)                                                                  \
     do {                                                                                 \
@@ -81,5 +94,8 @@ void h5_error_text(char *buf, size_t len);
         if ((long long)(call) < 0) die_h5(__FILE__, __LINE__, #call);                    \
     } while (0)
 
+#ifdef __cplusplus
+}
+#endif
 #include <string.h>
 #endif

@@ -293,6 +293,15 @@ typedef struct ops {
                                  const int *rows, const float *w, int M, int C);
 } ops_t;
 
+#ifdef __cplusplus
+extern "C" {
+#endif
 /* The CPU backend (C + OpenMP + CBLAS). */
 const ops_t *ops_cpu(void);
+/* The CUDA backend (kernels/cuda/; cuBLASLt). Defined only in a CUDA build (make CUDA=1, which
+ * compiles everything with -DLLMT_CUDA); callers guard it with #ifdef LLMT_CUDA. */
+const ops_t *ops_cuda(void);
+#ifdef __cplusplus
+}
+#endif
 #endif

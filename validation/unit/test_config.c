@@ -468,8 +468,11 @@ static void unimplemented_features_are_refused_not_ignored(void **state) {
          "needs schedule = 'interleaved' (got '1f1b'), or set virtual_stages = 1"},
         {"&parallel schedule = 'zb-h1', virtual_stages = 2 /", "&parallel schedule = 'zb-h1' /",
          "needs schedule = 'interleaved' (got 'zb-h1'), or set virtual_stages = 1"},
+#ifndef LLMT_CUDA /* a CPU-only build refuses the CUDA backend, naming the build that has it */
         {"&run device = 'cuda' /", "&run device = 'cpu' /",
-         PATH ":1:15: &run device: 'cuda': the CUDA backend is not implemented in this version; use 'cpu'"},
+         PATH ":1:15: &run device: 'cuda': this llmtrain was built without CUDA (build it with make "
+              "CUDA=1, see INSTALL); use 'cpu'"},
+#endif
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char text[256];
@@ -482,6 +485,12 @@ static void unimplemented_features_are_refused_not_ignored(void **state) {
         parse_ok(text, &c);
         config_destroy(&c);
     }
+#ifdef LLMT_CUDA /* make CUDA=1: the value is accepted */
+    config_t c;
+    parse_ok("&run device = 'cuda' /\n" DATA, &c);
+    assert_string_equal(c.device, "cuda");
+    config_destroy(&c);
+#endif
 }
 
 /* Mixture of Experts: the keys reach their fields (d_ff_expert 0 = d_ff), and the cross-key

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The CUDA build compiles where the CUDA toolkit is (no GPU needed): make CUDA=1 cuda-objects
+# compiles every src/kernels/cuda/*.cu with nvcc for sm_80 and sm_90, device.c, and every other
+# object with -DLLMT_CUDA into build-cuda/ (archive, no link), with zero warnings. Then the GPU
+# opening llmtrain does for &run device = 'cuda' (build-cuda/gpu/device_probe): without a usable
+# GPU (this machine) every rank of 2 exits 2 with one message naming the cause; with one, the GPU
+# table. Skipped (77) where nvcc is not installed.
+source "$(dirname "$0")/lib.bash"
+cuda_home=$(sed -n 's/^CUDA_HOME *= *//p' Makefile.inc)
+nvcc="${cuda_home:-/usr/local/cuda}/bin/nvcc"
+[ -x "$nvcc" ] || { echo "skipped: no CUDA toolkit ($nvcc not found; Makefile.inc CUDA_HOME)"; exit 77; }
+t0=$(date +%s)
+make --no-print-directory -j2 CUDA=1 cuda-objects >"$TEST_DIR/build.log" 2>&1 ||
+    { grep -E 'error|Error' "$TEST_DIR/build.log" | head -30; fail "make CUDA=1 cuda-objects failed"; }
+if grep -n 'warning' "$TEST_DIR/build.log"; then fail "make CUDA=1 cuda-objects: warnings (above)"; fi
+n_cu=$(ls src/kernels/cuda/*.cu | wc -l)
+for cu in src/kernels/cuda/*.cu; do
+    o="build-cuda/kernels/cuda/$(basename "$cu" .cu).o"
+    [ -f "$o" ] || fail "$cu: no $o"
+    ar t build-cuda/libllmtrain.a | grep -qx "$(basename "$o")" || fail "$o not in build-cuda/libllmtrain.a"
+done
+echo "make CUDA=1 cuda-objects: $n_cu CUDA file(s) compiled, $(($(date +%s) - t0)) s, no warnings"
+
+make --no-print-directory CUDA=1 build-cuda/gpu/device_probe >>"$TEST_DIR/build.log" 2>&1 ||
+    { tail -20 "$TEST_DIR/build.log"; fail "build-cuda/gpu/device_probe does not link"; }
+$MPIRUN -n 2 build-cuda/gpu/device_probe bf16 >"$TEST_DIR/probe.log" 2>&1
+rc=$?
+cat "$TEST_DIR/probe.log"
+if [ "$rc" -eq 0 ]; then
+    grep -q '^GPUs (CUDA backend):' "$TEST_DIR/probe.log" || fail "device_probe: exit 0 without the GPU table"
+    echo "a GPU is here: the table above"
+    exit 0
+fi
+[ "$rc" -eq 2 ] || fail "device_probe without a usable GPU: exit $rc, expected 2"
+n=$(grep -c 'llmtrain: error:' "$TEST_DIR/probe.log")
+[ "$n" -eq 1 ] || fail "device_probe: $n error lines, expected one"
+grep -qE "&run device = 'cuda': (no NVIDIA driver found|the NVIDIA driver supports CUDA|no CUDA device visible|2 ranks on this node but)" \
+    "$TEST_DIR/probe.log" || fail "device_probe: the message does not name the cause"
+echo "no usable GPU: one message, exit 2 on every rank"

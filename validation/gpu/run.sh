@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# run.sh OUTDIR — the CUDA backend's validation on one GPU, in one short run (README.md here has the
+# recipe). Uses build-cuda/ as built on the build machine (or builds it here when the toolkit and the
+# libraries' headers are present) and the libraries of .gpu-bundle/ (bundle.sh). Steps, each with a
+# time limit; the summary table is printed last and written to OUTDIR/summary.txt:
+#   1. the GPU table as llmtrain prints it (build-cuda/gpu/device_probe)
+#   2. every op, CUDA against the CPU backend (build-cuda/gpu/test_cuda_ops; tolerances in its header)
+#   3. 20 steps of the tiny model, device = 'cuda' against device = 'cpu' (loss curves, rel 1e-3)
+#   4. PyTorch on this GPU: GPT-2 124M and 350M, T = 1024, bf16, eager and torch.compile
+#   5. llmtrain GPT-2 124M / 350M tokens/s and MFU on the GPU: TODO (see below), not run.
+set -u
+cd "$(dirname "$0")/../.."
+OUT=${1:?usage: validation/gpu/run.sh OUTDIR}
+mkdir -p "$OUT"
+[ -f .gpu-bundle/env.sh ] && source .gpu-bundle/env.sh
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
+PY=${PYTHON:-python3}
+summary=()
+row() { summary+=("$(printf '%-44s %s' "$1" "$2")"); }
+
+bins="build-cuda/llmtrain build-cuda/gpu/test_cuda_ops build-cuda/gpu/device_probe"
+for b in $bins; do
+    [ -x "$b" ] || timeout 300 make -j16 CUDA=1 "$b" >"$OUT/build.log" 2>&1 || true
+done
+
+# 1. the GPU as llmtrain opens it
+if timeout 60 build-cuda/gpu/device_probe bf16 >"$OUT/device.txt" 2>&1; then row "GPU opening (device_probe)" "PASS"
+else row "GPU opening (device_probe)" "FAIL (see device.txt)"; fi
+cat "$OUT/device.txt"
+
+# 2. every op against the CPU backend
+if [ -x build-cuda/gpu/test_cuda_ops ]; then
+    timeout 180 build-cuda/gpu/test_cuda_ops >"$OUT/ops.txt" 2>&1
+    rc=$?
+    cat "$OUT/ops.txt"
+    row "ops CUDA vs CPU (test_cuda_ops)" "$(tail -1 "$OUT/ops.txt") (exit $rc)"
+else
+    row "ops CUDA vs CPU (test_cuda_ops)" "NOT BUILT (see build.log)"
+fi
+
+# 3. 20 steps of the tiny model on both backends (1 rank). The trainer has not yet run with
+#    device = 'cuda' end to end (model/ and train/ still hand some buffers to MPI and to host code
+#    directly; the NCCL comm seam is not done): a failure here says where it stops.
+[ -f data/tiny/train_000.bin ] || timeout 60 "$PY" validation/make_synthetic_shards.py data/tiny >/dev/null 2>&1
+tiny() { # DEVICE: 20 steps, metrics in $OUT/tiny_DEVICE
+    cat >"$OUT/tiny_$1.nml" <<NML
+&run name = 'tiny_$1', out_dir = '$OUT', device = '$1', seed = 1337 /
+&model n_layer = 2, n_head = 4, d_model = 64, d_ff = 256, vocab_size = 500, seq_len = 32 /
+&train max_steps = 20, micro_batch = 4, global_batch = 8, lr = 3e-3, min_lr = 3e-4, warmup_steps = 5 /
+&data train_files = 'data/tiny/train_*.bin', val_files = 'data/tiny/val_*.bin', val_every = 0 /
+&log every = 1 /
+NML
+    timeout 120 build-cuda/llmtrain "$OUT/tiny_$1.nml" >"$OUT/tiny_$1.log" 2>&1
+}
+tiny cpu; tiny cuda; rc=$?
+losses() { grep -h '"loss"' "$OUT"/tiny_"$1"/metrics.jsonl 2>/dev/null | sed 's/.*"loss":\([^,]*\),.*/\1/'; }
+if [ "$rc" -ne 0 ]; then
+    row "tiny 20 steps cuda vs cpu" "FAIL: device='cuda' run exit $rc ($(grep -m1 -E 'error|failed' "$OUT/tiny_cuda.log" | cut -c1-80))"
+else
+    verdict=$(paste <(losses cpu) <(losses cuda) | awk '{n++; d = $1 - $2; if (d < 0) d = -d; r = d / $1; if (r > m) m = r}
+        END {if (n < 20) print "FAIL: " n " steps"; else printf "%s: max rel %.2e over %d steps (tol 1e-3)\n", m <= 1e-3 ? "PASS" : "FAIL", m, n}')
+    row "tiny 20 steps cuda vs cpu" "$verdict"
+fi
+
+# 4. PyTorch on this GPU
+for m in "124M 12 768 12" "350M 24 1024 16"; do
+    set -- $m
+    for mode in eager compile; do
+        flag=$([ $mode = compile ] && echo --compile)
+        if line=$(timeout 240 "$PY" validation/gpu/torch_gpt.py --layers "$2" --d-model "$3" --heads "$4" --seq 1024 --batch 8 $flag 2>"$OUT/torch_$1_$mode.err"); then
+            echo "$line" >"$OUT/torch_$1_$mode.json"
+            row "PyTorch GPT-2 $1 bf16 T=1024 $mode" "$(echo "$line" | "$PY" -c 'import json,sys; d=json.load(sys.stdin); print(f"{d["tokens_per_s"]} tok/s, MFU {100*d["mfu"]:.1f}%")')"
+        else
+            row "PyTorch GPT-2 $1 bf16 T=1024 $mode" "FAIL ($(tail -1 "$OUT/torch_$1_$mode.err" | cut -c1-80))"
+        fi
+    done
+done
+
+# 5. TODO: llmtrain GPT-2 124M / 350M at T = 1024, bf16, device = 'cuda' (tokens/s, MFU against the
+#    peak the backend reports). Not run: the trainer does not yet run on the GPU end to end (step 3),
+#    GPU mixed precision (bf16 storage) and the NCCL seam are not done. No number is made up here.
+row "llmtrain GPT-2 124M/350M on the GPU" "TODO: not run (trainer on device='cuda' not end to end yet)"
+
+{ echo "== CUDA backend validation ($(date -u +%FT%TZ), $(head -1 "$OUT/ops.txt" 2>/dev/null))"; printf '%s\n' "${summary[@]}"; } | tee "$OUT/summary.txt"
