@@ -126,7 +126,8 @@ static void half_slots(const size_t n[3], void *slot[3]) {
 /* One cached product: its shape, types and alignments, descriptors and chosen algorithm. */
 typedef struct lt_plan {
     bool used, ta, tb, bias;
-    int m, n, k, align_a, align_b, align_d;
+    int m, n, k, align_a, align_b, align_d, align_bias;
+    const float *bias_at; /* the bias of the call that built the plan (its alignment counts) */
     cudaDataType_t ab_type;
     cublasComputeType_t compute;
     cublasLtMatmulDesc_t desc;
@@ -166,6 +167,9 @@ static void plan_build(lt_plan_t *p) {
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
     const cublasLtEpilogue_t epi = p->bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    if (p->bias) /* the heuristic reads the pointer's alignment from it */
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                    &p->bias_at, sizeof p->bias_at));
     /* stored shapes (column-major, dense): A is m x k or (ta) k x m, B is k x n or (tb) n x k */
     const uint64_t a_rows = p->ta ? p->k : p->m, a_cols = p->ta ? p->m : p->k;
     const uint64_t b_rows = p->tb ? p->n : p->k, b_cols = p->tb ? p->k : p->n;
@@ -205,6 +209,7 @@ static lt_plan_t *plan_get(const lt_plan_t *key) {
         if (p->used && p->ta == key->ta && p->tb == key->tb && p->bias == key->bias &&
             p->m == key->m && p->n == key->n && p->k == key->k && p->align_a == key->align_a &&
             p->align_b == key->align_b && p->align_d == key->align_d &&
+            p->align_bias == key->align_bias &&
             p->ab_type == key->ab_type && p->compute == key->compute)
             return &plans[i];
     }
@@ -231,6 +236,7 @@ static void lt_matmul(bool ta, bool tb, int m, int n, int k, const void *A, cons
     lt_plan_t key = {};
     key.ta = ta, key.tb = tb, key.bias = bias != NULL, key.m = m, key.n = n, key.k = k;
     key.align_a = ptr_align(A), key.align_b = ptr_align(B), key.align_d = ptr_align(D);
+    key.bias_at = bias, key.align_bias = bias ? ptr_align(bias) : 0;
     key.ab_type = !half ? CUDA_R_32F : product_type == DT_BF16 ? CUDA_R_16BF : CUDA_R_16F;
     key.compute = !half && llmt_cuda_allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     lt_plan_t *p = plan_get(&key);
