@@ -6,29 +6,7 @@
 #ifndef LLMT_CUDA_CHECK_H
 #define LLMT_CUDA_CHECK_H
 #include <cuda_runtime.h>
-#ifdef __cplusplus
-/* core/error.h is C: in C++ its functions need C linkage and C11's _Noreturn is [[noreturn]].
- * Its system headers come first, outside the extern "C" block; MPI's C++ bindings (unused,
- * and they warn under -Wextra) are skipped. */
-#ifndef OMPI_SKIP_MPICXX
-#define OMPI_SKIP_MPICXX 1
-#endif
-#ifndef MPICH_SKIP_MPICXX
-#define MPICH_SKIP_MPICXX 1
-#endif
-#include <errno.h>
-#include <stddef.h>
-#include <string.h>
-#include <mpi.h>
-#ifndef _Noreturn
-#define _Noreturn [[noreturn]]
-#endif
-extern "C" {
-#include "core/error.h"
-}
-#else
-#include "core/error.h"
-#endif
+#include "core/error.h" /* C linkage and [[noreturn]] for C++ are in the header itself */
 
 #define CUDA_CHECK(call)                                                                 \
     do {                                                                                 \
