@@ -1,7 +1,7 @@
 /* philox.cuh — core/rng.c's Philox-4x32-10 and the draws built on it, on the device, bit for bit:
  * a dropout mask or router noise drawn on the GPU equals the CPU backend's (the same global
  * counters: kernels/ops.h dropout_mask_t, moe_noise_forward).
- * Owns: device functions. Uses: nothing. Used by: kernels/cuda/*.cu. */
+ * Owns: device functions. Uses: nothing. Used by: the kernels/cuda .cu files. */
 #ifndef LLMT_PHILOX_CUH
 #define LLMT_PHILOX_CUH
 #include <stdint.h>
