@@ -14,8 +14,8 @@ struct adamw_coef {
 };
 
 /* param[n], m[n], v[n] updated from grad[n] */
-__global__ void adamw_kernel(float *param, const float *grad, float *m, float *v, size_t n,
-                             adamw_coef k) {
+static __global__ void adamw_kernel(float *param, const float *grad, float *m, float *v, size_t n,
+                                    adamw_coef k) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
         const float g = grad[i] * k.grad_scale;
@@ -46,6 +46,6 @@ void cuda_adamw_update(float *param, const float *grad, float *m, float *v, size
     k.sqrt_bc2 = (float)sqrt(bc2);
     k.grad_scale = grad_scale;
     adamw_kernel<<<cuda_elem_blocks(n, CUDA_ELEM_THREADS), CUDA_ELEM_THREADS>>>(param, grad, m, v,
-                                                                               n, k);
+                                                                                n, k);
     CUDA_CHECK_LAUNCH();
 }

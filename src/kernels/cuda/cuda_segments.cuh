@@ -27,8 +27,8 @@ struct segments {
 };
 
 /* keys_in[r] = rows[r] - offset if in [0, n_keys) else n_keys; pos_in[r] = r */
-__global__ void segments_keys_kernel(unsigned *keys_in, int *pos_in, const int *rows, int M,
-                                     int offset, int n_keys) {
+static __global__ void segments_keys_kernel(unsigned *keys_in, int *pos_in, const int *rows, int M,
+                                            int offset, int n_keys) {
     const int r = blockIdx.x * blockDim.x + threadIdx.x;
     if (r >= M) return;
     const int k = rows[r] - offset;
@@ -37,7 +37,9 @@ __global__ void segments_keys_kernel(unsigned *keys_in, int *pos_in, const int *
 }
 
 /* bytes rounded up to 256 (CUB wants its temporary storage aligned) */
-static inline size_t segments_align(size_t bytes) { return (bytes + 255) & ~(size_t)255; }
+static inline size_t segments_align(size_t bytes) {
+    return (bytes + 255) & ~(size_t)255;
+}
 
 /* Sorts the positions of rows[M] by key rows[r] - offset (n_keys >= 1 keys), into *buf. */
 static segments segments_sort(void **buf, size_t *cap, const int *rows, int M, int offset,
@@ -47,8 +49,8 @@ static segments segments_sort(void **buf, size_t *cap, const int *rows, int M, i
     const size_t arr = segments_align((size_t)M * sizeof(int));
     size_t temp_bytes = 0;
     CUDA_CHECK(cub::DeviceRadixSort::SortPairs(NULL, temp_bytes, (const unsigned *)NULL,
-                                               (unsigned *)NULL, (const int *)NULL, (int *)NULL,
-                                               M, 0, end_bit, (cudaStream_t)0));
+                                               (unsigned *)NULL, (const int *)NULL, (int *)NULL, M,
+                                               0, end_bit, (cudaStream_t)0));
     char *base = (char *)cuda_grow_buffer(buf, cap, 4 * arr + segments_align(temp_bytes));
     unsigned *keys_in = (unsigned *)base, *keys_out = (unsigned *)(base + arr);
     int *pos_in = (int *)(base + 2 * arr), *pos_out = (int *)(base + 3 * arr);
@@ -62,8 +64,8 @@ static segments segments_sort(void **buf, size_t *cap, const int *rows, int M, i
 
 /* dst[key, :] += (w ? w[r] : 1) * src[r, :] over each segment, ascending r. Grid M (one block
  * per sorted position: only segment starts work), any block size. */
-__global__ void segments_add_kernel(float *dst, const float *src, const float *w, segments s,
-                                    int C) {
+static __global__ void segments_add_kernel(float *dst, const float *src, const float *w, segments s,
+                                           int C) {
     const int j = blockIdx.x;
     const unsigned k = s.key[j];
     if (k >= s.n_keys || (j > 0 && s.key[j - 1] == k)) return; /* not owned, or not a start */

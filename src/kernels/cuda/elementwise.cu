@@ -14,8 +14,8 @@
 #define GELU_K1 0.044715f
 
 /* the grid-stride loop over [0, n) */
-#define GRID_STRIDE(i, n)                                                                 \
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);               \
+#define GRID_STRIDE(i, n)                                                                          \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                        \
          i += (size_t)gridDim.x * blockDim.x)
 
 /* ---------------------------------------------------------------- zero, add, scale */
@@ -25,7 +25,7 @@ void cuda_zero(float *x, size_t n) {
 }
 
 /* add: out[n] = a + b (out may alias a or b: each element read before it is written) */
-__global__ void add_kernel(float *out, const float *a, const float *b, size_t n) {
+static __global__ void add_kernel(float *out, const float *a, const float *b, size_t n) {
     GRID_STRIDE(i, n) out[i] = a[i] + b[i];
 }
 
@@ -36,7 +36,7 @@ void cuda_add(float *out, const float *a, const float *b, size_t n) {
 }
 
 /* scale: x[n] *= s */
-__global__ void scale_kernel(float *x, float s, size_t n) {
+static __global__ void scale_kernel(float *x, float s, size_t n) {
     GRID_STRIDE(i, n) x[i] *= s;
 }
 
@@ -51,7 +51,7 @@ void cuda_scale(float *x, float s, size_t n) {
  * e s = e / (1 + e) taken as e * s for s >= 1/2 and as 1 - s below (right also for e = +Inf). */
 
 /* gelu_forward: out[n] = x * s */
-__global__ void gelu_forward_kernel(float *out, const float *inp, size_t n) {
+static __global__ void gelu_forward_kernel(float *out, const float *inp, size_t n) {
     GRID_STRIDE(i, n) {
         const float x = inp[i];
         const float u = GELU_K0 * (x + GELU_K1 * x * x * x);
@@ -61,14 +61,14 @@ __global__ void gelu_forward_kernel(float *out, const float *inp, size_t n) {
 
 void cuda_gelu_forward(float *out, const float *inp, size_t n) {
     if (!n) return;
-    gelu_forward_kernel<<<cuda_elem_blocks(n, CUDA_ELEM_THREADS), CUDA_ELEM_THREADS>>>(out, inp,
-                                                                                       n);
+    gelu_forward_kernel<<<cuda_elem_blocks(n, CUDA_ELEM_THREADS), CUDA_ELEM_THREADS>>>(out, inp, n);
     CUDA_CHECK_LAUNCH();
 }
 
 /* gelu_backward: dinp[n] = dout * (s + 2 x e s^2 u'), u' = sqrt(2/pi)(1 + 3 k x^2); dinp may
  * alias dout (each element read before it is written) */
-__global__ void gelu_backward_kernel(float *dinp, const float *inp, const float *dout, size_t n) {
+static __global__ void gelu_backward_kernel(float *dinp, const float *inp, const float *dout,
+                                            size_t n) {
     GRID_STRIDE(i, n) {
         const float x = inp[i];
         const float u = GELU_K0 * (x + GELU_K1 * x * x * x);
@@ -82,15 +82,15 @@ __global__ void gelu_backward_kernel(float *dinp, const float *inp, const float 
 
 void cuda_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
     if (!n) return;
-    gelu_backward_kernel<<<cuda_elem_blocks(n, CUDA_ELEM_THREADS), CUDA_ELEM_THREADS>>>(
-        dinp, inp, dout, n);
+    gelu_backward_kernel<<<cuda_elem_blocks(n, CUDA_ELEM_THREADS), CUDA_ELEM_THREADS>>>(dinp, inp,
+                                                                                        dout, n);
     CUDA_CHECK_LAUNCH();
 }
 
 /* ---------------------------------------------------------------- precision stores */
 
 /* dst[n] = src[n] as stored in type t (dst may be src) */
-__global__ void round_kernel(float *dst, const float *src, size_t n, dtype_t t) {
+static __global__ void round_kernel(float *dst, const float *src, size_t n, dtype_t t) {
     GRID_STRIDE(i, n) dst[i] = round_to_dev(t, src[i]);
 }
 
@@ -117,7 +117,7 @@ void cuda_quantize_copy(float *dst, const float *src, size_t n, dtype_t t) {
 
 /* *flag = 1 if any of x[n] has all exponent bits set (Inf, NaN). Only ever stores 1, so the
  * racing stores agree. */
-__global__ void nonfinite_kernel(int *flag, const float *x, size_t n) {
+static __global__ void nonfinite_kernel(int *flag, const float *x, size_t n) {
     bool bad = false;
     GRID_STRIDE(i, n) bad |= (__float_as_uint(x[i]) & 0x7f800000u) == 0x7f800000u;
     if (__any_sync(0xffffffffu, bad) && (threadIdx.x & 31) == 0) *flag = 1;
@@ -128,8 +128,8 @@ static size_t nonfinite_flag_bytes;
 
 bool cuda_any_nonfinite(const float *x, size_t n) {
     if (!n) return false;
-    int *flag = (int *)cuda_grow_buffer((void **)&nonfinite_flag, &nonfinite_flag_bytes,
-                                        sizeof(int));
+    int *flag =
+        (int *)cuda_grow_buffer((void **)&nonfinite_flag, &nonfinite_flag_bytes, sizeof(int));
     CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof *flag, 0));
     nonfinite_kernel<<<cuda_elem_blocks(n, CUDA_ELEM_THREADS), CUDA_ELEM_THREADS>>>(flag, x, n);
     CUDA_CHECK_LAUNCH();
@@ -145,7 +145,7 @@ bool cuda_any_nonfinite(const float *x, size_t n) {
 #define SUMSQ_BLOCKS 1024
 #define SUMSQ_THREADS 256
 
-__global__ void sumsq_partial_kernel(double *partial, const float *x, size_t n) {
+static __global__ void sumsq_partial_kernel(double *partial, const float *x, size_t n) {
     double s = 0.0;
     GRID_STRIDE(i, n) {
         const double v = (double)x[i];
@@ -156,7 +156,7 @@ __global__ void sumsq_partial_kernel(double *partial, const float *x, size_t n) 
 }
 
 /* partial[n_part] -> *out, one block of SUMSQ_THREADS (the partials in a fixed order) */
-__global__ void sumsq_final_kernel(double *out, const double *partial, int n_part) {
+static __global__ void sumsq_final_kernel(double *out, const double *partial, int n_part) {
     double s = 0.0;
     for (int i = threadIdx.x; i < n_part; i += blockDim.x) s += partial[i];
     s = block_sum_double(s);
@@ -187,8 +187,8 @@ double cuda_sumsq(const float *x, size_t n) {
  * group of four GLOBAL columns): one Philox block gives the four words of global columns
  * 4q .. 4q + 3, so each block is drawn once; the local columns of the group that fall inside
  * [col0, col0 + cols) are written. */
-__global__ void dropout_kernel(float *out, const float *in, size_t rows, int cols,
-                               dropout_mask_t m) {
+static __global__ void dropout_kernel(float *out, const float *in, size_t rows, int cols,
+                                      dropout_mask_t m) {
     const uint64_t g_first = (uint64_t)m.col0 >> 2;
     const uint64_t g_last = ((uint64_t)m.col0 + (uint64_t)cols - 1) >> 2;
     const size_t groups = (size_t)(g_last - g_first + 1), n = rows * groups;
@@ -210,8 +210,8 @@ __global__ void dropout_kernel(float *out, const float *in, size_t rows, int col
 void cuda_dropout_apply(float *out, const float *in, size_t rows, int cols,
                         const dropout_mask_t *mask) {
     if (!rows || cols <= 0) return;
-    const size_t groups = (((uint64_t)mask->col0 + (uint64_t)cols - 1) >> 2) -
-                          ((uint64_t)mask->col0 >> 2) + 1;
+    const size_t groups =
+        (((uint64_t)mask->col0 + (uint64_t)cols - 1) >> 2) - ((uint64_t)mask->col0 >> 2) + 1;
     dropout_kernel<<<cuda_elem_blocks(rows * groups, CUDA_ELEM_THREADS), CUDA_ELEM_THREADS>>>(
         out, in, rows, cols, *mask);
     CUDA_CHECK_LAUNCH();

@@ -16,9 +16,9 @@ static size_t embed_sort_bytes;
 
 /* embed_forward: out[B*T, C] = wte[tok - v_start] (0 if not in the shard) + wpe[t] (if add_pos).
  * wpe may be NULL when add_pos is false. */
-__global__ void embed_forward_kernel(float *out, const int *tokens, const float *wte,
-                                     const float *wpe, int T, int C, int v_start, int v_count,
-                                     bool add_pos, size_t n) {
+static __global__ void embed_forward_kernel(float *out, const int *tokens, const float *wte,
+                                            const float *wpe, int T, int C, int v_start,
+                                            int v_count, bool add_pos, size_t n) {
     for (size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < n;
          e += (size_t)gridDim.x * blockDim.x) {
         const size_t i = e / (size_t)C;
@@ -44,7 +44,7 @@ void cuda_embed_forward(float *out, const int *tokens, const float *wte, const f
 }
 
 /* dwpe[T, C] += sum over b of dout[b, t, :], b ascending (embed.c's row order for each t) */
-__global__ void embed_dwpe_kernel(float *dwpe, const float *dout, int B, int T, int C) {
+static __global__ void embed_dwpe_kernel(float *dwpe, const float *dout, int B, int T, int C) {
     const size_t n = (size_t)T * C;
     for (size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < n;
          e += (size_t)gridDim.x * blockDim.x) {
@@ -63,8 +63,8 @@ void cuda_embed_backward(float *dwte, float *dwpe, const float *dout, const int 
                          v_start, v_count);
     if (add_pos) {
         const size_t n = (size_t)T * C;
-        embed_dwpe_kernel<<<cuda_elem_blocks(n, CUDA_ELEM_THREADS), CUDA_ELEM_THREADS>>>(
-            dwpe, dout, B, T, C);
+        embed_dwpe_kernel<<<cuda_elem_blocks(n, CUDA_ELEM_THREADS), CUDA_ELEM_THREADS>>>(dwpe, dout,
+                                                                                         B, T, C);
         CUDA_CHECK_LAUNCH();
     }
 }

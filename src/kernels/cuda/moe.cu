@@ -40,8 +40,9 @@ __device__ __forceinline__ float sigmoid_dev(float x) {
 /* ---------------------------------------------------------------- noisy gating */
 
 /* logits[N, E] += scale * eps(i, e) * softplus(noise), eps = rng_normal(key, (row0 + i) E + e) */
-__global__ void moe_noise_forward_kernel(float *logits, const float *noise, size_t n, int E,
-                                         float scale, uint32_t k0, uint32_t k1, uint64_t row0) {
+static __global__ void moe_noise_forward_kernel(float *logits, const float *noise, size_t n, int E,
+                                                float scale, uint32_t k0, uint32_t k1,
+                                                uint64_t row0) {
     for (size_t at = (size_t)blockIdx.x * blockDim.x + threadIdx.x; at < n;
          at += (size_t)gridDim.x * blockDim.x) {
         const uint64_t i = at / (size_t)E, e = at % (size_t)E;
@@ -61,9 +62,9 @@ void cuda_moe_noise_forward(float *logits, const float *noise, int N, int E, flo
 }
 
 /* dnoise[N, E] = dlogits * scale * eps(i, e) * sigmoid(noise) (OVERWRITTEN) */
-__global__ void moe_noise_backward_kernel(float *dnoise, const float *dlogits,
-                                          const float *noise, size_t n, int E, float scale,
-                                          uint32_t k0, uint32_t k1, uint64_t row0) {
+static __global__ void moe_noise_backward_kernel(float *dnoise, const float *dlogits,
+                                                 const float *noise, size_t n, int E, float scale,
+                                                 uint32_t k0, uint32_t k1, uint64_t row0) {
     for (size_t at = (size_t)blockIdx.x * blockDim.x + threadIdx.x; at < n;
          at += (size_t)gridDim.x * blockDim.x) {
         const uint64_t i = at / (size_t)E, e = at % (size_t)E;
@@ -72,8 +73,8 @@ __global__ void moe_noise_backward_kernel(float *dnoise, const float *dlogits,
     }
 }
 
-void cuda_moe_noise_backward(float *dnoise, const float *dlogits, const float *noise, int N,
-                             int E, float scale, const uint32_t key[2], uint64_t row0) {
+void cuda_moe_noise_backward(float *dnoise, const float *dlogits, const float *noise, int N, int E,
+                             float scale, const uint32_t key[2], uint64_t row0) {
     const size_t n = (size_t)N * E;
     if (!n) return;
     moe_noise_backward_kernel<<<cuda_elem_blocks(n, CUDA_ELEM_THREADS), CUDA_ELEM_THREADS>>>(
@@ -91,7 +92,7 @@ __device__ __forceinline__ bool ranks_before(const float *p, int a, int b) {
 /* idx[k] = the k first experts of p[E] in ranking order: each pick is the best expert ranking
  * after the previous pick (a total order, so no "taken" marks). A NaN row ranks nowhere: the
  * pick falls back to expert j (a valid index), as moe.c. */
-__device__ void row_topk_dev(int *idx, const float *p, int E, int k) {
+static __device__ void row_topk_dev(int *idx, const float *p, int E, int k) {
     int prev = -1;
     for (int j = 0; j < k; j++) {
         int best = -1;
@@ -105,8 +106,8 @@ __device__ void row_topk_dev(int *idx, const float *p, int E, int k) {
 
 /* probs[N, E] = softmax(logits) (max subtracted, sum in double), lse[N]; idx[N, k], gates[N, k]
  * the top k, renormalised over the k when k > 1. One thread per row. */
-__global__ void moe_softmax_topk_kernel(float *probs, float *lse, int *idx, float *gates,
-                                        const float *logits, int N, int E, int k) {
+static __global__ void moe_softmax_topk_kernel(float *probs, float *lse, int *idx, float *gates,
+                                               const float *logits, int N, int E, int k) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= N) return;
     const float *z = logits + (size_t)i * E;
@@ -135,8 +136,8 @@ void cuda_moe_softmax_topk(float *probs, float *lse, int *idx, float *gates, con
 
 /* d[E] = dL/dprobs of one row: dprob_bias (or 0) plus the gates' part at the chosen experts
  * (k > 1: (dg_j - sum_j' dg_j' g_j') / S with S = sum_j p_j; k = 1: dg_1), as moe.c. */
-__device__ void row_dprobs_dev(float *d, const float *p, const int *ix, const float *g,
-                               const float *dg, const float *dprob_bias, int E, int k) {
+static __device__ void row_dprobs_dev(float *d, const float *p, const int *ix, const float *g,
+                                      const float *dg, const float *dprob_bias, int E, int k) {
     for (int e = 0; e < E; e++) d[e] = dprob_bias ? dprob_bias[e] : 0.0f;
     if (k == 1) {
         d[ix[0]] += dg[0];
@@ -148,7 +149,7 @@ __device__ void row_dprobs_dev(float *d, const float *p, const int *ix, const fl
 }
 
 /* d[E] := dL/dlogits in place from dL/dprobs: p (d - sum p d) + dz 2 lse p */
-__device__ void row_dlogits_dev(float *d, const float *p, float lse, float dz, int E) {
+static __device__ void row_dlogits_dev(float *d, const float *p, float lse, float dz, int E) {
     double pd = 0.0;
     for (int e = 0; e < E; e++) pd += (double)p[e] * d[e];
     const double zterm = 2.0 * (double)dz * (double)lse;
@@ -157,10 +158,11 @@ __device__ void row_dlogits_dev(float *d, const float *p, float lse, float dz, i
 
 /* dlogits[N, E] OVERWRITTEN (ops.h moe_router_backward); the row of dlogits holds dL/dprobs
  * first. One thread per row. */
-__global__ void moe_router_backward_kernel(float *dlogits, const float *probs, const float *lse,
-                                           const int *idx, const float *gates,
-                                           const float *dgates, const float *dprob_bias,
-                                           float dz, int N, int E, int k) {
+static __global__ void moe_router_backward_kernel(float *dlogits, const float *probs,
+                                                  const float *lse, const int *idx,
+                                                  const float *gates, const float *dgates,
+                                                  const float *dprob_bias, float dz, int N, int E,
+                                                  int k) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= N) return;
     const float *p = probs + (size_t)i * E;
@@ -170,9 +172,9 @@ __global__ void moe_router_backward_kernel(float *dlogits, const float *probs, c
     row_dlogits_dev(d, p, lse[i], dz, E);
 }
 
-void cuda_moe_router_backward(float *dlogits, const float *probs, const float *lse,
-                              const int *idx, const float *gates, const float *dgates,
-                              const float *dprob_bias, float dz, int N, int E, int k) {
+void cuda_moe_router_backward(float *dlogits, const float *probs, const float *lse, const int *idx,
+                              const float *gates, const float *dgates, const float *dprob_bias,
+                              float dz, int N, int E, int k) {
     if (N <= 0) return;
     moe_router_backward_kernel<<<moe_blocks((size_t)N, MOE_ROW_THREADS), MOE_ROW_THREADS>>>(
         dlogits, probs, lse, idx, gates, dgates, dprob_bias, dz, N, E, k);
@@ -182,7 +184,8 @@ void cuda_moe_router_backward(float *dlogits, const float *probs, const float *l
 /* ---------------------------------------------------------------- dispatch and combine */
 
 /* out[M, C] row r = x[rows[r], :] */
-__global__ void moe_gather_kernel(float *out, const float *x, const int *rows, int C, size_t n) {
+static __global__ void moe_gather_kernel(float *out, const float *x, const int *rows, int C,
+                                         size_t n) {
     for (size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < n;
          e += (size_t)gridDim.x * blockDim.x) {
         const size_t r = e / (size_t)C, c = e % (size_t)C;
@@ -194,7 +197,7 @@ void cuda_moe_gather_rows(float *out, const float *x, const int *rows, int M, in
     const size_t n = (size_t)M * (C > 0 ? C : 0);
     if (!n) return;
     moe_gather_kernel<<<cuda_elem_blocks(n, CUDA_ELEM_THREADS), CUDA_ELEM_THREADS>>>(out, x, rows,
-                                                                                    C, n);
+                                                                                     C, n);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -207,9 +210,9 @@ void cuda_moe_scatter_add_rows(float *y, const float *in, const int *rows, const
 
 /* din[M, C] = w[r] * dy[rows[r], :] (w NULL: 1); dw[M] = dot(dy[rows[r], :], in[r, :]) (dw NULL:
  * skipped). One block per r; the dot by the block's fixed tree. */
-__global__ void moe_combine_backward_kernel(float *din, float *dw, const float *dy,
-                                            const float *in, const int *rows, const float *w,
-                                            int C) {
+static __global__ void moe_combine_backward_kernel(float *din, float *dw, const float *dy,
+                                                   const float *in, const int *rows, const float *w,
+                                                   int C) {
     const int r = blockIdx.x;
     const float *g = dy + (size_t)rows[r] * C, *xr = in ? in + (size_t)r * C : NULL;
     float *d = din + (size_t)r * C;

@@ -51,16 +51,17 @@ __device__ __forceinline__ void layernorm_row_dev(float *y, float *m_out, float 
 }
 
 /* layernorm_forward: out[N, C] = (inp - mean) * rstd * w[C] + b[C]; mean[N], rstd[N]. Grid N. */
-__global__ void layernorm_forward_kernel(float *out, float *mean, float *rstd, const float *inp,
-                                         const float *w, const float *b, int C) {
+static __global__ void layernorm_forward_kernel(float *out, float *mean, float *rstd,
+                                                const float *inp, const float *w, const float *b,
+                                                int C) {
     const size_t off = (size_t)blockIdx.x * C;
     float m, r;
     layernorm_row_dev(out + off, &m, &r, inp + off, w, b, C, DT_FP32);
     if (threadIdx.x == 0) mean[blockIdx.x] = m, rstd[blockIdx.x] = r;
 }
 
-void cuda_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
-                            const float *w, const float *b, int N, int C) {
+void cuda_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
+                            const float *b, int N, int C) {
     if (N <= 0 || C <= 0) return;
     layernorm_forward_kernel<<<N, CUDA_ROW_THREADS>>>(out, mean, rstd, inp, w, b, C);
     CUDA_CHECK_LAUNCH();
@@ -69,10 +70,10 @@ void cuda_layernorm_forward(float *out, float *mean, float *rstd, const float *i
 /* residual_layernorm_forward: res[N, C] = a + b stored as t, then out = layernorm(res) stored
  * as t. Each thread reads back only the res elements it wrote itself (same column stride), so
  * res may alias a or b and no barrier is needed before the mean (block_sum has them anyway). */
-__global__ void residual_layernorm_forward_kernel(float *res, float *out, float *mean,
-                                                  float *rstd, const float *a, const float *b,
-                                                  const float *w, const float *bias, int C,
-                                                  dtype_t t) {
+static __global__ void residual_layernorm_forward_kernel(float *res, float *out, float *mean,
+                                                         float *rstd, const float *a,
+                                                         const float *b, const float *w,
+                                                         const float *bias, int C, dtype_t t) {
     const size_t off = (size_t)blockIdx.x * C;
     float *r_row = res + off;
     for (int c = threadIdx.x; c < C; c += blockDim.x)
@@ -86,8 +87,8 @@ void cuda_residual_layernorm_forward(float *res, float *out, float *mean, float 
                                      const float *a, const float *b, const float *w,
                                      const float *bias, int N, int C, dtype_t t) {
     if (N <= 0 || C <= 0) return;
-    residual_layernorm_forward_kernel<<<N, CUDA_ROW_THREADS>>>(res, out, mean, rstd, a, b, w,
-                                                               bias, C, t);
+    residual_layernorm_forward_kernel<<<N, CUDA_ROW_THREADS>>>(res, out, mean, rstd, a, b, w, bias,
+                                                               C, t);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -95,9 +96,10 @@ void cuda_residual_layernorm_forward(float *res, float *out, float *mean, float 
 
 /* dinp row: dx (+)= (dy w - mean(dy w) - norm * mean(dy w norm)) * rstd, norm = (x - m) rstd.
  * Grid N. dinp does not alias dout or inp (ops.h). */
-__global__ void layernorm_backward_dinp_kernel(float *dinp, const float *dout, const float *inp,
-                                               const float *w, const float *mean,
-                                               const float *rstd, int C, bool accumulate) {
+static __global__ void layernorm_backward_dinp_kernel(float *dinp, const float *dout,
+                                                      const float *inp, const float *w,
+                                                      const float *mean, const float *rstd, int C,
+                                                      bool accumulate) {
     const size_t off = (size_t)blockIdx.x * C;
     const float *dy = dout + off, *x = inp + off;
     float *dx = dinp + off;
@@ -118,9 +120,10 @@ __global__ void layernorm_backward_dinp_kernel(float *dinp, const float *dout, c
 
 /* Stage 1: partial[2 g][c] = sum over the rows of group g of dy * norm, partial[2 g + 1][c] =
  * sum of dy; rows in order, in double. Grid (ceil(C / NORM_COL_THREADS), groups). */
-__global__ void layernorm_dwdb_partial_kernel(double *partial, const float *dout,
-                                              const float *inp, const float *mean,
-                                              const float *rstd, int N, int C, int rows_per) {
+static __global__ void layernorm_dwdb_partial_kernel(double *partial, const float *dout,
+                                                     const float *inp, const float *mean,
+                                                     const float *rstd, int N, int C,
+                                                     int rows_per) {
     const int c = blockIdx.x * blockDim.x + threadIdx.x, g = blockIdx.y;
     if (c >= C) return;
     const int i0 = g * rows_per, i1 = min(N, i0 + rows_per);
@@ -136,8 +139,8 @@ __global__ void layernorm_dwdb_partial_kernel(double *partial, const float *dout
 }
 
 /* Stage 2: dw[c], db[c] = (+=) the groups' partials in group order. Grid ceil(C / threads). */
-__global__ void layernorm_dwdb_final_kernel(float *dw, float *db, const double *partial,
-                                            int parts, int C, bool overwrite) {
+static __global__ void layernorm_dwdb_final_kernel(float *dw, float *db, const double *partial,
+                                                   int parts, int C, bool overwrite) {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
     double aw = 0.0, ab = 0.0;
@@ -149,20 +152,19 @@ __global__ void layernorm_dwdb_final_kernel(float *dw, float *db, const double *
     db[c] = (float)(overwrite ? ab : ab + db[c]);
 }
 
-void cuda_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
-                             const float *inp, const float *w, const float *mean,
-                             const float *rstd, int N, int C, bool accumulate_dinp,
-                             bool overwrite_dw) {
+void cuda_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                             const float *w, const float *mean, const float *rstd, int N, int C,
+                             bool accumulate_dinp, bool overwrite_dw) {
     if (C <= 0) return;
     const int parts = norm_parts(N), rows_per = (N + parts - 1) / parts;
     const unsigned col_blocks = (unsigned)((C + NORM_COL_THREADS - 1) / NORM_COL_THREADS);
     if (N > 0) {
-        layernorm_backward_dinp_kernel<<<N, CUDA_ROW_THREADS>>>(dinp, dout, inp, w, mean, rstd,
-                                                                C, accumulate_dinp);
+        layernorm_backward_dinp_kernel<<<N, CUDA_ROW_THREADS>>>(dinp, dout, inp, w, mean, rstd, C,
+                                                                accumulate_dinp);
         CUDA_CHECK_LAUNCH();
     }
-    double *partial = (double *)cuda_grow_buffer(
-        (void **)&norm_partials, &norm_partials_bytes, 2 * (size_t)parts * C * sizeof(double));
+    double *partial = (double *)cuda_grow_buffer((void **)&norm_partials, &norm_partials_bytes,
+                                                 2 * (size_t)parts * C * sizeof(double));
     layernorm_dwdb_partial_kernel<<<dim3(col_blocks, parts), NORM_COL_THREADS>>>(
         partial, dout, inp, mean, rstd, N, C, rows_per);
     CUDA_CHECK_LAUNCH();
@@ -174,8 +176,8 @@ void cuda_layernorm_backward(float *dinp, float *dw, float *db, const float *dou
 /* ---------------------------------------------------------------- RMSNorm */
 
 /* rmsnorm_forward: out[N, C] = inp * rstd * w, rstd[N] = 1 / sqrt(mean(inp^2) + eps). Grid N. */
-__global__ void rmsnorm_forward_kernel(float *out, float *rstd, const float *inp, const float *w,
-                                       int C, float eps) {
+static __global__ void rmsnorm_forward_kernel(float *out, float *rstd, const float *inp,
+                                              const float *w, int C, float eps) {
     const size_t off = (size_t)blockIdx.x * C;
     const float *x = inp + off;
     float *y = out + off;
@@ -194,9 +196,9 @@ void cuda_rmsnorm_forward(float *out, float *rstd, const float *inp, const float
 }
 
 /* dinp row: dx (+)= r (g w - x r mean(g w x r)), g = dout. Grid N. */
-__global__ void rmsnorm_backward_dinp_kernel(float *dinp, const float *dout, const float *inp,
-                                             const float *w, const float *rstd, int C,
-                                             bool accumulate) {
+static __global__ void rmsnorm_backward_dinp_kernel(float *dinp, const float *dout,
+                                                    const float *inp, const float *w,
+                                                    const float *rstd, int C, bool accumulate) {
     const size_t off = (size_t)blockIdx.x * C;
     const float *g = dout + off, *x = inp + off;
     float *d = dinp + off;
@@ -212,8 +214,9 @@ __global__ void rmsnorm_backward_dinp_kernel(float *dinp, const float *dout, con
 
 /* Stage 1: partial[g][c] = sum over the rows of group g of dout * x * rstd, in double, rows in
  * order. Grid (ceil(C / NORM_COL_THREADS), groups). */
-__global__ void rmsnorm_dw_partial_kernel(double *partial, const float *dout, const float *inp,
-                                          const float *rstd, int N, int C, int rows_per) {
+static __global__ void rmsnorm_dw_partial_kernel(double *partial, const float *dout,
+                                                 const float *inp, const float *rstd, int N, int C,
+                                                 int rows_per) {
     const int c = blockIdx.x * blockDim.x + threadIdx.x, g = blockIdx.y;
     if (c >= C) return;
     const int i0 = g * rows_per, i1 = min(N, i0 + rows_per);
@@ -226,8 +229,8 @@ __global__ void rmsnorm_dw_partial_kernel(double *partial, const float *dout, co
 }
 
 /* Stage 2: dw[c] (+)= the groups' partials in group order */
-__global__ void rmsnorm_dw_final_kernel(float *dw, const double *partial, int parts, int C,
-                                        bool overwrite) {
+static __global__ void rmsnorm_dw_final_kernel(float *dw, const double *partial, int parts, int C,
+                                               bool overwrite) {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
     double acc = 0.0;
@@ -246,12 +249,11 @@ void cuda_rmsnorm_backward(float *dinp, float *dw, const float *dout, const floa
                                                               accumulate_dinp);
         CUDA_CHECK_LAUNCH();
     }
-    double *partial = (double *)cuda_grow_buffer(
-        (void **)&norm_partials, &norm_partials_bytes, (size_t)parts * C * sizeof(double));
+    double *partial = (double *)cuda_grow_buffer((void **)&norm_partials, &norm_partials_bytes,
+                                                 (size_t)parts * C * sizeof(double));
     rmsnorm_dw_partial_kernel<<<dim3(col_blocks, parts), NORM_COL_THREADS>>>(partial, dout, inp,
-                                                                            rstd, N, C, rows_per);
+                                                                             rstd, N, C, rows_per);
     CUDA_CHECK_LAUNCH();
-    rmsnorm_dw_final_kernel<<<col_blocks, NORM_COL_THREADS>>>(dw, partial, parts, C,
-                                                              overwrite_dw);
+    rmsnorm_dw_final_kernel<<<col_blocks, NORM_COL_THREADS>>>(dw, partial, parts, C, overwrite_dw);
     CUDA_CHECK_LAUNCH();
 }

@@ -20,7 +20,8 @@ static inline unsigned rows_blocks(int N) {
 /* ---------------------------------------------------------------- forward pieces */
 
 /* row_max[N] = max over columns [0, v_valid) of logits[N, Vl]; -inf if none. Grid N. */
-__global__ void xent_row_max_kernel(float *row_max, const float *logits, int Vl, int v_valid) {
+static __global__ void xent_row_max_kernel(float *row_max, const float *logits, int Vl,
+                                           int v_valid) {
     const float *l = logits + (size_t)blockIdx.x * Vl;
     float m = -INFINITY;
     for (int v = threadIdx.x; v < v_valid; v += blockDim.x) m = fmaxf(m, l[v]);
@@ -35,8 +36,8 @@ void cuda_xent_row_max(float *row_max, const float *logits, int N, int Vl, int v
 }
 
 /* row_sumexp[N] = sum_{v < v_valid} exp(l - row_max); 0 if no column. Grid N. */
-__global__ void xent_row_sumexp_kernel(float *row_sumexp, const float *logits,
-                                       const float *row_max, int Vl, int v_valid) {
+static __global__ void xent_row_sumexp_kernel(float *row_sumexp, const float *logits,
+                                              const float *row_max, int Vl, int v_valid) {
     const float *l = logits + (size_t)blockIdx.x * Vl;
     const float mx = row_max[blockIdx.x];
     float s = 0.0f;
@@ -53,8 +54,8 @@ void cuda_xent_row_sumexp(float *row_sumexp, const float *logits, const float *r
 }
 
 /* target_logit[N] = logits[i, targets[i] - v_start] when in [0, Vl), else 0 (as xent.c) */
-__global__ void xent_target_logit_kernel(float *target_logit, const float *logits,
-                                         const int *targets, int N, int Vl, int v_start) {
+static __global__ void xent_target_logit_kernel(float *target_logit, const float *logits,
+                                                const int *targets, int N, int Vl, int v_start) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= N) return;
     const int t = targets[i] - v_start;
@@ -64,14 +65,15 @@ __global__ void xent_target_logit_kernel(float *target_logit, const float *logit
 void cuda_xent_target_logit(float *target_logit, const float *logits, const int *targets, int N,
                             int Vl, int v_start) {
     if (N <= 0) return;
-    xent_target_logit_kernel<<<rows_blocks(N), CUDA_ELEM_THREADS>>>(target_logit, logits,
-                                                                    targets, N, Vl, v_start);
+    xent_target_logit_kernel<<<rows_blocks(N), CUDA_ELEM_THREADS>>>(target_logit, logits, targets,
+                                                                    N, Vl, v_start);
     CUDA_CHECK_LAUNCH();
 }
 
 /* losses[N] = log(row_sumexp) + row_max - target_logit, in double */
-__global__ void xent_losses_kernel(float *losses, const float *row_max, const float *row_sumexp,
-                                   const float *target_logit, int N) {
+static __global__ void xent_losses_kernel(float *losses, const float *row_max,
+                                          const float *row_sumexp, const float *target_logit,
+                                          int N) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= N) return;
     losses[i] = (float)(log((double)row_sumexp[i]) + (double)row_max[i] - (double)target_logit[i]);
@@ -90,9 +92,9 @@ void cuda_xent_losses(float *losses, const float *row_max, const float *row_sume
 /* IN PLACE, one row per block: l[v] = dloss / sumexp * exp(l[v] - max) (- dloss at the owned
  * target) for v < valid, 0 for padding. The thread of the target column subtracts, after its
  * own softmax term, as xent.c does. Grid N. */
-__global__ void xent_backward_kernel(float *logits, const float *row_max,
-                                     const float *row_sumexp, const int *targets, float dloss,
-                                     int Vl, int valid, int v_start) {
+static __global__ void xent_backward_kernel(float *logits, const float *row_max,
+                                            const float *row_sumexp, const int *targets,
+                                            float dloss, int Vl, int valid, int v_start) {
     float *l = logits + (size_t)blockIdx.x * Vl;
     const float mx = row_max[blockIdx.x], scale = dloss / row_sumexp[blockIdx.x];
     const int t = targets[blockIdx.x] - v_start;
@@ -118,7 +120,8 @@ void cuda_xent_backward_inplace(float *logits, const float *row_max, const float
 /* ---------------------------------------------------------------- regularised pieces */
 
 /* row_sum[N] = sum over [0, v_valid) of logits[N, Vl], in double. Grid N. */
-__global__ void xent_row_sum_kernel(float *row_sum, const float *logits, int Vl, int v_valid) {
+static __global__ void xent_row_sum_kernel(float *row_sum, const float *logits, int Vl,
+                                           int v_valid) {
     const float *l = logits + (size_t)blockIdx.x * Vl;
     double s = 0.0;
     for (int v = threadIdx.x; v < v_valid; v += blockDim.x) s += (double)l[v];
@@ -138,10 +141,11 @@ __device__ __forceinline__ double row_lse_dev(const float *row_max, const float 
 }
 
 /* losses[i] = lse - (1 - e) target_logit - (e / V) row_sum; zloss[i] = zc lse^2 (xent_reg.c) */
-__global__ void xent_losses_regularized_kernel(float *losses, float *zloss, const float *row_max,
-                                               const float *row_sumexp,
-                                               const float *target_logit, const float *row_sum,
-                                               int N, int V, float e, float zc) {
+static __global__ void xent_losses_regularized_kernel(float *losses, float *zloss,
+                                                      const float *row_max, const float *row_sumexp,
+                                                      const float *target_logit,
+                                                      const float *row_sum, int N, int V, float e,
+                                                      float zc) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= N) return;
     const double lse = row_lse_dev(row_max, row_sumexp, i);
@@ -160,10 +164,10 @@ void cuda_xent_losses_regularized(float *losses, float *zloss, const float *row_
 
 /* IN PLACE, one row per block: l[v] = s exp(l[v] - max) - dloss e / V, s = dloss (1 + 2 zc lse)
  * / sumexp, minus dloss (1 - e) at the owned target; padding 0. Grid N. */
-__global__ void xent_backward_regularized_kernel(float *logits, const float *row_max,
-                                                 const float *row_sumexp, const int *targets,
-                                                 float dloss, int Vl, int valid, int v_start,
-                                                 int V, float e, float zc) {
+static __global__ void xent_backward_regularized_kernel(float *logits, const float *row_max,
+                                                        const float *row_sumexp, const int *targets,
+                                                        float dloss, int Vl, int valid, int v_start,
+                                                        int V, float e, float zc) {
     const int i = blockIdx.x;
     float *l = logits + (size_t)i * Vl;
     const double lse = row_lse_dev(row_max, row_sumexp, i);
@@ -183,8 +187,8 @@ __global__ void xent_backward_regularized_kernel(float *logits, const float *row
 
 void cuda_xent_backward_regularized_inplace(float *logits, const float *row_max,
                                             const float *row_sumexp, const int *targets,
-                                            float dloss, int N, int Vl, int v_valid,
-                                            int v_start, int V, float e, float zc) {
+                                            float dloss, int N, int Vl, int v_valid, int v_start,
+                                            int V, float e, float zc) {
     if (N <= 0 || Vl <= 0) return;
     xent_backward_regularized_kernel<<<N, XENT_THREADS>>>(logits, row_max, row_sumexp, targets,
                                                           dloss, Vl, v_valid < 0 ? 0 : v_valid,
