@@ -3,15 +3,14 @@
  * run): the embedding backward (dwte rows of the tokens) and the MoE combine (token rows of the
  * dispatch rows) both have this shape.
  *
- * How: the positions r are sorted by key with CUB's radix sort, which is STABLE (positions with
- * equal keys keep ascending order); equal keys are then contiguous segments. One block per
- * sorted position; the block at the start of a segment walks the segment and adds its source
- * rows into the destination row, in ascending r, one column per thread (each element: one
- * float addition per source row, in the CPU's order, rounded the same way: __fmul_rn/__fadd_rn
- * are never contracted into an FMA). Keys outside [0, n_keys) (tokens of another vocab shard)
- * are sorted past the end and skipped. Everything runs on the default stream, no host work.
- * The sort needs 4 M ints and CUB's temporary storage: one static device buffer per including
- * file, grown on demand (cuda_grow_buffer).
+ * How: the positions r are sorted by key with CUB's radix sort, which is STABLE (positions
+ * with equal keys keep ascending order); equal keys are then contiguous segments. For each
+ * column, the thread that finds the start of a segment walks it and adds its source rows into
+ * the destination row in ascending r: one float addition per source row, in the CPU's order
+ * and rounding (__fmul_rn / __fadd_rn are never contracted into an FMA). Keys outside
+ * [0, n_keys) (tokens of another vocab shard) are sorted past the end and skipped. All on the
+ * default stream, no host work. The sort needs 4 M ints and CUB's temporary storage: one
+ * static device buffer per including file, grown on demand (cuda_grow_buffer).
  * Owns: static functions only. Uses: cuda_common.cuh, CUB. Used by: embed.cu, moe.cu. */
 #ifndef LLMT_CUDA_SEGMENTS_CUH
 #define LLMT_CUDA_SEGMENTS_CUH
@@ -62,22 +61,51 @@ static segments segments_sort(void **buf, size_t *cap, const int *rows, int M, i
     return s;
 }
 
-/* dst[key, :] += (w ? w[r] : 1) * src[r, :] over each segment, ascending r. Grid M (one block
- * per sorted position: only segment starts work), any block size. */
+/* The term of source row r at column c: w[r] * src[r, c] (w NULL: src[r, c]), never fused. */
+__device__ __forceinline__ float segments_term(const float *src, const float *w, int r, int c,
+                                               int C) {
+    const float x = src[(size_t)r * C + c];
+    return w ? __fmul_rn(w[r], x) : x;
+}
+
+#define SEGMENTS_UNROLL 8    /* source rows whose loads are in flight at once */
+#define SEGMENTS_PER_BLOCK 8 /* sorted positions a block looks at (most are not starts) */
+
+/* dst[k, c] += the terms of the segment s.pos[j .. end), in order. The loads of SEGMENTS_UNROLL
+ * rows are issued together, the additions stay in order: a frequent token's long segment costs
+ * ~1/8 of its serial latency. */
+__device__ __forceinline__ void segments_add_one(float *dst, const float *src, const float *w,
+                                                 const segments &s, int j, unsigned k, int c,
+                                                 int C) {
+    int end = j + 1;
+    while (end < s.M && s.key[end] == k) end++;
+    float *d = dst + (size_t)k * C;
+    float acc = d[c];
+    int jj = j;
+    for (; jj + SEGMENTS_UNROLL <= end; jj += SEGMENTS_UNROLL) {
+        float t[SEGMENTS_UNROLL];
+#pragma unroll
+        for (int u = 0; u < SEGMENTS_UNROLL; u++) t[u] = segments_term(src, w, s.pos[jj + u], c, C);
+#pragma unroll
+        for (int u = 0; u < SEGMENTS_UNROLL; u++) acc = __fadd_rn(acc, t[u]);
+    }
+    for (; jj < end; jj++) acc = __fadd_rn(acc, segments_term(src, w, s.pos[jj], c, C));
+    d[c] = acc;
+}
+
+/* dst[key, :] += (w ? w[r] : 1) * src[r, :] over each segment, ascending r. Grid (ceil(M /
+ * SEGMENTS_PER_BLOCK), column blocks), one column per thread: a block adds the segments that
+ * START among its sorted positions (a segment's other positions are skipped), so each segment
+ * is added exactly once, by one thread per column. */
 static __global__ void segments_add_kernel(float *dst, const float *src, const float *w, segments s,
                                            int C) {
-    const int j = blockIdx.x;
-    const unsigned k = s.key[j];
-    if (k >= s.n_keys || (j > 0 && s.key[j - 1] == k)) return; /* not owned, or not a start */
-    float *d = dst + (size_t)k * C;
-    for (int c = threadIdx.x; c < C; c += blockDim.x) {
-        float acc = d[c];
-        for (int jj = j; jj < s.M && s.key[jj] == k; jj++) {
-            const int r = s.pos[jj];
-            const float x = src[(size_t)r * C + c];
-            acc = __fadd_rn(acc, w ? __fmul_rn(w[r], x) : x);
-        }
-        d[c] = acc;
+    const int c = blockIdx.y * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    const int j0 = blockIdx.x * SEGMENTS_PER_BLOCK, j1 = min(s.M, j0 + SEGMENTS_PER_BLOCK);
+    for (int j = j0; j < j1; j++) {
+        const unsigned k = s.key[j];
+        if (k >= s.n_keys) return; /* sorted: every later key is "not owned" too */
+        if (j == 0 || s.key[j - 1] != k) segments_add_one(dst, src, w, s, j, k, c, C);
     }
 }
 
@@ -87,7 +115,9 @@ static void segments_scatter_add(void **buf, size_t *cap, float *dst, const floa
                                  int n_keys) {
     if (M <= 0 || C <= 0 || n_keys <= 0) return;
     const segments s = segments_sort(buf, cap, rows, M, offset, n_keys);
-    segments_add_kernel<<<M, CUDA_ROW_THREADS>>>(dst, src, w, s, C);
+    const dim3 grid((unsigned)((M + SEGMENTS_PER_BLOCK - 1) / SEGMENTS_PER_BLOCK),
+                    (unsigned)((C + CUDA_ROW_THREADS - 1) / CUDA_ROW_THREADS));
+    segments_add_kernel<<<grid, CUDA_ROW_THREADS>>>(dst, src, w, s, C);
     CUDA_CHECK_LAUNCH();
 }
 #endif
