@@ -10,35 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cuda_runtime.h>
-/* core/error.h is C11 (_Noreturn, no extern "C"), which nvcc's C++ front end refuses; it is
- * included here once, C-linked, with _Noreturn spelled the C++ way, before cuda_check.h needs
- * it (its include guard then skips it). The headers it includes come first, outside the
- * extern "C" block. Harmless if error.h learns C++ later. */
-#include <errno.h>
-#include <string.h>
-#ifndef OMPI_SKIP_MPICXX
-#define OMPI_SKIP_MPICXX 1 /* the C API only: Open MPI's C++ bindings warn under -Wextra */
-#endif
-#ifndef MPICH_SKIP_MPICXX
-#define MPICH_SKIP_MPICXX 1
-#endif
-#include <mpi.h>
-#ifdef __cplusplus
-#ifndef _Noreturn
-#define _Noreturn [[noreturn]]
-#define LLMT_CUDA_COMMON_NORETURN_DEFINED
-#endif
-extern "C" {
-#endif
-#include "core/error.h"
-#ifdef __cplusplus
-}
-#ifdef LLMT_CUDA_COMMON_NORETURN_DEFINED
-#undef _Noreturn
-#undef LLMT_CUDA_COMMON_NORETURN_DEFINED
-#endif
-#endif
-#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_check.h" /* and core/error.h, which has C linkage for C++ itself */
 #include "kernels/precision.h"
 
 /* Threads per block of the element-wise kernels and of the one-block-per-row kernels. */

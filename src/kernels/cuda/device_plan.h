@@ -9,6 +9,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include "kernels/precision.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* What the CUDA runtime said when asked for devices (device.c maps cudaError_t onto these). */
 typedef enum cuda_plan_runtime {
@@ -49,4 +52,7 @@ double cuda_plan_flop_per_cycle_sm(int major, int minor, dtype_t t, bool tf32, c
  * peak is the data sheet's (989.4 TFLOP/s dense bf16 on H200 SXM). how[len] shows the product. */
 double cuda_plan_peak(int major, int minor, int sms, int clock_khz, dtype_t t, bool tf32, char *how,
                       size_t len);
+#ifdef __cplusplus
+}
+#endif
 #endif
