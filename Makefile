@@ -152,6 +152,14 @@ $(BUILD)/gpu/test_cuda_ops: validation/gpu/test_cuda_ops.c $(LIB)
 $(BUILD)/gpu/device_probe: validation/gpu/device_probe.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -o $@ $< $(LIB) $(ALL_LIBS) $(LDFLAGS)
+# validation/gpu/check_attn_matmul.cu: attention and matmul against double-precision host loops
+# written in the file (independent of both backends); CUDA code, so nvcc compiles it.
+ifeq ($(CUDA),1)
+$(BUILD)/gpu/check_attn_matmul: validation/gpu/check_attn_matmul.cu $(LIB)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) $(NVCC_GENCODE) -Isrc -DLLMT_CUDA $(MPI_CFLAGS) -c $< -o $@.o
+	$(CC) $(LDFLAGS) -o $@ $@.o $(LIB) $(ALL_LIBS)
+endif
 
 $(BUILD)/tests/%: validation/unit/%.c $(LIB)
 	@mkdir -p $(dir $@)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The CUDA build compiles where the CUDA toolkit is (no GPU needed): make CUDA=1 cuda-objects
 # compiles every src/kernels/cuda/*.cu with nvcc for sm_80 and sm_90, device.c, and every other
-# object with -DLLMT_CUDA into build-cuda/ (archive, no link), with zero warnings. Then the GPU
+# object with -DLLMT_CUDA into build-cuda/ (archive), with zero warnings; build-cuda/llmtrain and
+# the GPU check programs link. Then the GPU
 # opening llmtrain does for &run device = 'cuda' (build-cuda/gpu/device_probe): without a usable
 # GPU (this machine) every rank of 2 exits 2 with one message naming the cause; with one, the GPU
 # table. Skipped (77) where nvcc is not installed.
@@ -21,8 +22,14 @@ for cu in src/kernels/cuda/*.cu; do
 done
 echo "make CUDA=1 cuda-objects: $n_cu CUDA file(s) compiled, $(($(date +%s) - t0)) s, no warnings"
 
-make --no-print-directory CUDA=1 build-cuda/gpu/device_probe >>"$TEST_DIR/build.log" 2>&1 ||
-    { tail -20 "$TEST_DIR/build.log"; fail "build-cuda/gpu/device_probe does not link"; }
+# everything the GPU run needs links here: llmtrain with the CUDA backend, the op check
+# against the CPU backend, the device probe (an undefined or duplicate symbol fails CI)
+for prog in build-cuda/llmtrain build-cuda/gpu/test_cuda_ops build-cuda/gpu/device_probe build-cuda/gpu/check_attn_matmul; do
+    make --no-print-directory -j2 CUDA=1 "$prog" >>"$TEST_DIR/build.log" 2>&1 ||
+        { tail -20 "$TEST_DIR/build.log"; fail "$prog does not link"; }
+done
+if grep -n 'warning' "$TEST_DIR/build.log"; then fail "the CUDA link: warnings (above)"; fi
+echo "build-cuda/llmtrain and the GPU check programs (test_cuda_ops, device_probe, check_attn_matmul) link"
 $MPIRUN -n 2 build-cuda/gpu/device_probe bf16 >"$TEST_DIR/probe.log" 2>&1
 rc=$?
 cat "$TEST_DIR/probe.log"

@@ -7,14 +7,7 @@
  *   matmul fp32: out, dinp (overwrite and accumulate), dw (overwrite and accumulate), dbias
  *   within 1e-4 relative to the largest |value|; bf16 products of bf16 inputs within 1e-4 too
  *   (the products are exact, only the order of fp32 additions differs).
- * Build and run (repository root; error.c gives die_call / fatal_user_here):
- *   mpicc -c -Isrc $(pkg-config --cflags hdf5-openmpi) src/core/error.c -o /tmp/error.o
- *   NV="nvcc -std=c++17 -O2 -arch=sm_90 -Isrc $(mpicc -showme:compile)"
- *   for f in validation/gpu/check_attn_matmul src/kernels/cuda/attention src/kernels/cuda/matmul;
- *   do $NV -c $f.cu -o /tmp/$(basename $f).o; done
- *   nvcc -arch=sm_90 /tmp/check_attn_matmul.o /tmp/attention.o /tmp/matmul.o /tmp/error.o \
- *     -o /tmp/check_attn_matmul $(mpicc -showme:link) $(pkg-config --libs hdf5-openmpi) \
- *     -lcublasLt -lcublas && /tmp/check_attn_matmul */
+ * Build: make CUDA=1 build-cuda/gpu/check_attn_matmul (validation/gpu/run.sh runs it). */
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cuda_check.h"
 #include <math.h>

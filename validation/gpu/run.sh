@@ -18,7 +18,7 @@ PY=${PYTHON:-python3}
 summary=()
 row() { summary+=("$(printf '%-44s %s' "$1" "$2")"); }
 
-bins="build-cuda/llmtrain build-cuda/gpu/test_cuda_ops build-cuda/gpu/device_probe"
+bins="build-cuda/llmtrain build-cuda/gpu/test_cuda_ops build-cuda/gpu/device_probe build-cuda/gpu/check_attn_matmul"
 for b in $bins; do
     [ -x "$b" ] || timeout 300 make -j16 CUDA=1 "$b" >"$OUT/build.log" 2>&1 || true
 done
@@ -36,6 +36,16 @@ if [ -x build-cuda/gpu/test_cuda_ops ]; then
     row "ops CUDA vs CPU (test_cuda_ops)" "$(tail -1 "$OUT/ops.txt") (exit $rc)"
 else
     row "ops CUDA vs CPU (test_cuda_ops)" "NOT BUILT (see build.log)"
+fi
+
+# 2b. attention and matmul against double-precision host loops (independent of both backends)
+if [ -x build-cuda/gpu/check_attn_matmul ]; then
+    timeout 120 build-cuda/gpu/check_attn_matmul >"$OUT/attn_matmul.txt" 2>&1
+    rc=$?
+    cat "$OUT/attn_matmul.txt"
+    row "attention, matmul vs float64 (check_attn_matmul)" "$([ $rc -eq 0 ] && echo PASS || echo "FAIL (exit $rc)")"
+else
+    row "attention, matmul vs float64 (check_attn_matmul)" "NOT BUILT (see build.log)"
 fi
 
 # 3. 20 steps of the tiny model on both backends (1 rank). The trainer has not yet run with
