@@ -207,6 +207,10 @@ static void exchange_counts(gpt_t *m, moe_acts_t *a) {
 /* rows[M, C] of this rank (dispatch order) to the experts' owners; lands expert-major in out. */
 static void send_to_experts(gpt_t *m, moe_acts_t *a, const float *rows, float *out) {
     moe_t *q = m->moe;
+    if (q->ep == 1) { /* what would arrive is what was sent: no copy through the host */
+        if (a->R > 0) m->ops->moe_gather_rows(out, rows, a->perm, a->R, m->C);
+        return;
+    }
     int sd[q->ep], rd[q->ep];
     displs_of(a->send, q->ep, sd);
     displs_of(a->recv, q->ep, rd);
@@ -218,6 +222,10 @@ static void send_to_experts(gpt_t *m, moe_acts_t *a, const float *rows, float *o
  * dispatch order, into out[M, C]. */
 static void return_from_experts(gpt_t *m, moe_acts_t *a, const float *rows, float *out) {
     moe_t *q = m->moe;
+    if (q->ep == 1) {
+        if (a->R > 0) m->ops->moe_gather_rows(out, rows, a->iperm, a->R, m->C);
+        return;
+    }
     int sd[q->ep], rd[q->ep];
     if (a->R > 0) m->ops->moe_gather_rows(q->sendbuf, rows, a->iperm, a->R, m->C);
     displs_of(a->recv, q->ep, rd);
