@@ -15,6 +15,7 @@
 #include "core/version.h"
 #include "kernels/ops.h"
 #ifdef LLMT_CUDA
+#include "kernels/cuda/cuda_matmul.h"
 #include "kernels/cuda/device.h"
 #include "parallel/comm.h"
 #endif
@@ -196,6 +197,7 @@ static const ops_t *open_backend(const config_t *cfg, const topology_t *topo) {
         comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, "opening the GPU", rc ? err : NULL);
         cuda_device_print(MPI_COMM_WORLD);
         watchdog_leave();
+        llmt_cuda_allow_tf32 = cfg->allow_tf32; /* fp32 products on TF32 tensor cores */
         return ops_cuda();
     }
 #endif

@@ -174,6 +174,7 @@ static const key_spec_t key_specs[] = {
     REAL_KEY(G_TRAIN, "z_loss", z_loss, 0.0, AT_LEAST(0), AT_MOST(1e3)),
     STR_KEY(G_TRAIN, "precision", precision, "fp32", "fp32|bf16|fp16"),
     STR_KEY(G_TRAIN, "bf16_products", bf16_products, "auto", "auto|native|emulated"),
+    BOOL_KEY(G_TRAIN, "allow_tf32", allow_tf32, false), /* the CUDA backend's fp32 products */
     REAL_KEY(G_TRAIN, "loss_scale", loss_scale, 0, AT_LEAST(0), AT_MOST(1e30)),
     REAL_KEY(G_TRAIN, "initial_loss_scale", initial_loss_scale, 65536, ABOVE(0), AT_MOST(1e30)),
     INT_KEY(G_TRAIN, "loss_scale_window", loss_scale_window, 1000, AT_LEAST(1)),

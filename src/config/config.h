@@ -111,6 +111,7 @@ typedef struct config {
     double z_loss;          /* coefficient of mean(logsumexp^2) over the tokens (PaLM), 0 = off */
     char precision[8];      /* 'fp32' | 'bf16' | 'fp16' */
     char bf16_products[12]; /* 'auto' | 'native' | 'emulated': bf16 GEMMs on bf16 instructions */
+    bool allow_tf32;        /* device = 'cuda': fp32 products may run on TF32 tensor cores */
     double loss_scale;      /* fp16: a fixed loss scale; 0 = dynamic (the four keys below) */
     double initial_loss_scale, min_loss_scale;
     int loss_scale_window, hysteresis; /* clean steps before doubling; overflows before halving */
