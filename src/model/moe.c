@@ -440,7 +440,7 @@ static void router_backward(gpt_t *m, moe_acts_t *a, const gpt_layer_w_t *w,
 void moe_backward(gpt_t *m, int layer, moe_acts_t *a, const gpt_layer_w_t *w,
                   const gpt_layer_w_t *g, const float *x, const float *dy, int B, int T,
                   bool first, float *dx) {
-    (void)layer;
+    (void)layer; /* the forward's key for the noise is kept in the slot (a->key, a->row0) */
     moe_t *q = m->moe;
     const ops_t *o = m->ops;
     const int N = B * T, C = m->C, M = a->plan.M, k = q->k;

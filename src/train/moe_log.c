@@ -45,8 +45,7 @@ static void warn_collapse(moe_t *q, int l, double share, int64_t step, bool root
                l, 100.0 * share, q->collapse_share, q->collapse_steps, (long long)step);
 }
 
-void moe_log_step(moe_log_t *lg, gpt_t *m, const config_t *cfg, int64_t step, bool root) {
-    (void)cfg;
+void moe_log_step(moe_log_t *lg, gpt_t *m, int64_t step, bool root) {
     size_t len = 0;
     if (!lg->record) append(lg, &len, "%s", "");
     lg->record[0] = '\0';

@@ -9,7 +9,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "config/config.h"
 #include "model/gpt.h"
 
 typedef struct moe_log {
@@ -21,6 +20,6 @@ typedef struct moe_log {
 
 /* After a step's gradients (collective over the world: every rank calls it, MoE or not; does
  * nothing without experts). step is 1-based as logged; root prints the warning. */
-void moe_log_step(moe_log_t *lg, gpt_t *m, const config_t *cfg, int64_t step, bool root);
+void moe_log_step(moe_log_t *lg, gpt_t *m, int64_t step, bool root);
 void moe_log_free(moe_log_t *lg);
 #endif

@@ -887,7 +887,7 @@ static step_result_t train_step(trainer_t *tr) {
     watchdog_set_step(tr->step + 1);
     r.loss_scale = tr->scaler.scale;
     double loss_sum = accumulate_gradients(tr);
-    moe_log_step(&tr->moelog, &tr->model, cfg, r.step, is_root(tr));
+    moe_log_step(&tr->moelog, &tr->model, r.step, is_root(tr));
     if (tr->step == cfg->dump_grads_step) dump_grads(tr);
     if (tr->step == cfg->inject_nan_step) inject_nonfinite(tr, NAN);
     if (tr->step == cfg->inject_overflow_step) inject_nonfinite(tr, INFINITY);
