@@ -17,17 +17,8 @@ moe_nml
 run_moe base 1 train.max_steps=1
 $PYTHON - "$TEST_DIR/base/weights_step000000.h5" "$TEST_DIR/skewed.h5" <<'PY' || fail "editing the weights failed"
 import shutil, sys, h5py, numpy as np
-def checksum(x):  # io/checkpoint.c ckpt_tensor_checksum: sum of mix64(index, float bits) mod 2^64
-    bits = np.ascontiguousarray(x, dtype=np.float32).reshape(-1).view(np.uint32).astype(np.uint64)
-    j = np.arange(bits.size, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        v = (j * np.uint64(0x9E3779B97F4A7C15)) ^ (bits << np.uint64(17)) ^ bits
-        v ^= v >> np.uint64(30)
-        v *= np.uint64(0xBF58476D1CE4E5B9)
-        v ^= v >> np.uint64(27)
-        v *= np.uint64(0x94D049BB133111EB)
-        v ^= v >> np.uint64(31)
-        return v.sum(dtype=np.uint64)
+sys.path.insert(0, "validation")
+from merge_reference import checksum  # io/checkpoint.c's ckpt_tensor_checksum
 shutil.copyfile(sys.argv[1], sys.argv[2])
 with h5py.File(sys.argv[2], "r+") as f:
     def put(name, x):
