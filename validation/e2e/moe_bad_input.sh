@@ -3,7 +3,8 @@
 # n_experts, moe_every > n_layer, capacity_factor < 0, drop_policy and router outside their
 # choices, ep > 1 on a dense model, d_ff_expert not divisible by tp. Each runs on the ranks its
 # grid needs (2) and must end within 30 s with exit code 2 on every rank (each rank's own exit
-# code is recorded by a wrapper around it, not only mpirun's), exactly one "llmtrain: error"
+# code is recorded by a wrapper around it, mpirun told not to kill the others when one exits),
+# exactly one "llmtrain: error"
 # line naming the key (and the value where one is given), and no crash or MPI abort banner.
 source "$(dirname "$0")/lib.bash"
 ulimit -c 0
@@ -19,12 +20,15 @@ moe_case() {
     cmp -s "$nml" $g/good.nml && fail "$name: the edit '$3' changed nothing"
     rm -f "$g/$name".rc.*
     t0=$(date +%s)
-    timeout 30 $MPIRUN -np $NP sh -c './llmtrain "$1"; rc=$?; echo $rc >"$2.rc.$OMPI_COMM_WORLD_RANK"; exit $rc' \
+    # orte_abort_on_non_zero_status = 0: mpirun does not kill the other ranks' wrappers when the
+    # first rank exits 2 (else one may die between llmtrain's exit and writing its code); the
+    # codes are then the wrappers' files, every one of which must say 2
+    OMPI_MCA_orte_abort_on_non_zero_status=0 timeout 30 $MPIRUN -np $NP \
+        sh -c './llmtrain "$1"; rc=$?; echo $rc >"$2.rc.$OMPI_COMM_WORLD_RANK"; exit $rc' \
         sh "$nml" "$g/$name" >"$g/$name.out" 2>"$g/$name.err"
     rc=$?
     dt=$(($(date +%s) - t0))
     [ $rc -eq 124 ] && fail "$name: still running after 30 s (a hang)"
-    [ $rc -eq 2 ] || { cat "$g/$name.err"; fail "$name: exit code $rc, expected 2"; }
     for r in $(seq 0 $((NP - 1))); do
         [ -f "$g/$name.rc.$r" ] || fail "$name: rank $r recorded no exit code (killed?)"
         [ "$(cat "$g/$name.rc.$r")" = 2 ] || fail "$name: rank $r exited with $(cat "$g/$name.rc.$r"), expected 2"
