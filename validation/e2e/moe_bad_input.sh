@@ -4,8 +4,8 @@
 # choices, ep > 1 on a dense model, d_ff_expert not divisible by tp. Each runs on the ranks its
 # grid needs (2) and must end within 30 s with exit code 2 on every rank (each rank's own exit
 # code is recorded by a wrapper around it, mpirun told not to kill the others when one exits),
-# exactly one "llmtrain: error"
-# line naming the key (and the value where one is given), and no crash or MPI abort banner.
+# exactly one "llmtrain: error" line naming the key (and the value where one is given), and no
+# crash or MPI abort banner.
 source "$(dirname "$0")/lib.bash"
 ulimit -c 0
 g=$TEST_DIR
