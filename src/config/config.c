@@ -1074,28 +1074,29 @@ static int check_profile_steps(parse_ctx_t *ctx, config_t *cfg) {
 static int check_moe(parse_ctx_t *ctx, const config_t *cfg) {
     int line, col, ne = key_index(G_MODEL, "n_experts");
     char pa[32], pb[32];
-    const struct { int a, b; bool bad; const char *fmt; } rules[] = {
-        {key_index(G_MODEL, "top_k"), ne, cfg->n_experts > 0 && cfg->top_k_moe > cfg->n_experts,
+    /* each rule: the two keys it names (a, b), their values, whether it is broken, the message */
+    const struct { int a, b, va, vb; bool bad; const char *fmt; } rules[] = {
+        {key_index(G_MODEL, "top_k"), ne, cfg->top_k_moe, cfg->n_experts,
+         cfg->n_experts > 0 && cfg->top_k_moe > cfg->n_experts,
          "&model top_k: top_k = %d (%s) must be <= n_experts = %d (%s)"},
-        {key_index(G_MODEL, "moe_every"), key_index(G_MODEL, "n_layer"),
+        {key_index(G_MODEL, "moe_every"), key_index(G_MODEL, "n_layer"), cfg->moe_every, cfg->n_layer,
          cfg->n_experts > 0 && cfg->moe_every > cfg->n_layer,
          "&model moe_every: moe_every = %d (%s) must be <= n_layer = %d (%s) (block l is an MoE block "
          "when l %% moe_every = moe_every - 1)"},
-        {key_index(G_PARALLEL, "ep"), key_index(G_PARALLEL, "dp"), cfg->dp % cfg->ep != 0,
+        {key_index(G_PARALLEL, "ep"), key_index(G_PARALLEL, "dp"), cfg->ep, cfg->dp, cfg->dp % cfg->ep != 0,
          "&parallel ep: ep = %d (%s) must divide dp = %d (%s): the expert-parallel group is made of "
          "data-parallel ranks"},
-        {key_index(G_PARALLEL, "ep"), ne, cfg->ep > 1 && cfg->n_experts == 0,
+        {key_index(G_PARALLEL, "ep"), ne, cfg->ep, cfg->n_experts, cfg->ep > 1 && cfg->n_experts == 0,
          "&parallel ep: ep = %d (%s) needs a Mixture-of-Experts model, but n_experts = %d (%s)"},
-        {key_index(G_PARALLEL, "ep"), ne, cfg->ep > 1 && cfg->n_experts > 0 && cfg->n_experts % cfg->ep != 0,
+        {key_index(G_PARALLEL, "ep"), ne, cfg->ep, cfg->n_experts,
+         cfg->ep > 1 && cfg->n_experts > 0 && cfg->n_experts % cfg->ep != 0,
          "&parallel ep: ep = %d (%s) must divide n_experts = %d (%s): each ep rank holds whole experts"},
     };
-    const int vals[][2] = {{cfg->top_k_moe, cfg->n_experts}, {cfg->moe_every, cfg->n_layer},
-                           {cfg->ep, cfg->dp}, {cfg->ep, cfg->n_experts}, {cfg->ep, cfg->n_experts}};
     for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
         if (!rules[i].bad) continue;
         locate(ctx, rules[i].a, rules[i].b, &line, &col);
-        return cfg_error(ctx, line, col, rules[i].fmt, vals[i][0], provenance(ctx, rules[i].a, pa),
-                         vals[i][1], provenance(ctx, rules[i].b, pb));
+        return cfg_error(ctx, line, col, rules[i].fmt, rules[i].va, provenance(ctx, rules[i].a, pa),
+                         rules[i].vb, provenance(ctx, rules[i].b, pb));
     }
     return 0;
 }
