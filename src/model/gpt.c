@@ -209,14 +209,17 @@ static bool is_moe(const gpt_t *m, int l) { return m->moe && m->moe->stats[l].lo
 
 static bool dense_mlp_act(int k) { return k == A_FCH || k == A_FCH_GELU || k == A_FCU; }
 
-/* Which MLPs the blocks at place i of a slot can have: the stage's block first_layer + i, or
- * with interleaved chunks the i-th block of any of its chunks. */
+/* The first block of the stage's chunk c (interleaved: model chunk c * pp + pp_rank). */
+static int chunk_first_layer(const gpt_t *m, int c) {
+    return m->P.chunks > 1 ? (c * m->par.pp + m->par.pp_rank) * m->P.chunk_layers : m->P.first_layer;
+}
+
+/* Which MLPs the blocks at place i of a slot can have: the i-th block of any of the stage's
+ * chunks (one chunk: the stage's block first_layer + i). */
 static void slot_layer_kinds(const gpt_t *m, int i, bool *dense, bool *moe) {
     *dense = *moe = false;
     for (int c = 0; c < m->P.chunks; c++) {
-        const int first = m->P.chunks > 1 ? (c * m->par.pp + m->par.pp_rank) * m->P.chunk_layers
-                                          : m->P.first_layer;
-        if (is_moe(m, first + i)) *moe = true;
+        if (is_moe(m, chunk_first_layer(m, c) + i)) *moe = true;
         else *dense = true;
     }
 }
@@ -438,7 +441,7 @@ static void build(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T,
 void gpt_use_chunk(gpt_t *m, int c) {
     if (m->n_chunks <= 1) return;
     ASSERT(c >= 0 && c < m->n_chunks);
-    m->first_layer = (c * m->par.pp + m->par.pp_rank) * m->chunk_layers;
+    m->first_layer = chunk_first_layer(m, c);
     m->end_layer = m->first_layer + m->chunk_layers;
     m->has_embed = m->stage_embed && c == 0;
     m->has_head = m->stage_head && c == m->n_chunks - 1;
