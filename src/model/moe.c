@@ -80,6 +80,9 @@ void moe_setup(gpt_t *m, const config_t *cfg, int ep, int ep_rank, MPI_Comm ep_c
     q->h_w = host(m, Nk, sizeof(float));
     q->h_rows = host(m, Nk, sizeof(int));
     q->h_perm = host(m, 2 * Rm, sizeof(int));
+    q->h_dgates = host(m, Nk, sizeof(float));
+    q->h_bias = host(m, (size_t)E, sizeof(float));
+    q->h_start = host(m, (size_t)ep * q->El, sizeof(int));
     q->stats = xcalloc((size_t)m->L, sizeof(moe_stats_t));
     q->collapsed_for = xcalloc((size_t)m->L, sizeof(int));
     for (int l = 0; l < m->L; l++)
@@ -93,7 +96,8 @@ void moe_free(gpt_t *m) {
                     q->sendbuf, q->recvbuf, q->eout, q->dh, q->du, q->dw};
     if (!m->dry_run)
         for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) m->ops->free(dev[i]);
-    void *hostp[] = {q->h_idx, q->h_probs, q->h_gates, q->h_lse, q->h_w, q->h_rows, q->h_perm};
+    void *hostp[] = {q->h_idx, q->h_probs, q->h_gates, q->h_lse, q->h_w, q->h_rows, q->h_perm,
+                     q->h_dgates, q->h_bias, q->h_start};
     for (size_t i = 0; i < sizeof hostp / sizeof hostp[0]; i++) xfree(hostp[i]);
     for (int l = 0; l < m->L; l++) xfree(q->stats[l].load);
     xfree(q->stats);
@@ -167,16 +171,13 @@ static void displs_of(const int *counts, int n, int *displs) {
 static void exchange_counts(gpt_t *m, moe_acts_t *a) {
     moe_t *q = m->moe;
     const int ep = q->ep, El = q->El;
-    int *mine = xcalloc((size_t)ep * El, sizeof(int));
+    /* experts are dealt out in order: ep rank r owns experts [r El, (r+1) El), so the kept
+     * counts of the plan are already laid out by destination */
     for (int r = 0; r < ep; r++) {
         a->send[r] = 0;
-        for (int e = 0; e < El; e++) {
-            mine[r * El + e] = a->plan.kept[r * El + e];
-            a->send[r] += mine[r * El + e];
-        }
+        for (int e = 0; e < El; e++) a->send[r] += a->plan.kept[r * El + e];
     }
-    comm_alltoall_int(mine, a->ecnt, El, q->ep_comm);
-    xfree(mine);
+    comm_alltoall_int(a->plan.kept, a->ecnt, El, q->ep_comm);
     a->R = 0;
     for (int s = 0; s < ep; s++) {
         a->recv[s] = 0;
@@ -186,7 +187,7 @@ static void exchange_counts(gpt_t *m, moe_acts_t *a) {
     ASSERT(a->R <= q->R_max);
     /* received order: source by source, each source's rows expert by expert; expert-major
      * order: expert by expert, each expert's rows source by source */
-    int *start = xcalloc((size_t)ep * El, sizeof(int));
+    int *start = q->h_start;
     for (int s = 0, at = 0; s < ep; s++)
         for (int e = 0; e < El; e++) {
             start[s * El + e] = at;
@@ -199,7 +200,6 @@ static void exchange_counts(gpt_t *m, moe_acts_t *a) {
                 perm[r] = start[s * El + e] + i;
                 iperm[perm[r]] = r;
             }
-    xfree(start);
     m->ops->to_device(a->perm, perm, (size_t)a->R * sizeof(int));
     m->ops->to_device(a->iperm, iperm, (size_t)a->R * sizeof(int));
 }
@@ -412,11 +412,9 @@ static void router_backward(gpt_t *m, moe_acts_t *a, const gpt_layer_w_t *w,
     const ops_t *o = m->ops;
     const int C = m->C, E = q->E, k = q->k;
     /* the aux loss weighs each micro-batch like its mean cross-entropy: dloss * N */
-    float *hb = xcalloc((size_t)E, sizeof(float));
     for (int e = 0; e < E; e++)
-        hb[e] = q->dloss * q->aux_coef * E * (float)a->plan.load[e] / ((float)N * k);
-    o->to_device(q->dbias, hb, (size_t)E * sizeof(float));
-    xfree(hb);
+        q->h_bias[e] = q->dloss * q->aux_coef * E * (float)a->plan.load[e] / ((float)N * k);
+    o->to_device(q->dbias, q->h_bias, (size_t)E * sizeof(float));
     o->moe_router_backward(q->dlogits, a->probs, a->lse, a->idx, a->gates, q->dgates, q->dbias,
                            q->dloss * q->z_coef, N, E, k);
     const bool input_grad = m->par.tp_rank == 0;
@@ -472,11 +470,11 @@ void moe_backward(gpt_t *m, int layer, moe_acts_t *a, const gpt_layer_w_t *w,
     return_from_experts(m, a, q->eout, q->recvbuf);
     if (M > 0) o->moe_scatter_add_rows(dx, q->recvbuf, a->rows, NULL, M, C);
     /* the gates' gradient [N, k]: dropped assignments get none */
-    float *hdg = xcalloc((size_t)N * k, sizeof(float));
+    float *hdg = q->h_dgates;
+    memset(hdg, 0, (size_t)N * k * sizeof(float));
     o->to_host(q->h_w, q->dw, (size_t)M * sizeof(float));
     for (int r = 0; r < M; r++) hdg[a->plan.token[r] * k + a->plan.choice[r]] = q->h_w[r];
     o->to_device(q->dgates, hdg, (size_t)N * k * sizeof(float));
-    xfree(hdg);
     router_backward(m, a, w, g, x, N, first, dx);
 }
 
@@ -521,9 +519,6 @@ void moe_stats_reset(gpt_t *m) {
     }
 }
 
-/* Per block: load[E], assigned, dropped, aux, z, entropy, micro. */
-#define MOE_STAT_SCALARS 6
-
 int moe_stats_floats(const gpt_t *m) {
     return m->moe ? m->L * (m->moe->E + MOE_STAT_SCALARS) : 0;
 }
@@ -537,8 +532,10 @@ void moe_stats_reduce(gpt_t *m, MPI_Comm comm, double *out) {
         if (!s->load) continue;
         double *o = out + (size_t)l * per;
         memcpy(o, s->load, (size_t)q->E * sizeof(double));
-        const double v[MOE_STAT_SCALARS] = {s->assigned, s->dropped, s->aux, s->z, s->entropy,
-                                            s->micro};
+        const double v[MOE_STAT_SCALARS] = {
+            [MOE_STAT_ASSIGNED] = s->assigned, [MOE_STAT_DROPPED] = s->dropped,
+            [MOE_STAT_AUX] = s->aux,           [MOE_STAT_Z] = s->z,
+            [MOE_STAT_ENTROPY] = s->entropy,   [MOE_STAT_MICRO] = s->micro};
         memcpy(o + q->E, v, sizeof v);
     }
     comm_allreduce_sum_double(out, n, comm, COMM_OTHER);

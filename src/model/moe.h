@@ -87,7 +87,9 @@ typedef struct moe {
     float *dw;                     /* [N k] */
     int *h_idx;                    /* host [N k] */
     float *h_probs, *h_gates, *h_lse, *h_w; /* host [N E], [N k], [N], [N k] */
+    float *h_dgates, *h_bias;      /* host [N k], [E]: the router backward's inputs */
     int *h_rows, *h_perm;          /* host [N k], [R_max] x 2 */
+    int *h_start;                  /* host [ep El]: first received row of each (source, expert) */
     moe_stats_t *stats;            /* [n_layer] (MoE blocks only have load) */
     int *collapsed_for;            /* [n_layer] steps in a row one expert took > collapse_share */
     double collapse_share;
@@ -120,8 +122,11 @@ void moe_print_summary(const struct gpt *m, const config_t *cfg);
 double moe_block_mlp_matrix(const config_t *cfg);
 
 /* Statistics: reset at a step's start; moe_stats_reduce sums them over `comm` (the world:
- * each block lives on one stage; tp ranks other than 0 contribute nothing) into out[] laid out
- * as moe_stats_floats says, on every rank. */
+ * each block lives on one stage; tp ranks other than 0 contribute nothing) into out[], on every
+ * rank: for block l, out[l * (E + MOE_STAT_SCALARS) ...] holds load[E], then the scalars below
+ * (moe_stats_t's sums). moe_stats_floats is the length of out[]. */
+enum { MOE_STAT_ASSIGNED, MOE_STAT_DROPPED, MOE_STAT_AUX, MOE_STAT_Z, MOE_STAT_ENTROPY,
+       MOE_STAT_MICRO, MOE_STAT_SCALARS };
 void moe_stats_reset(struct gpt *m);
 int moe_stats_floats(const struct gpt *m);
 void moe_stats_reduce(struct gpt *m, MPI_Comm comm, double *out);

@@ -53,42 +53,39 @@ void moe_log_step(moe_log_t *lg, gpt_t *m, int64_t step, bool root) {
     lg->aux = lg->z = 0;
     moe_t *q = m->moe;
     if (!q) return;
-    const int E = q->E, per = E + 6, n = moe_stats_floats(m);
-    double *all = xcalloc((size_t)n, sizeof(double));
+    const int E = q->E, per = E + MOE_STAT_SCALARS;
+    double *all = xcalloc((size_t)moe_stats_floats(m), sizeof(double));
     moe_stats_reduce(m, MPI_COMM_WORLD, all);
-    double assigned = 0, dropped = 0, worst = 0;
+    /* the totals first (and the collapse watch), then each block's members */
+    double assigned = 0, dropped = 0, worst = 0, cv, share;
     for (int l = 0; l < m->L; l++) {
         if (!q->stats[l].load) continue;
         const double *s = all + (size_t)l * per, *v = s + E;
-        const double micro = v[5] > 0 ? v[5] : 1;
-        double cv, share;
+        const double micro = v[MOE_STAT_MICRO] > 0 ? v[MOE_STAT_MICRO] : 1;
+        load_shape(s, E, &cv, &share);
+        lg->aux += v[MOE_STAT_AUX] / micro;
+        lg->z += v[MOE_STAT_Z] / micro;
+        assigned += v[MOE_STAT_ASSIGNED];
+        dropped += v[MOE_STAT_DROPPED];
+        if (share * E > worst) worst = share * E; /* max / mean load */
+        warn_collapse(q, l, share, step, root);
+    }
+    const double drop = assigned > 0 ? dropped / assigned : 0;
+    append(lg, &len, ",\"moe_aux_loss\":%.9g,\"moe_z_loss\":%.9g,\"moe_dropped\":%.6g", lg->aux,
+           lg->z, drop);
+    for (int l = 0; l < m->L; l++) {
+        if (!q->stats[l].load) continue;
+        const double *s = all + (size_t)l * per, *v = s + E;
+        const double micro = v[MOE_STAT_MICRO] > 0 ? v[MOE_STAT_MICRO] : 1;
+        const double n = v[MOE_STAT_ASSIGNED];
         load_shape(s, E, &cv, &share);
         append(lg, &len, ",\"moe%d_load\":[", l);
         for (int e = 0; e < E; e++) append(lg, &len, "%s%.0f", e ? "," : "", s[e]);
         append(lg, &len, "],\"moe%d_drop\":%.6g,\"moe%d_cv\":%.6g,\"moe%d_entropy\":%.6g,"
-               "\"moe%d_aux\":%.9g,\"moe%d_z\":%.9g", l, v[0] > 0 ? v[1] / v[0] : 0, l, cv, l,
-               v[4] / micro, l, v[2] / micro, l, v[3] / micro);
-        lg->aux += v[2] / micro;
-        lg->z += v[3] / micro;
-        assigned += v[0];
-        dropped += v[1];
-        const double imbalance = share * E; /* max / mean load */
-        if (imbalance > worst) worst = imbalance;
-        warn_collapse(q, l, share, step, root);
+               "\"moe%d_aux\":%.9g,\"moe%d_z\":%.9g", l, n > 0 ? v[MOE_STAT_DROPPED] / n : 0, l, cv,
+               l, v[MOE_STAT_ENTROPY] / micro, l, v[MOE_STAT_AUX] / micro, l, v[MOE_STAT_Z] / micro);
     }
     xfree(all);
-    const double drop = assigned > 0 ? dropped / assigned : 0;
-    char head[160];
-    snprintf(head, sizeof head, ",\"moe_aux_loss\":%.9g,\"moe_z_loss\":%.9g,\"moe_dropped\":%.6g",
-             lg->aux, lg->z, drop);
-    /* the totals first: put them in front of the per-block members */
-    const size_t hl = strlen(head);
-    if (len + hl + 1 > lg->cap) {
-        lg->cap = (len + hl + 1) * 2;
-        lg->record = xrealloc_small(lg->record, lg->cap);
-    }
-    memmove(lg->record + hl, lg->record, len + 1);
-    memcpy(lg->record, head, hl);
     snprintf(lg->line, sizeof lg->line, " | moe load max/mean %.2f drop %.1f%%", worst,
              100.0 * drop);
 }
