@@ -7,6 +7,20 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+/* Send sig to this process and return once a thread has taken it. raise() would pend on the
+ * calling thread, which blocks the stop signals (train/checkpointing.c), and the point's
+ * "a signal at this moment" must hold when fault_point returns, not a moment later. */
+static void deliver(int sig) {
+    kill(getpid(), sig);
+    if (sig == SIGSTOP || sig == SIGKILL) return;
+    for (int i = 0; i < 1000; i++) {
+        sigset_t pending;
+        if (sigpending(&pending) != 0 || !sigismember(&pending, sig)) break;
+        usleep(1000);
+    }
+    usleep(1000); /* the handler's store follows its delivery by nanoseconds */
+}
+
 void fault_point(const char *point, int world_rank) {
     static const char *spec = NULL;
     static int looked = 0;
@@ -47,7 +61,7 @@ void fault_point(const char *point, int world_rank) {
                     fprintf(stderr, "llmtrain: rank %d: LLMT_FAULT: %s at '%s' (pid %d)\n",
                             world_rank, actions[a].name, point, (int)getpid());
                     fflush(stderr);
-                    raise(actions[a].sig);
+                    deliver(actions[a].sig);
                     return;
                 }
         }

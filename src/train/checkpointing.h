@@ -57,8 +57,13 @@ void ckpt_resume_apply(trainer_t *tr, ckpt_resumed_t *res);
 int ckpt_rollback(trainer_t *tr, char *msg, size_t len);
 
 /* SIGUSR1 / SIGTERM: remembered from the moment main installs the handlers (setup included),
- * acted on at the next step boundary by every rank together. */
+ * acted on at the next step boundary by every rank together. Call before any thread is
+ * started: the calling thread, and every thread it starts from then on, block the two signals,
+ * and one idle thread takes them (a handler must never interrupt a GEMM; see the .c). A
+ * program it runs (popen) inherits them blocked. */
 void stop_signals_install(void);
+/* The stop signal this process has received (SIGUSR1 / SIGTERM), 0 if none; not collective. */
+int stop_signal_received(void);
 /* Collective (watched): whether any rank received a stop signal (and which). 0 if none. */
 int stop_signal_pending(MPI_Comm world);
 /* The same check with another reason to stop from this rank (STOP_TIME_LIMIT, or 0): the

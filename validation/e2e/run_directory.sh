@@ -46,7 +46,7 @@ kill -0 $first || fail "busy: the first run died"
 pkill -USR1 -f "llmtrain $TEST_DIR/busy.nml"
 wait $first
 rc=$?
-[ $rc -eq 75 ] || fail "busy: the first run ended with $rc after SIGUSR1, expected 75"
+[ $rc -eq 75 ] || { tail -15 "$TEST_DIR/busy.log"; fail "busy: the first run ended with $rc after SIGUSR1, expected 75"; }
 [ -f "$lock" ] && fail "busy: the lock was left behind by a run that ended"
 
 echo "== 2. stale and live locks"
