@@ -66,6 +66,13 @@ void error_set_fatal_hook(fatal_hook_t hook);
     do {                                                                                 \
         if ((call) == -1) die_call(__FILE__, __LINE__, #call, strerror(errno));          \
     } while (0)
+/* pthread calls, which return an error number (0 = success) instead of setting errno. */
+#define PTHREAD_CHECK(call)                                                              \
+    do {                                                                                 \
+        int pthread_check_rc_ = (call);                                                  \
+        if (pthread_check_rc_ != 0)                                                      \
+            die_call(__FILE__, __LINE__, #call, strerror(pthread_check_rc_));            \
+    } while (0)
 /* A pointer result that must not be NULL (malloc, fopen, mmap uses MAP_FAILED: see below). */
 #define PTR_CHECK(ptr)                                                                   \
     do {                                                                                 \

@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include "core/alloc.h"
 #include "core/error.h"
+#include "core/thread.h"
 
 #define TEXT_WORDS ((WATCHDOG_PHASE_LEN + WATCHDOG_PEERS_LEN) / 8)
 #define PEERS_WORD (WATCHDOG_PHASE_LEN / 8) /* the peers text starts at this word */
@@ -221,12 +222,6 @@ static void *watchdog_main(void *arg) {
 
 /* ---- start / stop ---------------------------------------------------------------------------- */
 
-#define PTHREAD_CHECK(call)                                                                 \
-    do {                                                                                    \
-        int pthread_rc_ = (call);                                                           \
-        if (pthread_rc_ != 0) die_call(__FILE__, __LINE__, #call, strerror(pthread_rc_));   \
-    } while (0)
-
 void watchdog_start(double timeout_s, int world_rank) {
     ASSERT(!dog.started);
     dog.world_rank = world_rank;
@@ -243,12 +238,11 @@ void watchdog_start(double timeout_s, int world_rank) {
     PTHREAD_CHECK(pthread_cond_init(&dog.wake, &attr));
     PTHREAD_CHECK(pthread_condattr_destroy(&attr));
     dog.running = true;
-    /* the thread blocks every signal, so SIGTERM / SIGUSR1 reach the main thread's handlers */
-    sigset_t all, old;
+    /* the thread takes no signal: SIGTERM / SIGUSR1 have a thread of their own
+     * (train/checkpointing.c), and the watchdog must not be the one a signal interrupts */
+    sigset_t all;
     sigfillset(&all);
-    PTHREAD_CHECK(pthread_sigmask(SIG_SETMASK, &all, &old));
-    PTHREAD_CHECK(pthread_create(&dog.thread, NULL, watchdog_main, NULL));
-    PTHREAD_CHECK(pthread_sigmask(SIG_SETMASK, &old, NULL));
+    thread_start_masked(&dog.thread, watchdog_main, &all, "watchdog");
     dog.started = true;
 }
 

@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/prof.h"
 #include "core/fileio.h"
+#include "core/thread.h"
 #include "core/timer.h"
 #include "io/checkpoint.h"
 #include "parallel/comm.h"
@@ -527,20 +528,13 @@ void stop_signals_install(void) {
     /* A file-size limit (ulimit -f) makes write() fail with EFBIG, which a save reports and
      * survives; the default action of SIGXFSZ would kill the rank instead. */
     signal(SIGXFSZ, SIG_IGN);
-    sigset_t stop;
+    sigset_t stop, takes;
     stop_set(&stop);
-    int rc = pthread_sigmask(SIG_BLOCK, &stop, NULL);
-    if (rc != 0) die_call(__FILE__, __LINE__, "pthread_sigmask(SIG_BLOCK)", strerror(rc));
-    pthread_attr_t attr;
-    pthread_t thread;
-    sigset_t old;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_sigmask(SIG_UNBLOCK, &stop, &old); /* the new thread inherits this mask */
-    rc = pthread_create(&thread, &attr, signal_thread_main, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    pthread_attr_destroy(&attr);
-    if (rc != 0) die_call(__FILE__, __LINE__, "pthread_create(stop-signal thread)", strerror(rc));
+    PTHREAD_CHECK(pthread_sigmask(SIG_BLOCK, &stop, &takes));
+    sigdelset(&takes, SIGUSR1); /* the caller's mask, the stop signals open */
+    sigdelset(&takes, SIGTERM);
+    static pthread_t signal_thread; /* never joined: it waits until the process ends */
+    thread_start_masked(&signal_thread, signal_thread_main, &takes, "stop-signal thread");
 }
 
 int stop_signal_received(void) { return atomic_load_explicit(&stop_signal, memory_order_relaxed); }

@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/fileio.h"
 #include "core/rng.h"
+#include "core/thread.h"
 #include "parallel/comm.h"
 
 #define LOCK_NAME ".llmtrain.lock"
@@ -212,15 +213,13 @@ static void *heartbeat_main(void *arg) {
 }
 
 static void start_heartbeat(rundir_t *rd) {
-    sigset_t all, old;
+    sigset_t all;
     sigfillset(&all);
     beat.rd = rd;
     beat.running = 1;
-    /* the thread takes no signals: SIGTERM / SIGUSR1 belong to the main thread's handlers */
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&beat.thread, NULL, heartbeat_main, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc != 0) die_call(__FILE__, __LINE__, "pthread_create(heartbeat)", strerror(rc));
+    /* the thread takes no signals: SIGTERM / SIGUSR1 have a thread of their own
+     * (train/checkpointing.c) */
+    thread_start_masked(&beat.thread, heartbeat_main, &all, "heartbeat");
 }
 
 static void stop_heartbeat(void) {
