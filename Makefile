@@ -42,11 +42,12 @@ SRC_DIRS := src/core src/config src/parallel src/model src/kernels src/kernels/c
 # One GEMM implementation: src/kernels/cpu/gemm_$(GEMM).c (Makefile.inc chooses).
 GEMM_SRC := src/kernels/cpu/gemm_$(GEMM).c
 # src/kernels/cuda/device_plan.c has no CUDA in it (the backend's GPU-free rules, unit-tested
-# everywhere); device.c and the .cu files are the CUDA build's.
-LIB_SRC := $(filter-out src/kernels/cpu/gemm_%.c,$(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c))) $(GEMM_SRC) \
-           src/kernels/cuda/device_plan.c
+# everywhere); device.c, src/parallel/comm_nccl.c (NCCL under the data path) and the .cu files are
+# the CUDA build's.
+LIB_SRC := $(filter-out src/kernels/cpu/gemm_%.c src/parallel/comm_nccl.c,$(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c))) \
+           $(GEMM_SRC) src/kernels/cuda/device_plan.c
 ifeq ($(CUDA),1)
-LIB_SRC += src/kernels/cuda/device.c
+LIB_SRC += src/kernels/cuda/device.c src/parallel/comm_nccl.c
 CUDA_SRC := $(wildcard src/kernels/cuda/*.cu)
 CUDA_OBJ := $(patsubst src/%.cu,$(BUILD)/%.o,$(CUDA_SRC))
 ifeq ($(filter clean deps,$(MAKECMDGOALS)),)
@@ -128,12 +129,12 @@ $(BUILD)/%.o: src/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
 
-# The CUDA build's kernels (nvcc, both architectures of NVCC_GENCODE) and its one plain-C file on
-# the CUDA runtime API (device.c: mpicc with the CUDA headers).
+# The CUDA build's kernels (nvcc, both architectures of NVCC_GENCODE) and its plain-C files on the
+# CUDA runtime and NCCL APIs (device.c, comm_nccl.c: mpicc with the CUDA headers).
 $(BUILD)/kernels/cuda/%.o: src/kernels/cuda/%.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) $(NVCC_GENCODE) -Isrc -DLLMT_CUDA $(MPI_CFLAGS) -MMD -MP -c $< -o $@
-$(BUILD)/kernels/cuda/device.o: ALL_CFLAGS += $(CUDA_CFLAGS)
+$(BUILD)/kernels/cuda/device.o $(BUILD)/parallel/comm_nccl.o $(BUILD)/core/buildinfo.o: ALL_CFLAGS += $(CUDA_CFLAGS)
 
 .PHONY: cuda-objects
 ifeq ($(CUDA),1)
@@ -159,6 +160,16 @@ $(BUILD)/gpu/check_attn_matmul: validation/gpu/check_attn_matmul.cu $(LIB)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) $(NVCC_GENCODE) -Isrc -DLLMT_CUDA $(MPI_CFLAGS) -c $< -o $@.o
 	$(CC) $(LDFLAGS) -o $@ $@.o $(LIB) $(ALL_LIBS)
+endif
+
+# GPU-free unit tests of CUDA-build code (validation/unit/cuda/; CUDA=1 only: they link NCCL and
+# the CUDA runtime): build-cuda/tests/cuda/test_*, run by validation/e2e/cuda_build.sh.
+CUDA_UNIT_SRC := $(wildcard validation/unit/cuda/test_*.c)
+CUDA_UNIT_BIN := $(patsubst validation/unit/cuda/%.c,$(BUILD)/tests/cuda/%,$(CUDA_UNIT_SRC))
+ifeq ($(CUDA),1)
+$(BUILD)/tests/cuda/%: validation/unit/cuda/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(CUDA_CFLAGS) $(CMOCKA_CFLAGS) -MMD -MP -o $@ $< $(LIB) $(CMOCKA_LIBS) $(ALL_LIBS) $(LDFLAGS)
 endif
 
 $(BUILD)/tests/%: validation/unit/%.c $(LIB)

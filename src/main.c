@@ -17,7 +17,8 @@
 #ifdef LLMT_CUDA
 #include "kernels/cuda/cuda_matmul.h"
 #include "kernels/cuda/device.h"
-#include "parallel/comm.h"
+#include "parallel/comm_nccl.h"
+#include "parallel/comm_host.h"
 #endif
 #include "parallel/grid.h"
 #include "parallel/topology.h"
@@ -188,7 +189,7 @@ static int grid_only(const cli_t *cli, int rank) {
 /* The backend of &run device: the CPU's or, in a CUDA build, this rank's GPU, opened after the
  * placement so the GPU nearest the bound cores is known; a GPU that cannot be used (no driver, no
  * device, too old, fewer GPUs than ranks, no bf16) ends every rank with one message, exit 2. */
-static const ops_t *open_backend(const config_t *cfg, const topology_t *topo) {
+static const ops_t *open_backend(const config_t *cfg, const topology_t *topo, grid_t *grid) {
 #ifdef LLMT_CUDA
     if (strcmp(cfg->device, "cuda") == 0) {
         char err[512];
@@ -198,11 +199,13 @@ static const ops_t *open_backend(const config_t *cfg, const topology_t *topo) {
         cuda_device_print(MPI_COMM_WORLD);
         watchdog_leave();
         llmt_cuda_allow_tf32 = cfg->allow_tf32; /* fp32 products on TF32 tensor cores */
+        comm_nccl_attach_grid(grid); /* the data path's floats now travel by NCCL */
         return ops_cuda();
     }
 #endif
     (void)cfg; /* a CPU-only build has refused device = 'cuda' in config */
     (void)topo;
+    (void)grid;
     return ops_cpu();
 }
 
@@ -248,7 +251,7 @@ int main(int argc, char **argv) {
     grid_print(&grid, MPI_COMM_WORLD);
     watchdog_leave();
     trainer_t tr;
-    trainer_setup(&tr, &cfg, &grid, open_backend(&cfg, &topo));
+    trainer_setup(&tr, &cfg, &grid, open_backend(&cfg, &topo, &grid));
     tr.io_hints = topology_io_hints(&topo, MPI_COMM_WORLD, cfg.striping_factor, cfg.striping_unit);
     int code = 0;
     if (strcmp(cfg.mode, "train") == 0) {

@@ -11,6 +11,10 @@
 #include <string.h>
 #include "buildinfo_gen.h" /* $(BUILD)/buildinfo_gen.h, written by the Makefile */
 #include "core/version.h"
+#ifdef LLMT_CUDA
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#endif
 #if LLMT_GEMM_IS_ONEDNN
 #include <oneapi/dnnl/dnnl.h>
 #else
@@ -88,9 +92,19 @@ void buildinfo_get(buildinfo_t *b) {
     unsigned hw = hwloc_get_api_version();
     snprintf(b->hwloc, sizeof b->hwloc, "%u.%u.%u", hw >> 16, (hw >> 8) & 0xff, hw & 0xff);
     papi_version(b->papi, sizeof b->papi);
-#ifdef LLMT_CUDA /* make CUDA=1: the runtime's version and the GPU are in the startup table */
-    b->cuda = "built (make CUDA=1)";
-    b->nccl = "not used yet (collectives still go through MPI)";
+#ifdef LLMT_CUDA /* make CUDA=1: the GPU itself is in the startup table */
+    static char cuda[48], nccl[48];
+    int rt = 0, nv = 0;
+    if (cudaRuntimeGetVersion(&rt) == cudaSuccess)
+        snprintf(cuda, sizeof cuda, "runtime %d.%d (make CUDA=1)", rt / 1000, rt % 1000 / 10);
+    else
+        snprintf(cuda, sizeof cuda, "built (make CUDA=1)");
+    if (ncclGetVersion(&nv) == ncclSuccess) /* the data path's collectives on GPUs */
+        snprintf(nccl, sizeof nccl, "%d.%d.%d", nv / 10000, nv / 100 % 100, nv % 100);
+    else
+        snprintf(nccl, sizeof nccl, "unknown");
+    b->cuda = cuda;
+    b->nccl = nccl;
 #else
     b->cuda = "not built"; /* CPU-only build: the CUDA backend is not compiled (Makefile.inc CUDA) */
     b->nccl = "not built";

@@ -24,7 +24,7 @@
 #include "core/fault.h"
 #include "core/fileio.h"
 #include "core/version.h"
-#include "parallel/comm.h"
+#include "parallel/comm_host.h"
 
 #define CKPT_FORMAT "llmtrain-checkpoint"
 #define CKPT_FORMAT_VERSION 1

@@ -9,10 +9,11 @@
 #include <string.h>
 #include "core/alloc.h"
 #include "core/error.h"
-#include "parallel/comm.h"
+#include "parallel/comm_host.h"
 
 gpt_parallel_t gpt_serial(void) {
-    gpt_parallel_t p = {1, 0, 1, 0, MPI_COMM_SELF, 1, 1, false, 1, 0, MPI_COMM_SELF};
+    gpt_parallel_t p = {1, 0, 1, 0, comm_group_self(), 1, 1, false, 1, 0,
+                         comm_group_self()};
     return p;
 }
 
@@ -428,7 +429,7 @@ static void build(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T,
         if (!m->dry_run) ops->zero(m->grads, m->P.total);
     }
     resolve_views(m);
-    if (cfg->n_experts > 0) moe_setup(m, cfg, par->ep, par->ep_rank, par->ep_comm);
+    if (cfg->n_experts > 0) moe_setup(m, cfg, par->ep, par->ep_rank, par->ep_group);
     set_recompute(m, cfg);
     alloc_shared_acts(m);
     alloc_slots(m);
@@ -515,7 +516,7 @@ void gpt_init_params(gpt_t *m, uint64_t seed) {
 
 /* Row-parallel output: partial products summed over tp (the bias was added by tp rank 0). */
 static void tp_sum(gpt_t *m, float *x, size_t n) {
-    comm_allreduce_sum(x, n, m->par.tp_comm, COMM_TP);
+    comm_allreduce_sum(x, n, m->par.tp_group, COMM_TP);
 }
 
 static const float *tp_bias(const gpt_t *m, const float *b) { return m->par.tp_rank == 0 ? b : NULL; }
@@ -860,7 +861,7 @@ static float head_forward(gpt_t *m, int s, const int *targets, int B, int T) {
     if (!targets) return 0.0f;
     o->to_device(sl->targets, targets, (size_t)N * sizeof(int));
     o->xent_row_max(m->row_max, m->logits, N, m->Vl, m->v_valid);
-    comm_allreduce_max(m->row_max, (size_t)N, m->par.tp_comm, COMM_TP);
+    comm_allreduce_max(m->row_max, (size_t)N, m->par.tp_group, COMM_TP);
     o->xent_row_sumexp(m->row_sumexp, m->logits, m->row_max, N, m->Vl, m->v_valid);
     o->xent_target_logit(m->target_logit, m->logits, sl->targets, N, m->Vl, m->v_start);
     tp_sum(m, m->row_sumexp, (size_t)N);
@@ -1041,7 +1042,7 @@ void gpt_logits_row(gpt_t *m, int b, int t, int T, float *out) {
     float *local = xmalloc((size_t)m->Vl * sizeof(float));
     float *full = xmalloc((size_t)m->Vp * sizeof(float));
     m->ops->to_host(local, row, (size_t)m->Vl * sizeof(float));
-    comm_allgather_float(local, m->Vl, full, m->par.tp_comm, COMM_TP);
+    comm_allgather_float(local, m->Vl, full, m->par.tp_group, COMM_TP);
     memcpy(out, full, (size_t)m->V * sizeof(float));
     xfree(local);
     xfree(full);

@@ -26,7 +26,6 @@
  * Uses: model/params, kernels/ops.h, parallel/comm, config/, core/. Used by: train/, main. */
 #ifndef LLMT_GPT_H
 #define LLMT_GPT_H
-#include <mpi.h>
 #include <stdbool.h>
 #include "config/config.h"
 #include "core/alloc.h"
@@ -34,16 +33,17 @@
 #include "model/params.h"
 #include "model/moe.h"
 #include "model/regularize.h"
+#include "parallel/comm.h"
 
 /* How this rank takes part in the model: its tensor-parallel shard and pipeline stage. */
 typedef struct gpt_parallel {
     int tp, tp_rank, pp, pp_rank;
-    MPI_Comm tp_comm; /* MPI_COMM_SELF when tp = 1 */
+    const comm_group_t *tp_group; /* a 1-rank group when tp = 1 */
     int n_slots;      /* micro-batches whose activations are held at once */
     int chunks;       /* interleaved pipeline: chunks of layers on this stage (0 or 1: one) */
     bool split_backward; /* ZB-H1: the blocks' backward split into B and a deferred W */
     int ep, ep_rank;     /* expert parallelism (model/moe.h): 1, 0 without */
-    MPI_Comm ep_comm;    /* MPI_COMM_SELF when ep = 1 */
+    const comm_group_t *ep_group; /* a 1-rank group when ep = 1 */
 } gpt_parallel_t;
 
 /* One process, one micro-batch in flight. */

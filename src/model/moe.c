@@ -27,14 +27,14 @@ static void *host(const gpt_t *m, size_t n, size_t size) {
     return m->dry_run ? NULL : xcalloc(n ? n : 1, size);
 }
 
-void moe_setup(gpt_t *m, const config_t *cfg, int ep, int ep_rank, MPI_Comm ep_comm) {
+void moe_setup(gpt_t *m, const config_t *cfg, int ep, int ep_rank, const comm_group_t *ep_group) {
     moe_t *q = m->moe = xcalloc(1, sizeof *q);
     const int tp = m->par.tp;
     q->E = cfg->n_experts;
     q->k = cfg->top_k_moe;
     q->ep = ep;
     q->ep_rank = ep_rank;
-    q->ep_comm = ep_comm;
+    q->ep_group = ep_group;
     q->El = q->E / ep;
     q->Fe = cfg->d_ff_expert;
     q->Fel = q->Fe / tp;
@@ -177,7 +177,7 @@ static void exchange_counts(gpt_t *m, moe_acts_t *a) {
         a->send[r] = 0;
         for (int e = 0; e < El; e++) a->send[r] += a->plan.kept[r * El + e];
     }
-    comm_alltoall_int(a->plan.kept, a->ecnt, El, q->ep_comm);
+    comm_alltoall_int(a->plan.kept, a->ecnt, El, q->ep_group);
     a->R = 0;
     for (int s = 0; s < ep; s++) {
         a->recv[s] = 0;
@@ -214,7 +214,7 @@ static void send_to_experts(gpt_t *m, moe_acts_t *a, const float *rows, float *o
     int sd[q->ep], rd[q->ep];
     displs_of(a->send, q->ep, sd);
     displs_of(a->recv, q->ep, rd);
-    comm_alltoallv_float(rows, a->send, sd, q->recvbuf, a->recv, rd, m->C, q->ep_comm);
+    comm_alltoallv_float(rows, a->send, sd, q->recvbuf, a->recv, rd, m->C, q->ep_group);
     if (a->R > 0) m->ops->moe_gather_rows(out, q->recvbuf, a->perm, a->R, m->C);
 }
 
@@ -230,7 +230,7 @@ static void return_from_experts(gpt_t *m, moe_acts_t *a, const float *rows, floa
     if (a->R > 0) m->ops->moe_gather_rows(q->sendbuf, rows, a->iperm, a->R, m->C);
     displs_of(a->recv, q->ep, rd);
     displs_of(a->send, q->ep, sd);
-    comm_alltoallv_float(q->sendbuf, a->recv, rd, out, a->send, sd, m->C, q->ep_comm);
+    comm_alltoallv_float(q->sendbuf, a->recv, rd, out, a->send, sd, m->C, q->ep_group);
 }
 
 /* ---------------------------------------------------------------- experts */
@@ -450,7 +450,7 @@ void moe_backward(gpt_t *m, int layer, moe_acts_t *a, const gpt_layer_w_t *w,
     }
     /* combine: y[token] += gate * yd: d(yd) to the experts, d(gate) = dy . yd summed over tp */
     if (M > 0) o->moe_combine_backward(q->sendbuf, q->dw, dy, a->yd, a->rows, a->wr, M, C);
-    comm_allreduce_sum(q->dw, (size_t)M, m->par.tp_comm, COMM_TP);
+    comm_allreduce_sum(q->dw, (size_t)M, m->par.tp_group, COMM_TP);
     send_to_experts(m, a, q->sendbuf, q->eout);
     for (int e = 0; e < q->El; e++) {
         int r0;
@@ -523,7 +523,7 @@ int moe_stats_floats(const gpt_t *m) {
     return m->moe ? m->L * (m->moe->E + MOE_STAT_SCALARS) : 0;
 }
 
-void moe_stats_reduce(gpt_t *m, MPI_Comm comm, double *out) {
+void moe_stats_reduce(gpt_t *m, const comm_group_t *g, double *out) {
     moe_t *q = m->moe;
     const int per = q->E + MOE_STAT_SCALARS, n = moe_stats_floats(m);
     memset(out, 0, (size_t)n * sizeof(double));
@@ -538,5 +538,5 @@ void moe_stats_reduce(gpt_t *m, MPI_Comm comm, double *out) {
             [MOE_STAT_ENTROPY] = s->entropy,   [MOE_STAT_MICRO] = s->micro};
         memcpy(o + q->E, v, sizeof v);
     }
-    comm_allreduce_sum_double(out, n, comm, COMM_OTHER);
+    comm_allreduce_sum_double(out, n, g, COMM_OTHER);
 }

@@ -28,11 +28,11 @@
  * (the block), train/ (statistics). */
 #ifndef LLMT_MOE_H
 #define LLMT_MOE_H
-#include <mpi.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include "config/config.h"
 #include "model/moe_route.h"
+#include "parallel/comm.h"
 
 struct gpt;
 struct gpt_layer_w;
@@ -76,7 +76,7 @@ typedef struct moe {
     float noise, aux_coef, z_coef;
     bool mlp_router, swiglu;
     int ep, ep_rank;
-    MPI_Comm ep_comm;
+    const comm_group_t *ep_group;
     int N_max, R_max;              /* rows of one micro-batch; expert rows received at most */
     double mlp_matrix;             /* moe_block_mlp_matrix */
     /* scratch shared by every block and slot */
@@ -99,7 +99,8 @@ typedef struct moe {
 
 /* From cfg (n_experts > 0); ep group of the grid (MPI_COMM_SELF, 1, 0 without). Counts or
  * allocates through the model's arena. */
-void moe_setup(struct gpt *m, const config_t *cfg, int ep, int ep_rank, MPI_Comm ep_comm);
+void moe_setup(struct gpt *m, const config_t *cfg, int ep, int ep_rank,
+               const comm_group_t *ep_group);
 void moe_free(struct gpt *m);
 /* One MoE block's per-slot activations. */
 moe_acts_t *moe_alloc_acts(struct gpt *m, size_t *bytes);
@@ -129,5 +130,5 @@ enum { MOE_STAT_ASSIGNED, MOE_STAT_DROPPED, MOE_STAT_AUX, MOE_STAT_Z, MOE_STAT_E
        MOE_STAT_MICRO, MOE_STAT_SCALARS };
 void moe_stats_reset(struct gpt *m);
 int moe_stats_floats(const struct gpt *m);
-void moe_stats_reduce(struct gpt *m, MPI_Comm comm, double *out);
+void moe_stats_reduce(struct gpt *m, const comm_group_t *g, double *out);
 #endif

@@ -92,7 +92,7 @@ void gpt_reg_losses(gpt_t *m, int N) {
     const ops_t *o = m->ops;
     gpt_regular_t *r = &m->reg;
     o->xent_row_sum(r->row_sum, m->logits, N, m->Vl, m->v_valid);
-    comm_allreduce_sum(r->row_sum, (size_t)N, m->par.tp_comm, COMM_TP);
+    comm_allreduce_sum(r->row_sum, (size_t)N, m->par.tp_group, COMM_TP);
     o->xent_losses_regularized(m->losses, r->zloss, m->row_max, m->row_sumexp, m->target_logit,
                                r->row_sum, N, m->V, r->label_smoothing, r->z_loss);
     o->to_host(m->host_losses, r->zloss, (size_t)N * sizeof(float));

@@ -1,5 +1,13 @@
-/* comm.c — timed collectives and point-to-point transfers (see comm.h). */
+/* comm.c — timed collectives and point-to-point transfers over communication groups, by MPI or
+ * by a group's device transport (comm.h, comm_transport.h), and the MPI bookkeeping collectives
+ * (comm_host.h). */
 #include "parallel/comm.h"
+#include <sched.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include "core/alloc.h"
+#include "parallel/comm_host.h"
+#include "parallel/comm_transport.h"
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -11,12 +19,10 @@
 
 static comm_stats_t stats;
 
-/* What the watchdog reports for a wait of each kind, and on whom a pending wait depends
- * (comm_wait has no communicator: the last one started for that kind is remembered). */
+/* What the watchdog reports for a wait of each kind (the peers are the request's group's). */
 static const char *phase_of[COMM_KINDS] = {"tp all-reduce", "pp send/recv", "dp all-reduce",
                                            "embedding all-reduce", "all-reduce",
                                            "expert all-to-all"};
-static const char *wait_peers[COMM_KINDS];
 /* Timeline names (core/prof.h): a non-blocking start, and the wait that finishes it. */
 static const char *start_of[COMM_KINDS] = {"tp start", "p2p send start", "dp all-reduce start",
                                            "embedding all-reduce start", "start", "ep start"};
@@ -33,10 +39,79 @@ const char *comm_kind_name(comm_kind_t k) {
     return names[k];
 }
 
-static int comm_size(MPI_Comm c) {
-    int n = 1;
-    MPI_CHECK(MPI_Comm_size(c, &n));
-    return n;
+/* ---- groups --------------------------------------------------------------------------------- */
+
+struct comm_group {
+    MPI_Comm mpi;
+    int size, rank;
+    char peers[WATCHDOG_PEERS_LEN]; /* the watchdog's text for the members */
+    const comm_transport_t *t;      /* NULL: the floats travel by MPI */
+    void *ctx;
+};
+
+comm_group_t *comm_group_create(MPI_Comm comm, const char *label) {
+    ASSERT(comm != MPI_COMM_NULL);
+    comm_group_t *g = xcalloc(1, sizeof *g);
+    g->mpi = comm;
+    MPI_CHECK(MPI_Comm_size(comm, &g->size));
+    MPI_CHECK(MPI_Comm_rank(comm, &g->rank));
+    watchdog_group_peers(comm, MPI_COMM_WORLD, label, g->peers, sizeof g->peers);
+    return g;
+}
+
+void comm_group_destroy(comm_group_t **g) {
+    if (!*g) return;
+    if ((*g)->t) (*g)->t->detach((*g)->ctx);
+    xfree(*g);
+    *g = NULL;
+}
+
+void comm_group_attach(comm_group_t *g, const comm_transport_t *t, void *ctx) {
+    ASSERT(g->t == NULL && t != NULL);
+    g->t = t;
+    g->ctx = ctx;
+}
+
+const comm_group_t *comm_group_self(void) {
+    static comm_group_t *self = NULL; /* freed at exit by the OS: it outlives every user */
+    if (!self) self = comm_group_create(MPI_COMM_SELF, "this rank");
+    return self;
+}
+
+MPI_Comm comm_group_mpi(const comm_group_t *g) { return g->mpi; }
+const char *comm_group_peers(const comm_group_t *g) { return g->peers; }
+int comm_group_size(const comm_group_t *g) { return g->size; }
+int comm_group_rank(const comm_group_t *g) { return g->rank; }
+bool comm_group_on_device(const comm_group_t *g) { return g->t != NULL; }
+
+/* ---- requests ---------------------------------------------------------------------------------
+ * An MPI request is kept in the request's handle word (a pointer in Open MPI, an int in MPICH). */
+_Static_assert(sizeof(MPI_Request) <= sizeof(((comm_req_t *)0)->handle),
+               "comm_req_t's handle holds an MPI_Request");
+
+static MPI_Request *mpi_request(comm_req_t *r) { return (MPI_Request *)(void *)&r->handle; }
+
+/* A request for an MPI operation about to start (the caller passes mpi_request(req) to MPI). */
+static MPI_Request *mpi_start(comm_req_t *req, const comm_group_t *g) {
+    *req = COMM_REQ_NULL;
+    req->group = g;
+    *mpi_request(req) = MPI_REQUEST_NULL;
+    return mpi_request(req);
+}
+
+static void device_started(comm_req_t *req, const comm_group_t *g, void *event) {
+    *req = COMM_REQ_NULL;
+    req->group = g;
+    req->on_device = 1;
+    req->handle.ptr = event;
+}
+
+/* Until a device event has completed: polled (a few polls spinning, for the short tp
+ * all-reduces of the forward pass, then yielding the core), never a blocking synchronisation,
+ * so the watchdog's timeout applies as to an MPI wait. */
+static void device_wait(const comm_group_t *g, void *event) {
+    for (long polls = 0; !g->t->poll(g->ctx, event); polls++)
+        if (polls > 256) sched_yield();
 }
 
 /* MPI counts are int: a larger buffer would need chunking; our buckets never come close. */
@@ -59,124 +134,183 @@ static void charge(comm_kind_t kind, double t0, double bytes) {
     stats.calls[kind]++;
 }
 
-/* One blocking in-place all-reduce, watched by the watchdog and charged to `kind`. */
-static void allreduce(void *x, int count, MPI_Datatype type, size_t type_bytes, MPI_Op op,
-                      MPI_Comm comm, comm_kind_t kind) {
-    if (comm_size(comm) == 1) return;
+/* A blocking operation started on the device: waited for under the watchdog. */
+static void device_finish(const comm_group_t *g, void *event, comm_kind_t kind) {
+    watchdog_enter(phase_of[kind], g->peers);
+    device_wait(g, event);
+    watchdog_leave();
+}
+
+/* One blocking in-place all-reduce by MPI, watched by the watchdog and charged to `kind`. */
+static void mpi_allreduce(void *x, int count, MPI_Datatype type, size_t type_bytes, MPI_Op op,
+                          const comm_group_t *g, comm_kind_t kind) {
+    if (g->size == 1) return;
     double t0 = enter(phase_of[kind]);
-    watchdog_enter(phase_of[kind], watchdog_peers_of(comm, comm_kind_name(kind)));
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x, count, type, op, comm));
+    watchdog_enter(phase_of[kind], g->peers);
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x, count, type, op, g->mpi));
     watchdog_leave();
     charge(kind, t0, (double)count * type_bytes);
 }
 
-void comm_allreduce_sum(float *x, size_t n, MPI_Comm comm, comm_kind_t kind) {
-    allreduce(x, as_count(n), MPI_FLOAT, sizeof(float), MPI_SUM, comm, kind);
+static void float_allreduce(float *x, size_t n, comm_op_t op, const comm_group_t *g,
+                            comm_kind_t kind) {
+    if (g->size == 1) return;
+    if (!g->t) {
+        mpi_allreduce(x, as_count(n), MPI_FLOAT, sizeof(float), op == COMM_SUM ? MPI_SUM : MPI_MAX,
+                      g, kind);
+        return;
+    }
+    double t0 = enter(phase_of[kind]);
+    device_finish(g, g->t->allreduce(g->ctx, x, n, op), kind);
+    charge(kind, t0, (double)n * sizeof(float));
 }
 
-void comm_allreduce_max(float *x, size_t n, MPI_Comm comm, comm_kind_t kind) {
-    allreduce(x, as_count(n), MPI_FLOAT, sizeof(float), MPI_MAX, comm, kind);
+void comm_allreduce_sum(float *x, size_t n, const comm_group_t *g, comm_kind_t kind) {
+    float_allreduce(x, n, COMM_SUM, g, kind);
 }
 
-void comm_allreduce_sum_double(double *x, int n, MPI_Comm comm, comm_kind_t kind) {
-    allreduce(x, n, MPI_DOUBLE, sizeof(double), MPI_SUM, comm, kind);
+void comm_allreduce_max(float *x, size_t n, const comm_group_t *g, comm_kind_t kind) {
+    float_allreduce(x, n, COMM_MAX, g, kind);
 }
 
-void comm_iallreduce_sum_double(double *x, int n, MPI_Comm comm, comm_kind_t kind,
-                                MPI_Request *req) {
-    *req = MPI_REQUEST_NULL;
-    if (comm_size(comm) == 1) return;
+void comm_allreduce_sum_double(double *x, int n, const comm_group_t *g, comm_kind_t kind) {
+    mpi_allreduce(x, n, MPI_DOUBLE, sizeof(double), MPI_SUM, g, kind);
+}
+
+void comm_iallreduce_sum_double(double *x, int n, const comm_group_t *g, comm_kind_t kind,
+                                comm_req_t *req) {
+    *req = COMM_REQ_NULL;
+    if (g->size == 1) return;
     double t0 = enter(start_of[kind]);
-    wait_peers[kind] = watchdog_peers_of(comm, comm_kind_name(kind));
-    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, comm, req));
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, g->mpi, mpi_start(req, g)));
     charge(kind, t0, (double)n * sizeof(double));
 }
 
-void comm_iallreduce_sum(float *x, size_t n, MPI_Comm comm, comm_kind_t kind, MPI_Request *req) {
-    *req = MPI_REQUEST_NULL;
-    if (comm_size(comm) == 1) return;
+void comm_iallreduce_sum(float *x, size_t n, const comm_group_t *g, comm_kind_t kind,
+                         comm_req_t *req) {
+    *req = COMM_REQ_NULL;
+    if (g->size == 1) return;
     double t0 = enter(start_of[kind]);
-    wait_peers[kind] = watchdog_peers_of(comm, comm_kind_name(kind));
-    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, x, as_count(n), MPI_FLOAT, MPI_SUM, comm, req));
+    if (g->t)
+        device_started(req, g, g->t->allreduce(g->ctx, x, n, COMM_SUM));
+    else
+        MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, x, as_count(n), MPI_FLOAT, MPI_SUM, g->mpi,
+                                 mpi_start(req, g)));
     charge(kind, t0, (double)n * sizeof(float));
 }
 
-void comm_ireduce_scatter_sum(const float *x, float *out, const int *counts, MPI_Comm comm,
-                              comm_kind_t kind, MPI_Request *req) {
-    *req = MPI_REQUEST_NULL;
-    const int size = comm_size(comm);
+void comm_ireduce_scatter_sum(const float *x, float *out, const int *counts, const comm_group_t *g,
+                              comm_kind_t kind, comm_req_t *req) {
+    *req = COMM_REQ_NULL;
     double t0 = enter(start_of[kind]), n = 0;
-    for (int r = 0; r < size; r++) n += counts[r];
-    wait_peers[kind] = watchdog_peers_of(comm, comm_kind_name(kind));
-    MPI_CHECK(MPI_Ireduce_scatter(x, out, counts, MPI_FLOAT, MPI_SUM, comm, req));
+    for (int r = 0; r < g->size; r++) n += counts[r];
+    if (g->t)
+        device_started(req, g, g->t->reduce_scatter(g->ctx, x, out, counts));
+    else
+        MPI_CHECK(MPI_Ireduce_scatter(x, out, counts, MPI_FLOAT, MPI_SUM, g->mpi, mpi_start(req, g)));
     charge(kind, t0, n * sizeof(float));
 }
 
-void comm_allgatherv_float(float *x, const int *counts, const int *displs, MPI_Comm comm,
+void comm_allgatherv_float(float *x, const int *counts, const int *displs, const comm_group_t *g,
                            comm_kind_t kind, const char *phase) {
-    if (comm_size(comm) == 1) return;
-    int rank;
-    MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    if (g->size == 1) return;
     double t0 = enter(phase);
-    watchdog_enter(phase, watchdog_peers_of(comm, comm_kind_name(kind)));
-    MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x, counts, displs, MPI_FLOAT, comm));
+    if (g->t) {
+        void *ev = g->t->allgatherv(g->ctx, x + displs[g->rank], x, counts, displs);
+        watchdog_enter(phase, g->peers);
+        device_wait(g, ev);
+    } else {
+        watchdog_enter(phase, g->peers);
+        MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x, counts, displs, MPI_FLOAT,
+                                 g->mpi));
+    }
     watchdog_leave();
-    charge(kind, t0, (double)counts[rank] * sizeof(float));
+    charge(kind, t0, (double)counts[g->rank] * sizeof(float));
 }
 
 void comm_iallgatherv_float(const float *mine, float *all, const int *counts, const int *displs,
-                            MPI_Comm comm, comm_kind_t kind, MPI_Request *req) {
-    int rank;
-    MPI_CHECK(MPI_Comm_rank(comm, &rank));
+                            const comm_group_t *g, comm_kind_t kind, comm_req_t *req) {
     double t0 = enter(start_of[kind]);
-    wait_peers[kind] = watchdog_peers_of(comm, comm_kind_name(kind));
-    MPI_CHECK(MPI_Iallgatherv(mine, counts[rank], MPI_FLOAT, all, counts, displs, MPI_FLOAT, comm,
-                              req));
-    charge(kind, t0, (double)counts[rank] * sizeof(float));
+    if (g->t)
+        device_started(req, g, g->t->allgatherv(g->ctx, mine, all, counts, displs));
+    else
+        MPI_CHECK(MPI_Iallgatherv(mine, counts[g->rank], MPI_FLOAT, all, counts, displs, MPI_FLOAT,
+                                  g->mpi, mpi_start(req, g)));
+    charge(kind, t0, (double)counts[g->rank] * sizeof(float));
 }
 
 void comm_gatherv_float(const float *mine, int count, float *all, const int *counts,
-                        const int *displs, int root, MPI_Comm comm, const char *phase) {
+                        const int *displs, int root, const comm_group_t *g, const char *phase) {
     double t0 = enter(phase);
-    watch(phase, comm);
-    MPI_CHECK(MPI_Gatherv(mine, count, MPI_FLOAT, all, counts, displs, MPI_FLOAT, root, comm));
+    watch(phase, g->mpi);
+    MPI_CHECK(MPI_Gatherv(mine, count, MPI_FLOAT, all, counts, displs, MPI_FLOAT, root, g->mpi));
     unwatch(t0);
 }
 
-void comm_isend(const float *x, size_t n, int peer, int tag, MPI_Comm comm, comm_kind_t kind,
-                MPI_Request *req) {
+void comm_isend(const float *x, size_t n, int peer, int tag, const comm_group_t *g,
+                comm_kind_t kind, comm_req_t *req) {
     double t0 = enter(start_of[kind]);
-    wait_peers[kind] = watchdog_peers_of(comm, comm_kind_name(kind));
-    MPI_CHECK(MPI_Isend(x, as_count(n), MPI_FLOAT, peer, tag, comm, req));
+    if (g->t) /* stream order matches sends to receives: the tag is not needed */
+        device_started(req, g, g->t->send(g->ctx, x, n, peer));
+    else
+        MPI_CHECK(MPI_Isend(x, as_count(n), MPI_FLOAT, peer, tag, g->mpi, mpi_start(req, g)));
     charge(kind, t0, (double)n * sizeof(float));
 }
 
-void comm_irecv(float *x, size_t n, int peer, int tag, MPI_Comm comm, MPI_Request *req) {
-    wait_peers[COMM_PP] = watchdog_peers_of(comm, comm_kind_name(COMM_PP));
-    MPI_CHECK(MPI_Irecv(x, as_count(n), MPI_FLOAT, peer, tag, comm, req));
+void comm_irecv(float *x, size_t n, int peer, int tag, const comm_group_t *g, comm_req_t *req) {
+    if (g->t)
+        device_started(req, g, g->t->recv(g->ctx, x, n, peer));
+    else
+        MPI_CHECK(MPI_Irecv(x, as_count(n), MPI_FLOAT, peer, tag, g->mpi, mpi_start(req, g)));
 }
 
 /* A wait charged to `kind` (time, not bytes: those were counted when it started). */
-static void wait_named(MPI_Request *req, comm_kind_t kind, const char *name, double bytes) {
-    if (*req == MPI_REQUEST_NULL) return;
+static void wait_named(comm_req_t *req, comm_kind_t kind, const char *name, double bytes) {
+    if (!comm_req_pending(req)) return;
+    const comm_group_t *g = req->group;
     double t0 = enter(name);
-    watchdog_enter(phase_of[kind], wait_peers[kind] ? wait_peers[kind] : "");
-    MPI_CHECK(MPI_Wait(req, MPI_STATUS_IGNORE));
+    watchdog_enter(phase_of[kind], g->peers);
+    if (req->on_device)
+        device_wait(g, req->handle.ptr);
+    else
+        MPI_CHECK(MPI_Wait(mpi_request(req), MPI_STATUS_IGNORE));
     watchdog_leave();
+    *req = COMM_REQ_NULL;
     stats.seconds[kind] += now_sec() - t0;
     prof_end(PROF_COMM, bytes);
 }
 
-void comm_wait(MPI_Request *req, comm_kind_t kind) { wait_named(req, kind, wait_of[kind], 0); }
+void comm_wait(comm_req_t *req, comm_kind_t kind) { wait_named(req, kind, wait_of[kind], 0); }
 
-void comm_wait_recv(MPI_Request *req, size_t n) {
+void comm_wait_recv(comm_req_t *req, size_t n) {
     wait_named(req, COMM_PP, "p2p recv wait", (double)n * sizeof(float));
 }
 
-void comm_allgather_float(const float *mine, int n, float *all, MPI_Comm comm, comm_kind_t kind) {
+bool comm_test(comm_req_t *req) {
+    if (!comm_req_pending(req)) return true;
+    int done = 0;
+    if (req->on_device)
+        done = req->group->t->poll(req->group->ctx, req->handle.ptr);
+    else
+        MPI_CHECK(MPI_Test(mpi_request(req), &done, MPI_STATUS_IGNORE));
+    if (done) *req = COMM_REQ_NULL;
+    return done;
+}
+
+void comm_allgather_float(const float *mine, int n, float *all, const comm_group_t *g,
+                          comm_kind_t kind) {
     double t0 = enter("all-gather");
-    watchdog_enter("all-gather", watchdog_peers_of(comm, comm_kind_name(kind)));
-    MPI_CHECK(MPI_Allgather(mine, n, MPI_FLOAT, all, n, MPI_FLOAT, comm));
+    if (g->t) {
+        int *counts = xmalloc(2 * (size_t)g->size * sizeof(int)), *displs = counts + g->size;
+        for (int r = 0; r < g->size; r++) counts[r] = n, displs[r] = r * n;
+        void *ev = g->t->allgatherv(g->ctx, mine, all, counts, displs);
+        xfree(counts);
+        watchdog_enter("all-gather", g->peers);
+        device_wait(g, ev);
+    } else {
+        watchdog_enter("all-gather", g->peers);
+        MPI_CHECK(MPI_Allgather(mine, n, MPI_FLOAT, all, n, MPI_FLOAT, g->mpi));
+    }
     watchdog_leave();
     charge(kind, t0, (double)n * sizeof(float));
 }
@@ -310,40 +444,44 @@ void comm_agree_or_exit(MPI_Comm comm, int exit_code, const char *phase, const c
     fatal_agreed(exit_code, msg);
 }
 
-void comm_alltoall_int(const int *send, int *recv, int n, MPI_Comm comm) {
-    const int size = comm_size(comm);
-    if (size == 1) {
+void comm_alltoall_int(const int *send, int *recv, int n, const comm_group_t *g) {
+    if (g->size == 1) {
         memcpy(recv, send, (size_t)n * sizeof(int));
         return;
     }
     double t0 = enter("ep counts");
-    watchdog_enter(phase_of[COMM_EP], watchdog_peers_of(comm, comm_kind_name(COMM_EP)));
-    MPI_CHECK(MPI_Alltoall(send, n, MPI_INT, recv, n, MPI_INT, comm));
+    watchdog_enter(phase_of[COMM_EP], g->peers);
+    MPI_CHECK(MPI_Alltoall(send, n, MPI_INT, recv, n, MPI_INT, g->mpi));
     watchdog_leave();
-    charge(COMM_EP, t0, (double)size * n * sizeof(int));
+    charge(COMM_EP, t0, (double)g->size * n * sizeof(int));
 }
 
 void comm_alltoallv_float(const float *send, const int *send_counts, const int *send_displs,
                           float *recv, const int *recv_counts, const int *recv_displs, int width,
-                          MPI_Comm comm) {
-    const int size = comm_size(comm);
-    if (size == 1) {
+                          const comm_group_t *g) {
+    if (g->size == 1 && !g->t) { /* a device group's own copy goes through its transport */
         if (send_counts[0] > 0 && recv != send)
             memmove(recv + (size_t)recv_displs[0] * width, send + (size_t)send_displs[0] * width,
                     (size_t)send_counts[0] * width * sizeof(float));
         return;
     }
-    /* one derived type of `width` floats keeps the counts in rows (no int overflow for wide
-     * rows times many tokens) */
-    MPI_Datatype row;
-    MPI_CHECK(MPI_Type_contiguous(width, MPI_FLOAT, &row));
-    MPI_CHECK(MPI_Type_commit(&row));
     double t0 = enter(phase_of[COMM_EP]), rows = 0;
-    for (int r = 0; r < size; r++) rows += send_counts[r];
-    watchdog_enter(phase_of[COMM_EP], watchdog_peers_of(comm, comm_kind_name(COMM_EP)));
-    MPI_CHECK(MPI_Alltoallv(send, send_counts, send_displs, row, recv, recv_counts, recv_displs,
-                            row, comm));
-    watchdog_leave();
+    for (int r = 0; r < g->size; r++) rows += send_counts[r];
+    if (g->t) {
+        void *ev = g->t->alltoallv(g->ctx, send, send_counts, send_displs, recv, recv_counts,
+                                   recv_displs, width);
+        device_finish(g, ev, COMM_EP);
+    } else {
+        /* one derived type of `width` floats keeps the counts in rows (no int overflow for
+         * wide rows times many tokens) */
+        MPI_Datatype row;
+        MPI_CHECK(MPI_Type_contiguous(width, MPI_FLOAT, &row));
+        MPI_CHECK(MPI_Type_commit(&row));
+        watchdog_enter(phase_of[COMM_EP], g->peers);
+        MPI_CHECK(MPI_Alltoallv(send, send_counts, send_displs, row, recv, recv_counts,
+                                recv_displs, row, g->mpi));
+        watchdog_leave();
+        MPI_CHECK(MPI_Type_free(&row));
+    }
     charge(COMM_EP, t0, rows * width * sizeof(float));
-    MPI_CHECK(MPI_Type_free(&row));
 }

@@ -6,7 +6,7 @@
 #include <unistd.h>
 #include "core/alloc.h"
 #include "core/error.h"
-#include "parallel/comm.h"
+#include "parallel/comm_host.h"
 
 /* Every check here runs on every rank with the same inputs, so fatal_user is collective. */
 static void grid_validate(const config_t *cfg, int world) {
@@ -64,9 +64,19 @@ void grid_create(grid_t *g, const config_t *cfg, MPI_Comm world) {
     bool end_stage = g->rank_pp == 0 || g->rank_pp == g->pp - 1;
     int color = end_stage ? g->rank_dp * g->tp + g->rank_tp : MPI_UNDEFINED;
     comm_split(world, color, g->rank_pp, &g->embed_comm, phase);
+    g->dp_group = comm_group_create(g->dp_comm, "dp group");
+    g->tp_group = comm_group_create(g->tp_comm, "tp group");
+    g->pp_group = comm_group_create(g->pp_comm, "pp group");
+    g->ep_group = comm_group_create(g->ep_comm, "ep group");
+    g->edp_group = comm_group_create(g->edp_comm, "expert replica group");
+    g->embed_group = end_stage ? comm_group_create(g->embed_comm, "embedding group") : NULL;
+    g->world_group = comm_group_create(world, "world");
 }
 
 void grid_destroy(grid_t *g) {
+    comm_group_t **groups[] = {&g->dp_group,  &g->tp_group,    &g->pp_group,   &g->ep_group,
+                               &g->edp_group, &g->embed_group, &g->world_group};
+    for (int i = 0; i < 7; i++) comm_group_destroy(groups[i]);
     MPI_Comm *comms[] = {&g->dp_comm, &g->tp_comm, &g->pp_comm, &g->mp_comm, &g->embed_comm,
                          &g->ep_comm, &g->edp_comm};
     for (int i = 0; i < 7; i++)

@@ -1,11 +1,13 @@
 /* grid.h — the process grid: world = pp x dp x tp ranks, tp varying fastest (tensor-parallel
  * peers share a node), pp slowest; the dp ranks further split into ep x edp for the experts.
- * Owns: the communicators and this rank's coordinates. Uses: core/, config/.
+ * Owns: the communicators, their data-path groups (parallel/comm.h) and this rank's coordinates.
+ * Uses: core/, config/, parallel/comm.
  * Used by: model/, train/, io/, main. */
 #ifndef LLMT_GRID_H
 #define LLMT_GRID_H
 #include <mpi.h>
 #include "config/config.h"
+#include "parallel/comm.h"
 
 typedef struct grid {
     int world_size, world_rank;
@@ -20,10 +22,15 @@ typedef struct grid {
      * that hold the same experts; ep_comm, edp_comm: 1-rank groups when ep = 1 / ep = dp */
     int ep, edp, rank_ep, rank_edp;
     MPI_Comm ep_comm, edp_comm;
+    /* The same ranks as groups for the data path (comm.h): what model/ and train/ pass to the
+     * collectives. embed_group is NULL on middle stages; world_group spans MPI_COMM_WORLD. */
+    comm_group_t *dp_group, *tp_group, *pp_group, *embed_group, *ep_group, *edp_group;
+    comm_group_t *world_group;
 } grid_t;
 
 /* Validate the shape against the world size and the model (fatal_user on every rank with one
- * message naming the keys), then split the communicators. */
+ * message naming the keys), then split the communicators and make their groups (data on MPI;
+ * the CUDA build attaches NCCL to them afterwards: parallel/comm_nccl.h). */
 void grid_create(grid_t *g, const config_t *cfg, MPI_Comm world);
 void grid_destroy(grid_t *g);
 /* Print the table of every rank's coordinates and host (rank 0 prints; collective). */

@@ -14,7 +14,7 @@
 #include <unistd.h>
 #include "core/alloc.h"
 #include "core/error.h"
-#include "parallel/comm.h"
+#include "parallel/comm_host.h"
 
 /* hwloc calls return -1 (or NULL) and set errno: report file:line, the call, and errno. */
 static const char *errno_text(int err) {

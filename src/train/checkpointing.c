@@ -20,7 +20,7 @@
 #include "core/thread.h"
 #include "core/timer.h"
 #include "io/checkpoint.h"
-#include "parallel/comm.h"
+#include "parallel/comm_host.h"
 #include "parallel/watchdog.h"
 
 #define CKPT_PREFIX "ckpt_step"

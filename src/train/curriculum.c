@@ -8,7 +8,7 @@
 #include "io/checkpoint.h"
 #include "io/mixture.h"
 #include "model/gpt.h"
-#include "parallel/comm.h"
+#include "parallel/comm_host.h"
 #include "train/trainer.h"
 
 static bool is_root(const trainer_t *tr) { return tr->grid->world_rank == 0; }

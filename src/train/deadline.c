@@ -7,7 +7,7 @@
 #include <time.h>
 #include "core/error.h"
 #include "core/timer.h"
-#include "parallel/comm.h"
+#include "parallel/comm_host.h"
 
 double deadline_parse_slurm_time(const char *text) {
     struct tm tm;

@@ -22,14 +22,15 @@ static void bucket_parts(dp_sync_t *d, dp_bucket_t *b) {
     b->recv = z->grad_shard + (mine < z->hi ? mine - z->lo : 0);
 }
 
-void dp_sync_create(dp_sync_t *d, gpt_t *m, zero_t *z, MPI_Comm dp_comm, MPI_Comm embed_comm,
-                    MPI_Comm edp_comm, int dp, double bucket_mb) {
+void dp_sync_create(dp_sync_t *d, gpt_t *m, zero_t *z, const comm_group_t *dp_group,
+                    const comm_group_t *embed_group, const comm_group_t *edp_group, int dp,
+                    double bucket_mb) {
     memset(d, 0, sizeof *d);
     d->m = m;
     d->z = z;
-    d->dp_comm = dp_comm;
-    d->embed_comm = embed_comm;
-    d->edp_comm = edp_comm;
+    d->dp_group = dp_group;
+    d->embed_group = embed_group;
+    d->edp_group = edp_group;
     d->dp = dp;
     const size_t cap_floats = (size_t)(bucket_mb * 1024 * 1024 / sizeof(float));
     d->b = xcalloc((size_t)m->P.n + 1, sizeof(dp_bucket_t));
@@ -37,13 +38,13 @@ void dp_sync_create(dp_sync_t *d, gpt_t *m, zero_t *z, MPI_Comm dp_comm, MPI_Com
     for (int i = 0; i < m->P.n; i++) {
         const param_t *p = &m->P.p[i];
         if (!p->held) continue;
-        const bool experts = p->experts > 0 && edp_comm != dp_comm;
+        const bool experts = p->experts > 0 && edp_group != dp_group;
         if (!cur || cur->end - cur->begin >= cap_floats || cur->experts != experts) {
             cur = &d->b[d->n++];
             cur->begin = p->offset;
             cur->experts = experts;
             cur->ready_layer = param_ready_layer(p);
-            cur->req = MPI_REQUEST_NULL;
+            cur->req = COMM_REQ_NULL;
         }
         int r = param_ready_layer(p);
         if (r < cur->ready_layer) cur->ready_layer = r;
@@ -65,11 +66,11 @@ static void start_bucket(dp_sync_t *d, dp_bucket_t *b) {
     /* the gradient as the low-precision buffer would hold it, before it is reduced */
     d->m->ops->quantize(d->m->grads + b->begin, b->end - b->begin, d->grad_dtype);
     if (d->z->stage >= 2) /* over the ZeRO group (the experts' replicas with ep > 1) */
-        comm_ireduce_scatter_sum(d->m->grads + b->begin, b->recv, b->counts, d->z->dp_comm, COMM_DP,
+        comm_ireduce_scatter_sum(d->m->grads + b->begin, b->recv, b->counts, d->z->dp_group, COMM_DP,
                                  &b->req);
     else
         comm_iallreduce_sum(d->m->grads + b->begin, b->end - b->begin,
-                            b->experts ? d->edp_comm : d->dp_comm, COMM_DP, &b->req);
+                            b->experts ? d->edp_group : d->dp_group, COMM_DP, &b->req);
     b->started = true;
 }
 
@@ -84,17 +85,14 @@ void dp_sync_layer_done(void *ctx, int layer) {
         }
     }
     /* OpenMPI progresses non-blocking collectives inside MPI calls: give it a chance. */
-    for (int i = 0; i < d->n; i++) {
-        int done = 0;
-        if (d->b[i].started && d->b[i].req != MPI_REQUEST_NULL)
-            MPI_CHECK(MPI_Test(&d->b[i].req, &done, MPI_STATUS_IGNORE));
-    }
+    for (int i = 0; i < d->n; i++)
+        if (d->b[i].started) (void)comm_test(&d->b[i].req);
 }
 
 /* Sum the two copies of the tied wte gradient (first and last pipeline stage). */
 static void tied_embedding_sum(dp_sync_t *d) {
     const param_t *wte = params_find(&d->m->P, "wte");
-    if (wte->held) comm_allreduce_sum(d->m->grads + wte->offset, wte->numel, d->embed_comm, COMM_EMBED);
+    if (wte->held) comm_allreduce_sum(d->m->grads + wte->offset, wte->numel, d->embed_group, COMM_EMBED);
 }
 
 void dp_sync_finish(dp_sync_t *d) {
@@ -102,7 +100,7 @@ void dp_sync_finish(dp_sync_t *d) {
         zero_grads_finish_step(d->z);
         return;
     }
-    if (d->embed_comm != MPI_COMM_NULL && d->m->tied) tied_embedding_sum(d);
+    if (d->embed_group && d->m->tied) tied_embedding_sum(d);
     if (d->dp == 1) d->m->ops->quantize(d->m->grads, d->m->P.total, d->grad_dtype);
     if (d->dp > 1)
         for (int i = 0; i < d->n; i++)
@@ -114,6 +112,6 @@ void dp_sync_finish(dp_sync_t *d) {
         /* ZeRO >= 2 with ep > 1: a dense bucket's part was summed over one ep rank's replicas;
          * the ep group adds the other ep ranks' */
         if (d->z->stage >= 2 && d->z->ep > 1 && !b->experts && b->counts[d->z->rank] > 0)
-            comm_allreduce_sum(b->recv, (size_t)b->counts[d->z->rank], d->z->ep_comm, COMM_DP);
+            comm_allreduce_sum(b->recv, (size_t)b->counts[d->z->rank], d->z->ep_group, COMM_DP);
     }
 }

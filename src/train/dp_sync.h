@@ -9,7 +9,6 @@
  * Owns: the buckets and their requests. Uses: model/gpt, parallel/comm. Used by: train/trainer. */
 #ifndef LLMT_DP_SYNC_H
 #define LLMT_DP_SYNC_H
-#include <mpi.h>
 #include <stdbool.h>
 #include "model/gpt.h"
 #include "train/zero.h"
@@ -18,8 +17,8 @@ typedef struct dp_bucket {
     size_t begin, end;  /* float range of the flat gradient buffer */
     int ready_layer;    /* final once the backward of this layer is done (-1: at the very end) */
     bool started;
-    bool experts;       /* expert tensors only: reduced over their replicas (edp_comm) */
-    MPI_Request req;
+    bool experts;       /* expert tensors only: reduced over their replicas (edp_group) */
+    comm_req_t req;
     int *counts;        /* ZeRO >= 2: [dp] the bucket's part in each dp rank's partition */
     float *recv;        /* ZeRO >= 2: where this rank's part lands in grad_shard */
 } dp_bucket_t;
@@ -27,8 +26,8 @@ typedef struct dp_bucket {
 typedef struct dp_sync {
     gpt_t *m;
     zero_t *z;
-    MPI_Comm dp_comm, embed_comm;
-    MPI_Comm edp_comm;   /* expert parallelism: the ranks holding the same experts */
+    const comm_group_t *dp_group, *embed_group; /* embed_group: NULL on middle stages */
+    const comm_group_t *edp_group; /* expert parallelism: the ranks holding the same experts */
     int dp;
     dtype_t grad_dtype;  /* gradients are stored as this type before their reduction */
     dp_bucket_t *b;
@@ -36,10 +35,11 @@ typedef struct dp_sync {
     int started_early; /* buckets started inside the backward in the last step (for reports) */
 } dp_sync_t;
 
-/* edp_comm: the ranks that hold the same experts (dp_comm without expert parallelism): expert
+/* edp_group: the ranks that hold the same experts (dp_group without expert parallelism): expert
  * tensors get buckets of their own, reduced over it. */
-void dp_sync_create(dp_sync_t *d, gpt_t *m, zero_t *z, MPI_Comm dp_comm, MPI_Comm embed_comm,
-                    MPI_Comm edp_comm, int dp, double bucket_mb);
+void dp_sync_create(dp_sync_t *d, gpt_t *m, zero_t *z, const comm_group_t *dp_group,
+                    const comm_group_t *embed_group, const comm_group_t *edp_group, int dp,
+                    double bucket_mb);
 void dp_sync_destroy(dp_sync_t *d);
 /* A gpt_layer_hook_t: after `layer`'s backward of the last micro-batch. ctx is the dp_sync_t. */
 void dp_sync_layer_done(void *ctx, int layer);

@@ -11,7 +11,7 @@
 #include "core/fault.h"
 #include "core/rng.h"
 #include "io/tokenizer.h"
-#include "parallel/comm.h"
+#include "parallel/comm_host.h"
 #include "train/trainer.h"
 
 /* Index of the largest logit. */

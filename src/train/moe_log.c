@@ -45,7 +45,7 @@ static void warn_collapse(moe_t *q, int l, double share, int64_t step, bool root
                l, 100.0 * share, q->collapse_share, q->collapse_steps, (long long)step);
 }
 
-void moe_log_step(moe_log_t *lg, gpt_t *m, int64_t step, bool root) {
+void moe_log_step(moe_log_t *lg, gpt_t *m, const comm_group_t *world, int64_t step, bool root) {
     size_t len = 0;
     if (!lg->record) append(lg, &len, "%s", "");
     lg->record[0] = '\0';
@@ -55,7 +55,7 @@ void moe_log_step(moe_log_t *lg, gpt_t *m, int64_t step, bool root) {
     if (!q) return;
     const int E = q->E, per = E + MOE_STAT_SCALARS;
     double *all = xcalloc((size_t)moe_stats_floats(m), sizeof(double));
-    moe_stats_reduce(m, MPI_COMM_WORLD, all);
+    moe_stats_reduce(m, world, all);
     /* the totals first (and the collapse watch), then each block's members */
     double assigned = 0, dropped = 0, worst = 0, cv, share;
     for (int l = 0; l < m->L; l++) {

@@ -20,6 +20,6 @@ typedef struct moe_log {
 
 /* After a step's gradients (collective over the world: every rank calls it, MoE or not; does
  * nothing without experts). step is 1-based as logged; root prints the warning. */
-void moe_log_step(moe_log_t *lg, gpt_t *m, int64_t step, bool root);
+void moe_log_step(moe_log_t *lg, gpt_t *m, const comm_group_t *world, int64_t step, bool root);
 void moe_log_free(moe_log_t *lg);
 #endif

@@ -47,7 +47,7 @@ void pipe_create(pipe_t *p, gpt_t *m, const grid_t *g, int n_micro, pipe_schedul
                  int v) {
     memset(p, 0, sizeof *p);
     p->m = m;
-    p->pp_comm = g->pp_comm;
+    p->pp_group = g->pp_group;
     p->pp = g->pp;
     p->stage = g->rank_pp;
     p->n_micro = n_micro;
@@ -55,9 +55,8 @@ void pipe_create(pipe_t *p, gpt_t *m, const grid_t *g, int n_micro, pipe_schedul
     p->v = schedule == SCHED_INTERLEAVED ? v : 1;
     ASSERT(m->n_chunks == p->v);
     build_checked(&p->train, p, n_micro, true);
-    p->fwd_send = xmalloc(sizeof(MPI_Request) * (size_t)m->par.n_slots);
-    p->bwd_send = xmalloc(sizeof(MPI_Request) * (size_t)m->par.n_slots);
-    for (int s = 0; s < m->par.n_slots; s++) p->fwd_send[s] = p->bwd_send[s] = MPI_REQUEST_NULL;
+    p->fwd_send = xcalloc((size_t)m->par.n_slots, sizeof(comm_req_t)); /* zero: COMM_REQ_NULL */
+    p->bwd_send = xcalloc((size_t)m->par.n_slots, sizeof(comm_req_t));
 }
 
 void pipe_set_micro_batches(pipe_t *p, int n_micro) {
@@ -144,21 +143,21 @@ static void weight_grad(pipe_t *p, const sched_act_t *a) {
 static void run_action(pipe_t *p, run_t *r, const sched_act_t *a) {
     gpt_slot_t *sl = &p->m->slot[a->slot];
     const size_t NC = (size_t)r->B * r->T * (size_t)p->m->C;
-    MPI_Request req;
+    comm_req_t req;
     wait_slot(p, a);
     switch (a->op) {
     case ACT_RECV_F:
     case ACT_RECV_B:
-        comm_irecv(a->op == ACT_RECV_F ? sl->input : sl->dout, NC, a->peer, a->tag, p->pp_comm,
+        comm_irecv(a->op == ACT_RECV_F ? sl->input : sl->dout, NC, a->peer, a->tag, p->pp_group,
                    &req);
         comm_wait_recv(&req, NC);
         break;
     case ACT_SEND_F:
-        comm_isend(p->last_out, NC, a->peer, a->tag, p->pp_comm, COMM_PP, &p->fwd_send[a->slot]);
+        comm_isend(p->last_out, NC, a->peer, a->tag, p->pp_group, COMM_PP, &p->fwd_send[a->slot]);
         p->p2p_bytes += NC * sizeof(float);
         break;
     case ACT_SEND_B:
-        comm_isend(sl->dout, NC, a->peer, a->tag, p->pp_comm, COMM_PP, &p->bwd_send[a->slot]);
+        comm_isend(sl->dout, NC, a->peer, a->tag, p->pp_group, COMM_PP, &p->bwd_send[a->slot]);
         p->p2p_bytes += NC * sizeof(float);
         break;
     case ACT_F: forward(p, r, a); break;

@@ -14,7 +14,6 @@
  * model/gpt, parallel/. Used by: train/trainer, train/planner. */
 #ifndef LLMT_PIPELINE_H
 #define LLMT_PIPELINE_H
-#include <mpi.h>
 #include <stdbool.h>
 #include "model/gpt.h"
 #include "parallel/grid.h"
@@ -24,13 +23,13 @@ typedef sched_kind_t pipe_schedule_t;
 
 typedef struct pipe {
     gpt_t *m;
-    MPI_Comm pp_comm;
+    const comm_group_t *pp_group;
     int pp, stage, n_micro, v;
     pipe_schedule_t schedule;
     schedule_t train;                 /* the step's lists (all ranks: the simulator needs them) */
     schedule_t eval;                  /* forward only, for eval_n micro-batches (built on use) */
     int eval_n;
-    MPI_Request *fwd_send, *bwd_send; /* [n_slots] pending sends of each slot's buffers */
+    comm_req_t *fwd_send, *bwd_send;  /* [n_slots] pending sends of each slot's buffers */
     const float *last_out;            /* the output of the last F (its SEND_F follows) */
     int inflight, max_inflight;       /* (chunk, micro-batch) activations held (until B, or
                                          with a split backward until W) */

@@ -81,9 +81,9 @@ void plan_rank(const config_t *cfg, int tp_rank, int pp_rank, int mb, int accum,
     const pipe_schedule_t sched = pipe_schedule_from_name(cfg->schedule);
     const bool staged = zero >= 2 && cfg->pp == 1 && sched == SCHED_1F1B;
     const int v = sched == SCHED_INTERLEAVED ? cfg->virtual_stages : 1;
-    gpt_parallel_t par = {cfg->tp, tp_rank, cfg->pp, pp_rank, MPI_COMM_SELF,
+    gpt_parallel_t par = {cfg->tp, tp_rank, cfg->pp, pp_rank, comm_group_self(),
                           pipe_slots_needed(sched, cfg->pp, v, pp_rank, accum), v,
-                          sched == SCHED_ZBH1, cfg->ep, 0, MPI_COMM_SELF};
+                          sched == SCHED_ZBH1, cfg->ep, 0, comm_group_self()};
     gpt_t m;
     gpt_plan(&m, cfg, ops_cpu(), mb, T, &par, zero >= 3, staged);
     double *b = out->bytes;

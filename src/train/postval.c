@@ -6,14 +6,15 @@
 
 size_t postval_floats(size_t n) { return 3 * (n ? n : 1); }
 
-void postval_create(postval_t *pv, const ops_t *ops, size_t n) {
+void postval_create(postval_t *pv, const ops_t *ops, size_t n, const comm_group_t *world) {
     memset(pv, 0, sizeof *pv);
     const size_t k = n ? n : 1;
     pv->n = n;
     pv->target = ops->alloc(k * sizeof(float), MEM_OPTIMIZER);
     pv->m = ops->alloc(k * sizeof(float), MEM_OPTIMIZER);
     pv->v = ops->alloc(k * sizeof(float), MEM_OPTIMIZER);
-    pv->req = MPI_REQUEST_NULL;
+    pv->req = COMM_REQ_NULL;
+    pv->world = world;
 }
 
 void postval_destroy(postval_t *pv, const ops_t *ops) {
@@ -28,7 +29,7 @@ void postval_start(postval_t *pv, double loss_part, double z_loss_part, double s
     pv->red[0] = loss_part;
     pv->red[1] = z_loss_part;
     pv->red[2] = sumsq;
-    comm_iallreduce_sum_double(pv->red, 3, MPI_COMM_WORLD, COMM_OTHER, &pv->req);
+    comm_iallreduce_sum_double(pv->red, 3, pv->world, COMM_OTHER, &pv->req);
 }
 
 void postval_wait(postval_t *pv, double *loss, double *z_loss, double *sumsq) {

@@ -12,7 +12,6 @@
  * parallel/comm. Used by: train/trainer, train/planner. */
 #ifndef LLMT_POSTVAL_H
 #define LLMT_POSTVAL_H
-#include <mpi.h>
 #include <stdint.h>
 #include "train/optimizer.h"
 #include "train/zero.h"
@@ -22,13 +21,14 @@ typedef struct postval {
     size_t n;
     int64_t t;
     double red[3];         /* loss, z-loss and the owned sum of squares, reduced over all ranks */
-    MPI_Request req;
+    comm_req_t req;
+    const comm_group_t *world; /* every rank: the reduction of red */
     int64_t undone;        /* optimistic updates undone so far */
 } postval_t;
 
 /* Floats of the copies for n optimizer elements (the planner's count). */
 size_t postval_floats(size_t n);
-void postval_create(postval_t *pv, const ops_t *ops, size_t n);
+void postval_create(postval_t *pv, const ops_t *ops, size_t n, const comm_group_t *world);
 void postval_destroy(postval_t *pv, const ops_t *ops);
 /* Start summing (loss, z-loss, sumsq) over MPI_COMM_WORLD; postval_wait returns the sums. */
 void postval_start(postval_t *pv, double loss_part, double z_loss_part, double sumsq);

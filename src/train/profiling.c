@@ -10,7 +10,7 @@
 #include "core/fileio.h"
 #include "core/prof.h"
 #include "core/timer.h"
-#include "parallel/comm.h"
+#include "parallel/comm_host.h"
 
 #define MAX_EVENTS_PER_RANK ((size_t)1 << 20) /* 48 MiB per rank at most */
 

@@ -19,7 +19,7 @@
 #include "core/fileio.h"
 #include "core/rng.h"
 #include "core/thread.h"
-#include "parallel/comm.h"
+#include "parallel/comm_host.h"
 
 #define LOCK_NAME ".llmtrain.lock"
 

@@ -9,7 +9,7 @@
 #include "core/alloc.h"
 #include "core/error.h"
 #include "core/fileio.h"
-#include "parallel/comm.h"
+#include "parallel/comm_host.h"
 
 #define HOST_LEN 256
 

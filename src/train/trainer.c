@@ -17,7 +17,7 @@
 #include "core/version.h"
 #include "core/timer.h"
 #include "io/checkpoint.h"
-#include "parallel/comm.h"
+#include "parallel/comm_host.h"
 #include "parallel/watchdog.h"
 #include "train/checkpointing.h"
 #include "train/lr.h"
@@ -241,7 +241,7 @@ static double measure_dp_allreduce_ms(trainer_t *tr) {
     for (int i = 0; i < 2; i++) {
         comm_barrier(tr->grid->dp_comm, "measuring the dp all-reduce");
         double t0 = now_sec();
-        comm_allreduce_sum(tr->model.grads, tr->model.P.total, tr->grid->dp_comm, COMM_OTHER);
+        comm_allreduce_sum(tr->model.grads, tr->model.P.total, tr->grid->dp_group, COMM_OTHER);
         double dt = now_sec() - t0;
         if (dt < best) best = dt;
     }
@@ -390,9 +390,9 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
     char why[400];
     comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, "pipeline schedule",
                        schedule_error(tr, sched, v, why, sizeof why));
-    gpt_parallel_t par = {grid->tp, grid->rank_tp, grid->pp, grid->rank_pp, grid->tp_comm,
+    gpt_parallel_t par = {grid->tp, grid->rank_tp, grid->pp, grid->rank_pp, grid->tp_group,
                           pipe_slots_needed(sched, grid->pp, v, grid->rank_pp, tr->accum), v,
-                          sched == SCHED_ZBH1, grid->ep, grid->rank_ep, grid->ep_comm};
+                          sched == SCHED_ZBH1, grid->ep, grid->rank_ep, grid->ep_group};
     /* the ZeRO partitions of the flat buffer the model will have, before the model: ZeRO-3
      * gives the model its weight provider */
     params_t P;
@@ -403,10 +403,10 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
      * rank, are sharded edp ways) */
     const bool ep = grid->ep > 1;
     zero_create(&tr->zero, cfg->zero_stage, ep ? grid->edp : grid->dp, ep ? grid->rank_edp : grid->rank_dp,
-                ep ? grid->edp_comm : grid->dp_comm, P.total, ops);
+                ep ? grid->edp_group : grid->dp_group, P.total, ops);
     tr->zero.ep = grid->ep;
     tr->zero.rank_ep = grid->rank_ep;
-    tr->zero.ep_comm = grid->ep_comm;
+    tr->zero.ep_group = grid->ep_group;
     params_destroy(&P);
     if (cfg->zero_stage > 0 && tr->zero.dp == 1 && is_root(tr))
         printf("zero: &parallel zero_stage = %d with %s = 1 changes nothing (there is no replica "
@@ -419,8 +419,8 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
                staging);
     zero_attach(&tr->zero, &tr->model, cfg->zero3_resident);
     pipe_create(&tr->pipe, &tr->model, grid, tr->accum, sched, v);
-    dp_sync_create(&tr->dps, &tr->model, &tr->zero, grid->dp_comm, grid->embed_comm,
-                   grid->ep > 1 ? grid->edp_comm : grid->dp_comm, grid->dp, cfg->bucket_mb);
+    dp_sync_create(&tr->dps, &tr->model, &tr->zero, grid->dp_group, grid->embed_group,
+                   grid->ep > 1 ? grid->edp_group : grid->dp_group, grid->dp, cfg->bucket_mb);
     tr->pipe.last_micro_hook = dp_sync_layer_done;
     tr->pipe.hook_ctx = &tr->dps;
     tr->precision = dtype_from_name(cfg->precision);
@@ -431,7 +431,7 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
     loss_scaler_init(&tr->scaler, cfg);
     adamw_create(&tr->opt, ops, zero_state_floats(&tr->zero), tr->precision);
     tr->post_validate = sched == SCHED_ZBH1;
-    if (tr->post_validate) postval_create(&tr->pv, ops, zero_state_floats(&tr->zero));
+    if (tr->post_validate) postval_create(&tr->pv, ops, zero_state_floats(&tr->zero), grid->world_group);
     if (cfg->init_from[0]) {
         load_init_weights(tr);
     } else {
@@ -591,8 +591,8 @@ static double accumulate_gradients(trainer_t *tr) {
 
 /* The step's mean loss on every rank: the last stage has it, summed over pp and dp. */
 static double global_loss(trainer_t *tr, double loss_sum) {
-    comm_allreduce_sum_double(&loss_sum, 1, tr->grid->pp_comm, COMM_OTHER);
-    comm_allreduce_sum_double(&loss_sum, 1, tr->grid->dp_comm, COMM_OTHER);
+    comm_allreduce_sum_double(&loss_sum, 1, tr->grid->pp_group, COMM_OTHER);
+    comm_allreduce_sum_double(&loss_sum, 1, tr->grid->dp_group, COMM_OTHER);
     return loss_sum / (tr->accum * tr->grid->dp);
 }
 
@@ -601,7 +601,7 @@ static double global_loss(trainer_t *tr, double loss_sum) {
  * 0, the tied wte on the first stage), so the sum over all ranks counts every element once. */
 static double global_grad_norm(trainer_t *tr) {
     double sq = zero_grad_sumsq_owned(&tr->zero, &tr->model);
-    comm_allreduce_sum_double(&sq, 1, MPI_COMM_WORLD, COMM_OTHER);
+    comm_allreduce_sum_double(&sq, 1, tr->grid->world_group, COMM_OTHER);
     return sqrt(sq);
 }
 
@@ -887,7 +887,7 @@ static step_result_t train_step(trainer_t *tr) {
     watchdog_set_step(tr->step + 1);
     r.loss_scale = tr->scaler.scale;
     double loss_sum = accumulate_gradients(tr);
-    moe_log_step(&tr->moelog, &tr->model, r.step, is_root(tr));
+    moe_log_step(&tr->moelog, &tr->model, tr->grid->world_group, r.step, is_root(tr));
     if (tr->step == cfg->dump_grads_step) dump_grads(tr);
     if (tr->step == cfg->inject_nan_step) inject_nonfinite(tr, NAN);
     if (tr->step == cfg->inject_overflow_step) inject_nonfinite(tr, INFINITY);
@@ -938,8 +938,8 @@ double trainer_validate(trainer_t *tr) {
         if (!bad) sum += pipe_run(&tr->pipe, tr->inputs, tr->targets, 1, B, T, false, 0.0f);
     }
     agree_on_data_error(tr->cfg, tr->grid->dp_comm, bad, err);
-    comm_allreduce_sum_double(&sum, 1, tr->grid->pp_comm, COMM_OTHER);
-    comm_allreduce_sum_double(&sum, 1, tr->grid->dp_comm, COMM_OTHER);
+    comm_allreduce_sum_double(&sum, 1, tr->grid->pp_group, COMM_OTHER);
+    comm_allreduce_sum_double(&sum, 1, tr->grid->dp_group, COMM_OTHER);
     return sum / n;
 }
 

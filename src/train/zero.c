@@ -9,13 +9,13 @@
 /* Partitions start on 16-float (64-byte) boundaries like the parameters themselves. */
 #define ZERO_ALIGN 16
 
-void zero_create(zero_t *z, int stage, int dp, int rank, MPI_Comm dp_comm, size_t total,
+void zero_create(zero_t *z, int stage, int dp, int rank, const comm_group_t *dp_group, size_t total,
                  const ops_t *ops) {
     memset(z, 0, sizeof *z);
     z->stage = dp > 1 ? stage : 0;
     z->dp = dp;
     z->rank = rank;
-    z->dp_comm = dp_comm;
+    z->dp_group = dp_group;
     z->total = total;
     z->ops = ops;
     size_t s = (total + (size_t)dp - 1) / (size_t)dp;
@@ -44,7 +44,7 @@ void zero_create(zero_t *z, int stage, int dp, int rank, MPI_Comm dp_comm, size_
 }
 
 static void gbuf_free(zero_t *z, zero_gbuf_t *g) {
-    if (g->req != MPI_REQUEST_NULL) comm_wait(&g->req, COMM_DP);
+    if (comm_req_pending(&g->req)) comm_wait(&g->req, COMM_DP);
     if (g->buf) z->ops->free(g->buf);
     xfree(g->counts);
     xfree(g->displs);
@@ -52,7 +52,7 @@ static void gbuf_free(zero_t *z, zero_gbuf_t *g) {
 }
 
 static void gstage_free(zero_t *z, zero_gstage_t *g) {
-    if (g->req != MPI_REQUEST_NULL) comm_wait(&g->req, COMM_DP);
+    if (comm_req_pending(&g->req)) comm_wait(&g->req, COMM_DP);
     if (g->buf) z->ops->free(g->buf);
     if (g->recv) z->ops->free(g->recv);
     xfree(g->counts);
@@ -101,7 +101,7 @@ size_t zero_state_index(const zero_t *z, size_t i) { return z->stage == 0 ? i : 
 void zero_allgather_params(zero_t *z, float *params) {
     zero3_invalidate(z); /* stage 3: the next use gathers the updated partitions */
     if (z->stage != 1 && z->stage != 2) return;
-    comm_allgatherv_float(params, z->counts, z->displs, z->dp_comm, COMM_DP,
+    comm_allgatherv_float(params, z->counts, z->displs, z->dp_group, COMM_DP,
                           "ZeRO parameter all-gather");
 }
 
@@ -122,7 +122,7 @@ double zero_grad_sumsq_owned(const zero_t *z, const gpt_t *m) {
 }
 
 void zero_gather_to_root(const zero_t *z, const float *part, float *full) {
-    comm_gatherv_float(part, z->counts[z->rank], full, z->counts, z->displs, 0, z->dp_comm,
+    comm_gatherv_float(part, z->counts[z->rank], full, z->counts, z->displs, 0, z->dp_group,
                        "ZeRO checkpoint gather");
 }
 
@@ -136,7 +136,7 @@ void zero_take_partition(const zero_t *z, const float *full, float *part) {
 static void gbuf_init(zero_t *z, zero_gbuf_t *g, size_t floats) {
     memset(g, 0, sizeof *g);
     g->unit = GPT_UNIT_NONE;
-    g->req = MPI_REQUEST_NULL;
+    g->req = COMM_REQ_NULL;
     g->buf = z->ops->alloc((floats ? floats : 1) * sizeof(float), MEM_PARAMETERS);
     g->counts = xcalloc((size_t)z->dp, sizeof(int));
     g->displs = xcalloc((size_t)z->dp, sizeof(int));
@@ -145,7 +145,7 @@ static void gbuf_init(zero_t *z, zero_gbuf_t *g, size_t floats) {
 /* Start gathering unit u (flat range [lo, hi)) into g: every dp rank contributes the part of the
  * range inside its partition. Non-blocking; g->req finishes it. */
 static void gbuf_start(zero_t *z, zero_gbuf_t *g, int u) {
-    if (g->req != MPI_REQUEST_NULL) comm_wait(&g->req, COMM_DP); /* the buffer is reused */
+    if (comm_req_pending(&g->req)) comm_wait(&g->req, COMM_DP); /* the buffer is reused */
     gpt_unit_range(z->m, u, &g->lo, &g->hi);
     g->unit = u;
     g->ready = false;
@@ -157,12 +157,12 @@ static void gbuf_start(zero_t *z, zero_gbuf_t *g, int u) {
     }
     size_t mine = g->lo > z->lo ? g->lo : z->lo;
     const float *src = z->param_shard + (mine < z->hi ? mine - z->lo : 0);
-    comm_iallgatherv_float(src, g->buf, g->counts, g->displs, z->dp_comm, COMM_DP, &g->req);
+    comm_iallgatherv_float(src, g->buf, g->counts, g->displs, z->dp_group, COMM_DP, &g->req);
     z->gathers++;
 }
 
 static void gbuf_finish(zero_gbuf_t *g) {
-    if (g->req != MPI_REQUEST_NULL) comm_wait(&g->req, COMM_DP);
+    if (comm_req_pending(&g->req)) comm_wait(&g->req, COMM_DP);
     g->ready = true;
 }
 
@@ -218,7 +218,7 @@ const gpt_weight_provider_t *zero3_provider(zero_t *z) {
 static void gstage_init(zero_t *z, zero_gstage_t *g, size_t floats) {
     memset(g, 0, sizeof *g);
     g->unit = GPT_UNIT_NONE;
-    g->req = MPI_REQUEST_NULL;
+    g->req = COMM_REQ_NULL;
     g->buf = z->ops->alloc((floats ? floats : 1) * sizeof(float), MEM_GRADIENTS);
     g->recv = z->ops->alloc((floats ? floats : 1) * sizeof(float), MEM_COMM);
     g->counts = xcalloc((size_t)z->dp, sizeof(int));
@@ -226,7 +226,7 @@ static void gstage_init(zero_t *z, zero_gstage_t *g, size_t floats) {
 
 /* The pending reduce-scatter of g finished: its part joins the partition's gradient. */
 static void gstage_settle(zero_t *z, zero_gstage_t *g) {
-    if (g->req == MPI_REQUEST_NULL) return;
+    if (!comm_req_pending(&g->req)) return;
     comm_wait(&g->req, COMM_DP);
     const int n = g->counts[z->rank];
     if (n > 0) z->ops->add(z->grad_shard + g->part_lo, z->grad_shard + g->part_lo, g->recv, (size_t)n);
@@ -258,7 +258,7 @@ static void grads_end(void *ctx, int u) {
     zero_t *z = ctx;
     zero_gstage_t *g = u >= 0 ? (zero_gstage_t *)z->s_in_use : gstage_of(z, u);
     z->ops->quantize(g->buf, g->hi - g->lo, z->grad_dtype);
-    comm_ireduce_scatter_sum(g->buf, g->recv, g->counts, z->dp_comm, COMM_DP, &g->req);
+    comm_ireduce_scatter_sum(g->buf, g->recv, g->counts, z->dp_group, COMM_DP, &g->req);
 }
 
 const gpt_grad_provider_t *zero_stage_grads(zero_t *z, bool possible) {
@@ -324,12 +324,12 @@ void zero3_invalidate(zero_t *z) {
     z->in_use = NULL;
     zero_gbuf_t *all[2] = {&z->embed, &z->final};
     for (int i = 0; i < 2; i++) {
-        if (all[i]->req != MPI_REQUEST_NULL) comm_wait(&all[i]->req, COMM_DP);
+        if (comm_req_pending(&all[i]->req)) comm_wait(&all[i]->req, COMM_DP);
         all[i]->ready = false;
         all[i]->unit = GPT_UNIT_NONE;
     }
     for (int i = 0; i < z->n_blocks; i++) {
-        if (z->blocks[i].req != MPI_REQUEST_NULL) comm_wait(&z->blocks[i].req, COMM_DP);
+        if (comm_req_pending(&z->blocks[i].req)) comm_wait(&z->blocks[i].req, COMM_DP);
         z->blocks[i].ready = false;
         z->blocks[i].unit = GPT_UNIT_NONE;
     }

@@ -19,11 +19,11 @@
  * Used by: train/ (optimizer, dp_sync, trainer, checkpointing). */
 #ifndef LLMT_ZERO_H
 #define LLMT_ZERO_H
-#include <mpi.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include "kernels/ops.h"
 #include "model/gpt.h"
+#include "parallel/comm.h"
 
 /* ZeRO-3: a gathered copy of one unit's weights (gpt.h units: a block, the embedding, the final
  * norm), filled by an all-gather of the unit's pieces from every dp partition. */
@@ -32,7 +32,7 @@ typedef struct zero_gbuf {
     size_t lo, hi;           /* the unit's flat range */
     int unit;                /* GPT_UNIT_NONE when empty */
     bool ready;              /* holds this step's values */
-    MPI_Request req;         /* a gather in flight into buf */
+    comm_req_t req;          /* a gather in flight into buf */
     int *counts, *displs;    /* [dp] the pieces of the unit's range */
 } zero_gbuf_t;
 
@@ -45,13 +45,13 @@ typedef struct zero_gstage {
     float *recv;             /* this rank's part of the reduced unit gradient */
     size_t part_lo;          /* ... which is grad_shard[part_lo, part_lo + counts[rank]) */
     int *counts;             /* [dp] */
-    MPI_Request req;
+    comm_req_t req;
 } zero_gstage_t;
 
 typedef struct zero {
     int stage;              /* effective stage (0 when dp = 1) */
     int dp, rank;           /* the dp group and this rank's place in it */
-    MPI_Comm dp_comm;
+    const comm_group_t *dp_group;
     size_t total;           /* floats in the flat local buffer */
     size_t shard;           /* floats per partition (the last one may be shorter) */
     size_t lo, hi;          /* this rank's partition [lo, hi) */
@@ -77,14 +77,14 @@ typedef struct zero {
     /* expert parallelism (ep > 1): the group above is the experts' replicas (edp), so the
      * expert tensors are partitioned among the ranks that hold them; the dense tensors, the
      * same on every ep rank, are owned (norm) on ep rank 0 and their gradients summed over
-     * ep_comm too (ZeRO >= 2) */
+     * ep_group too (ZeRO >= 2) */
     int ep, rank_ep;
-    MPI_Comm ep_comm;
+    const comm_group_t *ep_group;
 } zero_t;
 
 /* Partition a flat buffer of `total` floats over the dp group; allocates the shard buffers the
  * stage needs. `stage` as configured (0..3). */
-void zero_create(zero_t *z, int stage, int dp, int rank, MPI_Comm dp_comm, size_t total,
+void zero_create(zero_t *z, int stage, int dp, int rank, const comm_group_t *dp_group, size_t total,
                  const ops_t *ops);
 /* Stage >= 2: stage the gradients per micro-batch (possible when every micro-batch's backward
  * ends before the next one's begins: pp = 1 with 1F1B); call before zero_attach / the model.

@@ -5,7 +5,8 @@
 # the GPU check programs link. Then the GPU
 # opening llmtrain does for &run device = 'cuda' (build-cuda/gpu/device_probe): without a usable
 # GPU (this machine) every rank of 2 exits 2 with one message naming the cause; with one, the GPU
-# table. Skipped (77) where nvcc is not installed.
+# table. The GPU-free NCCL tests (validation/unit/cuda/test_comm_nccl.c) run on 4 ranks. Skipped (77)
+# where nvcc is not installed.
 source "$(dirname "$0")/lib.bash"
 cuda_home=$(sed -n 's/^CUDA_HOME *= *//p' Makefile.inc)
 nvcc="${cuda_home:-/usr/local/cuda}/bin/nvcc"
@@ -30,6 +31,16 @@ for prog in build-cuda/llmtrain build-cuda/gpu/test_cuda_ops build-cuda/gpu/devi
 done
 if grep -n 'warning' "$TEST_DIR/build.log"; then fail "the CUDA link: warnings (above)"; fi
 echo "build-cuda/llmtrain and the GPU check programs (test_cuda_ops, device_probe, check_attn_matmul) link"
+# the GPU-free parts of NCCL under the data path (validation/unit/cuda/test_comm_nccl.c): the
+# unique id over each MPI sub-communicator, NCCL's own words when no GPU can be used
+make --no-print-directory -j2 CUDA=1 build-cuda/tests/cuda/test_comm_nccl >>"$TEST_DIR/build.log" 2>&1 ||
+    { tail -20 "$TEST_DIR/build.log"; fail "build-cuda/tests/cuda/test_comm_nccl does not build"; }
+timeout 120 $MPIRUN -n 4 build-cuda/tests/cuda/test_comm_nccl >"$TEST_DIR/nccl.log" 2>&1 ||
+    { cat "$TEST_DIR/nccl.log"; fail "test_comm_nccl on 4 ranks"; }
+n=$(grep -c '^\[       OK \]' "$TEST_DIR/nccl.log")
+[ "$n" -eq 12 ] || { cat "$TEST_DIR/nccl.log"; fail "test_comm_nccl: $n cases passed over 4 ranks, expected 12"; }
+grep '^no GPU: ' "$TEST_DIR/nccl.log" || true
+echo "test_comm_nccl: 3 cases on each of 4 ranks passed (NCCL ids over MPI sub-communicators)"
 $MPIRUN -n 2 build-cuda/gpu/device_probe bf16 >"$TEST_DIR/probe.log" 2>&1
 rc=$?
 cat "$TEST_DIR/probe.log"

@@ -9,7 +9,7 @@
  *   (the products are exact, only the order of fp32 additions differs).
  * Build: make CUDA=1 build-cuda/gpu/check_attn_matmul (validation/gpu/run.sh runs it). */
 #include "kernels/cuda/cuda_kernels.h"
-#include "kernels/cuda/cuda_check.h"
+#include "core/cuda_check.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

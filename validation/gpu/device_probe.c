@@ -10,7 +10,7 @@
 #include <string.h>
 #include "core/error.h"
 #include "kernels/cuda/device.h"
-#include "parallel/comm.h"
+#include "parallel/comm_host.h"
 #include "parallel/topology.h"
 
 int main(int argc, char **argv) {

@@ -25,7 +25,7 @@
  * word3 + h), exactly the CPU's (kernels/cpu/dropout.c); no mask is stored.
  * Work is on the legacy default stream 0. Uses: philox.cuh, cuda_check.h. */
 #include "kernels/cuda/cuda_kernels.h"
-#include "kernels/cuda/cuda_check.h"
+#include "core/cuda_check.h"
 #include "kernels/cuda/philox.cuh"
 #include <math.h>
 

@@ -2,7 +2,7 @@
  * order: the same bits on every run for a given block size), the bf16/fp16 rounding of a
  * low-precision store (bit for bit kernels/cpu/quantize.c, hence kernels/precision.h), launch
  * sizes for grid-stride loops, and the one growable device buffer an op may keep.
- * Owns: inline functions only (no state). Uses: kernels/cuda/cuda_check.h, kernels/precision.h.
+ * Owns: inline functions only (no state). Uses: core/cuda_check.h, kernels/precision.h.
  * Used by: the kernels/cuda .cu files. Kept stable: other CUDA files include it read-only. */
 #ifndef LLMT_CUDA_COMMON_CUH
 #define LLMT_CUDA_COMMON_CUH
@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cuda_runtime.h>
-#include "kernels/cuda/cuda_check.h" /* and core/error.h, which has C linkage for C++ itself */
+#include "core/cuda_check.h" /* and core/error.h, which has C linkage for C++ itself */
 #include "kernels/precision.h"
 
 /* Threads per block of the element-wise kernels and of the one-block-per-row kernels. */

@@ -3,9 +3,9 @@
 #include "kernels/cuda/device.h"
 #include "core/alloc.h"
 #include "core/error.h"
-#include "kernels/cuda/cuda_check.h"
+#include "core/cuda_check.h"
 #include "kernels/cuda/device_plan.h"
-#include "parallel/comm.h"
+#include "parallel/comm_host.h"
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <string.h>

@@ -27,7 +27,7 @@
  * Uses: cuBLASLt, cuda_check.h. */
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cuda_matmul.h"
-#include "kernels/cuda/cuda_check.h"
+#include "core/cuda_check.h"
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

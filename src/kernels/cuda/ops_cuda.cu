@@ -6,7 +6,7 @@
  * core/alloc.h (category names). Used by: main.c (device = 'cuda'), validation/gpu/. */
 #include "core/alloc.h"
 #include "core/error.h"
-#include "kernels/cuda/cuda_check.h"
+#include "core/cuda_check.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/device_plan.h"

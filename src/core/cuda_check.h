@@ -2,7 +2,8 @@
  * call prints "llmtrain: rank R: file:line: CALL failed: <the library's own message>" and aborts
  * the job (die_call), so no rank is left waiting. Launches are checked with CUDA_CHECK_LAUNCH()
  * right after the <<<...>>> (cudaGetLastError: a bad configuration is reported where it happened).
- * Owns: the macros. Uses: core/error.h, the CUDA runtime. Used by: kernels/cuda/. */
+ * Owns: the macros. Uses: core/error.h, the CUDA runtime. Used by: kernels/cuda/ and
+ * parallel/comm_nccl.c (CUDA build only: nothing else includes it). */
 #ifndef LLMT_CUDA_CHECK_H
 #define LLMT_CUDA_CHECK_H
 #include <cuda_runtime.h>

@@ -1,0 +1,371 @@
+/* test_comm_seam.c — the data path's two ways (parallel/comm.h): every call on a group with a
+ * device transport attached (comm_transport.h) gives what the same call gives on the same ranks
+ * by MPI, and its requests behave (pending until the transport's event completes, comm_test,
+ * comm_wait, statistics). The transport here is a host one written for the test: each operation
+ * is the matching non-blocking MPI call on a duplicate communicator, its "event" that MPI request,
+ * completed only after a few polls (a device event is not ready at once). A comm.c that handed a
+ * transport the wrong piece, peer, count or pointer, or forgot to wait, gives different numbers.
+ * Reference: the MPI path of the same call (itself checked by every multi-rank e2e test).
+ * Run alone (1 rank) and by validation/e2e/comm_seam_ranks.sh on 3 ranks (uneven pieces). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+#include <mpi.h>
+#include "parallel/comm.h"
+#include "parallel/comm_host.h"
+#include "parallel/comm_transport.h"
+
+/* ---- the host transport ---------------------------------------------------------------------- */
+
+typedef struct host_event {
+    MPI_Request req[2]; /* a send and a receive for the exchanges, else one */
+    int n_req;
+    int polls_left;     /* not ready before this many polls */
+    MPI_Datatype row;   /* alltoallv: freed on completion */
+} host_event_t;
+
+typedef struct host_ctx {
+    MPI_Comm comm; /* a duplicate: the transport's traffic never meets the MPI path's */
+    int size, rank;
+    long started, polled_done, detached;
+} host_ctx_t;
+
+static host_event_t *event_new(host_ctx_t *c) {
+    host_event_t *e = calloc(1, sizeof *e);
+    e->polls_left = 3;
+    e->row = MPI_DATATYPE_NULL;
+    c->started++;
+    return e;
+}
+
+static void *h_allreduce(void *ctx, float *x, size_t n, comm_op_t op) {
+    host_ctx_t *c = ctx;
+    host_event_t *e = event_new(c);
+    MPI_Iallreduce(MPI_IN_PLACE, x, (int)n, MPI_FLOAT, op == COMM_SUM ? MPI_SUM : MPI_MAX, c->comm,
+                   &e->req[e->n_req++]);
+    return e;
+}
+
+static void *h_reduce_scatter(void *ctx, const float *x, float *out, const int *counts) {
+    host_ctx_t *c = ctx;
+    host_event_t *e = event_new(c);
+    MPI_Ireduce_scatter(x, out, counts, MPI_FLOAT, MPI_SUM, c->comm, &e->req[e->n_req++]);
+    return e;
+}
+
+static void *h_allgatherv(void *ctx, const float *mine, float *all, const int *counts,
+                          const int *displs) {
+    host_ctx_t *c = ctx;
+    host_event_t *e = event_new(c);
+    /* the transport gets `mine` explicitly (it may be inside all): copy it out first */
+    float *copy = malloc(sizeof(float) * (size_t)(counts[c->rank] + 1));
+    memcpy(copy, mine, sizeof(float) * (size_t)counts[c->rank]);
+    MPI_Allgatherv(copy, counts[c->rank], MPI_FLOAT, all, counts, displs, MPI_FLOAT, c->comm);
+    free(copy);
+    e->req[0] = MPI_REQUEST_NULL;
+    e->n_req = 1;
+    return e;
+}
+
+static void *h_send(void *ctx, const float *x, size_t n, int peer) {
+    host_ctx_t *c = ctx;
+    host_event_t *e = event_new(c);
+    MPI_Isend(x, (int)n, MPI_FLOAT, peer, 7, c->comm, &e->req[e->n_req++]);
+    return e;
+}
+
+static void *h_recv(void *ctx, float *x, size_t n, int peer) {
+    host_ctx_t *c = ctx;
+    host_event_t *e = event_new(c);
+    MPI_Irecv(x, (int)n, MPI_FLOAT, peer, 7, c->comm, &e->req[e->n_req++]);
+    return e;
+}
+
+static void *h_alltoallv(void *ctx, const float *send, const int *send_counts,
+                         const int *send_displs, float *recv, const int *recv_counts,
+                         const int *recv_displs, int width) {
+    host_ctx_t *c = ctx;
+    host_event_t *e = event_new(c);
+    MPI_Type_contiguous(width, MPI_FLOAT, &e->row);
+    MPI_Type_commit(&e->row);
+    MPI_Ialltoallv(send, send_counts, send_displs, e->row, recv, recv_counts, recv_displs, e->row,
+                   c->comm, &e->req[e->n_req++]);
+    return e;
+}
+
+static int h_poll(void *ctx, void *event) {
+    host_ctx_t *c = ctx;
+    host_event_t *e = event;
+    int done = 0;
+    MPI_Testall(e->n_req, e->req, &done, MPI_STATUSES_IGNORE);
+    if (!done || --e->polls_left > 0) return 0;
+    if (e->row != MPI_DATATYPE_NULL) MPI_Type_free(&e->row);
+    free(e);
+    c->polled_done++;
+    return 1;
+}
+
+static long detached_total;
+static void h_detach(void *ctx) {
+    host_ctx_t *c = ctx;
+    detached_total++;
+    MPI_Comm_free(&c->comm);
+    free(c);
+}
+
+static const comm_transport_t host_transport = {"host-test", h_allreduce, h_reduce_scatter,
+                                                h_allgatherv, h_send, h_recv, h_alltoallv,
+                                                h_poll, h_detach};
+
+/* Two groups over the same ranks: data by MPI, and data by the host transport. */
+typedef struct pair {
+    comm_group_t *mpi, *dev;
+    host_ctx_t *ctx;
+    int size, rank;
+} pair_t;
+
+static pair_t pair_make(void) {
+    pair_t p;
+    p.mpi = comm_group_create(MPI_COMM_WORLD, "test group");
+    p.dev = comm_group_create(MPI_COMM_WORLD, "test group");
+    p.ctx = calloc(1, sizeof *p.ctx);
+    MPI_Comm_dup(MPI_COMM_WORLD, &p.ctx->comm);
+    MPI_Comm_size(MPI_COMM_WORLD, &p.size);
+    MPI_Comm_rank(MPI_COMM_WORLD, &p.rank);
+    p.ctx->size = p.size;
+    p.ctx->rank = p.rank;
+    comm_group_attach(p.dev, &host_transport, p.ctx);
+    return p;
+}
+
+static void pair_free(pair_t *p) {
+    comm_group_destroy(&p->mpi);
+    comm_group_destroy(&p->dev);
+}
+
+/* x[i] = a value particular to (rank, i, salt), exact in float */
+static void fill(float *x, size_t n, int rank, int salt) {
+    for (size_t i = 0; i < n; i++) x[i] = (float)(rank * 1000 + (int)(i * 7 % 97) - 40 + salt) * 0.25f;
+}
+
+static void assert_same(const float *a, const float *b, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != b[i]) fail_msg("element %zu: %g by the transport, %g by MPI", i, a[i], b[i]);
+}
+
+/* uneven pieces: rank r gets 2r + 1 (+ the remainder on the last), one rank may get 0 */
+static void pieces(int size, int total, int *counts, int *displs) {
+    int at = 0;
+    for (int r = 0; r < size; r++) {
+        counts[r] = r == size - 1 ? total - at : (size > 2 && r == 1 ? 0 : 2 * r + 1);
+        displs[r] = at;
+        at += counts[r];
+    }
+}
+
+/* ---- the cases --------------------------------------------------------------------------------- */
+
+static void groups_say_how_their_data_travels(void **state) {
+    (void)state;
+    pair_t p = pair_make();
+    assert_false(comm_group_on_device(p.mpi));
+    assert_true(comm_group_on_device(p.dev));
+    assert_int_equal(comm_group_size(p.dev), p.size);
+    assert_int_equal(comm_group_rank(p.dev), p.rank);
+    assert_non_null(strstr(comm_group_peers(p.dev), "test group rank"));
+    assert_int_equal(comm_group_size(comm_group_self()), 1);
+    const long before = detached_total;
+    pair_free(&p);
+    assert_null(p.dev);
+    assert_int_equal(detached_total, before + 1); /* the transport is released with its group */
+}
+
+static void allreduce_sum_and_max_equal_mpis(void **state) {
+    (void)state;
+    pair_t p = pair_make();
+    enum { N = 37 };
+    float a[N], b[N];
+    fill(a, N, p.rank, 1);
+    memcpy(b, a, sizeof a);
+    comm_allreduce_sum(a, N, p.dev, COMM_TP);
+    comm_allreduce_sum(b, N, p.mpi, COMM_TP);
+    assert_same(a, b, N);
+    fill(a, N, p.rank, 2);
+    memcpy(b, a, sizeof a);
+    comm_allreduce_max(a, N, p.dev, COMM_TP);
+    comm_allreduce_max(b, N, p.mpi, COMM_TP);
+    assert_same(a, b, N);
+    /* a blocking call returns only after the transport's event completed */
+    assert_int_equal(p.ctx->polled_done, p.size > 1 ? 2 : 0);
+    pair_free(&p);
+}
+
+static void nonblocking_allreduce_is_pending_until_waited(void **state) {
+    (void)state;
+    pair_t p = pair_make();
+    enum { N = 1000 };
+    float *a = malloc(N * sizeof(float)), *b = malloc(N * sizeof(float));
+    fill(a, N, p.rank, 3);
+    memcpy(b, a, N * sizeof(float));
+    comm_req_t ra = COMM_REQ_NULL, rb = COMM_REQ_NULL;
+    const long calls = comm_stats()->calls[COMM_DP];
+    comm_iallreduce_sum(a, N, p.dev, COMM_DP, &ra);
+    comm_iallreduce_sum(b, N, p.mpi, COMM_DP, &rb);
+    if (p.size > 1) {
+        assert_true(comm_req_pending(&ra));
+        assert_true(ra.on_device);
+        assert_int_equal(comm_stats()->calls[COMM_DP], calls + 2);
+        /* the first test cannot see it done: the event needs three polls */
+        assert_false(comm_test(&ra));
+        assert_true(comm_req_pending(&ra));
+    }
+    comm_wait(&ra, COMM_DP);
+    comm_wait(&rb, COMM_DP);
+    assert_false(comm_req_pending(&ra));
+    comm_wait(&ra, COMM_DP); /* waiting again (COMM_REQ_NULL) is fine */
+    assert_same(a, b, N);
+    assert_int_equal(p.ctx->started, p.ctx->polled_done); /* every event polled to completion */
+    free(a);
+    free(b);
+    pair_free(&p);
+}
+
+static void reduce_scatter_uneven_pieces_equal_mpis(void **state) {
+    (void)state;
+    pair_t p = pair_make();
+    enum { TOTAL = 29 };
+    int counts[16], displs[16];
+    pieces(p.size, TOTAL, counts, displs);
+    float x[TOTAL], oa[TOTAL] = {0}, ob[TOTAL] = {0};
+    fill(x, TOTAL, p.rank, 4);
+    comm_req_t ra, rb;
+    comm_ireduce_scatter_sum(x, oa, counts, p.dev, COMM_DP, &ra);
+    comm_ireduce_scatter_sum(x, ob, counts, p.mpi, COMM_DP, &rb);
+    comm_wait(&ra, COMM_DP);
+    comm_wait(&rb, COMM_DP);
+    assert_same(oa, ob, (size_t)counts[p.rank]);
+    pair_free(&p);
+}
+
+static void allgatherv_in_place_and_not_equal_mpis(void **state) {
+    (void)state;
+    pair_t p = pair_make();
+    enum { TOTAL = 23 };
+    int counts[16], displs[16];
+    pieces(p.size, TOTAL, counts, displs);
+    float a[TOTAL], b[TOTAL];
+    fill(a, TOTAL, -1, 0); /* what other ranks' pieces hold before: garbage */
+    memcpy(b, a, sizeof a);
+    fill(a + displs[p.rank], (size_t)counts[p.rank], p.rank, 5);
+    fill(b + displs[p.rank], (size_t)counts[p.rank], p.rank, 5);
+    comm_allgatherv_float(a, counts, displs, p.dev, COMM_DP, "test gather");
+    comm_allgatherv_float(b, counts, displs, p.mpi, COMM_DP, "test gather");
+    assert_same(a, b, TOTAL);
+    /* not in place: mine from elsewhere into a fresh buffer */
+    float mine[TOTAL], ca[TOTAL] = {0}, cb[TOTAL] = {0};
+    fill(mine, (size_t)counts[p.rank], p.rank, 6);
+    comm_req_t ra, rb;
+    comm_iallgatherv_float(mine, ca, counts, displs, p.dev, COMM_DP, &ra);
+    comm_iallgatherv_float(mine, cb, counts, displs, p.mpi, COMM_DP, &rb);
+    comm_wait(&ra, COMM_DP);
+    comm_wait(&rb, COMM_DP);
+    assert_same(ca, cb, TOTAL);
+    /* the equal-pieces gather of generation's logits */
+    float la[8 * 16], lb[8 * 16];
+    comm_allgather_float(mine, 8, la, p.dev, COMM_TP);
+    comm_allgather_float(mine, 8, lb, p.mpi, COMM_TP);
+    assert_same(la, lb, 8 * (size_t)p.size);
+    pair_free(&p);
+}
+
+/* A ring: every rank sends to the next and receives from the previous, sends started first
+ * (as the pipeline's sends are) and the receive waited before the sends. */
+static void ring_send_recv_equals_mpis(void **state) {
+    (void)state;
+    pair_t p = pair_make();
+    if (p.size < 2) {
+        pair_free(&p);
+        skip();
+    }
+    enum { N = 300 };
+    const int next = (p.rank + 1) % p.size, prev = (p.rank + p.size - 1) % p.size;
+    float out[N], ia[N], ib[N];
+    fill(out, N, p.rank, 7);
+    comm_req_t sa, sb, ra, rb;
+    comm_isend(out, N, next, 11, p.dev, COMM_PP, &sa);
+    comm_isend(out, N, next, 11, p.mpi, COMM_PP, &sb);
+    comm_irecv(ia, N, prev, 11, p.dev, &ra);
+    comm_irecv(ib, N, prev, 11, p.mpi, &rb);
+    comm_wait_recv(&ra, N);
+    comm_wait_recv(&rb, N);
+    comm_wait(&sa, COMM_PP);
+    comm_wait(&sb, COMM_PP);
+    assert_same(ia, ib, N);
+    float want[N];
+    fill(want, N, prev, 7);
+    assert_same(ia, want, N); /* and it is the previous rank's data */
+    pair_free(&p);
+}
+
+static void alltoallv_rows_equal_mpis(void **state) {
+    (void)state;
+    pair_t p = pair_make();
+    enum { W = 5, MAXR = 64 };
+    int sc[16], sd[16], rc[16], rd[16];
+    int at = 0;
+    for (int r = 0; r < p.size; r++) { /* rank q sends (q + r) % 3 rows to rank r */
+        sc[r] = (p.rank + r) % 3;
+        sd[r] = at;
+        at += sc[r];
+    }
+    comm_alltoall_int(sc, rc, 1, p.mpi);
+    at = 0;
+    for (int r = 0; r < p.size; r++) {
+        rd[r] = at;
+        at += rc[r];
+    }
+    float send[MAXR * W], ra[MAXR * W] = {0}, rb[MAXR * W] = {0};
+    fill(send, MAXR * W, p.rank, 8);
+    comm_alltoallv_float(send, sc, sd, ra, rc, rd, W, p.dev);
+    comm_alltoallv_float(send, sc, sd, rb, rc, rd, W, p.mpi);
+    assert_same(ra, rb, (size_t)at * W);
+    pair_free(&p);
+}
+
+static void host_scalars_always_travel_by_mpi(void **state) {
+    (void)state;
+    pair_t p = pair_make();
+    double d[2] = {1.5 + p.rank, -2.0};
+    const long started = p.ctx->started;
+    comm_allreduce_sum_double(d, 2, p.dev, COMM_OTHER);
+    comm_req_t r;
+    double e = 0.5;
+    comm_iallreduce_sum_double(&e, 1, p.dev, COMM_OTHER, &r);
+    comm_wait(&r, COMM_OTHER);
+    assert_int_equal(p.ctx->started, started); /* the transport never saw them */
+    const double n = p.size;
+    assert_true(d[0] == 1.5 * n + n * (n - 1) / 2 && d[1] == -2.0 * n && e == 0.5 * n);
+    pair_free(&p);
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(groups_say_how_their_data_travels),
+        cmocka_unit_test(allreduce_sum_and_max_equal_mpis),
+        cmocka_unit_test(nonblocking_allreduce_is_pending_until_waited),
+        cmocka_unit_test(reduce_scatter_uneven_pieces_equal_mpis),
+        cmocka_unit_test(allgatherv_in_place_and_not_equal_mpis),
+        cmocka_unit_test(ring_send_recv_equals_mpis),
+        cmocka_unit_test(alltoallv_rows_equal_mpis),
+        cmocka_unit_test(host_scalars_always_travel_by_mpi),
+    };
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    MPI_Finalize();
+    return failed;
+}
