@@ -27,7 +27,7 @@
  *    recomputing each tile's scores and dout v^T (7 products per tile instead of 5). Either way every gradient block is the sum of the same tile
  *    products (same gemm calls on the same values) added in ascending block order, so the bits
  *    are the same.
- * The GEMM runs single-threaded inside the parallel regions (gemm_serial_begin/end).
+ * The GEMM runs single-threaded inside the parallel regions (tile_gemms_begin/end).
  * Dropout on the probabilities (attention_*_dropout, FlashAttention's way): the online softmax
  * sums the undropped P (lse is unchanged), then each tile's row is multiplied by its mask
  * factors (0 or 1/(1-p), dropout.c, keyed by global query token, key position and global query
@@ -124,6 +124,26 @@ static att_layout_t fused_layout(const float *qkv, float *dqkv, int NH, int hs,
 }
 
 /* How many threads the scratch serves (at most one share per thread). */
+/* The tile products run on the thread that owns the tile, whatever the team: the library's own
+ * threads stay off (gemm_serial_begin), and so does its OpenMP threading, through nthreads-var 1
+ * (every region below names its team size, so only the library sees it). A team of one is not an
+ * active parallel region to oneDNN (omp_in_parallel() is false), which would otherwise thread the
+ * products itself and split K: the sums would then change with the thread count (AVX2 machines). */
+typedef struct tile_gemms {
+    int lib_threads, omp_threads;
+} tile_gemms_t;
+
+static tile_gemms_t tile_gemms_begin(void) {
+    tile_gemms_t t = {gemm_serial_begin(), omp_get_max_threads()};
+    omp_set_num_threads(1);
+    return t;
+}
+
+static void tile_gemms_end(tile_gemms_t t) {
+    omp_set_num_threads(t.omp_threads);
+    gemm_serial_end(t.lib_threads);
+}
+
 static int scratch_threads(size_t scratch_floats) {
     const size_t shares = scratch_floats / ATT_SCRATCH_PER_THREAD;
     const int n = omp_get_max_threads();
@@ -204,7 +224,7 @@ static void forward_query_block(const att_head_t *h, float *out, float *lse, int
 static void attention_forward(float *out, float *lse, float *scratch, size_t scratch_floats,
                               const att_layout_t *L, int B, int T, int hs) {
     const int NH = L->NH, nq = n_blocks(T, ATT_BQ), pairs = B * NH, n_threads = scratch_threads(scratch_floats);
-    const int blas_threads = gemm_serial_begin();
+    const tile_gemms_t gemms = tile_gemms_begin();
     /* units in order of falling cost (the last query blocks first) for the dynamic schedule */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads)
     for (int u = 0; u < pairs * nq; u++) {
@@ -213,7 +233,7 @@ static void attention_forward(float *out, float *lse, float *scratch, size_t scr
         forward_query_block(&hd, out + out_offset(b, h, T, NH, hs), lse + lse_offset(b, h, T, NH),
                             i, scratch + (size_t)omp_get_thread_num() * ATT_SCRATCH_PER_THREAD);
     }
-    gemm_serial_end(blas_threads);
+    tile_gemms_end(gemms);
 }
 
 /* attention_forward: qkv[B, T, 3*NH*hs] ([q heads | k heads | v heads]) ->
@@ -386,7 +406,7 @@ static void attention_backward(const att_layout_t *L, float *scratch, size_t scr
     const int NH = L->NH, NKV = L->NKV, group = NH / NKV;
     const int pairs = B * NKV, nq = n_blocks(T, ATT_BQ), nk = n_blocks(T, ATT_BK);
     const int n_threads = scratch_threads(scratch_floats);
-    const int blas_threads = gemm_serial_begin();
+    const tile_gemms_t gemms = tile_gemms_begin();
     if (pairs >= n_threads || (nq == 1 && nk == 1)) {
 #pragma omp parallel for schedule(static) num_threads(n_threads) if (pairs > 1)
         for (int bk = 0; bk < pairs; bk++) {
@@ -417,7 +437,7 @@ static void attention_backward(const att_layout_t *L, float *scratch, size_t scr
             }
         }
     }
-    gemm_serial_end(blas_threads);
+    tile_gemms_end(gemms);
 }
 
 /* attention_backward: dout[B, T, NH*hs], qkv[B, T, 3*NH*hs], out[B, T, NH*hs] and lse[B, NH, T]
