@@ -14,12 +14,14 @@
 #include "core/buildinfo.h"
 #include "core/version.h"
 #include "kernels/ops.h"
+#include "kernels/cpu/ops_devsim.h"
 #ifdef LLMT_CUDA
 #include "kernels/cuda/cuda_matmul.h"
 #include "kernels/cuda/device.h"
 #include "parallel/comm_nccl.h"
 #include "parallel/comm_host.h"
 #endif
+#include "parallel/comm_staged.h"
 #include "parallel/grid.h"
 #include "parallel/topology.h"
 #include "parallel/watchdog.h"
@@ -186,6 +188,29 @@ static int grid_only(const cli_t *cli, int rank) {
     return 0;
 }
 
+/* LLMT_DEVSIM=1 (a test hook): the CPU backend behind a simulated device (kernels/cpu/ops_devsim.h)
+ * and the staged transport on every data-path group, as a CUDA run has NCCL on them, so host code
+ * that touches device memory or hands a host buffer to an op or a collective fails at once. */
+static bool devsim_on;
+
+static const ops_t *open_devsim(grid_t *grid) {
+    devsim_on = true;
+    const char *mb = getenv("LLMT_DEVSIM_MB");
+    const size_t bytes = (size_t)(mb && atol(mb) > 0 ? atol(mb) : 4096) << 20;
+    const ops_t *ops = ops_devsim(ops_cpu(), bytes);
+    comm_group_t *groups[GRID_DATA_GROUPS];
+    bool p2p[GRID_DATA_GROUPS];
+    const char *names[GRID_DATA_GROUPS];
+    const comm_staged_hooks_t hooks = {devsim_open, devsim_close, 2};
+    const int n = grid_data_groups(grid, groups, p2p, names);
+    for (int i = 0; i < n; i++) comm_staged_attach(groups[i], &hooks);
+    if (grid->world_rank == 0)
+        printf("devsim: LLMT_DEVSIM=1: the CPU backend behind a simulated device (%zu MiB arena, "
+               "closed outside ops); the data path staged through host copies\n",
+               bytes >> 20);
+    return ops;
+}
+
 /* The backend of &run device: the CPU's or, in a CUDA build, this rank's GPU, opened after the
  * placement so the GPU nearest the bound cores is known; a GPU that cannot be used (no driver, no
  * device, too old, fewer GPUs than ranks, no bf16) ends every rank with one message, exit 2. */
@@ -205,7 +230,8 @@ static const ops_t *open_backend(const config_t *cfg, const topology_t *topo, gr
 #endif
     (void)cfg; /* a CPU-only build has refused device = 'cuda' in config */
     (void)topo;
-    (void)grid;
+    const char *sim = getenv("LLMT_DEVSIM");
+    if (sim && strcmp(sim, "1") == 0) return open_devsim(grid);
     return ops_cpu();
 }
 
@@ -264,6 +290,9 @@ int main(int argc, char **argv) {
     }
     MPI_CHECK(MPI_Info_free(&tr.io_hints));
     trainer_destroy(&tr);
+    if (devsim_on) /* every rank: what its data path sent through the staged transport */
+        printf("devsim: rank %d: %ld transfers staged, %ld completed\n", rank, comm_staged_started(),
+               comm_staged_completed());
     watchdog_enter("finishing", "all ranks");
     topology_destroy(&topo);
     grid_destroy(&grid);

@@ -465,7 +465,7 @@ void moe_backward(gpt_t *m, int layer, moe_acts_t *a, const gpt_layer_w_t *w,
         mlp_rows_backward(m, &ew, &eg, a->xe + (size_t)r0 * C, a->eh + r0 * F,
                           a->eu ? a->eu + r0 * F : NULL, a->ea + r0 * F, dxe, n, q->Fel, first,
                           q->recvbuf);
-        memmove(dxe, q->recvbuf, (size_t)n * C * sizeof(float));
+        o->quantize_copy(dxe, q->recvbuf, (size_t)n * C, DT_FP32); /* a device copy */
     }
     return_from_experts(m, a, q->eout, q->recvbuf);
     if (M > 0) o->moe_scatter_add_rows(dx, q->recvbuf, a->rows, NULL, M, C);

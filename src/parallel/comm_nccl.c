@@ -305,34 +305,21 @@ int comm_nccl_attach(comm_group_t *g, comm_nccl_use_t use, char *err, size_t err
 }
 
 void comm_nccl_attach_grid(grid_t *grid) {
-    struct {
-        comm_group_t *g;
-        comm_nccl_use_t use;
-        const char *name;
-    } groups[] = {{grid->dp_group, COMM_NCCL_COLLECTIVE, "dp"},
-                  {grid->tp_group, COMM_NCCL_COLLECTIVE, "tp"},
-                  {grid->pp_group, COMM_NCCL_P2P, "pp"},
-                  {grid->ep_group, COMM_NCCL_COLLECTIVE, "ep"},
-                  {grid->edp_group, COMM_NCCL_COLLECTIVE, "expert replica"}};
-    char err[COMM_MSG_MAX] = "", msg[COMM_MSG_MAX + 64];
-    for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++) {
-        /* a 1-rank group has nothing to send (and NCCL would make a communicator for it) */
-        int rc = 0;
-        if (comm_group_size(groups[i].g) > 1)
-            rc = comm_nccl_attach(groups[i].g, groups[i].use, err, sizeof err);
-        snprintf(msg, sizeof msg, "&run device = 'cuda': NCCL for the %s group: %s",
-                 groups[i].name, err);
-        comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, "creating the NCCL communicators",
-                           rc ? msg : NULL);
-    }
-    /* the embedding group (first and last stage) is a split of the world with MPI_UNDEFINED
-     * elsewhere: its members agree among themselves, then the world does */
-    int rc = 0;
-    if (grid->embed_group && comm_group_size(grid->embed_group) > 1)
-        rc = comm_nccl_attach(grid->embed_group, COMM_NCCL_COLLECTIVE, err, sizeof err);
-    snprintf(msg, sizeof msg, "&run device = 'cuda': NCCL for the embedding group: %s", err);
+    comm_group_t *groups[GRID_DATA_GROUPS];
+    bool p2p[GRID_DATA_GROUPS];
+    const char *names[GRID_DATA_GROUPS];
+    const int n = grid_data_groups(grid, groups, p2p, names);
+    /* every group is tried even after a failure, so no member of a later group waits in its
+     * init for this rank; the first failure is agreed on once all are done */
+    char err[COMM_MSG_MAX] = "", first[COMM_MSG_MAX + 64] = "";
+    for (int i = 0; i < n; i++)
+        if (comm_nccl_attach(groups[i], p2p[i] ? COMM_NCCL_P2P : COMM_NCCL_COLLECTIVE, err,
+                             sizeof err) != 0 &&
+            !first[0])
+            snprintf(first, sizeof first, "&run device = 'cuda': NCCL for the %s group: %s",
+                     names[i], err);
     comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, "creating the NCCL communicators",
-                       rc ? msg : NULL);
+                       first[0] ? first : NULL);
     int world_rank = 0;
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
     if (world_rank == 0)

@@ -83,6 +83,22 @@ void grid_destroy(grid_t *g) {
         if (*comms[i] != MPI_COMM_NULL) MPI_CHECK(MPI_Comm_free(comms[i]));
 }
 
+int grid_data_groups(const grid_t *g, comm_group_t *out[GRID_DATA_GROUPS],
+                     bool p2p[GRID_DATA_GROUPS], const char *names[GRID_DATA_GROUPS]) {
+    comm_group_t *all[] = {g->dp_group, g->tp_group,  g->pp_group,
+                           g->ep_group, g->edp_group, g->embed_group};
+    static const char *const all_names[] = {"dp", "tp", "pp", "ep", "expert replica", "embedding"};
+    int n = 0;
+    for (int i = 0; i < GRID_DATA_GROUPS; i++) {
+        if (!all[i]) continue; /* the embedding group on a middle stage */
+        out[n] = all[i];
+        p2p[n] = all[i] == g->pp_group;
+        names[n] = all_names[i];
+        n++;
+    }
+    return n;
+}
+
 void grid_print(const grid_t *g, MPI_Comm world) {
     char host[64] = {0};
     gethostname(host, sizeof host - 1);

@@ -33,6 +33,14 @@ typedef struct grid {
  * the CUDA build attaches NCCL to them afterwards: parallel/comm_nccl.h). */
 void grid_create(grid_t *g, const config_t *cfg, MPI_Comm world);
 void grid_destroy(grid_t *g);
+/* The data-path groups this rank belongs to, in the same order on every rank, for attaching a
+ * device transport to each (NCCL, or the staged one of LLMT_DEVSIM): dp, tp, pp, ep, expert
+ * replicas, then the embedding group on the end stages. 1-rank groups too, so that every float
+ * call on device memory goes through the transport. p2p[i]: the group only sends and receives
+ * (the pipeline). The world group carries only host values and is not listed. Returns the count. */
+#define GRID_DATA_GROUPS 6
+int grid_data_groups(const grid_t *g, comm_group_t *out[GRID_DATA_GROUPS],
+                     bool p2p[GRID_DATA_GROUPS], const char *names[GRID_DATA_GROUPS]);
 /* Print the table of every rank's coordinates and host (rank 0 prints; collective). */
 void grid_print(const grid_t *g, MPI_Comm world);
 #endif

@@ -1,10 +1,10 @@
 /* test_comm_seam.c — the data path's two ways (parallel/comm.h): every call on a group with a
  * device transport attached (comm_transport.h) gives what the same call gives on the same ranks
  * by MPI, and its requests behave (pending until the transport's event completes, comm_test,
- * comm_wait, statistics). The transport here is a host one written for the test: each operation
- * is the matching non-blocking MPI call on a duplicate communicator, its "event" that MPI request,
- * completed only after a few polls (a device event is not ready at once). A comm.c that handed a
- * transport the wrong piece, peer, count or pointer, or forgot to wait, gives different numbers.
+ * comm_wait, statistics). The transport is the staged one (parallel/comm_staged.c: host copies
+ * and non-blocking MPI on a duplicate communicator), its events completed only at the third
+ * poll (a device event is not ready at once). A comm.c that handed a transport the wrong piece,
+ * peer, count or pointer, or forgot to wait, gives different numbers.
  * Reference: the MPI path of the same call (itself checked by every multi-rank e2e test).
  * Run alone (1 rank) and by validation/e2e/comm_seam_ranks.sh on 3 ranks (uneven pieces). */
 #include <setjmp.h>
@@ -18,114 +18,13 @@
 #include <mpi.h>
 #include "parallel/comm.h"
 #include "parallel/comm_host.h"
+#include "parallel/comm_staged.h"
 #include "parallel/comm_transport.h"
 
-/* ---- the host transport ---------------------------------------------------------------------- */
-
-typedef struct host_event {
-    MPI_Request req[2]; /* a send and a receive for the exchanges, else one */
-    int n_req;
-    int polls_left;     /* not ready before this many polls */
-    MPI_Datatype row;   /* alltoallv: freed on completion */
-} host_event_t;
-
-typedef struct host_ctx {
-    MPI_Comm comm; /* a duplicate: the transport's traffic never meets the MPI path's */
-    int size, rank;
-    long started, polled_done, detached;
-} host_ctx_t;
-
-static host_event_t *event_new(host_ctx_t *c) {
-    host_event_t *e = calloc(1, sizeof *e);
-    e->polls_left = 3;
-    e->row = MPI_DATATYPE_NULL;
-    c->started++;
-    return e;
-}
-
-static void *h_allreduce(void *ctx, float *x, size_t n, comm_op_t op) {
-    host_ctx_t *c = ctx;
-    host_event_t *e = event_new(c);
-    MPI_Iallreduce(MPI_IN_PLACE, x, (int)n, MPI_FLOAT, op == COMM_SUM ? MPI_SUM : MPI_MAX, c->comm,
-                   &e->req[e->n_req++]);
-    return e;
-}
-
-static void *h_reduce_scatter(void *ctx, const float *x, float *out, const int *counts) {
-    host_ctx_t *c = ctx;
-    host_event_t *e = event_new(c);
-    MPI_Ireduce_scatter(x, out, counts, MPI_FLOAT, MPI_SUM, c->comm, &e->req[e->n_req++]);
-    return e;
-}
-
-static void *h_allgatherv(void *ctx, const float *mine, float *all, const int *counts,
-                          const int *displs) {
-    host_ctx_t *c = ctx;
-    host_event_t *e = event_new(c);
-    /* the transport gets `mine` explicitly (it may be inside all): copy it out first */
-    float *copy = malloc(sizeof(float) * (size_t)(counts[c->rank] + 1));
-    memcpy(copy, mine, sizeof(float) * (size_t)counts[c->rank]);
-    MPI_Allgatherv(copy, counts[c->rank], MPI_FLOAT, all, counts, displs, MPI_FLOAT, c->comm);
-    free(copy);
-    e->req[0] = MPI_REQUEST_NULL;
-    e->n_req = 1;
-    return e;
-}
-
-static void *h_send(void *ctx, const float *x, size_t n, int peer) {
-    host_ctx_t *c = ctx;
-    host_event_t *e = event_new(c);
-    MPI_Isend(x, (int)n, MPI_FLOAT, peer, 7, c->comm, &e->req[e->n_req++]);
-    return e;
-}
-
-static void *h_recv(void *ctx, float *x, size_t n, int peer) {
-    host_ctx_t *c = ctx;
-    host_event_t *e = event_new(c);
-    MPI_Irecv(x, (int)n, MPI_FLOAT, peer, 7, c->comm, &e->req[e->n_req++]);
-    return e;
-}
-
-static void *h_alltoallv(void *ctx, const float *send, const int *send_counts,
-                         const int *send_displs, float *recv, const int *recv_counts,
-                         const int *recv_displs, int width) {
-    host_ctx_t *c = ctx;
-    host_event_t *e = event_new(c);
-    MPI_Type_contiguous(width, MPI_FLOAT, &e->row);
-    MPI_Type_commit(&e->row);
-    MPI_Ialltoallv(send, send_counts, send_displs, e->row, recv, recv_counts, recv_displs, e->row,
-                   c->comm, &e->req[e->n_req++]);
-    return e;
-}
-
-static int h_poll(void *ctx, void *event) {
-    host_ctx_t *c = ctx;
-    host_event_t *e = event;
-    int done = 0;
-    MPI_Testall(e->n_req, e->req, &done, MPI_STATUSES_IGNORE);
-    if (!done || --e->polls_left > 0) return 0;
-    if (e->row != MPI_DATATYPE_NULL) MPI_Type_free(&e->row);
-    free(e);
-    c->polled_done++;
-    return 1;
-}
-
-static long detached_total;
-static void h_detach(void *ctx) {
-    host_ctx_t *c = ctx;
-    detached_total++;
-    MPI_Comm_free(&c->comm);
-    free(c);
-}
-
-static const comm_transport_t host_transport = {"host-test", h_allreduce, h_reduce_scatter,
-                                                h_allgatherv, h_send, h_recv, h_alltoallv,
-                                                h_poll, h_detach};
-
-/* Two groups over the same ranks: data by MPI, and data by the host transport. */
+/* Two groups over the same ranks: data by MPI, and data by the staged transport (its events
+ * complete only at the third poll). */
 typedef struct pair {
     comm_group_t *mpi, *dev;
-    host_ctx_t *ctx;
     int size, rank;
 } pair_t;
 
@@ -133,13 +32,10 @@ static pair_t pair_make(void) {
     pair_t p;
     p.mpi = comm_group_create(MPI_COMM_WORLD, "test group");
     p.dev = comm_group_create(MPI_COMM_WORLD, "test group");
-    p.ctx = calloc(1, sizeof *p.ctx);
-    MPI_Comm_dup(MPI_COMM_WORLD, &p.ctx->comm);
+    const comm_staged_hooks_t hooks = {NULL, NULL, 3};
+    comm_staged_attach(p.dev, &hooks);
     MPI_Comm_size(MPI_COMM_WORLD, &p.size);
     MPI_Comm_rank(MPI_COMM_WORLD, &p.rank);
-    p.ctx->size = p.size;
-    p.ctx->rank = p.rank;
-    comm_group_attach(p.dev, &host_transport, p.ctx);
     return p;
 }
 
@@ -179,10 +75,8 @@ static void groups_say_how_their_data_travels(void **state) {
     assert_int_equal(comm_group_rank(p.dev), p.rank);
     assert_non_null(strstr(comm_group_peers(p.dev), "test group rank"));
     assert_int_equal(comm_group_size(comm_group_self()), 1);
-    const long before = detached_total;
     pair_free(&p);
     assert_null(p.dev);
-    assert_int_equal(detached_total, before + 1); /* the transport is released with its group */
 }
 
 static void allreduce_sum_and_max_equal_mpis(void **state) {
@@ -201,7 +95,7 @@ static void allreduce_sum_and_max_equal_mpis(void **state) {
     comm_allreduce_max(b, N, p.mpi, COMM_TP);
     assert_same(a, b, N);
     /* a blocking call returns only after the transport's event completed */
-    assert_int_equal(p.ctx->polled_done, p.size > 1 ? 2 : 0);
+    assert_int_equal(comm_staged_started(), comm_staged_completed());
     pair_free(&p);
 }
 
@@ -229,7 +123,7 @@ static void nonblocking_allreduce_is_pending_until_waited(void **state) {
     assert_false(comm_req_pending(&ra));
     comm_wait(&ra, COMM_DP); /* waiting again (COMM_REQ_NULL) is fine */
     assert_same(a, b, N);
-    assert_int_equal(p.ctx->started, p.ctx->polled_done); /* every event polled to completion */
+    assert_int_equal(comm_staged_started(), comm_staged_completed()); /* all polled to the end */
     free(a);
     free(b);
     pair_free(&p);
@@ -341,13 +235,13 @@ static void host_scalars_always_travel_by_mpi(void **state) {
     (void)state;
     pair_t p = pair_make();
     double d[2] = {1.5 + p.rank, -2.0};
-    const long started = p.ctx->started;
+    const long started = comm_staged_started();
     comm_allreduce_sum_double(d, 2, p.dev, COMM_OTHER);
     comm_req_t r;
     double e = 0.5;
     comm_iallreduce_sum_double(&e, 1, p.dev, COMM_OTHER, &r);
     comm_wait(&r, COMM_OTHER);
-    assert_int_equal(p.ctx->started, started); /* the transport never saw them */
+    assert_int_equal(comm_staged_started(), started); /* the transport never saw them */
     const double n = p.size;
     assert_true(d[0] == 1.5 * n + n * (n - 1) / 2 && d[1] == -2.0 * n && e == 0.5 * n);
     pair_free(&p);
