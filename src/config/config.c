@@ -173,6 +173,7 @@ static const key_spec_t key_specs[] = {
     REAL_KEY(G_TRAIN, "label_smoothing", label_smoothing, 0.0, AT_LEAST(0), AT_MOST(1)),
     REAL_KEY(G_TRAIN, "z_loss", z_loss, 0.0, AT_LEAST(0), AT_MOST(1e3)),
     STR_KEY(G_TRAIN, "precision", precision, "fp32", "fp32|bf16|fp16"),
+    STR_KEY(G_TRAIN, "offload", offload, "none", "none|optimizer"),
     STR_KEY(G_TRAIN, "bf16_products", bf16_products, "auto", "auto|native|emulated"),
     BOOL_KEY(G_TRAIN, "allow_tf32", allow_tf32, false), /* the CUDA backend's fp32 products */
     REAL_KEY(G_TRAIN, "loss_scale", loss_scale, 0, AT_LEAST(0), AT_MOST(1e30)),
@@ -977,6 +978,19 @@ static int check_virtual_stages(parse_ctx_t *ctx, const config_t *cfg) {
     return 0;
 }
 
+/* ZB-H1's post-validation keeps copies of the optimizer state beside it in device memory, to
+ * undo an optimistic update: not with the state on the host. */
+static int check_offload(parse_ctx_t *ctx, const config_t *cfg) {
+    if (strcmp(cfg->offload, "optimizer") != 0 || strcmp(cfg->schedule, "zb-h1") != 0) return 0;
+    int o = key_index(G_TRAIN, "offload"), s = key_index(G_PARALLEL, "schedule"), line, col;
+    char ps[32];
+    locate(ctx, o, s, &line, &col);
+    return cfg_error(ctx, line, col, "&train offload = 'optimizer' cannot be used with &parallel "
+                     "schedule = 'zb-h1' (%s): its post-validation undoes updates from device "
+                     "copies of the optimizer state; use schedule = '1f1b', or offload = 'none'",
+                     provenance(ctx, s, ps));
+}
+
 /* Generation runs the whole model on each rank: any saved file loads on any grid. */
 static int check_generate_grid(parse_ctx_t *ctx, const config_t *cfg) {
     if (cfg->pp == 1 || strcmp(cfg->mode, "generate") != 0) return 0;
@@ -1417,7 +1431,7 @@ static int check_cross_keys(parse_ctx_t *ctx, config_t *cfg) {
         check_min_lr(ctx, cfg) || check_mode_inputs(ctx, cfg) || check_prompt_in_vocab(ctx, cfg) ||
         check_generate_grid(ctx, cfg) || check_val_files(ctx, cfg) || check_recompute_layers(ctx, cfg) ||
         check_virtual_stages(ctx, cfg) || check_profile_steps(ctx, cfg) || check_grad_explosion_ratio(ctx, cfg) ||
-        check_data_mixture(ctx, cfg) || check_moe(ctx, cfg))
+        check_data_mixture(ctx, cfg) || check_moe(ctx, cfg) || check_offload(ctx, cfg))
         return -1;
     if (resolve_derived(ctx, cfg) != 0) return -1;
     if (stages_check(cfg, ctx->msg, ctx->msgsize) != 0) return -1;

@@ -110,6 +110,8 @@ typedef struct config {
     double label_smoothing; /* cross-entropy against (1 - e) onehot + e / vocab_size */
     double z_loss;          /* coefficient of mean(logsumexp^2) over the tokens (PaLM), 0 = off */
     char precision[8];      /* 'fp32' | 'bf16' | 'fp16' */
+    char offload[12];       /* 'none' | 'optimizer': AdamW state and fp32 master weights in host
+                               memory, the update on the CPU (train/optimizer.h) */
     char bf16_products[12]; /* 'auto' | 'native' | 'emulated': bf16 GEMMs on bf16 instructions */
     bool allow_tf32;        /* device = 'cuda': fp32 products may run on TF32 tensor cores */
     double loss_scale;      /* fp16: a fixed loss scale; 0 = dynamic (the four keys below) */

@@ -4,12 +4,12 @@
 #include <string.h>
 #include "core/error.h"
 
-void thread_start_masked(pthread_t *thread, void *(*fn)(void *), const sigset_t *mask,
+void thread_start_masked(pthread_t *thread, void *(*fn)(void *), void *arg, const sigset_t *mask,
                          const char *what) {
     sigset_t old;
     /* a new thread inherits its creator's mask: set it for the moment of the creation */
     PTHREAD_CHECK(pthread_sigmask(SIG_SETMASK, mask, &old));
-    const int rc = pthread_create(thread, NULL, fn, NULL);
+    const int rc = pthread_create(thread, NULL, fn, arg);
     PTHREAD_CHECK(pthread_sigmask(SIG_SETMASK, &old, NULL));
     if (rc != 0) {
         char call[96];

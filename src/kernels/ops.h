@@ -42,6 +42,11 @@ typedef struct ops {
     void (*free)(void *p);
     void (*to_device)(void *dst, const void *src_host, size_t bytes);
     void (*to_host)(void *dst_host, const void *src, size_t bytes);
+    /* Page-lock host memory that to_device / to_host copy often (the offloaded optimizer's
+     * buffers), so the copies run at the link's full rate: cudaHostRegister on a GPU, nothing on
+     * the CPU. host_unregister before the memory is freed. */
+    void (*host_register)(void *host, size_t bytes);
+    void (*host_unregister)(void *host);
     void (*zero)(float *x, size_t n);
 
     /* ---- embedding: out[N, C] = wte[tok - v_start, :] + wpe[t, :] ----

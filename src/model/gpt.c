@@ -140,9 +140,10 @@ static void end_grads(gpt_t *m, int unit) {
     if (m->grad_stage) m->grad_stage->end(m->grad_stage->ctx, unit);
 }
 
-/* The unit's weights are about to be used: let the provider bind them (nothing to do when they
- * are resident). */
+/* The unit's weights are about to be used: an update still in flight for them ends first, then
+ * the provider binds them (nothing to do when they are resident). */
 static void need_weights(gpt_t *m, int unit, int next) {
+    if (m->on_unit_use) m->on_unit_use(m->unit_hook_ctx, unit);
     if (m->weights) m->weights->need(m->weights->ctx, unit, next);
 }
 

@@ -197,6 +197,11 @@ typedef struct gpt {
     size_t slot_bytes, head_bytes;    /* activation memory of one slot / of the head */
     gpt_layer_hook_t on_layer_done;   /* called after each block's backward, if set */
     void *hook_ctx;
+    /* called with the unit (a block, GPT_UNIT_EMBED, GPT_UNIT_FINAL) before its weights are
+     * used, resident or not, if set: an offloaded optimizer update still running for them ends
+     * first (train/optimizer.h) */
+    gpt_layer_hook_t on_unit_use;
+    void *unit_hook_ctx;
     /* NULL: the weights live in `params` (bound once); else a provider binds them per use and
      * `params` is not allocated (ZeRO-3). */
     const gpt_weight_provider_t *weights;

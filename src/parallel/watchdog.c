@@ -242,7 +242,7 @@ void watchdog_start(double timeout_s, int world_rank) {
      * (train/checkpointing.c), and the watchdog must not be the one a signal interrupts */
     sigset_t all;
     sigfillset(&all);
-    thread_start_masked(&dog.thread, watchdog_main, &all, "watchdog");
+    thread_start_masked(&dog.thread, watchdog_main, NULL, &all, "watchdog");
     dog.started = true;
 }
 

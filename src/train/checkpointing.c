@@ -206,9 +206,10 @@ int ckpt_write_now(trainer_t *tr, const char *why) {
     const zero_t *z = &tr->zero;
     /* host copies in the flat layout; under ZeRO the partitions meet on dp rank 0 (the writer),
      * the other dp ranks hold none */
+    adamw_finish(&tr->opt); /* an offloaded update still in flight: done and uploaded */
     float *p = trainer_host_params(tr);
-    float *mm = trainer_host_copy(tr, tr->opt.m, tr->opt.m, z->stage >= 1);
-    float *vv = trainer_host_copy(tr, tr->opt.v, tr->opt.v, z->stage >= 1);
+    float *mm = trainer_host_copy(tr, tr->opt.state_ops, tr->opt.m, tr->opt.m, z->stage >= 1);
+    float *vv = trainer_host_copy(tr, tr->opt.state_ops, tr->opt.v, tr->opt.v, z->stage >= 1);
     ckpt_meta_t meta = model_meta(tr);
     ckpt_state_t st = {tr->tokens_seen, tr->sample_pos, tr->opt.t, tr->skipped, tr->global_batch,
                        tr->scaler.scale, tr->grid->dp, tr->grid->tp, tr->grid->pp,
@@ -375,18 +376,20 @@ static void apply_loaded(trainer_t *tr, const ckpt_resumed_t *res) {
     gpt_t *m = &tr->model;
     const zero_t *z = &tr->zero;
     ASSERT(res->total == m->P.total); /* the same registry as the model's */
+    adamw_finish(&tr->opt); /* nothing of an earlier update may land on the loaded weights */
     const size_t bytes = m->P.total * sizeof(float), part = (z->hi - z->lo) * sizeof(float);
     /* every rank read the whole of its tp shard; under ZeRO it keeps its partition */
     if (z->stage >= 3) tr->ops->to_device(z->param_shard, res->params + z->lo, part);
     else tr->ops->to_device(m->params, res->params, bytes);
     zero3_invalidate(&tr->zero);
     adamw_take_params(&tr->opt, m, &tr->zero); /* bf16/fp16: the file holds the fp32 master */
+    const ops_t *state = tr->opt.state_ops; /* the device, or the host when offloaded */
     if (z->stage >= 1) {
-        tr->ops->to_device(tr->opt.m, res->m + z->lo, part);
-        tr->ops->to_device(tr->opt.v, res->v + z->lo, part);
+        state->to_device(tr->opt.m, res->m + z->lo, part);
+        state->to_device(tr->opt.v, res->v + z->lo, part);
     } else {
-        tr->ops->to_device(tr->opt.m, res->m, bytes);
-        tr->ops->to_device(tr->opt.v, res->v, bytes);
+        state->to_device(tr->opt.m, res->m, bytes);
+        state->to_device(tr->opt.v, res->v, bytes);
     }
     const ckpt_state_t *st = &res->state;
     tr->step = res->meta.step;
@@ -534,7 +537,7 @@ void stop_signals_install(void) {
     sigdelset(&takes, SIGUSR1); /* the caller's mask, the stop signals open */
     sigdelset(&takes, SIGTERM);
     static pthread_t signal_thread; /* never joined: it waits until the process ends */
-    thread_start_masked(&signal_thread, signal_thread_main, &takes, "stop-signal thread");
+    thread_start_masked(&signal_thread, signal_thread_main, NULL, &takes, "stop-signal thread");
 }
 
 int stop_signal_received(void) { return atomic_load_explicit(&stop_signal, memory_order_relaxed); }

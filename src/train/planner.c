@@ -108,7 +108,9 @@ void plan_rank(const config_t *cfg, int tp_rank, int pp_rank, int mb, int accum,
     const size_t state = zero == 0 ? total : part;
     b[MEM_OPTIMIZER] += 2 * fl(state);
     if (sched == SCHED_ZBH1) b[MEM_OPTIMIZER] += fl(postval_floats(state)); /* train/postval.c */
-    if (strcmp(cfg->precision, "fp32") != 0) b[MEM_MASTER] += fl(state);
+    const bool offload = strcmp(cfg->offload, "optimizer") == 0;
+    if (strcmp(cfg->precision, "fp32") != 0 || offload) b[MEM_MASTER] += fl(state);
+    if (offload) b[MEM_OPTIMIZER] += 2 * fl(state); /* the gradients' and weights' host staging */
     /* train/trainer.c: the step's batches, and the largest transient host buffer: the MFU
      * measurement's matrices, the initial weights, a resume's three copies, a checkpoint's
      * three (or a weights file's one) on the writing rank */

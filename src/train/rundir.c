@@ -219,7 +219,7 @@ static void start_heartbeat(rundir_t *rd) {
     beat.running = 1;
     /* the thread takes no signals: SIGTERM / SIGUSR1 have a thread of their own
      * (train/checkpointing.c) */
-    thread_start_masked(&beat.thread, heartbeat_main, &all, "heartbeat");
+    thread_start_masked(&beat.thread, heartbeat_main, NULL, &all, "heartbeat");
 }
 
 static void stop_heartbeat(void) {

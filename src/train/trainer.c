@@ -429,7 +429,15 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
     tr->zero.grad_dtype = tr->precision;
     choose_products(tr);
     loss_scaler_init(&tr->scaler, cfg);
-    adamw_create(&tr->opt, ops, zero_state_floats(&tr->zero), tr->precision);
+    adamw_create(&tr->opt, ops, zero_state_floats(&tr->zero), tr->precision,
+                 strcmp(cfg->offload, "optimizer") == 0);
+    adamw_attach(&tr->opt, &tr->model, &tr->zero);
+    if (tr->opt.off && is_root(tr))
+        printf("optimizer: offload = 'optimizer': AdamW moments and fp32 master weights in host "
+               "memory (%.1f MiB on rank 0, page-locked by the %s backend), the update on the "
+               "CPU %s\n", 5.0 * (double)zero_state_floats(&tr->zero) * sizeof(float) / 1048576.0,
+               ops->name, tr->zero.stage == 0 ? "overlapped with the next forward, unit by unit"
+                                              : "before the ZeRO all-gather (not overlapped)");
     tr->post_validate = sched == SCHED_ZBH1;
     if (tr->post_validate) postval_create(&tr->pv, ops, zero_state_floats(&tr->zero), grid->world_group);
     if (cfg->init_from[0]) {
@@ -500,22 +508,23 @@ void trainer_destroy(trainer_t *tr) {
 float *trainer_host_params(const trainer_t *tr) {
     const zero_t *z = &tr->zero;
     if (tr->opt.master) /* bf16/fp16: the fp32 master weights, laid out like the AdamW state */
-        return trainer_host_copy(tr, tr->opt.master, tr->opt.master, z->stage >= 1);
-    return trainer_host_copy(tr, tr->model.params, z->param_shard, z->stage >= 3);
+        return trainer_host_copy(tr, tr->opt.state_ops, tr->opt.master, tr->opt.master, z->stage >= 1);
+    return trainer_host_copy(tr, tr->ops, tr->model.params, z->param_shard, z->stage >= 3);
 }
 
-float *trainer_host_copy(const trainer_t *tr, const float *full, const float *shard, bool sharded) {
+float *trainer_host_copy(const trainer_t *tr, const ops_t *from, const float *full, const float *shard,
+                         bool sharded) {
     const zero_t *z = &tr->zero;
     const bool writer = z->rank == 0; /* dp rank 0, or with ep > 1 each ep rank's replica 0 */
     if (!sharded) {
         float *host = xmalloc(z->total * sizeof(float));
-        tr->ops->to_host(host, full, z->total * sizeof(float));
+        from->to_host(host, full, z->total * sizeof(float));
         return host;
     }
     /* the partitions meet on dp rank 0, which writes; the others keep no full copy */
     const size_t mine = z->hi - z->lo;
     float *part = xmalloc((mine ? mine : 1) * sizeof(float));
-    tr->ops->to_host(part, shard, mine * sizeof(float));
+    from->to_host(part, shard, mine * sizeof(float));
     float *host = writer ? xmalloc(z->total * sizeof(float)) : NULL;
     zero_gather_to_root(z, part, host);
     xfree(part);
@@ -533,6 +542,7 @@ static int save_weights(trainer_t *tr, const char *tag) {
     if (!ckpt_reserve_space(tr->rd.dir, need, msg, sizeof msg)) {
         /* msg says why */
     } else {
+        adamw_finish(&tr->opt); /* an offloaded update still in flight: done and uploaded */
         float *host = trainer_host_params(tr);
         ckpt_meta_t meta = {tr->step, tr->cfg->seed, tr->model.V, tr->model.Vp, tr->cfg->n_layer,
                             tr->cfg->n_head, tr->cfg->d_model, tr->cfg->d_ff, tr->cfg->seq_len,
@@ -662,7 +672,7 @@ typedef struct step_result {
 static void dump_grads(trainer_t *tr) {
     char path[RUNDIR_PATH_MAX + 64], msg[COMM_MSG_MAX + 64];
     snprintf(path, sizeof path, "%s/grads_step%06lld.h5", tr->rd.dir, (long long)tr->step);
-    float *host = trainer_host_copy(tr, tr->model.grads, tr->zero.grad_shard, tr->zero.stage >= 2);
+    float *host = trainer_host_copy(tr, tr->ops, tr->model.grads, tr->zero.grad_shard, tr->zero.stage >= 2);
     ckpt_meta_t meta = {tr->step, tr->cfg->seed, tr->model.V, tr->model.Vp, tr->cfg->n_layer,
                         tr->cfg->n_head, tr->cfg->d_model, tr->cfg->d_ff, tr->cfg->seq_len,
                         tr->config_text, "", &tr->provenance};
@@ -978,12 +988,19 @@ static void log_step(trainer_t *tr, const step_result_t *r, double dt, double et
     char e[32], n1[32], n2[32], scale[48] = "";
     format_hms(e, sizeof e, eta);
     if (tr->scaler.enabled) snprintf(scale, sizeof scale, " | scale %g", r->loss_scale);
-    char event[96] = "", zl[160] = "";
+    char event[96] = "", zl[256] = "";
     int zn = 0;
     if (tr->cfg->z_loss > 0) zn = snprintf(zl, sizeof zl, ",\"z_loss\":%.9g", r->z_loss);
     if (tr->model.moe) /* the experts' token exchange (all-to-all over the ep group) */
-        snprintf(zl + zn, sizeof zl - (size_t)zn, ",\"ms_ep\":%.3f,\"bytes_ep\":%.0f",
-                 c->seconds[COMM_EP] * 1e3, c->bytes[COMM_EP]);
+        zn += snprintf(zl + zn, sizeof zl - (size_t)zn, ",\"ms_ep\":%.3f,\"bytes_ep\":%.0f",
+                       c->seconds[COMM_EP] * 1e3, c->bytes[COMM_EP]);
+    if (tr->opt.off) { /* the step's forwards waiting for the previous step's host update */
+        int ready, units;
+        const double w = adamw_offload_wait(&tr->opt, &ready, &units);
+        snprintf(zl + zn, sizeof zl - (size_t)zn,
+                 ",\"ms_offload_wait\":%.3f,\"offload_units_ready\":%d,\"offload_units\":%d",
+                 w * 1e3, ready, units);
+    }
     if (r->anomaly && r->event.to_step >= 0)
         snprintf(event, sizeof event, " | %s: ROLLBACK to step %lld",
                  anom_detector_name(r->event.v.detector), (long long)r->event.to_step);

@@ -53,6 +53,10 @@ static void cpu_scale(float *x, float s, size_t n) {
     }
 }
 
+/* Host memory is the CPU backend's own: nothing to lock. */
+static void cpu_host_register(void *host, size_t bytes) { (void)host, (void)bytes; }
+static void cpu_host_unregister(void *host) { (void)host; }
+
 /* A known slow GEMM fallback (OpenBLAS without kernels for this CPU): said once per process. */
 static void check_gemm_kernels(void) {
     const char *why = gemm_slow_fallback();
@@ -65,6 +69,8 @@ static const ops_t cpu_ops = {
     .free = cpu_free,
     .to_device = cpu_copy,
     .to_host = cpu_copy,
+    .host_register = cpu_host_register,
+    .host_unregister = cpu_host_unregister,
     .zero = cpu_zero,
     .embed_forward = cpu_embed_forward,
     .embed_backward = cpu_embed_backward,

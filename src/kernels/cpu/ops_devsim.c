@@ -612,8 +612,14 @@ static void g_moe_combine_backward(float *din, float *dw, const float *dy, const
 
 /* ---- the table ------------------------------------------------------------------------------- */
 
-/* The name and 57 ops: an op added to ops.h needs its wrapper here, or it would run unchecked. */
-_Static_assert(sizeof(ops_t) == 58 * sizeof(void *), "ops.h has a new op: wrap it in ops_devsim.c");
+/* The name and 59 ops: an op added to ops.h needs its wrapper here, or it would run unchecked. */
+_Static_assert(sizeof(ops_t) == 60 * sizeof(void *), "ops.h has a new op: wrap it in ops_devsim.c");
+
+/* Host memory to lock must be host memory. */
+static void g_host_register(void *host, size_t bytes) {
+    ASSERT(!devsim_contains(host));
+    base->host_register(host, bytes);
+}
 
 const ops_t *ops_devsim(const ops_t *cpu, size_t arena_bytes) {
     static ops_t t;
@@ -627,6 +633,7 @@ const ops_t *ops_devsim(const ops_t *cpu, size_t arena_bytes) {
     t.free = g_free;
     t.to_device = g_to_device;
     t.to_host = g_to_host;
+    t.host_register = g_host_register;
     t.zero = g_zero;
     t.embed_forward = g_embed_forward;
     t.embed_backward = g_embed_backward;

@@ -101,6 +101,12 @@ void cuda_to_host(void *dst_host, const void *src, size_t bytes) {
     if (bytes) CUDA_CHECK(cudaMemcpy(dst_host, src, bytes, cudaMemcpyDeviceToHost));
 }
 
+/* Page-locked host memory: DMA straight from it, no staging copy inside the driver. */
+static void cuda_host_register(void *host, size_t bytes) {
+    if (bytes) CUDA_CHECK(cudaHostRegister(host, bytes, cudaHostRegisterDefault));
+}
+static void cuda_host_unregister(void *host) { CUDA_CHECK(cudaHostUnregister(host)); }
+
 /* ---- about the backend ---- */
 static void version_text(int v, char out[16]) { snprintf(out, 16, "%d.%d", v / 1000, (v % 1000) / 10); }
 
@@ -142,6 +148,8 @@ static ops_t make_table(void) {
     t.free = cuda_free;
     t.to_device = cuda_to_device;
     t.to_host = cuda_to_host;
+    t.host_register = cuda_host_register;
+    t.host_unregister = cuda_host_unregister;
     t.zero = cuda_zero;
     t.embed_forward = cuda_embed_forward;
     t.embed_backward = cuda_embed_backward;
