@@ -9,17 +9,9 @@
 # be bit-identical, and the staged transport must have carried the transfers (all completed).
 # Found on the way: MoE's backward moved the experts' input gradients with a host memmove.
 source "$(dirname "$0")/lib.bash"
-cat >"$TEST_DIR/t.nml" <<NML
-&run name = 'r', out_dir = '$TEST_DIR' /
-&model n_layer = 2, n_head = 4, d_model = 64, d_ff = 256, vocab_size = 500, seq_len = 32 /
-&train max_steps = 4, micro_batch = 2, global_batch = 8, lr = 3e-3, grad_clip = 1.0 /
-&data train_files = 'data/tiny/train_*.bin', val_files = 'data/tiny/val_*.bin', val_every = 2,
-      val_batches = 2 /
-&checkpoint every = 2 /
-&log every = 4 /
-NML
-records() { grep -o '"step":[0-9]*,"loss":[^,]*,"lr":[^,]*,"grad_norm":[^,]*\|"val_loss":[^,}]*' "$1"; }
-MOE=(model.n_experts=4 model.top_k=2 model.capacity_factor=1.0 model.d_ff_expert=64)
+source "$(dirname "$0")/lib_moe.bash" # MOE_KEYS
+write_tiny_nml "$TEST_DIR/t.nml" name=r max_steps=4 mb=2 gb=8 val_every=2
+echo "&checkpoint every = 2 /" >>"$TEST_DIR/t.nml"
 # check NAME NP [overrides]: the run without and with the simulated device
 check() {
     local name=$1 np=$2 d
@@ -31,16 +23,9 @@ check() {
     done
     grep -q '^compute: cpu-devsim backend' "$TEST_DIR/$name-sim.log" || fail "$name: the simulated device was not used"
     local a b
-    a=$(records "$TEST_DIR/$name-plain/r/metrics.jsonl") b=$(records "$TEST_DIR/$name-sim/r/metrics.jsonl")
+    a=$(train_records "$TEST_DIR/$name-plain/r/metrics.jsonl") b=$(train_records "$TEST_DIR/$name-sim/r/metrics.jsonl")
     [ -n "$a" ] && [ "$a" = "$b" ] || { diff <(echo "$a") <(echo "$b") | head; fail "$name: step records differ"; }
-    $PYTHON - "$TEST_DIR/$name-plain/r/weights_step000004.h5" "$TEST_DIR/$name-sim/r/weights_step000004.h5" <<'PY' ||
-import h5py, sys, numpy as np
-a, b = h5py.File(sys.argv[1]), h5py.File(sys.argv[2])
-names = []
-a.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
-bad = [n for n in names if n not in b or not np.array_equal(a[n][()], b[n][()])]
-sys.exit(f"{len(bad)} of {len(names)} tensors differ: {bad[:3]}" if bad or not names else 0)
-PY
+    same_weights "$TEST_DIR/$name-plain/r/weights_step000004.h5" "$TEST_DIR/$name-sim/r/weights_step000004.h5" ||
         fail "$name: final weights differ"
     # every rank's staged transfers completed; with more than one rank some were staged
     local staged
@@ -55,7 +40,7 @@ check dp2_zero3 2 parallel.dp=2 parallel.zero_stage=3
 check dp2tp2 4 parallel.dp=2 parallel.tp=2 parallel.zero_stage=1
 check pp2_1f1b 2 parallel.pp=2
 check pp2_zbh1 2 parallel.pp=2 parallel.schedule="'zb-h1'"
-check moe_ep2 2 parallel.dp=2 parallel.ep=2 parallel.zero_stage=2 "${MOE[@]}"
+check moe_ep2 2 parallel.dp=2 parallel.ep=2 parallel.zero_stage=2 "${MOE_KEYS[@]}"
 check llama_tp2 2 model.arch="'llama'" model.n_kv_head=2 parallel.tp=2
 check reg_fp16 2 parallel.dp=2 train.precision="'fp16'" model.dropout=0.1 train.label_smoothing=0.1 \
     train.z_loss=1e-4 parallel.recompute="'full'"
@@ -71,7 +56,7 @@ for d in plain sim; do
         run.prompt_ids=1,2,3,4 run.max_new_tokens=8 run.temperature=0 parallel.tp=2 \
         run.out_dir="'$TEST_DIR/gen-$d'" >"$TEST_DIR/gen-$d.log" 2>&1 || { tail -20 "$TEST_DIR/gen-$d.log"; fail "generate ($d)"; }
 done
-[ "$(records "$TEST_DIR/resume-plain/r/metrics.jsonl")" = "$(records "$TEST_DIR/resume-sim/r/metrics.jsonl")" ] ||
+[ "$(train_records "$TEST_DIR/resume-plain/r/metrics.jsonl")" = "$(train_records "$TEST_DIR/resume-sim/r/metrics.jsonl")" ] ||
     fail "resumed run: step records differ"
 a=$(grep '^generate: continuation' "$TEST_DIR/gen-plain.log") b=$(grep '^generate: continuation' "$TEST_DIR/gen-sim.log")
 [ -n "$a" ] && [ "$a" = "$b" ] || fail "generation differs: '$a' vs '$b'"

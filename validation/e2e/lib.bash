@@ -56,6 +56,21 @@ losses() { grep '"loss"' "$1" | sed 's/.*"loss":\([^,]*\),.*/\1/'; }
 # norms FILE: the gradient norms of a metrics.jsonl (before clipping), one per line. A wrong
 # gradient scale hides behind AdamW and clipping in the losses; the norm shows it.
 norms() { grep '"grad_norm"' "$1" | sed 's/.*"grad_norm":\([^,]*\),.*/\1/'; }
+# train_records FILE: each step's loss, lr and gradient norm and each validation loss of a
+# metrics.jsonl as written (9 significant digits: the same text is the same float)
+train_records() { grep -o '"step":[0-9]*,"loss":[^,]*,"lr":[^,]*,"grad_norm":[^,]*\|"val_loss":[^,}]*' "$1"; }
+# same_weights A.h5 B.h5: every tensor of weights file A is in B with the same bits (the
+# attributes, which name the run, may differ); says which differ
+same_weights() {
+    $PYTHON - "$1" "$2" <<'PY'
+import h5py, sys, numpy as np
+a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
+names = []
+a.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
+bad = [n for n in names if n not in b or not np.array_equal(a[n][()], b[n][()])]
+sys.exit(f"{len(bad)} of {len(names)} tensors differ: {bad[:3]}" if bad or not names else 0)
+PY
+}
 # same_series NAME TOL FILE_A FILE_B: two columns of numbers agree to relative TOL, line by line,
 # and have the same (non-zero) length; prints the worst relative error
 same_series() {

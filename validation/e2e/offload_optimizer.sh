@@ -11,26 +11,9 @@
 # to_device. Each forward after an update reports its waits: every unit (n_layer + 2 = 4) comes by
 # once per step. With schedule = 'zb-h1' offload is refused (exit 2, naming both keys).
 source "$(dirname "$0")/lib.bash"
-cat >"$TEST_DIR/t.nml" <<NML
-&run name = 'r', out_dir = '$TEST_DIR' /
-&model n_layer = 2, n_head = 4, d_model = 64, d_ff = 256, vocab_size = 500, seq_len = 32 /
-&train max_steps = 6, micro_batch = 2, global_batch = 8, lr = 3e-3, grad_clip = 1.0 /
-&data train_files = 'data/tiny/train_*.bin', val_files = 'data/tiny/val_*.bin', val_every = 3,
-      val_batches = 2 /
-&checkpoint every = 3 /
-&log every = 6 /
-NML
-records() { grep -o '"step":[0-9]*,"loss":[^,]*,"lr":[^,]*,"grad_norm":[^,]*\|"val_loss":[^,}]*' "$1"; }
-same_weights() {
-    $PYTHON - "$1" "$2" <<'PY'
-import h5py, sys, numpy as np
-a, b = h5py.File(sys.argv[1]), h5py.File(sys.argv[2])
-names = []
-a.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
-bad = [n for n in names if n not in b or not np.array_equal(a[n][()], b[n][()])]
-sys.exit(f"{len(bad)} of {len(names)} tensors differ: {bad[:3]}" if bad or not names else 0)
-PY
-}
+source "$(dirname "$0")/lib_moe.bash" # MOE_KEYS
+write_tiny_nml "$TEST_DIR/t.nml" name=r max_steps=6 mb=2 gb=8 val_every=3
+echo "&checkpoint every = 3 /" >>"$TEST_DIR/t.nml"
 run() { # DIR NP DEVSIM overrides...: exit code in rc
     local dir=$1 np=$2 sim=$3
     shift 3
@@ -48,7 +31,7 @@ check() {
     [ $rc -eq 0 ] || { grep -A12 'error\|devsim: host' "$TEST_DIR/$name-off.log" | head -20; fail "$name with offload: exit $rc"; }
     grep -q "^optimizer: offload = 'optimizer'" "$TEST_DIR/$name-off.log" || fail "$name: no startup line for the offload"
     local a b
-    a=$(records "$TEST_DIR/$name-none/r/metrics.jsonl") b=$(records "$TEST_DIR/$name-off/r/metrics.jsonl")
+    a=$(train_records "$TEST_DIR/$name-none/r/metrics.jsonl") b=$(train_records "$TEST_DIR/$name-off/r/metrics.jsonl")
     [ -n "$a" ] && [ "$a" = "$b" ] || { diff <(echo "$a") <(echo "$b") | head; fail "$name: step records differ"; }
     same_weights "$TEST_DIR/$name-none/r/weights_step000006.h5" "$TEST_DIR/$name-off/r/weights_step000006.h5" ||
         fail "$name: final weights differ"
@@ -58,7 +41,6 @@ check() {
         "$([ "$sim" = 1 ] && echo ', simulated device')" "$(echo "$a" | wc -l)" "${waits:-none}"
     echo "$waits" >"$TEST_DIR/$name.waits"
 }
-MOE=(model.n_experts=4 model.top_k=2 model.capacity_factor=1.0 model.d_ff_expert=64)
 check serial 1 0
 # overlapped (ZeRO 0): each later step's forward met every unit once (val forwards come first)
 w=$(cat "$TEST_DIR/serial.waits")
@@ -71,7 +53,7 @@ check interleaved 2 0 parallel.pp=2 parallel.schedule="'interleaved'" parallel.v
 check tp2 2 0 parallel.tp=2
 check bf16 1 0 train.precision="'bf16'"
 check fp16_dp2 2 0 parallel.dp=2 train.precision="'fp16'"
-check moe_ep2 2 0 parallel.dp=2 parallel.ep=2 "${MOE[@]}"
+check moe_ep2 2 0 parallel.dp=2 parallel.ep=2 "${MOE_KEYS[@]}"
 check sim_dp2 2 1 parallel.dp=2
 check sim_zero2 2 1 parallel.dp=2 parallel.zero_stage=2
 check sim_pp2 2 1 parallel.pp=2 train.precision="'bf16'"
@@ -84,8 +66,8 @@ mkdir -p "$TEST_DIR/resume/r" && cp "$TEST_DIR/dp2-off/r/ckpt_step00000003.h5" "
 run resume 2 0 train.offload="'optimizer'" parallel.dp=2 checkpoint.resume="'$TEST_DIR/resume/r/ckpt_step00000003.h5'" \
     run.name="'r2'"
 [ $rc -eq 0 ] || { tail -20 "$TEST_DIR/resume.log"; fail "resume with offload: exit $rc"; }
-a=$(records "$TEST_DIR/dp2-off/r/metrics.jsonl" | grep -A99 '"step":4,' | grep '"step"')
-b=$(records "$TEST_DIR/resume/r2/metrics.jsonl" | grep '"step"')
+a=$(train_records "$TEST_DIR/dp2-off/r/metrics.jsonl" | grep -A99 '"step":4,' | grep '"step"')
+b=$(train_records "$TEST_DIR/resume/r2/metrics.jsonl" | grep '"step"')
 [ -n "$b" ] && [ "$a" = "$b" ] || { diff <(echo "$a") <(echo "$b"); fail "resumed offloaded run: steps 4..6 differ"; }
 echo "resume   2 ranks: steps 4..6 from the step-3 checkpoint equal the uninterrupted offloaded run"
 # refused with ZB-H1 (its post-validation keeps device copies of the state)
