@@ -167,6 +167,15 @@ endif
 CUDA_UNIT_SRC := $(wildcard validation/unit/cuda/test_*.c)
 CUDA_UNIT_BIN := $(patsubst validation/unit/cuda/%.c,$(BUILD)/tests/cuda/%,$(CUDA_UNIT_SRC))
 ifeq ($(CUDA),1)
+# test_comm_nccl_fake: comm_nccl.c over fake_nccl.c (MPI on host memory) instead of libnccl and
+# libcudart, so the CUDA libraries stay off its link line (the archive's other CUDA objects are
+# not pulled in).
+$(BUILD)/tests/cuda/test_comm_nccl_fake: validation/unit/cuda/test_comm_nccl_fake.c validation/unit/cuda/fake_nccl.c \
+                                         validation/unit/test_comm_seam.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(CUDA_CFLAGS) $(CMOCKA_CFLAGS) -o $@ validation/unit/cuda/test_comm_nccl_fake.c \
+	    validation/unit/cuda/fake_nccl.c $(LIB) $(CMOCKA_LIBS) $(HDF5_LIBS) $(GEMM_LIBS) $(HWLOC_LIBS) \
+	    $(PAPI_LIBS) $(PCRE2_LIBS) -lm $(LDFLAGS)
 $(BUILD)/tests/cuda/%: validation/unit/cuda/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(CUDA_CFLAGS) $(CMOCKA_CFLAGS) -MMD -MP -o $@ $< $(LIB) $(CMOCKA_LIBS) $(ALL_LIBS) $(LDFLAGS)

@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "core/alloc.h"
 #include "core/cuda_check.h"
@@ -209,7 +210,7 @@ static void t_detach(void *ctx) {
     lane_destroy(&q->down);
     for (int i = 0; i < q->n_idle; i++) CUDA_CHECK(cudaEventDestroy(q->idle[i]));
     CUDA_CHECK(cudaEventDestroy(q->computed));
-    xfree(q->idle);
+    free(q->idle); /* xrealloc_small's: plain malloc memory */
     xfree(q);
 }
 

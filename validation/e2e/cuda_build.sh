@@ -41,6 +41,17 @@ n=$(grep -c '^\[       OK \]' "$TEST_DIR/nccl.log")
 [ "$n" -eq 12 ] || { cat "$TEST_DIR/nccl.log"; fail "test_comm_nccl: $n cases passed over 4 ranks, expected 12"; }
 grep '^no GPU: ' "$TEST_DIR/nccl.log" || true
 echo "test_comm_nccl: 3 cases on each of 4 ranks passed (NCCL ids over MPI sub-communicators)"
+# comm_nccl.c's own logic over a fake NCCL made of MPI (validation/unit/cuda/fake_nccl.c): the
+# seam's cases against the MPI path on 3 ranks (a transfer on the wrong direction's communicator
+# hangs: the timeout fails it)
+make --no-print-directory -j2 CUDA=1 build-cuda/tests/cuda/test_comm_nccl_fake >>"$TEST_DIR/build.log" 2>&1 ||
+    { tail -20 "$TEST_DIR/build.log"; fail "build-cuda/tests/cuda/test_comm_nccl_fake does not build"; }
+if grep -n 'warning' "$TEST_DIR/build.log"; then fail "the NCCL tests' build: warnings (above)"; fi
+timeout 120 $MPIRUN -n 3 build-cuda/tests/cuda/test_comm_nccl_fake >"$TEST_DIR/nccl_fake.log" 2>&1 ||
+    { cat "$TEST_DIR/nccl_fake.log"; fail "test_comm_nccl_fake on 3 ranks (exit $?)"; }
+n=$(grep -c '^\[       OK \]' "$TEST_DIR/nccl_fake.log")
+[ "$n" -eq 24 ] || { cat "$TEST_DIR/nccl_fake.log"; fail "test_comm_nccl_fake: $n cases passed over 3 ranks, expected 24"; }
+echo "test_comm_nccl_fake: 8 cases on each of 3 ranks passed (comm_nccl.c over MPI: pieces, roots, lanes, events)"
 $MPIRUN -n 2 build-cuda/gpu/device_probe bf16 >"$TEST_DIR/probe.log" 2>&1
 rc=$?
 cat "$TEST_DIR/probe.log"
