@@ -4,6 +4,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <string.h>
 #include "core/alloc.h"
 #include "core/error.h"
@@ -12,7 +13,10 @@
 
 /* ---- offload: the host state, the staging buffers and the update thread --------------------- */
 
+#define OFFLOAD_BUFFERS 5 /* m, v, master, and the staging of gradients and weights */
+
 struct adamw_offload {
+    void *locked[OFFLOAD_BUFFERS]; /* the whole pages inside each buffer, page-locked */
     gpt_t *m; /* the model and partition the overlapped update serves (adamw_attach) */
     zero_t *z;
     float *grads, *weights; /* [n] host staging: the gradients copied out, the rounded weights */
@@ -115,13 +119,25 @@ static void on_unit_use(void *ctx, int unit) {
     offload_need(opt, unit_of_use(unit, opt->off->m->L));
 }
 
+/* Page-lock the whole pages inside [p, p + bytes): a page another allocation shares would be
+ * registered twice (cudaHostRegister refuses overlapping ranges); the pieces at the ends move
+ * through the driver's staging instead. Returns the locked start (NULL: nothing locked). */
+static void *lock_interior(const ops_t *ops, void *p, size_t bytes) {
+    const uintptr_t page = 4096, lo = ((uintptr_t)p + page - 1) / page * page,
+                    hi = ((uintptr_t)p + bytes) / page * page;
+    if (hi <= lo) return NULL;
+    ops->host_register((void *)lo, hi - lo);
+    return (void *)lo;
+}
+
 static void offload_create(adamw_t *opt, size_t k) {
     adamw_offload_t *o = xcalloc(1, sizeof *o);
     opt->off = o;
     o->grads = xmalloc_in(k * sizeof(float), MEM_OPTIMIZER);
     o->weights = xmalloc_in(k * sizeof(float), MEM_OPTIMIZER);
-    float *host[] = {opt->m, opt->v, opt->master, o->grads, o->weights};
-    for (int i = 0; i < 5; i++) opt->ops->host_register(host[i], k * sizeof(float));
+    float *host[OFFLOAD_BUFFERS] = {opt->m, opt->v, opt->master, o->grads, o->weights};
+    for (int i = 0; i < OFFLOAD_BUFFERS; i++)
+        o->locked[i] = lock_interior(opt->ops, host[i], k * sizeof(float));
     PTHREAD_CHECK(pthread_mutex_init(&o->mu, NULL));
     PTHREAD_CHECK(pthread_cond_init(&o->cv, NULL));
 }
@@ -192,8 +208,8 @@ void adamw_destroy(adamw_t *opt) {
             PTHREAD_CHECK(pthread_mutex_unlock(&o->mu));
             PTHREAD_CHECK(pthread_join(o->thread, NULL));
         }
-        float *host[] = {opt->m, opt->v, opt->master, o->grads, o->weights};
-        for (int i = 0; i < 5; i++) opt->ops->host_unregister(host[i]);
+        for (int i = 0; i < OFFLOAD_BUFFERS; i++)
+            if (o->locked[i]) opt->ops->host_unregister(o->locked[i]);
         PTHREAD_CHECK(pthread_mutex_destroy(&o->mu));
         PTHREAD_CHECK(pthread_cond_destroy(&o->cv));
         xfree(o->grads);
