@@ -207,7 +207,8 @@ void comm_ireduce_scatter_sum(const float *x, float *out, const int *counts, con
     if (g->t)
         device_started(req, g, g->t->reduce_scatter(g->ctx, x, out, counts));
     else
-        MPI_CHECK(MPI_Ireduce_scatter(x, out, counts, MPI_FLOAT, MPI_SUM, g->mpi, mpi_start(req, g)));
+        MPI_CHECK(MPI_Ireduce_scatter(x, out, counts, MPI_FLOAT, MPI_SUM, g->mpi,
+                                      mpi_start(req, g)));
     charge(kind, t0, n * sizeof(float));
 }
 

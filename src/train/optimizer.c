@@ -48,6 +48,12 @@ static int unit_of_use(int unit, int n_layer) {
     return unit == GPT_UNIT_EMBED ? 0 : unit == GPT_UNIT_FINAL ? n_layer + 1 : unit + 1;
 }
 
+/* Whether parameter i belongs to `unit` and has elements [a, b) this rank updates. */
+static bool in_unit(const gpt_t *m, const zero_t *z, int i, int unit, size_t *a, size_t *b) {
+    const param_t *p = &m->P.p[i];
+    return unit_of_param(p, m->L) == unit && zero_my_range(z, p->offset, p->numel, a, b);
+}
+
 /* AdamW on the host state of one unit (the thread, or the main thread without overlap). */
 static void update_unit(adamw_t *opt, gpt_t *m, zero_t *z, int unit) {
     const adamw_offload_t *o = opt->off;
@@ -55,7 +61,7 @@ static void update_unit(adamw_t *opt, gpt_t *m, zero_t *z, int unit) {
     for (int i = 0; i < m->P.n; i++) {
         const param_t *p = &m->P.p[i];
         size_t a, b;
-        if (unit_of_param(p, m->L) != unit || !zero_my_range(z, p->offset, p->numel, &a, &b)) continue;
+        if (!in_unit(m, z, i, unit, &a, &b)) continue;
         const size_t k = zero_state_index(z, a);
         host->adamw_update(opt->master + k, o->grads + k, opt->m + k, opt->v + k, b - a, o->lr,
                            o->beta1, o->beta2, o->eps, p->decay ? o->weight_decay : 0.0f,
@@ -67,11 +73,10 @@ static void update_unit(adamw_t *opt, gpt_t *m, zero_t *z, int unit) {
 /* The unit's rounded weights back to the device (main thread). */
 static void upload_unit(adamw_t *opt, gpt_t *m, zero_t *z, int unit) {
     for (int i = 0; i < m->P.n; i++) {
-        const param_t *p = &m->P.p[i];
         size_t a, b;
-        if (unit_of_param(p, m->L) != unit || !zero_my_range(z, p->offset, p->numel, &a, &b)) continue;
-        opt->ops->to_device(zero_param_at(z, m->params, a), opt->off->weights + zero_state_index(z, a),
-                            (b - a) * sizeof(float));
+        if (!in_unit(m, z, i, unit, &a, &b)) continue;
+        const float *w = opt->off->weights + zero_state_index(z, a);
+        opt->ops->to_device(zero_param_at(z, m->params, a), w, (b - a) * sizeof(float));
     }
 }
 
