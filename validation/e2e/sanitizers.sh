@@ -3,7 +3,7 @@
 # build-asan/, never mixed with build/): the tiny model trains 10 steps on 1 rank and on 4 ranks
 # (dp 2 x pp 2: 1F1B pipeline p2p, dp all-reduce, collective HDF5 checkpoints), resumes on
 # tp 2 x pp 2 (checkpoint reading, tensor-parallel all-reduces), evaluates and generates on
-# 1 rank, llmprep trains a small BPE vocabulary on 2 ranks, and the unit tests run (all but
+# 1 rank, trains with the optimizer offloaded and behind the simulated device (dp 2), llmprep trains a small BPE vocabulary on 2 ranks, and the unit tests run (all but
 # test_tokenizer: 2 minutes under ASan). Fails on any ASan or UBSan report in any output, or a
 # run that does not finish.
 source "$(dirname "$0")/lib.bash"
@@ -61,6 +61,14 @@ run eval 1 $BIN/llmtrain "$TEST_DIR/eval.nml"
 write_tiny_nml "$TEST_DIR/gen.nml" name=gen mode=generate init_from="$w" \
     extra_run="prompt_ids = 10, 20, 30, max_new_tokens = 8, temperature = 0.8, top_k = 20"
 run generate 1 $BIN/llmtrain "$TEST_DIR/gen.nml"
+# the offloaded optimizer's thread beside the forward (dp 2), and the simulated device with the
+# staged transport under ZeRO-3 (LLMT_DEVSIM: mprotect'ed arena, its own SIGSEGV handler)
+nml offload 2 1 1
+run offload 2 $BIN/llmtrain "$TEST_DIR/offload.nml" train.offload="'optimizer'"
+grep -q "^optimizer: offload = 'optimizer'" "$TEST_DIR/offload.log" || fail "offload: not offloaded"
+nml devsim 2 1 1
+LLMT_DEVSIM=1 run devsim 2 $BIN/llmtrain "$TEST_DIR/devsim.nml" parallel.zero_stage=3
+grep -q '^compute: cpu-devsim backend' "$TEST_DIR/devsim.log" || fail "devsim: the simulated device was not used"
 run llmprep 2 $BIN/llmprep --out "$TEST_DIR/prep" --train-vocab 300 --val-fraction 0.1 \
     --shard-tokens 5000 $(ls /usr/share/common-licenses/* | head -3)
 for t in "$BIN"/tests/test_*; do
