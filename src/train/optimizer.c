@@ -202,6 +202,10 @@ double adamw_offload_wait(adamw_t *opt, int *ready_on_arrival, int *units) {
     return w;
 }
 
+size_t adamw_offload_bytes(const adamw_t *opt) {
+    return opt->off ? OFFLOAD_BUFFERS * (opt->n ? opt->n : 1) * sizeof(float) : 0;
+}
+
 void adamw_destroy(adamw_t *opt) {
     adamw_offload_t *o = opt->off;
     if (o) {

@@ -65,4 +65,6 @@ void adamw_finish(adamw_t *opt);
 /* Seconds the forwards since the last call waited for the offloaded update (0 without), and the
  * units the forward found already updated / all units uploaded since then. */
 double adamw_offload_wait(adamw_t *opt, int *ready_on_arrival, int *units);
+/* Host bytes the offload holds (moments, master, the two staging buffers); 0 without. */
+size_t adamw_offload_bytes(const adamw_t *opt);
 #endif

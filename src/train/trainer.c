@@ -435,11 +435,12 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
     if (tr->opt.off && is_root(tr))
         printf("optimizer: offload = 'optimizer': AdamW moments and fp32 master weights in host "
                "memory (%.1f MiB on rank 0, page-locked by the %s backend), the update on the "
-               "CPU %s\n", 5.0 * (double)zero_state_floats(&tr->zero) * sizeof(float) / 1048576.0,
+               "CPU %s\n", (double)adamw_offload_bytes(&tr->opt) / 1048576.0,
                ops->name, tr->zero.stage == 0 ? "overlapped with the next forward, unit by unit"
                                               : "before the ZeRO all-gather (not overlapped)");
     tr->post_validate = sched == SCHED_ZBH1;
-    if (tr->post_validate) postval_create(&tr->pv, ops, zero_state_floats(&tr->zero), grid->world_group);
+    if (tr->post_validate)
+        postval_create(&tr->pv, ops, zero_state_floats(&tr->zero), grid->world_group);
     if (cfg->init_from[0]) {
         load_init_weights(tr);
     } else {
@@ -508,12 +509,13 @@ void trainer_destroy(trainer_t *tr) {
 float *trainer_host_params(const trainer_t *tr) {
     const zero_t *z = &tr->zero;
     if (tr->opt.master) /* bf16/fp16: the fp32 master weights, laid out like the AdamW state */
-        return trainer_host_copy(tr, tr->opt.state_ops, tr->opt.master, tr->opt.master, z->stage >= 1);
+        return trainer_host_copy(tr, tr->opt.state_ops, tr->opt.master, tr->opt.master,
+                                 z->stage >= 1);
     return trainer_host_copy(tr, tr->ops, tr->model.params, z->param_shard, z->stage >= 3);
 }
 
-float *trainer_host_copy(const trainer_t *tr, const ops_t *from, const float *full, const float *shard,
-                         bool sharded) {
+float *trainer_host_copy(const trainer_t *tr, const ops_t *from, const float *full,
+                         const float *shard, bool sharded) {
     const zero_t *z = &tr->zero;
     const bool writer = z->rank == 0; /* dp rank 0, or with ep > 1 each ep rank's replica 0 */
     if (!sharded) {
@@ -672,7 +674,8 @@ typedef struct step_result {
 static void dump_grads(trainer_t *tr) {
     char path[RUNDIR_PATH_MAX + 64], msg[COMM_MSG_MAX + 64];
     snprintf(path, sizeof path, "%s/grads_step%06lld.h5", tr->rd.dir, (long long)tr->step);
-    float *host = trainer_host_copy(tr, tr->ops, tr->model.grads, tr->zero.grad_shard, tr->zero.stage >= 2);
+    float *host =
+        trainer_host_copy(tr, tr->ops, tr->model.grads, tr->zero.grad_shard, tr->zero.stage >= 2);
     ckpt_meta_t meta = {tr->step, tr->cfg->seed, tr->model.V, tr->model.Vp, tr->cfg->n_layer,
                         tr->cfg->n_head, tr->cfg->d_model, tr->cfg->d_ff, tr->cfg->seq_len,
                         tr->config_text, "", &tr->provenance};

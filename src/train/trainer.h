@@ -84,8 +84,8 @@ int trainer_train(trainer_t *tr);
 /* A host copy of a flat buffer for a file writer: the full device buffer, or (sharded: ZeRO
  * partitions) the partitions gathered on dp rank 0 (NULL on the other dp ranks, which write
  * nothing). Collective over the dp group when sharded. Free with xfree. */
-float *trainer_host_copy(const trainer_t *tr, const ops_t *from, const float *full, const float *shard,
-                         bool sharded);
+float *trainer_host_copy(const trainer_t *tr, const ops_t *from, const float *full,
+                         const float *shard, bool sharded);
 /* The parameters in fp32 for a file: the master weights (bf16/fp16) or the model's own, as
  * trainer_host_copy gives them. */
 float *trainer_host_params(const trainer_t *tr);
