@@ -28,27 +28,39 @@ typedef struct nccl_group {
     comm_nccl_use_t use;
     int size, rank;
     lane_t coll;          /* COMM_NCCL_COLLECTIVE: every operation */
-    lane_t up, down;      /* COMM_NCCL_P2P: sends to higher ranks (and their receives), lower */
+    lane_t up, down;      /* COMM_NCCL_P2P: sends to higher ranks (and their receives), lower;
+                             one stream for both would deadlock 1F1B, and with these two every
+                             schedule's lists run in order (train/schedule.c
+                             sched_check_ordered, checked before each pipeline runs) */
     cudaEvent_t computed; /* recorded on the compute stream as each operation starts */
     cudaEvent_t *idle;    /* events free for the next operation (a stack) */
     int n_idle, cap_idle;
+    cudaEvent_t *made;    /* every event made, idle or still in a request (destroyed at detach:
+                             a request dropped without its wait does not leak its event) */
+    int n_made, cap_made;
 } nccl_group_t;
 
 /* ---- events --------------------------------------------------------------------------------- */
+
+/* Append e to a grow-only stack of events (xrealloc_small: plain malloc memory). */
+static void push_event(cudaEvent_t **v, int *n, int *cap, cudaEvent_t e) {
+    if (*n == *cap) {
+        *cap = *cap ? 2 * *cap : 16;
+        *v = xrealloc_small(*v, (size_t)*cap * sizeof **v);
+    }
+    (*v)[(*n)++] = e;
+}
 
 static cudaEvent_t take_event(nccl_group_t *q) {
     if (q->n_idle > 0) return q->idle[--q->n_idle];
     cudaEvent_t e;
     CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    push_event(&q->made, &q->n_made, &q->cap_made, e);
     return e;
 }
 
 static void give_event(nccl_group_t *q, cudaEvent_t e) {
-    if (q->n_idle == q->cap_idle) {
-        q->cap_idle = q->cap_idle ? 2 * q->cap_idle : 16;
-        q->idle = xrealloc_small(q->idle, (size_t)q->cap_idle * sizeof *q->idle);
-    }
-    q->idle[q->n_idle++] = e;
+    push_event(&q->idle, &q->n_idle, &q->cap_idle, e);
 }
 
 /* Before an operation on lane l: l's stream waits for the compute stream's work so far (the
@@ -208,9 +220,10 @@ static void t_detach(void *ctx) {
     lane_destroy(&q->coll);
     lane_destroy(&q->up);
     lane_destroy(&q->down);
-    for (int i = 0; i < q->n_idle; i++) CUDA_CHECK(cudaEventDestroy(q->idle[i]));
+    for (int i = 0; i < q->n_made; i++) CUDA_CHECK(cudaEventDestroy(q->made[i]));
     CUDA_CHECK(cudaEventDestroy(q->computed));
     free(q->idle); /* xrealloc_small's: plain malloc memory */
+    free(q->made);
     xfree(q);
 }
 

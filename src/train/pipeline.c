@@ -26,18 +26,24 @@ int pipe_slots_needed(pipe_schedule_t schedule, int pp, int v, int stage, int n_
     return n;
 }
 
-/* The lists of every rank, checked by the simulator: each rank runs it on the same lists, so
- * all ranks reach the same verdict and end together. */
+/* The lists of every rank, checked by the simulator with MPI's semantics (tags) and with an
+ * ordered transport's (NCCL: no tags, a stream per direction), whichever carries them: each
+ * rank runs the checks on the same lists, so all ranks reach the same verdict and end together. */
 static void build_checked(schedule_t *s, const pipe_t *p, int n, bool backward) {
     sched_build(s, p->schedule, p->pp, p->v, n, backward);
     const sched_cost_t unit = {1, 1, 1};
     sched_sim_t sim;
     sched_simulate(s, &unit, &sim);
+    const char *how = "before running";
+    if (sim.ok) {
+        sched_check_ordered(s, &sim);
+        how = "on an ordered transport (NCCL)";
+    }
     if (!sim.ok) {
-        char msg[700];
+        char msg[760];
         snprintf(msg, sizeof msg, "internal error: the %s schedule for pp = %d, v = %d, %d "
-                 "micro-batches fails its check before running: %s", sched_kind_name(p->schedule),
-                 p->pp, p->v, n, sim.err);
+                 "micro-batches fails its check %s: %s", sched_kind_name(p->schedule), p->pp,
+                 p->v, n, how, sim.err);
         fatal_agreed(LLMT_EXIT_INTERNAL, msg);
     }
     ASSERT(s->rank[p->stage].n_slots <= p->m->par.n_slots);

@@ -43,7 +43,8 @@ typedef struct pipe {
  * stage (training and one-micro-batch evaluation). */
 int pipe_slots_needed(pipe_schedule_t schedule, int pp, int v, int stage, int n_micro);
 pipe_schedule_t pipe_schedule_from_name(const char *name);
-/* Build and simulate the lists; a failing simulation ends every rank (exit 3) with its reason. */
+/* Build and simulate the lists (with tags, and ordered as NCCL runs them); a failing simulation
+ * ends every rank (exit 3) with its reason. */
 void pipe_create(pipe_t *p, gpt_t *m, const grid_t *g, int n_micro, pipe_schedule_t schedule,
                  int v);
 void pipe_destroy(pipe_t *p);

@@ -463,6 +463,179 @@ void sched_simulate(const schedule_t *s, const sched_cost_t *cost, sched_sim_t *
     xfree(S.busy);
 }
 
+/* ---------------------------------------------------------------- an ordered transport */
+
+/* One transfer posted on a lane (a rank's stream for one direction of traffic). */
+typedef struct lane_op {
+    bool recv, done;
+    int peer, tag;
+} lane_op_t;
+
+typedef struct lane_q {
+    lane_op_t *op;
+    int n, cap, head; /* ops before head are done */
+} lane_q_t;
+
+enum { LANE_UP, LANE_DOWN, LANES };
+
+typedef struct ordered {
+    const schedule_t *s;
+    lane_q_t *lane;   /* [p * LANES] */
+    int *pc;          /* [p] next action */
+    int *pending;     /* [p] index of the posted receive the host waits for in its lane, or -1 */
+    int **last_send;  /* [p][n_slots * 2]: the slot's last forward / backward send, or -1 */
+    size_t messages;
+} ordered_t;
+
+/* comm_nccl.c's lanes: traffic to a higher rank goes up, to a lower one down. */
+static int lane_of(int src, int dst) { return dst > src ? LANE_UP : LANE_DOWN; }
+
+static lane_q_t *lane_at(ordered_t *O, int r, int l) { return &O->lane[r * LANES + l]; }
+
+static int lane_post(ordered_t *O, int r, int l, bool recv, int peer, int tag) {
+    lane_q_t *q = lane_at(O, r, l);
+    if (q->n == q->cap) {
+        q->cap = q->cap ? 2 * q->cap : 64;
+        q->op = xrealloc_small(q->op, (size_t)q->cap * sizeof(lane_op_t));
+    }
+    q->op[q->n] = (lane_op_t){recv, false, peer, tag};
+    return q->n++;
+}
+
+static lane_op_t *lane_head(ordered_t *O, int r, int l) {
+    lane_q_t *q = lane_at(O, r, l);
+    while (q->head < q->n && q->op[q->head].done) q->head++;
+    return q->head < q->n ? &q->op[q->head] : NULL;
+}
+
+/* "forward of micro-batch 3 chunk 1" from a tag (tag_of). */
+static void tag_text(const schedule_t *s, int tag, char *buf, size_t len) {
+    const int k = tag / 2;
+    snprintf(buf, len, "%s of micro-batch %d chunk %d", tag % 2 ? "gradient" : "activation",
+             k % s->m, k / s->m);
+}
+
+/* Rank r's host performs its next action if it can. */
+static bool ordered_host_step(ordered_t *O, int r) {
+    const sched_rank_t *R = &O->s->rank[r];
+    if (O->pc[r] == R->n) return false;
+    const sched_act_t *a = &R->act[O->pc[r]];
+    if (O->pending[r] >= 0) { /* the posted receive of this action */
+        const int l = lane_of(a->peer, r);
+        if (!lane_at(O, r, l)->op[O->pending[r]].done) return false;
+        O->pending[r] = -1;
+        O->pc[r]++;
+        return true;
+    }
+    for (int dir = 0; dir < 2; dir++) {
+        const int bit = dir ? SCHED_WAIT_BWD : SCHED_WAIT_FWD;
+        const int last = O->last_send[r][a->slot * 2 + dir];
+        if ((a->wait & bit) && last >= 0) {
+            const int l = lane_of(r, dir ? (r + O->s->p - 1) % O->s->p : (r + 1) % O->s->p);
+            if (!lane_at(O, r, l)->op[last].done) return false;
+        }
+    }
+    if (a->op == ACT_RECV_F || a->op == ACT_RECV_B) {
+        O->pending[r] = lane_post(O, r, lane_of(a->peer, r), true, a->peer, a->tag);
+        return true;
+    }
+    if (a->op == ACT_SEND_F || a->op == ACT_SEND_B) {
+        const int dir = a->op == ACT_SEND_B;
+        O->last_send[r][a->slot * 2 + dir] = lane_post(O, r, lane_of(r, a->peer), false, a->peer,
+                                                       a->tag);
+        O->messages++;
+    }
+    O->pc[r]++;
+    return true;
+}
+
+/* The send at the head of rank r's lane l meets the receive at the head of its peer's: both
+ * complete. False when they do not meet, or (err set) when they meet with different tags. */
+static bool ordered_match(ordered_t *O, int r, int l, sched_sim_t *out) {
+    lane_op_t *snd = lane_head(O, r, l);
+    if (!snd || snd->recv) return false;
+    lane_op_t *rcv = lane_head(O, snd->peer, l);
+    if (!rcv || !rcv->recv || rcv->peer != r) return false;
+    if (rcv->tag != snd->tag) {
+        char sent[96], want[96];
+        tag_text(O->s, snd->tag, sent, sizeof sent);
+        tag_text(O->s, rcv->tag, want, sizeof want);
+        snprintf(out->err, sizeof out->err, "on an ordered transport rank %d's send (%s) would "
+                 "land in rank %d's receive for the %s", r, sent, snd->peer, want);
+        return false;
+    }
+    snd->done = rcv->done = true;
+    return true;
+}
+
+/* The host is done with its list and every send it posted has completed. */
+static bool ordered_finished(ordered_t *O, int r) {
+    if (O->pc[r] < O->s->rank[r].n) return false;
+    for (int l = 0; l < LANES; l++)
+        if (lane_head(O, r, l)) return false;
+    return true;
+}
+
+static void ordered_report_deadlock(ordered_t *O, sched_sim_t *out) {
+    size_t at = (size_t)snprintf(out->err, sizeof out->err,
+                                 "deadlock on an ordered transport (a stream per direction):");
+    for (int r = 0; r < O->s->p && at < sizeof out->err; r++) {
+        if (ordered_finished(O, r)) continue;
+        char what[96] = "the end of its list";
+        if (O->pc[r] < O->s->rank[r].n) {
+            const sched_act_t *a = &O->s->rank[r].act[O->pc[r]];
+            snprintf(what, sizeof what, "%s of micro-batch %d chunk %d", op_name(a->op), a->micro,
+                     a->chunk);
+        }
+        at += (size_t)snprintf(out->err + at, sizeof out->err - at, " rank %d waits at %s", r,
+                               what);
+        for (int l = 0; l < LANES && at < sizeof out->err; l++) {
+            const lane_op_t *h = lane_head(O, r, l);
+            if (h)
+                at += (size_t)snprintf(out->err + at, sizeof out->err - at,
+                                       " (%s stream: %s rank %d, tag %d)", l == LANE_UP ? "up" : "down",
+                                       h->recv ? "receive from" : "send to", h->peer, h->tag);
+        }
+        at += (size_t)snprintf(out->err + at, sizeof out->err - at, ";");
+    }
+}
+
+void sched_check_ordered(const schedule_t *s, sched_sim_t *out) {
+    memset(out, 0, sizeof *out);
+    if (!check_structure(s, out)) return;
+    ordered_t O = {s, xcalloc((size_t)s->p * LANES, sizeof(lane_q_t)),
+                   xcalloc((size_t)s->p, sizeof(int)), xcalloc((size_t)s->p, sizeof(int)),
+                   xcalloc((size_t)s->p, sizeof(int *)), 0};
+    for (int r = 0; r < s->p; r++) {
+        const int n = 2 * (s->rank[r].n_slots > 0 ? s->rank[r].n_slots : 1);
+        O.pending[r] = -1;
+        O.last_send[r] = xmalloc(sizeof(int) * (size_t)n);
+        for (int i = 0; i < n; i++) O.last_send[r][i] = -1;
+    }
+    bool progress = true;
+    while (progress && !out->err[0]) {
+        progress = false;
+        for (int r = 0; r < s->p; r++)
+            while (ordered_host_step(&O, r)) progress = true;
+        for (int r = 0; r < s->p && !out->err[0]; r++)
+            for (int l = 0; l < LANES; l++)
+                while (ordered_match(&O, r, l, out)) progress = true;
+    }
+    bool all = true;
+    for (int r = 0; r < s->p; r++) all = all && ordered_finished(&O, r);
+    if (!all && !out->err[0]) ordered_report_deadlock(&O, out);
+    out->ok = out->err[0] == '\0';
+    out->messages = O.messages;
+    for (int r = 0; r < s->p; r++) {
+        for (int l = 0; l < LANES; l++) free(lane_at(&O, r, l)->op);
+        xfree(O.last_send[r]);
+    }
+    xfree(O.lane);
+    xfree(O.pc);
+    xfree(O.pending);
+    xfree(O.last_send);
+}
+
 /* ---------------------------------------------------------------- printing */
 
 void sched_print(const schedule_t *s, FILE *f, int max_actions) {

@@ -6,7 +6,9 @@
  * semantics (a send is posted without waiting, a receive waits for its send, an activation slot
  * is reused only after its earlier sends were received) and so proves before training that the
  * lists match and cannot deadlock; it also measures peak in-flight activations and, under a
- * stated compute-time model, the bubble. train/pipeline executes the lists (one runner).
+ * stated compute-time model, the bubble. A second run proves the same on an ordered transport
+ * (NCCL: messages matched by order, one stream per direction). train/pipeline executes the
+ * lists (one runner).
  *
  * Layout (Megatron's): rank r holds v chunks; chunk c of rank r is model chunk c*p + r (virtual
  * stage). Activations flow virtual stage s -> s + 1, i.e. rank r -> r + 1, and from rank p - 1
@@ -78,6 +80,14 @@ void sched_push(schedule_t *s, int r, act_op_t op, int chunk, int micro);
 void sched_finish(schedule_t *s);
 /* Run every rank's list with the runner's semantics under the cost model. */
 void sched_simulate(const schedule_t *s, const sched_cost_t *cost, sched_sim_t *out);
+/* The lists again under the semantics of an ORDERED transport (NCCL, parallel/comm_nccl.c): no
+ * tags, a receive takes the next message its sender sends it; the transfers of one direction
+ * (to higher ranks, to lower ones) run one after another on one stream per rank, and a send
+ * completes only together with its receive (rendezvous, the worst case). The host posts as the
+ * runner does (a send without waiting, a receive and then waits for it, a slot's earlier sends
+ * waited for before it is rewritten, all sends at the end). ok: every receive gets the message
+ * of its own tag and nothing waits forever; else err says where the order breaks. */
+void sched_check_ordered(const schedule_t *s, sched_sim_t *out);
 /* Peak (chunk, micro) activations in flight on rank r: forwarded, not yet released (by B, or
  * by W when split). */
 int sched_peak_inflight(const schedule_t *s, int r);

@@ -8,6 +8,11 @@
 #   3. 20 steps of the tiny model, device = 'cuda' against device = 'cpu' (loss curves, rel 1e-3)
 #   4. PyTorch on this GPU: GPT-2 124M and 350M, T = 1024, bf16, eager and torch.compile
 #   5. llmtrain GPT-2 124M / 350M, T = 1024, bf16: tokens/s, MFU, the ratio to PyTorch eager
+# LLMT_GPU_REHEARSAL=1: the same script on a build machine without a GPU (validation/e2e/
+# gpu_rehearsal.sh runs it in make check): the CPU build's ./llmtrain with device = 'cpu' where
+# 'cuda' would be, tiny shapes in steps 4 and 5, PyTorch on the CPU, the GPU-only binaries
+# skipped. It proves the plumbing (namelists, the parsing of the records, the table) so that the
+# one GPU run is not spent on a typo; it says nothing about the GPU.
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${1:?usage: validation/gpu/run.sh OUTDIR}
@@ -17,19 +22,29 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
 PY=${PYTHON:-python3}
 summary=()
 row() { summary+=("$(printf '%-44s %s' "$1" "$2")"); }
-
-bins="build-cuda/llmtrain build-cuda/gpu/test_cuda_ops build-cuda/gpu/device_probe build-cuda/gpu/check_attn_matmul"
-for b in $bins; do
-    [ -x "$b" ] || timeout 300 make -j16 CUDA=1 "$b" >"$OUT/build.log" 2>&1 || true
-done
+if [ "${LLMT_GPU_REHEARSAL:-0}" = 1 ]; then
+    LLMT=./llmtrain GPU=cpu TORCH_DEV=cpu SEQ=64 BATCH=2 VOCAB=512 TORCH_VOCAB=512
+    MODELS=("124M 2 64 4" "350M 2 128 4") # the labels stay, the shapes are tiny
+    row "REHEARSAL (no GPU: device = 'cpu', tiny shapes)" "plumbing only"
+else
+    LLMT=build-cuda/llmtrain GPU=cuda TORCH_DEV=cuda SEQ=1024 BATCH=8 VOCAB=50257 TORCH_VOCAB=50304 # as llmtrain pads it
+    MODELS=("124M 12 768 12" "350M 24 1024 16")
+    bins="build-cuda/llmtrain build-cuda/gpu/test_cuda_ops build-cuda/gpu/device_probe build-cuda/gpu/check_attn_matmul"
+    for b in $bins; do
+        [ -x "$b" ] || timeout 300 make -j16 CUDA=1 "$b" >"$OUT/build.log" 2>&1 || true
+    done
+fi
+skipped() { [ "$GPU" = cpu ] && row "$1" "SKIPPED (rehearsal)"; }
 
 # 1. the GPU as llmtrain opens it
-if timeout 60 build-cuda/gpu/device_probe bf16 >"$OUT/device.txt" 2>&1; then row "GPU opening (device_probe)" "PASS"
+if skipped "GPU opening (device_probe)"; then :
+elif timeout 60 build-cuda/gpu/device_probe bf16 >"$OUT/device.txt" 2>&1; then row "GPU opening (device_probe)" "PASS"
 else row "GPU opening (device_probe)" "FAIL (see device.txt)"; fi
-cat "$OUT/device.txt"
+[ -f "$OUT/device.txt" ] && cat "$OUT/device.txt"
 
 # 2. every op against the CPU backend
-if [ -x build-cuda/gpu/test_cuda_ops ]; then
+if skipped "ops CUDA vs CPU (test_cuda_ops)"; then :
+elif [ -x build-cuda/gpu/test_cuda_ops ]; then
     timeout 180 build-cuda/gpu/test_cuda_ops >"$OUT/ops.txt" 2>&1
     rc=$?
     cat "$OUT/ops.txt"
@@ -39,7 +54,8 @@ else
 fi
 
 # 2b. attention and matmul against double-precision host loops (independent of both backends)
-if [ -x build-cuda/gpu/check_attn_matmul ]; then
+if skipped "attention, matmul vs float64 (check_attn_matmul)"; then :
+elif [ -x build-cuda/gpu/check_attn_matmul ]; then
     timeout 120 build-cuda/gpu/check_attn_matmul >"$OUT/attn_matmul.txt" 2>&1
     rc=$?
     cat "$OUT/attn_matmul.txt"
@@ -52,17 +68,17 @@ fi
 #    device = 'cuda'; the build machine's device_discipline test (LLMT_DEVSIM: no host access to
 #    device memory, every group's floats through a transport as with NCCL) is what says it should.
 [ -f data/tiny/train_000.bin ] || timeout 60 "$PY" validation/make_synthetic_shards.py data/tiny >/dev/null 2>&1
-tiny() { # DEVICE: 20 steps, metrics in $OUT/tiny_DEVICE
+tiny() { # LABEL DEVICE: 20 steps, metrics in $OUT/tiny_LABEL
     cat >"$OUT/tiny_$1.nml" <<NML
-&run name = 'tiny_$1', out_dir = '$OUT', device = '$1', seed = 1337 /
+&run name = 'tiny_$1', out_dir = '$OUT', device = '$2', seed = 1337 /
 &model n_layer = 2, n_head = 4, d_model = 64, d_ff = 256, vocab_size = 500, seq_len = 32 /
 &train max_steps = 20, micro_batch = 4, global_batch = 8, lr = 3e-3, min_lr = 3e-4, warmup_steps = 5 /
 &data train_files = 'data/tiny/train_*.bin', val_files = 'data/tiny/val_*.bin', val_every = 0 /
 &log every = 1 /
 NML
-    timeout 120 build-cuda/llmtrain "$OUT/tiny_$1.nml" >"$OUT/tiny_$1.log" 2>&1
+    timeout 120 $LLMT "$OUT/tiny_$1.nml" >"$OUT/tiny_$1.log" 2>&1
 }
-tiny cpu; tiny cuda; rc=$?
+tiny cpu cpu; tiny cuda $GPU; rc=$?
 losses() { grep -h '"loss"' "$OUT"/tiny_"$1"/metrics.jsonl 2>/dev/null | sed 's/.*"loss":\([^,]*\),.*/\1/'; }
 if [ "$rc" -ne 0 ]; then
     row "tiny 20 steps cuda vs cpu" "FAIL: device='cuda' run exit $rc ($(grep -m1 -E 'error|failed' "$OUT/tiny_cuda.log" | cut -c1-80))"
@@ -73,15 +89,15 @@ else
 fi
 
 # 4. PyTorch on this GPU
-for m in "124M 12 768 12" "350M 24 1024 16"; do
+for m in "${MODELS[@]}"; do
     set -- $m
     for mode in eager compile; do
         flag=$([ $mode = compile ] && echo --compile)
-        if line=$(timeout 240 "$PY" validation/gpu/torch_gpt.py --layers "$2" --d-model "$3" --heads "$4" --seq 1024 --batch 8 $flag 2>"$OUT/torch_$1_$mode.err"); then
+        if line=$(timeout 240 "$PY" validation/gpu/torch_gpt.py --layers "$2" --d-model "$3" --heads "$4" --seq $SEQ --batch $BATCH --vocab $TORCH_VOCAB --device $TORCH_DEV $flag 2>"$OUT/torch_$1_$mode.err"); then
             echo "$line" >"$OUT/torch_$1_$mode.json"
-            row "PyTorch GPT-2 $1 bf16 T=1024 $mode" "$(echo "$line" | "$PY" -c 'import json,sys; d=json.load(sys.stdin); print(f"{d["tokens_per_s"]} tok/s, MFU {100*d["mfu"]:.1f}%")')"
+            row "PyTorch GPT-2 $1 bf16 T=$SEQ $mode" "$(echo "$line" | "$PY" -c 'import json,sys; d=json.load(sys.stdin); print("%s tok/s, MFU %.1f%%" % (d["tokens_per_s"], 100 * d["mfu"]))')"
         else
-            row "PyTorch GPT-2 $1 bf16 T=1024 $mode" "FAIL ($(tail -1 "$OUT/torch_$1_$mode.err" | cut -c1-80))"
+            row "PyTorch GPT-2 $1 bf16 T=$SEQ $mode" "FAIL ($(tail -1 "$OUT/torch_$1_$mode.err" | cut -c1-80))"
         fi
     done
 done
@@ -93,29 +109,29 @@ done
 #    backend's dense bf16 peak); the ratio to PyTorch eager of step 4.
 gpt() { # NAME LAYERS D_MODEL HEADS
     cat >"$OUT/gpt_$1.nml" <<NML
-&run name = 'gpt_$1', out_dir = '$OUT', device = 'cuda', seed = 1 /
-&model n_layer = $2, n_head = $4, d_model = $3, d_ff = $((4 * $3)), vocab_size = 50257, seq_len = 1024 /
-&train max_steps = 20, micro_batch = 8, global_batch = 8, lr = 6e-4, warmup_steps = 2,
+&run name = 'gpt_$1', out_dir = '$OUT', device = '$GPU', seed = 1 /
+&model n_layer = $2, n_head = $4, d_model = $3, d_ff = $((4 * $3)), vocab_size = $VOCAB, seq_len = $SEQ /
+&train max_steps = 20, micro_batch = $BATCH, global_batch = $BATCH, lr = 6e-4, warmup_steps = 2,
        precision = 'bf16', grad_clip = 1.0 /
 &data train_files = 'data/tiny/train_*.bin' /
 &checkpoint every = 0, save_weights = .false. /
 &log every = 1 /
 NML
-    timeout 150 build-cuda/llmtrain "$OUT/gpt_$1.nml" >"$OUT/gpt_$1.log" 2>&1
+    timeout 150 $LLMT "$OUT/gpt_$1.nml" >"$OUT/gpt_$1.log" 2>&1
 }
 median_of() { # FILE KEY: the median of KEY over the step records of steps >= 6
     grep -h '"step":' "$1" 2>/dev/null | awk -F'[:,]' '$2 >= 6' | grep -o "\"$2\":[0-9.e+-]*" | cut -d: -f2 |
         sort -g | awk '{v[n++] = $1} END {if (n) print (n % 2 ? v[int(n/2)] : (v[n/2-1] + v[n/2]) / 2)}'
 }
-for m in "124M 12 768 12" "350M 24 1024 16"; do
+for m in "${MODELS[@]}"; do
     set -- $m
     if gpt "$1" "$2" "$3" "$4"; then
         tok=$(median_of "$OUT/gpt_$1/metrics.jsonl" tokens_per_s) mfu=$(median_of "$OUT/gpt_$1/metrics.jsonl" mfu)
         eager=$(grep -o '"tokens_per_s": [0-9]*' "$OUT/torch_$1_eager.json" 2>/dev/null | grep -o '[0-9]*$')
         ratio=$([ -n "$eager" ] && [ -n "$tok" ] && awk -v a="$tok" -v b="$eager" 'BEGIN {printf ", %.2fx PyTorch eager", a / b}')
-        row "llmtrain GPT-2 $1 bf16 T=1024" "${tok:-?} tok/s, MFU $(awk -v f="${mfu:-0}" 'BEGIN {printf "%.1f", 100 * f}')%$ratio"
+        row "llmtrain GPT-2 $1 bf16 T=$SEQ" "${tok:-?} tok/s, MFU $(awk -v f="${mfu:-0}" 'BEGIN {printf "%.1f", 100 * f}')%$ratio"
     else
-        row "llmtrain GPT-2 $1 bf16 T=1024" "FAIL: exit $? ($(grep -m1 -E 'error|failed' "$OUT/gpt_$1.log" | cut -c1-80))"
+        row "llmtrain GPT-2 $1 bf16 T=$SEQ" "FAIL: exit $? ($(grep -m1 -E 'error|failed' "$OUT/gpt_$1.log" | cut -c1-80))"
     fi
 done
 

@@ -4,12 +4,24 @@ llmtrain) trained with bf16 autocast and fused AdamW, eager or torch.compile; pr
 {"model", "mode", "tokens_per_s", "step_ms", "mfu", "peak_tflops"}: the median over the steps after
 --warmup. MFU = (6 N + 12 L T C) tokens/s / peak (the PaLM count: N non-embedding-position params,
 attention's T x T products included), peak 989.4e12 (H100/H200 SXM dense bf16) unless --peak.
+--device cpu: the same on the CPU (run.sh's rehearsal on a build machine; a torch older than 2.0,
+as Debian's 1.13, gets the attention written out and no torch.compile).
 usage: torch_gpt.py --layers 12 --d-model 768 --heads 12 [--seq 1024 --batch 8 --steps 20 --compile]
 """
 import argparse, json, math, statistics, time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+
+def attention(q, k, v):
+    """Causal attention: PyTorch's fused kernel where it exists (2.0 and later), else written out."""
+    if hasattr(F, "scaled_dot_product_attention"):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    T = q.shape[-2]
+    att = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+    mask = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
+    return att.masked_fill(~mask, float("-inf")).softmax(dim=-1) @ v
 
 
 class Block(nn.Module):
@@ -24,7 +36,7 @@ class Block(nn.Module):
         B, T, C = x.shape
         q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
         q, k, v = (t.view(B, T, self.NH, C // self.NH).transpose(1, 2) for t in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        y = attention(q, k, v)
         x = x + self.proj(y.transpose(1, 2).reshape(B, T, C))
         return x + self.mproj(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
 
@@ -51,25 +63,31 @@ def main():
         ap.add_argument("--" + k, type=int, default=d)
     ap.add_argument("--compile", action="store_true")
     ap.add_argument("--peak", type=float, default=989.4e12)
+    ap.add_argument("--device", default="cuda")
     a = ap.parse_args()
+    dev = a.device
+    if a.compile and not hasattr(torch, "compile"):
+        raise SystemExit(f"torch.compile: not in torch {torch.__version__}")
     torch.manual_seed(0)
     torch.backends.cuda.matmul.allow_tf32 = True
-    model = GPT(a.layers, a.d_model, a.heads, a.vocab, a.seq).cuda()
-    opt = torch.optim.AdamW(model.parameters(), lr=6e-4, weight_decay=0.1, fused=True)
+    model = GPT(a.layers, a.d_model, a.heads, a.vocab, a.seq).to(dev)
+    fused = {"fused": True} if dev == "cuda" else {}
+    opt = torch.optim.AdamW(model.parameters(), lr=6e-4, weight_decay=0.1, **fused)
     step_fn = torch.compile(model) if a.compile else model
-    idx = torch.randint(0, a.vocab, (a.batch, a.seq), device="cuda")
-    tgt = torch.randint(0, a.vocab, (a.batch, a.seq), device="cuda")
+    idx = torch.randint(0, a.vocab, (a.batch, a.seq), device=dev)
+    tgt = torch.randint(0, a.vocab, (a.batch, a.seq), device=dev)
+    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
     times = []
     for s in range(a.steps):
-        torch.cuda.synchronize()
+        sync()
         t0 = time.perf_counter()
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        with torch.autocast(dev, dtype=torch.bfloat16):
             loss = step_fn(idx, tgt)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
-        torch.cuda.synchronize()
+        sync()
         if s >= a.warmup:
             times.append(time.perf_counter() - t0)
     n_params = sum(p.numel() for p in model.parameters()) - model.wpe.weight.numel()

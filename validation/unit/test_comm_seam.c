@@ -276,6 +276,9 @@ int main(int argc, char **argv) {
         cmocka_unit_test(ring_send_recv_equals_mpis),
         cmocka_unit_test(alltoallv_rows_equal_mpis),
         cmocka_unit_test(host_scalars_always_travel_by_mpi),
+#ifdef SEAM_EXTRA_TESTS /* the including file's own cases */
+        SEAM_EXTRA_TESTS
+#endif
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     MPI_Finalize();

@@ -135,6 +135,63 @@ static void constraints_name_the_nearest_valid_settings(void **state) {
     assert_null(sched_constraint_error(SCHED_1F1B, 3, 1, 5, 7, buf, sizeof buf));
 }
 
+/* NCCL (no tags, one stream per direction, rendezvous sends): every schedule the trainer can
+ * run, for training and evaluation, delivers each message into its own receive and completes. */
+static void every_schedule_runs_on_an_ordered_transport(void **state) {
+    (void)state;
+    int checked = 0;
+    for (int p = 2; p <= 8; p++)
+        for (int m = 1; m <= 3 * p; m++)
+            for (int k = 0; k < 4; k++)
+                for (int v = 1; v <= (k == SCHED_INTERLEAVED ? 4 : 1); v++)
+                    for (int bw = 0; bw < 2; bw++) {
+                        if (k == SCHED_INTERLEAVED && (v < 2 || (bw && m % p)))
+                            continue; /* interleaved training needs m % p == 0 */
+                        schedule_t s;
+                        sched_build(&s, (sched_kind_t)k, p, v, m, bw);
+                        sched_sim_t o;
+                        sched_check_ordered(&s, &o);
+                        if (!o.ok)
+                            fail_msg("%s p=%d v=%d m=%d backward=%d: %s", sched_kind_name(k), p,
+                                     v, m, bw, o.err);
+                        sched_destroy(&s);
+                        checked++;
+                    }
+    assert_true(checked > 400);
+}
+
+/* Rank 1 sends gradient 1 before gradient 0, rank 0 receives 0 first: MPI matches them by tag,
+ * an ordered transport would put gradient 1 into micro-batch 0's buffer. And a cyclic wait
+ * (simulator_rejects_a_cyclic_wait's lists) deadlocks there too, with the waits named. */
+static void ordered_check_rejects_swapped_messages_and_deadlocks(void **state) {
+    (void)state;
+    schedule_t s;
+    custom(&s, 2, 2);
+    const act_op_t r0[] = {ACT_F, ACT_F, ACT_B, ACT_B}, r1[] = {ACT_F, ACT_F, ACT_B, ACT_B};
+    const int i0[] = {0, 1, 0, 1}, i1[] = {0, 1, 1, 0};
+    for (int i = 0; i < 4; i++) sched_push(&s, 0, r0[i], 0, i0[i]), sched_push(&s, 1, r1[i], 0, i1[i]);
+    sched_finish(&s);
+    sched_sim_t o;
+    sched_simulate(&s, &unit, &o);
+    if (!o.ok) fail_msg("matched by tag: %s", o.err);
+    sched_check_ordered(&s, &o);
+    assert_false(o.ok);
+    if (!strstr(o.err, "rank 1's send (gradient of micro-batch 1 chunk 0) would land in rank 0's "
+                       "receive for the gradient of micro-batch 0 chunk 0"))
+        fail_msg("got: %s", o.err);
+    sched_destroy(&s);
+    custom(&s, 2, 2);
+    const act_op_t c0[] = {ACT_F, ACT_B, ACT_F, ACT_B}, c1[] = {ACT_F, ACT_F, ACT_B, ACT_B};
+    const int j0[] = {0, 0, 1, 1}, j1[] = {0, 1, 0, 1};
+    for (int i = 0; i < 4; i++) sched_push(&s, 0, c0[i], 0, j0[i]), sched_push(&s, 1, c1[i], 0, j1[i]);
+    sched_finish(&s);
+    sched_check_ordered(&s, &o);
+    assert_false(o.ok);
+    if (!strstr(o.err, "deadlock on an ordered transport") || !strstr(o.err, "rank 0 waits at recv-B"))
+        fail_msg("got: %s", o.err);
+    sched_destroy(&s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_schedule_simulates_with_analytic_peaks_and_bubbles),
@@ -142,6 +199,8 @@ int main(void) {
         cmocka_unit_test(simulator_rejects_a_cyclic_wait),
         cmocka_unit_test(simulator_rejects_mismatched_tag_and_missing_backward),
         cmocka_unit_test(constraints_name_the_nearest_valid_settings),
+        cmocka_unit_test(every_schedule_runs_on_an_ordered_transport),
+        cmocka_unit_test(ordered_check_rejects_swapped_messages_and_deadlocks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The GPU validation script (validation/gpu/run.sh) rehearsed on this machine, so that the one short
+# run a GPU session gets is not spent on a typo: LLMT_GPU_REHEARSAL=1 runs every step that does not
+# need a GPU with the CPU build (device = 'cpu' where 'cuda' would be, tiny shapes in steps 4 and 5,
+# PyTorch on the CPU) and the table must come out whole: the 20-step comparison parsed (cpu against
+# cpu: 0 difference), PyTorch's tokens/s read from its JSON, llmtrain's median tokens/s and MFU
+# read from metrics.jsonl and its ratio to PyTorch eager computed. Found on the way: the table's
+# PyTorch row was printed by an f-string with nested double quotes, a SyntaxError before Python
+# 3.12, which would have lost step 4's numbers on the GPU.
+source "$(dirname "$0")/lib.bash"
+bash -n validation/gpu/run.sh || fail "validation/gpu/run.sh: syntax"
+OUT=$TEST_DIR/out
+LLMT_GPU_REHEARSAL=1 PYTHON=$PYTHON timeout 600 bash validation/gpu/run.sh "$OUT" >"$TEST_DIR/run.log" 2>&1 ||
+    { tail -30 "$TEST_DIR/run.log"; fail "run.sh (rehearsal) exited non-zero"; }
+S=$OUT/summary.txt
+[ -f "$S" ] || { tail -30 "$TEST_DIR/run.log"; fail "no summary.txt"; }
+cat "$S"
+# expect PATTERN WHAT: a line of the table matches the extended regex
+expect() { grep -Eq "$1" "$S" || fail "summary.txt has no line for $2 (pattern: $1)"; }
+expect '^REHEARSAL' "the rehearsal banner"
+expect '^GPU opening \(device_probe\) +SKIPPED' "step 1 skipped"
+expect '^ops CUDA vs CPU \(test_cuda_ops\) +SKIPPED' "step 2 skipped"
+expect '^tiny 20 steps cuda vs cpu +PASS: max rel 0\.00e\+00 over 20 steps' "step 3's comparison"
+for m in 124M 350M; do
+    expect "^PyTorch GPT-2 $m bf16 T=64 eager +[0-9]+ tok/s, MFU [0-9.]+%" "PyTorch $m eager"
+    expect "^PyTorch GPT-2 $m bf16 T=64 compile +([0-9]+ tok/s|FAIL \(torch.compile: not in torch)" "PyTorch $m compile"
+    expect "^llmtrain GPT-2 $m bf16 T=64 +[0-9.]+ tok/s, MFU [0-9.]+%, [0-9.]+x PyTorch eager" "llmtrain $m"
+done
+# the rows are the records' own numbers: llmtrain 124M's tokens/s is the median of steps 6..20
+want=$(grep -h '"step":' "$OUT/gpt_124M/metrics.jsonl" | grep '"tokens_per_s"' |
+    $PYTHON -c 'import json, statistics, sys
+r = [json.loads(l) for l in sys.stdin]
+print(statistics.median(x["tokens_per_s"] for x in r if x["step"] >= 6))')
+got=$(grep -E '^llmtrain GPT-2 124M' "$S" | grep -Eo '[0-9.]+ tok/s' | cut -d' ' -f1)
+awk -v a="$got" -v b="$want" 'BEGIN {exit !(a == b)}' || fail "llmtrain 124M: table $got tok/s, median of the records $want"
+[ "$(grep -c . "$S")" -eq 12 ] || fail "summary.txt: $(grep -c . "$S") lines, expected 12 (the header and 11 rows)"
+echo "run.sh rehearsed: every row of the table parsed (llmtrain 124M $got tok/s = the records' median)"
