@@ -6,7 +6,7 @@
 # cpu: 0 difference), PyTorch's tokens/s read from its JSON, llmtrain's median tokens/s and MFU
 # read from metrics.jsonl and its ratio to PyTorch eager computed. Found on the way: the table's
 # PyTorch row was printed by an f-string with nested double quotes, a SyntaxError before Python
-# 3.12, which would have lost step 4's numbers on the GPU.
+# 3.12 (this machine has 3.11; the GPU machine's 3.12.3 would have taken it).
 source "$(dirname "$0")/lib.bash"
 bash -n validation/gpu/run.sh || fail "validation/gpu/run.sh: syntax"
 OUT=$TEST_DIR/out

@@ -1,38 +1,77 @@
 #!/usr/bin/env bash
-# bundle.sh — on the BUILD machine: the Debian runtime libraries llmtrain's CUDA build needs and the
-# GPU machine lacks (OpenMPI with mpirun, HDF5, hwloc, PAPI, the GEMM library, PCRE2, cmocka),
-# unpacked with dpkg -x into .gpu-bundle/root of the working tree (git-ignored; the device tool
-# carries it), with .gpu-bundle/env.sh setting PATH, LD_LIBRARY_PATH and OPAL_PREFIX for it.
-# The packages are those owning the libraries the binaries of build-cuda/ link (ldd), plus
-# openmpi-bin for mpirun; the .deb files come from /var/cache/apt/archives, else apt-get download.
-#   make CUDA=1 build-cuda/llmtrain build-cuda/gpu/test_cuda_ops build-cuda/gpu/device_probe
-#   bash validation/gpu/bundle.sh          (then carry .gpu-bundle and build-cuda: README.md here)
+# bundle.sh — on the BUILD machine: what the CUDA build's binaries need at run time and a GPU
+# machine with only the CUDA toolkit, NCCL and PyTorch lacks, into .gpu-bundle/root of the working
+# tree (git-ignored; the device tool carries it), with .gpu-bundle/env.sh to use it.
+#  - OpenMPI's packages (libopenmpi3, openmpi-bin, openmpi-common, libpmix2): programs, plugins
+#    (dlopen'ed, so ldd does not see them) and help texts: the files the installed packages list
+#    (dpkg -L), which is what `dpkg -x` of their .debs unpacks, taken from the disk because apt may
+#    no longer offer the installed version (it did not for libcom-err2 once);
+#  - every shared library the binaries and those plugins load (ldd: the whole closure), by soname
+#    into root/usr/lib/x86_64-linux-gnu, except the C and C++ runtime and the CUDA libraries: the
+#    GPU machine has its own, and a bundled glibc would break its programs.
+# Then it checks itself: with env.sh each of those libraries resolves inside the bundle (ldd), and
+# the archive of bundle + binaries fits the device tool's 64 MiB. env.sh finds libcudart, cuBLAS and NCCL on the
+# GPU machine at run time (the CUDA toolkit's lib64, the loader's cache, PyTorch's nvidia/*/lib).
+#   make CUDA=1 build-cuda/llmtrain build-cuda/gpu/test_cuda_ops build-cuda/gpu/device_probe \
+#        build-cuda/gpu/check_attn_matmul
+#   bash validation/gpu/bundle.sh          (then carry .gpu-carry: README.md here)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=.gpu-bundle
-bins=$(ls build-cuda/llmtrain build-cuda/gpu/* 2>/dev/null | grep -v '\.d$' || true)
-[ -n "$bins" ] || { echo "bundle.sh: build first: make CUDA=1 build-cuda/gpu/device_probe ..." >&2; exit 2; }
-# libraries every Linux with PyTorch and CUDA has (glibc, gcc runtime, the CUDA toolkit's own)
-base='/(libc|libm|libdl|librt|libpthread|ld-linux-x86-64|libstdc\+\+|libgcc_s|libcudart|libcublas|libcublasLt|libnccl)\.so'
-libs=$(for b in $bins; do ldd "$b" | awk '$3 ~ /^\// {print $3}'; done | sort -u | grep -Ev "$base" || true)
-pkgs=$(for l in $libs; do dpkg -S "$(readlink -f "$l")" 2>/dev/null || dpkg -S "$l" 2>/dev/null; done |
-       cut -d: -f1 | sort -u)
-pkgs="$pkgs openmpi-bin openmpi-common"
-rm -rf "$OUT" && mkdir -p "$OUT/debs" "$OUT/root"
-for p in $pkgs; do
-    v=$(dpkg-query -W -f='${Version}' "$p" 2>/dev/null || true)
-    deb=$(ls /var/cache/apt/archives/"${p}"_*.deb 2>/dev/null | grep -F "_${v//:/%3a}_" | head -1 || true)
-    if [ -z "$deb" ]; then (cd "$OUT/debs" && apt-get download "$p${v:+=$v}" >/dev/null) && deb=$(ls "$OUT/debs/${p}"_*.deb | head -1); fi
-    dpkg -x "$deb" "$OUT/root"
-    echo "  $p $v"
+ROOT=$OUT/root
+LIB=$ROOT/usr/lib/x86_64-linux-gnu
+bins=$(for f in build-cuda/llmtrain build-cuda/gpu/*; do
+    [ -f "$f" ] && [ -x "$f" ] && echo "$f"; done || true)
+[ -n "$bins" ] || { echo "bundle.sh: build first: make CUDA=1 build-cuda/llmtrain ..." >&2; exit 2; }
+# what every Linux with PyTorch and CUDA has: glibc, the gcc runtime, the CUDA toolkit's own
+base='^(linux-vdso|libc|libm|libdl|librt|libpthread|libresolv|libutil|libnsl|libanl|ld-linux-x86-64|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libnccl|libnvidia-[a-z-]*)\.so'
+rm -rf "$OUT" && mkdir -p "$LIB"
+for p in libopenmpi3 openmpi-bin openmpi-common libpmix2; do
+    n=0
+    while read -r f; do
+        case "$f" in /usr/share/doc/* | /usr/share/man/* | /usr/share/lintian/*) continue ;; esac
+        if [ -L "$f" ] || [ -f "$f" ]; then
+            mkdir -p "$ROOT$(dirname "$f")" && cp -a "$f" "$ROOT$f" && n=$((n + 1))
+        fi
+    done < <(dpkg -L "$p")
+    echo "  $p $(dpkg-query -W -f='${Version}' "$p"): $n files"
 done
-rm -rf "$OUT/debs" "$OUT/root/usr/share/doc" "$OUT/root/usr/share/man"
+# the names Debian gives them through update-alternatives (not in the packages' lists)
+for n in mpirun mpiexec; do ln -sf orterun "$ROOT/usr/bin/$n"; done
+# NAME PATH pairs of the libraries OBJECTS load, the base set left out
+needed() { for o in "$@"; do ldd "$o" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}'; done |
+    sort -u | grep -Ev "$base" || true; }
+plugins=$(find "$ROOT" -name '*.so' -type f)
+n=0
+while read -r name path; do
+    [ -e "$LIB/$name" ] || [ -e "$ROOT/lib/x86_64-linux-gnu/$name" ] || { cp -L "$path" "$LIB/$name"; n=$((n + 1)); }
+done < <(needed $bins $plugins)
+echo "  $n shared libraries (ldd of the binaries and OpenMPI's plugins)"
 cat >"$OUT/env.sh" <<'ENV'
-# source .gpu-bundle/env.sh: run the bundled OpenMPI and libraries from this working tree
+# source .gpu-bundle/env.sh: run the bundled OpenMPI and libraries from this working tree. Only for
+# llmtrain and its tools: validation/gpu/run.sh keeps Python (PyTorch) on the machine's own.
 b="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/root"
+cuda=""
+for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2; do
+    ldconfig -p 2>/dev/null | grep -q "$lib " && continue
+    for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda-*/lib64 \
+             $(python3 -c 'import glob, os, site; print(" ".join(sorted({os.path.dirname(p) for s in site.getsitepackages() for p in glob.glob(s + "/nvidia/*/lib/lib*.so*")})))' 2>/dev/null); do
+        if [ -e "$d/$lib" ]; then case ":$cuda:" in *":$d:"*) ;; *) cuda="${cuda:+$cuda:}$d" ;; esac; break; fi
+    done
+done
 export PATH="$b/usr/bin:$PATH"
-export LD_LIBRARY_PATH="$b/usr/lib/x86_64-linux-gnu:$b/usr/lib/x86_64-linux-gnu/openmpi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export LD_LIBRARY_PATH="$b/usr/lib/x86_64-linux-gnu:$b/lib/x86_64-linux-gnu:$b/usr/lib/x86_64-linux-gnu/openmpi/lib${cuda:+:$cuda}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export OPAL_PREFIX="$b/usr" OPAL_LIBDIR="$b/usr/lib/x86_64-linux-gnu/openmpi/lib"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 ENV
-echo "bundle.sh: $(du -sh "$OUT" | cut -f1) in $OUT (the device tool carries at most 64 MiB with build-cuda/)"
+# the check: with env.sh, nothing outside the base set resolves outside the bundle
+outside=$( (source "$OUT/env.sh"; needed $bins $plugins) | awk -v r="$(cd "$ROOT" && pwd)" 'index($2, r) != 1')
+[ -z "$outside" ] || { echo "bundle.sh: resolved outside the bundle:"; echo "$outside"; exit 1; } >&2
+# What travels: one xz archive of the bundle and the binaries (oneDNN alone is 38 MiB unpacked, the
+# whole 90; the device tool carries at most 64 MiB), unpacked on the GPU machine by
+#   tar -xJf .gpu-carry/bundle.tar.xz && bash validation/gpu/run.sh $OUT
+mkdir -p .gpu-carry
+tar -cf - "$OUT" $bins | xz -6 -T0 >.gpu-carry/bundle.tar.xz
+kib=$(du -sk .gpu-carry/bundle.tar.xz | cut -f1)
+echo "bundle.sh: $(du -sh "$OUT" | cut -f1) in $OUT; .gpu-carry/bundle.tar.xz (with the binaries) $((kib / 1024)) MiB of the device tool's 64"
+[ "$kib" -lt $((48 * 1024)) ] || { echo "bundle.sh: the archive is over 48 MiB" >&2; exit 1; }

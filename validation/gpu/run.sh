@@ -17,7 +17,11 @@ set -u
 cd "$(dirname "$0")/../.."
 OUT=${1:?usage: validation/gpu/run.sh OUTDIR}
 mkdir -p "$OUT"
+# the bundle's libraries (bundle.sh) are for llmtrain only: Python keeps the machine's own (PyTorch
+# next to a Debian libssl or libgomp first in the path need not load)
+SYS_LD=${LD_LIBRARY_PATH-}
 [ -f .gpu-bundle/env.sh ] && source .gpu-bundle/env.sh
+py() { LD_LIBRARY_PATH=$SYS_LD "$PY" "$@"; }
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
 PY=${PYTHON:-python3}
 summary=()
@@ -67,7 +71,7 @@ fi
 # 3. 20 steps of the tiny model on both backends (1 rank). The trainer has never run with
 #    device = 'cuda'; the build machine's device_discipline test (LLMT_DEVSIM: no host access to
 #    device memory, every group's floats through a transport as with NCCL) is what says it should.
-[ -f data/tiny/train_000.bin ] || timeout 60 "$PY" validation/make_synthetic_shards.py data/tiny >/dev/null 2>&1
+[ -f data/tiny/train_000.bin ] || timeout 60 env LD_LIBRARY_PATH="$SYS_LD" "$PY" validation/make_synthetic_shards.py data/tiny >/dev/null 2>&1
 tiny() { # LABEL DEVICE: 20 steps, metrics in $OUT/tiny_LABEL
     cat >"$OUT/tiny_$1.nml" <<NML
 &run name = 'tiny_$1', out_dir = '$OUT', device = '$2', seed = 1337 /
@@ -93,9 +97,9 @@ for m in "${MODELS[@]}"; do
     set -- $m
     for mode in eager compile; do
         flag=$([ $mode = compile ] && echo --compile)
-        if line=$(timeout 240 "$PY" validation/gpu/torch_gpt.py --layers "$2" --d-model "$3" --heads "$4" --seq $SEQ --batch $BATCH --vocab $TORCH_VOCAB --device $TORCH_DEV $flag 2>"$OUT/torch_$1_$mode.err"); then
+        if line=$(LD_LIBRARY_PATH=$SYS_LD timeout 240 "$PY" validation/gpu/torch_gpt.py --layers "$2" --d-model "$3" --heads "$4" --seq $SEQ --batch $BATCH --vocab $TORCH_VOCAB --device $TORCH_DEV $flag 2>"$OUT/torch_$1_$mode.err"); then
             echo "$line" >"$OUT/torch_$1_$mode.json"
-            row "PyTorch GPT-2 $1 bf16 T=$SEQ $mode" "$(echo "$line" | "$PY" -c 'import json,sys; d=json.load(sys.stdin); print("%s tok/s, MFU %.1f%%" % (d["tokens_per_s"], 100 * d["mfu"]))')"
+            row "PyTorch GPT-2 $1 bf16 T=$SEQ $mode" "$(echo "$line" | py -c 'import json,sys; d=json.load(sys.stdin); print("%s tok/s, MFU %.1f%%" % (d["tokens_per_s"], 100 * d["mfu"]))')"
         else
             row "PyTorch GPT-2 $1 bf16 T=$SEQ $mode" "FAIL ($(tail -1 "$OUT/torch_$1_$mode.err" | cut -c1-80))"
         fi
