@@ -7,7 +7,8 @@
 # bundle's mpirun, on 2, with the step records bit-identical to the same binary on the system's
 # libraries. The archive must fit the device tool's 64 MiB. Found on the way: the .deb route
 # failed (apt no longer had the installed libcom-err2), pulled in libc6, left out mpirun (an
-# update-alternatives link) and weighed 81 MiB unpacked (oneDNN alone 38).
+# update-alternatives link) and weighed 81 MiB unpacked (oneDNN alone 38); and PMIx looked for its
+# plugins at their build-time path (PMIX_MCA_mca_base_component_path in env.sh now).
 # Skipped (77) without nvcc or without mount namespaces.
 source "$(dirname "$0")/lib.bash"
 command -v "${NVCC:-/usr/local/cuda/bin/nvcc}" >/dev/null 2>&1 || { echo "SKIP: no nvcc"; exit 77; }
@@ -55,6 +56,11 @@ SH
 unshare -m bash "$TEST_DIR/hidden.sh" "$BARE" >"$TEST_DIR/hidden.log" 2>&1 ||
     { cat "$TEST_DIR/hidden.log"; tail -5 "$TEST_DIR"/hid*.log; fail "the bundle does not run with the system's libraries hidden"; }
 if grep -E '=> /usr/lib|not found' "$TEST_DIR/hidden.log"; then fail "a library resolved outside the bundle (above)"; fi
+# OpenMPI and PMIx found their plugins and help texts in the bundle (a plugin looked for at its
+# build-time path: 'Sorry! You were supposed to get help about ... couldn't open the help file')
+if grep -B2 -A4 -E "Sorry|couldn't open the help file|unavailable" "$TEST_DIR"/hid1.log "$TEST_DIR"/hid2.log; then
+    fail "OpenMPI or PMIx looked outside the bundle (above)"
+fi
 for np in 1 2; do
     a=$(train_records "$BARE/sys$np/b/metrics.jsonl") b=$(train_records "$BARE/hid$np/b/metrics.jsonl")
     [ -n "$a" ] && [ "$a" = "$b" ] || { diff <(echo "$a") <(echo "$b") | head; fail "$np rank(s): step records differ"; }

@@ -62,6 +62,7 @@ done
 export PATH="$b/usr/bin:$PATH"
 export LD_LIBRARY_PATH="$b/usr/lib/x86_64-linux-gnu:$b/lib/x86_64-linux-gnu:$b/usr/lib/x86_64-linux-gnu/openmpi/lib${cuda:+:$cuda}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export OPAL_PREFIX="$b/usr" OPAL_LIBDIR="$b/usr/lib/x86_64-linux-gnu/openmpi/lib"
+export PMIX_MCA_mca_base_component_path="$b/usr/lib/x86_64-linux-gnu/pmix2/lib/pmix" # its plugins (else at their absolute path)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 ENV
 # the check: with env.sh, nothing outside the base set resolves outside the bundle

@@ -139,4 +139,5 @@ for m in "${MODELS[@]}"; do
     fi
 done
 
-{ echo "== CUDA backend validation ($(date -u +%FT%TZ), $(head -1 "$OUT/ops.txt" 2>/dev/null))"; printf '%s\n' "${summary[@]}"; } | tee "$OUT/summary.txt"
+gpu_name=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
+{ echo "== CUDA backend validation ($(date -u +%FT%TZ), $(hostname), ${gpu_name:-no nvidia-smi})"; printf '%s\n' "${summary[@]}"; } | tee "$OUT/summary.txt"
