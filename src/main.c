@@ -277,7 +277,9 @@ int main(int argc, char **argv) {
     grid_print(&grid, MPI_COMM_WORLD);
     watchdog_leave();
     trainer_t tr;
-    trainer_setup(&tr, &cfg, &grid, open_backend(&cfg, &topo, &grid));
+    const ops_t *ops = open_backend(&cfg, &topo, &grid);
+    cfg.device_memory = ops->memory_capacity() > 0; /* the planner's two memories (planner.h) */
+    trainer_setup(&tr, &cfg, &grid, ops);
     tr.io_hints = topology_io_hints(&topo, MPI_COMM_WORLD, cfg.striping_factor, cfg.striping_unit);
     int code = 0;
     if (strcmp(cfg.mode, "train") == 0) {

@@ -1135,6 +1135,7 @@ static int resolve_derived(parse_ctx_t *ctx, config_t *cfg) {
     if (cfg->d_ff_expert == 0) cfg->d_ff_expert = cfg->d_ff;
     resolve_dropout(ctx, cfg);
     cfg->global_batch_derived = cfg->global_batch == 0;
+    cfg->device_memory = strcmp(cfg->device, "cuda") == 0;
     cfg->resume_given = cfg->resume[0] != '\0';
     if (!cfg->resume_given) snprintf(cfg->resume, sizeof cfg->resume, "none");
     if (cfg->global_batch == 0) cfg->global_batch = (int)global_batch;

@@ -100,6 +100,10 @@ typedef struct config {
     int max_steps;
     int global_batch;       /* sequences per optimizer step; 0 in the file = micro_batch * dp */
     bool global_batch_derived; /* global_batch was not given (a resume may take the saved one) */
+    /* Not a key: the backend computes in memory of its own (a GPU's), so the memory plan splits
+     * into what that memory holds and what stays in host memory (train/planner.h). Set from
+     * device = 'cuda' when the namelist is read, and by the trainer from its backend. */
+    bool device_memory;
     int micro_batch;        /* sequences per forward/backward on one rank; 0 = the largest that
                                fits &run memory_limit_gb (chosen at startup by the planner) */
     double lr, min_lr;

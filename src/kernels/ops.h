@@ -47,6 +47,12 @@ typedef struct ops {
      * the CPU. host_unregister before the memory is freed. */
     void (*host_register)(void *host, size_t bytes);
     void (*host_unregister)(void *host);
+    /* The backend's own memory, for the memory plan and the end-of-run table: the bytes its
+     * tracked buffers may take (a GPU's free memory at the first call less a reserve for the
+     * libraries' own buffers; 0: the backend computes in host memory, as the CPU's), and the
+     * high-water mark of what alloc handed out under a category (MEM_CATEGORIES: of the total). */
+    size_t (*memory_capacity)(void);
+    size_t (*memory_peak)(int category);
     void (*zero)(float *x, size_t n);
 
     /* ---- embedding: out[N, C] = wte[tok - v_start, :] + wpe[t, :] ----

@@ -70,6 +70,52 @@ static double step_seconds(const config_t *cfg, const gpt_t *m, int mb, int accu
     return t;
 }
 
+bool plan_native_products(const config_t *cfg, const ops_t *ops) {
+    const char *want = cfg->bf16_products;
+    return dtype_from_name(cfg->precision) == DT_BF16 && ops->products_native(DT_BF16) &&
+           (!strcmp(want, "native") || (!strcmp(want, "auto") && ops->products_faster(DT_BF16)));
+}
+
+/* One linear layer out[N, OC] = in[N, Cin] w^T of the model: its operands of each product in
+ * the order kernels/cpu/matmul.c hands them to the GEMM (forward: in, w; input gradient: dout,
+ * w; weight gradient: dout, in), as the largest first and second operand so far. */
+static void product_operands(double N, double Cin, double OC, double *a, double *b) {
+    *a = fmax(*a, fmax(N * Cin, N * OC));
+    *b = fmax(*b, fmax(OC * Cin, N * Cin));
+}
+
+/* The CPU backend's bf16 operand buffers (kernels/cpu/matmul.c: two grow-only buffers, the
+ * largest first and second operand of any product, kept to the end) when its products run in
+ * bf16: the MFU measurement's products and every linear layer of the rank's shard (MoE experts
+ * at their capacity or, dropless, every token on one expert: a bound). */
+static double bf16_operand_bytes(const config_t *cfg, int mb) {
+    const double N = (double)mb * cfg->seq_len, C = cfg->d_model, tp = cfg->tp;
+    const double F = cfg->d_ff, hs = C / cfg->n_head, kv = config_kv_heads(cfg);
+    double a = 0, b = 0;
+    if (cfg->peak_flops <= 0) { /* trainer.c measure_peak_flops: 1024^3 and the MLP's product */
+        product_operands(1024, 1024, 1024, &a, &b);
+        product_operands(N, C, F, &a, &b);
+    }
+    if (params_fused_qkv(cfg)) {
+        product_operands(N, C, 3 * C / tp, &a, &b);
+    } else { /* q, then k and v (replicated k/v: one head per rank) */
+        product_operands(N, C, C / tp, &a, &b);
+        product_operands(N, C, (kv >= tp ? kv / tp : 1) * hs, &a, &b);
+    }
+    product_operands(N, C / tp, C, &a, &b);                       /* attention output */
+    product_operands(N, C, F / tp, &a, &b);                       /* fc (SwiGLU: gate, up) */
+    product_operands(N, F / tp, C, &a, &b);                       /* mlp projection */
+    product_operands(N, C, config_padded_vocab(cfg) / tp, &a, &b); /* the head */
+    if (cfg->n_experts > 0) {
+        const double k = cfg->top_k_moe, E = cfg->n_experts, Fe = cfg->d_ff_expert;
+        const double M = cfg->capacity_factor > 0 ? ceil(cfg->capacity_factor * N * k / E) : N;
+        product_operands(N, C, E, &a, &b);                        /* the router */
+        product_operands(M, C, Fe, &a, &b);
+        product_operands(M, Fe, C, &a, &b);
+    }
+    return 2.0 * (a + b);
+}
+
 void plan_rank(const config_t *cfg, int tp_rank, int pp_rank, int mb, int accum, mem_plan_t *out) {
     memset(out, 0, sizeof *out);
     out->tp_rank = tp_rank;
@@ -104,26 +150,38 @@ void plan_rank(const config_t *cfg, int tp_rank, int pp_rank, int mb, int accum,
         b[MEM_GRADIENTS] += fl(embed) + fl(final) + 2 * fl(biggest);
         b[MEM_COMM] += fl(embed) + fl(final) + 2 * fl(biggest);
     }
-    /* train/optimizer.c: moments (and the master copy) over the optimizer's elements */
+    /* Host buffers: in b too when the backend computes in host memory, else in out->host */
+    double *h = cfg->device_memory ? out->host : b;
+    /* train/optimizer.c: moments (and the master copy) over the optimizer's elements, in host
+     * memory when offloaded */
     const size_t state = zero == 0 ? total : part;
-    b[MEM_OPTIMIZER] += 2 * fl(state);
-    if (sched == SCHED_ZBH1) b[MEM_OPTIMIZER] += fl(postval_floats(state)); /* train/postval.c */
     const bool offload = strcmp(cfg->offload, "optimizer") == 0;
-    if (strcmp(cfg->precision, "fp32") != 0 || offload) b[MEM_MASTER] += fl(state);
-    if (offload) b[MEM_OPTIMIZER] += 2 * fl(state); /* the gradients' and weights' host staging */
-    /* train/trainer.c: the step's batches, and the largest transient host buffer: the MFU
-     * measurement's matrices, the initial weights, a resume's three copies, a checkpoint's
-     * three (or a weights file's one) on the writing rank */
-    b[MEM_WORKSPACE] += 2.0 * accum * mb * T * sizeof(int);
+    double *opt = offload ? h : b;
+    opt[MEM_OPTIMIZER] += 2 * fl(state);
+    if (sched == SCHED_ZBH1) b[MEM_OPTIMIZER] += fl(postval_floats(state)); /* train/postval.c */
+    if (strcmp(cfg->precision, "fp32") != 0 || offload) opt[MEM_MASTER] += fl(state);
+    if (offload) h[MEM_OPTIMIZER] += 2 * fl(state); /* the gradients' and weights' host staging */
+    /* train/trainer.c: the step's batches (host), and the largest transient buffer: the MFU
+     * measurement's matrices (the backend's), the initial weights, a resume's three copies, a
+     * checkpoint's three (or a weights file's one) on the writing rank (host) */
+    h[MEM_WORKSPACE] += 2.0 * accum * mb * T * sizeof(int);
     const double N = (double)mb * T, C = cfg->d_model, F = cfg->d_ff;
-    double transient = 0;
+    double mfu = 0, copies = total * 4.0;
     if (cfg->peak_flops <= 0) /* the MFU reference: 1024^3 and the MLP's product */
-        transient = fmax(3.0 * 1024 * 1024 * 4, (N * C + F * C + N * F) * 4);
-    if (total * 4.0 > transient) transient = total * 4.0;
-    if ((cfg->ckpt_every > 0 || strcmp(cfg->resume, "none") != 0) && 3.0 * total * 4 > transient)
-        transient = 3.0 * total * 4;
-    b[MEM_WORKSPACE] += transient;
+        mfu = fmax(3.0 * 1024 * 1024 * 4, (N * C + F * C + N * F) * 4);
+    if (cfg->ckpt_every > 0 || strcmp(cfg->resume, "none") != 0) copies = 3.0 * total * 4;
+    if (cfg->device_memory) { /* two memories: each holds its own largest */
+        b[MEM_WORKSPACE] += mfu;
+        h[MEM_WORKSPACE] += copies;
+    } else {
+        b[MEM_WORKSPACE] += fmax(mfu, copies);
+    }
+    /* kernels/cpu/matmul.c's bf16 operands, host memory (beside a GPU: its products are on the
+     * device and these are not made; a small overestimate of the host's share) */
+    if (plan_native_products(cfg, ops_cpu())) h[MEM_WORKSPACE] += bf16_operand_bytes(cfg, mb);
     for (int c = 0; c < MEM_CATEGORIES; c++) out->total += b[c];
+    if (cfg->device_memory)
+        for (int c = 0; c < MEM_CATEGORIES; c++) out->host_total += out->host[c];
     out->step_seconds = step_seconds(cfg, &m, mb, accum, T, zero, (double)total);
     gpt_destroy(&m);
 }
@@ -136,12 +194,17 @@ void plan_worst(const config_t *cfg, int mb, int accum, mem_plan_t *worst, mem_p
             mem_plan_t p;
             plan_rank(cfg, t, s, mb, accum, &p);
             if (p.total > worst->total) *worst = p;
-            for (int c = 0; c < MEM_CATEGORIES; c++)
+            for (int c = 0; c < MEM_CATEGORIES; c++) {
                 if (p.bytes[c] > max_cat->bytes[c]) max_cat->bytes[c] = p.bytes[c];
+                if (p.host[c] > max_cat->host[c]) max_cat->host[c] = p.host[c];
+            }
             if (p.step_seconds > max_cat->step_seconds) max_cat->step_seconds = p.step_seconds;
         }
-    max_cat->total = 0;
-    for (int c = 0; c < MEM_CATEGORIES; c++) max_cat->total += max_cat->bytes[c];
+    max_cat->total = max_cat->host_total = 0;
+    for (int c = 0; c < MEM_CATEGORIES; c++) {
+        max_cat->total += max_cat->bytes[c];
+        max_cat->host_total += max_cat->host[c];
+    }
     worst->step_seconds = max_cat->step_seconds; /* the slowest rank sets the step */
 }
 
@@ -288,13 +351,19 @@ bool plan_print(const config_t *cfg, double limit, int ranks_per_node) {
     print_categories(title, &c);
     snprintf(title, sizeof title, "  the fullest rank (tp %d, pp stage %d):", w.tp_rank, w.pp_rank);
     print_categories(title, &w);
+    if (cfg->device_memory)
+        printf("  device = 'cuda': the categories are device memory; beside it in host memory "
+               "(batches, transient copies%s) %.1f MiB on the fullest rank\n",
+               strcmp(cfg->offload, "optimizer") ? "" : ", the offloaded optimizer",
+               w.host_total / 1048576.0);
     printf("  memory limit per rank: %.2f GiB (%s)%s\n", limit / 1073741824.0,
            cfg->memory_limit_gb > 0 ? "&run memory_limit_gb"
                                     : "this node's memory shared by the ranks of a node",
            w.total <= limit ? ": fits" : ": DOES NOT FIT");
     if (cfg->memory_limit_gb <= 0)
-        printf("  (assumed %d rank%s per node; set &run memory_limit_gb for the nodes you run on)\n",
-               ranks_per_node, ranks_per_node > 1 ? "s" : "");
+        printf("  (assumed %d rank%s per node; set &run memory_limit_gb for the %s you run on)\n",
+               ranks_per_node, ranks_per_node > 1 ? "s" : "",
+               cfg->device_memory ? "GPUs (their memory): here the node's is assumed" : "nodes");
     plan_print_schedule(cfg, accum);
     alt_t alts[640];
     int tried, n = alternatives(cfg, limit, alts, 640, &tried);

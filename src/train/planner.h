@@ -5,7 +5,9 @@
  * trainer_setup takes (ZeRO partitions, gather and staging buffers, AdamW moments, the fp32
  * master copy, batches, and the transient host copies of setup, checkpoints and weight files).
  * Per category the planner predicts the category's own peak; the rank's peak is at most their
- * sum, which is what is compared with &run memory_limit_gb.
+ * sum, which is what is compared with &run memory_limit_gb. With a backend that has memory of its
+ * own (a GPU: cfg->device_memory) the categories count that memory, compared with the device's
+ * capacity, and the host-resident buffers are planned beside them (mem_plan_t host[]).
  * Cost model of the alternatives table (a ranking, not a promise): compute at &log peak_flops
  * per rank (else 1e11 FLOP/s) times n / (n + 128) for products of n = micro_batch * seq_len rows,
  * model FLOPs plus what recomputation repeats, stretched by the pipeline bubble (pp-1)/(m+pp-1); communication at 10 GB/s per rank: tensor-parallel
@@ -18,15 +20,24 @@
 #include <stdbool.h>
 #include "config/config.h"
 #include "core/alloc.h"
+#include "kernels/ops.h"
 
 typedef struct mem_plan {
-    double bytes[MEM_CATEGORIES]; /* predicted peak of each category */
-    double total;                 /* their sum: the rank's peak at most */
+    double bytes[MEM_CATEGORIES]; /* predicted peak of each category (of the device's memory,
+                                     when the backend has its own: cfg->device_memory) */
+    double total;                 /* their sum: the rank's peak at most, held to the limit */
+    double host[MEM_CATEGORIES];  /* device_memory: what stays in host memory (the batches, the
+                                     transient copies of setup and checkpoints, an offloaded
+                                     optimizer's state); all zero otherwise (in bytes[]) */
+    double host_total;
     int tp_rank, pp_rank;         /* the rank this plan is for (dp rank 0: the largest partition) */
     int micro_batch, accum;
     double step_seconds;          /* the cost model's step time */
 } mem_plan_t;
 
+/* Whether the products of cfg run as native bf16 on ops (&train precision = 'bf16' and
+ * bf16_products: 'native', or 'auto' where ops expects them to be faster; the trainer's rule). */
+bool plan_native_products(const config_t *cfg, const ops_t *ops);
 /* The plan of one rank of cfg's grid (cfg's dp, tp, pp, zero_stage, recompute, precision) with
  * micro_batch mb and accumulation accum. */
 void plan_rank(const config_t *cfg, int tp_rank, int pp_rank, int mb, int accum, mem_plan_t *out);

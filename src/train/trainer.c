@@ -101,11 +101,15 @@ static double measure_peak_flops(const ops_t *ops, int rows, int C, int F) {
  * A rank whose CPU has no bf16 products emulates; the summary says so. */
 static void choose_products(trainer_t *tr) {
     const ops_t *ops = tr->model.ops;
-    const char *want = tr->cfg->bf16_products;
-    tr->native_products = tr->precision == DT_BF16 && ops->products_native(DT_BF16) &&
-                          (!strcmp(want, "native") ||
-                           (!strcmp(want, "auto") && ops->products_faster(DT_BF16)));
+    tr->native_products = plan_native_products(tr->cfg, ops); /* the planner counts its buffers */
     ops->set_product_type(tr->native_products ? DT_BF16 : DT_FP32);
+}
+
+/* Where the limit comes from, for the messages: "&run memory_limit_gb", or what it is unset. */
+static const char *limit_source(const config_t *cfg) {
+    if (cfg->memory_limit_gb > 0) return "&run memory_limit_gb";
+    return cfg->device_memory ? "&run memory_limit_gb unset: the device's memory: its free memory at startup less a reserve"
+                              : "&run memory_limit_gb unset: this node's memory shared by its ranks";
 }
 
 /* The global batch is the namelist's, or, when the namelist leaves it unset, that of the
@@ -126,8 +130,7 @@ static void batch_geometry(trainer_t *tr, int64_t resumed) {
             bool fits = plan_suggest(&c, tr->memory_limit, hint, sizeof hint);
             format_bytes(tr->memory_limit, limit);
             fatal_user("%s: &train micro_batch = 0: not even micro_batch = 1 fits the %s a rank may "
-                       "use (&run memory_limit_gb%s); %s%s", cfg->source_path, limit,
-                       cfg->memory_limit_gb > 0 ? "" : " unset: this node's memory shared by its ranks",
+                       "use (%s); %s%s", cfg->source_path, limit, limit_source(cfg),
                        fits ? "the planner suggests " : "more ranks (tp, pp), a smaller model or a "
                        "larger limit are needed", hint);
         }
@@ -160,10 +163,19 @@ static void check_fits(trainer_t *tr) {
                  "workspace %s) but a rank may use %s (%s); %s%s (see llmtrain --plan %s)",
                  cfg->source_path, total, part[MEM_PARAMETERS], part[MEM_GRADIENTS],
                  part[MEM_OPTIMIZER], part[MEM_MASTER], part[MEM_ACTIVATIONS], part[MEM_COMM],
-                 part[MEM_WORKSPACE], limit,
-                 cfg->memory_limit_gb > 0 ? "memory_limit_gb" : "unset: this node's memory shared by its ranks",
+                 part[MEM_WORKSPACE], limit, limit_source(cfg),
                  fits ? "the planner suggests " : "no zero_stage x recompute x micro_batch fits: more "
                  "ranks (tp, pp), a smaller model or a larger limit are needed", hint, cfg->source_path);
+        mine = msg;
+    } else if (tr->plan.host_total > tr->host_limit) { /* beside a device: the host's share */
+        format_bytes(tr->plan.host_total, total);
+        format_bytes(tr->host_limit, limit);
+        snprintf(msg, sizeof msg, "%s: this run needs %s of host memory on this rank beside the "
+                 "device's (the batches, the transient copies of setup and checkpoints%s) but this "
+                 "node's memory shared by its ranks is %s: fewer ranks per node%s",
+                 cfg->source_path, total, strcmp(cfg->offload, "optimizer") ? "" :
+                 ", the offloaded optimizer", limit, strcmp(cfg->offload, "optimizer") ? "" :
+                 ", or &train offload = 'none'");
         mine = msg;
     }
     comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, "checking the memory plan", mine);
@@ -183,8 +195,10 @@ static void print_memory_plan(const trainer_t *tr) {
         printf(" %s %.1f%s", mem_category_name((mem_category_t)c), tr->plan.bytes[c] / MiB,
                c + 1 < MEM_CATEGORIES ? "," : "");
     printf(" MiB; total %.1f MiB of %.2f GiB per rank (%s)\n", tr->plan.total / MiB,
-           tr->memory_limit / 1073741824.0,
-           tr->cfg->memory_limit_gb > 0 ? "&run memory_limit_gb" : "the node's memory / its ranks");
+           tr->memory_limit / 1073741824.0, limit_source(tr->cfg));
+    if (tr->cfg->device_memory)
+        printf("memory plan, host memory beside the device's (rank 0): %.1f MiB of %.2f GiB\n",
+               tr->plan.host_total / MiB, tr->host_limit / 1073741824.0);
     printf("activations (rank 0): %d slot%s x %.1f MiB + head/scratch %.1f MiB\n",
            tr->model.par.n_slots, tr->model.par.n_slots > 1 ? "s" : "", tr->model.slot_bytes / MiB,
            tr->model.head_bytes / MiB);
@@ -368,6 +382,7 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
     tr->cfg = cfg;
     tr->grid = grid;
     tr->ops = ops;
+    ASSERT(cfg->device_memory == (ops->memory_capacity() > 0)); /* the planner plans that memory */
     tr->io_hints = MPI_INFO_NULL;
     tr->last_ckpt_step = -1;
     /* The effective configuration (defaults filled in) is what checkpoints record. */
@@ -377,8 +392,17 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
     rundir_open(&tr->rd, cfg);
     rundir_check_fresh(&tr->rd, cfg);
     /* the memory a rank may use: the smallest over the nodes, so every rank plans alike */
-    tr->memory_limit = plan_limit_bytes(cfg, comm_node_size(MPI_COMM_WORLD));
-    comm_allreduce(&tr->memory_limit, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD, "checking the memory plan");
+    /* memory_limit_gb, else the node's memory / its ranks, or a device's own capacity; the host's
+     * share beside a device is held to the node's memory / its ranks */
+    const int per_node = comm_node_size(MPI_COMM_WORLD);
+    config_t unlimited = *cfg;
+    unlimited.memory_limit_gb = 0;
+    tr->host_limit = plan_limit_bytes(&unlimited, per_node);
+    tr->memory_limit = cfg->device_memory && cfg->memory_limit_gb <= 0
+                           ? (double)ops->memory_capacity() : plan_limit_bytes(cfg, per_node);
+    double limits[2] = {tr->memory_limit, tr->host_limit};
+    comm_allreduce(limits, 2, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD, "checking the memory plan");
+    tr->memory_limit = limits[0], tr->host_limit = limits[1];
     ckpt_resumed_t resumed;
     ckpt_resume_find(tr, &resumed);
     batch_geometry(tr, resumed.found ? resumed.state.global_batch : 0);
@@ -987,7 +1011,7 @@ static void log_step(trainer_t *tr, const step_result_t *r, double dt, double et
     const double achieved = tr->flops_per_token * tok_s / tr->grid->world_size; /* per rank */
     const double mfu = achieved / tr->peak_flops, gemm_util = achieved / tr->gemm_flops;
     const double mem = (double)alloc_rss_bytes() / (1024.0 * 1024.0);
-    const double peak = (double)alloc_bytes_peak() / (1024.0 * 1024.0);
+    const double peak = (double)tr->ops->memory_peak(MEM_CATEGORIES) / (1024.0 * 1024.0);
     char e[32], n1[32], n2[32], scale[48] = "";
     format_hms(e, sizeof e, eta);
     if (tr->scaler.enabled) snprintf(scale, sizeof scale, " | scale %g", r->loss_scale);
@@ -1156,7 +1180,7 @@ static int after_step(trainer_t *tr) {
  * (measured/planned MiB), its tracked peak in all and its resident size. With many ranks, the
  * first 16 and then the largest of each column. */
 enum { MEMROW_DP, MEMROW_TP, MEMROW_PP, MEMROW_CAT, MEMROW_PEAK = MEMROW_CAT + 2 * MEM_CATEGORIES,
-       MEMROW_PLANNED, MEMROW_RSS, MEMROW_N };
+       MEMROW_PLANNED, MEMROW_RSS, MEMROW_HOST, MEMROW_HOST_PLANNED, MEMROW_N };
 
 static void print_memory_row(const char *label, const double *r) {
     const double MiB = 1048576.0;
@@ -1172,18 +1196,21 @@ static void print_memory_table(const trainer_t *tr) {
     mine[MEMROW_DP] = g->rank_dp;
     mine[MEMROW_TP] = g->rank_tp;
     mine[MEMROW_PP] = g->rank_pp;
-    for (int c = 0; c < MEM_CATEGORIES; c++) {
-        mine[MEMROW_CAT + 2 * c] = (double)alloc_bytes_peak_in((mem_category_t)c);
+    for (int c = 0; c < MEM_CATEGORIES; c++) { /* the backend's memory: a device's, or the host's */
+        mine[MEMROW_CAT + 2 * c] = (double)tr->ops->memory_peak(c);
         mine[MEMROW_CAT + 2 * c + 1] = tr->plan.bytes[c];
     }
-    mine[MEMROW_PEAK] = (double)alloc_bytes_peak();
+    mine[MEMROW_PEAK] = (double)tr->ops->memory_peak(MEM_CATEGORIES);
     mine[MEMROW_PLANNED] = tr->plan.total;
     mine[MEMROW_RSS] = (double)alloc_rss_bytes();
+    mine[MEMROW_HOST] = (double)alloc_bytes_peak(); /* beside a device: the host's tracked peak */
+    mine[MEMROW_HOST_PLANNED] = tr->plan.host_total;
     double *all = is_root(tr) ? xmalloc(sizeof(double) * MEMROW_N * (size_t)g->world_size) : NULL;
     comm_gather(mine, MEMROW_N, MPI_DOUBLE, all, 0, MPI_COMM_WORLD, "the memory table");
     if (!is_root(tr)) return;
-    printf("memory per rank, MiB, measured peak / planned (tracked buffers by category; rss = "
-           "resident size):\n  %-14s", "rank (dp,tp,pp)");
+    printf("memory per rank, MiB, measured peak / planned (tracked buffers by category%s; rss = "
+           "resident size):\n  %-14s", tr->cfg->device_memory ? " in device memory" : "",
+           "rank (dp,tp,pp)");
     for (int c = 0; c < MEM_CATEGORIES; c++) printf(" %15s", mem_category_name((mem_category_t)c));
     printf(" %15s %8s\n", "total", "rss");
     double most[MEMROW_N] = {0};
@@ -1200,6 +1227,9 @@ static void print_memory_table(const trainer_t *tr) {
         printf("  ... %d more ranks\n", g->world_size - 16);
         print_memory_row("largest", most);
     }
+    if (tr->cfg->device_memory)
+        printf("host memory beside the device's, MiB, measured peak / planned (largest rank): "
+               "%.1f/%.1f\n", most[MEMROW_HOST] / 1048576.0, most[MEMROW_HOST_PLANNED] / 1048576.0);
     xfree(all);
 }
 

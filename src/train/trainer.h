@@ -38,7 +38,9 @@ typedef struct trainer {
     deadline_t deadline; /* the job's end time and the stop before it */
     zero_t zero;                /* ZeRO partitions over the dp group: the ownership map */
     dtype_t precision;          /* weights copy, saved activations, gradients before reduction */
-    double memory_limit;        /* bytes a rank may use (&run memory_limit_gb or the node's) */
+    double memory_limit;        /* bytes a rank may use (&run memory_limit_gb, else the node's,
+                                   or with a backend of its own memory that memory's capacity) */
+    double host_limit;          /* host bytes a rank may use (the node's memory / its ranks) */
     mem_plan_t plan;            /* the planner's prediction for this rank */
     loss_scaler_t scaler;       /* fp16 */
     pipe_t pipe;                /* pipeline schedule over the micro-batches of a step */

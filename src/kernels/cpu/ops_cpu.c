@@ -10,6 +10,12 @@
 
 /* ---- memory: device memory is host memory on the CPU ---- */
 static void *cpu_alloc(size_t bytes, int category) { return xmalloc_in(bytes, (mem_category_t)category); }
+/* host memory: core/alloc.c's counters, which the planner's host limit covers */
+static size_t cpu_memory_capacity(void) { return 0; }
+static size_t cpu_memory_peak(int category) {
+    return category >= 0 && category < MEM_CATEGORIES ? alloc_bytes_peak_in((mem_category_t)category)
+                                                      : alloc_bytes_peak();
+}
 static void cpu_free(void *p) { xfree(p); }
 static void cpu_copy(void *dst, const void *src, size_t bytes) {
     if (bytes) memcpy(dst, src, bytes);
@@ -71,6 +77,8 @@ static const ops_t cpu_ops = {
     .to_host = cpu_copy,
     .host_register = cpu_host_register,
     .host_unregister = cpu_host_unregister,
+    .memory_capacity = cpu_memory_capacity,
+    .memory_peak = cpu_memory_peak,
     .zero = cpu_zero,
     .embed_forward = cpu_embed_forward,
     .embed_backward = cpu_embed_backward,

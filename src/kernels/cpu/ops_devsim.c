@@ -29,6 +29,28 @@ static int opened;    /* nesting depth of open (ops inside ops, transfers) */
 static hole_t *holes; /* freed blocks, reused first fit */
 static size_t n_holes, cap_holes;
 static const char *current_op = "-";
+static size_t cat_now[MEM_CATEGORIES + 1], cat_peak[MEM_CATEGORIES + 1]; /* [MEM_CATEGORIES]: all */
+
+/* The block header in front of each block (ALIGN bytes, read only while the arena is open). */
+typedef struct block_head {
+    size_t need;
+    int category;
+} block_head_t;
+
+static void count(int category, size_t bytes, bool add) {
+    const int ks[2] = {category, MEM_CATEGORIES};
+    for (int i = 0; i < 2; i++) {
+        const int k = ks[i];
+        cat_now[k] = add ? cat_now[k] + bytes : cat_now[k] - bytes;
+        if (cat_now[k] > cat_peak[k]) cat_peak[k] = cat_now[k];
+    }
+}
+
+/* The simulated device's memory: the arena, counted per category as a GPU's would be. */
+static size_t g_memory_capacity(void) { return reserved; }
+static size_t g_memory_peak(int category) {
+    return cat_peak[category >= 0 && category < MEM_CATEGORIES ? category : MEM_CATEGORIES];
+}
 
 bool devsim_contains(const void *p) {
     return arena && (const char *)p >= arena && (const char *)p < arena + reserved;
@@ -90,25 +112,29 @@ static void arena_create(size_t bytes) {
 }
 
 static void *g_alloc(size_t bytes, int category) {
-    (void)category;
+    if (category < 0 || category >= MEM_CATEGORIES) category = MEM_WORKSPACE;
+    _Static_assert(sizeof(block_head_t) <= ALIGN, "the block header fits in front of the block");
     const size_t need = (bytes + ALIGN - 1) / ALIGN * ALIGN + ALIGN;
-    for (size_t i = 0; i < n_holes; i++)
+    char *p = NULL;
+    for (size_t i = 0; i < n_holes && !p; i++)
         if (holes[i].bytes == need) {
-            char *p = holes[i].p;
+            p = holes[i].p;
             holes[i] = holes[--n_holes];
-            return p + ALIGN;
         }
-    if ((size_t)(top - arena) + need > reserved)
-        fatal_user("devsim: the simulated device is full (%zu MiB; LLMT_DEVSIM_MB)",
-                   reserved >> 20);
-    char *p = top;
-    top += need;
-    /* the block's size in front of it, where only g_free reads it (opened) */
-    if (opened)
-        SYS_CHECK(mprotect(arena, (size_t)(top - arena), PROT_READ | PROT_WRITE));
-    devsim_open();
-    memcpy(p, &need, sizeof need);
+    if (!p) {
+        if ((size_t)(top - arena) + need > reserved)
+            fatal_user("devsim: the simulated device is full (%zu MiB; LLMT_DEVSIM_MB)",
+                       reserved >> 20);
+        p = top;
+        top += need;
+        if (opened) /* the new block's pages open like the rest */
+            SYS_CHECK(mprotect(arena, (size_t)(top - arena), PROT_READ | PROT_WRITE));
+    }
+    const block_head_t head = {need, category};
+    devsim_open(); /* the header, where only g_free reads it */
+    memcpy(p, &head, sizeof head);
     devsim_close();
+    count(category, need - ALIGN, true);
     return p + ALIGN;
 }
 
@@ -116,15 +142,16 @@ static void g_free(void *p) {
     if (!p)
         return;
     ASSERT(devsim_contains(p));
-    size_t need;
+    block_head_t head;
     devsim_open();
-    memcpy(&need, (char *)p - ALIGN, sizeof need);
+    memcpy(&head, (char *)p - ALIGN, sizeof head);
     devsim_close();
+    count(head.category, head.need - ALIGN, false);
     if (n_holes == cap_holes) {
         cap_holes = cap_holes ? 2 * cap_holes : 64;
         holes = xrealloc_small(holes, cap_holes * sizeof *holes);
     }
-    holes[n_holes++] = (hole_t){(char *)p - ALIGN, need};
+    holes[n_holes++] = (hole_t){(char *)p - ALIGN, head.need};
 }
 
 /* Every tensor an op gets must be device memory (NULL: an optional argument left out). */
@@ -612,8 +639,8 @@ static void g_moe_combine_backward(float *din, float *dw, const float *dy, const
 
 /* ---- the table ------------------------------------------------------------------------------- */
 
-/* The name and 59 ops: an op added to ops.h needs its wrapper here, or it would run unchecked. */
-_Static_assert(sizeof(ops_t) == 60 * sizeof(void *), "ops.h has a new op: wrap it in ops_devsim.c");
+/* The name and 61 ops: an op added to ops.h needs its wrapper here, or it would run unchecked. */
+_Static_assert(sizeof(ops_t) == 62 * sizeof(void *), "ops.h has a new op: wrap it in ops_devsim.c");
 
 /* Host memory to lock must be host memory. */
 static void g_host_register(void *host, size_t bytes) {
@@ -634,6 +661,8 @@ const ops_t *ops_devsim(const ops_t *cpu, size_t arena_bytes) {
     t.to_device = g_to_device;
     t.to_host = g_to_host;
     t.host_register = g_host_register;
+    t.memory_capacity = g_memory_capacity;
+    t.memory_peak = g_memory_peak;
     t.zero = g_zero;
     t.embed_forward = g_embed_forward;
     t.embed_backward = g_embed_backward;

@@ -27,11 +27,6 @@ void cuda_device_print(MPI_Comm world);
 
 /* The device this process opened (-1 before cuda_device_setup succeeded). */
 int cuda_device_index(void);
-
-/* Device memory now allocated through cuda_alloc under a mem_category_t, and its high-water mark
- * (ops_cuda.cu keeps them: core/alloc.c's counters are the host's). */
-size_t cuda_alloc_bytes_now_in(int category);
-size_t cuda_alloc_bytes_peak_in(int category);
 #ifdef __cplusplus
 }
 #endif

@@ -36,7 +36,15 @@ typedef struct device_block {
 } device_block_t;
 static device_block_t *blocks = NULL;
 static size_t n_blocks = 0, cap_blocks = 0;
-static size_t device_now[MEM_CATEGORIES], device_peak[MEM_CATEGORIES];
+static size_t device_now[MEM_CATEGORIES + 1], device_peak[MEM_CATEGORIES + 1]; /* [MEM_CATEGORIES]: all */
+
+static void count_block(int category, size_t bytes, bool add) {
+    const int ks[2] = {category, MEM_CATEGORIES};
+    for (int k : ks) {
+        device_now[k] = add ? device_now[k] + bytes : device_now[k] - bytes;
+        if (device_now[k] > device_peak[k]) device_peak[k] = device_now[k];
+    }
+}
 
 static void remember_block(void *p, size_t bytes, int category) {
     if (n_blocks == cap_blocks) {
@@ -44,25 +52,39 @@ static void remember_block(void *p, size_t bytes, int category) {
         blocks = (device_block_t *)xrealloc_small(blocks, cap_blocks * sizeof *blocks);
     }
     blocks[n_blocks++] = device_block_t{p, bytes, category};
-    device_now[category] += bytes;
-    if (device_now[category] > device_peak[category]) device_peak[category] = device_now[category];
+    count_block(category, bytes, true);
 }
 
 static void forget_block(void *p) {
     for (size_t i = 0; i < n_blocks; i++) {
         if (blocks[i].p != p) continue;
-        device_now[blocks[i].category] -= blocks[i].bytes;
+        count_block(blocks[i].category, blocks[i].bytes, false);
         blocks[i] = blocks[--n_blocks];
         return;
     }
     die_call(__FILE__, __LINE__, "cuda_free", "pointer not allocated by cuda_alloc");
 }
 
-extern "C" size_t cuda_alloc_bytes_now_in(int category) {
-    return category >= 0 && category < MEM_CATEGORIES ? device_now[category] : 0;
+/* ops.h memory_peak: a category's high-water mark, or the total's (MEM_CATEGORIES) */
+static size_t cuda_memory_peak(int category) {
+    return device_peak[category >= 0 && category < MEM_CATEGORIES ? category : MEM_CATEGORIES];
 }
-extern "C" size_t cuda_alloc_bytes_peak_in(int category) {
-    return category >= 0 && category < MEM_CATEGORIES ? device_peak[category] : 0;
+
+/* ops.h memory_capacity: what the tracked buffers may take: the device's free memory at the first
+ * call (the context exists: cuda_device_setup made it) and what they already hold, less a
+ * reserve for the buffers the libraries and this backend keep outside the plan (cuBLASLt's
+ * 32 MiB workspace, the 16-bit operand copies of bf16 products, NCCL's channels): 5% of the
+ * device, at least 1 GiB. */
+static size_t cuda_memory_capacity(void) {
+    static size_t capacity;
+    if (!capacity) {
+        size_t free_b = 0, total_b = 0;
+        CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+        const size_t reserve = total_b / 20 > ((size_t)1 << 30) ? total_b / 20 : (size_t)1 << 30;
+        const size_t usable = free_b + device_now[MEM_CATEGORIES];
+        capacity = usable > reserve ? usable - reserve : 1;
+    }
+    return capacity;
 }
 
 /* bytes of device memory (256-byte aligned, cudaMalloc's), counted under `category`; dies with
@@ -150,6 +172,8 @@ static ops_t make_table(void) {
     t.to_host = cuda_to_host;
     t.host_register = cuda_host_register;
     t.host_unregister = cuda_host_unregister;
+    t.memory_capacity = cuda_memory_capacity;
+    t.memory_peak = cuda_memory_peak;
     t.zero = cuda_zero;
     t.embed_forward = cuda_embed_forward;
     t.embed_backward = cuda_embed_backward;
