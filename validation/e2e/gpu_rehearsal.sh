@@ -4,7 +4,8 @@
 # need a GPU with the CPU build (device = 'cpu' where 'cuda' would be, tiny shapes in steps 4 and 5,
 # PyTorch on the CPU) and the table must come out whole: the 20-step comparison parsed (cpu against
 # cpu: 0 difference), PyTorch's tokens/s read from its JSON, llmtrain's median tokens/s and MFU
-# read from metrics.jsonl and its ratio to PyTorch eager computed. Found on the way: the table's
+# read from metrics.jsonl and its ratio to PyTorch eager computed; and with a budget too small
+# (LLMT_GPU_BUDGET_S) the run still ends in time with the whole table on disk. Found on the way: the table's
 # PyTorch row was printed by an f-string with nested double quotes, a SyntaxError before Python
 # 3.12 (this machine has 3.11; the GPU machine's 3.12.3 would have taken it).
 source "$(dirname "$0")/lib.bash"
@@ -34,4 +35,17 @@ print(statistics.median(x["tokens_per_s"] for x in r if x["step"] >= 6))')
 got=$(grep -E '^llmtrain GPT-2 124M' "$S" | grep -Eo '[0-9.]+ tok/s' | cut -d' ' -f1)
 awk -v a="$got" -v b="$want" 'BEGIN {exit !(a == b)}' || fail "llmtrain 124M: table $got tok/s, median of the records $want"
 [ "$(grep -c . "$S")" -eq 12 ] || fail "summary.txt: $(grep -c . "$S") lines, expected 12 (the header and 11 rows)"
-echo "run.sh rehearsed: every row of the table parsed (llmtrain 124M $got tok/s = the records' median)"
+# A step that hangs (PyTorch made to sleep 60 s first) within a budget of 6 s: every step's limit
+# is cut to what is left, so the run ends soon after the budget (not after 4 x 60 s), the hung
+# steps say FAIL and the table is whole.
+OUT2=$TEST_DIR/short
+printf '#!/bin/sh\nsleep 60\nexec %s "$@"\n' "$PYTHON" >"$TEST_DIR/slow_python" && chmod +x "$TEST_DIR/slow_python"
+t0=$SECONDS
+LLMT_GPU_REHEARSAL=1 LLMT_GPU_BUDGET_S=6 PYTHON=$TEST_DIR/slow_python timeout 200 bash validation/gpu/run.sh "$OUT2" \
+    >"$TEST_DIR/short.log" 2>&1 || { tail -20 "$TEST_DIR/short.log"; fail "run.sh with a 6 s budget exited non-zero"; }
+took=$((SECONDS - t0))
+[ "$(grep -c . "$OUT2/summary.txt")" -eq 12 ] || { cat "$OUT2/summary.txt"; fail "a 6 s budget: the table is not whole"; }
+[ "$(grep -c '^PyTorch.*FAIL' "$OUT2/summary.txt")" -eq 4 ] || { cat "$OUT2/summary.txt"; fail "a 6 s budget: the hung PyTorch steps are not cut short"; }
+[ "$took" -le 40 ] || fail "a 6 s budget took $took s (each step after it should get 1 s)"
+echo "run.sh rehearsed: every row of the table parsed (llmtrain 124M $got tok/s = the records' median); hung steps in a 6 s budget: ended in $took s, the table whole"
+

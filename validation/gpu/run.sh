@@ -6,8 +6,10 @@
 #   1. the GPU table as llmtrain prints it (build-cuda/gpu/device_probe)
 #   2. every op, CUDA against the CPU backend (build-cuda/gpu/test_cuda_ops; tolerances in its header)
 #   3. 20 steps of the tiny model, device = 'cuda' against device = 'cpu' (loss curves, rel 1e-3)
-#   4. PyTorch on this GPU: GPT-2 124M and 350M, T = 1024, bf16, eager and torch.compile
+#   4. PyTorch on this GPU: GPT-2 124M and 350M, T = 1024, bf16, eager
 #   5. llmtrain GPT-2 124M / 350M, T = 1024, bf16: tokens/s, MFU, the ratio to PyTorch eager
+#   6. PyTorch with torch.compile on the same two
+# The whole run keeps to LLMT_GPU_BUDGET_S (480 s) and the table is on disk after every row.
 # LLMT_GPU_REHEARSAL=1: the same script on a build machine without a GPU (validation/e2e/
 # gpu_rehearsal.sh runs it in make check): the CPU build's ./llmtrain with device = 'cpu' where
 # 'cuda' would be, tiny shapes in steps 4 and 5, PyTorch on the CPU, the GPU-only binaries
@@ -24,8 +26,22 @@ SYS_LD=${LD_LIBRARY_PATH-}
 py() { LD_LIBRARY_PATH=$SYS_LD "$PY" "$@"; }
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
 PY=${PYTHON:-python3}
+# The table, rewritten after each row: a run stopped from outside (the device tool's limit) still
+# leaves what it measured. LLMT_GPU_BUDGET_S (default 480): every step's own time limit is cut
+# to what is left of it, so the whole run ends inside the budget whatever hangs.
+BUDGET=${LLMT_GPU_BUDGET_S:-480}
+gpu_name=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
 summary=()
-row() { summary+=("$(printf '%-44s %s' "$1" "$2")"); }
+row() {
+    summary+=("$(printf '%-44s %s' "$1" "$2")")
+    { echo "== CUDA backend validation ($(date -u +%FT%TZ), $(hostname), ${gpu_name:-no nvidia-smi})"
+      printf '%s\n' "${summary[@]}"; } >"$OUT/summary.txt"
+}
+limit() { # SECONDS: the step's own limit, or what is left of the budget (at least 1)
+    local left=$((BUDGET - SECONDS))
+    [ $left -lt 1 ] && left=1
+    echo $(($1 < left ? $1 : left))
+}
 if [ "${LLMT_GPU_REHEARSAL:-0}" = 1 ]; then
     LLMT=./llmtrain GPU=cpu TORCH_DEV=cpu SEQ=64 BATCH=2 VOCAB=512 TORCH_VOCAB=512
     MODELS=("124M 2 64 4" "350M 2 128 4") # the labels stay, the shapes are tiny
@@ -35,21 +51,21 @@ else
     MODELS=("124M 12 768 12" "350M 24 1024 16")
     bins="build-cuda/llmtrain build-cuda/gpu/test_cuda_ops build-cuda/gpu/device_probe build-cuda/gpu/check_attn_matmul"
     for b in $bins; do
-        [ -x "$b" ] || timeout 300 make -j16 CUDA=1 "$b" >"$OUT/build.log" 2>&1 || true
+        [ -x "$b" ] || timeout $(limit 300) make -j16 CUDA=1 "$b" >"$OUT/build.log" 2>&1 || true
     done
 fi
 skipped() { [ "$GPU" = cpu ] && row "$1" "SKIPPED (rehearsal)"; }
 
 # 1. the GPU as llmtrain opens it
 if skipped "GPU opening (device_probe)"; then :
-elif timeout 60 build-cuda/gpu/device_probe bf16 >"$OUT/device.txt" 2>&1; then row "GPU opening (device_probe)" "PASS"
+elif timeout $(limit 60) build-cuda/gpu/device_probe bf16 >"$OUT/device.txt" 2>&1; then row "GPU opening (device_probe)" "PASS"
 else row "GPU opening (device_probe)" "FAIL (see device.txt)"; fi
 [ -f "$OUT/device.txt" ] && cat "$OUT/device.txt"
 
 # 2. every op against the CPU backend
 if skipped "ops CUDA vs CPU (test_cuda_ops)"; then :
 elif [ -x build-cuda/gpu/test_cuda_ops ]; then
-    timeout 180 build-cuda/gpu/test_cuda_ops >"$OUT/ops.txt" 2>&1
+    timeout $(limit 180) build-cuda/gpu/test_cuda_ops >"$OUT/ops.txt" 2>&1
     rc=$?
     cat "$OUT/ops.txt"
     row "ops CUDA vs CPU (test_cuda_ops)" "$(tail -1 "$OUT/ops.txt") (exit $rc)"
@@ -60,7 +76,7 @@ fi
 # 2b. attention and matmul against double-precision host loops (independent of both backends)
 if skipped "attention, matmul vs float64 (check_attn_matmul)"; then :
 elif [ -x build-cuda/gpu/check_attn_matmul ]; then
-    timeout 120 build-cuda/gpu/check_attn_matmul >"$OUT/attn_matmul.txt" 2>&1
+    timeout $(limit 120) build-cuda/gpu/check_attn_matmul >"$OUT/attn_matmul.txt" 2>&1
     rc=$?
     cat "$OUT/attn_matmul.txt"
     row "attention, matmul vs float64 (check_attn_matmul)" "$([ $rc -eq 0 ] && echo PASS || echo "FAIL (exit $rc)")"
@@ -80,7 +96,7 @@ tiny() { # LABEL DEVICE: 20 steps, metrics in $OUT/tiny_LABEL
 &data train_files = 'data/tiny/train_*.bin', val_files = 'data/tiny/val_*.bin', val_every = 0 /
 &log every = 1 /
 NML
-    timeout 120 $LLMT "$OUT/tiny_$1.nml" >"$OUT/tiny_$1.log" 2>&1
+    timeout $(limit 120) $LLMT "$OUT/tiny_$1.nml" >"$OUT/tiny_$1.log" 2>&1
 }
 tiny cpu cpu; tiny cuda $GPU; rc=$?
 losses() { grep -h '"loss"' "$OUT"/tiny_"$1"/metrics.jsonl 2>/dev/null | sed 's/.*"loss":\([^,]*\),.*/\1/'; }
@@ -92,19 +108,19 @@ else
     row "tiny 20 steps cuda vs cpu" "$verdict"
 fi
 
-# 4. PyTorch on this GPU
-for m in "${MODELS[@]}"; do
-    set -- $m
-    for mode in eager compile; do
-        flag=$([ $mode = compile ] && echo --compile)
-        if line=$(LD_LIBRARY_PATH=$SYS_LD timeout 240 "$PY" validation/gpu/torch_gpt.py --layers "$2" --d-model "$3" --heads "$4" --seq $SEQ --batch $BATCH --vocab $TORCH_VOCAB --device $TORCH_DEV $flag 2>"$OUT/torch_$1_$mode.err"); then
-            echo "$line" >"$OUT/torch_$1_$mode.json"
-            row "PyTorch GPT-2 $1 bf16 T=$SEQ $mode" "$(echo "$line" | py -c 'import json,sys; d=json.load(sys.stdin); print("%s tok/s, MFU %.1f%%" % (d["tokens_per_s"], 100 * d["mfu"]))')"
-        else
-            row "PyTorch GPT-2 $1 bf16 T=$SEQ $mode" "FAIL ($(tail -1 "$OUT/torch_$1_$mode.err" | cut -c1-80))"
-        fi
-    done
-done
+# 4. PyTorch on this GPU (eager here; torch.compile, the slowest to start, comes last)
+torch_run() { # NAME LAYERS D_MODEL HEADS MODE
+    local flag=$([ $5 = compile ] && echo --compile) line lim=$(limit 240) rc
+    if line=$(LD_LIBRARY_PATH=$SYS_LD timeout $lim "$PY" validation/gpu/torch_gpt.py --layers "$2" --d-model "$3" --heads "$4" --seq $SEQ --batch $BATCH --vocab $TORCH_VOCAB --device $TORCH_DEV $flag 2>"$OUT/torch_$1_$5.err"); then
+        echo "$line" >"$OUT/torch_$1_$5.json"
+        row "PyTorch GPT-2 $1 bf16 T=$SEQ $5" "$(echo "$line" | py -c 'import json,sys; d=json.load(sys.stdin); print("%s tok/s, MFU %.1f%%" % (d["tokens_per_s"], 100 * d["mfu"]))')"
+    else
+        rc=$?
+        [ $rc -eq 124 ] && echo "timed out after $lim s (the step's limit or the budget's rest)" >>"$OUT/torch_$1_$5.err"
+        row "PyTorch GPT-2 $1 bf16 T=$SEQ $5" "FAIL ($(tail -1 "$OUT/torch_$1_$5.err" | cut -c1-80))"
+    fi
+}
+for m in "${MODELS[@]}"; do torch_run $m eager; done
 
 # 5. llmtrain on the same shapes: GPT-2 124M and 350M, T = 1024, batch 8, precision = 'bf16'
 #    (bf16 products on tensor cores; the tensors themselves are still stored fp32 on the device,
@@ -121,7 +137,7 @@ gpt() { # NAME LAYERS D_MODEL HEADS
 &checkpoint every = 0, save_weights = .false. /
 &log every = 1 /
 NML
-    timeout 150 $LLMT "$OUT/gpt_$1.nml" >"$OUT/gpt_$1.log" 2>&1
+    timeout $(limit 150) $LLMT "$OUT/gpt_$1.nml" >"$OUT/gpt_$1.log" 2>&1
 }
 median_of() { # FILE KEY: the median of KEY over the step records of steps >= 6
     grep -h '"step":' "$1" 2>/dev/null | awk -F'[:,]' '$2 >= 6' | grep -o "\"$2\":[0-9.e+-]*" | cut -d: -f2 |
@@ -140,4 +156,7 @@ for m in "${MODELS[@]}"; do
 done
 
 gpu_name=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
-{ echo "== CUDA backend validation ($(date -u +%FT%TZ), $(hostname), ${gpu_name:-no nvidia-smi})"; printf '%s\n' "${summary[@]}"; } | tee "$OUT/summary.txt"
+# 6. torch.compile, last: its compilation may take what is left of the budget
+for m in "${MODELS[@]}"; do torch_run $m compile; done
+echo "== run.sh: $SECONDS s of the ${BUDGET} s budget"
+cat "$OUT/summary.txt"
