@@ -230,4 +230,24 @@ static inline float cpu_expf(float x) {
     return x < CPU_EXPF_LO ? 0.0f : e;
 }
 
+/* precision.h's round_bf16, bit for bit (test_ops sweeps every bit pattern), written branch-free
+ * with integer operations so that loops over it vectorise (round_bf16's Inf/NaN branch keeps a
+ * loop scalar): the upper 16 bits rounded to nearest even (a carry into the exponent rounds past
+ * the largest finite value to Inf); Inf stays Inf, NaN stays NaN with the quiet bit set.
+ * cpu_bf16_bits: the 16-bit storage of the same (kernels/cpu/matmul.c's bf16 operands). */
+static inline uint32_t cpu_bf16_round_bits(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    const uint32_t special = (u & 0x007fffffu) ? (u | 0x00400000u) & 0xffff0000u : u;
+    return (u & 0x7f800000u) == 0x7f800000u ? special : rounded;
+}
+static inline float cpu_bf16_round(float x) {
+    const uint32_t r = cpu_bf16_round_bits(x);
+    float y;
+    memcpy(&y, &r, sizeof y);
+    return y;
+}
+static inline uint16_t cpu_bf16_bits(float x) { return (uint16_t)(cpu_bf16_round_bits(x) >> 16); }
+
 #endif

@@ -55,7 +55,7 @@ static void to_bf16(uint16_t *dst, const float *src, int rows, int cols, int ld)
         const float *s = src + (size_t)i * ld;
         uint16_t *d = dst + (size_t)i * cols;
 #pragma omp simd
-        for (int j = 0; j < cols; j++) d[j] = bf16_bits(s[j]);
+        for (int j = 0; j < cols; j++) d[j] = cpu_bf16_bits(s[j]); /* branch-free: vectorises */
     }
 }
 

@@ -22,14 +22,8 @@ static inline float f32_from_bits(uint32_t u) {
     return x;
 }
 
-/* round_bf16: the upper 16 bits, rounded to nearest even (a carry into the exponent rounds past
- * the largest finite value to Inf); Inf stays Inf, NaN stays NaN with the quiet bit set. */
-static inline float bf16_round(float x) {
-    const uint32_t u = f32_bits(x);
-    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-    const uint32_t special = (u & 0x007fffffu) ? (u | 0x00400000u) & 0xffff0000u : u;
-    return f32_from_bits((u & 0x7f800000u) == 0x7f800000u ? special : rounded);
-}
+/* round_bf16: cpu_kernels.h's cpu_bf16_round (matmul.c's bf16 operands use its bits too) */
+static inline float bf16_round(float x) { return cpu_bf16_round(x); }
 
 /* round_fp16: IEEE binary16, round to nearest even, as the x86 conversion does it:
  *  - |x| >= 2^-14 (binary16 normals): 10 mantissa bits, the same trick as bf16 at bit 13;
