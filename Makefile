@@ -27,9 +27,10 @@ BIN_DIR := $(BUILD)/
 override CFLAGS  += $(SANITIZE_FLAGS)
 override LDFLAGS += $(SANITIZE_FLAGS)
 else ifeq ($(CUDA),1)
-# CUDA=1: everything goes to build-cuda/, and every object knows (LLMT_CUDA: config accepts
-# device = 'cuda', main opens the GPU).
-BUILD   := build-cuda
+# CUDA=1: everything goes to build-cuda/ (or CUDA_BUILD: validation/gpu/bundle.sh builds the
+# GPU machine's binaries into build-gpu/ for a portable ISA), and every object knows
+# (LLMT_CUDA: config accepts device = 'cuda', main opens the GPU).
+BUILD   := $(or $(CUDA_BUILD),build-cuda)
 BIN_DIR := $(BUILD)/
 override CFLAGS += -DLLMT_CUDA
 else
@@ -248,7 +249,7 @@ demo:
 	@MPIRUN="$(MPIRUN)" PYTHON="$(PYTHON)" bash validation/demo.sh
 
 clean:
-	rm -rf build build-asan build-cuda llmtrain llmprep
+	rm -rf build build-asan build-cuda build-gpu llmtrain llmprep
 
 -include $(LIB_OBJ:.o=.d) $(BUILD)/main.d $(BUILD)/tools/llmprep.d $(UNIT_BIN:=.d) $(REF_BIN:=.d)
 

@@ -9,20 +9,26 @@
 #  - every shared library the binaries and those plugins load (ldd: the whole closure), by soname
 #    into root/usr/lib/x86_64-linux-gnu, except the C and C++ runtime and the CUDA libraries: the
 #    GPU machine has its own, and a bundled glibc would break its programs.
+# The binaries are its own build, into build-gpu/ (CUDA_BUILD), for x86-64-v3 (AVX2, FMA): the
+# GPU machine's processor is not this one, and -march=native here (an AMX Xeon) could emit
+# AVX-512 or AVX512-FP16 instructions it lacks (MARCH=native to keep this machine's).
 # Then it checks itself: with env.sh each of those libraries resolves inside the bundle (ldd), and
-# the archive of bundle + binaries fits the device tool's 64 MiB. env.sh finds libcudart, cuBLAS and NCCL on the
-# GPU machine at run time (the CUDA toolkit's lib64, the loader's cache, PyTorch's nvidia/*/lib).
-#   make CUDA=1 build-cuda/llmtrain build-cuda/gpu/test_cuda_ops build-cuda/gpu/device_probe \
-#        build-cuda/gpu/check_attn_matmul
+# the archive of bundle + binaries fits the device tool's 64 MiB. env.sh finds libcudart, cuBLAS
+# and NCCL on the GPU machine at run time (the CUDA toolkit's lib64, the loader's cache,
+# PyTorch's nvidia/*/lib).
 #   bash validation/gpu/bundle.sh          (then carry .gpu-carry: README.md here)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=.gpu-bundle
 ROOT=$OUT/root
 LIB=$ROOT/usr/lib/x86_64-linux-gnu
-bins=$(for f in build-cuda/llmtrain build-cuda/gpu/*; do
+GPU_BUILD=build-gpu
+make --no-print-directory -j"$(nproc)" CUDA=1 CUDA_BUILD=$GPU_BUILD \
+    OPTFLAGS="-O3 -march=${MARCH:-x86-64-v3} -fno-math-errno" $GPU_BUILD/llmtrain \
+    $GPU_BUILD/gpu/test_cuda_ops $GPU_BUILD/gpu/device_probe $GPU_BUILD/gpu/check_attn_matmul \
+    >"$GPU_BUILD.log" 2>&1 || { tail -20 "$GPU_BUILD.log"; echo "bundle.sh: the build failed" >&2; exit 1; }
+bins=$(for f in $GPU_BUILD/llmtrain $GPU_BUILD/gpu/*; do
     [ -f "$f" ] && [ -x "$f" ] && echo "$f"; done || true)
-[ -n "$bins" ] || { echo "bundle.sh: build first: make CUDA=1 build-cuda/llmtrain ..." >&2; exit 2; }
 # what every Linux with PyTorch and CUDA has: glibc, the gcc runtime, the CUDA toolkit's own
 base='^(linux-vdso|libc|libm|libdl|librt|libpthread|libresolv|libutil|libnsl|libanl|ld-linux-x86-64|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libnccl|libnvidia-[a-z-]*)\.so'
 rm -rf "$OUT" && mkdir -p "$LIB"
@@ -70,7 +76,7 @@ outside=$( (source "$OUT/env.sh"; needed $bins $plugins) | awk -v r="$(cd "$ROOT
 [ -z "$outside" ] || { echo "bundle.sh: resolved outside the bundle:"; echo "$outside"; exit 1; } >&2
 # What travels: one xz archive of the bundle and the binaries (oneDNN alone is 38 MiB unpacked, the
 # whole 90; the device tool carries at most 64 MiB), unpacked on the GPU machine by
-#   tar -xJf .gpu-carry/bundle.tar.xz && bash validation/gpu/run.sh $OUT
+#   tar -xJf .gpu-carry/bundle.tar.xz && bash validation/gpu/run.sh $OUT   (it takes build-gpu/)
 mkdir -p .gpu-carry
 tar -cf - "$OUT" $bins | xz -6 -T0 >.gpu-carry/bundle.tar.xz
 kib=$(du -sk .gpu-carry/bundle.tar.xz | cut -f1)

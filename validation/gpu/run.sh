@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # run.sh OUTDIR — the CUDA backend's validation on one GPU, in one short run (README.md here has the
-# recipe). Uses build-cuda/ as built on the build machine (or builds it here when the toolkit and the
-# libraries' headers are present) and the libraries of .gpu-bundle/ (bundle.sh). Steps, each with a
+# recipe). Uses build-gpu/ as bundle.sh built it on the build machine (portable ISA), else
+# build-cuda/ (or builds that here when the toolkit and the libraries' headers are present), and
+# the libraries of .gpu-bundle/ (bundle.sh). Steps, each with a
 # time limit; the summary table is printed last and written to OUTDIR/summary.txt:
-#   1. the GPU table as llmtrain prints it (build-cuda/gpu/device_probe)
-#   2. every op, CUDA against the CPU backend (build-cuda/gpu/test_cuda_ops; tolerances in its header)
+#   1. the GPU table as llmtrain prints it (gpu/device_probe)
+#   2. every op, CUDA against the CPU backend (gpu/test_cuda_ops; tolerances in its header)
 #   3. 20 steps of the tiny model, device = 'cuda' against device = 'cpu' (loss curves, rel 1e-3)
 #   4. PyTorch on this GPU: GPT-2 124M and 350M, T = 1024, bf16, eager
 #   5. llmtrain GPT-2 124M / 350M, T = 1024, bf16: tokens/s, MFU, the ratio to PyTorch eager
@@ -43,29 +44,32 @@ limit() { # SECONDS: the step's own limit, or what is left of the budget (at lea
     echo $(($1 < left ? $1 : left))
 }
 if [ "${LLMT_GPU_REHEARSAL:-0}" = 1 ]; then
-    LLMT=./llmtrain GPU=cpu TORCH_DEV=cpu SEQ=64 BATCH=2 VOCAB=512 TORCH_VOCAB=512
+    B=build-cuda LLMT=./llmtrain GPU=cpu TORCH_DEV=cpu SEQ=64 BATCH=2 VOCAB=512 TORCH_VOCAB=512
     MODELS=("124M 2 64 4" "350M 2 128 4") # the labels stay, the shapes are tiny
     row "REHEARSAL (no GPU: device = 'cpu', tiny shapes)" "plumbing only"
 else
-    LLMT=build-cuda/llmtrain GPU=cuda TORCH_DEV=cuda SEQ=1024 BATCH=8 VOCAB=50257 TORCH_VOCAB=50304 # as llmtrain pads it
+    # bundle.sh's portable build (build-gpu/) when it came along, else build-cuda/ (made here if
+    # the toolkit and the libraries' headers are present)
+    B=build-cuda
+    [ -x build-gpu/llmtrain ] && B=build-gpu
+    LLMT=$B/llmtrain GPU=cuda TORCH_DEV=cuda SEQ=1024 BATCH=8 VOCAB=50257 TORCH_VOCAB=50304 # as llmtrain pads it
     MODELS=("124M 12 768 12" "350M 24 1024 16")
-    bins="build-cuda/llmtrain build-cuda/gpu/test_cuda_ops build-cuda/gpu/device_probe build-cuda/gpu/check_attn_matmul"
-    for b in $bins; do
-        [ -x "$b" ] || timeout $(limit 300) make -j16 CUDA=1 "$b" >"$OUT/build.log" 2>&1 || true
+    for b in $B/llmtrain $B/gpu/test_cuda_ops $B/gpu/device_probe $B/gpu/check_attn_matmul; do
+        [ -x "$b" ] || timeout $(limit 300) make -j16 CUDA=1 CUDA_BUILD=$B "$b" >"$OUT/build.log" 2>&1 || true
     done
 fi
 skipped() { [ "$GPU" = cpu ] && row "$1" "SKIPPED (rehearsal)"; }
 
 # 1. the GPU as llmtrain opens it
 if skipped "GPU opening (device_probe)"; then :
-elif timeout $(limit 60) build-cuda/gpu/device_probe bf16 >"$OUT/device.txt" 2>&1; then row "GPU opening (device_probe)" "PASS"
+elif timeout $(limit 60) $B/gpu/device_probe bf16 >"$OUT/device.txt" 2>&1; then row "GPU opening (device_probe)" "PASS"
 else row "GPU opening (device_probe)" "FAIL (see device.txt)"; fi
 [ -f "$OUT/device.txt" ] && cat "$OUT/device.txt"
 
 # 2. every op against the CPU backend
 if skipped "ops CUDA vs CPU (test_cuda_ops)"; then :
-elif [ -x build-cuda/gpu/test_cuda_ops ]; then
-    timeout $(limit 180) build-cuda/gpu/test_cuda_ops >"$OUT/ops.txt" 2>&1
+elif [ -x $B/gpu/test_cuda_ops ]; then
+    timeout $(limit 180) $B/gpu/test_cuda_ops >"$OUT/ops.txt" 2>&1
     rc=$?
     cat "$OUT/ops.txt"
     row "ops CUDA vs CPU (test_cuda_ops)" "$(tail -1 "$OUT/ops.txt") (exit $rc)"
@@ -75,8 +79,8 @@ fi
 
 # 2b. attention and matmul against double-precision host loops (independent of both backends)
 if skipped "attention, matmul vs float64 (check_attn_matmul)"; then :
-elif [ -x build-cuda/gpu/check_attn_matmul ]; then
-    timeout $(limit 120) build-cuda/gpu/check_attn_matmul >"$OUT/attn_matmul.txt" 2>&1
+elif [ -x $B/gpu/check_attn_matmul ]; then
+    timeout $(limit 120) $B/gpu/check_attn_matmul >"$OUT/attn_matmul.txt" 2>&1
     rc=$?
     cat "$OUT/attn_matmul.txt"
     row "attention, matmul vs float64 (check_attn_matmul)" "$([ $rc -eq 0 ] && echo PASS || echo "FAIL (exit $rc)")"
