@@ -23,10 +23,11 @@ OUT=.gpu-bundle
 ROOT=$OUT/root
 LIB=$ROOT/usr/lib/x86_64-linux-gnu
 GPU_BUILD=build-gpu
+mkdir -p "$GPU_BUILD"
 make --no-print-directory -j"$(nproc)" CUDA=1 CUDA_BUILD=$GPU_BUILD \
     OPTFLAGS="-O3 -march=${MARCH:-x86-64-v3} -fno-math-errno" $GPU_BUILD/llmtrain \
     $GPU_BUILD/gpu/test_cuda_ops $GPU_BUILD/gpu/device_probe $GPU_BUILD/gpu/check_attn_matmul \
-    >"$GPU_BUILD.log" 2>&1 || { tail -20 "$GPU_BUILD.log"; echo "bundle.sh: the build failed" >&2; exit 1; }
+    >"$GPU_BUILD/build.log" 2>&1 || { tail -20 "$GPU_BUILD/build.log"; echo "bundle.sh: the build failed" >&2; exit 1; }
 bins=$(for f in $GPU_BUILD/llmtrain $GPU_BUILD/gpu/*; do
     [ -f "$f" ] && [ -x "$f" ] && echo "$f"; done || true)
 # what every Linux with PyTorch and CUDA has: glibc, the gcc runtime, the CUDA toolkit's own
