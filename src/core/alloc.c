@@ -81,6 +81,27 @@ size_t alloc_bytes_peak(void) { return atomic_load(&bytes_peak); }
 size_t alloc_bytes_now_in(mem_category_t c) { return atomic_load(&cat_now[c]); }
 size_t alloc_bytes_peak_in(mem_category_t c) { return atomic_load(&cat_peak[c]); }
 
+static int tally_index(int category) {
+    return category >= 0 && category < MEM_CATEGORIES ? category : MEM_CATEGORIES;
+}
+
+void mem_tally_add(mem_tally_t *t, int category, size_t bytes) {
+    const int ks[2] = {tally_index(category), MEM_CATEGORIES};
+    for (int i = 0; i < (ks[0] == MEM_CATEGORIES ? 1 : 2); i++) {
+        t->now[ks[i]] += bytes;
+        if (t->now[ks[i]] > t->peak[ks[i]]) t->peak[ks[i]] = t->now[ks[i]];
+    }
+}
+
+void mem_tally_sub(mem_tally_t *t, int category, size_t bytes) {
+    const int k = tally_index(category);
+    t->now[k] -= bytes;
+    if (k != MEM_CATEGORIES) t->now[MEM_CATEGORIES] -= bytes;
+}
+
+size_t mem_tally_now(const mem_tally_t *t, int category) { return t->now[tally_index(category)]; }
+size_t mem_tally_peak(const mem_tally_t *t, int category) { return t->peak[tally_index(category)]; }
+
 size_t alloc_rss_bytes(void) {
     FILE *f = fopen("/proc/self/statm", "r");
     if (!f) return 0;

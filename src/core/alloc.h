@@ -35,6 +35,17 @@ size_t alloc_bytes_peak(void); /* high-water mark of the total */
 size_t alloc_bytes_now_in(mem_category_t c);
 size_t alloc_bytes_peak_in(mem_category_t c); /* the category's own high-water mark */
 size_t alloc_rss_bytes(void);  /* resident set size of the process (from /proc), 0 if unknown */
+/* Memory that is not the host's (a GPU's, the simulated device's arena), counted per category by
+ * the backend that allocates it, as the functions above count host blocks. Not thread-safe:
+ * device memory is allocated at setup, on the main thread. */
+typedef struct mem_tally {
+    size_t now[MEM_CATEGORIES + 1], peak[MEM_CATEGORIES + 1]; /* [MEM_CATEGORIES]: the total */
+} mem_tally_t;
+void mem_tally_add(mem_tally_t *t, int category, size_t bytes);
+void mem_tally_sub(mem_tally_t *t, int category, size_t bytes);
+/* now / high-water mark of a category; MEM_CATEGORIES (or anything out of range): the total */
+size_t mem_tally_now(const mem_tally_t *t, int category);
+size_t mem_tally_peak(const mem_tally_t *t, int category);
 /* For people: "1.5 GiB", "3.0 TiB", "12.3 MiB", "12345 bytes". */
 void format_bytes(double bytes, char out[32]);
 #ifdef __cplusplus

@@ -221,9 +221,13 @@ static double node_memory(void) {
     return kib * 1024.0;
 }
 
+double plan_node_share_bytes(int ranks_per_node) {
+    return node_memory() / (ranks_per_node > 0 ? ranks_per_node : 1);
+}
+
 double plan_limit_bytes(const config_t *cfg, int ranks_per_node) {
     if (cfg->memory_limit_gb > 0) return cfg->memory_limit_gb * 1073741824.0;
-    return node_memory() / (ranks_per_node > 0 ? ranks_per_node : 1);
+    return plan_node_share_bytes(ranks_per_node);
 }
 
 /* The micro-batches a global batch allows on dp ranks: divisors of global_batch / dp. */

@@ -43,6 +43,8 @@ bool plan_native_products(const config_t *cfg, const ops_t *ops);
 void plan_rank(const config_t *cfg, int tp_rank, int pp_rank, int mb, int accum, mem_plan_t *out);
 /* The rank with the largest total, and per category the largest over all ranks (max_cat). */
 void plan_worst(const config_t *cfg, int mb, int accum, mem_plan_t *worst, mem_plan_t *max_cat);
+/* This node's memory shared by ranks_per_node ranks, in bytes. */
+double plan_node_share_bytes(int ranks_per_node);
 /* Bytes a rank may use: &run memory_limit_gb, else the node's memory shared by ranks_per_node. */
 double plan_limit_bytes(const config_t *cfg, int ranks_per_node);
 /* micro_batch = 0: the largest micro-batch (a divisor of global_batch / dp) whose worst rank

@@ -478,12 +478,17 @@ typedef struct lane_q {
 
 enum { LANE_UP, LANE_DOWN, LANES };
 
+/* A posted send: its lane and its place there (index -1: none yet). */
+typedef struct send_ref {
+    int lane, index;
+} send_ref_t;
+
 typedef struct ordered {
     const schedule_t *s;
     lane_q_t *lane;   /* [p * LANES] */
     int *pc;          /* [p] next action */
     int *pending;     /* [p] index of the posted receive the host waits for in its lane, or -1 */
-    int **last_send;  /* [p][n_slots * 2]: the slot's last forward / backward send, or -1 */
+    send_ref_t **last_send; /* [p][n_slots * 2]: the slot's last forward / backward send */
     size_t messages;
 } ordered_t;
 
@@ -529,20 +534,18 @@ static bool ordered_host_step(ordered_t *O, int r) {
     }
     for (int dir = 0; dir < 2; dir++) {
         const int bit = dir ? SCHED_WAIT_BWD : SCHED_WAIT_FWD;
-        const int last = O->last_send[r][a->slot * 2 + dir];
-        if ((a->wait & bit) && last >= 0) {
-            const int l = lane_of(r, dir ? (r + O->s->p - 1) % O->s->p : (r + 1) % O->s->p);
-            if (!lane_at(O, r, l)->op[last].done) return false;
-        }
+        const send_ref_t last = O->last_send[r][a->slot * 2 + dir];
+        if ((a->wait & bit) && last.index >= 0 && !lane_at(O, r, last.lane)->op[last.index].done)
+            return false;
     }
     if (a->op == ACT_RECV_F || a->op == ACT_RECV_B) {
         O->pending[r] = lane_post(O, r, lane_of(a->peer, r), true, a->peer, a->tag);
         return true;
     }
     if (a->op == ACT_SEND_F || a->op == ACT_SEND_B) {
-        const int dir = a->op == ACT_SEND_B;
-        O->last_send[r][a->slot * 2 + dir] = lane_post(O, r, lane_of(r, a->peer), false, a->peer,
-                                                       a->tag);
+        const int l = lane_of(r, a->peer);
+        O->last_send[r][a->slot * 2 + (a->op == ACT_SEND_B)] =
+            (send_ref_t){l, lane_post(O, r, l, false, a->peer, a->tag)};
         O->messages++;
     }
     O->pc[r]++;
@@ -605,12 +608,12 @@ void sched_check_ordered(const schedule_t *s, sched_sim_t *out) {
     if (!check_structure(s, out)) return;
     ordered_t O = {s, xcalloc((size_t)s->p * LANES, sizeof(lane_q_t)),
                    xcalloc((size_t)s->p, sizeof(int)), xcalloc((size_t)s->p, sizeof(int)),
-                   xcalloc((size_t)s->p, sizeof(int *)), 0};
+                   xcalloc((size_t)s->p, sizeof(send_ref_t *)), 0};
     for (int r = 0; r < s->p; r++) {
         const int n = 2 * (s->rank[r].n_slots > 0 ? s->rank[r].n_slots : 1);
         O.pending[r] = -1;
-        O.last_send[r] = xmalloc(sizeof(int) * (size_t)n);
-        for (int i = 0; i < n; i++) O.last_send[r][i] = -1;
+        O.last_send[r] = xmalloc(sizeof(send_ref_t) * (size_t)n);
+        for (int i = 0; i < n; i++) O.last_send[r][i] = (send_ref_t){0, -1};
     }
     bool progress = true;
     while (progress && !out->err[0]) {

@@ -395,9 +395,7 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
     /* memory_limit_gb, else the node's memory / its ranks, or a device's own capacity; the host's
      * share beside a device is held to the node's memory / its ranks */
     const int per_node = comm_node_size(MPI_COMM_WORLD);
-    config_t unlimited = *cfg;
-    unlimited.memory_limit_gb = 0;
-    tr->host_limit = plan_limit_bytes(&unlimited, per_node);
+    tr->host_limit = plan_node_share_bytes(per_node);
     tr->memory_limit = cfg->device_memory && cfg->memory_limit_gb <= 0
                            ? (double)ops->memory_capacity() : plan_limit_bytes(cfg, per_node);
     double limits[2] = {tr->memory_limit, tr->host_limit};

@@ -29,7 +29,7 @@ static int opened;    /* nesting depth of open (ops inside ops, transfers) */
 static hole_t *holes; /* freed blocks, reused first fit */
 static size_t n_holes, cap_holes;
 static const char *current_op = "-";
-static size_t cat_now[MEM_CATEGORIES + 1], cat_peak[MEM_CATEGORIES + 1]; /* [MEM_CATEGORIES]: all */
+static mem_tally_t tally; /* the arena's blocks per category, as a GPU's */
 
 /* The block header in front of each block (ALIGN bytes, read only while the arena is open). */
 typedef struct block_head {
@@ -37,20 +37,9 @@ typedef struct block_head {
     int category;
 } block_head_t;
 
-static void count(int category, size_t bytes, bool add) {
-    const int ks[2] = {category, MEM_CATEGORIES};
-    for (int i = 0; i < 2; i++) {
-        const int k = ks[i];
-        cat_now[k] = add ? cat_now[k] + bytes : cat_now[k] - bytes;
-        if (cat_now[k] > cat_peak[k]) cat_peak[k] = cat_now[k];
-    }
-}
-
 /* The simulated device's memory: the arena, counted per category as a GPU's would be. */
 static size_t g_memory_capacity(void) { return reserved; }
-static size_t g_memory_peak(int category) {
-    return cat_peak[category >= 0 && category < MEM_CATEGORIES ? category : MEM_CATEGORIES];
-}
+static size_t g_memory_peak(int category) { return mem_tally_peak(&tally, category); }
 
 bool devsim_contains(const void *p) {
     return arena && (const char *)p >= arena && (const char *)p < arena + reserved;
@@ -134,7 +123,7 @@ static void *g_alloc(size_t bytes, int category) {
     devsim_open(); /* the header, where only g_free reads it */
     memcpy(p, &head, sizeof head);
     devsim_close();
-    count(category, need - ALIGN, true);
+    mem_tally_add(&tally, category, need - ALIGN);
     return p + ALIGN;
 }
 
@@ -146,7 +135,7 @@ static void g_free(void *p) {
     devsim_open();
     memcpy(&head, (char *)p - ALIGN, sizeof head);
     devsim_close();
-    count(head.category, head.need - ALIGN, false);
+    mem_tally_sub(&tally, head.category, head.need - ALIGN);
     if (n_holes == cap_holes) {
         cap_holes = cap_holes ? 2 * cap_holes : 64;
         holes = xrealloc_small(holes, cap_holes * sizeof *holes);

@@ -36,15 +36,7 @@ typedef struct device_block {
 } device_block_t;
 static device_block_t *blocks = NULL;
 static size_t n_blocks = 0, cap_blocks = 0;
-static size_t device_now[MEM_CATEGORIES + 1], device_peak[MEM_CATEGORIES + 1]; /* [MEM_CATEGORIES]: all */
-
-static void count_block(int category, size_t bytes, bool add) {
-    const int ks[2] = {category, MEM_CATEGORIES};
-    for (int k : ks) {
-        device_now[k] = add ? device_now[k] + bytes : device_now[k] - bytes;
-        if (device_now[k] > device_peak[k]) device_peak[k] = device_now[k];
-    }
-}
+static mem_tally_t tally; /* the live blocks' bytes per category (core/alloc.h) */
 
 static void remember_block(void *p, size_t bytes, int category) {
     if (n_blocks == cap_blocks) {
@@ -52,13 +44,13 @@ static void remember_block(void *p, size_t bytes, int category) {
         blocks = (device_block_t *)xrealloc_small(blocks, cap_blocks * sizeof *blocks);
     }
     blocks[n_blocks++] = device_block_t{p, bytes, category};
-    count_block(category, bytes, true);
+    mem_tally_add(&tally, category, bytes);
 }
 
 static void forget_block(void *p) {
     for (size_t i = 0; i < n_blocks; i++) {
         if (blocks[i].p != p) continue;
-        count_block(blocks[i].category, blocks[i].bytes, false);
+        mem_tally_sub(&tally, blocks[i].category, blocks[i].bytes);
         blocks[i] = blocks[--n_blocks];
         return;
     }
@@ -66,9 +58,7 @@ static void forget_block(void *p) {
 }
 
 /* ops.h memory_peak: a category's high-water mark, or the total's (MEM_CATEGORIES) */
-static size_t cuda_memory_peak(int category) {
-    return device_peak[category >= 0 && category < MEM_CATEGORIES ? category : MEM_CATEGORIES];
-}
+static size_t cuda_memory_peak(int category) { return mem_tally_peak(&tally, category); }
 
 /* ops.h memory_capacity: what the tracked buffers may take: the device's free memory at the first
  * call (the context exists: cuda_device_setup made it) and what they already hold, less a
@@ -81,7 +71,7 @@ static size_t cuda_memory_capacity(void) {
         size_t free_b = 0, total_b = 0;
         CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
         const size_t reserve = total_b / 20 > ((size_t)1 << 30) ? total_b / 20 : (size_t)1 << 30;
-        const size_t usable = free_b + device_now[MEM_CATEGORIES];
+        const size_t usable = free_b + mem_tally_now(&tally, MEM_CATEGORIES);
         capacity = usable > reserve ? usable - reserve : 1;
     }
     return capacity;
