@@ -175,6 +175,7 @@ static const key_spec_t key_specs[] = {
     STR_KEY(G_TRAIN, "precision", precision, "fp32", "fp32|bf16|fp16"),
     STR_KEY(G_TRAIN, "offload", offload, "none", "none|optimizer"),
     STR_KEY(G_TRAIN, "bf16_products", bf16_products, "auto", "auto|native|emulated"),
+    STR_KEY(G_TRAIN, "weights_storage", weights_storage, "auto", "auto|16bit|fp32"),
     BOOL_KEY(G_TRAIN, "allow_tf32", allow_tf32, false), /* the CUDA backend's fp32 products */
     REAL_KEY(G_TRAIN, "loss_scale", loss_scale, 0, AT_LEAST(0), AT_MOST(1e30)),
     REAL_KEY(G_TRAIN, "initial_loss_scale", initial_loss_scale, 65536, ABOVE(0), AT_MOST(1e30)),
@@ -991,6 +992,26 @@ static int check_offload(parse_ctx_t *ctx, const config_t *cfg) {
                      provenance(ctx, s, ps));
 }
 
+bool config_weights_16bit_possible(const config_t *cfg) {
+    return strcmp(cfg->precision, "fp32") != 0 && cfg->zero_stage == 0 &&
+           strcmp(cfg->offload, "none") == 0;
+}
+
+/* weights_storage = '16bit' needs a 16-bit weights copy that each rank holds whole and updates
+ * itself: ZeRO's gathers and the offloaded update still move fp32 arrays. */
+static int check_weights_storage(parse_ctx_t *ctx, const config_t *cfg) {
+    if (strcmp(cfg->weights_storage, "16bit") != 0 || config_weights_16bit_possible(cfg)) return 0;
+    int w = key_index(G_TRAIN, "weights_storage"), line, col;
+    locate(ctx, w, w, &line, &col);
+    const char *why = !strcmp(cfg->precision, "fp32")
+                          ? "&train precision = 'fp32' has no 16-bit weights copy"
+                      : cfg->zero_stage != 0
+                          ? "&parallel zero_stage > 0 gathers the weights copy as fp32 arrays"
+                          : "&train offload = 'optimizer' uploads the weights copy as fp32 arrays";
+    return cfg_error(ctx, line, col, "&train weights_storage = '16bit' cannot be used here: %s; "
+                     "use weights_storage = 'auto' (16-bit where it can be) or 'fp32'", why);
+}
+
 /* Generation runs the whole model on each rank: any saved file loads on any grid. */
 static int check_generate_grid(parse_ctx_t *ctx, const config_t *cfg) {
     if (cfg->pp == 1 || strcmp(cfg->mode, "generate") != 0) return 0;
@@ -1432,7 +1453,8 @@ static int check_cross_keys(parse_ctx_t *ctx, config_t *cfg) {
         check_min_lr(ctx, cfg) || check_mode_inputs(ctx, cfg) || check_prompt_in_vocab(ctx, cfg) ||
         check_generate_grid(ctx, cfg) || check_val_files(ctx, cfg) || check_recompute_layers(ctx, cfg) ||
         check_virtual_stages(ctx, cfg) || check_profile_steps(ctx, cfg) || check_grad_explosion_ratio(ctx, cfg) ||
-        check_data_mixture(ctx, cfg) || check_moe(ctx, cfg) || check_offload(ctx, cfg))
+        check_data_mixture(ctx, cfg) || check_moe(ctx, cfg) || check_offload(ctx, cfg) ||
+        check_weights_storage(ctx, cfg))
         return -1;
     if (resolve_derived(ctx, cfg) != 0) return -1;
     if (stages_check(cfg, ctx->msg, ctx->msgsize) != 0) return -1;

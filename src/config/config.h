@@ -117,6 +117,8 @@ typedef struct config {
     char offload[12];       /* 'none' | 'optimizer': AdamW state and fp32 master weights in host
                                memory, the update on the CPU (train/optimizer.h) */
     char bf16_products[12]; /* 'auto' | 'native' | 'emulated': bf16 GEMMs on bf16 instructions */
+    char weights_storage[8]; /* 'auto' | '16bit' | 'fp32': how a bf16/fp16 weights copy is kept
+                               (model/gpt.h gpt_weights_type) */
     bool allow_tf32;        /* device = 'cuda': fp32 products may run on TF32 tensor cores */
     double loss_scale;      /* fp16: a fixed loss scale; 0 = dynamic (the four keys below) */
     double initial_loss_scale, min_loss_scale;
@@ -219,4 +221,8 @@ void config_destroy(config_t *cfg);
 /* k/v heads of the attention: n_kv_head, or n_head where it is 0 (config_defaults). */
 int config_kv_heads(const config_t *cfg);
 int config_padded_vocab(const config_t *cfg);
+/* Whether a bf16/fp16 weights copy can be kept in 16-bit storage (&train weights_storage): a
+ * 16-bit precision, each rank holding the whole copy and updating it itself (zero_stage = 0,
+ * offload = 'none'). */
+bool config_weights_16bit_possible(const config_t *cfg);
 #endif

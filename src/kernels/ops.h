@@ -169,6 +169,25 @@ typedef struct ops {
     bool (*products_native)(dtype_t t);
     bool (*products_faster)(dtype_t t);
 
+    /* ---- weights stored as 16-bit values (the weights copy of a mixed-precision run) ----
+     * A tensor "of type wt" holds n elements of dtype_bytes(wt) bytes each (bf16: the upper
+     * half of the fp32 bits; fp16: IEEE binary16); wt = DT_FP32 is a plain float array.
+     * store_as: dst[n] of type t = src[n] rounded to t (quantize_copy's values, in t's own
+     * storage); load_as: dst[n] = the fp32 values of src[n] of type t (exact). */
+    void (*store_as)(void *dst, const float *src, size_t n, dtype_t t);
+    void (*load_as)(float *dst, const void *src, size_t n, dtype_t t);
+    /* matmul_forward / matmul_backward with w[OC, C] of type wt: the same numbers as the fp32
+     * ops given load_as(w) (products of type wt read the stored elements directly). */
+    void (*matmul_forward_w)(float *out, const float *inp, const void *w, dtype_t wt,
+                             const float *bias, int N, int C, int OC);
+    void (*matmul_backward_w)(float *dinp, float *dw, float *dbias, const float *dout,
+                              const float *inp, const void *w, dtype_t wt, int N, int C, int OC,
+                              bool accumulate_dinp, bool overwrite_dw);
+    /* embed_forward with wte and wpe of type wt (wpe may be NULL, as there) */
+    void (*embed_forward_w)(float *out, const int *tokens, const void *wte, const void *wpe,
+                            dtype_t wt, int B, int T, int C, int v_start, int v_count,
+                            bool add_pos);
+
     /* ---- about the backend, for the startup summary and MFU ---- */
     /* One line: the GEMM library, its version and the kernels it runs on this machine. */
     const char *(*describe)(void);

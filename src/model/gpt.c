@@ -21,12 +21,21 @@ gpt_parallel_t gpt_serial(void) {
 
 /* Pointer to a named parameter (or its gradient) inside a flat buffer. Looked up by name once
  * at create time, so the registry stays the single source of truth for the layout. */
+/* flat NULL: the weights copy in 16-bit storage (gpt.h wtype): a matrix's 16-bit elements in
+ * wstore, or another tensor's fp32 values in wvec. */
+static float *tensor_at(const gpt_t *m, float *flat, const param_t *p) {
+    if (flat) return flat + p->offset;
+    const size_t i = (size_t)(p - m->P.p);
+    if (p->decay) return gpt_weight_at(m->wstore, m->wtype, p->offset);
+    return m->wvec + m->wvec_at[i];
+}
+
 static float *gpt_param(const gpt_t *m, float *flat, const char *fmt, int layer) {
     char name[PARAM_NAME_MAX];
     snprintf(name, sizeof name, fmt, layer);
     const param_t *p = params_find(&m->P, name);
     ASSERT(p != NULL);
-    return flat + p->offset;
+    return tensor_at(m, flat, p);
 }
 
 /* The same for a tensor the architecture may not have (biases, wpe, ...): NULL then. */
@@ -34,7 +43,7 @@ static float *gpt_param_opt(const gpt_t *m, float *flat, const char *fmt, int la
     char name[PARAM_NAME_MAX];
     snprintf(name, sizeof name, fmt, layer);
     const param_t *p = params_find(&m->P, name);
-    return p ? flat + p->offset : NULL;
+    return p ? tensor_at(m, flat, p) : NULL;
 }
 
 static gpt_layer_w_t layer_weights(const gpt_t *m, float *flat, int l) {
@@ -75,11 +84,12 @@ static gpt_global_w_t global_weights(const gpt_t *m, float *flat) {
 static void resolve_views(gpt_t *m) {
     m->lw = xcalloc((size_t)m->L, sizeof(gpt_layer_w_t));
     m->lg = xcalloc((size_t)m->L, sizeof(gpt_layer_w_t));
+    const bool weights = m->params || m->wstore; /* wstore: views from tensor_at(NULL) */
     for (int l = 0; l < m->L; l++) {
-        if (m->params) m->lw[l] = layer_weights(m, m->params, l);
+        if (weights) m->lw[l] = layer_weights(m, m->params, l);
         if (m->grads) m->lg[l] = layer_weights(m, m->grads, l);
     }
-    if (m->params) m->gw = global_weights(m, m->params);
+    if (weights) m->gw = global_weights(m, m->params);
     if (m->grads) m->gg = global_weights(m, m->grads);
 }
 
@@ -390,6 +400,61 @@ static void fill_rope_tables(gpt_t *m, double theta) {
     xfree(s);
 }
 
+/* ---------------------------------------------------------------- the weights copy's storage */
+
+dtype_t gpt_product_type(const config_t *cfg, const ops_t *ops) {
+    const char *want = cfg->bf16_products;
+    const bool bf16 = dtype_from_name(cfg->precision) == DT_BF16 &&
+                      ops->products_native(DT_BF16) &&
+                      (!strcmp(want, "native") ||
+                       (!strcmp(want, "auto") && ops->products_faster(DT_BF16)));
+    return bf16 ? DT_BF16 : DT_FP32;
+}
+
+dtype_t gpt_weights_type(const config_t *cfg, const ops_t *ops) {
+    const dtype_t t = dtype_from_name(cfg->precision);
+    if (!config_weights_16bit_possible(cfg) || !strcmp(cfg->weights_storage, "fp32"))
+        return DT_FP32;
+    if (!strcmp(cfg->weights_storage, "16bit")) return t;
+    return gpt_product_type(cfg, ops) == t ? t : DT_FP32; /* auto */
+}
+
+/* wstore [P.total] of wtype (zeroed), and wvec with the other tensors' fp32 values. */
+static void alloc_weights_store(gpt_t *m) {
+    m->wvec_at = xcalloc((size_t)m->P.n, sizeof *m->wvec_at);
+    size_t n_vec = 0;
+    for (int i = 0; i < m->P.n; i++) {
+        const param_t *p = &m->P.p[i];
+        m->wvec_at[i] = p->decay ? SIZE_MAX : n_vec;
+        if (!p->decay) n_vec += (p->numel + 15) / 16 * 16; /* 64-byte aligned, as the registry */
+    }
+    const size_t bytes = m->P.total * dtype_bytes(m->wtype);
+    m->wstore = balloc(m, bytes, MEM_PARAMETERS);
+    m->wvec = balloc(m, (n_vec ? n_vec : 1) * sizeof(float), MEM_PARAMETERS);
+    if (m->dry_run) return;
+    m->ops->zero(m->wstore, bytes / sizeof(float));
+    m->ops->zero(m->wvec, n_vec ? n_vec : 1);
+}
+
+void gpt_store_weights(gpt_t *m, size_t lo, const float *src, size_t n) {
+    ASSERT(m->wstore);
+    const ops_t *o = m->ops;
+    o->store_as(gpt_weight_at(m->wstore, m->wtype, lo), src, n, m->wtype);
+    for (int i = 0; i < m->P.n; i++) { /* the norms and biases inside [lo, lo + n) */
+        const param_t *p = &m->P.p[i];
+        const size_t a = p->offset > lo ? p->offset : lo;
+        const size_t b = p->offset + p->numel < lo + n ? p->offset + p->numel : lo + n;
+        if (p->decay || a >= b) continue;
+        o->quantize_copy(m->wvec + m->wvec_at[i] + (a - p->offset), src + (a - lo), b - a,
+                         m->wtype);
+    }
+}
+
+void gpt_load_weights(const gpt_t *m, size_t lo, float *dst, size_t n) {
+    ASSERT(m->wstore);
+    m->ops->load_as(dst, gpt_weight_at(m->wstore, m->wtype, lo), n, m->wtype);
+}
+
 /* gpt_create and gpt_plan: the same steps, allocating or only counting (dry_run). */
 static void build(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T,
                   const gpt_parallel_t *par, const gpt_weight_provider_t *provider,
@@ -420,7 +485,9 @@ static void build(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T,
     m->n_chunks = m->P.chunks;
     m->chunk_layers = m->P.chunk_layers;
     m->weights = provider;
-    if (!provider) {
+    m->wtype = provider ? DT_FP32 : gpt_weights_type(cfg, ops);
+    if (!provider && m->wtype != DT_FP32) alloc_weights_store(m);
+    else if (!provider) {
         m->params = balloc(m, m->P.total * sizeof(float), MEM_PARAMETERS);
         if (!m->dry_run) ops->zero(m->params, m->P.total);
     }
@@ -491,6 +558,9 @@ void gpt_destroy(gpt_t *m) {
     xfree(m->slot);
     for (int k = 0; k < N_ACTS; k++)
         if (*act_ptr(&m->shared, k)) o->free(*act_ptr(&m->shared, k));
+    if (m->wstore) o->free(m->wstore);
+    if (m->wvec) o->free(m->wvec);
+    xfree(m->wvec_at);
     float *bufs[] = {m->params, m->grads, m->lnf, m->lnf_mean, m->lnf_rstd, m->logits,
                      m->row_max, m->row_sumexp, m->target_logit, m->losses, m->dC, m->dC2,
                      m->dbig, m->attn_scratch, m->rope_cos, m->rope_sin, m->kv_grad};
@@ -506,10 +576,18 @@ void gpt_destroy(gpt_t *m) {
 }
 
 void gpt_init_params(gpt_t *m, uint64_t seed) {
-    ASSERT(m->params); /* with a weight provider the caller initialises what the provider holds */
+    /* with a weight provider the caller initialises what the provider holds */
+    ASSERT(m->params || m->wstore);
     float *host = xcalloc(m->P.total, sizeof(float));
     params_init(&m->P, host, seed);
-    m->ops->to_device(m->params, host, m->P.total * sizeof(float));
+    if (m->params) {
+        m->ops->to_device(m->params, host, m->P.total * sizeof(float));
+    } else { /* through an fp32 device copy, rounded into the 16-bit store */
+        float *dev = m->ops->alloc(m->P.total * sizeof(float), MEM_WORKSPACE);
+        m->ops->to_device(dev, host, m->P.total * sizeof(float));
+        gpt_store_weights(m, 0, dev, m->P.total);
+        m->ops->free(dev);
+    }
     xfree(host);
 }
 
@@ -574,10 +652,10 @@ static void linear_backward(gpt_t *m, float *dinp, float *dw, float *db, const f
                             const float *inp, const float *w, int N, int C, int OC, bool acc,
                             bool first) {
     if (!m->wq) {
-        m->ops->matmul_backward(dinp, dw, db, dout, inp, w, N, C, OC, acc, first);
+        m->ops->matmul_backward_w(dinp, dw, db, dout, inp, w, m->wtype, N, C, OC, acc, first);
         return;
     }
-    m->ops->matmul_backward(dinp, NULL, NULL, dout, inp, w, N, C, OC, acc, false);
+    m->ops->matmul_backward_w(dinp, NULL, NULL, dout, inp, w, m->wtype, N, C, OC, acc, false);
     wq_push(m, dw, db, dout, inp, N, C, OC);
 }
 
@@ -629,21 +707,26 @@ static float *kv_rows(const gpt_t *m, float *w, int row_len) {
     return w ? w + (size_t)m->kv_head0 * m->hs * row_len : NULL;
 }
 
+/* The same rows of a k or v weight matrix (stored as the model's weights type). */
+static const float *kv_weight_rows(const gpt_t *m, const float *w) {
+    return gpt_weight_at(w, m->wtype, (size_t)m->kv_head0 * m->hs * m->C);
+}
+
 /* ln1 -> qkv (fused), or q, k, v (RoPE applied to q and k), stored. */
 static void qkv_forward(const gpt_t *m, gpt_layer_acts_t *a, const gpt_layer_w_t *w, int B,
                         int T) {
     const ops_t *o = m->ops;
     const int N = B * T, C = m->C, Cl = m->NHl * m->hs, KVl = m->KVl * m->hs;
     if (m->fused_qkv) {
-        o->matmul_forward(a->qkv, a->ln1, w->qkvw, w->qkvb, N, C, 3 * Cl);
+        o->matmul_forward_w(a->qkv, a->ln1, w->qkvw, m->wtype, w->qkvb, N, C, 3 * Cl);
         store(m, a->qkv, (size_t)N * 3 * Cl);
         return;
     }
     float *q, *k, *v;
     qkv_views(m, a->qkv, N, &q, &k, &v);
-    o->matmul_forward(q, a->ln1, w->qw, w->qb, N, C, Cl);
-    o->matmul_forward(k, a->ln1, kv_rows(m, w->kw, C), kv_rows(m, w->kb, 1), N, C, KVl);
-    o->matmul_forward(v, a->ln1, kv_rows(m, w->vw, C), kv_rows(m, w->vb, 1), N, C, KVl);
+    o->matmul_forward_w(q, a->ln1, w->qw, m->wtype, w->qb, N, C, Cl);
+    o->matmul_forward_w(k, a->ln1, kv_weight_rows(m, w->kw), m->wtype, kv_rows(m, w->kb, 1), N, C, KVl);
+    o->matmul_forward_w(v, a->ln1, kv_weight_rows(m, w->vw), m->wtype, kv_rows(m, w->vb, 1), N, C, KVl);
     if (m->rope) {
         o->rope_forward(q, m->rope_cos, m->rope_sin, B, T, m->NHl, m->hs);
         o->rope_forward(k, m->rope_cos, m->rope_sin, B, T, m->KVl, m->hs);
@@ -660,8 +743,8 @@ static void kv_replicated_backward(gpt_t *m, float *dC, float *gw, float *gb, co
     const size_t KVC = (size_t)m->KV * m->hs * m->C, KVn = (size_t)m->KV * m->hs;
     float *sw = m->kv_grad, *sb = m->kv_grad + KVC;
     o->zero(m->kv_grad, KVC + KVn);
-    o->matmul_backward(dC, kv_rows(m, sw, m->C), gb ? kv_rows(m, sb, 1) : NULL, dkv, ln1,
-                       kv_rows(m, (float *)w, m->C), N, m->C, m->hs, true, true);
+    o->matmul_backward_w(dC, kv_rows(m, sw, m->C), gb ? kv_rows(m, sb, 1) : NULL, dkv, ln1,
+                       kv_weight_rows(m, w), m->wtype, N, m->C, m->hs, true, true);
     tp_sum(m, m->kv_grad, KVC + (gb ? KVn : 0));
     if (first) o->zero(gw, KVC);
     o->add(gw, gw, sw, KVC);
@@ -746,12 +829,12 @@ static void mlp_act_stored(const gpt_t *m, gpt_layer_acts_t *a, int N) {
 static void mlp_in_forward(const gpt_t *m, gpt_layer_acts_t *a, const gpt_layer_w_t *w, int N) {
     const int C = m->C, Fl = m->Fl;
     if (m->swiglu) {
-        m->ops->matmul_forward(a->fch, a->ln2, w->gatew, w->gateb, N, C, Fl);
+        m->ops->matmul_forward_w(a->fch, a->ln2, w->gatew, m->wtype, w->gateb, N, C, Fl);
         store(m, a->fch, (size_t)N * Fl);
-        m->ops->matmul_forward(a->fcu, a->ln2, w->fcw, w->fcb, N, C, Fl);
+        m->ops->matmul_forward_w(a->fcu, a->ln2, w->fcw, m->wtype, w->fcb, N, C, Fl);
         store(m, a->fcu, (size_t)N * Fl);
     } else {
-        m->ops->matmul_forward(a->fch, a->ln2, w->fcw, w->fcb, N, C, Fl);
+        m->ops->matmul_forward_w(a->fch, a->ln2, w->fcw, m->wtype, w->fcb, N, C, Fl);
         store(m, a->fch, (size_t)N * Fl);
     }
     mlp_act_stored(m, a, N);
@@ -780,7 +863,7 @@ void gpt_embed(gpt_t *m, int s, const int *tokens, int B, int T) {
     m->ops->to_device(sl->tokens, tokens, (size_t)B * T * sizeof(int));
     need_weights(m, GPT_UNIT_EMBED, m->first_layer < m->end_layer ? m->first_layer : GPT_UNIT_NONE);
     /* vocab-parallel: each rank adds the rows it owns; rank 0 adds the positions (if learned) */
-    m->ops->embed_forward(sl->input, sl->tokens, m->gw.wte, m->gw.wpe, B, T, m->C, m->v_start,
+    m->ops->embed_forward_w(sl->input, sl->tokens, m->gw.wte, m->gw.wpe, m->wtype, B, T, m->C, m->v_start,
                           m->Vl, m->learned_pos && m->par.tp_rank == 0);
     tp_sum(m, sl->input, (size_t)B * T * m->C);
     m->reg.slot = s;
@@ -802,7 +885,7 @@ static void block_forward(gpt_t *m, int l, gpt_layer_acts_t *a, const float *res
     store(m, a->ln1, (size_t)N * C);
     qkv_forward(m, a, &w, B, T);
     attention_stored(m, l, a, B, T);
-    o->matmul_forward(a->res2, a->atty, w.projw, tp_bias(m, w.projb), N, Cl, C);
+    o->matmul_forward_w(a->res2, a->atty, w.projw, m->wtype, tp_bias(m, w.projb), N, Cl, C);
     tp_sum(m, a->res2, (size_t)N * C);
     gpt_dropout(m, REG_ATTN_OUT, l, B, T, a->res2, a->res2);
     /* res2 += res_in and ln2 = norm(res2), both stored */
@@ -817,7 +900,7 @@ static void block_forward(gpt_t *m, int l, gpt_layer_acts_t *a, const float *res
     } else {
         mlp_in_forward(m, a, &w, N);
         if (!a->res3) return;
-        o->matmul_forward(a->res3, a->fch_gelu, w.mprojw, tp_bias(m, w.mprojb), N, Fl, C);
+        o->matmul_forward_w(a->res3, a->fch_gelu, w.mprojw, m->wtype, tp_bias(m, w.mprojb), N, Fl, C);
     }
     tp_sum(m, a->res3, (size_t)N * C);
     gpt_dropout(m, REG_MLP_OUT, l, B, T, a->res3, a->res3);
@@ -857,7 +940,7 @@ static float head_forward(gpt_t *m, int s, const int *targets, int B, int T) {
     }
     norm_forward(m, m->lnf, m->lnf_mean, m->lnf_rstd, stage_output(m, s), m->gw.lnfw, m->gw.lnfb, N);
     store(m, m->lnf, (size_t)N * m->C); /* the logits and the loss stay fp32 */
-    o->matmul_forward(m->logits, m->lnf, m->tied ? m->gw.wte : m->gw.lm_head, NULL, N, m->C,
+    o->matmul_forward_w(m->logits, m->lnf, m->tied ? m->gw.wte : m->gw.lm_head, m->wtype, NULL, N, m->C,
                       m->Vl);
     if (!targets) return 0.0f;
     o->to_device(sl->targets, targets, (size_t)N * sizeof(int));
@@ -895,8 +978,8 @@ static void head_backward(gpt_t *m, int s, int B, int T, float dloss, bool first
     if (gpt_loss_regularized(m)) gpt_reg_xent_backward(m, sl->targets, N, dloss);
     else o->xent_backward_inplace(m->logits, m->row_max, m->row_sumexp, sl->targets, dloss, N,
                                   m->Vl, m->v_valid, m->v_start);
-    o->matmul_backward(m->dC, m->tied ? m->gg.wte : m->gg.lm_head, NULL, m->logits, m->lnf,
-                       m->tied ? m->gw.wte : m->gw.lm_head, N, C, m->Vl, false, first);
+    o->matmul_backward_w(m->dC, m->tied ? m->gg.wte : m->gg.lm_head, NULL, m->logits, m->lnf,
+                       m->tied ? m->gw.wte : m->gw.lm_head, m->wtype, N, C, m->Vl, false, first);
     tp_sum(m, m->dC, (size_t)N * C);
     norm_backward(m, sl->dout, m->gg.lnfw, m->gg.lnfb, m->dC, stage_output(m, s), m->gw.lnfw,
                   m->lnf_mean, m->lnf_rstd, N, false, first);
@@ -1005,7 +1088,7 @@ void gpt_stage_weight_grad(gpt_t *m, int s, bool first) {
     ASSERT(m->par.split_backward);
     for (int i = 0; i < q->n; i++) {
         const gpt_wgrad_t *it = &q->item[i];
-        m->ops->matmul_backward(NULL, it->dw, it->db, it->dy, it->x, NULL, it->N, it->C, it->OC,
+        m->ops->matmul_backward_w(NULL, it->dw, it->db, it->dy, it->x, NULL, m->wtype, it->N, it->C, it->OC,
                                 false, first);
         const bool layer_done = i + 1 == q->n || q->item[i + 1].layer != it->layer;
         if (layer_done && m->on_layer_done) m->on_layer_done(m->hook_ctx, it->layer);

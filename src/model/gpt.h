@@ -177,6 +177,18 @@ typedef struct gpt {
     const ops_t *ops;
     params_t P;
     float *params, *grads;            /* flat local buffers [P.total] (backend memory) */
+    /* The storage of the weights copy (gpt_weights_type). DT_FP32: every tensor in `params`
+     * (float arrays; in a bf16/fp16 run they hold the rounded values). bf16/fp16: `params` is
+     * NULL and the copy is `wstore`, P.total elements of that type at the registry's offsets;
+     * products and embeddings read its matrices (the tensors with weight decay: p->decay) as
+     * they are (ops.h matmul_forward_w, ...), and the other tensors (norms, biases) are also
+     * kept widened to fp32 in `wvec` (wvec_at[i]: tensor i's offset there), where their views
+     * point. A matrix view then points at 16-bit elements: use it only through the _w ops and
+     * gpt_weight_at, never as floats. */
+    dtype_t wtype;
+    void *wstore;
+    float *wvec;
+    size_t *wvec_at;                  /* [P.n]; SIZE_MAX for a matrix */
     gpt_layer_w_t *lw, *lg;           /* [L] views of params and grads (held layers valid) */
     gpt_global_w_t gw, gg;
     gpt_slot_t *slot;                 /* [n_slots] */
@@ -216,6 +228,28 @@ typedef struct gpt {
     double planned[MEM_CATEGORIES];   /* bytes of the model's buffers per memory category */
     moe_t *moe;                       /* Mixture of Experts (n_experts > 0), else NULL */
 } gpt_t;
+
+/* A weight view advanced by `elems` elements of its storage type t (gpt_t wtype). */
+static inline float *gpt_weight_at(const float *w, dtype_t t, size_t elems) {
+    return (float *)((const char *)w + elems * dtype_bytes(t));
+}
+
+/* The type of the products (ops.h set_product_type) for this configuration on this backend:
+ * bf16 for &train precision = 'bf16' where the backend has native bf16 products and
+ * &train bf16_products asks for them ('native', or 'auto' where they are faster); else fp32. */
+dtype_t gpt_product_type(const config_t *cfg, const ops_t *ops);
+/* The storage type of the weights copy gpt_create gives a model of this configuration (gpt_t
+ * wtype). 16-bit where config_weights_16bit_possible (a bf16/fp16 weights copy held whole on
+ * each rank and written by its own optimizer) and &train weights_storage asks for it: '16bit',
+ * or 'auto' where the products run in that type (gpt_product_type). */
+dtype_t gpt_weights_type(const config_t *cfg, const ops_t *ops);
+
+/* The weights copy of flat elements [lo, lo + n) from the fp32 values src[n] (backend memory):
+ * rounded to the weights type and stored (wtype 16-bit only; with DT_FP32 the caller writes
+ * `params` itself). */
+void gpt_store_weights(gpt_t *m, size_t lo, const float *src, size_t n);
+/* The fp32 values of flat elements [lo, lo + n) of the weights copy into dst[n] (backend). */
+void gpt_load_weights(const gpt_t *m, size_t lo, float *dst, size_t n);
 
 /* One buffer of the model's arena (counted per category; not allocated when planning). For the
  * model's own files (gpt.c, moe.c). */

@@ -240,12 +240,16 @@ typedef struct expert_w {
     float *in, *in_b, *up, *up_b, *proj, *proj_b;
 } expert_w_t;
 
-static expert_w_t expert_view(const gpt_t *m, const gpt_layer_w_t *w, int e) {
+/* Local expert e of the weights (matrices stored as the model's weights type: gpt_weight_at)
+ * or, with grads, of the gradients (fp32). */
+static expert_w_t expert_view(const gpt_t *m, const gpt_layer_w_t *w, int e, bool grads) {
     const moe_t *q = m->moe;
     const size_t C = m->C, F = q->Fel;
-    expert_w_t x = {w->e_inw + e * F * C, w->e_inb ? w->e_inb + e * F : NULL,
-                    w->e_upw ? w->e_upw + e * F * C : NULL, w->e_upb ? w->e_upb + e * F : NULL,
-                    w->e_projw + e * C * F, w->e_projb ? w->e_projb + e * C : NULL};
+    const dtype_t mt = grads ? DT_FP32 : m->wtype;
+    expert_w_t x = {gpt_weight_at(w->e_inw, mt, e * F * C), w->e_inb ? w->e_inb + e * F : NULL,
+                    w->e_upw ? gpt_weight_at(w->e_upw, mt, e * F * C) : NULL,
+                    w->e_upb ? w->e_upb + e * F : NULL, gpt_weight_at(w->e_projw, mt, e * C * F),
+                    w->e_projb ? w->e_projb + e * C : NULL};
     return x;
 }
 
@@ -255,14 +259,14 @@ static void mlp_rows_forward(gpt_t *m, const expert_w_t *w, const float *x, int 
                              float *h, float *u, float *act, float *out) {
     const ops_t *o = m->ops;
     const int C = m->C;
-    o->matmul_forward(h, x, w->in, w->in_b, n, C, F);
+    o->matmul_forward_w(h, x, w->in, m->wtype, w->in_b, n, C, F);
     if (m->swiglu) {
-        o->matmul_forward(u, x, w->up, w->up_b, n, C, F);
+        o->matmul_forward_w(u, x, w->up, m->wtype, w->up_b, n, C, F);
         o->swiglu_forward(act, h, u, (size_t)n * F);
     } else {
         o->gelu_forward(act, h, (size_t)n * F);
     }
-    o->matmul_forward(out, act, w->proj, m->par.tp_rank == 0 ? w->proj_b : NULL, n, F, C);
+    o->matmul_forward_w(out, act, w->proj, m->wtype, m->par.tp_rank == 0 ? w->proj_b : NULL, n, F, C);
 }
 
 /* Its backward from dout[n, C]: dx[n, C] OVERWRITTEN (partial over tp), gradients in g. */
@@ -272,14 +276,14 @@ static void mlp_rows_backward(gpt_t *m, const expert_w_t *w, const expert_w_t *g
     const ops_t *o = m->ops;
     const int C = m->C;
     moe_t *q = m->moe;
-    o->matmul_backward(q->dh, g->proj, g->proj_b, dout, act, w->proj, n, F, C, false, first);
+    o->matmul_backward_w(q->dh, g->proj, g->proj_b, dout, act, w->proj, m->wtype, n, F, C, false, first);
     if (m->swiglu) {
         o->swiglu_backward(q->dh, q->du, q->dh, h, u, (size_t)n * F);
-        o->matmul_backward(dx, g->in, g->in_b, q->dh, x, w->in, n, C, F, false, first);
-        o->matmul_backward(dx, g->up, g->up_b, q->du, x, w->up, n, C, F, true, first);
+        o->matmul_backward_w(dx, g->in, g->in_b, q->dh, x, w->in, m->wtype, n, C, F, false, first);
+        o->matmul_backward_w(dx, g->up, g->up_b, q->du, x, w->up, m->wtype, n, C, F, true, first);
     } else {
         o->gelu_backward(q->dh, h, q->dh, (size_t)n * F);
-        o->matmul_backward(dx, g->in, g->in_b, q->dh, x, w->in, n, C, F, false, first);
+        o->matmul_backward_w(dx, g->in, g->in_b, q->dh, x, w->in, m->wtype, n, C, F, false, first);
     }
 }
 
@@ -319,14 +323,14 @@ static void route(gpt_t *m, int layer, moe_acts_t *a, const gpt_layer_w_t *w, co
     const int N = B * T, C = m->C, E = q->E, k = q->k;
     const float *rin = x;
     if (q->mlp_router) {
-        o->matmul_forward(a->rpre, x, w->r_fcw, NULL, N, C, C);
+        o->matmul_forward_w(a->rpre, x, w->r_fcw, m->wtype, NULL, N, C, C);
         o->gelu_forward(a->rhid, a->rpre, (size_t)N * C);
         rin = a->rhid;
     }
-    o->matmul_forward(q->logits, rin, w->routerw, NULL, N, C, E);
+    o->matmul_forward_w(q->logits, rin, w->routerw, m->wtype, NULL, N, C, E);
     a->noisy = q->noise > 0 && gpt_router_noise_key(m, layer, B, T, a->key, &a->row0);
     if (a->noisy) {
-        o->matmul_forward(a->noise, x, w->noisew, NULL, N, C, E);
+        o->matmul_forward_w(a->noise, x, w->noisew, m->wtype, NULL, N, C, E);
         o->moe_noise_forward(q->logits, a->noise, N, E, q->noise, a->key, a->row0);
     }
     o->moe_softmax_topk(a->probs, a->lse, a->idx, a->gates, q->logits, N, E, k);
@@ -387,7 +391,7 @@ void moe_forward(gpt_t *m, int layer, moe_acts_t *a, const gpt_layer_w_t *w, con
         int r0;
         const int n = expert_rows(a, q->ep, q->El, e, &r0);
         if (n == 0) continue;
-        const expert_w_t ew = expert_view(m, w, e);
+        const expert_w_t ew = expert_view(m, w, e, false);
         const size_t F = q->Fel;
         mlp_rows_forward(m, &ew, a->xe + (size_t)r0 * C, n, q->Fel, a->eh + r0 * F,
                          a->eu ? a->eu + r0 * F : NULL, a->ea + r0 * F, q->eout + (size_t)r0 * C);
@@ -420,18 +424,18 @@ static void router_backward(gpt_t *m, moe_acts_t *a, const gpt_layer_w_t *w,
     const bool input_grad = m->par.tp_rank == 0;
     if (a->noisy) {
         o->moe_noise_backward(q->dnoise, q->dlogits, a->noise, N, E, q->noise, a->key, a->row0);
-        o->matmul_backward(input_grad ? dx : NULL, g->noisew, NULL, q->dnoise, x, w->noisew, N,
+        o->matmul_backward_w(input_grad ? dx : NULL, g->noisew, NULL, q->dnoise, x, w->noisew, m->wtype, N,
                            C, E, true, first);
     }
     if (!q->mlp_router) {
-        o->matmul_backward(input_grad ? dx : NULL, g->routerw, NULL, q->dlogits, x, w->routerw,
+        o->matmul_backward_w(input_grad ? dx : NULL, g->routerw, NULL, q->dlogits, x, w->routerw, m->wtype,
                            N, C, E, true, first);
         return;
     }
-    o->matmul_backward(q->drin, g->routerw, NULL, q->dlogits, a->rhid, w->routerw, N, C, E,
+    o->matmul_backward_w(q->drin, g->routerw, NULL, q->dlogits, a->rhid, w->routerw, m->wtype, N, C, E,
                        false, first);
     o->gelu_backward(q->drin, a->rpre, q->drin, (size_t)N * C);
-    o->matmul_backward(input_grad ? dx : NULL, g->r_fcw, NULL, q->drin, x, w->r_fcw, N, C, C,
+    o->matmul_backward_w(input_grad ? dx : NULL, g->r_fcw, NULL, q->drin, x, w->r_fcw, m->wtype, N, C, C,
                        true, first);
 }
 
@@ -455,7 +459,7 @@ void moe_backward(gpt_t *m, int layer, moe_acts_t *a, const gpt_layer_w_t *w,
     for (int e = 0; e < q->El; e++) {
         int r0;
         const int n = expert_rows(a, q->ep, q->El, e, &r0);
-        const expert_w_t ew = expert_view(m, w, e), eg = expert_view(m, g, e);
+        const expert_w_t ew = expert_view(m, w, e, false), eg = expert_view(m, g, e, true);
         if (n == 0) {
             if (first) zero_expert_grads(m, &eg);
             continue;

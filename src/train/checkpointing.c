@@ -379,10 +379,7 @@ static void apply_loaded(trainer_t *tr, const ckpt_resumed_t *res) {
     adamw_finish(&tr->opt); /* nothing of an earlier update may land on the loaded weights */
     const size_t bytes = m->P.total * sizeof(float), part = (z->hi - z->lo) * sizeof(float);
     /* every rank read the whole of its tp shard; under ZeRO it keeps its partition */
-    if (z->stage >= 3) tr->ops->to_device(z->param_shard, res->params + z->lo, part);
-    else tr->ops->to_device(m->params, res->params, bytes);
-    zero3_invalidate(&tr->zero);
-    adamw_take_params(&tr->opt, m, &tr->zero); /* bf16/fp16: the file holds the fp32 master */
+    trainer_set_params_from_host(tr, res->params); /* bf16/fp16: the file holds the master */
     const ops_t *state = tr->opt.state_ops; /* the device, or the host when offloaded */
     if (z->stage >= 1) {
         state->to_device(tr->opt.m, res->m + z->lo, part);

@@ -232,8 +232,28 @@ void adamw_destroy(adamw_t *opt) {
     memset(opt, 0, sizeof *opt);
 }
 
+void adamw_write_weights(const adamw_t *opt, gpt_t *m, zero_t *z, size_t a, const float *src,
+                         size_t n) {
+    if (m->wstore) gpt_store_weights(m, a, src, n);
+    else opt->ops->quantize_copy(zero_param_at(z, m->params, a), src, n, opt->weights);
+}
+
+void adamw_take_host_params(adamw_t *opt, gpt_t *m, zero_t *z, const float *host) {
+    ASSERT(m->wstore && opt->master && !opt->off);
+    adamw_finish(opt);
+    for (int i = 0; i < m->P.n; i++) {
+        const param_t *p = &m->P.p[i];
+        size_t a, b;
+        if (!zero_my_range(z, p->offset, p->numel, &a, &b)) continue;
+        float *master = opt->master + zero_state_index(z, a);
+        opt->ops->to_device(master, host + a, (b - a) * sizeof(float));
+        adamw_write_weights(opt, m, z, a, master, b - a);
+    }
+}
+
 void adamw_take_params(adamw_t *opt, gpt_t *m, zero_t *z) {
     if (!opt->master) return;
+    ASSERT(!m->wstore); /* 16-bit storage holds no fp32 values to take: adamw_take_host_params */
     adamw_finish(opt);
     for (int i = 0; i < m->P.n; i++) {
         const param_t *p = &m->P.p[i];
@@ -303,13 +323,12 @@ void adamw_step(adamw_t *opt, gpt_t *m, zero_t *z, const config_t *cfg, float lr
         if (!zero_my_range(z, p->offset, p->numel, &a, &b)) continue;
         const float wd = p->decay ? (float)cfg->weight_decay : 0.0f;
         const size_t k = zero_state_index(z, a);
-        float *w = zero_param_at(z, m->params, a);
         /* mixed precision: the fp32 master is updated, the model keeps its rounded copy */
-        float *target = opt->master ? opt->master + k : w;
+        float *target = opt->master ? opt->master + k : zero_param_at(z, m->params, a);
         m->ops->adamw_update(target, zero_grad_at(z, m->grads, a), opt->m + k, opt->v + k, b - a,
                              lr, (float)cfg->beta1, (float)cfg->beta2, (float)cfg->eps, wd,
                              grad_scale, (int)opt->t);
-        if (opt->master) m->ops->quantize_copy(w, target, b - a, opt->weights);
+        if (opt->master) adamw_write_weights(opt, m, z, a, target, b - a);
     }
     zero_allgather_params(z, m->params);
 }

@@ -36,6 +36,16 @@ typedef struct adamw {
     adamw_offload_t *off; /* offload = 'optimizer', else NULL */
 } adamw_t;
 
+/* The model's weights copy of flat elements [a, a + n) from the fp32 values src[n] (backend
+ * memory: the master's): rounded to the weights type, into the model's storage of it (gpt.h
+ * wtype: the 16-bit store, or the fp32 array `params`). */
+void adamw_write_weights(const adamw_t *opt, gpt_t *m, zero_t *z, size_t a, const float *src,
+                         size_t n);
+/* A model whose weights copy is 16-bit storage (gpt.h wstore): the fp32 master from host[]
+ * (the full flat buffer's values: initialisation, a checkpoint), and the rounded copy from it.
+ * (adamw_take_params does the same for a copy kept as fp32 arrays, from the values put there.) */
+void adamw_take_host_params(adamw_t *opt, gpt_t *m, zero_t *z, const float *host);
+
 /* n: the optimizer's elements (zero_state_floats); weights: the model's weights type (a master
  * copy is kept when it is not fp32, or when offloaded). offload: the state in host memory. */
 void adamw_create(adamw_t *opt, const ops_t *ops, size_t n, dtype_t weights, bool offload);

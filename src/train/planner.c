@@ -71,9 +71,7 @@ static double step_seconds(const config_t *cfg, const gpt_t *m, int mb, int accu
 }
 
 bool plan_native_products(const config_t *cfg, const ops_t *ops) {
-    const char *want = cfg->bf16_products;
-    return dtype_from_name(cfg->precision) == DT_BF16 && ops->products_native(DT_BF16) &&
-           (!strcmp(want, "native") || (!strcmp(want, "auto") && ops->products_faster(DT_BF16)));
+    return gpt_product_type(cfg, ops) == DT_BF16;
 }
 
 /* One linear layer out[N, OC] = in[N, Cin] w^T of the model: its operands of each product in
@@ -179,6 +177,14 @@ void plan_rank(const config_t *cfg, int tp_rank, int pp_rank, int mb, int accum,
     /* kernels/cpu/matmul.c's bf16 operands, host memory (beside a GPU: its products are on the
      * device and these are not made; a small overestimate of the host's share) */
     if (plan_native_products(cfg, ops_cpu())) h[MEM_WORKSPACE] += bf16_operand_bytes(cfg, mb);
+    /* 16-bit weights that the products do not read as they are (weights_storage = '16bit'
+     * with fp32 products): the backend widens each to fp32 in a buffer of the largest matrix */
+    if (m.wtype != DT_FP32 && gpt_product_type(cfg, ops_cpu()) != m.wtype) {
+        size_t widest = 0;
+        for (int i = 0; i < m.P.n; i++)
+            if (m.P.p[i].decay && m.P.p[i].numel > widest) widest = m.P.p[i].numel;
+        b[MEM_WORKSPACE] += fl(widest);
+    }
     for (int c = 0; c < MEM_CATEGORIES; c++) out->total += b[c];
     if (cfg->device_memory)
         for (int c = 0; c < MEM_CATEGORIES; c++) out->host_total += out->host[c];

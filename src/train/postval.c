@@ -47,13 +47,13 @@ static void copy_target(const adamw_t *opt, gpt_t *m, zero_t *z, float *keep, bo
         size_t a, b;
         if (!zero_my_range(z, p->offset, p->numel, &a, &b)) continue;
         const size_t k = zero_state_index(z, a);
-        float *w = zero_param_at(z, m->params, a), *t = opt->master ? opt->master + k : w;
+        float *t = opt->master ? opt->master + k : zero_param_at(z, m->params, a);
         if (to_keep) {
             o->quantize_copy(keep + k, t, b - a, DT_FP32);
             continue;
         }
         o->quantize_copy(t, keep + k, b - a, DT_FP32);
-        if (opt->master) o->quantize_copy(w, t, b - a, opt->weights); /* the rounded copy */
+        if (opt->master) adamw_write_weights(opt, m, z, a, t, b - a); /* the rounded copy */
     }
 }
 

@@ -144,6 +144,27 @@ static void batch_geometry(trainer_t *tr, int64_t resumed) {
                    cfg->source_path, tr->global_batch, tr->micro_batch, cfg->dp);
 }
 
+/* How the weights copy is kept (gpt.h wtype), and why, for the startup summary. */
+static void print_weights_storage(const trainer_t *tr) {
+    const config_t *cfg = tr->cfg;
+    const gpt_t *m = &tr->model;
+    const dtype_t p = tr->precision;
+    if (m->wtype != DT_FP32) {
+        printf("weights copy: %s storage, %zu bytes per element (&train weights_storage = '%s'); "
+               "norms and biases also kept as fp32 values; products read the matrices %s\n",
+               dtype_name(m->wtype), dtype_bytes(m->wtype), cfg->weights_storage,
+               gpt_product_type(cfg, m->ops) == m->wtype ? "as they are"
+                                                         : "widened to fp32 one at a time");
+        return;
+    }
+    const char *why = !strcmp(cfg->weights_storage, "fp32") ? "&train weights_storage = 'fp32'"
+                      : cfg->zero_stage != 0 ? "&parallel zero_stage > 0: ZeRO gathers fp32 arrays"
+                      : strcmp(cfg->offload, "none") != 0
+                          ? "&train offload = 'optimizer' uploads fp32 arrays"
+                          : "weights_storage = 'auto' and the products are not of this type here";
+    printf("weights copy: %s values in fp32 arrays (%s)\n", dtype_name(p), why);
+}
+
 /* Before anything large is allocated: the planner's prediction for this rank against the limit
  * (the ranks agree; the message names the rank, its categories and the planner's suggestion). */
 static void check_fits(trainer_t *tr) {
@@ -229,6 +250,7 @@ static void print_memory_plan(const trainer_t *tr) {
             printf(" (&train bf16_products = 'auto': the GEMM library's bf16 kernels are %s than "
                    "its fp32 ones on this CPU)", tr->native_products ? "faster" : "not faster");
         printf("\n");
+        print_weights_storage(tr);
     }
     printf("MFU reference: hardware peak %.1f GFLOP/s per rank (%s); best GEMM %.1f GFLOP/s per "
            "rank (the model's matmul, measured); %.4f GFLOP per token\n", tr->peak_flops / 1e9,
@@ -328,10 +350,12 @@ static void record_provenance(trainer_t *tr) {
     free(members);
 }
 
-/* The parameters from a full host copy of the flat buffer: into the model, or (ZeRO-3) this
- * rank's partition of them. */
-static void set_params_from_host(trainer_t *tr, const float *host) {
+void trainer_set_params_from_host(trainer_t *tr, const float *host) {
     const zero_t *z = &tr->zero;
+    if (tr->model.wstore) { /* 16-bit storage: the master from the host, the copy from it */
+        adamw_take_host_params(&tr->opt, &tr->model, &tr->zero, host);
+        return;
+    }
     if (z->stage >= 3)
         tr->ops->to_device(z->param_shard, host + z->lo, (z->hi - z->lo) * sizeof(float));
     else
@@ -356,7 +380,7 @@ static void load_init_weights(trainer_t *tr) {
         xfree(host);
         fatal_user("&run init_from: %s", msg);
     }
-    set_params_from_host(tr, host);
+    trainer_set_params_from_host(tr, host);
     xfree(host);
 }
 
@@ -468,7 +492,7 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
     } else {
         float *host = xcalloc(tr->model.P.total, sizeof(float));
         params_init(&tr->model.P, host, (uint64_t)cfg->seed);
-        set_params_from_host(tr, host);
+        trainer_set_params_from_host(tr, host);
         xfree(host);
     }
     const bool was_resumed = resumed.found;

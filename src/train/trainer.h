@@ -91,6 +91,9 @@ float *trainer_host_copy(const trainer_t *tr, const ops_t *from, const float *fu
 /* The parameters in fp32 for a file: the master weights (bf16/fp16) or the model's own, as
  * trainer_host_copy gives them. */
 float *trainer_host_params(const trainer_t *tr);
+/* The parameters from a full host copy of the flat buffer (fp32): into the model (bf16/fp16:
+ * the master and the rounded copy), or (ZeRO-3) this rank's partition of them. */
+void trainer_set_params_from_host(trainer_t *tr, const float *host);
 /* Mean loss over val_batches micro-batches of the validation set (all ranks get it). */
 double trainer_validate(trainer_t *tr);
 /* mode = 'generate': sample max_new_tokens after the prompt; rank 0 prints the ids. */

@@ -95,6 +95,16 @@ void cpu_gelu_backward(float *dinp, const float *inp, const float *dout, size_t 
 /* ---- quantize.c ---- */
 void cpu_quantize(float *x, size_t n, dtype_t t);
 void cpu_quantize_copy(float *dst, const float *src, size_t n, dtype_t t);
+void cpu_store_as(void *dst, const float *src, size_t n, dtype_t t);
+void cpu_load_as(float *dst, const void *src, size_t n, dtype_t t);
+void cpu_matmul_forward_w(float *out, const float *inp, const void *w, dtype_t wt,
+                          const float *bias, int N, int C, int OC);
+void cpu_matmul_backward_w(float *dinp, float *dw, float *dbias, const float *dout,
+                           const float *inp, const void *w, dtype_t wt, int N, int C, int OC,
+                           bool accumulate_dinp, bool overwrite_dw);
+void cpu_embed_forward_w(float *out, const int *tokens, const void *wte, const void *wpe,
+                         dtype_t wt, int B, int T, int C, int v_start, int v_count,
+                         bool add_pos);
 bool cpu_any_nonfinite(const float *x, size_t n);
 /* dst[n] = src[n] rounded to type t (bit for bit precision.h's round_to), on the calling
  * thread; dst may be src. For kernels that store a low-precision tensor they computed. */
@@ -249,5 +259,17 @@ static inline float cpu_bf16_round(float x) {
     return y;
 }
 static inline uint16_t cpu_bf16_bits(float x) { return (uint16_t)(cpu_bf16_round_bits(x) >> 16); }
+/* The fp32 value of one stored 16-bit element of type t (DT_BF16 or DT_FP16; exact). */
+static inline float cpu_half_to_float(uint16_t b, dtype_t t) {
+    if (t == DT_FP16) {
+        _Float16 h;
+        memcpy(&h, &b, sizeof h);
+        return (float)h;
+    }
+    const uint32_t u = (uint32_t)b << 16;
+    float y;
+    memcpy(&y, &u, sizeof y);
+    return y;
+}
 
 #endif

@@ -6,6 +6,30 @@
 
 #define EMBED_COL_BLOCK 64
 
+/* embed_forward_w: wte and wpe stored as type wt (ops.h): each row is first loaded as fp32
+ * (exact), then added as embed_forward does. */
+void cpu_embed_forward_w(float *out, const int *tokens, const void *wte, const void *wpe,
+                         dtype_t wt, int B, int T, int C, int v_start, int v_count,
+                         bool add_pos) {
+    if (wt == DT_FP32) {
+        cpu_embed_forward(out, tokens, wte, wpe, B, T, C, v_start, v_count, add_pos);
+        return;
+    }
+    const uint16_t *te = wte, *pe = wpe;
+#pragma omp parallel for schedule(static) if ((size_t)B * T * C > CPU_PAR_MIN)
+    for (int i = 0; i < B * T; i++) {
+        const int id = tokens[i] - v_start;
+        const bool owned = id >= 0 && id < v_count;
+        const uint16_t *e = owned ? te + (size_t)id * C : NULL;
+        const uint16_t *p = add_pos ? pe + (size_t)(i % T) * C : NULL;
+        float *y = out + (size_t)i * C;
+        for (int c = 0; c < C; c++) {
+            const float ev = e ? cpu_half_to_float(e[c], wt) : 0.0f;
+            y[c] = p ? (e ? ev + cpu_half_to_float(p[c], wt) : cpu_half_to_float(p[c], wt)) : ev;
+        }
+    }
+}
+
 /* embed_forward: tokens[B*T], wte[v_count, C] (ids [v_start, v_start+v_count)), wpe[T, C] ->
  * out[B*T, C] = wte[tok - v_start] (0 if not in the shard) + wpe[t] (if add_pos) */
 void cpu_embed_forward(float *out, const int *tokens, const float *wte, const float *wpe,

@@ -14,6 +14,9 @@
  * storage once per product (exact: the model has already rounded them, precision.h) into
  * buffers that grow to the largest product and are then reused, and every slice runs gemm_bf16;
  * elsewhere the fp32 GEMM multiplies the bf16 values (the same products, exactly).
+ * Weights stored as 16-bit values (matmul_forward_w / matmul_backward_w, ops.h) go into native
+ * bf16 products as they are, with no conversion; elsewhere they are first widened to fp32 into
+ * a grow-only buffer of the largest weight.
  * Uses: gemm.h, OpenMP, core/alloc. */
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm.h"
@@ -48,6 +51,20 @@ static uint16_t *bf16_buf_reserve(bf16_buf_t *b, size_t n) {
     return b->p;
 }
 
+typedef struct {
+    float *p;
+    size_t cap;
+} float_buf_t;
+
+static float *float_buf_reserve(float_buf_t *b, size_t n) {
+    if (n > b->cap) {
+        xfree(b->p);
+        b->p = xmalloc_in(n * sizeof *b->p, MEM_WORKSPACE);
+        b->cap = n;
+    }
+    return b->p;
+}
+
 /* dst[rows, cols] (dense) = bf16 storage of src[rows, cols] with leading dimension ld. */
 static void to_bf16(uint16_t *dst, const float *src, int rows, int cols, int ld) {
 #pragma omp parallel for schedule(static) if ((size_t)rows * cols > CPU_PAR_MIN)
@@ -62,18 +79,32 @@ static void to_bf16(uint16_t *dst, const float *src, int rows, int cols, int ld)
 /* Row-major C[M, N] = alpha op(A)[M, K] op(B)[K, N] + beta C, split across the OpenMP threads.
  * The split is along N (each thread reads all of A) when A is the smaller operand, else along M
  * (each thread reads all of B), so the operand every thread packs is the small one. With bf16
- * products, A and B are first converted (dense: leading dimension = stored columns). */
-static void cpu_gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda,
-                     const float *B, int ldb, float beta, float *Cm, int ldc) {
+ * products, A and B are first converted (dense: leading dimension = stored columns), except a
+ * B already stored as bf16 (Bs of type bt: a weight, dense; B is then NULL). */
+static void cpu_gemm_typed(bool ta, bool tb, int M, int N, int K, float alpha, const float *A,
+                           int lda, const float *B, const void *Bs, dtype_t bt, int ldb,
+                           float beta, float *Cm, int ldc) {
     static bf16_buf_t buf_a, buf_b;
+    static float_buf_t wide_b;
     const uint16_t *Ah = NULL, *Bh = NULL;
-    if (native_bf16) { /* stored shapes: A is [M, K] or [K, M]; B is [K, N] or [N, K] */
-        const int a_rows = ta ? K : M, a_cols = ta ? M : K, b_rows = tb ? N : K, b_cols = tb ? K : N;
+    const int b_rows = tb ? N : K, b_cols = tb ? K : N; /* stored shapes: B [K, N] or [N, K] */
+    if (Bs && !(native_bf16 && bt == DT_BF16)) { /* widen the stored weight to fp32 */
+        float *wide = float_buf_reserve(&wide_b, (size_t)b_rows * b_cols);
+        cpu_load_as(wide, Bs, (size_t)b_rows * b_cols, bt);
+        B = wide, Bs = NULL, ldb = b_cols;
+    }
+    if (native_bf16) { /* stored shapes: A is [M, K] or [K, M] */
+        const int a_rows = ta ? K : M, a_cols = ta ? M : K;
         uint16_t *a16 = bf16_buf_reserve(&buf_a, (size_t)a_rows * a_cols);
-        uint16_t *b16 = bf16_buf_reserve(&buf_b, (size_t)b_rows * b_cols);
         to_bf16(a16, A, a_rows, a_cols, lda);
-        to_bf16(b16, B, b_rows, b_cols, ldb);
-        Ah = a16, Bh = b16, lda = a_cols, ldb = b_cols;
+        if (Bs) {
+            Bh = Bs;
+        } else {
+            uint16_t *b16 = bf16_buf_reserve(&buf_b, (size_t)b_rows * b_cols);
+            to_bf16(b16, B, b_rows, b_cols, ldb);
+            Bh = b16;
+        }
+        Ah = a16, lda = a_cols, ldb = b_cols;
     }
     const int n_threads = omp_get_max_threads();
     const bool split_n = M <= N;
@@ -107,16 +138,31 @@ static void cpu_gemm(bool ta, bool tb, int M, int N, int K, float alpha, const f
     gemm_serial_end(lib_threads);
 }
 
-/* matmul_forward: out[N, OC] = inp[N, C] @ w[OC, C]^T + bias[OC]  (bias may be NULL) */
-void cpu_matmul_forward(float *out, const float *inp, const float *w, const float *bias, int N,
-                        int C, int OC) {
+/* The product of two fp32 operands. */
+static void cpu_gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda,
+                     const float *B, int ldb, float beta, float *Cm, int ldc) {
+    cpu_gemm_typed(ta, tb, M, N, K, alpha, A, lda, B, NULL, DT_FP32, ldb, beta, Cm, ldc);
+}
+
+/* B of the product: w itself (fp32), or its stored elements (type wt). */
+#define W_OPERAND(w, wt) ((wt) == DT_FP32 ? (const float *)(w) : NULL), ((wt) == DT_FP32 ? NULL : (w)), (wt)
+
+/* matmul_forward_w: out[N, OC] = inp[N, C] @ w[OC, C]^T + bias[OC], w of type wt */
+void cpu_matmul_forward_w(float *out, const float *inp, const void *w, dtype_t wt,
+                          const float *bias, int N, int C, int OC) {
     float beta = 0.0f;
     if (bias) {
 #pragma omp parallel for schedule(static) if ((size_t)N * OC > CPU_PAR_MIN)
         for (int i = 0; i < N; i++) memcpy(out + (size_t)i * OC, bias, (size_t)OC * sizeof *out);
         beta = 1.0f;
     }
-    cpu_gemm(false, true, N, OC, C, 1.0f, inp, C, w, C, beta, out, OC);
+    cpu_gemm_typed(false, true, N, OC, C, 1.0f, inp, C, W_OPERAND(w, wt), C, beta, out, OC);
+}
+
+/* matmul_forward: out[N, OC] = inp[N, C] @ w[OC, C]^T + bias[OC]  (bias may be NULL) */
+void cpu_matmul_forward(float *out, const float *inp, const float *w, const float *bias, int N,
+                        int C, int OC) {
+    cpu_matmul_forward_w(out, inp, w, DT_FP32, bias, N, C, OC);
 }
 
 /* dbias[OC] (+)= sum over rows of dout[N, OC]; double accumulators, column blocks in parallel. */
@@ -142,14 +188,21 @@ static void colsum_accumulate(float *dbias, const float *dout, int N, int OC, bo
  *   dw[OC, C] += dout^T @ inp[N, C]       (= if overwrite_dw)
  *   dbias[OC] += colsum(dout)             (= if overwrite_dw; skipped if NULL)
  * dw NULL: dw and dbias skipped (the input gradient only). */
-void cpu_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
-                         const float *inp, const float *w, int N, int C, int OC,
-                         bool accumulate_dinp, bool overwrite_dw) {
+void cpu_matmul_backward_w(float *dinp, float *dw, float *dbias, const float *dout,
+                           const float *inp, const void *w, dtype_t wt, int N, int C, int OC,
+                           bool accumulate_dinp, bool overwrite_dw) {
     if (dinp)
-        cpu_gemm(false, false, N, C, OC, 1.0f, dout, OC, w, C,
-                  accumulate_dinp ? 1.0f : 0.0f, dinp, C);
+        cpu_gemm_typed(false, false, N, C, OC, 1.0f, dout, OC, W_OPERAND(w, wt), C,
+                       accumulate_dinp ? 1.0f : 0.0f, dinp, C);
     if (!dw) return; /* the input gradient only (a split backward's B) */
     cpu_gemm(true, false, OC, C, N, 1.0f, dout, OC, inp, C,
               overwrite_dw ? 0.0f : 1.0f, dw, C);
     if (dbias) colsum_accumulate(dbias, dout, N, OC, overwrite_dw);
+}
+
+void cpu_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
+                         const float *inp, const float *w, int N, int C, int OC,
+                         bool accumulate_dinp, bool overwrite_dw) {
+    cpu_matmul_backward_w(dinp, dw, dbias, dout, inp, w, DT_FP32, N, C, OC, accumulate_dinp,
+                          overwrite_dw);
 }

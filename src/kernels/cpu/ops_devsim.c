@@ -377,6 +377,52 @@ static void g_quantize_copy(float *dst, const float *src, size_t n, dtype_t t) {
     leave();
 }
 
+static void g_store_as(void *dst, const float *src, size_t n, dtype_t t) {
+    const void *ptrs[] = {dst, src};
+    static const char *const names[] = {"dst", "src"};
+    enter("store_as", ptrs, names, 2);
+    base->store_as(dst, src, n, t);
+    leave();
+}
+
+static void g_load_as(float *dst, const void *src, size_t n, dtype_t t) {
+    const void *ptrs[] = {dst, src};
+    static const char *const names[] = {"dst", "src"};
+    enter("load_as", ptrs, names, 2);
+    base->load_as(dst, src, n, t);
+    leave();
+}
+
+static void g_matmul_forward_w(float *out, const float *inp, const void *w, dtype_t wt,
+                               const float *bias, int N, int C, int OC) {
+    const void *ptrs[] = {out, inp, w, bias};
+    static const char *const names[] = {"out", "inp", "w", "bias"};
+    enter("matmul_forward_w", ptrs, names, 4);
+    base->matmul_forward_w(out, inp, w, wt, bias, N, C, OC);
+    leave();
+}
+
+static void g_matmul_backward_w(float *dinp, float *dw, float *dbias, const float *dout,
+                                const float *inp, const void *w, dtype_t wt, int N, int C,
+                                int OC, bool accumulate_dinp, bool overwrite_dw) {
+    const void *ptrs[] = {dinp, dw, dbias, dout, inp, w};
+    static const char *const names[] = {"dinp", "dw", "dbias", "dout", "inp", "w"};
+    enter("matmul_backward_w", ptrs, names, 6);
+    base->matmul_backward_w(dinp, dw, dbias, dout, inp, w, wt, N, C, OC, accumulate_dinp,
+                            overwrite_dw);
+    leave();
+}
+
+static void g_embed_forward_w(float *out, const int *tokens, const void *wte, const void *wpe,
+                              dtype_t wt, int B, int T, int C, int v_start, int v_count,
+                              bool add_pos) {
+    const void *ptrs[] = {out, tokens, wte, wpe};
+    static const char *const names[] = {"out", "tokens", "wte", "wpe"};
+    enter("embed_forward_w", ptrs, names, 4);
+    base->embed_forward_w(out, tokens, wte, wpe, wt, B, T, C, v_start, v_count, add_pos);
+    leave();
+}
+
 static bool g_any_nonfinite(const float *x, size_t n) {
     const void *ptrs[] = {x};
     static const char *const names[] = {"x"};
@@ -629,7 +675,7 @@ static void g_moe_combine_backward(float *din, float *dw, const float *dy, const
 /* ---- the table ------------------------------------------------------------------------------- */
 
 /* The name and 61 ops: an op added to ops.h needs its wrapper here, or it would run unchecked. */
-_Static_assert(sizeof(ops_t) == 62 * sizeof(void *), "ops.h has a new op: wrap it in ops_devsim.c");
+_Static_assert(sizeof(ops_t) == 67 * sizeof(void *), "ops.h has a new op: wrap it in ops_devsim.c");
 
 /* Host memory to lock must be host memory. */
 static void g_host_register(void *host, size_t bytes) {
@@ -675,6 +721,11 @@ const ops_t *ops_devsim(const ops_t *cpu, size_t arena_bytes) {
     t.scale = g_scale;
     t.quantize = g_quantize;
     t.quantize_copy = g_quantize_copy;
+    t.store_as = g_store_as;
+    t.load_as = g_load_as;
+    t.matmul_forward_w = g_matmul_forward_w;
+    t.matmul_backward_w = g_matmul_backward_w;
+    t.embed_forward_w = g_embed_forward_w;
     t.any_nonfinite = g_any_nonfinite;
     t.set_product_type = base->set_product_type;
     t.products_native = base->products_native;

@@ -6,7 +6,8 @@
  * over a sweep of all bit patterns), written branch-free with integer operations so the loops
  * vectorise: round_fp16's (_Float16) cast is one scalar conversion per element that waits on
  * its destination register (~3.5 ns per element, 2.3 GB/s in place on the 2-core VMs), and
- * round_bf16's Inf/NaN branch keeps its loop scalar. Uses: nothing. */
+ * round_bf16's Inf/NaN branch keeps its loop scalar. The same values in 16-bit storage
+ * (store_as / load_as: the weights copy kept as bf16 or fp16). Uses: nothing. */
 #include <math.h>
 #include "kernels/cpu/cpu_kernels.h"
 
@@ -94,4 +95,53 @@ bool cpu_any_nonfinite(const float *x, size_t n) {
         bad |= nonfinite_range(x, lo, hi);
     }
     return bad != 0;
+}
+
+/* ---- 16-bit storage (ops.h store_as / load_as) ---- */
+
+static inline uint16_t fp16_bits(float x) {
+    const _Float16 h = (_Float16)fp16_round(x); /* exact: already a binary16 value */
+    uint16_t b;
+    memcpy(&b, &h, sizeof b);
+    return b;
+}
+
+/* store_as: dst[n] of type t = src[n] rounded to t (a plain copy for fp32) */
+void cpu_store_as(void *dst, const float *src, size_t n, dtype_t t) {
+    if (t == DT_FP32) {
+        cpu_quantize_copy(dst, src, n, DT_FP32);
+        return;
+    }
+    uint16_t *d = dst;
+#pragma omp parallel if (n > CPU_PAR_MIN)
+    {
+        size_t lo, hi;
+        cpu_thread_range(n, &lo, &hi);
+        if (t == DT_BF16) {
+#pragma omp simd
+            for (size_t i = lo; i < hi; i++) d[i] = cpu_bf16_bits(src[i]);
+        } else {
+            for (size_t i = lo; i < hi; i++) d[i] = fp16_bits(src[i]);
+        }
+    }
+}
+
+/* load_as: dst[n] = the fp32 values of src[n] of type t (exact) */
+void cpu_load_as(float *dst, const void *src, size_t n, dtype_t t) {
+    if (t == DT_FP32) {
+        cpu_quantize_copy(dst, src, n, DT_FP32);
+        return;
+    }
+    const uint16_t *s = src;
+#pragma omp parallel if (n > CPU_PAR_MIN)
+    {
+        size_t lo, hi;
+        cpu_thread_range(n, &lo, &hi);
+        if (t == DT_BF16) {
+#pragma omp simd
+            for (size_t i = lo; i < hi; i++) dst[i] = cpu_half_to_float(s[i], DT_BF16);
+        } else {
+            for (size_t i = lo; i < hi; i++) dst[i] = cpu_half_to_float(s[i], DT_FP16);
+        }
+    }
 }

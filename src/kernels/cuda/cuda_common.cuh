@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cuda_runtime.h>
+#include <cuda_fp16.h>
 #include "core/cuda_check.h" /* and core/error.h, which has C linkage for C++ itself */
 #include "kernels/precision.h"
 
@@ -130,5 +131,20 @@ __device__ __forceinline__ float fp16_round_dev(float x) {
 /* x as stored in type t (fp32: unchanged) */
 __device__ __forceinline__ float round_to_dev(dtype_t t, float x) {
     return t == DT_BF16 ? bf16_round_dev(x) : t == DT_FP16 ? fp16_round_dev(x) : x;
+}
+
+/* One element of a tensor stored as type t (ops.h store_as), as fp32 (exact). */
+__device__ __forceinline__ float load_elem_dev(const void *p, size_t i, dtype_t t) {
+    if (t == DT_FP32) return ((const float *)p)[i];
+    const unsigned short b = ((const unsigned short *)p)[i];
+    if (t == DT_BF16) return __uint_as_float((unsigned)b << 16);
+    return __half2float(__ushort_as_half(b));
+}
+
+/* x rounded to type t, stored in t's own bits (the upper half of bf16's fp32 bits). */
+__device__ __forceinline__ unsigned short store_elem_bits_dev(float x, dtype_t t) {
+    const float r = round_to_dev(t, x);
+    if (t == DT_BF16) return (unsigned short)(__float_as_uint(r) >> 16);
+    return __half_as_ushort(__float2half_rn(r));
 }
 #endif

@@ -58,6 +58,16 @@ void cuda_adamw_update(float *param, const float *grad, float *m, float *v, size
 void cuda_scale(float *x, float s, size_t n);
 void cuda_quantize(float *x, size_t n, dtype_t t);
 void cuda_quantize_copy(float *dst, const float *src, size_t n, dtype_t t);
+void cuda_store_as(void *dst, const float *src, size_t n, dtype_t t);
+void cuda_load_as(float *dst, const void *src, size_t n, dtype_t t);
+void cuda_matmul_forward_w(float *out, const float *inp, const void *w, dtype_t wt,
+                           const float *bias, int N, int C, int OC);
+void cuda_matmul_backward_w(float *dinp, float *dw, float *dbias, const float *dout,
+                            const float *inp, const void *w, dtype_t wt, int N, int C, int OC,
+                            bool accumulate_dinp, bool overwrite_dw);
+void cuda_embed_forward_w(float *out, const int *tokens, const void *wte, const void *wpe,
+                          dtype_t wt, int B, int T, int C, int v_start, int v_count,
+                          bool add_pos);
 bool cuda_any_nonfinite(const float *x, size_t n);
 void cuda_set_product_type(dtype_t t);
 bool cuda_products_native(dtype_t t);

@@ -1,5 +1,5 @@
 /* elementwise.cu — the CUDA backend's element-wise ops and whole-tensor reductions: zero, GELU
- * forward/backward, add, scale, the precision stores (quantize, quantize_copy), the overflow
+ * forward/backward, add, scale, the precision stores (quantize, quantize_copy, store_as, load_as), the overflow
  * check (any_nonfinite), the sum of squares of the gradient norm, and dropout.
  * Formulas as kernels/cpu/gelu.c, quantize.c (bit for bit), adamw.c (sumsq), dropout.c (the same
  * mask: philox.cuh). Grid-stride loops; all on the default stream; sumsq and any_nonfinite copy
@@ -110,6 +110,37 @@ void cuda_quantize_copy(float *dst, const float *src, size_t n, dtype_t t) {
         return;
     }
     round_kernel<<<cuda_elem_blocks(n, CUDA_ELEM_THREADS), CUDA_ELEM_THREADS>>>(dst, src, n, t);
+    CUDA_CHECK_LAUNCH();
+}
+
+/* store_as: dst[n] of type t = src[n] rounded to t (ops.h) */
+static __global__ void store_as_kernel(unsigned short *dst, const float *src, size_t n, dtype_t t) {
+    GRID_STRIDE(i, n) dst[i] = store_elem_bits_dev(src[i], t);
+}
+
+void cuda_store_as(void *dst, const float *src, size_t n, dtype_t t) {
+    if (!n) return;
+    if (t == DT_FP32) {
+        cuda_quantize_copy((float *)dst, src, n, DT_FP32);
+        return;
+    }
+    store_as_kernel<<<cuda_elem_blocks(n, CUDA_ELEM_THREADS), CUDA_ELEM_THREADS>>>(
+        (unsigned short *)dst, src, n, t);
+    CUDA_CHECK_LAUNCH();
+}
+
+/* load_as: dst[n] = the fp32 values of src[n] of type t (exact) */
+static __global__ void load_as_kernel(float *dst, const void *src, size_t n, dtype_t t) {
+    GRID_STRIDE(i, n) dst[i] = load_elem_dev(src, i, t);
+}
+
+void cuda_load_as(float *dst, const void *src, size_t n, dtype_t t) {
+    if (!n) return;
+    if (t == DT_FP32) {
+        cuda_quantize_copy(dst, (const float *)src, n, DT_FP32);
+        return;
+    }
+    load_as_kernel<<<cuda_elem_blocks(n, CUDA_ELEM_THREADS), CUDA_ELEM_THREADS>>>(dst, src, n, t);
     CUDA_CHECK_LAUNCH();
 }
 

@@ -14,33 +14,40 @@
 static void *embed_sort_buf; /* the file's one device buffer: the token sort of the backward */
 static size_t embed_sort_bytes;
 
-/* embed_forward: out[B*T, C] = wte[tok - v_start] (0 if not in the shard) + wpe[t] (if add_pos).
- * wpe may be NULL when add_pos is false. */
-static __global__ void embed_forward_kernel(float *out, const int *tokens, const float *wte,
-                                            const float *wpe, int T, int C, int v_start,
-                                            int v_count, bool add_pos, size_t n) {
+/* embed_forward: out[B*T, C] = wte[tok - v_start] (0 if not in the shard) + wpe[t] (if add_pos),
+ * wte and wpe stored as type wt (ops.h embed_forward_w; fp32: embed_forward). wpe may be NULL
+ * when add_pos is false. */
+static __global__ void embed_forward_kernel(float *out, const int *tokens, const void *wte,
+                                            const void *wpe, dtype_t wt, int T, int C,
+                                            int v_start, int v_count, bool add_pos, size_t n) {
     for (size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < n;
          e += (size_t)gridDim.x * blockDim.x) {
         const size_t i = e / (size_t)C;
         const int c = (int)(e % (size_t)C), id = tokens[i] - v_start;
         const bool owned = id >= 0 && id < v_count;
-        const float te = owned ? wte[(size_t)id * C + c] : 0.0f;
+        const float te = owned ? load_elem_dev(wte, (size_t)id * C + c, wt) : 0.0f;
         if (owned && add_pos)
-            out[e] = te + wpe[(i % (size_t)T) * C + c];
+            out[e] = te + load_elem_dev(wpe, (i % (size_t)T) * C + c, wt);
         else if (add_pos)
-            out[e] = wpe[(i % (size_t)T) * C + c];
+            out[e] = load_elem_dev(wpe, (i % (size_t)T) * C + c, wt);
         else
             out[e] = te;
     }
 }
 
-void cuda_embed_forward(float *out, const int *tokens, const float *wte, const float *wpe, int B,
-                        int T, int C, int v_start, int v_count, bool add_pos) {
+void cuda_embed_forward_w(float *out, const int *tokens, const void *wte, const void *wpe,
+                          dtype_t wt, int B, int T, int C, int v_start, int v_count,
+                          bool add_pos) {
     const size_t n = (size_t)B * T * C;
     if (!n) return;
     embed_forward_kernel<<<cuda_elem_blocks(n, CUDA_ELEM_THREADS), CUDA_ELEM_THREADS>>>(
-        out, tokens, wte, wpe, T, C, v_start, v_count, add_pos, n);
+        out, tokens, wte, wpe, wt, T, C, v_start, v_count, add_pos, n);
     CUDA_CHECK_LAUNCH();
+}
+
+void cuda_embed_forward(float *out, const int *tokens, const float *wte, const float *wpe, int B,
+                        int T, int C, int v_start, int v_count, bool add_pos) {
+    cuda_embed_forward_w(out, tokens, wte, wpe, DT_FP32, B, T, C, v_start, v_count, add_pos);
 }
 
 /* dwpe[T, C] += sum over b of dout[b, t, :], b ascending (embed.c's row order for each t) */

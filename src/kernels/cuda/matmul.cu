@@ -18,7 +18,9 @@
  * Products of type bf16 / fp16 (set_product_type): the fp32 inputs already hold bf16 / fp16
  * values (precision.h), so converting them to 16-bit copies is exact; cuBLASLt then multiplies
  * the copies with fp32 accumulation (A, B CUDA_R_16BF / CUDA_R_16F; C, D, bias CUDA_R_32F;
- * CUBLAS_COMPUTE_32F). The copies live in ONE static device buffer grown on demand (the largest
+ * CUBLAS_COMPUTE_32F). A weight already stored as 16-bit values (matmul_forward_w / _backward_w:
+ * the model's weights copy, gpt.h weights_type) is multiplied as it is, with no copy. The copies
+ * live in ONE static device buffer grown on demand (the largest
  * product's operands; it stops growing after the first step). fp32 products run in fp32
  * (CUBLAS_COMPUTE_32F) unless llmt_cuda_allow_tf32 (cuda_matmul.h) allows TF32.
  * One cuBLASLt handle and a 32 MiB workspace, created on first use; the descriptors and the
@@ -250,19 +252,56 @@ static void lt_matmul(bool ta, bool tb, int m, int n, int k, const void *A, cons
 
 /* ---------------------------------------------------------------- forward */
 
+/* A weight stored as 16-bit values that the products do not take as they are (fp16 weights
+ * with fp32 products, &train weights_storage = '16bit'): widened to fp32 into one grow-only
+ * buffer (the largest such weight), freed only when the device is idle, as half_slots. */
+static const float *widened_weight(const void *w, dtype_t wt, size_t n) {
+    static float *buf;
+    static size_t cap;
+    if (n > cap) {
+        if (buf) {
+            CUDA_CHECK(cudaDeviceSynchronize());
+            CUDA_CHECK(cudaFree(buf));
+        }
+        CUDA_CHECK(cudaMalloc((void **)&buf, n * sizeof *buf));
+        cap = n;
+    }
+    cuda_load_as(buf, w, n, wt);
+    return buf;
+}
+
+/* The product operand of a weight w[n] stored as type wt: the stored elements themselves where
+ * they are of the product type; else (fp32, or widened first) w itself for fp32 products, or
+ * its 16-bit copy in slot, made here. */
+static const void *weight_operand(const void *w, dtype_t wt, size_t n, void *slot) {
+    if (wt == product_type) return w;
+    const float *w32 = wt == DT_FP32 ? (const float *)w : widened_weight(w, wt, n);
+    if (product_type == DT_FP32) return w32;
+    to_half(slot, w32, n);
+    return slot;
+}
+
+/* matmul_forward_w: out[N, OC] = inp[N, C] @ w[OC, C]^T + bias[OC], w stored as type wt */
+void cuda_matmul_forward_w(float *out, const float *inp, const void *w, dtype_t wt,
+                           const float *bias, int N, int C, int OC) {
+    const void *A = w, *B = inp;
+    if (product_type != DT_FP32) {
+        const size_t n[3] = {wt == product_type ? 0 : (size_t)OC * C, (size_t)N * C, 0};
+        void *slot[3];
+        half_slots(n, slot);
+        A = weight_operand(w, wt, (size_t)OC * C, slot[0]);
+        to_half(slot[1], inp, n[1]);
+        B = slot[1];
+    } else {
+        A = weight_operand(w, wt, (size_t)OC * C, NULL);
+    }
+    lt_matmul(true, false, OC, N, C, A, B, out, 0.0f, bias);
+}
+
 /* matmul_forward: out[N, OC] = inp[N, C] @ w[OC, C]^T + bias[OC]  (bias may be NULL) */
 void cuda_matmul_forward(float *out, const float *inp, const float *w, const float *bias, int N,
                          int C, int OC) {
-    const void *A = w, *B = inp;
-    if (product_type != DT_FP32) {
-        const size_t n[3] = {(size_t)OC * C, (size_t)N * C, 0};
-        void *slot[3];
-        half_slots(n, slot);
-        to_half(slot[0], w, n[0]);
-        to_half(slot[1], inp, n[1]);
-        A = slot[0], B = slot[1];
-    }
-    lt_matmul(true, false, OC, N, C, A, B, out, 0.0f, bias);
+    cuda_matmul_forward_w(out, inp, w, DT_FP32, bias, N, C, OC);
 }
 
 /* ---------------------------------------------------------------- backward */
@@ -292,18 +331,21 @@ __global__ void colsum_kernel(float *dbias, const float *dout, int N, int OC, bo
  *   dw[OC, C] += dout^T @ inp[N, C]       (= if overwrite_dw)
  *   dbias[OC] += colsum(dout)             (= if overwrite_dw; skipped if NULL)
  * dw NULL: dw and dbias skipped (the input gradient only). */
-void cuda_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
-                          const float *inp, const float *w, int N, int C, int OC,
-                          bool accumulate_dinp, bool overwrite_dw) {
+void cuda_matmul_backward_w(float *dinp, float *dw, float *dbias, const float *dout,
+                            const float *inp, const void *w, dtype_t wt, int N, int C, int OC,
+                            bool accumulate_dinp, bool overwrite_dw) {
     const void *dout_p = dout, *w_p = w, *inp_p = inp;
     if (product_type != DT_FP32) { /* slots: dout, w (for dinp), inp (for dw) */
-        const size_t n[3] = {(size_t)N * OC, dinp ? (size_t)OC * C : 0, dw ? (size_t)N * C : 0};
+        const size_t n[3] = {(size_t)N * OC, dinp && wt != product_type ? (size_t)OC * C : 0,
+                             dw ? (size_t)N * C : 0};
         void *slot[3];
         half_slots(n, slot);
         to_half(slot[0], dout, n[0]);
         dout_p = slot[0];
-        if (dinp) to_half(slot[1], w, n[1]), w_p = slot[1];
+        if (dinp) w_p = weight_operand(w, wt, (size_t)OC * C, slot[1]);
         if (dw) to_half(slot[2], inp, n[2]), inp_p = slot[2];
+    } else if (dinp) {
+        w_p = weight_operand(w, wt, (size_t)OC * C, NULL);
     }
     if (dinp) lt_matmul(false, false, C, N, OC, w_p, dout_p, dinp, accumulate_dinp ? 1.0f : 0.0f, NULL);
     if (!dw) return;
@@ -313,4 +355,11 @@ void cuda_matmul_backward(float *dinp, float *dw, float *dbias, const float *dou
         colsum_kernel<<<(OC + COLSUM_COLS - 1) / COLSUM_COLS, block>>>(dbias, dout, N, OC, overwrite_dw);
         CUDA_CHECK_LAUNCH();
     }
+}
+
+void cuda_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
+                          const float *inp, const float *w, int N, int C, int OC,
+                          bool accumulate_dinp, bool overwrite_dw) {
+    cuda_matmul_backward_w(dinp, dw, dbias, dout, inp, w, DT_FP32, N, C, OC, accumulate_dinp,
+                           overwrite_dw);
 }

@@ -187,6 +187,11 @@ static ops_t make_table(void) {
     t.scale = cuda_scale;
     t.quantize = cuda_quantize;
     t.quantize_copy = cuda_quantize_copy;
+    t.store_as = cuda_store_as;
+    t.load_as = cuda_load_as;
+    t.matmul_forward_w = cuda_matmul_forward_w;
+    t.matmul_backward_w = cuda_matmul_backward_w;
+    t.embed_forward_w = cuda_embed_forward_w;
     t.any_nonfinite = cuda_any_nonfinite;
     t.set_product_type = cuda_set_product_type;
     t.products_native = cuda_products_native;
