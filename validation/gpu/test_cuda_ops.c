@@ -198,6 +198,40 @@ static void test_matmul(dtype_t t, double tol) {
     drop(&x), drop(&w), drop(&bias), drop(&out), drop(&dout), drop(&dinp), drop(&dw), drop(&db);
 }
 
+/* Weights kept as 16-bit elements (ops.h store_as, the _w ops): stored and loaded back they are
+ * the CPU's rounded values exactly; products reading them (bf16: as they are; fp16 with fp32
+ * products: widened) match the CPU's fp32 ops on the rounded values; the embedding exactly. */
+static void test_weights_stored(dtype_t t, dtype_t products, double tol) {
+    CPU->set_product_type(products), GPU->set_product_type(products);
+    pair_t w = rnd(OC * C, -0.1f, 0.1f), back = zeros(OC * C), x = rnd(N * C, -1, 1);
+    void *ws = GPU->alloc(w.n * 2 + 4, MEM_WORKSPACE);
+    GPU->store_as(ws, w.d, w.n, t), GPU->load_as(back.d, ws, w.n, t);
+    CPU->quantize_copy(back.h, w.h, w.n, t), CPU->quantize(w.h, w.n, t);
+    char name[64];
+    snprintf(name, sizeof name, "store_as/load_as %s", dtype_name(t));
+    check(name, "values", &back, 0);
+    CPU->quantize(x.h, x.n, t), GPU->quantize(x.d, x.n, t);
+    pair_t out = zeros(N * OC), bias = rnd(OC, -1, 1), dout = rnd(N * OC, -1, 1), dinp = zeros(N * C);
+    CPU->quantize(dout.h, dout.n, t), GPU->quantize(dout.d, dout.n, t);
+    CPU->matmul_forward(out.h, x.h, w.h, bias.h, N, C, OC);
+    GPU->matmul_forward_w(out.d, x.d, ws, t, bias.d, N, C, OC);
+    snprintf(name, sizeof name, "matmul_forward_w %s, %s products", dtype_name(t), dtype_name(products));
+    check(name, "out", &out, tol);
+    CPU->matmul_backward(dinp.h, NULL, NULL, dout.h, x.h, w.h, N, C, OC, false, false);
+    GPU->matmul_backward_w(dinp.d, NULL, NULL, dout.d, x.d, ws, t, N, C, OC, false, false);
+    snprintf(name, sizeof name, "matmul_backward_w %s, %s products", dtype_name(t), dtype_name(products));
+    check(name, "dinp", &dinp, tol);
+    ipair_t tok = irnd(N, 0, V);
+    pair_t e = zeros(N * C);
+    CPU->embed_forward(e.h, tok.h, w.h, w.h + 600 * C, B, T, C, 0, 600, true);
+    GPU->embed_forward_w(e.d, tok.d, ws, (const uint16_t *)ws + 600 * C, t, B, T, C, 0, 600, true);
+    snprintf(name, sizeof name, "embed_forward_w %s", dtype_name(t));
+    check(name, "out", &e, 0);
+    CPU->set_product_type(DT_FP32), GPU->set_product_type(DT_FP32);
+    GPU->free(ws);
+    drop(&w), drop(&back), drop(&x), drop(&out), drop(&bias), drop(&dout), drop(&dinp), drop(&e), idrop(&tok);
+}
+
 /* Multi-head attention, with and without dropout on the probabilities; scratch from each
  * backend's own size. */
 static void test_attention(const dropout_mask_t *mask) {
@@ -345,6 +379,8 @@ int main(int argc, char **argv) {
     test_embed_norms();
     test_matmul(DT_FP32, 1e-5);
     test_matmul(DT_BF16, 4e-3);
+    test_weights_stored(DT_BF16, DT_BF16, 4e-3);
+    test_weights_stored(DT_FP16, DT_FP32, 1e-5);
     test_attention(NULL);
     test_attention(&mask);
     test_attention_gqa_rope(NULL);

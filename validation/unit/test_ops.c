@@ -1134,6 +1134,82 @@ static void quantize_matches_precision_h_rounding_exact(void **state) {
     ops->free(x), ops->free(want), ops->free(got), ops->free(inplace);
 }
 
+/* store_as keeps exactly quantize_copy's values in the type's own 16 bits (bf16: the upper half
+ * of the fp32 pattern; fp16: IEEE binary16), load_as gives them back, over every rounding case;
+ * fp32 is a plain copy. */
+static void store_as_and_load_as_keep_quantize_values_exact(void **state) {
+    (void)state;
+    size_t n;
+    float *x = rounding_inputs(&n);
+    float *want = buf_fill(n, 0), *back = buf_fill(n, 0);
+    uint16_t *bits = ops->alloc(n * sizeof(float), MEM_WORKSPACE);
+    for (int t = DT_FP32; t <= DT_FP16; t++) {
+        ops->quantize_copy(want, x, n, (dtype_t)t);
+        ops->store_as(bits, x, n, (dtype_t)t);
+        ops->load_as(back, bits, n, (dtype_t)t);
+        char what[48];
+        snprintf(what, sizeof what, "store_as/load_as %s", dtype_name((dtype_t)t));
+        assert_true(equal_exact(what, back, want, n));
+        if (t == DT_BF16) /* the stored bits are bf16's: the value's upper 16 */
+            for (size_t i = 0; i < n; i += 97)
+                if (!isnan(want[i])) assert_int_equal(bits[i], bf16_bits(want[i]));
+        if (t == DT_FP16)
+            for (size_t i = 0; i < n; i += 97) {
+                _Float16 h = (_Float16)want[i];
+                uint16_t hb;
+                memcpy(&hb, &h, sizeof hb);
+                if (!isnan(want[i])) assert_int_equal(bits[i], hb);
+            }
+    }
+    ops->free(x), ops->free(want), ops->free(back), ops->free(bits);
+}
+
+/* The products and the embedding with weights stored as bf16 / fp16 (matmul_forward_w,
+ * matmul_backward_w, embed_forward_w) give the bits of the fp32 ops on the same values, with fp32
+ * products (the stored weights widened) and, for bf16 where the GEMM library has them, native
+ * bf16 products (the stored weights read as they are; the fp32 reference converts them). */
+static void weights_stored_as_16bit_give_the_fp32_ops_bits_exact(void **state) {
+    (void)state;
+    const int N = 37, C = 48, OC = 70, B = 3, T = 7, V = 29;
+    const size_t nw = (size_t)OC * C, nin = (size_t)N * C, nout = (size_t)N * OC;
+    float *inp = buf_rand(nin), *dout = buf_rand(nout), *bias = buf_rand(OC), *w = buf_rand(nw);
+    float *wr = buf_fill(nw, 0), *y_ref = buf_fill(nout, 0), *y = buf_fill(nout, 0);
+    float *dx_ref = buf_rand(nin), *dx = buf_copy(dx_ref, nin);
+    float *dw_ref = buf_fill(nw, 0), *dw = buf_fill(nw, 0), *db_ref = buf_fill(OC, 0), *db = buf_fill(OC, 0);
+    uint16_t *ws = ops->alloc(nw * sizeof(float), MEM_WORKSPACE);
+    int *tok = ops->alloc((size_t)B * T * sizeof(int), MEM_WORKSPACE);
+    for (int i = 0; i < B * T; i++) tok[i] = (i * 7) % (V + 4) - 2; /* some outside the shard */
+    for (int t = DT_BF16; t <= DT_FP16; t++)
+        for (int native = 0; native < 2; native++) {
+            const dtype_t dt = (dtype_t)t;
+            if (native && !(dt == DT_BF16 && ops->products_native(DT_BF16))) continue;
+            ops->set_product_type(native ? DT_BF16 : DT_FP32);
+            /* the model rounds what it stores: inputs and the weights alike */
+            ops->quantize(inp, nin, dt), ops->quantize(dout, nout, dt);
+            ops->quantize_copy(wr, w, nw, dt);
+            ops->store_as(ws, w, nw, dt);
+            ops->matmul_forward(y_ref, inp, wr, bias, N, C, OC);
+            ops->matmul_forward_w(y, inp, ws, dt, bias, N, C, OC);
+            assert_true(equal_exact("matmul_forward_w", y, y_ref, nout));
+            ops->matmul_backward(dx_ref, dw_ref, db_ref, dout, inp, wr, N, C, OC, true, true);
+            ops->matmul_backward_w(dx, dw, db, dout, inp, ws, dt, N, C, OC, true, true);
+            assert_true(equal_exact("matmul_backward_w dinp", dx, dx_ref, nin));
+            assert_true(equal_exact("matmul_backward_w dw", dw, dw_ref, nw));
+            /* embedding: wte [V, C] and wpe [T, C] are the first rows of the same weight */
+            for (int pos = 0; pos < 2; pos++) {
+                float *e_ref = buf_fill((size_t)B * T * C, 0), *e = buf_fill((size_t)B * T * C, 1);
+                ops->embed_forward(e_ref, tok, wr, wr + (size_t)V * C, B, T, C, 0, V, pos);
+                ops->embed_forward_w(e, tok, ws, ws + (size_t)V * C, dt, B, T, C, 0, V, pos);
+                assert_true(equal_exact("embed_forward_w", e, e_ref, (size_t)B * T * C));
+                ops->free(e_ref), ops->free(e);
+            }
+        }
+    ops->set_product_type(DT_FP32);
+    ops->free(inp), ops->free(dout), ops->free(bias), ops->free(w), ops->free(wr);
+    ops->free(y_ref), ops->free(y), ops->free(dx_ref), ops->free(dx), ops->free(dw_ref);
+    ops->free(dw), ops->free(db_ref), ops->free(db), ops->free(ws), ops->free(tok);
+}
+
 /* any_nonfinite finds one Inf or NaN wherever it is (first, middle, last element, in a short
  * tail) and nothing in finite data with the largest finite values and subnormals. */
 static void any_nonfinite_finds_each_inf_and_nan_exact(void **state) {
@@ -1276,6 +1352,8 @@ int main(void) {
         cmocka_unit_test(sumsq_matches_double_loop_1e_12),
         cmocka_unit_test(elementwise_add_scale_zero_and_copies_exact),
         cmocka_unit_test(quantize_matches_precision_h_rounding_exact),
+        cmocka_unit_test(store_as_and_load_as_keep_quantize_values_exact),
+        cmocka_unit_test(weights_stored_as_16bit_give_the_fp32_ops_bits_exact),
         cmocka_unit_test(any_nonfinite_finds_each_inf_and_nan_exact),
         cmocka_unit_test(kernels_do_not_depend_on_thread_count_exact),
     };

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# The bf16/fp16 weights copy kept in 16-bit storage (&train weights_storage = '16bit': the model's
+# matrices as bf16/fp16 elements that the products and the embedding read as they are, norms and
+# biases as fp32 values beside them) computes exactly what the copy kept as rounded values in fp32
+# arrays computes (weights_storage = 'fp32', the emulation the rest of the suite checks against
+# fp32 and PyTorch): for each configuration the step records (loss, lr, grad norm, val loss) and
+# the final weights must be bit-identical. A stored element read as a float, a weight row offset
+# counted in floats, or a norm left unwidened changes every number. The configurations reach every
+# weight the model has: GPT-2 (tied wte, wpe), Llama with replicated k/v heads (n_kv_head 2 < tp 4:
+# the k/v row offset), MoE experts on ep 2 (the experts' offsets), fp16 with its loss scaler (fp16
+# weights, which the CPU widens for its fp32 products), pp 2 with ZB-H1 (post-validation rewrites
+# the copy), a resume (the copy rebuilt from the checkpoint's master), generation,
+# and LLMT_DEVSIM=1 (the store and the products on the simulated device). The parameters' memory
+# is measured and planned at 2 bytes per matrix element; ZeRO and offload keep fp32 arrays (and
+# '16bit' there is refused, exit 2, one message).
+source "$(dirname "$0")/lib.bash"
+source "$(dirname "$0")/lib_moe.bash" # MOE_KEYS
+ulimit -c 0
+write_tiny_nml "$TEST_DIR/t.nml" name=r max_steps=4 mb=2 gb=8 val_every=2
+echo "&checkpoint every = 2 /" >>"$TEST_DIR/t.nml"
+# check NAME NP [overrides]: the run with both storages; the records and final weights identical
+check() {
+    local name=$1 np=$2 w
+    shift 2
+    for w in 16bit fp32; do
+        timeout 300 $MPIRUN -np "$np" ./llmtrain "$TEST_DIR/t.nml" run.out_dir="'$TEST_DIR/$name-$w'" \
+            train.weights_storage="'$w'" "$@" >"$TEST_DIR/$name-$w.log" 2>&1 ||
+            { tail -20 "$TEST_DIR/$name-$w.log"; fail "$name ($w) exited non-zero"; }
+    done
+    grep -q "^weights copy: .* storage, 2 bytes per element" "$TEST_DIR/$name-16bit.log" ||
+        fail "$name: the 16-bit storage was not used"
+    grep -q "^weights copy: .* values in fp32 arrays" "$TEST_DIR/$name-fp32.log" ||
+        fail "$name: the fp32 arrays were not used"
+    local a b
+    a=$(train_records "$TEST_DIR/$name-16bit/r/metrics.jsonl") b=$(train_records "$TEST_DIR/$name-fp32/r/metrics.jsonl")
+    [ -n "$a" ] && [ "$a" = "$b" ] || { diff <(echo "$a") <(echo "$b") | head; fail "$name: step records differ"; }
+    same_weights "$TEST_DIR/$name-16bit/r/weights_step000004.h5" "$TEST_DIR/$name-fp32/r/weights_step000004.h5" ||
+        fail "$name: final weights differ"
+
+    printf '%-12s %d rank(s): %2d records bit-identical, final weights identical\n' "$name" "$np" "$(echo "$a" | wc -l)"
+}
+BF16=train.precision="'bf16'"
+check gpt2_bf16 1 "$BF16"
+check fp16_dp2 2 train.precision="'fp16'" parallel.dp=2
+check llama_kvrep 4 "$BF16" model.arch="'llama'" model.n_kv_head=2 parallel.tp=4
+check moe_ep2 2 "$BF16" parallel.dp=2 parallel.ep=2 "${MOE_KEYS[@]}"
+check zbh1_pp2 2 "$BF16" parallel.pp=2 parallel.schedule="'zb-h1'"
+LLMT_DEVSIM=1 check devsim_dp2 2 "$BF16" parallel.dp=2
+grep -q '^compute: cpu-devsim backend' "$TEST_DIR/devsim_dp2-16bit.log" || fail "devsim: the simulated device was not used"
+
+# a resume from step 2's checkpoint (the master from the file, the copy rounded from it: the
+# path a rollback takes too) equals the uninterrupted run
+for w in 16bit fp32; do
+    cp -r "$TEST_DIR/gpt2_bf16-$w" "$TEST_DIR/resume-$w"
+    rm -f "$TEST_DIR/resume-$w"/r/*step000004* "$TEST_DIR/resume-$w"/r/*step000003*
+    timeout 300 $MPIRUN -np 1 ./llmtrain "$TEST_DIR/t.nml" run.out_dir="'$TEST_DIR/resume-$w'" "$BF16" \
+        train.weights_storage="'$w'" checkpoint.resume="'auto'" checkpoint.every=0 \
+        >"$TEST_DIR/resume-$w.log" 2>&1 || { tail -20 "$TEST_DIR/resume-$w.log"; fail "resume ($w)"; }
+done
+grep -q "resum" "$TEST_DIR/resume-16bit.log" || fail "resume: the run did not resume"
+same_weights "$TEST_DIR/resume-16bit/r/weights_step000004.h5" "$TEST_DIR/gpt2_bf16-16bit/r/weights_step000004.h5" ||
+    fail "resume (16bit): final weights differ from the uninterrupted run's"
+echo "resume       1 rank:  16-bit storage resumed from step 2 = the uninterrupted run (final weights)"
+
+# generation from the bf16 run's weights through the 16-bit store
+for w in 16bit fp32; do
+    timeout 120 $MPIRUN -np 1 ./llmtrain "$TEST_DIR/t.nml" run.mode="'generate'" "$BF16" \
+        train.weights_storage="'$w'" run.init_from="'$TEST_DIR/gpt2_bf16-fp32/r/weights_step000004.h5'" \
+        run.prompt_ids=1,2,3,4 run.max_new_tokens=8 run.temperature=0 run.out_dir="'$TEST_DIR/gen-$w'" \
+        >"$TEST_DIR/gen-$w.log" 2>&1 || { tail -20 "$TEST_DIR/gen-$w.log"; fail "generate ($w)"; }
+done
+g16=$(grep "^generate: continuation" "$TEST_DIR/gen-16bit.log") g32=$(grep "^generate: continuation" "$TEST_DIR/gen-fp32.log")
+[ -n "$g16" ] && [ "$g16" = "$g32" ] || { echo "$g16"; echo "$g32"; fail "generation differs"; }
+echo "generate     1 rank:  the same tokens"
+
+# memory: parameters at 2 bytes per matrix element (the table's measured/planned, rank 0)
+params_col() { awk '/rank \(dp,tp,pp\)/ {getline; print $3; exit}' "$1"; }
+p16=$(params_col "$TEST_DIR/gpt2_bf16-16bit.log") p32=$(params_col "$TEST_DIR/gpt2_bf16-fp32.log")
+$PYTHON - "$p16" "$p32" <<'PY' || fail "parameter memory not halved as planned"
+import sys
+(m16, pl16), (m32, pl32) = [tuple(map(float, a.split("/"))) for a in sys.argv[1:3]]
+print(f"parameters   measured/planned MiB: 16-bit {m16}/{pl16}, fp32 arrays {m32}/{pl32}")
+# tiny model: 0.13 M matrix elements (x2 bytes) + 3 K norm/bias values (x4 + x2): 0.26 of 0.52 MiB
+sys.exit(0 if m16 == pl16 and m32 == pl32 and 0.45 < m16 / m32 < 0.62 else 1)
+PY
+# 'auto' falls back to fp32 arrays with ZeRO, and '16bit' there is refused
+timeout 120 $MPIRUN -np 2 ./llmtrain "$TEST_DIR/t.nml" run.out_dir="'$TEST_DIR/z1'" "$BF16" parallel.dp=2 \
+    parallel.zero_stage=1 train.max_steps=2 >"$TEST_DIR/z1.log" 2>&1 || fail "zero_stage 1 with auto failed"
+grep -q "^weights copy: bf16 values in fp32 arrays (&parallel zero_stage > 0" "$TEST_DIR/z1.log" ||
+    fail "zero_stage 1: the fallback was not reported"
+write_tiny_nml "$TEST_DIR/bad.nml" dp=2 extra_train="precision = 'bf16', weights_storage = '16bit'"
+sed -i "s|^  dp = 2\$|  dp = 2, zero_stage = 1|" "$TEST_DIR/bad.nml"
+check_case zero1_16bit "weights_storage = '16bit' cannot be used here: &parallel zero_stage > 0" "$TEST_DIR/bad.nml"
+echo "PASS"
