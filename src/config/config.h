@@ -222,7 +222,6 @@ void config_destroy(config_t *cfg);
 int config_kv_heads(const config_t *cfg);
 int config_padded_vocab(const config_t *cfg);
 /* Whether a bf16/fp16 weights copy can be kept in 16-bit storage (&train weights_storage): a
- * 16-bit precision, each rank holding the whole copy and updating it itself (zero_stage = 0,
- * offload = 'none'). */
+ * 16-bit precision and each rank holding the whole copy (zero_stage <= 2). */
 bool config_weights_16bit_possible(const config_t *cfg);
 #endif

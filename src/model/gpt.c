@@ -436,18 +436,22 @@ static void alloc_weights_store(gpt_t *m) {
     m->ops->zero(m->wvec, n_vec ? n_vec : 1);
 }
 
-void gpt_store_weights(gpt_t *m, size_t lo, const float *src, size_t n) {
+void gpt_weights_written(gpt_t *m, size_t lo, size_t n) {
     ASSERT(m->wstore);
-    const ops_t *o = m->ops;
-    o->store_as(gpt_weight_at(m->wstore, m->wtype, lo), src, n, m->wtype);
     for (int i = 0; i < m->P.n; i++) { /* the norms and biases inside [lo, lo + n) */
         const param_t *p = &m->P.p[i];
         const size_t a = p->offset > lo ? p->offset : lo;
         const size_t b = p->offset + p->numel < lo + n ? p->offset + p->numel : lo + n;
         if (p->decay || a >= b) continue;
-        o->quantize_copy(m->wvec + m->wvec_at[i] + (a - p->offset), src + (a - lo), b - a,
-                         m->wtype);
+        m->ops->load_as(m->wvec + m->wvec_at[i] + (a - p->offset),
+                        gpt_weight_at(m->wstore, m->wtype, a), b - a, m->wtype);
     }
+}
+
+void gpt_store_weights(gpt_t *m, size_t lo, const float *src, size_t n) {
+    ASSERT(m->wstore);
+    m->ops->store_as(gpt_weight_at(m->wstore, m->wtype, lo), src, n, m->wtype);
+    gpt_weights_written(m, lo, n);
 }
 
 void gpt_load_weights(const gpt_t *m, size_t lo, float *dst, size_t n) {

@@ -240,7 +240,7 @@ static inline float *gpt_weight_at(const float *w, dtype_t t, size_t elems) {
 dtype_t gpt_product_type(const config_t *cfg, const ops_t *ops);
 /* The storage type of the weights copy gpt_create gives a model of this configuration (gpt_t
  * wtype). 16-bit where config_weights_16bit_possible (a bf16/fp16 weights copy held whole on
- * each rank and written by its own optimizer) and &train weights_storage asks for it: '16bit',
+ * each rank: zero_stage <= 2) and &train weights_storage asks for it: '16bit',
  * or 'auto' where the products run in that type (gpt_product_type). */
 dtype_t gpt_weights_type(const config_t *cfg, const ops_t *ops);
 
@@ -248,6 +248,9 @@ dtype_t gpt_weights_type(const config_t *cfg, const ops_t *ops);
  * rounded to the weights type and stored (wtype 16-bit only; with DT_FP32 the caller writes
  * `params` itself). */
 void gpt_store_weights(gpt_t *m, size_t lo, const float *src, size_t n);
+/* Elements [lo, lo + n) of the 16-bit store were written another way (a gather, an upload):
+ * the norms and biases among them widened again into wvec. */
+void gpt_weights_written(gpt_t *m, size_t lo, size_t n);
 /* The fp32 values of flat elements [lo, lo + n) of the weights copy into dst[n] (backend). */
 void gpt_load_weights(const gpt_t *m, size_t lo, float *dst, size_t n);
 

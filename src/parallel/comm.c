@@ -229,6 +229,19 @@ void comm_allgatherv_float(float *x, const int *counts, const int *displs, const
     charge(kind, t0, (double)counts[g->rank] * sizeof(float));
 }
 
+void comm_allgatherv_half(void *x, const int *counts, const int *displs, const comm_group_t *g,
+                          comm_kind_t kind, const char *phase) {
+    if (g->size == 1) return;
+    int *pc = xmalloc(2 * (size_t)g->size * sizeof(int)), *pd = pc + g->size;
+    for (int r = 0; r < g->size; r++) {
+        ASSERT(counts[r] % 2 == 0 && displs[r] % 2 == 0); /* whole floats */
+        pc[r] = counts[r] / 2;
+        pd[r] = displs[r] / 2;
+    }
+    comm_allgatherv_float(x, pc, pd, g, kind, phase);
+    xfree(pc);
+}
+
 void comm_iallgatherv_float(const float *mine, float *all, const int *counts, const int *displs,
                             const comm_group_t *g, comm_kind_t kind, comm_req_t *req) {
     double t0 = enter(start_of[kind]);

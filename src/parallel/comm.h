@@ -75,6 +75,11 @@ void comm_ireduce_scatter_sum(const float *x, float *out, const int *counts, con
  * x + displs[r] (ZeRO parameter partitions). */
 void comm_allgatherv_float(float *x, const int *counts, const int *displs, const comm_group_t *g,
                            comm_kind_t kind, const char *phase);
+/* The same for 16-bit elements (a 16-bit weights copy): counts and displs count 16-bit elements
+ * and must be even (ZeRO's pieces are multiples of 16); the pieces travel as pairs packed in
+ * floats, which every transport copies bit for bit. */
+void comm_allgatherv_half(void *x, const int *counts, const int *displs, const comm_group_t *g,
+                          comm_kind_t kind, const char *phase);
 /* Non-blocking all-gather of variable-sized pieces: `mine` (counts[me] floats) into
  * all + displs[r] (ZeRO-3 layer gathers; finished by comm_wait). */
 void comm_iallgatherv_float(const float *mine, float *all, const int *counts, const int *displs,

@@ -66,7 +66,10 @@ static void update_unit(adamw_t *opt, gpt_t *m, zero_t *z, int unit) {
         host->adamw_update(opt->master + k, o->grads + k, opt->m + k, opt->v + k, b - a, o->lr,
                            o->beta1, o->beta2, o->eps, p->decay ? o->weight_decay : 0.0f,
                            o->grad_scale, o->t);
-        host->quantize_copy(o->weights + k, opt->master + k, b - a, opt->weights);
+        if (m->wstore) /* the 16-bit elements themselves: half the upload */
+            host->store_as((uint16_t *)o->weights + k, opt->master + k, b - a, m->wtype);
+        else
+            host->quantize_copy(o->weights + k, opt->master + k, b - a, opt->weights);
     }
 }
 
@@ -75,8 +78,15 @@ static void upload_unit(adamw_t *opt, gpt_t *m, zero_t *z, int unit) {
     for (int i = 0; i < m->P.n; i++) {
         size_t a, b;
         if (!in_unit(m, z, i, unit, &a, &b)) continue;
-        const float *w = opt->off->weights + zero_state_index(z, a);
-        opt->ops->to_device(zero_param_at(z, m->params, a), w, (b - a) * sizeof(float));
+        const size_t k = zero_state_index(z, a);
+        if (m->wstore) {
+            opt->ops->to_device(gpt_weight_at(m->wstore, m->wtype, a),
+                                (const uint16_t *)opt->off->weights + k, (b - a) * sizeof(uint16_t));
+            gpt_weights_written(m, a, b - a);
+        } else {
+            opt->ops->to_device(zero_param_at(z, m->params, a), opt->off->weights + k,
+                                (b - a) * sizeof(float));
+        }
     }
 }
 
@@ -239,16 +249,26 @@ void adamw_write_weights(const adamw_t *opt, gpt_t *m, zero_t *z, size_t a, cons
 }
 
 void adamw_take_host_params(adamw_t *opt, gpt_t *m, zero_t *z, const float *host) {
-    ASSERT(m->wstore && opt->master && !opt->off);
+    ASSERT(m->wstore && opt->master);
     adamw_finish(opt);
+    const ops_t *s = opt->state_ops; /* the master's memory: the device's, or the host's */
+    float *dev = NULL;                /* offloaded: the device copy store_as rounds from */
     for (int i = 0; i < m->P.n; i++) {
         const param_t *p = &m->P.p[i];
         size_t a, b;
         if (!zero_my_range(z, p->offset, p->numel, &a, &b)) continue;
         float *master = opt->master + zero_state_index(z, a);
-        opt->ops->to_device(master, host + a, (b - a) * sizeof(float));
-        adamw_write_weights(opt, m, z, a, master, b - a);
+        s->to_device(master, host + a, (b - a) * sizeof(float));
+        if (!opt->off) {
+            adamw_write_weights(opt, m, z, a, master, b - a);
+            continue;
+        }
+        if (!dev) dev = opt->ops->alloc(m->P.total * sizeof(float), MEM_WORKSPACE);
+        opt->ops->to_device(dev + a, host + a, (b - a) * sizeof(float));
+        gpt_store_weights(m, a, dev + a, b - a);
     }
+    if (dev) opt->ops->free(dev);
+    zero_allgather_weights(z, m); /* ZeRO-1/2: the other ranks' pieces */
 }
 
 void adamw_take_params(adamw_t *opt, gpt_t *m, zero_t *z) {
@@ -266,7 +286,7 @@ void adamw_take_params(adamw_t *opt, gpt_t *m, zero_t *z) {
             opt->ops->quantize_copy(master, w, b - a, DT_FP32);
         opt->ops->quantize(w, b - a, opt->weights);
     }
-    zero_allgather_params(z, m->params);
+    zero_allgather_weights(z, m);
 }
 
 const float *adamw_master_or(const adamw_t *opt, const float *params) {
@@ -299,7 +319,7 @@ static void offload_step(adamw_t *opt, gpt_t *m, zero_t *z, const config_t *cfg,
             update_unit(opt, m, z, u);
             upload_unit(opt, m, z, u);
         }
-        zero_allgather_params(z, m->params);
+        zero_allgather_weights(z, m);
         return;
     }
     o->in_flight = true;
@@ -330,5 +350,5 @@ void adamw_step(adamw_t *opt, gpt_t *m, zero_t *z, const config_t *cfg, float lr
                              grad_scale, (int)opt->t);
         if (opt->master) adamw_write_weights(opt, m, z, a, target, b - a);
     }
-    zero_allgather_params(z, m->params);
+    zero_allgather_weights(z, m);
 }

@@ -69,6 +69,6 @@ void postval_undo(postval_t *pv, adamw_t *opt, gpt_t *m, zero_t *z) {
     opt->ops->quantize_copy(opt->m, pv->m, pv->n, DT_FP32);
     opt->ops->quantize_copy(opt->v, pv->v, pv->n, DT_FP32);
     opt->t = pv->t;
-    zero_allgather_params(z, m->params);
+    zero_allgather_weights(z, m);
     pv->undone++;
 }

@@ -158,9 +158,8 @@ static void print_weights_storage(const trainer_t *tr) {
         return;
     }
     const char *why = !strcmp(cfg->weights_storage, "fp32") ? "&train weights_storage = 'fp32'"
-                      : cfg->zero_stage != 0 ? "&parallel zero_stage > 0: ZeRO gathers fp32 arrays"
-                      : strcmp(cfg->offload, "none") != 0
-                          ? "&train offload = 'optimizer' uploads fp32 arrays"
+                      : cfg->zero_stage == 3
+                          ? "&parallel zero_stage = 3: its layer gathers move fp32 partitions"
                           : "weights_storage = 'auto' and the products are not of this type here";
     printf("weights copy: %s values in fp32 arrays (%s)\n", dtype_name(p), why);
 }

@@ -98,6 +98,18 @@ float *zero_param_at(const zero_t *z, float *params, size_t i) {
 
 size_t zero_state_index(const zero_t *z, size_t i) { return z->stage == 0 ? i : i - z->lo; }
 
+void zero_allgather_weights(zero_t *z, gpt_t *m) {
+    if (!m->wstore) {
+        zero_allgather_params(z, m->params);
+        return;
+    }
+    zero3_invalidate(z);
+    if (z->stage != 1 && z->stage != 2) return;
+    comm_allgatherv_half(m->wstore, z->counts, z->displs, z->dp_group, COMM_DP,
+                         "ZeRO parameter all-gather (16-bit)");
+    gpt_weights_written(m, 0, m->P.total); /* the other ranks' norms and biases */
+}
+
 void zero_allgather_params(zero_t *z, float *params) {
     zero3_invalidate(z); /* stage 3: the next use gathers the updated partitions */
     if (z->stage != 1 && z->stage != 2) return;

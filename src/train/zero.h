@@ -108,6 +108,9 @@ size_t zero_state_index(const zero_t *z, size_t i); /* index into m, v */
 /* After the update: stage 1/2 replicas get every partition (in place); stage 3 marks its
  * gathered copies stale. */
 void zero_allgather_params(zero_t *z, float *params);
+/* The same for the model's weights copy in whatever storage it has (gpt.h wtype: a 16-bit store
+ * is gathered as 16-bit elements, its norms and biases widened again). */
+void zero_allgather_weights(zero_t *z, gpt_t *m);
 /* Sum of squared reduced gradients over the elements this rank owns in the ownership map
  * (summed over dp and the model-parallel group by the caller: every element counted once). */
 double zero_grad_sumsq_owned(const zero_t *z, const gpt_t *m);
