@@ -993,20 +993,17 @@ static int check_offload(parse_ctx_t *ctx, const config_t *cfg) {
 }
 
 bool config_weights_16bit_possible(const config_t *cfg) {
-    return strcmp(cfg->precision, "fp32") != 0 && cfg->zero_stage <= 2;
+    return strcmp(cfg->precision, "fp32") != 0;
 }
 
-/* weights_storage = '16bit' needs a 16-bit weights copy that each rank holds whole: ZeRO-3's
- * per-layer gathers still move fp32 partitions. */
+/* weights_storage = '16bit' needs a 16-bit weights copy: a bf16/fp16 run. */
 static int check_weights_storage(parse_ctx_t *ctx, const config_t *cfg) {
     if (strcmp(cfg->weights_storage, "16bit") != 0 || config_weights_16bit_possible(cfg)) return 0;
-    int w = key_index(G_TRAIN, "weights_storage"), line, col;
-    locate(ctx, w, w, &line, &col);
-    const char *why = !strcmp(cfg->precision, "fp32")
-                          ? "&train precision = 'fp32' has no 16-bit weights copy"
-                      : "&parallel zero_stage = 3 gathers the weights copy as fp32 arrays";
-    return cfg_error(ctx, line, col, "&train weights_storage = '16bit' cannot be used here: %s; "
-                     "use weights_storage = 'auto' (16-bit where it can be) or 'fp32'", why);
+    int w = key_index(G_TRAIN, "weights_storage"), p = key_index(G_TRAIN, "precision"), line, col;
+    locate(ctx, w, p, &line, &col);
+    return cfg_error(ctx, line, col, "&train weights_storage = '16bit' needs a 16-bit weights "
+                     "copy, and &train precision = 'fp32' has none; use precision = 'bf16' or "
+                     "'fp16', or weights_storage = 'auto'");
 }
 
 /* Generation runs the whole model on each rank: any saved file loads on any grid. */

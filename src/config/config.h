@@ -221,7 +221,7 @@ void config_destroy(config_t *cfg);
 /* k/v heads of the attention: n_kv_head, or n_head where it is 0 (config_defaults). */
 int config_kv_heads(const config_t *cfg);
 int config_padded_vocab(const config_t *cfg);
-/* Whether a bf16/fp16 weights copy can be kept in 16-bit storage (&train weights_storage): a
- * 16-bit precision and each rank holding the whole copy (zero_stage <= 2). */
+/* Whether there is a weights copy that can be kept in 16-bit storage (&train weights_storage):
+ * &train precision bf16 or fp16. */
 bool config_weights_16bit_possible(const config_t *cfg);
 #endif

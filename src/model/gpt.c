@@ -21,12 +21,13 @@ gpt_parallel_t gpt_serial(void) {
 
 /* Pointer to a named parameter (or its gradient) inside a flat buffer. Looked up by name once
  * at create time, so the registry stays the single source of truth for the layout. */
-/* flat NULL: the weights copy in 16-bit storage (gpt.h wtype): a matrix's 16-bit elements in
- * wstore, or another tensor's fp32 values in wvec. */
+/* flat NULL: the weights copy in 16-bit storage (gpt.h wtype): a matrix's 16-bit elements at
+ * m->wstore, or at m->bind_origin while a weight provider's unit is bound (gpt_bind_weights),
+ * or another tensor's fp32 values in wvec. */
 static float *tensor_at(const gpt_t *m, float *flat, const param_t *p) {
     if (flat) return flat + p->offset;
     const size_t i = (size_t)(p - m->P.p);
-    if (p->decay) return gpt_weight_at(m->wstore, m->wtype, p->offset);
+    if (p->decay) return gpt_weight_at(m->bind_origin ? m->bind_origin : m->wstore, m->wtype, p->offset);
     return m->wvec + m->wvec_at[i];
 }
 
@@ -117,7 +118,7 @@ static void bind_views(gpt_t *m, gpt_layer_w_t *lw, gpt_global_w_t *gw, int unit
                        size_t base_lo) {
     /* views are computed as if base were the whole flat buffer shifted by base_lo; only the
      * unit's own pointers are kept */
-    float *origin = base - base_lo;
+    float *origin = base ? base - base_lo : NULL; /* NULL: the 16-bit copy (tensor_at) */
     if (unit >= 0) {
         lw[unit] = layer_weights(m, origin, unit);
         return;
@@ -134,7 +135,20 @@ static void bind_views(gpt_t *m, gpt_layer_w_t *lw, gpt_global_w_t *gw, int unit
 }
 
 void gpt_bind_weights(gpt_t *m, int unit, float *base, size_t base_lo) {
-    bind_views(m, m->lw, &m->gw, unit, base, base_lo);
+    if (m->wtype == DT_FP32) {
+        bind_views(m, m->lw, &m->gw, unit, base, base_lo);
+        return;
+    }
+    /* base holds the unit's 16-bit elements: matrices viewed there, norms and biases widened */
+    m->bind_origin = (char *)base - base_lo * dtype_bytes(m->wtype);
+    bind_views(m, m->lw, &m->gw, unit, NULL, 0);
+    for (int i = 0; i < m->P.n; i++) {
+        const param_t *p = &m->P.p[i];
+        if (p->decay || !p->held || unit_of(m, p) != unit) continue;
+        m->ops->load_as(m->wvec + m->wvec_at[i], gpt_weight_at(m->bind_origin, m->wtype, p->offset),
+                        p->numel, m->wtype);
+    }
+    m->bind_origin = NULL;
 }
 
 void gpt_bind_grads(gpt_t *m, int unit, float *base, size_t base_lo) {
@@ -419,8 +433,9 @@ dtype_t gpt_weights_type(const config_t *cfg, const ops_t *ops) {
     return gpt_product_type(cfg, ops) == t ? t : DT_FP32; /* auto */
 }
 
-/* wstore [P.total] of wtype (zeroed), and wvec with the other tensors' fp32 values. */
-static void alloc_weights_store(gpt_t *m) {
+/* wstore [P.total] of wtype (zeroed; with_store false: a weight provider binds the units' 16-bit
+ * matrices), and wvec with the other tensors' fp32 values. */
+static void alloc_weights_store(gpt_t *m, bool with_store) {
     m->wvec_at = xcalloc((size_t)m->P.n, sizeof *m->wvec_at);
     size_t n_vec = 0;
     for (int i = 0; i < m->P.n; i++) {
@@ -429,10 +444,10 @@ static void alloc_weights_store(gpt_t *m) {
         if (!p->decay) n_vec += (p->numel + 15) / 16 * 16; /* 64-byte aligned, as the registry */
     }
     const size_t bytes = m->P.total * dtype_bytes(m->wtype);
-    m->wstore = balloc(m, bytes, MEM_PARAMETERS);
+    if (with_store) m->wstore = balloc(m, bytes, MEM_PARAMETERS);
     m->wvec = balloc(m, (n_vec ? n_vec : 1) * sizeof(float), MEM_PARAMETERS);
     if (m->dry_run) return;
-    m->ops->zero(m->wstore, bytes / sizeof(float));
+    if (with_store) m->ops->zero(m->wstore, bytes / sizeof(float));
     m->ops->zero(m->wvec, n_vec ? n_vec : 1);
 }
 
@@ -489,8 +504,8 @@ static void build(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T,
     m->n_chunks = m->P.chunks;
     m->chunk_layers = m->P.chunk_layers;
     m->weights = provider;
-    m->wtype = provider ? DT_FP32 : gpt_weights_type(cfg, ops);
-    if (!provider && m->wtype != DT_FP32) alloc_weights_store(m);
+    m->wtype = gpt_weights_type(cfg, ops);
+    if (m->wtype != DT_FP32) alloc_weights_store(m, !provider); /* a provider holds the rest */
     else if (!provider) {
         m->params = balloc(m, m->P.total * sizeof(float), MEM_PARAMETERS);
         if (!m->dry_run) ops->zero(m->params, m->P.total);

@@ -189,6 +189,7 @@ typedef struct gpt {
     void *wstore;
     float *wvec;
     size_t *wvec_at;                  /* [P.n]; SIZE_MAX for a matrix */
+    char *bind_origin;                /* gpt_bind_weights of a 16-bit unit, while it binds */
     gpt_layer_w_t *lw, *lg;           /* [L] views of params and grads (held layers valid) */
     gpt_global_w_t gw, gg;
     gpt_slot_t *slot;                 /* [n_slots] */
@@ -230,7 +231,7 @@ typedef struct gpt {
 } gpt_t;
 
 /* A weight view advanced by `elems` elements of its storage type t (gpt_t wtype). */
-static inline float *gpt_weight_at(const float *w, dtype_t t, size_t elems) {
+static inline float *gpt_weight_at(const void *w, dtype_t t, size_t elems) {
     return (float *)((const char *)w + elems * dtype_bytes(t));
 }
 
@@ -239,8 +240,8 @@ static inline float *gpt_weight_at(const float *w, dtype_t t, size_t elems) {
  * &train bf16_products asks for them ('native', or 'auto' where they are faster); else fp32. */
 dtype_t gpt_product_type(const config_t *cfg, const ops_t *ops);
 /* The storage type of the weights copy gpt_create gives a model of this configuration (gpt_t
- * wtype). 16-bit where config_weights_16bit_possible (a bf16/fp16 weights copy held whole on
- * each rank: zero_stage <= 2) and &train weights_storage asks for it: '16bit',
+ * wtype). 16-bit where config_weights_16bit_possible (a bf16/fp16 weights copy) and &train
+ * weights_storage asks for it: '16bit',
  * or 'auto' where the products run in that type (gpt_product_type). */
 dtype_t gpt_weights_type(const config_t *cfg, const ops_t *ops);
 

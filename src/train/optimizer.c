@@ -66,7 +66,7 @@ static void update_unit(adamw_t *opt, gpt_t *m, zero_t *z, int unit) {
         host->adamw_update(opt->master + k, o->grads + k, opt->m + k, opt->v + k, b - a, o->lr,
                            o->beta1, o->beta2, o->eps, p->decay ? o->weight_decay : 0.0f,
                            o->grad_scale, o->t);
-        if (m->wstore) /* the 16-bit elements themselves: half the upload */
+        if (m->wtype != DT_FP32) /* the 16-bit elements themselves: half the upload */
             host->store_as((uint16_t *)o->weights + k, opt->master + k, b - a, m->wtype);
         else
             host->quantize_copy(o->weights + k, opt->master + k, b - a, opt->weights);
@@ -79,10 +79,10 @@ static void upload_unit(adamw_t *opt, gpt_t *m, zero_t *z, int unit) {
         size_t a, b;
         if (!in_unit(m, z, i, unit, &a, &b)) continue;
         const size_t k = zero_state_index(z, a);
-        if (m->wstore) {
-            opt->ops->to_device(gpt_weight_at(m->wstore, m->wtype, a),
-                                (const uint16_t *)opt->off->weights + k, (b - a) * sizeof(uint16_t));
-            gpt_weights_written(m, a, b - a);
+        if (m->wtype != DT_FP32) {
+            opt->ops->to_device(zero_weights_at(z, m, a), (const uint16_t *)opt->off->weights + k,
+                                (b - a) * sizeof(uint16_t));
+            if (m->wstore) gpt_weights_written(m, a, b - a);
         } else {
             opt->ops->to_device(zero_param_at(z, m->params, a), opt->off->weights + k,
                                 (b - a) * sizeof(float));
@@ -244,12 +244,16 @@ void adamw_destroy(adamw_t *opt) {
 
 void adamw_write_weights(const adamw_t *opt, gpt_t *m, zero_t *z, size_t a, const float *src,
                          size_t n) {
-    if (m->wstore) gpt_store_weights(m, a, src, n);
-    else opt->ops->quantize_copy(zero_param_at(z, m->params, a), src, n, opt->weights);
+    if (m->wtype == DT_FP32) {
+        opt->ops->quantize_copy(zero_param_at(z, m->params, a), src, n, opt->weights);
+        return;
+    }
+    opt->ops->store_as(zero_weights_at(z, m, a), src, n, m->wtype);
+    if (m->wstore) gpt_weights_written(m, a, n); /* ZeRO-3: widened when its unit is bound */
 }
 
 void adamw_take_host_params(adamw_t *opt, gpt_t *m, zero_t *z, const float *host) {
-    ASSERT(m->wstore && opt->master);
+    ASSERT(m->wtype != DT_FP32 && opt->master);
     adamw_finish(opt);
     const ops_t *s = opt->state_ops; /* the master's memory: the device's, or the host's */
     float *dev = NULL;                /* offloaded: the device copy store_as rounds from */
@@ -265,7 +269,7 @@ void adamw_take_host_params(adamw_t *opt, gpt_t *m, zero_t *z, const float *host
         }
         if (!dev) dev = opt->ops->alloc(m->P.total * sizeof(float), MEM_WORKSPACE);
         opt->ops->to_device(dev + a, host + a, (b - a) * sizeof(float));
-        gpt_store_weights(m, a, dev + a, b - a);
+        adamw_write_weights(opt, m, z, a, dev + a, b - a);
     }
     if (dev) opt->ops->free(dev);
     zero_allgather_weights(z, m); /* ZeRO-1/2: the other ranks' pieces */
@@ -273,7 +277,7 @@ void adamw_take_host_params(adamw_t *opt, gpt_t *m, zero_t *z, const float *host
 
 void adamw_take_params(adamw_t *opt, gpt_t *m, zero_t *z) {
     if (!opt->master) return;
-    ASSERT(!m->wstore); /* 16-bit storage holds no fp32 values to take: adamw_take_host_params */
+    ASSERT(m->wtype == DT_FP32); /* 16-bit storage has no fp32 values: adamw_take_host_params */
     adamw_finish(opt);
     for (int i = 0; i < m->P.n; i++) {
         const param_t *p = &m->P.p[i];

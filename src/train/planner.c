@@ -142,7 +142,9 @@ void plan_rank(const config_t *cfg, int tp_rank, int pp_rank, int mb, int accum,
     if (zero >= 3) {
         const int layers = gpt_held_blocks(&m);
         const int blocks = cfg->zero3_resident ? layers : layers < 2 ? layers : 2;
-        b[MEM_PARAMETERS] += fl(part) + fl(embed) + fl(final) + blocks * fl(biggest);
+        /* the partition and the gather buffers hold the weights copy's type (gpt.h wtype) */
+        const double wb = (double)dtype_bytes(m.wtype) / sizeof(float);
+        b[MEM_PARAMETERS] += wb * (fl(part) + fl(embed) + fl(final) + blocks * fl(biggest));
     }
     if (staged) {
         b[MEM_GRADIENTS] += fl(embed) + fl(final) + 2 * fl(biggest);

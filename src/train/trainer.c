@@ -157,9 +157,8 @@ static void print_weights_storage(const trainer_t *tr) {
                                                          : "widened to fp32 one at a time");
         return;
     }
-    const char *why = !strcmp(cfg->weights_storage, "fp32") ? "&train weights_storage = 'fp32'"
-                      : cfg->zero_stage == 3
-                          ? "&parallel zero_stage = 3: its layer gathers move fp32 partitions"
+    const char *why = !strcmp(cfg->weights_storage, "fp32")
+                          ? "&train weights_storage = 'fp32'"
                           : "weights_storage = 'auto' and the products are not of this type here";
     printf("weights copy: %s values in fp32 arrays (%s)\n", dtype_name(p), why);
 }
@@ -351,7 +350,7 @@ static void record_provenance(trainer_t *tr) {
 
 void trainer_set_params_from_host(trainer_t *tr, const float *host) {
     const zero_t *z = &tr->zero;
-    if (tr->model.wstore) { /* 16-bit storage: the master from the host, the copy from it */
+    if (tr->model.wtype != DT_FP32) { /* 16-bit storage: the master from the host, the copy from it */
         adamw_take_host_params(&tr->opt, &tr->model, &tr->zero, host);
         return;
     }

@@ -37,10 +37,6 @@ void zero_create(zero_t *z, int stage, int dp, int rank, const comm_group_t *dp_
         z->grad_shard = ops->alloc(n * sizeof(float), MEM_GRADIENTS);
         ops->zero(z->grad_shard, n);
     }
-    if (z->stage >= 3) {
-        z->param_shard = ops->alloc(n * sizeof(float), MEM_PARAMETERS);
-        ops->zero(z->param_shard, n);
-    }
 }
 
 static void gbuf_free(zero_t *z, zero_gbuf_t *g) {
@@ -48,6 +44,8 @@ static void gbuf_free(zero_t *z, zero_gbuf_t *g) {
     if (g->buf) z->ops->free(g->buf);
     xfree(g->counts);
     xfree(g->displs);
+    xfree(g->hcounts);
+    xfree(g->hdispls);
     memset(g, 0, sizeof *g);
 }
 
@@ -99,7 +97,7 @@ float *zero_param_at(const zero_t *z, float *params, size_t i) {
 size_t zero_state_index(const zero_t *z, size_t i) { return z->stage == 0 ? i : i - z->lo; }
 
 void zero_allgather_weights(zero_t *z, gpt_t *m) {
-    if (!m->wstore) {
+    if (!m->wstore) { /* fp32 arrays, or ZeRO-3 (its units are gathered when used) */
         zero_allgather_params(z, m->params);
         return;
     }
@@ -108,6 +106,12 @@ void zero_allgather_weights(zero_t *z, gpt_t *m) {
     comm_allgatherv_half(m->wstore, z->counts, z->displs, z->dp_group, COMM_DP,
                          "ZeRO parameter all-gather (16-bit)");
     gpt_weights_written(m, 0, m->P.total); /* the other ranks' norms and biases */
+}
+
+void *zero_weights_at(const zero_t *z, const gpt_t *m, size_t a) {
+    ASSERT(m->wtype != DT_FP32);
+    if (z->stage >= 3) return gpt_weight_at(z->param_shard, m->wtype, a - z->lo);
+    return gpt_weight_at(m->wstore, m->wtype, a);
 }
 
 void zero_allgather_params(zero_t *z, float *params) {
@@ -149,9 +153,11 @@ static void gbuf_init(zero_t *z, zero_gbuf_t *g, size_t floats) {
     memset(g, 0, sizeof *g);
     g->unit = GPT_UNIT_NONE;
     g->req = COMM_REQ_NULL;
-    g->buf = z->ops->alloc((floats ? floats : 1) * sizeof(float), MEM_PARAMETERS);
+    g->buf = z->ops->alloc((floats ? floats : 1) * dtype_bytes(z->m->wtype), MEM_PARAMETERS);
     g->counts = xcalloc((size_t)z->dp, sizeof(int));
     g->displs = xcalloc((size_t)z->dp, sizeof(int));
+    g->hcounts = xcalloc((size_t)z->dp, sizeof(int));
+    g->hdispls = xcalloc((size_t)z->dp, sizeof(int));
 }
 
 /* Start gathering unit u (flat range [lo, hi)) into g: every dp rank contributes the part of the
@@ -168,8 +174,18 @@ static void gbuf_start(zero_t *z, zero_gbuf_t *g, int u) {
         g->displs[r] = a < b ? (int)(a - g->lo) : 0;
     }
     size_t mine = g->lo > z->lo ? g->lo : z->lo;
-    const float *src = z->param_shard + (mine < z->hi ? mine - z->lo : 0);
-    comm_iallgatherv_float(src, g->buf, g->counts, g->displs, z->dp_group, COMM_DP, &g->req);
+    const dtype_t t = z->m->wtype;
+    const float *src = gpt_weight_at(z->param_shard, t, mine < z->hi ? mine - z->lo : 0);
+    if (t == DT_FP32) {
+        comm_iallgatherv_float(src, g->buf, g->counts, g->displs, z->dp_group, COMM_DP, &g->req);
+    } else { /* 16-bit elements in pairs (unit and partition bounds are multiples of 16) */
+        for (int r = 0; r < z->dp; r++) {
+            ASSERT(g->counts[r] % 2 == 0 && g->displs[r] % 2 == 0);
+            g->hcounts[r] = g->counts[r] / 2;
+            g->hdispls[r] = g->displs[r] / 2;
+        }
+        comm_iallgatherv_float(src, g->buf, g->hcounts, g->hdispls, z->dp_group, COMM_DP, &g->req);
+    }
     z->gathers++;
 }
 
@@ -318,6 +334,9 @@ void zero_attach(zero_t *z, gpt_t *m, bool resident) {
     z->m = m;
     if (z->staged) gstages_attach(z, m);
     if (z->stage < 3) return;
+    const size_t n = z->hi > z->lo ? z->hi - z->lo : 1, bytes = n * dtype_bytes(m->wtype);
+    z->param_shard = z->ops->alloc(bytes, MEM_PARAMETERS);
+    z->ops->zero(z->param_shard, bytes / sizeof(float));
     z->resident = resident;
     size_t lo, hi;
     const size_t biggest = biggest_block(m);

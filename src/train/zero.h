@@ -34,6 +34,7 @@ typedef struct zero_gbuf {
     bool ready;              /* holds this step's values */
     comm_req_t req;          /* a gather in flight into buf */
     int *counts, *displs;    /* [dp] the pieces of the unit's range */
+    int *hcounts, *hdispls;  /* [dp] the same in pairs of 16-bit elements (a 16-bit copy) */
 } zero_gbuf_t;
 
 /* ZeRO-2/3 with pp = 1: one unit's gradient of one micro-batch, reduce-scattered as soon as its
@@ -57,7 +58,9 @@ typedef struct zero {
     size_t lo, hi;          /* this rank's partition [lo, hi) */
     int *counts, *displs;   /* [dp] every partition's size and start (MPI counts) */
     float *grad_shard;      /* stage >= 2: the reduced gradient of [lo, hi) */
-    float *param_shard;     /* stage 3: the parameters of [lo, hi) */
+    float *param_shard;     /* stage 3: the parameters of [lo, hi), of the model's weights
+                               type (gpt.h wtype: 16-bit elements for a 16-bit copy; allocated
+                               by zero_attach) */
     const ops_t *ops;
     /* stage 3: the weight provider of the model */
     gpt_t *m;
@@ -111,6 +114,9 @@ void zero_allgather_params(zero_t *z, float *params);
 /* The same for the model's weights copy in whatever storage it has (gpt.h wtype: a 16-bit store
  * is gathered as 16-bit elements, its norms and biases widened again). */
 void zero_allgather_weights(zero_t *z, gpt_t *m);
+/* Element a (flat index, this rank's to write) of the model's 16-bit weights copy: in the model's
+ * store, or with ZeRO-3 in this rank's partition. */
+void *zero_weights_at(const zero_t *z, const gpt_t *m, size_t a);
 /* Sum of squared reduced gradients over the elements this rank owns in the ownership map
  * (summed over dp and the model-parallel group by the caller: every element counted once). */
 double zero_grad_sumsq_owned(const zero_t *z, const gpt_t *m);
