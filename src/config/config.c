@@ -993,7 +993,7 @@ static int check_offload(parse_ctx_t *ctx, const config_t *cfg) {
 }
 
 bool config_weights_16bit_possible(const config_t *cfg) {
-    return strcmp(cfg->precision, "fp32") != 0;
+    return !strcmp(cfg->precision, "bf16") || !strcmp(cfg->precision, "fp16");
 }
 
 /* weights_storage = '16bit' needs a 16-bit weights copy: a bf16/fp16 run. */

@@ -19,18 +19,17 @@ gpt_parallel_t gpt_serial(void) {
 
 /* ---------------------------------------------------------------- views into the flat buffers */
 
-/* Pointer to a named parameter (or its gradient) inside a flat buffer. Looked up by name once
- * at create time, so the registry stays the single source of truth for the layout. */
-/* flat NULL: the weights copy in 16-bit storage (gpt.h wtype): a matrix's 16-bit elements at
- * m->wstore, or at m->bind_origin while a weight provider's unit is bound (gpt_bind_weights),
- * or another tensor's fp32 values in wvec. */
+/* Tensor p inside a flat buffer; flat NULL: inside the weights copy in 16-bit storage (gpt.h
+ * wtype): a matrix's 16-bit elements at m->wstore, or at m->bind_origin while a weight
+ * provider's unit is bound (gpt_bind_weights), or another tensor's fp32 values in wvec. */
 static float *tensor_at(const gpt_t *m, float *flat, const param_t *p) {
     if (flat) return flat + p->offset;
-    const size_t i = (size_t)(p - m->P.p);
-    if (p->decay) return gpt_weight_at(m->bind_origin ? m->bind_origin : m->wstore, m->wtype, p->offset);
-    return m->wvec + m->wvec_at[i];
+    if (!p->decay) return m->wvec + m->wvec_at[p - m->P.p];
+    return gpt_weight_at(m->bind_origin ? m->bind_origin : m->wstore, m->wtype, p->offset);
 }
 
+/* Pointer to a named parameter (or its gradient) inside a flat buffer. Looked up by name once
+ * at create time, so the registry stays the single source of truth for the layout. */
 static float *gpt_param(const gpt_t *m, float *flat, const char *fmt, int layer) {
     char name[PARAM_NAME_MAX];
     snprintf(name, sizeof name, fmt, layer);
@@ -145,8 +144,8 @@ void gpt_bind_weights(gpt_t *m, int unit, float *base, size_t base_lo) {
     for (int i = 0; i < m->P.n; i++) {
         const param_t *p = &m->P.p[i];
         if (p->decay || !p->held || unit_of(m, p) != unit) continue;
-        m->ops->load_as(m->wvec + m->wvec_at[i], gpt_weight_at(m->bind_origin, m->wtype, p->offset),
-                        p->numel, m->wtype);
+        m->ops->load_as(m->wvec + m->wvec_at[i],
+                        gpt_weight_at(m->bind_origin, m->wtype, p->offset), p->numel, m->wtype);
     }
     m->bind_origin = NULL;
 }
@@ -469,11 +468,6 @@ void gpt_store_weights(gpt_t *m, size_t lo, const float *src, size_t n) {
     gpt_weights_written(m, lo, n);
 }
 
-void gpt_load_weights(const gpt_t *m, size_t lo, float *dst, size_t n) {
-    ASSERT(m->wstore);
-    m->ops->load_as(dst, gpt_weight_at(m->wstore, m->wtype, lo), n, m->wtype);
-}
-
 /* gpt_create and gpt_plan: the same steps, allocating or only counting (dry_run). */
 static void build(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T,
                   const gpt_parallel_t *par, const gpt_weight_provider_t *provider,
@@ -744,8 +738,10 @@ static void qkv_forward(const gpt_t *m, gpt_layer_acts_t *a, const gpt_layer_w_t
     float *q, *k, *v;
     qkv_views(m, a->qkv, N, &q, &k, &v);
     o->matmul_forward_w(q, a->ln1, w->qw, m->wtype, w->qb, N, C, Cl);
-    o->matmul_forward_w(k, a->ln1, kv_weight_rows(m, w->kw), m->wtype, kv_rows(m, w->kb, 1), N, C, KVl);
-    o->matmul_forward_w(v, a->ln1, kv_weight_rows(m, w->vw), m->wtype, kv_rows(m, w->vb, 1), N, C, KVl);
+    o->matmul_forward_w(k, a->ln1, kv_weight_rows(m, w->kw), m->wtype, kv_rows(m, w->kb, 1), N, C,
+                        KVl);
+    o->matmul_forward_w(v, a->ln1, kv_weight_rows(m, w->vw), m->wtype, kv_rows(m, w->vb, 1), N, C,
+                        KVl);
     if (m->rope) {
         o->rope_forward(q, m->rope_cos, m->rope_sin, B, T, m->NHl, m->hs);
         o->rope_forward(k, m->rope_cos, m->rope_sin, B, T, m->KVl, m->hs);
@@ -763,7 +759,7 @@ static void kv_replicated_backward(gpt_t *m, float *dC, float *gw, float *gb, co
     float *sw = m->kv_grad, *sb = m->kv_grad + KVC;
     o->zero(m->kv_grad, KVC + KVn);
     o->matmul_backward_w(dC, kv_rows(m, sw, m->C), gb ? kv_rows(m, sb, 1) : NULL, dkv, ln1,
-                       kv_weight_rows(m, w), m->wtype, N, m->C, m->hs, true, true);
+                         kv_weight_rows(m, w), m->wtype, N, m->C, m->hs, true, true);
     tp_sum(m, m->kv_grad, KVC + (gb ? KVn : 0));
     if (first) o->zero(gw, KVC);
     o->add(gw, gw, sw, KVC);
@@ -882,8 +878,8 @@ void gpt_embed(gpt_t *m, int s, const int *tokens, int B, int T) {
     m->ops->to_device(sl->tokens, tokens, (size_t)B * T * sizeof(int));
     need_weights(m, GPT_UNIT_EMBED, m->first_layer < m->end_layer ? m->first_layer : GPT_UNIT_NONE);
     /* vocab-parallel: each rank adds the rows it owns; rank 0 adds the positions (if learned) */
-    m->ops->embed_forward_w(sl->input, sl->tokens, m->gw.wte, m->gw.wpe, m->wtype, B, T, m->C, m->v_start,
-                          m->Vl, m->learned_pos && m->par.tp_rank == 0);
+    m->ops->embed_forward_w(sl->input, sl->tokens, m->gw.wte, m->gw.wpe, m->wtype, B, T, m->C,
+                            m->v_start, m->Vl, m->learned_pos && m->par.tp_rank == 0);
     tp_sum(m, sl->input, (size_t)B * T * m->C);
     m->reg.slot = s;
     gpt_dropout(m, REG_EMBD, 0, B, T, sl->input, sl->input);
@@ -919,7 +915,8 @@ static void block_forward(gpt_t *m, int l, gpt_layer_acts_t *a, const float *res
     } else {
         mlp_in_forward(m, a, &w, N);
         if (!a->res3) return;
-        o->matmul_forward_w(a->res3, a->fch_gelu, w.mprojw, m->wtype, tp_bias(m, w.mprojb), N, Fl, C);
+        o->matmul_forward_w(a->res3, a->fch_gelu, w.mprojw, m->wtype, tp_bias(m, w.mprojb), N, Fl,
+                            C);
     }
     tp_sum(m, a->res3, (size_t)N * C);
     gpt_dropout(m, REG_MLP_OUT, l, B, T, a->res3, a->res3);
@@ -959,8 +956,8 @@ static float head_forward(gpt_t *m, int s, const int *targets, int B, int T) {
     }
     norm_forward(m, m->lnf, m->lnf_mean, m->lnf_rstd, stage_output(m, s), m->gw.lnfw, m->gw.lnfb, N);
     store(m, m->lnf, (size_t)N * m->C); /* the logits and the loss stay fp32 */
-    o->matmul_forward_w(m->logits, m->lnf, m->tied ? m->gw.wte : m->gw.lm_head, m->wtype, NULL, N, m->C,
-                      m->Vl);
+    o->matmul_forward_w(m->logits, m->lnf, m->tied ? m->gw.wte : m->gw.lm_head, m->wtype, NULL, N,
+                        m->C, m->Vl);
     if (!targets) return 0.0f;
     o->to_device(sl->targets, targets, (size_t)N * sizeof(int));
     o->xent_row_max(m->row_max, m->logits, N, m->Vl, m->v_valid);
@@ -998,7 +995,7 @@ static void head_backward(gpt_t *m, int s, int B, int T, float dloss, bool first
     else o->xent_backward_inplace(m->logits, m->row_max, m->row_sumexp, sl->targets, dloss, N,
                                   m->Vl, m->v_valid, m->v_start);
     o->matmul_backward_w(m->dC, m->tied ? m->gg.wte : m->gg.lm_head, NULL, m->logits, m->lnf,
-                       m->tied ? m->gw.wte : m->gw.lm_head, m->wtype, N, C, m->Vl, false, first);
+                         m->tied ? m->gw.wte : m->gw.lm_head, m->wtype, N, C, m->Vl, false, first);
     tp_sum(m, m->dC, (size_t)N * C);
     norm_backward(m, sl->dout, m->gg.lnfw, m->gg.lnfb, m->dC, stage_output(m, s), m->gw.lnfw,
                   m->lnf_mean, m->lnf_rstd, N, false, first);
@@ -1107,8 +1104,8 @@ void gpt_stage_weight_grad(gpt_t *m, int s, bool first) {
     ASSERT(m->par.split_backward);
     for (int i = 0; i < q->n; i++) {
         const gpt_wgrad_t *it = &q->item[i];
-        m->ops->matmul_backward_w(NULL, it->dw, it->db, it->dy, it->x, NULL, m->wtype, it->N, it->C, it->OC,
-                                false, first);
+        m->ops->matmul_backward_w(NULL, it->dw, it->db, it->dy, it->x, NULL, m->wtype, it->N, it->C,
+                                  it->OC, false, first);
         const bool layer_done = i + 1 == q->n || q->item[i + 1].layer != it->layer;
         if (layer_done && m->on_layer_done) m->on_layer_done(m->hook_ctx, it->layer);
     }

@@ -252,8 +252,6 @@ void gpt_store_weights(gpt_t *m, size_t lo, const float *src, size_t n);
 /* Elements [lo, lo + n) of the 16-bit store were written another way (a gather, an upload):
  * the norms and biases among them widened again into wvec. */
 void gpt_weights_written(gpt_t *m, size_t lo, size_t n);
-/* The fp32 values of flat elements [lo, lo + n) of the weights copy into dst[n] (backend). */
-void gpt_load_weights(const gpt_t *m, size_t lo, float *dst, size_t n);
 
 /* One buffer of the model's arena (counted per category; not allocated when planning). For the
  * model's own files (gpt.c, moe.c). */

@@ -266,7 +266,8 @@ static void mlp_rows_forward(gpt_t *m, const expert_w_t *w, const float *x, int 
     } else {
         o->gelu_forward(act, h, (size_t)n * F);
     }
-    o->matmul_forward_w(out, act, w->proj, m->wtype, m->par.tp_rank == 0 ? w->proj_b : NULL, n, F, C);
+    o->matmul_forward_w(out, act, w->proj, m->wtype, m->par.tp_rank == 0 ? w->proj_b : NULL, n, F,
+                        C);
 }
 
 /* Its backward from dout[n, C]: dx[n, C] OVERWRITTEN (partial over tp), gradients in g. */
@@ -276,7 +277,8 @@ static void mlp_rows_backward(gpt_t *m, const expert_w_t *w, const expert_w_t *g
     const ops_t *o = m->ops;
     const int C = m->C;
     moe_t *q = m->moe;
-    o->matmul_backward_w(q->dh, g->proj, g->proj_b, dout, act, w->proj, m->wtype, n, F, C, false, first);
+    o->matmul_backward_w(q->dh, g->proj, g->proj_b, dout, act, w->proj, m->wtype, n, F, C, false,
+                         first);
     if (m->swiglu) {
         o->swiglu_backward(q->dh, q->du, q->dh, h, u, (size_t)n * F);
         o->matmul_backward_w(dx, g->in, g->in_b, q->dh, x, w->in, m->wtype, n, C, F, false, first);
@@ -424,19 +426,19 @@ static void router_backward(gpt_t *m, moe_acts_t *a, const gpt_layer_w_t *w,
     const bool input_grad = m->par.tp_rank == 0;
     if (a->noisy) {
         o->moe_noise_backward(q->dnoise, q->dlogits, a->noise, N, E, q->noise, a->key, a->row0);
-        o->matmul_backward_w(input_grad ? dx : NULL, g->noisew, NULL, q->dnoise, x, w->noisew, m->wtype, N,
-                           C, E, true, first);
+        o->matmul_backward_w(input_grad ? dx : NULL, g->noisew, NULL, q->dnoise, x, w->noisew,
+                             m->wtype, N, C, E, true, first);
     }
     if (!q->mlp_router) {
-        o->matmul_backward_w(input_grad ? dx : NULL, g->routerw, NULL, q->dlogits, x, w->routerw, m->wtype,
-                           N, C, E, true, first);
+        o->matmul_backward_w(input_grad ? dx : NULL, g->routerw, NULL, q->dlogits, x, w->routerw,
+                             m->wtype, N, C, E, true, first);
         return;
     }
-    o->matmul_backward_w(q->drin, g->routerw, NULL, q->dlogits, a->rhid, w->routerw, m->wtype, N, C, E,
-                       false, first);
+    o->matmul_backward_w(q->drin, g->routerw, NULL, q->dlogits, a->rhid, w->routerw, m->wtype, N, C,
+                         E, false, first);
     o->gelu_backward(q->drin, a->rpre, q->drin, (size_t)N * C);
-    o->matmul_backward_w(input_grad ? dx : NULL, g->r_fcw, NULL, q->drin, x, w->r_fcw, m->wtype, N, C, C,
-                       true, first);
+    o->matmul_backward_w(input_grad ? dx : NULL, g->r_fcw, NULL, q->drin, x, w->r_fcw, m->wtype, N,
+                         C, C, true, first);
 }
 
 void moe_backward(gpt_t *m, int layer, moe_acts_t *a, const gpt_layer_w_t *w,

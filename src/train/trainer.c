@@ -350,7 +350,8 @@ static void record_provenance(trainer_t *tr) {
 
 void trainer_set_params_from_host(trainer_t *tr, const float *host) {
     const zero_t *z = &tr->zero;
-    if (tr->model.wtype != DT_FP32) { /* 16-bit storage: the master from the host, the copy from it */
+    if (tr->model.wtype != DT_FP32) { /* 16-bit storage: the master from the host, the copy
+                                        * rounded from it */
         adamw_take_host_params(&tr->opt, &tr->model, &tr->zero, host);
         return;
     }

@@ -145,7 +145,8 @@ static void cpu_gemm(bool ta, bool tb, int M, int N, int K, float alpha, const f
 }
 
 /* B of the product: w itself (fp32), or its stored elements (type wt). */
-#define W_OPERAND(w, wt) ((wt) == DT_FP32 ? (const float *)(w) : NULL), ((wt) == DT_FP32 ? NULL : (w)), (wt)
+#define W_OPERAND(w, wt) \
+    ((wt) == DT_FP32 ? (const float *)(w) : NULL), ((wt) == DT_FP32 ? NULL : (w)), (wt)
 
 /* matmul_forward_w: out[N, OC] = inp[N, C] @ w[OC, C]^T + bias[OC], w of type wt */
 void cpu_matmul_forward_w(float *out, const float *inp, const void *w, dtype_t wt,

@@ -1,9 +1,9 @@
 /* elementwise.cu — the CUDA backend's element-wise ops and whole-tensor reductions: zero, GELU
- * forward/backward, add, scale, the precision stores (quantize, quantize_copy, store_as, load_as), the overflow
- * check (any_nonfinite), the sum of squares of the gradient norm, and dropout.
- * Formulas as kernels/cpu/gelu.c, quantize.c (bit for bit), adamw.c (sumsq), dropout.c (the same
- * mask: philox.cuh). Grid-stride loops; all on the default stream; sumsq and any_nonfinite copy
- * their result to the host (which waits for the stream).
+ * forward/backward, add, scale, the precision stores (quantize, quantize_copy; store_as, load_as of
+ * 16-bit storage), the overflow check (any_nonfinite), the sum of squares of the gradient norm, and
+ * dropout. Formulas as kernels/cpu/gelu.c, quantize.c (bit for bit), adamw.c (sumsq), dropout.c
+ * (the same mask: philox.cuh). Grid-stride loops; all on the default stream; sumsq and
+ * any_nonfinite copy their result to the host (which waits for the stream).
  * Owns: the kernels and their launchers; one static device buffer each for sumsq and
  * any_nonfinite. Uses: cuda_common.cuh, philox.cuh. Used by: ops_cuda.cu (the ops table). */
 #include "kernels/cuda/cuda_common.cuh"
