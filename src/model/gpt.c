@@ -417,10 +417,14 @@ static void fill_rope_tables(gpt_t *m, double theta) {
 
 dtype_t gpt_product_type(const config_t *cfg, const ops_t *ops) {
     const char *want = cfg->bf16_products;
+    /* a CUDA run's products are those of its GPU even where the host plans it with the CPU's
+     * ops (train/planner.c): native bf16, and faster, on every GPU it runs bf16 on (sm_80 and
+     * later; main.c refuses older ones) */
+    const bool cuda = !strcmp(cfg->device, "cuda");
     const bool bf16 = dtype_from_name(cfg->precision) == DT_BF16 &&
-                      ops->products_native(DT_BF16) &&
+                      (cuda || ops->products_native(DT_BF16)) &&
                       (!strcmp(want, "native") ||
-                       (!strcmp(want, "auto") && ops->products_faster(DT_BF16)));
+                       (!strcmp(want, "auto") && (cuda || ops->products_faster(DT_BF16))));
     return bf16 ? DT_BF16 : DT_FP32;
 }
 

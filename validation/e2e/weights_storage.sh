@@ -2,20 +2,21 @@
 # The bf16/fp16 weights copy kept in 16-bit storage (&train weights_storage = '16bit': the model's
 # matrices as bf16/fp16 elements that the products and the embedding read as they are, norms and
 # biases as fp32 values beside them) computes exactly what the copy kept as rounded values in fp32
-# arrays computes (weights_storage = 'fp32', the emulation the rest of the suite checks against
-# fp32 and PyTorch): for each configuration the step records (loss, lr, grad norm, val loss) and
-# the final weights must be bit-identical. A stored element read as a float, a weight row offset
-# counted in floats, or a norm left unwidened changes every number. The configurations reach every
-# weight the model has: GPT-2 (tied wte, wpe), Llama with replicated k/v heads (n_kv_head 2 < tp 4:
-# the k/v row offset), MoE experts on ep 2 (the experts' offsets), fp16 with its loss scaler (fp16
-# weights, which the CPU widens for its fp32 products), pp 2 with ZB-H1 (post-validation rewrites
-# the copy), a resume (the copy rebuilt from the checkpoint's master), generation,
-# ZeRO-1/2 (the copy gathered as 16-bit elements, its norms and biases widened again), ZeRO-3
-# (16-bit partitions, each unit gathered as 16-bit elements before use, rotating and resident
-# buffers), the offloaded optimizer (16-bit uploads, alone and with ZeRO-1), and LLMT_DEVSIM=1
-# (the store, the products and the 16-bit gathers on the simulated device and its staged
-# transport). The parameters' memory is measured and planned at 2 bytes per matrix element;
-# '16bit' in an fp32 run is refused (exit 2, one message).
+# arrays computes (weights_storage = 'fp32', the emulation the rest of the suite checks against fp32
+# and PyTorch): for each configuration the step records (loss, lr, grad norm, val loss) and the
+# final weights must be bit-identical. A stored element read as a float, a weight row offset counted
+# in floats, or a norm left unwidened changes every number. The configurations reach every weight
+# the model has: GPT-2 (tied wte, wpe; the last stage's copy of wte on pp 2), an interleaved
+# pipeline (2 chunks per stage) with full recomputation, Llama with replicated k/v heads (n_kv_head
+# 2 < tp 4: the k/v row offset), MoE experts on ep 2 (the experts' offsets), fp16 with its loss
+# scaler (fp16 weights, which the CPU widens for its fp32 products), pp 2 with ZB-H1 (post-
+# validation rewrites the copy), a resume (the copy rebuilt from the checkpoint's master),
+# generation, ZeRO-1/2 (the copy gathered as 16-bit elements, its norms and biases widened again),
+# ZeRO-3 (16-bit partitions, each unit gathered as 16-bit elements before use, rotating and resident
+# buffers), the offloaded optimizer (16-bit uploads, alone and with ZeRO-1), and LLMT_DEVSIM=1 (the
+# store, the products and the 16-bit gathers on the simulated device and its staged transport). The
+# parameters' memory is measured and planned at 2 bytes per matrix element; '16bit' in an fp32 run
+# is refused (exit 2, one message).
 source "$(dirname "$0")/lib.bash"
 source "$(dirname "$0")/lib_moe.bash" # MOE_KEYS
 ulimit -c 0
@@ -48,6 +49,8 @@ check fp16_dp2 2 train.precision="'fp16'" parallel.dp=2
 check llama_kvrep 4 "$BF16" model.arch="'llama'" model.n_kv_head=2 parallel.tp=4
 check moe_ep2 2 "$BF16" parallel.dp=2 parallel.ep=2 "${MOE_KEYS[@]}"
 check zbh1_pp2 2 "$BF16" parallel.pp=2 parallel.schedule="'zb-h1'"
+check interleaved 2 "$BF16" model.n_layer=4 parallel.pp=2 parallel.schedule="'interleaved'" \
+    parallel.virtual_stages=2 parallel.recompute="'full'"
 check zero1_dp2 2 "$BF16" parallel.dp=2 parallel.zero_stage=1
 check zero2_dp2pp2 4 train.precision="'fp16'" parallel.dp=2 parallel.pp=2 parallel.zero_stage=2
 check offload 1 "$BF16" train.offload="'optimizer'"
