@@ -36,31 +36,18 @@ void cpu_set_product_type(dtype_t t) { native_bf16 = t == DT_BF16 && gemm_native
 bool cpu_products_native(dtype_t t) { return t == DT_BF16 ? gemm_native_bf16() : t == DT_FP32; }
 bool cpu_products_faster(dtype_t t) { return t == DT_BF16 && gemm_native_bf16() && gemm_bf16_faster(); }
 
-/* A grow-only bf16 buffer: reallocated only when a larger product comes (the first step). */
+/* A grow-only buffer (operand copies): reallocated only when a larger product comes (the first
+ * step), kept to the end. */
 typedef struct {
-    uint16_t *p;
-    size_t cap;
-} bf16_buf_t;
+    void *p;
+    size_t bytes;
+} grow_buf_t;
 
-static uint16_t *bf16_buf_reserve(bf16_buf_t *b, size_t n) {
-    if (n > b->cap) {
+static void *grow_buf_reserve(grow_buf_t *b, size_t bytes) {
+    if (bytes > b->bytes) {
         xfree(b->p);
-        b->p = xmalloc_in(n * sizeof *b->p, MEM_WORKSPACE);
-        b->cap = n;
-    }
-    return b->p;
-}
-
-typedef struct {
-    float *p;
-    size_t cap;
-} float_buf_t;
-
-static float *float_buf_reserve(float_buf_t *b, size_t n) {
-    if (n > b->cap) {
-        xfree(b->p);
-        b->p = xmalloc_in(n * sizeof *b->p, MEM_WORKSPACE);
-        b->cap = n;
+        b->p = xmalloc_in(bytes, MEM_WORKSPACE);
+        b->bytes = bytes;
     }
     return b->p;
 }
@@ -84,23 +71,22 @@ static void to_bf16(uint16_t *dst, const float *src, int rows, int cols, int ld)
 static void cpu_gemm_typed(bool ta, bool tb, int M, int N, int K, float alpha, const float *A,
                            int lda, const float *B, const void *Bs, dtype_t bt, int ldb,
                            float beta, float *Cm, int ldc) {
-    static bf16_buf_t buf_a, buf_b;
-    static float_buf_t wide_b;
+    static grow_buf_t buf_a, buf_b, wide_b; /* bf16 copies of A and B; B widened to fp32 */
     const uint16_t *Ah = NULL, *Bh = NULL;
     const int b_rows = tb ? N : K, b_cols = tb ? K : N; /* stored shapes: B [K, N] or [N, K] */
     if (Bs && !(native_bf16 && bt == DT_BF16)) { /* widen the stored weight to fp32 */
-        float *wide = float_buf_reserve(&wide_b, (size_t)b_rows * b_cols);
+        float *wide = grow_buf_reserve(&wide_b, (size_t)b_rows * b_cols * sizeof(float));
         cpu_load_as(wide, Bs, (size_t)b_rows * b_cols, bt);
         B = wide, Bs = NULL, ldb = b_cols;
     }
     if (native_bf16) { /* stored shapes: A is [M, K] or [K, M] */
         const int a_rows = ta ? K : M, a_cols = ta ? M : K;
-        uint16_t *a16 = bf16_buf_reserve(&buf_a, (size_t)a_rows * a_cols);
+        uint16_t *a16 = grow_buf_reserve(&buf_a, (size_t)a_rows * a_cols * sizeof(uint16_t));
         to_bf16(a16, A, a_rows, a_cols, lda);
         if (Bs) {
             Bh = Bs;
         } else {
-            uint16_t *b16 = bf16_buf_reserve(&buf_b, (size_t)b_rows * b_cols);
+            uint16_t *b16 = grow_buf_reserve(&buf_b, (size_t)b_rows * b_cols * sizeof(uint16_t));
             to_bf16(b16, B, b_rows, b_cols, ldb);
             Bh = b16;
         }
