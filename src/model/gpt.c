@@ -421,6 +421,10 @@ dtype_t gpt_product_type(const config_t *cfg, const ops_t *ops) {
      * ops (train/planner.c): native bf16, and faster, on every GPU it runs bf16 on (sm_80 and
      * later; main.c refuses older ones) */
     const bool cuda = !strcmp(cfg->device, "cuda");
+    /* fp16: the products of a backend whose fp16 products are faster (a GPU's tensor cores;
+     * the CPU backend has none), by the same rule; bf16_products is the bf16 key only */
+    if (dtype_from_name(cfg->precision) == DT_FP16)
+        return cuda || ops->products_faster(DT_FP16) ? DT_FP16 : DT_FP32;
     const bool bf16 = dtype_from_name(cfg->precision) == DT_BF16 &&
                       (cuda || ops->products_native(DT_BF16)) &&
                       (!strcmp(want, "native") ||

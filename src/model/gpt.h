@@ -237,7 +237,9 @@ static inline float *gpt_weight_at(const void *w, dtype_t t, size_t elems) {
 
 /* The type of the products (ops.h set_product_type) for this configuration on this backend:
  * bf16 for &train precision = 'bf16' where the backend has native bf16 products and
- * &train bf16_products asks for them ('native', or 'auto' where they are faster); else fp32. */
+ * &train bf16_products asks for them ('native', or 'auto' where they are faster); fp16 for
+ * precision = 'fp16' where the backend's fp16 products are faster (a GPU); else fp32. A CUDA
+ * run answers as its GPU also when planned with the CPU's ops. */
 dtype_t gpt_product_type(const config_t *cfg, const ops_t *ops);
 /* The storage type of the weights copy gpt_create gives a model of this configuration (gpt_t
  * wtype). 16-bit where config_weights_16bit_possible (a bf16/fp16 weights copy) and &train

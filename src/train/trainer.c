@@ -101,8 +101,8 @@ static double measure_peak_flops(const ops_t *ops, int rows, int C, int F) {
  * A rank whose CPU has no bf16 products emulates; the summary says so. */
 static void choose_products(trainer_t *tr) {
     const ops_t *ops = tr->model.ops;
-    tr->native_products = plan_native_products(tr->cfg, ops); /* the planner counts its buffers */
-    ops->set_product_type(tr->native_products ? DT_BF16 : DT_FP32);
+    tr->products = gpt_product_type(tr->cfg, ops); /* the planner counts its buffers */
+    ops->set_product_type(tr->products);
 }
 
 /* Where the limit comes from, for the messages: "&run memory_limit_gb", or what it is unset. */
@@ -241,12 +241,13 @@ static void print_memory_plan(const trainer_t *tr) {
     if (p != DT_FP32) { /* what choose_products chose, and from what */
         const bool can = tr->model.ops->products_native(p);
         printf("precision: %s products %s%s", dtype_name(p),
-               tr->native_products ? "native (the CPU's bf16 instructions, fp32 accumulation)"
-                                   : "emulated: fp32 products of the rounded values",
+               tr->products == DT_FP32 ? "emulated: fp32 products of the rounded values"
+               : strcmp(tr->cfg->device, "cuda") ? "native (the CPU's bf16 instructions, fp32 accumulation)"
+                                                 : "native (tensor cores, fp32 accumulation)",
                can ? "" : " (no native products of this type here)");
         if (can && p == DT_BF16 && !strcmp(tr->cfg->bf16_products, "auto"))
             printf(" (&train bf16_products = 'auto': the GEMM library's bf16 kernels are %s than "
-                   "its fp32 ones on this CPU)", tr->native_products ? "faster" : "not faster");
+                   "its fp32 ones on this CPU)", tr->products == DT_BF16 ? "faster" : "not faster");
         printf("\n");
         print_weights_storage(tr);
     }
@@ -515,7 +516,7 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
     tr->gemm_flops = cfg->peak_flops > 0 ? cfg->peak_flops
                      : measure_peak_flops(ops, tr->micro_batch * tr->T, cfg->d_model, cfg->d_ff);
     tr->peak_flops = cfg->peak_flops > 0 ? cfg->peak_flops
-                     : ops->hardware_peak(tr->native_products ? DT_BF16 : DT_FP32, tr->peak_how,
+                     : ops->hardware_peak(tr->products, tr->peak_how,
                                          sizeof tr->peak_how);
     if (cfg->peak_flops > 0) snprintf(tr->peak_how, sizeof tr->peak_how, "&log peak_flops");
     else if (tr->peak_flops < tr->gemm_flops) { /* a loaded core can under-measure: MFU <= 100% */

@@ -68,7 +68,7 @@ typedef struct trainer {
     double peak_flops;          /* per rank: the hardware's peak (or &log peak_flops), for MFU */
     char peak_how[160];         /* how peak_flops was found, for the startup summary */
     double gemm_flops;          /* per rank: the model's matmul as measured at startup */
-    bool native_products;       /* bf16 products on bf16 instructions (choose_products) */
+    dtype_t products;           /* the products' type (choose_products: gpt_product_type) */
     double flops_per_token;
     double dp_blocking_ms;      /* one blocking all-reduce of all gradients, measured at setup */
     profiling_t prof;           /* timeline, counts per phase, energy (mode = 'train') */

@@ -6,7 +6,7 @@
  * embed/scatter backward), 1e-6 for element-wise ops (device tanhf/expf are within a few ulp of
  * glibc's), 0 (bit-equal) for bf16/fp16 rounding, Philox dropout masks, gathers and top-k
  * indices, 1e-12 for sumsq (double), 4e-3 for products with bf16 inputs (cuBLASLt's fp32
- * accumulation order; 2^-8 is one bf16 ulp). Prints one row per output and "N passed, N
+ * accumulation order; 2^-8 is one bf16 ulp), 1e-3 with fp16 inputs. Prints one row per output and "N passed, N
  * failed"; exit 1 on any failure.
  *   build-cuda/gpu/test_cuda_ops            (run by validation/gpu/run.sh) */
 #include <math.h>
@@ -182,8 +182,10 @@ static void test_matmul(dtype_t t, double tol) {
     CPU->set_product_type(t), GPU->set_product_type(t);
     pair_t x = rnd(N * C, -1, 1), w = rnd(OC * C, -0.1f, 0.1f), bias = rnd(OC, -1, 1), out = zeros(N * OC);
     if (t != DT_FP32) CPU->quantize(x.h, x.n, t), GPU->quantize(x.d, x.n, t), CPU->quantize(w.h, w.n, t), GPU->quantize(w.d, w.n, t);
-    const char *f = t == DT_FP32 ? "matmul_forward fp32" : "matmul_forward bf16 products";
-    const char *bname = t == DT_FP32 ? "matmul_backward fp32" : "matmul_backward bf16 products";
+    const char *f = t == DT_FP32 ? "matmul_forward fp32"
+                    : t == DT_BF16 ? "matmul_forward bf16 products" : "matmul_forward fp16 products";
+    const char *bname = t == DT_FP32 ? "matmul_backward fp32"
+                        : t == DT_BF16 ? "matmul_backward bf16 products" : "matmul_backward fp16 products";
     CPU->matmul_forward(out.h, x.h, w.h, bias.h, N, C, OC), GPU->matmul_forward(out.d, x.d, w.d, bias.d, N, C, OC);
     check(f, "out", &out, tol);
     pair_t dout = rnd(N * OC, -1, 1), dinp = rnd(N * C, -1, 1), dw = rnd(OC * C, -1, 1), db = rnd(OC, -1, 1);
@@ -379,7 +381,9 @@ int main(int argc, char **argv) {
     test_embed_norms();
     test_matmul(DT_FP32, 1e-5);
     test_matmul(DT_BF16, 4e-3);
+    test_matmul(DT_FP16, 1e-3); /* fp16 runs' products on a GPU (gpt_product_type) */
     test_weights_stored(DT_BF16, DT_BF16, 4e-3);
+    test_weights_stored(DT_FP16, DT_FP16, 1e-3);
     test_weights_stored(DT_FP16, DT_FP32, 1e-5);
     test_attention(NULL);
     test_attention(&mask);
