@@ -73,20 +73,24 @@ static void update_unit(adamw_t *opt, gpt_t *m, zero_t *z, int unit) {
     }
 }
 
+/* Flat elements [a, b) of the rounded weights in the host staging back to the device. */
+static void upload_piece(adamw_t *opt, gpt_t *m, zero_t *z, size_t a, size_t b) {
+    const size_t k = zero_state_index(z, a);
+    if (m->wtype != DT_FP32) {
+        opt->ops->to_device(zero_weights_at(z, m, a), (const uint16_t *)opt->off->weights + k,
+                            (b - a) * sizeof(uint16_t));
+        if (m->wstore) gpt_weights_written(m, a, b - a);
+    } else {
+        opt->ops->to_device(zero_param_at(z, m->params, a), opt->off->weights + k,
+                            (b - a) * sizeof(float));
+    }
+}
+
 /* The unit's rounded weights back to the device (main thread). */
 static void upload_unit(adamw_t *opt, gpt_t *m, zero_t *z, int unit) {
     for (int i = 0; i < m->P.n; i++) {
         size_t a, b;
-        if (!in_unit(m, z, i, unit, &a, &b)) continue;
-        const size_t k = zero_state_index(z, a);
-        if (m->wtype != DT_FP32) {
-            opt->ops->to_device(zero_weights_at(z, m, a), (const uint16_t *)opt->off->weights + k,
-                                (b - a) * sizeof(uint16_t));
-            if (m->wstore) gpt_weights_written(m, a, b - a);
-        } else {
-            opt->ops->to_device(zero_param_at(z, m->params, a), opt->off->weights + k,
-                                (b - a) * sizeof(float));
-        }
+        if (in_unit(m, z, i, unit, &a, &b)) upload_piece(opt, m, z, a, b);
     }
 }
 
@@ -256,22 +260,20 @@ void adamw_take_host_params(adamw_t *opt, gpt_t *m, zero_t *z, const float *host
     ASSERT(m->wtype != DT_FP32 && opt->master);
     adamw_finish(opt);
     const ops_t *s = opt->state_ops; /* the master's memory: the device's, or the host's */
-    float *dev = NULL;                /* offloaded: the device copy store_as rounds from */
     for (int i = 0; i < m->P.n; i++) {
         const param_t *p = &m->P.p[i];
         size_t a, b;
         if (!zero_my_range(z, p->offset, p->numel, &a, &b)) continue;
-        float *master = opt->master + zero_state_index(z, a);
-        s->to_device(master, host + a, (b - a) * sizeof(float));
+        const size_t k = zero_state_index(z, a);
+        s->to_device(opt->master + k, host + a, (b - a) * sizeof(float));
         if (!opt->off) {
-            adamw_write_weights(opt, m, z, a, master, b - a);
+            adamw_write_weights(opt, m, z, a, opt->master + k, b - a);
             continue;
         }
-        if (!dev) dev = opt->ops->alloc(m->P.total * sizeof(float), MEM_WORKSPACE);
-        opt->ops->to_device(dev + a, host + a, (b - a) * sizeof(float));
-        adamw_write_weights(opt, m, z, a, dev + a, b - a);
+        /* offloaded: rounded on the host as its update does, uploaded as 16-bit elements */
+        s->store_as((uint16_t *)opt->off->weights + k, opt->master + k, b - a, m->wtype);
+        upload_piece(opt, m, z, a, b);
     }
-    if (dev) opt->ops->free(dev);
     zero_allgather_weights(z, m); /* ZeRO-1/2: the other ranks' pieces */
 }
 

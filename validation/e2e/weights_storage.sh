@@ -13,10 +13,10 @@
 # validation rewrites the copy), a resume (the copy rebuilt from the checkpoint's master),
 # generation, ZeRO-1/2 (the copy gathered as 16-bit elements, its norms and biases widened again),
 # ZeRO-3 (16-bit partitions, each unit gathered as 16-bit elements before use, rotating and resident
-# buffers), the offloaded optimizer (16-bit uploads, alone and with ZeRO-1), and LLMT_DEVSIM=1 (the
-# store, the products and the 16-bit gathers on the simulated device and its staged transport). The
-# parameters' memory is measured and planned at 2 bytes per matrix element; '16bit' in an fp32 run
-# is refused (exit 2, one message).
+# buffers), the offloaded optimizer (16-bit uploads, alone and with ZeRO-1 and ZeRO-3), and
+# LLMT_DEVSIM=1 (the store, the products and the 16-bit gathers on the simulated device and its
+# staged transport). The parameters' memory is measured and planned at 2 bytes per matrix element;
+# '16bit' in an fp32 run is refused (exit 2, one message).
 source "$(dirname "$0")/lib.bash"
 source "$(dirname "$0")/lib_moe.bash" # MOE_KEYS
 ulimit -c 0
@@ -55,6 +55,7 @@ check zero1_dp2 2 "$BF16" parallel.dp=2 parallel.zero_stage=1
 check zero2_dp2pp2 4 train.precision="'fp16'" parallel.dp=2 parallel.pp=2 parallel.zero_stage=2
 check offload 1 "$BF16" train.offload="'optimizer'"
 check offload_z1 2 "$BF16" train.offload="'optimizer'" parallel.dp=2 parallel.zero_stage=1
+check offload_z3 2 "$BF16" train.offload="'optimizer'" parallel.dp=2 parallel.zero_stage=3
 check zero3_dp2 2 "$BF16" parallel.dp=2 parallel.zero_stage=3
 check zero3_res_tp2 4 "$BF16" parallel.dp=2 parallel.tp=2 parallel.zero_stage=3 parallel.zero3_resident=.true.
 LLMT_DEVSIM=1 check devsim_dp2 2 "$BF16" parallel.dp=2
