@@ -229,15 +229,19 @@ void comm_allgatherv_float(float *x, const int *counts, const int *displs, const
     charge(kind, t0, (double)counts[g->rank] * sizeof(float));
 }
 
+void comm_half_pieces(const int *counts, const int *displs, int n, int *fcounts, int *fdispls) {
+    for (int r = 0; r < n; r++) {
+        ASSERT(counts[r] % 2 == 0 && displs[r] % 2 == 0); /* whole floats */
+        fcounts[r] = counts[r] / 2;
+        fdispls[r] = displs[r] / 2;
+    }
+}
+
 void comm_allgatherv_half(void *x, const int *counts, const int *displs, const comm_group_t *g,
                           comm_kind_t kind, const char *phase) {
     if (g->size == 1) return;
     int *pc = xmalloc(2 * (size_t)g->size * sizeof(int)), *pd = pc + g->size;
-    for (int r = 0; r < g->size; r++) {
-        ASSERT(counts[r] % 2 == 0 && displs[r] % 2 == 0); /* whole floats */
-        pc[r] = counts[r] / 2;
-        pd[r] = displs[r] / 2;
-    }
+    comm_half_pieces(counts, displs, g->size, pc, pd);
     comm_allgatherv_float(x, pc, pd, g, kind, phase);
     xfree(pc);
 }

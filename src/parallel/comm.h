@@ -80,6 +80,9 @@ void comm_allgatherv_float(float *x, const int *counts, const int *displs, const
  * floats, which every transport copies bit for bit. */
 void comm_allgatherv_half(void *x, const int *counts, const int *displs, const comm_group_t *g,
                           comm_kind_t kind, const char *phase);
+/* Pieces of 16-bit elements (counts, displs; n ranks; each even) as the pieces of floats that
+ * carry them in pairs (for the float calls, as comm_allgatherv_half does). */
+void comm_half_pieces(const int *counts, const int *displs, int n, int *fcounts, int *fdispls);
 /* Non-blocking all-gather of variable-sized pieces: `mine` (counts[me] floats) into
  * all + displs[r] (ZeRO-3 layer gathers; finished by comm_wait). */
 void comm_iallgatherv_float(const float *mine, float *all, const int *counts, const int *displs,

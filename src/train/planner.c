@@ -70,10 +70,6 @@ static double step_seconds(const config_t *cfg, const gpt_t *m, int mb, int accu
     return t;
 }
 
-bool plan_native_products(const config_t *cfg, const ops_t *ops) {
-    return gpt_product_type(cfg, ops) == DT_BF16;
-}
-
 /* One linear layer out[N, OC] = in[N, Cin] w^T of the model: its operands of each product in
  * the order kernels/cpu/matmul.c hands them to the GEMM (forward: in, w; input gradient: dout,
  * w; weight gradient: dout, in), as the largest first and second operand so far. */
@@ -178,7 +174,7 @@ void plan_rank(const config_t *cfg, int tp_rank, int pp_rank, int mb, int accum,
     }
     /* kernels/cpu/matmul.c's bf16 operands, host memory (beside a GPU: its products are on the
      * device and these are not made; a small overestimate of the host's share) */
-    if (plan_native_products(cfg, ops_cpu())) h[MEM_WORKSPACE] += bf16_operand_bytes(cfg, mb);
+    if (gpt_product_type(cfg, ops_cpu()) == DT_BF16) h[MEM_WORKSPACE] += bf16_operand_bytes(cfg, mb);
     /* 16-bit weights that the products do not read as they are (weights_storage = '16bit'
      * with fp32 products): the backend widens each to fp32 in a buffer of the largest matrix */
     if (m.wtype != DT_FP32 && gpt_product_type(cfg, ops_cpu()) != m.wtype) {

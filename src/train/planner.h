@@ -35,9 +35,6 @@ typedef struct mem_plan {
     double step_seconds;          /* the cost model's step time */
 } mem_plan_t;
 
-/* Whether the products of cfg run as native bf16 on ops (&train precision = 'bf16' and
- * bf16_products: 'native', or 'auto' where ops expects them to be faster; the trainer's rule). */
-bool plan_native_products(const config_t *cfg, const ops_t *ops);
 /* The plan of one rank of cfg's grid (cfg's dp, tp, pp, zero_stage, recompute, precision) with
  * micro_batch mb and accumulation accum. */
 void plan_rank(const config_t *cfg, int tp_rank, int pp_rank, int mb, int accum, mem_plan_t *out);

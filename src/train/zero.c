@@ -179,11 +179,7 @@ static void gbuf_start(zero_t *z, zero_gbuf_t *g, int u) {
     if (t == DT_FP32) {
         comm_iallgatherv_float(src, g->buf, g->counts, g->displs, z->dp_group, COMM_DP, &g->req);
     } else { /* 16-bit elements in pairs (unit and partition bounds are multiples of 16) */
-        for (int r = 0; r < z->dp; r++) {
-            ASSERT(g->counts[r] % 2 == 0 && g->displs[r] % 2 == 0);
-            g->hcounts[r] = g->counts[r] / 2;
-            g->hdispls[r] = g->displs[r] / 2;
-        }
+        comm_half_pieces(g->counts, g->displs, z->dp, g->hcounts, g->hdispls);
         comm_iallgatherv_float(src, g->buf, g->hcounts, g->hdispls, z->dp_group, COMM_DP, &g->req);
     }
     z->gathers++;

@@ -24,6 +24,12 @@ void cpu_matmul_forward(float *out, const float *inp, const float *w, const floa
 void cpu_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
                          const float *inp, const float *w, int N, int C, int OC,
                          bool accumulate_dinp, bool overwrite_dw);
+/* The same with w stored as type wt (ops.h matmul_forward_w / matmul_backward_w). */
+void cpu_matmul_forward_w(float *out, const float *inp, const void *w, dtype_t wt,
+                          const float *bias, int N, int C, int OC);
+void cpu_matmul_backward_w(float *dinp, float *dw, float *dbias, const float *dout,
+                           const float *inp, const void *w, dtype_t wt, int N, int C, int OC,
+                           bool accumulate_dinp, bool overwrite_dw);
 /* Products of type t from now on (bf16: native bf16 GEMMs where the library has them). */
 void cpu_set_product_type(dtype_t t);
 /* Whether products of type t run on native instructions of this CPU and library. */
@@ -97,14 +103,6 @@ void cpu_quantize(float *x, size_t n, dtype_t t);
 void cpu_quantize_copy(float *dst, const float *src, size_t n, dtype_t t);
 void cpu_store_as(void *dst, const float *src, size_t n, dtype_t t);
 void cpu_load_as(float *dst, const void *src, size_t n, dtype_t t);
-void cpu_matmul_forward_w(float *out, const float *inp, const void *w, dtype_t wt,
-                          const float *bias, int N, int C, int OC);
-void cpu_matmul_backward_w(float *dinp, float *dw, float *dbias, const float *dout,
-                           const float *inp, const void *w, dtype_t wt, int N, int C, int OC,
-                           bool accumulate_dinp, bool overwrite_dw);
-void cpu_embed_forward_w(float *out, const int *tokens, const void *wte, const void *wpe,
-                         dtype_t wt, int B, int T, int C, int v_start, int v_count,
-                         bool add_pos);
 bool cpu_any_nonfinite(const float *x, size_t n);
 /* dst[n] = src[n] rounded to type t (bit for bit precision.h's round_to), on the calling
  * thread; dst may be src. For kernels that store a low-precision tensor they computed. */
@@ -113,6 +111,10 @@ void cpu_round_range(float *dst, const float *src, size_t n, dtype_t t);
 /* ---- embed.c ---- */
 void cpu_embed_forward(float *out, const int *tokens, const float *wte, const float *wpe,
                        int B, int T, int C, int v_start, int v_count, bool add_pos);
+/* The same with wte and wpe stored as type wt (ops.h embed_forward_w). */
+void cpu_embed_forward_w(float *out, const int *tokens, const void *wte, const void *wpe,
+                         dtype_t wt, int B, int T, int C, int v_start, int v_count,
+                         bool add_pos);
 void cpu_embed_backward(float *dwte, float *dwpe, const float *dout, const int *tokens, int B,
                         int T, int C, int v_start, int v_count, bool add_pos);
 

@@ -23,9 +23,10 @@ void cpu_embed_forward_w(float *out, const int *tokens, const void *wte, const v
         const uint16_t *e = owned ? te + (size_t)id * C : NULL;
         const uint16_t *p = add_pos ? pe + (size_t)(i % T) * C : NULL;
         float *y = out + (size_t)i * C;
-        for (int c = 0; c < C; c++) {
-            const float ev = e ? cpu_half_to_float(e[c], wt) : 0.0f;
-            y[c] = p ? (e ? ev + cpu_half_to_float(p[c], wt) : cpu_half_to_float(p[c], wt)) : ev;
+        for (int c = 0; c < C; c++) { /* embed_forward's cases: a missing term is not added */
+            const float te = e ? cpu_half_to_float(e[c], wt) : 0.0f;
+            const float pe_c = p ? cpu_half_to_float(p[c], wt) : 0.0f;
+            y[c] = e && p ? te + pe_c : e ? te : pe_c;
         }
     }
 }

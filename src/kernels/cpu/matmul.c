@@ -66,14 +66,17 @@ static void to_bf16(uint16_t *dst, const float *src, int rows, int cols, int ld)
 /* Row-major C[M, N] = alpha op(A)[M, K] op(B)[K, N] + beta C, split across the OpenMP threads.
  * The split is along N (each thread reads all of A) when A is the smaller operand, else along M
  * (each thread reads all of B), so the operand every thread packs is the small one. With bf16
- * products, A and B are first converted (dense: leading dimension = stored columns), except a
- * B already stored as bf16 (Bs of type bt: a weight, dense; B is then NULL). */
+ * products, A and B are first converted (dense: leading dimension = stored columns). B is of
+ * type bt: fp32, or a weight stored as 16-bit elements (dense), which native bf16 products take
+ * as it is and the others widen to fp32 first. */
 static void cpu_gemm_typed(bool ta, bool tb, int M, int N, int K, float alpha, const float *A,
-                           int lda, const float *B, const void *Bs, dtype_t bt, int ldb,
-                           float beta, float *Cm, int ldc) {
+                           int lda, const void *Bt, dtype_t bt, int ldb, float beta, float *Cm,
+                           int ldc) {
     static grow_buf_t buf_a, buf_b, wide_b; /* bf16 copies of A and B; B widened to fp32 */
     const uint16_t *Ah = NULL, *Bh = NULL;
     const int b_rows = tb ? N : K, b_cols = tb ? K : N; /* stored shapes: B [K, N] or [N, K] */
+    const float *B = bt == DT_FP32 ? Bt : NULL;       /* fp32 B, or NULL: Bs holds it */
+    const void *Bs = bt == DT_FP32 ? NULL : Bt;
     if (Bs && !(native_bf16 && bt == DT_BF16)) { /* widen the stored weight to fp32 */
         float *wide = grow_buf_reserve(&wide_b, (size_t)b_rows * b_cols * sizeof(float));
         cpu_load_as(wide, Bs, (size_t)b_rows * b_cols, bt);
@@ -127,12 +130,8 @@ static void cpu_gemm_typed(bool ta, bool tb, int M, int N, int K, float alpha, c
 /* The product of two fp32 operands. */
 static void cpu_gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda,
                      const float *B, int ldb, float beta, float *Cm, int ldc) {
-    cpu_gemm_typed(ta, tb, M, N, K, alpha, A, lda, B, NULL, DT_FP32, ldb, beta, Cm, ldc);
+    cpu_gemm_typed(ta, tb, M, N, K, alpha, A, lda, B, DT_FP32, ldb, beta, Cm, ldc);
 }
-
-/* B of the product: w itself (fp32), or its stored elements (type wt). */
-#define W_OPERAND(w, wt) \
-    ((wt) == DT_FP32 ? (const float *)(w) : NULL), ((wt) == DT_FP32 ? NULL : (w)), (wt)
 
 /* matmul_forward_w: out[N, OC] = inp[N, C] @ w[OC, C]^T + bias[OC], w of type wt */
 void cpu_matmul_forward_w(float *out, const float *inp, const void *w, dtype_t wt,
@@ -143,7 +142,7 @@ void cpu_matmul_forward_w(float *out, const float *inp, const void *w, dtype_t w
         for (int i = 0; i < N; i++) memcpy(out + (size_t)i * OC, bias, (size_t)OC * sizeof *out);
         beta = 1.0f;
     }
-    cpu_gemm_typed(false, true, N, OC, C, 1.0f, inp, C, W_OPERAND(w, wt), C, beta, out, OC);
+    cpu_gemm_typed(false, true, N, OC, C, 1.0f, inp, C, w, wt, C, beta, out, OC);
 }
 
 /* matmul_forward: out[N, OC] = inp[N, C] @ w[OC, C]^T + bias[OC]  (bias may be NULL) */
@@ -179,7 +178,7 @@ void cpu_matmul_backward_w(float *dinp, float *dw, float *dbias, const float *do
                            const float *inp, const void *w, dtype_t wt, int N, int C, int OC,
                            bool accumulate_dinp, bool overwrite_dw) {
     if (dinp)
-        cpu_gemm_typed(false, false, N, C, OC, 1.0f, dout, OC, W_OPERAND(w, wt), C,
+        cpu_gemm_typed(false, false, N, C, OC, 1.0f, dout, OC, w, wt, C,
                        accumulate_dinp ? 1.0f : 0.0f, dinp, C);
     if (!dw) return; /* the input gradient only (a split backward's B) */
     cpu_gemm(true, false, OC, C, N, 1.0f, dout, OC, inp, C,

@@ -101,26 +101,33 @@ static void to_half(void *dst, const float *src, size_t n) {
     CUDA_CHECK_LAUNCH();
 }
 
+/* A grow-only device buffer of at least `bytes`. Growing frees the old buffer only after the
+ * device is idle: kernels queued earlier may still read it (this happens in the first step
+ * only). */
+static void *grow_device(void **buf, size_t *cap, size_t bytes) {
+    if (bytes > *cap) {
+        if (*buf) {
+            CUDA_CHECK(cudaDeviceSynchronize());
+            CUDA_CHECK(cudaFree(*buf));
+        }
+        CUDA_CHECK(cudaMalloc(buf, bytes));
+        *cap = bytes;
+    }
+    return *buf;
+}
+
 /* Three slots of 16-bit elements in the one grow-only buffer; slot i holds n[i] elements and
- * starts 256-byte aligned. Growing frees the old buffer only after the device is idle: kernels
- * queued earlier may still read it (this happens in the first step only). */
+ * starts 256-byte aligned. */
 static void half_slots(const size_t n[3], void *slot[3]) {
-    static char *buf;
+    static void *buf;
     static size_t cap;
     size_t off[3], total = 0;
     for (int i = 0; i < 3; i++) {
         off[i] = total;
         total += (n[i] * 2 + 255) / 256 * 256;
     }
-    if (total > cap) {
-        if (buf) {
-            CUDA_CHECK(cudaDeviceSynchronize());
-            CUDA_CHECK(cudaFree(buf));
-        }
-        CUDA_CHECK(cudaMalloc((void **)&buf, total));
-        cap = total;
-    }
-    for (int i = 0; i < 3; i++) slot[i] = buf + off[i];
+    char *base = (char *)grow_device(&buf, &cap, total);
+    for (int i = 0; i < 3; i++) slot[i] = base + off[i];
 }
 
 /* ---------------------------------------------------------------- cuBLASLt products */
@@ -252,22 +259,15 @@ static void lt_matmul(bool ta, bool tb, int m, int n, int k, const void *A, cons
 
 /* ---------------------------------------------------------------- forward */
 
-/* A weight stored as 16-bit values that the products do not take as they are (fp16 weights
- * with fp32 products, &train weights_storage = '16bit'): widened to fp32 into one grow-only
- * buffer (the largest such weight), freed only when the device is idle, as half_slots. */
+/* A weight stored as 16-bit values that the products do not take as they are (a 16-bit type
+ * other than the products'): widened to fp32 into one grow-only buffer (the largest such
+ * weight). */
 static const float *widened_weight(const void *w, dtype_t wt, size_t n) {
-    static float *buf;
+    static void *buf;
     static size_t cap;
-    if (n > cap) {
-        if (buf) {
-            CUDA_CHECK(cudaDeviceSynchronize());
-            CUDA_CHECK(cudaFree(buf));
-        }
-        CUDA_CHECK(cudaMalloc((void **)&buf, n * sizeof *buf));
-        cap = n;
-    }
-    cuda_load_as(buf, w, n, wt);
-    return buf;
+    float *wide = (float *)grow_device(&buf, &cap, n * sizeof(float));
+    cuda_load_as(wide, w, n, wt);
+    return wide;
 }
 
 /* The product operand of a weight w[n] stored as type wt: the stored elements themselves where
