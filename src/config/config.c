@@ -176,6 +176,7 @@ static const key_spec_t key_specs[] = {
     STR_KEY(G_TRAIN, "offload", offload, "none", "none|optimizer"),
     STR_KEY(G_TRAIN, "bf16_products", bf16_products, "auto", "auto|native|emulated"),
     STR_KEY(G_TRAIN, "weights_storage", weights_storage, "auto", "auto|16bit|fp32"),
+    STR_KEY(G_TRAIN, "activations_storage", activations_storage, "auto", "auto|16bit|fp32"),
     BOOL_KEY(G_TRAIN, "allow_tf32", allow_tf32, false), /* the CUDA backend's fp32 products */
     REAL_KEY(G_TRAIN, "loss_scale", loss_scale, 0, AT_LEAST(0), AT_MOST(1e30)),
     REAL_KEY(G_TRAIN, "initial_loss_scale", initial_loss_scale, 65536, ABOVE(0), AT_MOST(1e30)),
@@ -996,14 +997,22 @@ bool config_weights_16bit_possible(const config_t *cfg) {
     return !strcmp(cfg->precision, "bf16") || !strcmp(cfg->precision, "fp16");
 }
 
-/* weights_storage = '16bit' needs a 16-bit weights copy: a bf16/fp16 run. */
-static int check_weights_storage(parse_ctx_t *ctx, const config_t *cfg) {
-    if (strcmp(cfg->weights_storage, "16bit") != 0 || config_weights_16bit_possible(cfg)) return 0;
-    int w = key_index(G_TRAIN, "weights_storage"), p = key_index(G_TRAIN, "precision"), line, col;
+/* weights_storage / activations_storage = '16bit' needs values rounded to 16 bits: a bf16/fp16
+ * run (`what`: what the key stores). */
+static int check_storage_key(parse_ctx_t *ctx, const config_t *cfg, const char *key,
+                             const char *value, const char *what) {
+    if (strcmp(value, "16bit") != 0 || config_weights_16bit_possible(cfg)) return 0;
+    int w = key_index(G_TRAIN, key), p = key_index(G_TRAIN, "precision"), line, col;
     locate(ctx, w, p, &line, &col);
-    return cfg_error(ctx, line, col, "&train weights_storage = '16bit' needs a 16-bit weights "
-                     "copy, and &train precision = 'fp32' has none; use precision = 'bf16' or "
-                     "'fp16', or weights_storage = 'auto'");
+    return cfg_error(ctx, line, col, "&train %s = '16bit' needs a 16-bit %s, and &train precision "
+                     "= 'fp32' has none; use precision = 'bf16' or 'fp16', or %s = 'auto'", key,
+                     what, key);
+}
+
+static int check_storage(parse_ctx_t *ctx, const config_t *cfg) {
+    return check_storage_key(ctx, cfg, "weights_storage", cfg->weights_storage, "weights copy") ||
+           check_storage_key(ctx, cfg, "activations_storage", cfg->activations_storage,
+                             "activation type");
 }
 
 /* Generation runs the whole model on each rank: any saved file loads on any grid. */
@@ -1448,7 +1457,7 @@ static int check_cross_keys(parse_ctx_t *ctx, config_t *cfg) {
         check_generate_grid(ctx, cfg) || check_val_files(ctx, cfg) || check_recompute_layers(ctx, cfg) ||
         check_virtual_stages(ctx, cfg) || check_profile_steps(ctx, cfg) || check_grad_explosion_ratio(ctx, cfg) ||
         check_data_mixture(ctx, cfg) || check_moe(ctx, cfg) || check_offload(ctx, cfg) ||
-        check_weights_storage(ctx, cfg))
+        check_storage(ctx, cfg))
         return -1;
     if (resolve_derived(ctx, cfg) != 0) return -1;
     if (stages_check(cfg, ctx->msg, ctx->msgsize) != 0) return -1;

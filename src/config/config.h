@@ -119,6 +119,9 @@ typedef struct config {
     char bf16_products[12]; /* 'auto' | 'native' | 'emulated': bf16 GEMMs on bf16 instructions */
     char weights_storage[8]; /* 'auto' | '16bit' | 'fp32': how a bf16/fp16 weights copy is kept
                                (model/gpt.h gpt_weights_type) */
+    char activations_storage[8]; /* 'auto' | '16bit' | 'fp32': how the activations a block saves
+                               for its backward are kept in a bf16/fp16 run
+                               (model/gpt.h gpt_activations_type) */
     bool allow_tf32;        /* device = 'cuda': fp32 products may run on TF32 tensor cores */
     double loss_scale;      /* fp16: a fixed loss scale; 0 = dynamic (the four keys below) */
     double initial_loss_scale, min_loss_scale;

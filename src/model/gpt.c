@@ -229,6 +229,15 @@ static bool act_kept(gpt_recompute_t r, int k) {
     }
 }
 
+/* Whether tensor k is kept in 16-bit storage where the activations are (gpt_t atype): what a
+ * block saves for its backward, except the block output (the residual stream: the next block's
+ * input, the head's, the tensor sent to stage + 1) and the fp32 statistics (norms' mean and
+ * rstd, the attention log-sum-exp: ops.h says why lse stays fp32). */
+static bool act_packable(int k) {
+    return k == A_LN1 || k == A_QKV || k == A_ATTY || k == A_RES2 || k == A_LN2 || k == A_FCH ||
+           k == A_FCH_GELU || k == A_FCU;
+}
+
 /* Whether block l's MLP is the MoE one (model/moe.h). */
 static bool is_moe(const gpt_t *m, int l) { return m->moe && m->moe->stats[l].load; }
 
@@ -249,23 +258,60 @@ static void slot_layer_kinds(const gpt_t *m, int i, bool *dense, bool *moe) {
     }
 }
 
+/* A kept tensor is an fp32 array of the slot's own, or with 16-bit storage its elements in
+ * a->packed[k] and its float view in the working set (m->shared). */
 static void alloc_layer_acts(gpt_t *m, int i, gpt_layer_acts_t *a, gpt_recompute_t r, size_t *c) {
     a->recompute = r;
     bool dense, moe;
     slot_layer_kinds(m, i, &dense, &moe);
-    for (int k = 0; k < N_ACTS; k++)
-        *act_ptr(a, k) = act_numel(m, k) == 0 || (!dense && dense_mlp_act(k)) ? NULL
-                         : act_kept(r, k) ? falloc(m, act_numel(m, k), c)
-                                          : *act_ptr(&m->shared, k);
+    if (m->atype != DT_FP32) a->packed = xcalloc(N_ACTS, sizeof *a->packed);
+    for (int k = 0; k < N_ACTS; k++) {
+        const size_t n = act_numel(m, k);
+        float **t = act_ptr(a, k);
+        if (n == 0 || (!dense && dense_mlp_act(k))) *t = NULL;
+        else if (!act_kept(r, k)) *t = *act_ptr(&m->shared, k);
+        else if (m->atype == DT_FP32 || !act_packable(k)) *t = falloc(m, n, c);
+        else {
+            *c += n * dtype_bytes(m->atype);
+            a->packed[k] = balloc(m, n * dtype_bytes(m->atype), MEM_ACTIVATIONS);
+            *t = *act_ptr(&m->shared, k);
+        }
+    }
     a->moe = moe ? moe_alloc_acts(m, c) : NULL;
 }
 
 static void free_layer_acts(gpt_t *m, gpt_layer_acts_t *a) {
     moe_free_acts(m, a->moe);
     a->moe = NULL;
-    if (m->dry_run) return;
-    for (int k = 0; k < N_ACTS; k++)
-        if (act_kept(a->recompute, k) && *act_ptr(a, k)) m->ops->free(*act_ptr(a, k));
+    for (int k = 0; k < N_ACTS && !m->dry_run; k++) {
+        if (a->packed && a->packed[k]) m->ops->free(a->packed[k]);
+        else if (act_kept(a->recompute, k) && *act_ptr(a, k)) m->ops->free(*act_ptr(a, k));
+    }
+    xfree(a->packed);
+    a->packed = NULL;
+}
+
+/* The elements of a block's packed tensor k for a micro-batch of B x T (act_numel is for the
+ * arena's largest; every packable tensor has B*T rows). */
+static size_t act_numel_rows(const gpt_t *m, int k, int B, int T) {
+    return act_numel(m, k) / ((size_t)m->B * m->T) * ((size_t)B * T);
+}
+
+/* After block l's forward: its kept tensors from the working set into their 16-bit storage
+ * (exact: the forward stored them rounded to act_dtype = atype). The dense MLP's tensors of an
+ * MoE block were not computed. */
+static void pack_layer(const gpt_t *m, int l, gpt_layer_acts_t *a, int B, int T) {
+    for (int k = 0; a->packed && k < N_ACTS; k++)
+        if (a->packed[k] && !(dense_mlp_act(k) && is_moe(m, l)))
+            m->ops->store_as(a->packed[k], *act_ptr(a, k), act_numel_rows(m, k, B, T), m->atype);
+}
+
+/* Before block l's backward (and its recomputation, which reads them): the kept tensors back
+ * into the working set. */
+static void unpack_layer(const gpt_t *m, int l, gpt_layer_acts_t *a, int B, int T) {
+    for (int k = 0; a->packed && k < N_ACTS; k++)
+        if (a->packed[k] && !(dense_mlp_act(k) && is_moe(m, l)))
+            m->ops->load_as(*act_ptr(a, k), a->packed[k], act_numel_rows(m, k, B, T), m->atype);
 }
 
 /* &parallel recompute for the first recompute_layers (-1: all) blocks of this stage. */
@@ -278,12 +324,14 @@ static void set_recompute(gpt_t *m, const config_t *cfg) {
     m->n_recomputed = m->recompute == GPT_RECOMPUTE_NONE ? 0 : r < 0 || r > nl ? nl : r;
 }
 
-/* The one scratch set of what recomputed blocks do not keep (counted with the head/scratch). */
+/* The one scratch set of what recomputed blocks do not keep, and the working set of what they
+ * keep in 16-bit storage (counted with the head/scratch). */
 static void alloc_shared_acts(gpt_t *m) {
-    if (m->n_recomputed == 0) return;
     for (int k = 0; k < N_ACTS; k++)
-        if (!act_kept(m->recompute, k) && act_numel(m, k) > 0)
-            *act_ptr(&m->shared, k) = falloc_in(m, act_numel(m, k), &m->head_bytes, MEM_WORKSPACE);
+        if (((m->n_recomputed > 0 && !act_kept(m->recompute, k)) ||
+             (m->atype != DT_FP32 && act_packable(k))) && act_numel(m, k) > 0)
+            *act_ptr(&m->shared, k) = falloc_in(m, act_numel(m, k), &m->shared_bytes, MEM_WORKSPACE);
+    m->head_bytes += m->shared_bytes;
 }
 
 /* Split backward: floats of one block's W queue entries (every dy, and the x that recompute
@@ -432,6 +480,13 @@ dtype_t gpt_product_type(const config_t *cfg, const ops_t *ops) {
     return bf16 ? DT_BF16 : DT_FP32;
 }
 
+dtype_t gpt_activations_type(const config_t *cfg) {
+    const dtype_t t = dtype_from_name(cfg->precision);
+    if (t == DT_FP32 || !strcmp(cfg->activations_storage, "fp32")) return DT_FP32;
+    if (!strcmp(cfg->activations_storage, "16bit")) return t;
+    return !strcmp(cfg->device, "cuda") ? t : DT_FP32; /* auto */
+}
+
 dtype_t gpt_weights_type(const config_t *cfg, const ops_t *ops) {
     const dtype_t t = dtype_from_name(cfg->precision);
     if (!config_weights_16bit_possible(cfg) || !strcmp(cfg->weights_storage, "fp32"))
@@ -520,6 +575,8 @@ static void build(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T,
     resolve_views(m);
     if (cfg->n_experts > 0) moe_setup(m, cfg, par->ep, par->ep_rank, par->ep_group);
     set_recompute(m, cfg);
+    m->act_dtype = dtype_from_name(cfg->precision);
+    m->atype = gpt_activations_type(cfg);
     alloc_shared_acts(m);
     alloc_slots(m);
     alloc_head_and_scratch(m);
@@ -646,6 +703,15 @@ static bool kept_per_slot(gpt_t *m, const float *x) {
     return true;
 }
 
+/* The 16-bit storage of x when x is the working-set view of a tensor that the block in
+ * backward keeps packed, else NULL. */
+static const void *packed_of(const gpt_t *m, const float *x) {
+    const gpt_layer_acts_t *a = m->bwd_acts;
+    for (int k = 0; a && a->packed && k < N_ACTS; k++)
+        if (a->packed[k] && *act_ptr((gpt_layer_acts_t *)a, k) == x) return a->packed[k];
+    return NULL;
+}
+
 static void wq_push(gpt_t *m, float *dw, float *db, const float *dy, const float *x, int N, int C,
                     int OC) {
     gpt_wqueue_t *q = m->wq;
@@ -656,8 +722,10 @@ static void wq_push(gpt_t *m, float *dw, float *db, const float *dy, const float
     it->dw = dw;
     it->db = db;
     it->x_src = x;
-    /* q, k, v (and gate, up) read the same input, queued one after the other: one copy */
-    it->x = kept_per_slot(m, x)                       ? x
+    /* x in 16-bit storage: W unpacks it into its working-set buffer x; else q, k, v (and gate,
+     * up) read the same input, queued one after the other: one copy */
+    it->x_packed = packed_of(m, x);
+    it->x = it->x_packed || kept_per_slot(m, x)       ? x
             : prev && prev->layer == GPT_UNIT_NONE && prev->x_src == x ? prev->x
                                                       : wq_copy(m, x, (size_t)N * C);
     it->dy = wq_copy(m, dy, (size_t)N * OC);
@@ -946,6 +1014,7 @@ const float *gpt_stage_forward(gpt_t *m, int s, int B, int T) {
     for (int l = m->first_layer; l < m->end_layer; l++) {
         gpt_layer_acts_t *a = &sl->layer[l - m->first_layer];
         block_forward(m, l, a, res, B, T);
+        pack_layer(m, l, a, B, T);
         res = a->res3;
     }
     return res;
@@ -1086,8 +1155,11 @@ void gpt_stage_backward(gpt_t *m, int s, int B, int T, bool first) {
     for (int l = m->end_layer - 1; l >= m->first_layer; l--) {
         const int i = l - m->first_layer;
         const float *res_in = i > 0 ? sl->layer[i - 1].res3 : sl->input;
+        m->bwd_acts = &sl->layer[i];
+        unpack_layer(m, l, &sl->layer[i], B, T);
         block_recompute(m, l, &sl->layer[i], res_in, B, T);
         block_backward(m, l, &sl->layer[i], res_in, B, T, first);
+        m->bwd_acts = NULL;
         if (m->wq) wq_end_layer(m, l);
         else if (m->on_layer_done) m->on_layer_done(m->hook_ctx, l);
     }
@@ -1112,6 +1184,10 @@ void gpt_stage_weight_grad(gpt_t *m, int s, bool first) {
     ASSERT(m->par.split_backward);
     for (int i = 0; i < q->n; i++) {
         const gpt_wgrad_t *it = &q->item[i];
+        /* a packed input into the working set (once for the items that share it); nothing else
+         * uses the working set between block calls */
+        if (it->x_packed && (i == 0 || q->item[i - 1].x_packed != it->x_packed))
+            m->ops->load_as((float *)it->x, it->x_packed, (size_t)it->N * it->C, m->atype);
         m->ops->matmul_backward_w(NULL, it->dw, it->db, it->dy, it->x, NULL, m->wtype, it->N, it->C,
                                   it->OC, false, first);
         const bool layer_done = i + 1 == q->n || q->item[i + 1].layer != it->layer;

@@ -75,6 +75,12 @@ typedef struct gpt_layer_acts {
                                          re-run for backward, which needs nothing later) */
     moe_acts_t *moe;                  /* an MoE block's MLP (fch, fch_gelu, fcu unused, NULL);
                                          always kept per slot, whatever the recompute mode */
+    /* 16-bit activation storage (gpt_t atype): packed[k] holds the elements of the block's
+     * tensor k (gpt.c's list: ln1, qkv, atty, res2, ln2, fch, fch_gelu, fcu where kept) as
+     * atype; the float pointer above then points into the shared fp32 working set, filled by
+     * the block's forward and packed after it, unpacked again before the block's backward.
+     * NULL (and every tensor an fp32 array) when atype is DT_FP32. */
+    void **packed;
 } gpt_layer_acts_t;
 
 /* Pointers to one block's tensors inside a flat buffer (parameters or gradients). */
@@ -106,6 +112,8 @@ typedef struct gpt_wgrad {
     int layer;
     float *dw, *db;
     const float *dy, *x, *x_src; /* x_src: the tensor x copies (or is): one copy per tensor */
+    const void *x_packed;        /* x kept in 16-bit storage (gpt_layer_acts_t packed): W
+                                    unpacks it into x, a buffer of the working set, first */
     int N, C, OC;
 } gpt_wgrad_t;
 
@@ -195,8 +203,9 @@ typedef struct gpt {
     gpt_slot_t *slot;                 /* [n_slots] */
     gpt_recompute_t recompute;        /* &parallel recompute ... */
     int n_recomputed;                 /* ... for the stage's first n_recomputed blocks */
-    gpt_layer_acts_t shared;          /* recompute scratch shared by all layers and slots (NULL
-                                         where every layer keeps the tensor) */
+    gpt_layer_acts_t shared;          /* recompute scratch shared by all layers and slots, and
+                                         the fp32 working set of 16-bit storage (NULL where
+                                         every layer keeps the tensor as an fp32 array) */
     /* head (last stage): one micro-batch at a time, loss and backward fused */
     float *lnf, *lnf_mean, *lnf_rstd; /* [N, C], [N], [N] */
     float *logits;                    /* [N, Vl]; becomes dlogits */
@@ -208,6 +217,7 @@ typedef struct gpt {
     size_t attn_scratch_floats;       /* backward (ops_t attention_scratch_floats) */
     float *host_losses;               /* [N] host copy */
     size_t slot_bytes, head_bytes;    /* activation memory of one slot / of the head */
+    size_t shared_bytes;              /* ... of which the shared set (in head_bytes) */
     gpt_layer_hook_t on_layer_done;   /* called after each block's backward, if set */
     void *hook_ctx;
     /* called with the unit (a block, GPT_UNIT_EMBED, GPT_UNIT_FINAL) before its weights are
@@ -221,7 +231,14 @@ typedef struct gpt {
     /* NULL: the gradients accumulate in `grads` over a step's micro-batches; else a provider
      * stages them per unit and micro-batch and `grads` is not allocated. */
     const gpt_grad_provider_t *grad_stage;
-    dtype_t act_dtype;                /* saved activations are stored as this type (precision.h) */
+    dtype_t act_dtype;                /* saved activations are rounded to this type (precision.h) */
+    /* ... and kept in this storage (gpt_activations_type): DT_FP32, fp32 arrays of the rounded
+     * values; act_dtype, 2 bytes per element for the tensors a block saves for its backward
+     * (gpt_layer_acts_t packed); the residual stream (block outputs, stage input), the norms'
+     * statistics and the attention log-sum-exp stay fp32 arrays */
+    dtype_t atype;
+    gpt_layer_acts_t *bwd_acts;       /* the block whose backward runs (split backward: W reads
+                                         its packed inputs) */
     bool recomputing;                 /* a block's forward is being re-run inside the backward */
     gpt_wqueue_t *wq;                 /* split backward: the slot queue B is filling, else NULL */
     bool dry_run;                     /* gpt_plan: buffers counted, not allocated */
@@ -241,6 +258,11 @@ static inline float *gpt_weight_at(const void *w, dtype_t t, size_t elems) {
  * precision = 'fp16' where the backend's fp16 products are faster (a GPU); else fp32. A CUDA
  * run answers as its GPU also when planned with the CPU's ops. */
 dtype_t gpt_product_type(const config_t *cfg, const ops_t *ops);
+/* The storage of the activations a block saves for its backward (gpt_t atype): 16-bit for a
+ * bf16/fp16 run where &train activations_storage asks for it: '16bit', or 'auto' on a GPU
+ * (device = 'cuda': memory is what is short there; on the CPU the extra packing pass costs time
+ * and host memory is larger); else fp32 arrays of the rounded values. */
+dtype_t gpt_activations_type(const config_t *cfg);
 /* The storage type of the weights copy gpt_create gives a model of this configuration (gpt_t
  * wtype). 16-bit where config_weights_16bit_possible (a bf16/fp16 weights copy) and &train
  * weights_storage asks for it: '16bit',

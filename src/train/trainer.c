@@ -163,6 +163,25 @@ static void print_weights_storage(const trainer_t *tr) {
     printf("weights copy: %s values in fp32 arrays (%s)\n", dtype_name(p), why);
 }
 
+/* How the activations saved for backward are kept (gpt.h atype), and why. */
+static void print_activations_storage(const trainer_t *tr) {
+    const config_t *cfg = tr->cfg;
+    const gpt_t *m = &tr->model;
+    if (m->atype != DT_FP32) {
+        printf("activations: %s storage, %zu bytes per element, for the tensors each block saves "
+               "for its backward (&train activations_storage = '%s'; one block's fp32 working "
+               "set, %.1f MiB, shared by all); the residual stream, norm statistics and "
+               "attention log-sum-exp stay fp32\n", dtype_name(m->atype), dtype_bytes(m->atype),
+               cfg->activations_storage, (double)m->shared_bytes / 1048576.0);
+        return;
+    }
+    printf("activations: %s values in fp32 arrays (%s)\n", dtype_name(tr->precision),
+           !strcmp(cfg->activations_storage, "fp32")
+               ? "&train activations_storage = 'fp32'"
+               : "activations_storage = 'auto' keeps 16-bit storage for GPUs: its packing pass "
+                 "costs time on a CPU");
+}
+
 /* Before anything large is allocated: the planner's prediction for this rank against the limit
  * (the ranks agree; the message names the rank, its categories and the planner's suggestion). */
 static void check_fits(trainer_t *tr) {
@@ -250,6 +269,7 @@ static void print_memory_plan(const trainer_t *tr) {
                    "its fp32 ones on this CPU)", tr->products == DT_BF16 ? "faster" : "not faster");
         printf("\n");
         print_weights_storage(tr);
+        print_activations_storage(tr);
     }
     printf("MFU reference: hardware peak %.1f GFLOP/s per rank (%s); best GEMM %.1f GFLOP/s per "
            "rank (the model's matmul, measured); %.4f GFLOP per token\n", tr->peak_flops / 1e9,
@@ -470,7 +490,6 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
     tr->pipe.last_micro_hook = dp_sync_layer_done;
     tr->pipe.hook_ctx = &tr->dps;
     tr->precision = dtype_from_name(cfg->precision);
-    tr->model.act_dtype = tr->precision;
     tr->dps.grad_dtype = tr->precision;
     tr->zero.grad_dtype = tr->precision;
     choose_products(tr);

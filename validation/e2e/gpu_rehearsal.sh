@@ -22,6 +22,7 @@ expect '^REHEARSAL' "the rehearsal banner"
 expect '^GPU opening \(device_probe\) +SKIPPED' "step 1 skipped"
 expect '^ops CUDA vs CPU \(test_cuda_ops\) +SKIPPED' "step 2 skipped"
 expect '^tiny 20 steps cuda vs cpu +PASS: max rel 0\.00e\+00 over 20 steps' "step 3's comparison"
+expect '^tiny bf16 activations 16-bit vs fp32 +PASS: max rel 0\.00e\+00 over 20 steps' "step 3b's comparison"
 for m in 124M 350M; do
     expect "^PyTorch GPT-2 $m bf16 T=64 eager +[0-9]+ tok/s, MFU [0-9.]+%" "PyTorch $m eager"
     expect "^PyTorch GPT-2 $m bf16 T=64 compile +([0-9]+ tok/s|FAIL \(torch.compile: not in torch)" "PyTorch $m compile"
@@ -34,7 +35,7 @@ r = [json.loads(l) for l in sys.stdin]
 print(statistics.median(x["tokens_per_s"] for x in r if x["step"] >= 6))')
 got=$(grep -E '^llmtrain GPT-2 124M' "$S" | grep -Eo '[0-9.]+ tok/s' | cut -d' ' -f1)
 awk -v a="$got" -v b="$want" 'BEGIN {exit !(a == b)}' || fail "llmtrain 124M: table $got tok/s, median of the records $want"
-[ "$(grep -c . "$S")" -eq 12 ] || fail "summary.txt: $(grep -c . "$S") lines, expected 12 (the header and 11 rows)"
+[ "$(grep -c . "$S")" -eq 13 ] || fail "summary.txt: $(grep -c . "$S") lines, expected 13 (the header and 12 rows)"
 # A step that hangs (PyTorch made to sleep 60 s first) within a budget of 6 s: every step's limit
 # is cut to what is left, so the run ends soon after the budget (not after 4 x 60 s), the hung
 # steps say FAIL and the table is whole.
@@ -44,7 +45,7 @@ t0=$SECONDS
 LLMT_GPU_REHEARSAL=1 LLMT_GPU_BUDGET_S=6 PYTHON=$TEST_DIR/slow_python timeout 200 bash validation/gpu/run.sh "$OUT2" \
     >"$TEST_DIR/short.log" 2>&1 || { tail -20 "$TEST_DIR/short.log"; fail "run.sh with a 6 s budget exited non-zero"; }
 took=$((SECONDS - t0))
-[ "$(grep -c . "$OUT2/summary.txt")" -eq 12 ] || { cat "$OUT2/summary.txt"; fail "a 6 s budget: the table is not whole"; }
+[ "$(grep -c . "$OUT2/summary.txt")" -eq 13 ] || { cat "$OUT2/summary.txt"; fail "a 6 s budget: the table is not whole"; }
 [ "$(grep -c '^PyTorch.*FAIL' "$OUT2/summary.txt")" -eq 4 ] || { cat "$OUT2/summary.txt"; fail "a 6 s budget: the hung PyTorch steps are not cut short"; }
 [ "$took" -le 40 ] || fail "a 6 s budget took $took s (each step after it should get 1 s)"
 echo "run.sh rehearsed: every row of the table parsed (llmtrain 124M $got tok/s = the records' median); hung steps in a 6 s budget: ended in $took s, the table whole"

@@ -6,7 +6,8 @@
 # time limit; the summary table is printed last and written to OUTDIR/summary.txt:
 #   1. the GPU table as llmtrain prints it (gpu/device_probe)
 #   2. every op, CUDA against the CPU backend (gpu/test_cuda_ops; tolerances in its header)
-#   3. 20 steps of the tiny model, device = 'cuda' against device = 'cpu' (loss curves, rel 1e-3)
+#   3. 20 steps of the tiny model, device = 'cuda' against device = 'cpu' (loss curves, rel 1e-3);
+#      3b. bf16 on the GPU with the activations in 16-bit storage against fp32 arrays (rel 1e-5)
 #   4. PyTorch on this GPU: GPT-2 124M and 350M, T = 1024, bf16, eager
 #   5. llmtrain GPT-2 124M / 350M, T = 1024, bf16: tokens/s, MFU, the ratio to PyTorch eager
 #   6. PyTorch with torch.compile on the same two
@@ -92,11 +93,12 @@ fi
 #    device = 'cuda'; the build machine's device_discipline test (LLMT_DEVSIM: no host access to
 #    device memory, every group's floats through a transport as with NCCL) is what says it should.
 [ -f data/tiny/train_000.bin ] || timeout 60 env LD_LIBRARY_PATH="$SYS_LD" "$PY" validation/make_synthetic_shards.py data/tiny >/dev/null 2>&1
-tiny() { # LABEL DEVICE: 20 steps, metrics in $OUT/tiny_LABEL
+tiny() { # LABEL DEVICE [&train keys]: 20 steps, metrics in $OUT/tiny_LABEL
     cat >"$OUT/tiny_$1.nml" <<NML
 &run name = 'tiny_$1', out_dir = '$OUT', device = '$2', seed = 1337 /
 &model n_layer = 2, n_head = 4, d_model = 64, d_ff = 256, vocab_size = 500, seq_len = 32 /
-&train max_steps = 20, micro_batch = 4, global_batch = 8, lr = 3e-3, min_lr = 3e-4, warmup_steps = 5 /
+&train max_steps = 20, micro_batch = 4, global_batch = 8, lr = 3e-3, min_lr = 3e-4, warmup_steps = 5
+       ${3:-} /
 &data train_files = 'data/tiny/train_*.bin', val_files = 'data/tiny/val_*.bin', val_every = 0 /
 &log every = 1 /
 NML
@@ -110,6 +112,17 @@ else
     verdict=$(paste <(losses cpu) <(losses cuda) | awk '{n++; d = $1 - $2; if (d < 0) d = -d; r = d / $1; if (r > m) m = r}
         END {if (n < 20) print "FAIL: " n " steps"; else printf "%s: max rel %.2e over %d steps (tol 1e-3)\n", m <= 1e-3 ? "PASS" : "FAIL", m, n}')
     row "tiny 20 steps cuda vs cpu" "$verdict"
+fi
+# 3b. the activations a block saves, packed to 2 bytes after its forward and unpacked before its
+#     backward, against fp32 arrays of the same rounded values: the same numbers (bit-identical on
+#     the CPU, activations_storage.sh; here within what the GPU's own run-to-run order allows)
+tiny act16 $GPU "precision = 'bf16', activations_storage = '16bit'"; rc16=$?
+tiny act32 $GPU "precision = 'bf16', activations_storage = 'fp32'"; rc=$((rc16 | $?))
+if [ "$rc" -ne 0 ]; then
+    row "tiny bf16 activations 16-bit vs fp32" "FAIL: exit $rc ($(grep -h -m1 -E 'error|failed' "$OUT"/tiny_act*.log | head -1 | cut -c1-80))"
+else
+    row "tiny bf16 activations 16-bit vs fp32" "$(paste <(losses act16) <(losses act32) | awk '{n++; d = $1 - $2; if (d < 0) d = -d; r = d / $1; if (r > m) m = r}
+        END {if (n < 20) print "FAIL: " n " steps"; else printf "%s: max rel %.2e over %d steps (tol 1e-5)\n", m <= 1e-5 ? "PASS" : "FAIL", m, n}')"
 fi
 
 # 4. PyTorch on this GPU (eager here; torch.compile, the slowest to start, comes last)
@@ -127,8 +140,8 @@ torch_run() { # NAME LAYERS D_MODEL HEADS MODE
 for m in "${MODELS[@]}"; do torch_run $m eager; done
 
 # 5. llmtrain on the same shapes: GPT-2 124M and 350M, T = 1024, batch 8, precision = 'bf16'
-#    (bf16 products on tensor cores; the tensors themselves are still stored fp32 on the device,
-#    README "CUDA backend"), 20 steps on the tiny data (ids < 500 of the 50257: the speed does not
+#    (bf16 products on tensor cores, the weights copy and the saved activations in bf16 storage;
+#    the residual stream and gradients fp32, README "CUDA backend"), 20 steps on the tiny data (ids < 500 of the 50257: the speed does not
 #    care). tokens/s: the median of steps 6..20 (metrics.jsonl); MFU as llmtrain reports it (the
 #    backend's dense bf16 peak); the ratio to PyTorch eager of step 4.
 gpt() { # NAME LAYERS D_MODEL HEADS
