@@ -23,7 +23,8 @@
 # THREADS (2), STEPS (12; llmtrain steps of the T <= 256 configurations), LONG_STEPS (5; T = 1024),
 # OTHER_STEPS (6), GEMM_REPS (5), MEMORY_ROUNDS (1), MEMORY_STEPS (6), CONFIGS, PRECISIONS
 # ("fp32 bf16"; "bf16-fp32w" is bf16 with &train weights_storage = 'fp32', the weights copy as
-# fp32 arrays of rounded values: "fp32 bf16 bf16-fp32w" measures what the 16-bit copy gains),
+# fp32 arrays of rounded values: "fp32 bf16 bf16-fp32w" measures what the 16-bit copy gains;
+# "bf16-a16" is bf16 with &train activations_storage = '16bit': what the packing costs on a CPU),
 # THROUGHPUT_ONLY=1 (skip part 4), OTHER_GEMM=0 (skip part 3). OPENBLAS_CORETYPE is
 # used as the environment has it; where it is unset, OpenBLAS rows are measured with its default
 # and with SkylakeX kernels, and PyTorch (which uses OpenBLAS for fp32) runs with SkylakeX, its
@@ -100,14 +101,15 @@ main_gemm_rates() { # name L C T B
 }
 
 # ---- 2. training throughput ------------------------------------------------------------------
-write_nml() { # file run-name L C NH T B steps precision (bf16-fp32w: bf16, fp32-array weights)
-    local prec=${9%-fp32w} storage=auto
-    [ "$prec" = "$9" ] || storage=fp32
+write_nml() { # file run-name L C NH T B steps precision (bf16-fp32w: bf16, fp32-array weights;
+               # bf16-a16: bf16, activations in 16-bit storage)
+    local prec=${9%%-*} storage=auto acts=auto
+    case $9 in *-fp32w) storage=fp32 ;; *-a16) acts=16bit ;; esac
     cat >$1 <<NML
 &run name = '$2', out_dir = '$OUT' /
 &model n_layer = $3, n_head = $5, d_model = $4, vocab_size = 50257, seq_len = $6 /
 &train max_steps = $8, micro_batch = $7, lr = 6e-4, warmup_steps = 0, precision = '$prec',
-       weights_storage = '$storage' /
+       weights_storage = '$storage', activations_storage = '$acts' /
 &data train_files = 'data/bench/train_*.bin' /
 &checkpoint save_weights = .false., overwrite = .true. /
 &log every = 1 /
@@ -177,18 +179,18 @@ throughput_row() {
     local label=$1 name=$2 L=$3 C=$4 NH=$5 T=$6 B=$7 steps=$8 pt_steps=$9 prec=${10} prog=${11} lib=${12}
     local ct=${13} tag=${14}
     local run=${name}_T${T}_${prec}_${label} key=${name}_T${T}_$prec best fast of p pf r
-    local ptkey=${name}_T${T}_${prec%-fp32w} # PyTorch runs once per precision
+    local ptkey=${name}_T${T}_${prec%%-*} # PyTorch runs once per precision
     write_nml $OUT/$run.nml $run $L $C $NH $T $B $steps $prec
     progress "llmtrain $name T=$T B=$B $prec, $steps steps ($(coretype_label $lib $ct))"
     run_llmtrain $prog $run $ct
     grep -E "^step" $OUT/$run.log | tail -1
     best=${BEST_OF[$tag]} fast=${FAST_OF[$tag]} of=""
-    if [ ${prec%-fp32w} = bf16 ] && [ "${BF16_OF[$tag]}" != n/a ]; then
+    if [ ${prec%%-*} = bf16 ] && [ "${BF16_OF[$tag]}" != n/a ]; then
         best=${BF16_OF[$tag]} fast=${FAST_BF16_OF[$tag]} of=" of bf16 GEMM"
     fi
     if [ -z "${PT_OF[$ptkey]:-}" ]; then
-        progress "PyTorch $name T=$T B=$B ${prec%-fp32w}, $pt_steps steps (OpenBLAS kernels $PT_CORETYPE)"
-        run_torch $L $C $NH $T $B $pt_steps ${prec%-fp32w}
+        progress "PyTorch $name T=$T B=$B ${prec%%-*}, $pt_steps steps (OpenBLAS kernels $PT_CORETYPE)"
+        run_torch $L $C $NH $T $B $pt_steps ${prec%%-*}
         PT_OF[$ptkey]="$PT_TOK $PT_TOK_MAX $PT_FAULTS $PT_MALLOC"
     fi
     read -r PT_TOK PT_TOK_MAX PT_FAULTS PT_MALLOC <<<"${PT_OF[$ptkey]}"
@@ -261,6 +263,10 @@ targets() {
         w32=${TOK_OF[${name}_T${T}_bf16-fp32w]:-}
         [ -n "$w32" ] && echo "- bf16 with the weights copy in 16-bit storage / as fp32 arrays (weights_storage" \
             "'auto' / 'fp32'; 16-bit only where the products are native), $name T=$T B=$B: $(ratio $b16 $w32)x"
+        a16=${TOK_OF[${name}_T${T}_bf16-a16]:-}
+        [ -n "$a16" ] && echo "- bf16 with the saved activations in 16-bit storage / as fp32 arrays" \
+            "(activations_storage '16bit' / 'auto', fp32 arrays on a CPU: the packing passes' cost)," \
+            "$name T=$T B=$B: $(ratio $a16 $b16)x"
     done
 }
 {

@@ -3,8 +3,9 @@
 # build-asan/, never mixed with build/): the tiny model trains 10 steps on 1 rank and on 4 ranks
 # (dp 2 x pp 2: 1F1B pipeline p2p, dp all-reduce, collective HDF5 checkpoints), resumes on
 # tp 2 x pp 2 (checkpoint reading, tensor-parallel all-reduces), evaluates and generates on
-# 1 rank, trains with the optimizer offloaded and behind the simulated device (dp 2), llmprep trains a small BPE vocabulary on 2 ranks, and the unit tests run (all but
-# test_tokenizer: 2 minutes under ASan). Fails on any ASan or UBSan report in any output, or a
+# 1 rank, trains with the optimizer offloaded, behind the simulated device (dp 2) and with bf16
+# activations in 16-bit storage (pp 2, ZB-H1), llmprep trains a small BPE vocabulary on 2 ranks,
+# and the unit tests run (all but test_tokenizer: 2 minutes under ASan). Fails on any ASan or UBSan report in any output, or a
 # run that does not finish.
 source "$(dirname "$0")/lib.bash"
 t0=$(date +%s)
@@ -68,6 +69,12 @@ run offload 2 $BIN/llmtrain "$TEST_DIR/offload.nml" train.offload="'optimizer'"
 grep -q "^optimizer: offload = 'optimizer'" "$TEST_DIR/offload.log" || fail "offload: not offloaded"
 nml devsim 2 1 1
 LLMT_DEVSIM=1 run devsim 2 $BIN/llmtrain "$TEST_DIR/devsim.nml" parallel.zero_stage=3
+# bf16 with the saved activations in 16-bit storage on ZB-H1 (pp 2: each block packed after its
+# forward and unpacked before its backward, W unpacking its inputs; the evaluations' forwards)
+nml act16 1 2 1
+run act16 2 $BIN/llmtrain "$TEST_DIR/act16.nml" train.precision="'bf16'" \
+    train.activations_storage="'16bit'" parallel.schedule="'zb-h1'"
+grep -q '^activations: bf16 storage' "$TEST_DIR/act16.log" || fail "act16: not in 16-bit storage"
 grep -q '^compute: cpu-devsim backend' "$TEST_DIR/devsim.log" || fail "devsim: the simulated device was not used"
 run llmprep 2 $BIN/llmprep --out "$TEST_DIR/prep" --train-vocab 300 --val-fraction 0.1 \
     --shard-tokens 5000 $(ls /usr/share/common-licenses/* | head -3)
