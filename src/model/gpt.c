@@ -273,6 +273,7 @@ static void alloc_layer_acts(gpt_t *m, int i, gpt_layer_acts_t *a, gpt_recompute
         else if (m->atype == DT_FP32 || !act_packable(k)) *t = falloc(m, n, c);
         else {
             *c += n * dtype_bytes(m->atype);
+            m->packed_bytes += n * dtype_bytes(m->atype);
             a->packed[k] = balloc(m, n * dtype_bytes(m->atype), MEM_ACTIVATIONS);
             *t = *act_ptr(&m->shared, k);
         }
@@ -367,6 +368,7 @@ static void alloc_slots(gpt_t *m) {
     for (int s = 0; s < m->par.n_slots; s++) {
         gpt_slot_t *sl = &m->slot[s];
         size_t bytes = 0;
+        m->packed_bytes = 0; /* every slot holds the same: one slot's is kept */
         sl->tokens = balloc(m, N * sizeof(int), MEM_ACTIVATIONS);
         sl->targets = balloc(m, N * sizeof(int), MEM_ACTIVATIONS);
         sl->input = falloc(m, N * C, &bytes);

@@ -218,6 +218,7 @@ typedef struct gpt {
     float *host_losses;               /* [N] host copy */
     size_t slot_bytes, head_bytes;    /* activation memory of one slot / of the head */
     size_t shared_bytes;              /* ... of which the shared set (in head_bytes) */
+    size_t packed_bytes;              /* one slot's tensors in 16-bit storage (in slot_bytes) */
     gpt_layer_hook_t on_layer_done;   /* called after each block's backward, if set */
     void *hook_ctx;
     /* called with the unit (a block, GPT_UNIT_EMBED, GPT_UNIT_FINAL) before its weights are

@@ -14,6 +14,8 @@
 #define ALIGN_FLOATS 16           /* ZeRO partitions (zero.c) */
 #define DEFAULT_FLOPS 1e11        /* per rank, when &log peak_flops is 0 */
 #define LINK_BYTES_PER_S 1e10     /* per rank */
+#define MEMORY_BYTES_PER_S 2e10   /* per rank: the element-wise passes that are modelled (the
+                                     16-bit activations' packing) */
 
 static double fl(size_t n) { return (double)(n ? n : 1) * sizeof(float); } /* alloc(max(n,1)) */
 
@@ -67,6 +69,10 @@ static double step_seconds(const config_t *cfg, const gpt_t *m, int mb, int accu
     const double layers = (double)cfg->n_layer / cfg->pp;
     const double tp_bytes = 4.0 * layers * accum * mb * T * cfg->d_model * 4.0 * tpf;
     t += (dp_bytes + tp_bytes) / LINK_BYTES_PER_S;
+    /* 16-bit activations (gpt.h atype): each micro-batch packs every chunk's saved tensors (4
+     * bytes read, 2 written per element) and unpacks them (2 read, 4 written) */
+    const int chunks = m->n_chunks > 1 ? m->n_chunks : 1;
+    t += 6.0 * (double)m->packed_bytes * accum * chunks / MEMORY_BYTES_PER_S;
     return t;
 }
 
@@ -259,8 +265,26 @@ typedef struct alt {
     int zero;
     const char *recompute;
     int mb, accum;
+    const char *acts; /* &train activations_storage */
     mem_plan_t worst;
 } alt_t;
+
+/* The activation storages to try: the configuration's own, and 16-bit storage where a bf16/fp16
+ * run keeps fp32 arrays (activations_storage 'auto' on a CPU, or 'fp32'). */
+static int activation_storages(const config_t *cfg, const char *out[2]) {
+    int n = 0;
+    out[n++] = cfg->activations_storage;
+    if (config_weights_16bit_possible(cfg) && gpt_activations_type(cfg) == DT_FP32)
+        out[n++] = "16bit";
+    return n;
+}
+
+/* How an alternative keeps its activations: "16bit" or "fp32" (arrays). */
+static const char *acts_label(const config_t *cfg, const char *acts) {
+    config_t c = *cfg;
+    snprintf(c.activations_storage, sizeof c.activations_storage, "%s", acts);
+    return gpt_activations_type(&c) == DT_FP32 ? "fp32" : "16bit";
+}
 
 static int by_time(const void *a, const void *b) {
     double x = ((const alt_t *)a)->worst.step_seconds, y = ((const alt_t *)b)->worst.step_seconds;
@@ -275,20 +299,30 @@ static int alternatives(const config_t *cfg, double limit, alt_t *out, int cap, 
     static const char *recompute[] = {"none", "selective", "full"};
     int mbs[64], n = 0;
     const int k = micro_batches(cfg, mbs, 64);
+    const char *acts[2];
+    const int na = activation_storages(cfg, acts);
     *tried = 0;
     for (int z = 0; z <= (cfg->dp > 1 ? 3 : 0); z++)
         for (int r = 0; r < 3; r++)
             for (int i = 0; i < k; i++) {
-                config_t c = *cfg;
-                c.zero_stage = z;
-                snprintf(c.recompute, sizeof c.recompute, "%s", recompute[r]);
-                c.recompute_layers = -1;
-                const int accum = cfg->global_batch / cfg->dp / mbs[i];
-                mem_plan_t w, mc;
-                plan_worst(&c, mbs[i], accum, &w, &mc);
-                (*tried)++;
-                if (w.total > limit || n == cap) continue;
-                out[n++] = (alt_t){z, recompute[r], mbs[i], accum, w};
+                double own_total = 0; /* the configuration's own storage (a = 0) */
+                for (int a = 0; a < na; a++) {
+                    config_t c = *cfg;
+                    c.zero_stage = z;
+                    snprintf(c.recompute, sizeof c.recompute, "%s", recompute[r]);
+                    c.recompute_layers = -1;
+                    snprintf(c.activations_storage, sizeof c.activations_storage, "%s", acts[a]);
+                    const int accum = cfg->global_batch / cfg->dp / mbs[i];
+                    mem_plan_t w, mc;
+                    plan_worst(&c, mbs[i], accum, &w, &mc);
+                    /* 16-bit storage that saves nothing (full recomputation keeps no packable
+                     * tensor) is no alternative */
+                    if (a == 0) own_total = w.total;
+                    else if (w.total >= own_total) continue;
+                    (*tried)++;
+                    if (w.total > limit || n == cap) continue;
+                    out[n++] = (alt_t){z, recompute[r], mbs[i], accum, acts[a], w};
+                }
             }
     qsort(out, (size_t)n, sizeof *out, by_time);
     return n;
@@ -299,9 +333,13 @@ bool plan_suggest(const config_t *cfg, double limit, char *buf, size_t len) {
     int tried;
     int n = alternatives(cfg, limit, alts, 640, &tried);
     if (n == 0) return false;
-    snprintf(buf, len, "&parallel zero_stage = %d, recompute = '%s' and &train micro_batch = %d "
+    /* the storage only where it is not the configuration's own */
+    char acts[48] = "";
+    if (alts[0].acts != cfg->activations_storage)
+        snprintf(acts, sizeof acts, ", activations_storage = '%s'", alts[0].acts);
+    snprintf(buf, len, "&parallel zero_stage = %d, recompute = '%s' and &train micro_batch = %d%s "
              "(accumulation %d): %.2f GiB per rank", alts[0].zero, alts[0].recompute, alts[0].mb,
-             alts[0].accum, alts[0].worst.total / 1073741824.0);
+             acts, alts[0].accum, alts[0].worst.total / 1073741824.0);
     return true;
 }
 
@@ -375,14 +413,19 @@ bool plan_print(const config_t *cfg, double limit, int ranks_per_node) {
     plan_print_schedule(cfg, accum);
     alt_t alts[640];
     int tried, n = alternatives(cfg, limit, alts, 640, &tried);
-    printf("alternatives that fit (%d of %d; zero_stage x recompute x micro_batch), fastest first by "
-           "the cost model (planner.h: %.3g FLOP/s per rank%s, 10 GB/s links):\n", n, tried,
-           cfg->peak_flops > 0 ? cfg->peak_flops : DEFAULT_FLOPS,
-           cfg->peak_flops > 0 ? " from &log peak_flops" : " assumed; set &log peak_flops");
-    printf("  %4s %10s %6s %6s %12s %10s\n", "zero", "recompute", "mb", "accum", "GiB/rank", "step s");
+    const char *na[2];
+    const bool two = activation_storages(cfg, na) > 1;
+    printf("alternatives that fit (%d of %d; zero_stage x recompute x micro_batch%s), fastest first "
+           "by the cost model (planner.h: %.3g FLOP/s per rank%s, 10 GB/s links%s):\n", n, tried,
+           two ? " x activation storage" : "", cfg->peak_flops > 0 ? cfg->peak_flops : DEFAULT_FLOPS,
+           cfg->peak_flops > 0 ? " from &log peak_flops" : " assumed; set &log peak_flops",
+           two ? ", 20 GB/s for packing the activations" : "");
+    printf("  %4s %10s %6s %6s %12s %10s %11s\n", "zero", "recompute", "mb", "accum", "GiB/rank",
+           "step s", "activations");
     for (int i = 0; i < n && i < 15; i++)
-        printf("  %4d %10s %6d %6d %12.3f %10.3f\n", alts[i].zero, alts[i].recompute, alts[i].mb,
-               alts[i].accum, alts[i].worst.total / 1073741824.0, alts[i].worst.step_seconds);
+        printf("  %4d %10s %6d %6d %12.3f %10.3f %11s\n", alts[i].zero, alts[i].recompute,
+               alts[i].mb, alts[i].accum, alts[i].worst.total / 1073741824.0,
+               alts[i].worst.step_seconds, acts_label(cfg, alts[i].acts));
     if (n > 15) printf("  ... and %d more\n", n - 15);
     return w.total <= limit;
 }

@@ -256,9 +256,9 @@ targets() {
     for cfg in $CONFIGS; do
         IFS=, read -r name L C NH T B steps pt_steps <<<"$cfg"
         f32=${TOK_OF[${name}_T${T}_fp32]:-} b16=${TOK_OF[${name}_T${T}_bf16]:-}
-        [ -n "$f32" ] && [ -n "$b16" ] || continue
-        r=$(ratio $b16 $f32)
-        echo "- bf16 / fp32 tokens/s, $name T=$T B=$B: ${r}x (target >= 1.7x where the CPU has bf16" \
+        [ -n "$b16" ] || continue
+        r=$([ -n "$f32" ] && ratio $b16 $f32)
+        [ -n "$r" ] && echo "- bf16 / fp32 tokens/s, $name T=$T B=$B: ${r}x (target >= 1.7x where the CPU has bf16" \
              "instructions; this CPU: $BF16_CPU): $(awk -v r="$r" -v c="$BF16_CPU" 'BEGIN {print (c == "no") ? "not applicable" : (r >= 1.7) ? "met" : "not met"}')"
         w32=${TOK_OF[${name}_T${T}_bf16-fp32w]:-}
         [ -n "$w32" ] && echo "- bf16 with the weights copy in 16-bit storage / as fp32 arrays (weights_storage" \

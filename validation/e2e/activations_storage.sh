@@ -17,7 +17,8 @@
 # one working set); full recomputation of one of two blocks; 1F1B on (dp 1, tp 2, pp 2) with
 # dropout; ZeRO-3; the weights copy also in 16-bit storage; and LLMT_DEVSIM=1 (the packing on
 # the simulated device). Activation memory is measured = planned and falls to about 60% of the
-# fp32 arrays' on a 6-block model; '16bit' in an fp32 run is refused (exit 2, one message).
+# fp32 arrays' on a 6-block model; the planner offers 16-bit storage as an alternative of a bf16
+# run on the CPU; '16bit' in an fp32 run is refused (exit 2, one message).
 source "$(dirname "$0")/lib.bash"
 source "$(dirname "$0")/lib_moe.bash" # MOE_KEYS
 ulimit -c 0
@@ -79,6 +80,40 @@ import sys
 print(f"activations  measured/planned MiB: 16-bit {m16}/{pl16}, fp32 arrays {m32}/{pl32}: "
       f"{m16 / m32:.2f}")
 sys.exit(0 if m16 == pl16 and m32 == pl32 and 0.5 < m16 / m32 < 0.65 else 1)
+PY
+# the planner: a bf16 run on the CPU ('auto': fp32 arrays) is offered 16-bit storage as an
+# alternative: for each (zero, recompute, micro_batch) a '16bit' row that plans less memory and a
+# longer step (the packing passes) than its 'fp32' row, and the row's total is what --plan says
+# of that configuration itself (GPT-2 124M's shape, T = 1024: --plan builds no model)
+cat >"$TEST_DIR/plan.nml" <<'NML'
+&run name = 'p', out_dir = '/tmp' /
+&model n_layer = 12, n_head = 12, d_model = 768, d_ff = 3072, vocab_size = 50257, seq_len = 1024 /
+&train max_steps = 1, micro_batch = 8, global_batch = 8, precision = 'bf16' /
+&data train_files = 'data/tiny/train_*.bin' /
+&log peak_flops = 1e12 /
+NML
+./llmtrain --plan "$TEST_DIR/plan.nml" >"$TEST_DIR/plan.out" 2>&1 || { cat "$TEST_DIR/plan.out"; fail "--plan exited non-zero"; }
+./llmtrain --plan "$TEST_DIR/plan.nml" train.activations_storage="'16bit'" >"$TEST_DIR/plan16.out" 2>&1 ||
+    { cat "$TEST_DIR/plan16.out"; fail "--plan (16bit) exited non-zero"; }
+grep -q "x activation storage" "$TEST_DIR/plan.out" || fail "the plan's alternatives do not try the activation storage"
+total16=$(sed -n 's/^  the fullest rank .*; total \([0-9.]*\) MiB$/\1/p' "$TEST_DIR/plan16.out")
+$PYTHON - "$TEST_DIR/plan.out" "$total16" <<'PY' || fail "the planner's 16-bit alternatives"
+import re, sys
+rows = {}
+for line in open(sys.argv[1]):
+    f = line.split()
+    if len(f) == 7 and f[0].isdigit() and f[6] in ("fp32", "16bit"):
+        rows[(f[0], f[1], f[2], f[6])] = (float(f[4]), float(f[5]))
+pairs = [(k[:3], v, rows[k[:3] + ("16bit",)]) for k, v in rows.items()
+         if k[3] == "fp32" and k[:3] + ("16bit",) in rows]
+assert pairs, f"no pair of rows in {rows}"
+for k, (g32, s32), (g16, s16) in pairs:
+    assert g16 < g32 and s16 > s32, (k, g32, s32, g16, s16)
+g, _ = rows[("0", "none", "8", "16bit")]
+mine = float(sys.argv[2]) / 1024
+assert abs(g - mine) < 0.0015, (g, mine)
+print(f"planner: {len(pairs)} (zero, recompute, mb) with both storages, 16-bit always smaller and "
+      f"slower; (0, none, 8): {rows[('0', 'none', '8', 'fp32')][0]} -> {g} GiB = --plan's {mine:.3f}")
 PY
 # '16bit' without a 16-bit activation type (fp32) is refused: one message, exit 2
 write_tiny_nml "$TEST_DIR/bad.nml" extra_train="activations_storage = '16bit'"
