@@ -25,25 +25,7 @@ ulimit -c 0
 write_tiny_nml "$TEST_DIR/t.nml" name=r max_steps=4 mb=2 gb=8 val_every=2
 echo "&checkpoint every = 4 /" >>"$TEST_DIR/t.nml"
 # check NAME NP [overrides]: the run with both storages; the records and final weights identical
-check() {
-    local name=$1 np=$2 a
-    shift 2
-    for a in 16bit fp32; do
-        timeout 300 $MPIRUN -np "$np" ./llmtrain "$TEST_DIR/t.nml" run.out_dir="'$TEST_DIR/$name-$a'" \
-            train.activations_storage="'$a'" "$@" >"$TEST_DIR/$name-$a.log" 2>&1 ||
-            { tail -20 "$TEST_DIR/$name-$a.log"; fail "$name ($a) exited non-zero"; }
-    done
-    grep -q "^activations: .* storage, 2 bytes per element" "$TEST_DIR/$name-16bit.log" ||
-        fail "$name: the 16-bit storage was not used"
-    grep -q "^activations: .* values in fp32 arrays" "$TEST_DIR/$name-fp32.log" ||
-        fail "$name: the fp32 arrays were not used"
-    local x y
-    x=$(train_records "$TEST_DIR/$name-16bit/r/metrics.jsonl") y=$(train_records "$TEST_DIR/$name-fp32/r/metrics.jsonl")
-    [ -n "$x" ] && [ "$x" = "$y" ] || { diff <(echo "$x") <(echo "$y") | head; fail "$name: step records differ"; }
-    same_weights "$TEST_DIR/$name-16bit/r/weights_step000004.h5" "$TEST_DIR/$name-fp32/r/weights_step000004.h5" ||
-        fail "$name: final weights differ"
-    printf '%-14s %d rank(s): %2d records bit-identical, final weights identical\n' "$name" "$np" "$(echo "$x" | wc -l)"
-}
+check() { storage_pair activations_storage activations "$@"; }
 BF16=train.precision="'bf16'"
 check gpt2_bf16 1 "$BF16" model.n_layer=3
 check fp16_dp2 2 train.precision="'fp16'" parallel.dp=2

@@ -142,3 +142,28 @@ same_run() {
         { cat "$TEST_DIR/$2.weights"; fail "$2: final weights differ from $1 by more than 1e-5"; }
     echo "| weights ok"
 }
+
+# storage_pair KEY LABEL NAME NP [overrides...]: $TEST_DIR/t.nml (run name r, 4 steps, weights
+# written at step 4) on NP ranks with &train KEY = '16bit' and 'fp32' (run directories
+# $TEST_DIR/NAME-16bit and NAME-fp32); the startup line "LABEL: ..." must say which storage each
+# used, and the step records and final weights must be bit-identical (weights_storage.sh,
+# activations_storage.sh)
+storage_pair() {
+    local key=$1 label=$2 name=$3 np=$4 v
+    shift 4
+    for v in 16bit fp32; do
+        timeout 300 $MPIRUN -np "$np" ./llmtrain "$TEST_DIR/t.nml" run.out_dir="'$TEST_DIR/$name-$v'" \
+            train.$key="'$v'" "$@" >"$TEST_DIR/$name-$v.log" 2>&1 ||
+            { tail -20 "$TEST_DIR/$name-$v.log"; fail "$name ($v) exited non-zero"; }
+    done
+    grep -q "^$label: .* storage, 2 bytes per element" "$TEST_DIR/$name-16bit.log" ||
+        fail "$name: the 16-bit storage was not used"
+    grep -q "^$label: .* values in fp32 arrays" "$TEST_DIR/$name-fp32.log" ||
+        fail "$name: the fp32 arrays were not used"
+    local a b
+    a=$(train_records "$TEST_DIR/$name-16bit/r/metrics.jsonl") b=$(train_records "$TEST_DIR/$name-fp32/r/metrics.jsonl")
+    [ -n "$a" ] && [ "$a" = "$b" ] || { diff <(echo "$a") <(echo "$b") | head; fail "$name: step records differ"; }
+    same_weights "$TEST_DIR/$name-16bit/r/weights_step000004.h5" "$TEST_DIR/$name-fp32/r/weights_step000004.h5" ||
+        fail "$name: final weights differ"
+    printf '%-14s %d rank(s): %2d records bit-identical, final weights identical\n' "$name" "$np" "$(echo "$a" | wc -l)"
+}

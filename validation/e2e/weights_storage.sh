@@ -23,26 +23,7 @@ ulimit -c 0
 write_tiny_nml "$TEST_DIR/t.nml" name=r max_steps=4 mb=2 gb=8 val_every=2
 echo "&checkpoint every = 2 /" >>"$TEST_DIR/t.nml"
 # check NAME NP [overrides]: the run with both storages; the records and final weights identical
-check() {
-    local name=$1 np=$2 w
-    shift 2
-    for w in 16bit fp32; do
-        timeout 300 $MPIRUN -np "$np" ./llmtrain "$TEST_DIR/t.nml" run.out_dir="'$TEST_DIR/$name-$w'" \
-            train.weights_storage="'$w'" "$@" >"$TEST_DIR/$name-$w.log" 2>&1 ||
-            { tail -20 "$TEST_DIR/$name-$w.log"; fail "$name ($w) exited non-zero"; }
-    done
-    grep -q "^weights copy: .* storage, 2 bytes per element" "$TEST_DIR/$name-16bit.log" ||
-        fail "$name: the 16-bit storage was not used"
-    grep -q "^weights copy: .* values in fp32 arrays" "$TEST_DIR/$name-fp32.log" ||
-        fail "$name: the fp32 arrays were not used"
-    local a b
-    a=$(train_records "$TEST_DIR/$name-16bit/r/metrics.jsonl") b=$(train_records "$TEST_DIR/$name-fp32/r/metrics.jsonl")
-    [ -n "$a" ] && [ "$a" = "$b" ] || { diff <(echo "$a") <(echo "$b") | head; fail "$name: step records differ"; }
-    same_weights "$TEST_DIR/$name-16bit/r/weights_step000004.h5" "$TEST_DIR/$name-fp32/r/weights_step000004.h5" ||
-        fail "$name: final weights differ"
-
-    printf '%-12s %d rank(s): %2d records bit-identical, final weights identical\n' "$name" "$np" "$(echo "$a" | wc -l)"
-}
+check() { storage_pair weights_storage "weights copy" "$@"; }
 BF16=train.precision="'bf16'"
 check gpt2_bf16 1 "$BF16"
 check fp16_dp2 2 train.precision="'fp16'" parallel.dp=2
