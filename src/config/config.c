@@ -1404,6 +1404,15 @@ static int expand_one(parse_ctx_t *ctx, int k, char *value, size_t cap) {
     if (o + 1 > cap)
         return cfg_error(ctx, 1, 1, "&%s %s: '%s' expands to %zu characters, more than %zu",
                          group_names[key_specs[k].group], key_specs[k].key, value, o, cap - 1);
+    /* a default or a variable's value holding '${' again: expanded once here, the effective
+     * configuration (echoed, stored in checkpoints) would be expanded a second time when read */
+    if (strstr(out, "${")) {
+        const nl_entry_t *e = ctx->set_by[k];
+        return cfg_error(ctx, e ? e->line : 1, e ? e->col : 1, "&%s %s: '%s' expands to '%s', "
+                         "which holds '${' again (variables are expanded once: no nesting, and no "
+                         "'${' in a default or a variable's value)", group_names[key_specs[k].group],
+                         key_specs[k].key, value, out);
+    }
     memcpy(value, out, o + 1);
     return 0;
 }

@@ -435,6 +435,31 @@ static void every_range_bound_is_enforced_with_its_message(void **state) {
     }
 }
 
+/* Path keys expand ${NAME} and ${NAME:-default} once; a result that holds '${' again (a nested
+ * default, a variable whose value has one) is refused, since the effective configuration, echoed
+ * and stored in checkpoints, would be expanded a second time when read (the namelist fuzzer
+ * found a nested default whose echo did not parse). */
+static void path_variables_expand_once(void **state) {
+    (void)state;
+    config_t cfg;
+    setenv("LLMT_TEST_ROOT", "/scratch/x", 1);
+    unsetenv("LLMT_TEST_UNSET");
+    parse_ok("&data train_files = '${LLMT_TEST_ROOT}/t_*.bin', "
+             "val_files = '${LLMT_TEST_UNSET:-data}/v_*.bin' /", &cfg);
+    assert_string_equal(cfg.train_files, "/scratch/x/t_*.bin");
+    assert_string_equal(cfg.val_files, "data/v_*.bin");
+    config_destroy(&cfg);
+    EXPECT_ERROR("&data train_files = '${LLMT_TEST_UNSET:-a${LLMT_TEST_UNSET:-b}/t.bin' /",
+                 PATH ":1:7: &data train_files: '${LLMT_TEST_UNSET:-a${LLMT_TEST_UNSET:-b}/t.bin' "
+                 "expands to 'a${LLMT_TEST_UNSET:-b/t.bin', which holds '${' again");
+    setenv("LLMT_TEST_ROOT", "${HOME}", 1);
+    EXPECT_ERROR("&data train_files = '${LLMT_TEST_ROOT}/t.bin' /", "which holds '${' again");
+    EXPECT_ERROR("&data train_files = '${LLMT_TEST_ROOT/t.bin' /", "'${' without a closing '}'");
+    EXPECT_ERROR("&data train_files = '${LLMT_TEST_UNSET}/t.bin' /",
+                 "the environment variable LLMT_TEST_UNSET in '${LLMT_TEST_UNSET}/t.bin' is not set");
+    unsetenv("LLMT_TEST_ROOT");
+}
+
 static void integer_beyond_32_bits_is_refused_for_int_keys(void **state) {
     (void)state;
     EXPECT_ERROR("&train max_steps = 3000000000 /", PATH ":1:20: &train max_steps: 3000000000 does not fit in a 32-bit integer");
@@ -1012,6 +1037,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(value_not_in_choices_lists_the_choices),
         cmocka_unit_test(anomaly_policies_are_checked_by_key),
         cmocka_unit_test(every_range_bound_is_enforced_with_its_message),
+        cmocka_unit_test(path_variables_expand_once),
         cmocka_unit_test(integer_beyond_32_bits_is_refused_for_int_keys),
         cmocka_unit_test(unimplemented_features_are_refused_not_ignored),
         cmocka_unit_test(dropout_sets_the_three_rates_unless_given),
