@@ -1016,7 +1016,7 @@ const float *gpt_stage_forward(gpt_t *m, int s, int B, int T) {
     for (int l = m->first_layer; l < m->end_layer; l++) {
         gpt_layer_acts_t *a = &sl->layer[l - m->first_layer];
         block_forward(m, l, a, res, B, T);
-        pack_layer(m, l, a, B, T);
+        if (!m->forward_only) pack_layer(m, l, a, B, T);
         res = a->res3;
     }
     return res;

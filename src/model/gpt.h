@@ -241,6 +241,8 @@ typedef struct gpt {
     gpt_layer_acts_t *bwd_acts;       /* the block whose backward runs (split backward: W reads
                                          its packed inputs) */
     bool recomputing;                 /* a block's forward is being re-run inside the backward */
+    bool forward_only;                /* set by the caller for passes with no backward (eval,
+                                         generation): 16-bit storage packs nothing then */
     gpt_wqueue_t *wq;                 /* split backward: the slot queue B is filling, else NULL */
     bool dry_run;                     /* gpt_plan: buffers counted, not allocated */
     gpt_regular_t reg;                /* dropout, label smoothing, z-loss (model/regularize.h) */

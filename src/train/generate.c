@@ -136,7 +136,9 @@ void trainer_generate(trainer_t *tr) {
     }
     for (int i = 0; i < cfg->max_new_tokens; i++, len++) {
         int T = len < m->T ? len : m->T;
+        m->forward_only = true; /* no backward: nothing to keep for one */
         gpt_forward(m, seq + len - T, NULL, 1, T);
+        m->forward_only = false;
         fault_point("generate", tr->grid->world_rank);
         gpt_logits_row(m, 0, T - 1, T, logits);
         seq[len] = sample_token(logits, m->V, cfg->temperature, cfg->top_k,

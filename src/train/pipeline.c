@@ -104,6 +104,7 @@ static void forward(pipe_t *p, run_t *r, const sched_act_t *a) {
     const size_t N = (size_t)r->B * r->T;
     gpt_use_chunk(m, a->chunk);
     gpt_set_micro(m, s, i); /* dropout masks are keyed by the micro-batch's samples */
+    m->forward_only = !r->backward; /* nothing kept for a backward that will not come */
     prof_begin(PROF_FORWARD, "forward", i, p->stage); /* the compute, not the waits around it */
     if (embeds(p, a->chunk)) gpt_embed(m, s, r->tokens + (size_t)i * N, r->B, r->T);
     p->last_out = gpt_stage_forward(m, s, r->B, r->T);

@@ -16,9 +16,10 @@
 # packed inputs in one queue); an interleaved pipeline with selective recomputation (4 slots of
 # one working set); full recomputation of one of two blocks; 1F1B on (dp 1, tp 2, pp 2) with
 # dropout; ZeRO-3; the weights copy also in 16-bit storage; and LLMT_DEVSIM=1 (the packing on
-# the simulated device). Activation memory is measured = planned and falls to about 60% of the
-# fp32 arrays' on a 6-block model; the planner offers 16-bit storage as an alternative of a bf16
-# run on the CPU; '16bit' in an fp32 run is refused (exit 2, one message).
+# the simulated device); their validation passes, and generation, pack nothing (forward only).
+# Activation memory is measured = planned and falls to about 60% of the fp32 arrays' on a
+# 6-block model; the planner offers 16-bit storage as an alternative of a bf16 run on the CPU;
+# '16bit' in an fp32 run is refused (exit 2, one message).
 source "$(dirname "$0")/lib.bash"
 source "$(dirname "$0")/lib_moe.bash" # MOE_KEYS
 ulimit -c 0
@@ -43,6 +44,17 @@ check zero3_dp2 2 "$BF16" parallel.dp=2 parallel.zero_stage=3
 check weights16 1 "$BF16" train.weights_storage="'16bit'"
 LLMT_DEVSIM=1 check devsim_dp2 2 "$BF16" parallel.dp=2
 grep -q '^compute: cpu-devsim backend' "$TEST_DIR/devsim_dp2-16bit.log" || fail "devsim: the simulated device was not used"
+
+# generation (forward-only passes: nothing packed) from the bf16 run's weights: the same tokens
+for a in 16bit fp32; do
+    timeout 120 $MPIRUN -np 1 ./llmtrain "$TEST_DIR/t.nml" run.mode="'generate'" "$BF16" model.n_layer=3 \
+        train.activations_storage="'$a'" run.init_from="'$TEST_DIR/gpt2_bf16-fp32/r/weights_step000004.h5'" \
+        run.prompt_ids=1,2,3,4 run.max_new_tokens=8 run.temperature=0 run.out_dir="'$TEST_DIR/gen-$a'" \
+        >"$TEST_DIR/gen-$a.log" 2>&1 || { tail -20 "$TEST_DIR/gen-$a.log"; fail "generate ($a)"; }
+done
+g16=$(grep "^generate: continuation" "$TEST_DIR/gen-16bit.log") g32=$(grep "^generate: continuation" "$TEST_DIR/gen-fp32.log")
+[ -n "$g16" ] && [ "$g16" = "$g32" ] || { echo "$g16"; echo "$g32"; fail "generation differs"; }
+echo "generate       1 rank:  the same tokens"
 
 # memory: the activations category (rank 0's measured/planned) of a 6-block bf16 run: each
 # block's saved tensors (16 C per token: 15 C packed, the block output fp32) at 2 bytes instead
