@@ -167,3 +167,20 @@ storage_pair() {
         fail "$name: final weights differ"
     printf '%-14s %d rank(s): %2d records bit-identical, final weights identical\n' "$name" "$np" "$(echo "$a" | wc -l)"
 }
+
+# storage_generate KEY WEIGHTS [overrides...]: greedy generation (8 tokens after ids 1 2 3 4) from
+# weights file WEIGHTS with $TEST_DIR/t.nml and &train KEY = '16bit' and 'fp32': the same tokens
+storage_generate() {
+    local key=$1 weights=$2 v
+    shift 2
+    for v in 16bit fp32; do
+        timeout 120 $MPIRUN -np 1 ./llmtrain "$TEST_DIR/t.nml" run.mode="'generate'" "$@" \
+            train.$key="'$v'" run.init_from="'$weights'" run.prompt_ids=1,2,3,4 run.max_new_tokens=8 \
+            run.temperature=0 run.out_dir="'$TEST_DIR/gen-$v'" >"$TEST_DIR/gen-$v.log" 2>&1 ||
+            { tail -20 "$TEST_DIR/gen-$v.log"; fail "generate ($v)"; }
+    done
+    local g16 g32
+    g16=$(grep "^generate: continuation" "$TEST_DIR/gen-16bit.log") g32=$(grep "^generate: continuation" "$TEST_DIR/gen-fp32.log")
+    [ -n "$g16" ] && [ "$g16" = "$g32" ] || { echo "$g16"; echo "$g32"; fail "generation differs"; }
+    echo "generate       1 rank:  the same tokens"
+}

@@ -59,15 +59,7 @@ same_weights "$TEST_DIR/resume-16bit/r/weights_step000004.h5" "$TEST_DIR/gpt2_bf
 echo "resume       1 rank:  16-bit storage resumed from step 2 = the uninterrupted run (final weights)"
 
 # generation from the bf16 run's weights through the 16-bit store
-for w in 16bit fp32; do
-    timeout 120 $MPIRUN -np 1 ./llmtrain "$TEST_DIR/t.nml" run.mode="'generate'" "$BF16" \
-        train.weights_storage="'$w'" run.init_from="'$TEST_DIR/gpt2_bf16-fp32/r/weights_step000004.h5'" \
-        run.prompt_ids=1,2,3,4 run.max_new_tokens=8 run.temperature=0 run.out_dir="'$TEST_DIR/gen-$w'" \
-        >"$TEST_DIR/gen-$w.log" 2>&1 || { tail -20 "$TEST_DIR/gen-$w.log"; fail "generate ($w)"; }
-done
-g16=$(grep "^generate: continuation" "$TEST_DIR/gen-16bit.log") g32=$(grep "^generate: continuation" "$TEST_DIR/gen-fp32.log")
-[ -n "$g16" ] && [ "$g16" = "$g32" ] || { echo "$g16"; echo "$g32"; fail "generation differs"; }
-echo "generate     1 rank:  the same tokens"
+storage_generate weights_storage "$TEST_DIR/gpt2_bf16-fp32/r/weights_step000004.h5" "$BF16"
 
 # memory: parameters at 2 bytes per matrix element (the table's measured/planned, rank 0)
 params_col() { awk '/rank \(dp,tp,pp\)/ {getline; print $3; exit}' "$1"; }
