@@ -1,6 +1,7 @@
 # Makefile — builds llmtrain and its tests. Site settings live in Makefile.inc.
 #   make          build ./llmtrain
 #   make check    run the test suite (installs missing dependencies first; last line: N passed, N failed)
+#   make check-unit  its first stage alone: dependencies, build, unit tests
 #   make deps     install missing Debian packages (as root), or say what to install
 #   make bench    benchmarks (not tests): tokens/s and GFLOP/s next to PyTorch
 #   make demo     install, build, prepare data, train a small model, show results
@@ -75,10 +76,18 @@ GEMM_CFLAGS := $($(GEMM)_CFLAGS)
 GEMM_LIBS   := $($(GEMM)_LIBS)
 # $(call gemm_builds,LIBRARY): "ok" when that library's header and libraries build a program.
 gemm_builds = $(shell printf '\043include <$($(1)_HEADER)>\nint main(void){return 0;}\n' | $(CC) $($(1)_CFLAGS) -x c - -o /dev/null $($(1)_LIBS) >/dev/null 2>&1 && echo ok)
-# A GEMM library that is not there is a build error naming the variable to set (not 200 undefined
-# references). Checked only when something is built.
-ifeq ($(filter clean deps,$(MAKECMDGOALS)),)
+# A GEMM library that is not there is a build error (not 200 undefined references): on a machine
+# where Debian packages are missing (validation/deps.sh --missing), one line saying that `make deps`
+# installs them; else one naming the Makefile.inc variable to set. Checked only when something is
+# built here: not for clean, nor for the goals that install the dependencies first and build in a
+# make started after that (deps, demo, check, check-unit).
+INSTALLING_GOALS := clean deps demo check check-unit
+ifeq ($(filter $(INSTALLING_GOALS),$(MAKECMDGOALS)),)
 ifneq ($(call gemm_builds,$(GEMM)),ok)
+MISSING_PACKAGES := $(shell bash validation/deps.sh --missing 2>/dev/null)
+ifneq ($(strip $(MISSING_PACKAGES)),)
+$(error llmtrain's dependencies are not installed ($(words $(MISSING_PACKAGES)) Debian packages missing: $(wordlist 1,6,$(MISSING_PACKAGES))$(if $(word 7,$(MISSING_PACKAGES)), ...)): run 'make deps' as root to install them (or 'make demo' / 'make check', which install them first; INSTALL for modules))
+endif
 $(error Makefile.inc: GEMM = $(GEMM), but <$($(GEMM)_HEADER)> with $(GEMM_LIBS) does not build: $($(GEMM)_HINT))
 endif
 endif
@@ -194,7 +203,7 @@ $(BUILD)/ref/%: validation/reference/%.c $(LIB)
 # build/tests/test_gemm_<other> is test_gemm.c linked with the other gemm_*.c (an object given
 # on the command line wins over the archive's, so the rest of the library uses it as well).
 OTHER_GEMM := $(filter-out $(GEMM),onednn cblas)
-ifeq ($(filter clean deps,$(MAKECMDGOALS)),)
+ifeq ($(filter $(INSTALLING_GOALS),$(MAKECMDGOALS)),)
 ifeq ($(call gemm_builds,$(OTHER_GEMM)),ok)
 OTHER_GEMM_TEST := $(BUILD)/tests/test_gemm_$(OTHER_GEMM)
 endif
@@ -231,6 +240,14 @@ check:
 	@bash validation/deps.sh --if-missing
 	@$(MAKE) --no-print-directory tests data/tiny/train_000.bin
 	@MPIRUN="$(MPIRUN)" PYTHON="$(PYTHON)" bash validation/run_tests.sh
+
+# The first stage of make check alone: dependencies, the build, the unit tests (no scenario
+# scripts); validation/bare_root.sh runs it in a fresh Debian root.
+.PHONY: check-unit
+check-unit:
+	@bash validation/deps.sh --if-missing
+	@$(MAKE) --no-print-directory tests
+	@MPIRUN="$(MPIRUN)" PYTHON="$(PYTHON)" bash validation/run_tests.sh --unit
 
 bench: llmtrain llmprep $(BUILD)/bench/bench_gemm
 	@MPIRUN="$(MPIRUN)" PYTHON="$(PYTHON)" bash validation/bench/run_bench.sh

@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # deps.sh — install the Debian/Ubuntu packages llmtrain needs (make deps), or say what to do.
 #   bash validation/deps.sh              install whatever is missing (root), else print the command
-#   bash validation/deps.sh --if-missing same, but silent when everything is present
-# On a cluster without apt, load the modules listed in INSTALL instead (see modules/).
+#   bash validation/deps.sh --if-missing same, but silent when everything is present (make check,
+#                                        make demo); without dpkg (a cluster) it leaves the build
+#                                        to find the site's libraries
+#   bash validation/deps.sh --missing    print the missing Debian packages (nothing when none is,
+#                                        or without dpkg) and install nothing (the Makefile's check)
+# Where packages are missing and this is not root or has no apt-get, it prints the packages and the
+# modules INSTALL names for a cluster, installs nothing and exits 2.
 set -u
 PACKAGES="make gcc pkg-config openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools \
 libhwloc-dev hwloc libpapi-dev libopenblas-dev libdnnl-dev libcmocka-dev python3 python3-numpy python3-h5py \
@@ -17,8 +22,13 @@ PACKAGES="$PACKAGES clang libclang-rt-dev"
 # the HPC workflow tests: a private Slurm on localhost (validation/e2e/lib_slurm.bash; the
 # daemons are started by the tests themselves, never as services) and Lmod for the modulefile
 PACKAGES="$PACKAGES slurmctld slurmd slurm-client munge lmod"
-quiet=0
-[ "${1:-}" = "--if-missing" ] && quiet=1
+quiet=0 list_only=0
+case "${1:-}" in
+--if-missing) quiet=1 ;;
+--missing) list_only=1 ;;
+"") ;;
+*) echo "deps.sh: unknown option '$1' (--if-missing, --missing)"; exit 2 ;;
+esac
 DEPS_DIR=$(cd "$(dirname "$0")/.." && pwd)/.deps # the PyPI folders below it are git-ignored
 
 # pip_into DIR PIP_ARGS...: pip install PIP_ARGS into the folder DIR (--target), quietly.
@@ -112,17 +122,32 @@ fetch_convert_deps() {
         "pip install for llmconvert failed (its tests skip)" --no-deps $CONVERT_PY_PACKAGES
 }
 
+# cannot_install WHY: what to install by hand (the packages, the modules INSTALL names), exit 2
+cannot_install() {
+    local modules
+    modules=$(sed -n 's/^ *\(module load [^#]*\).*/\1/p' "$(dirname "$0")/../INSTALL" | head -1 | sed 's/ *$//')
+    echo "deps: $1, so nothing was installed. The Debian/Ubuntu packages to install (as root, or ask an administrator):"
+    echo "  sudo apt-get update && sudo apt-get install -y${missing:- $PACKAGES}"
+    echo "deps: on a cluster, load your site's modules of the same libraries instead (INSTALL, section 2):"
+    echo "  ${modules:-module load gcc openmpi hdf5 openblas hwloc papi}"
+    echo "  and set their paths in Makefile.inc where pkg-config does not find them."
+    exit 2
+}
+
 if ! command -v dpkg-query >/dev/null 2>&1; then
-    [ $quiet -eq 1 ] && exit 0
-    echo "deps: no dpkg here: install OpenMPI, parallel HDF5, hwloc, PAPI, a CBLAS and cmocka"
-    echo "      with your site's modules (see INSTALL) and set paths in Makefile.inc."
-    exit 0
+    [ $quiet -eq 1 ] || [ $list_only -eq 1 ] && exit 0
+    missing=""
+    cannot_install "no dpkg here (not Debian or Ubuntu)"
 fi
 
 missing=""
 for p in $PACKAGES; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
+if [ $list_only -eq 1 ]; then
+    echo $missing
+    exit 0
+fi
 if [ -z "$missing" ]; then
     [ $quiet -eq 1 ] || echo "deps: all packages present"
     fetch_tokenizer_deps || [ $quiet -eq 1 ] || exit 1 # make check goes on: only tokenizer tests fail
@@ -133,11 +158,8 @@ if [ -z "$missing" ]; then
     exit 0
 fi
 echo "deps: missing Debian packages:$missing"
-if [ "$(id -u)" -ne 0 ]; then
-    echo "deps: not root. Ask an administrator, or run:"
-    echo "  sudo apt-get update && sudo apt-get install -y$missing"
-    exit 1
-fi
+[ "$(id -u)" -eq 0 ] || cannot_install "not root"
+command -v apt-get >/dev/null 2>&1 || cannot_install "no apt-get here"
 export DEBIAN_FRONTEND=noninteractive
 apt-get -o DPkg::Lock::Timeout=600 update -q >/dev/null &&
     apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends $missing ||

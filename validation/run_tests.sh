@@ -3,7 +3,7 @@
 # Runs every unit-test program (each cmocka case counts as one test) and every scenario script in
 # validation/e2e/ (each script counts as one test; it exits 0 on success and prints the numbers
 # that differ on failure, or exits 77 after printing why it is skipped, e.g. a missing compiler).
-# The last line is "N passed, N failed".
+# The last line is "N passed, N failed". With --unit, the unit-test programs alone.
 set -u
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
@@ -52,10 +52,12 @@ for bin in build/tests/test_*; do
     case "$bin" in *.d) continue ;; esac
     [ -x "$bin" ] && run_unit "$bin"
 done
-echo "== scenario and reference tests"
-for script in validation/e2e/*.sh; do
-    [ -f "$script" ] && run_scenario "$script"
-done
+if [ "${1:-}" != "--unit" ]; then # --unit: the unit tests alone (make check-unit)
+    echo "== scenario and reference tests"
+    for script in validation/e2e/*.sh; do
+        [ -f "$script" ] && run_scenario "$script"
+    done
+fi
 if [ ${#skipped[@]} -gt 0 ]; then
     echo "${#skipped[@]} skipped (neither passed nor failed; each says why):"
     printf '  %s\n' "${skipped[@]}"
