@@ -43,15 +43,18 @@ SOURCES=$(ls /etc/apt/sources.list.d/*.sources 2>/dev/null | head -1)
 [ -f "$SOURCES" ] || skip "no apt sources on this machine ($SOURCES)"
 
 # ---- the base root (cached) ------------------------------------------------------------------
-if ! tar -tf "$CACHE" usr/bin/make >/dev/null 2>&1; then
+if ! [ -f "$CACHE" ] || ! tar -tf "$CACHE" ./usr/bin/make >/dev/null 2>&1; then
+    rm -rf "$CACHE"
     say "making the base root: mmdebstrap --variant=minbase --include=make bookworm ($CACHE)"
     mkdir -p "$(dirname "$CACHE")"
-    if ! mmdebstrap --variant=minbase --include=make bookworm "$CACHE.new" "$SOURCES" \
+    NEW=${CACHE%.tar}.new.tar # mmdebstrap picks the format from the name's ending
+    rm -rf "$NEW"
+    if ! mmdebstrap --variant=minbase --include=make bookworm "$NEW" "$SOURCES" \
             >/tmp/bare_root_base.log 2>&1; then
-        rm -f "$CACHE.new"
+        rm -rf "$NEW"
         skip "mmdebstrap could not make a Debian 12 root (no package mirror reachable?): $(grep -m1 -E '^E:' /tmp/bare_root_base.log || tail -1 /tmp/bare_root_base.log)"
     fi
-    mv "$CACHE.new" "$CACHE"
+    mv "$NEW" "$CACHE"
 fi
 
 WORK=$(mktemp -d /var/tmp/llmtrain-bare-root.XXXXXX)
