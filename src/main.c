@@ -279,7 +279,9 @@ int main(int argc, char **argv) {
     trainer_t tr;
     const ops_t *ops = open_backend(&cfg, &topo, &grid);
     cfg.device_memory = ops->memory_capacity() > 0; /* the planner's two memories (planner.h) */
-    trainer_setup(&tr, &cfg, &grid, ops);
+    char cores[80];
+    topology_cores_text(&topo, cores, sizeof cores);
+    trainer_setup(&tr, &cfg, &grid, ops, cores);
     tr.io_hints = topology_io_hints(&topo, MPI_COMM_WORLD, cfg.striping_factor, cfg.striping_unit);
     int code = 0;
     if (strcmp(cfg.mode, "train") == 0) {

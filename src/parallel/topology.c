@@ -139,10 +139,54 @@ static int bind_process_to(hwloc_topology_t hw, hwloc_const_cpuset_t set) {
     return there ? 0 : hwloc_set_cpubind(hw, set, HWLOC_CPUBIND_PROCESS);
 }
 
-/* Bind to this rank's share of the node's cores, or keep what the launcher did (undoing what
- * the OpenMP runtime narrowed); sets the binding status and `binding`, the CPUs the rank now
- * runs on. Never fatal: a refused binding is recorded and the run carries on. Returns whether
- * the process is bound as `binding` says (so its threads can be pinned within it). */
+int topology_launcher_request(char *buf, size_t n) {
+    /* Open MPI 4's mpirun puts an option on the command line (or its MCA variable in mpirun's
+     * environment) into the ranks' environment as OMPI_MCA_<name>; its defaults it does not */
+    static const struct { const char *var, *option; } ompi[] = {
+        {"OMPI_MCA_hwloc_base_binding_policy", "--bind-to"},
+        {"OMPI_MCA_hwloc_base_cpu_set", "--cpu-set"},
+        {"OMPI_MCA_rmaps_base_cpus_per_rank", "--cpus-per-proc"},
+        {"OMPI_MCA_rmaps_base_cpus_per_proc", "--cpus-per-proc"},
+        {"OMPI_MCA_rmaps_rank_file_path", "--rankfile"},
+        {"OMPI_MCA_orte_rankfile", "--rankfile"},
+    };
+    if (n) buf[0] = '\0';
+    for (size_t i = 0; i < sizeof ompi / sizeof ompi[0]; i++) {
+        const char *v = getenv(ompi[i].var);
+        if (v && v[0]) {
+            snprintf(buf, n, "mpirun %s %s", ompi[i].option, v);
+            return 1;
+        }
+    }
+    const char *map = getenv("OMPI_MCA_rmaps_base_mapping_policy"); /* --map-by x:PE=n binds */
+    if (map && (strstr(map, "PE=") || strstr(map, "pe="))) {
+        snprintf(buf, n, "mpirun --map-by %s", map);
+        return 1;
+    }
+    if (getenv("OMPI_MCA_orte_launch") == NULL && getenv("SLURM_STEP_ID") != NULL) {
+        const char *b = getenv("SLURM_CPU_BIND");
+        snprintf(buf, n, "srun --cpu-bind=%s", b && b[0] ? b : "(the site's default)");
+        return 1;
+    }
+    return 0;
+}
+
+/* The cores (logical indices) whose objects intersect `set`, as a new bitmap. */
+static hwloc_bitmap_t cores_of(hwloc_topology_t hw, hwloc_const_bitmap_t set) {
+    const hwloc_obj_type_t type = core_type(hw);
+    hwloc_bitmap_t cores = bitmap_new();
+    hwloc_obj_t obj = NULL;
+    while ((obj = hwloc_get_next_obj_by_type(hw, type, obj)) != NULL)
+        if (hwloc_bitmap_intersects(obj->cpuset, set))
+            HWLOC_CHECK(hwloc_bitmap_set(cores, obj->logical_index));
+    return cores;
+}
+
+/* Bind to this rank's share of the node's cores, or keep a binding the user asked the launcher
+ * for (undoing what the OpenMP runtime narrowed); a binding the launcher made on its own is
+ * replaced by the share. Sets the binding status and `binding`, the CPUs the rank now runs on.
+ * Never fatal: a refused binding is recorded and the run carries on. Returns whether the process
+ * is bound as `binding` says (so its threads can be pinned within it). */
 static bool bind_process(topology_t *t, const char *bind_mode, hwloc_bitmap_t binding) {
     topology_place_info_t *me = &t->me;
     hwloc_topology_t hw = t->hw;
@@ -156,17 +200,28 @@ static bool bind_process(topology_t *t, const char *bind_mode, hwloc_bitmap_t bi
     if (rebound) HWLOC_CHECK(hwloc_bitmap_copy(binding, now));
     hwloc_bitmap_free(now);
     const bool launcher_bound = !hwloc_bitmap_isincluded(machine, binding); /* narrower */
+    if (launcher_bound) {
+        hwloc_bitmap_t lc = cores_of(hw, binding);
+        me->launcher_cores = hwloc_bitmap_weight(lc);
+        hwloc_bitmap_free(lc);
+        me->launcher_asked = topology_launcher_request(me->asked, sizeof me->asked);
+    }
+    /* keep the launcher's binding only where every rank of the node has one that was asked for:
+     * one rank keeping its binding while a neighbour takes its share could share cores */
+    int keep = launcher_bound && me->launcher_asked;
+    comm_allreduce(&keep, 1, MPI_INT, MPI_LAND, t->node_comm, "placement (hwloc)");
 
     const hwloc_obj_type_t type = core_type(hw);
     const int n = hwloc_get_nbobjs_by_type(hw, type);
     ASSERT(n > 0);
     int first, count;
     me->oversubscribed = topology_split_cores(me->local_rank, me->local_size, n, &first, &count);
+    me->share = count;
     bool bound = false;
     if (strcmp(bind_mode, "none") == 0) {
         snprintf(me->binding, sizeof me->binding, "%s (bind_mode = none)",
                  launcher_bound ? "bound by launcher" : "not bound");
-    } else if (launcher_bound) {
+    } else if (keep) {
         bound = bind_process_to(hw, binding) == 0;
         if (bound)
             snprintf(me->binding, sizeof me->binding, "kept launcher binding");
@@ -176,9 +231,18 @@ static bool bind_process(topology_t *t, const char *bind_mode, hwloc_bitmap_t bi
         hwloc_bitmap_t want = bitmap_new();
         for (int i = first; i < first + count; i++)
             HWLOC_CHECK(hwloc_bitmap_or(want, want, hwloc_get_obj_by_type(hw, type, i)->cpuset));
+        me->launcher_same = launcher_bound && hwloc_bitmap_isequal(binding, want);
         bound = hwloc_set_cpubind(hw, want, HWLOC_CPUBIND_PROCESS) == 0;
         if (bound) {
-            snprintf(me->binding, sizeof me->binding, "bound by llmtrain");
+            if (me->launcher_same)
+                snprintf(me->binding, sizeof me->binding, "bound by llmtrain (as the launcher had)");
+            else if (launcher_bound)
+                snprintf(me->binding, sizeof me->binding,
+                         "bound by llmtrain (the launcher's %s binding, %d core%s, replaced)",
+                         me->launcher_asked ? "asked-for" : "default", me->launcher_cores,
+                         me->launcher_cores == 1 ? "" : "s");
+            else
+                snprintf(me->binding, sizeof me->binding, "bound by llmtrain");
             HWLOC_CHECK(hwloc_bitmap_copy(binding, want));
         } else {
             snprintf(me->binding, sizeof me->binding, "not permitted: %s", strerror(errno));
@@ -195,17 +259,27 @@ static bool bind_process(topology_t *t, const char *bind_mode, hwloc_bitmap_t bi
     return bound;
 }
 
-/* Record the binding: its cores (logical indices), NUMA nodes (OS indices). */
+/* The node's cores that none of its ranks is bound to (collective over the node; cores past
+ * IDLE_WORDS * 64 are not counted). */
+#define IDLE_WORDS 64
+static int count_idle(const topology_t *t, hwloc_const_bitmap_t cores) {
+    uint64_t mask[IDLE_WORDS] = {0};
+    for (int c = hwloc_bitmap_first(cores); c >= 0; c = hwloc_bitmap_next(cores, c))
+        if (c < IDLE_WORDS * 64) mask[c / 64] |= 1ull << (c % 64);
+    comm_allreduce(mask, IDLE_WORDS, MPI_UINT64_T, MPI_BOR, t->node_comm, "placement (hwloc)");
+    int used = 0, all = t->me.node_cores < IDLE_WORDS * 64 ? t->me.node_cores : IDLE_WORDS * 64;
+    for (int w = 0; w < IDLE_WORDS; w++) used += __builtin_popcountll(mask[w]);
+    return all > used ? all - used : 0;
+}
+
+/* Record the binding: its cores (logical indices), NUMA nodes (OS indices), and the node's idle
+ * cores (collective over the node). */
 static void describe_binding(topology_t *t, hwloc_const_bitmap_t binding) {
     topology_place_info_t *me = &t->me;
     hwloc_topology_t hw = t->hw;
-    const hwloc_obj_type_t type = core_type(hw);
-    hwloc_bitmap_t cores = bitmap_new();
-    hwloc_obj_t obj = NULL;
-    while ((obj = hwloc_get_next_obj_by_type(hw, type, obj)) != NULL)
-        if (hwloc_bitmap_intersects(obj->cpuset, binding))
-            HWLOC_CHECK(hwloc_bitmap_set(cores, obj->logical_index));
+    hwloc_bitmap_t cores = cores_of(hw, binding);
     me->n_cores = hwloc_bitmap_weight(cores);
+    me->node_idle = count_idle(t, cores);
     HWLOC_CHECK(hwloc_bitmap_list_snprintf(me->cores, sizeof me->cores, cores));
     hwloc_bitmap_t nodes = bitmap_new();
     HWLOC_CHECK(hwloc_cpuset_to_nodeset(hw, binding, nodes));
@@ -357,6 +431,42 @@ static void describe_threads(topology_t *t) {
     xfree(cores);
 }
 
+/* Why the rank has the cores it has, in words, for the startup summary. */
+static void explain_cores(topology_place_info_t *me, const char *bind_mode) {
+    const int n = me->n_cores;
+    const char *s = n == 1 ? "" : "s";
+    char *w = me->why;
+    const size_t len = sizeof me->why;
+    if (strcmp(bind_mode, "none") == 0)
+        snprintf(w, len, "&run bind = 'none': the launcher's binding and the OMP_* variables decide (%d core%s)", n, s);
+    else if (strncmp(me->binding, "not permitted", 13) == 0)
+        snprintf(w, len, "the system refused llmtrain's binding: %d core%s, as the launcher left the rank", n, s);
+    else if (strcmp(me->binding, "kept launcher binding") == 0)
+        snprintf(w, len, "the binding asked of the launcher (%s), kept: %d core%s (the rank's even share "
+                 "of the node would be %d)", me->asked, n, s, me->share);
+    else if (me->oversubscribed)
+        snprintf(w, len, "%d ranks on the node's %d cores (oversubscribed): one core each", me->local_size,
+                 me->node_cores);
+    else if (me->launcher_same)
+        snprintf(w, len, "the rank's even share of the node's %d cores among %d rank%s, where the "
+                 "launcher had bound it", me->node_cores, me->local_size, me->local_size == 1 ? "" : "s");
+    else if (me->launcher_cores > 0 && !me->launcher_asked)
+        snprintf(w, len, "the rank's even share of the node's %d cores among %d rank%s; the launcher's own "
+                 "default binding (%d core%s, not asked for) replaced", me->node_cores, me->local_size,
+                 me->local_size == 1 ? "" : "s", me->launcher_cores, me->launcher_cores == 1 ? "" : "s");
+    else if (me->launcher_cores > 0)
+        snprintf(w, len, "the rank's even share of the node's %d cores among %d rank%s; the binding asked "
+                 "of the launcher (%s) replaced: other ranks of the node had none asked for",
+                 me->node_cores, me->local_size, me->local_size == 1 ? "" : "s", me->asked);
+    else
+        snprintf(w, len, "the rank's even share of the node's %d cores among %d rank%s (the launcher bound "
+                 "nothing)", me->node_cores, me->local_size, me->local_size == 1 ? "" : "s");
+}
+
+void topology_cores_text(const topology_t *t, char *buf, size_t n) {
+    snprintf(buf, n, "%d core%s (%s)", t->me.n_cores, t->me.n_cores == 1 ? "" : "s", t->me.cores);
+}
+
 /* ---- nearest GPU ------------------------------------------------------------------------------ */
 
 typedef struct gpu_candidate {
@@ -473,6 +583,7 @@ void topology_place(topology_t *t, MPI_Comm world, const char *bind_mode) {
                  strerror(refused));
     }
     describe_threads(t);
+    explain_cores(&t->me, bind_mode);
     find_gpu(t, binding);
     hwloc_bitmap_free(binding);
 }
@@ -493,6 +604,24 @@ static int col_width(const topology_place_info_t *all, int n, size_t offset, con
         if (len > w) w = len;
     }
     return (int)w;
+}
+
+/* One note for the ranks whose OMP_NUM_THREADS leaves some of their cores without a thread. */
+static void note_spare_cores(const topology_place_info_t *all, int n, FILE *out) {
+    int first = -1, more = 0;
+    for (int r = 0; r < n; r++)
+        if (all[r].threads_explicit && all[r].n_threads < all[r].n_cores) {
+            if (first < 0) first = r;
+            else more++;
+        }
+    if (first < 0) return;
+    const topology_place_info_t *p = &all[first];
+    char others[48] = "";
+    if (more) snprintf(others, sizeof others, " (and %d more rank%s)", more, more == 1 ? "" : "s");
+    fprintf(out, "  note: OMP_NUM_THREADS = %d runs %d pinned thread%s on rank %d's %d cores%s: %d "
+            "core%s without a thread (unset OMP_NUM_THREADS for one thread per core)\n", p->n_threads,
+            p->n_threads, p->n_threads == 1 ? "" : "s", p->world_rank, p->n_cores, others,
+            p->n_cores - p->n_threads, p->n_cores - p->n_threads == 1 ? "" : "s");
 }
 
 /* One warning for the ranks whose OMP_NUM_THREADS exceeds their cores, named by the first. */
@@ -541,6 +670,32 @@ static void print_table(const topology_place_info_t *all, int n, int n_nodes, FI
                     "and steps run slower than on a full allocation\n", all[r].host,
                     all[r].local_size, all[r].node_cores);
     warn_threads(all, n, out);
+    note_spare_cores(all, n, out);
+    /* how many cores each rank uses and why: one line per distinct reason */
+    for (int r = 0; r < n; r++) {
+        bool seen = false;
+        for (int q = 0; q < r && !seen; q++) seen = strcmp(all[q].why, all[r].why) == 0;
+        if (seen) continue;
+        int more = 0;
+        for (int q = r + 1; q < n; q++) more += strcmp(all[q].why, all[r].why) == 0;
+        char others[48] = "";
+        if (more) snprintf(others, sizeof others, " and %d more", more);
+        fprintf(out, "  cores: %d per rank (rank %d%s): %s\n", all[r].n_cores, r, others, all[r].why);
+    }
+    /* a kept binding that leaves cores of its node idle: the flag that fixes it */
+    for (int r = 0; r < n; r++) {
+        if (!all[r].io_aggregator || all[r].node_idle <= 0) continue;
+        int kept = -1;
+        for (int q = 0; q < n && kept < 0; q++)
+            if (all[q].node_index == all[r].node_index && !strcmp(all[q].binding, "kept launcher binding"))
+                kept = q;
+        if (kept < 0) continue;
+        const bool srun = strncmp(all[kept].asked, "srun", 4) == 0;
+        fprintf(out, "  warning: %s: %d of its %d cores idle: the binding asked of the launcher (%s) is "
+                "kept; launch with %s and llmtrain binds each rank to its even share of the node, one "
+                "OpenMP thread per core\n", all[r].host, all[r].node_idle, all[r].node_cores,
+                all[kept].asked, srun ? "srun --cpu-bind=none" : "mpirun --bind-to none");
+    }
 }
 
 void topology_fprint(const topology_t *t, MPI_Comm world, FILE *out) {

@@ -9,8 +9,12 @@
  * Placement rule: the node's cores (hwloc CORE objects; PUs when the topology has no cores) are
  * split evenly and contiguously among the node-local ranks: local rank r of k gets the cores
  * [r*n/k, (r+1)*n/k). With more ranks than cores (oversubscription) rank r gets core r mod n.
- * A binding the launcher already made (narrower than the whole machine) is kept, and a binding
- * the system refuses (containers) is recorded, not fatal.
+ * A binding the user asked the launcher for (narrower than the cores the process may use) is
+ * kept, with a warning when the node's ranks then leave cores idle that names the flag that fixes
+ * it; a binding the launcher made on its own (Open MPI binds a job of <= 2 ranks to one core each
+ * by default, larger ones to a socket) is replaced by the rank's share, as when nothing bound it.
+ * Open MPI says what was asked for in the ranks' environment (topology_launcher_request); a
+ * binding the system refuses (containers) is recorded, not fatal.
  *
  * The launcher's binding is the affinity the process had when it started. With OMP_PLACES or
  * OMP_PROC_BIND set, the OpenMP runtime has already pinned the initial thread to its first place
@@ -36,6 +40,7 @@ struct hwloc_topology; /* hwloc_topology_t without making every includer see hwl
 #define TOPO_STR 64
 #define TOPO_STATUS 128
 #define TOPO_THREADS 192
+#define TOPO_WHY 320
 
 /* One rank's placement, fixed-size so rank 0 can gather every rank's record as bytes. */
 typedef struct topology_place_info {
@@ -58,6 +63,13 @@ typedef struct topology_place_info {
                                     more as a range, a thread on several cores in brackets):
                                     "1 on core 0", "2 on cores 2,3", "8 on cores 0-7",
                                     "2 on cores [0-1],[0-1]" */
+    int share;                   /* cores of the rank's even share of the node (1 oversubscribed) */
+    int launcher_cores;          /* cores of the launcher's binding; 0 when it bound nothing */
+    int launcher_asked;          /* 1 when the user asked the launcher for that binding */
+    int launcher_same;           /* 1 when the launcher's binding was the rank's share already */
+    int node_idle;               /* cores of the node that no rank of it is bound to */
+    char asked[TOPO_STR];        /* what was asked for: "--bind-to core", "--cpu-bind=cores" */
+    char why[TOPO_WHY];            /* why the rank has the cores it has, for the startup summary */
     char binding[TOPO_STATUS];   /* "bound by llmtrain", "kept launcher binding", "not bound
                                     (bind_mode = none)", "bound by launcher (bind_mode = none)",
                                     "not permitted: <strerror>" */
@@ -88,6 +100,15 @@ void topology_fprint(const topology_t *t, MPI_Comm world, FILE *out);
 MPI_Info topology_io_hints(const topology_t *t, MPI_Comm world, int striping_factor,
                            long striping_unit);
 void topology_destroy(topology_t *t);
+
+/* What the user asked the launcher for, from the environment it gave this process: Open MPI's
+ * --bind-to, --cpu-set, --map-by ...:PE=n, --cpus-per-proc, --rankfile (as OMPI_MCA_* variables,
+ * which mpirun sets only when asked), or any Slurm step (srun binds as its options and the
+ * site's defaults say). Returns 1 and writes the option to buf[n] ("--bind-to core") when a
+ * binding was asked for; 0 (buf "") when the launcher's binding, if any, is its own default. */
+int topology_launcher_request(char *buf, size_t n);
+/* "N core(s) C" for the summary and the MFU line: this rank's cores as the table shows them. */
+void topology_cores_text(const topology_t *t, char *buf, size_t n);
 
 /* The placement rule on its own (pure; for tests): the cores [*first, *first + *count) of
  * local rank `local_rank` of `local_size` on a node of `n_cores` cores. Returns 1 when the node

@@ -274,6 +274,9 @@ static void print_memory_plan(const trainer_t *tr) {
     printf("MFU reference: hardware peak %.1f GFLOP/s per rank (%s); best GEMM %.1f GFLOP/s per "
            "rank (the model's matmul, measured); %.4f GFLOP per token\n", tr->peak_flops / 1e9,
            tr->peak_how, tr->gemm_flops / 1e9, tr->flops_per_token / 1e9);
+    printf("MFU and GEMM in the step lines are per rank: each rank's FLOP/s against the rates "
+           "above, measured on rank 0's %s with %d OpenMP thread%s\n", tr->cores,
+           omp_get_max_threads(), omp_get_max_threads() > 1 ? "s" : "");
 }
 
 static void setup_data(trainer_t *tr) {
@@ -421,8 +424,10 @@ static const char *schedule_error(const trainer_t *tr, pipe_schedule_t sched, in
     return NULL;
 }
 
-void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const ops_t *ops) {
+void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const ops_t *ops,
+                   const char *cores) {
     memset(tr, 0, sizeof *tr);
+    snprintf(tr->cores, sizeof tr->cores, "%s", cores ? cores : "its cores");
     tr->cfg = cfg;
     tr->grid = grid;
     tr->ops = ops;

@@ -67,6 +67,7 @@ typedef struct trainer {
     MPI_Info io_hints;          /* MPI-IO hints for checkpoint files */
     double peak_flops;          /* per rank: the hardware's peak (or &log peak_flops), for MFU */
     char peak_how[160];         /* how peak_flops was found, for the startup summary */
+    char cores[80];             /* this rank's cores ("2 cores (0-1)"), for the startup summary */
     double gemm_flops;          /* per rank: the model's matmul as measured at startup */
     dtype_t products;           /* the products' type (choose_products: gpt_product_type) */
     double flops_per_token;
@@ -77,7 +78,9 @@ typedef struct trainer {
 
 /* Everything a run needs, allocated once; data files are validated here (a bad file is one
  * message naming it). Loads &run init_from weights when given, else the seeded init. */
-void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const ops_t *ops);
+/* cores: rank 0's cores as the placement table shows them ("2 cores (0-1)"), for the MFU line. */
+void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const ops_t *ops,
+                   const char *cores);
 void trainer_destroy(trainer_t *tr);
 /* mode = 'train': optimizer steps up to max_steps (from the resumed step, if any), with
  * checkpoints. Returns the exit code: 0; LLMT_EXIT_REQUEUE after a stop signal and its

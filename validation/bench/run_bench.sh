@@ -212,6 +212,91 @@ for cfg in $CONFIGS; do
     done
 done
 
+# ---- 2b. the README's first command as written, beside the best launch ----------------------------
+# The README's run line is `mpirun -np 1 ./llmtrain input.nml`: no binding option, no
+# OMP_NUM_THREADS. It runs beside `mpirun --bind-to none -np 1` (nothing bound by the launcher:
+# llmtrain binds the rank to the node's cores, one thread per core: the best launch known here)
+# and `mpirun -np 1 -x OMP_NUM_THREADS=<cores>` (what HPC users type), on GPT-2 124M T=64 B=4
+# fp32, alternated README_ROUNDS times (3); each run's median tokens/s over its steady steps, the
+# median over the rounds.
+: "${README_ROUNDS:=3}"
+run_launch() { # run-name launch-args...: sets TOK (median tok/s of the run's steady steps)
+    local run=$1; shift
+    env -u OMP_NUM_THREADS mpirun "$@" ./llmtrain $OUT/$run.nml >$OUT/$run.log 2>&1 ||
+        { tail -20 $OUT/$run.log; fail "llmtrain failed ($OUT/$run.log)"; }
+    TOK=$($PYTHON - $OUT/$run/metrics.jsonl <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if '"loss"' in l]
+steady = rows[2:] if len(rows) > 4 else rows
+print("%.1f" % statistics.median(r["tokens_per_s"] for r in steady))
+PY
+)
+}
+median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
+README_MD=$OUT/readme_launch.md
+declare -A LAUNCH_TOKS
+LAUNCH_NAMES="readme omp best"
+declare -A LAUNCH_ARGS=([readme]="-np 1" [omp]="-np 1 -x OMP_NUM_THREADS=$(nproc)" [best]="--bind-to none -np 1")
+for round in $(seq 1 "$README_ROUNDS"); do
+    for l in $LAUNCH_NAMES; do
+        write_nml $OUT/launch_$l.nml launch_$l 12 768 12 64 4 $STEPS fp32
+        progress "launch $l, round $round/$README_ROUNDS: mpirun ${LAUNCH_ARGS[$l]} ./llmtrain (GPT-2 124M T=64 B=4 fp32, $STEPS steps)"
+        # shellcheck disable=SC2086
+        run_launch launch_$l ${LAUNCH_ARGS[$l]}
+        LAUNCH_TOKS[$l]="${LAUNCH_TOKS[$l]:-} $TOK"
+        echo "   $TOK tok/s; $(grep -m1 '^  cores:' $OUT/launch_$l.log | sed 's/^ *//')"
+    done
+done
+declare -A LAUNCH_MED
+{
+    echo "| launch | tokens/s per round | median | cores per rank, and why (llmtrain's summary) |"
+    echo "|---|---|---|---|"
+    for l in $LAUNCH_NAMES; do
+        LAUNCH_MED[$l]=$(echo ${LAUNCH_TOKS[$l]} | median)
+        echo "| \`mpirun ${LAUNCH_ARGS[$l]} ./llmtrain\` | ${LAUNCH_TOKS[$l]# } | ${LAUNCH_MED[$l]} | $(grep -m1 '^  cores:' $OUT/launch_$l.log | sed 's/^ *cores: //') |"
+    done
+} >$README_MD
+cat $README_MD
+
+# ---- 2c. llm.c's train_gpt2.c on the same model (when a checkout is given) -------------------------
+# llm.c (github.com/karpathy/llm.c) is in neither Debian's nor PyPI's packages, the only registries
+# this machine reaches, so it is measured only where LLMC_DIR names a checkout of it: its
+# train_gpt2.c built as its Makefile builds it (-Ofast -march=native -fopenmp -DOMP), on the same
+# model (GPT-2 124M, its B = 4, T = 64), inputs from validation/bench/llmc_inputs.py (random
+# weights in its model-file format, this benchmark's tokens), THREADS OpenMP threads; the median of
+# its reported step times over steps 1..LLMC_STEPS (6), then it is stopped.
+: "${LLMC_STEPS:=6}"
+LLMC_TOK="" LLMC_WHY="LLMC_DIR is not set (llm.c is in neither Debian's nor PyPI's packages): set LLMC_DIR to a checkout of github.com/karpathy/llm.c"
+if [ -n "${LLMC_DIR:-}" ]; then
+    if [ ! -f "$LLMC_DIR/train_gpt2.c" ]; then
+        LLMC_WHY="LLMC_DIR=$LLMC_DIR has no train_gpt2.c"
+    else
+        d=$OUT/llmc && rm -rf $d && mkdir -p $d
+        v=1 && grep -q 'model_header\[1\] != 3' "$LLMC_DIR/train_gpt2.c" && v=3
+        progress "llm.c: building $LLMC_DIR/train_gpt2.c (model file version $v) and its inputs in $d"
+        if ! gcc -O3 -Ofast -march=native -fopenmp -DOMP -I"$LLMC_DIR" -I"$LLMC_DIR/llmc" \
+                "$LLMC_DIR/train_gpt2.c" -lm -o $d/train_gpt2 >$d/build.log 2>&1; then
+            LLMC_WHY="train_gpt2.c did not build ($d/build.log: $(tail -1 $d/build.log))"
+        elif ! $PYTHON validation/bench/llmc_inputs.py data/bench/train_000.bin $d $v; then
+            LLMC_WHY="llmc_inputs.py failed"
+        else
+            progress "llm.c: train_gpt2 ($THREADS threads) until step $LLMC_STEPS"
+            (cd $d && OMP_NUM_THREADS=$THREADS timeout 1200 ./train_gpt2 >run.log 2>&1) &
+            pid=$!
+            while kill -0 $pid 2>/dev/null && [ "$(grep -c '^step [0-9]*: train loss' $d/run.log 2>/dev/null)" -le "$LLMC_STEPS" ]; do sleep 2; done
+            kill $pid 2>/dev/null; pkill -f "$d/train_gpt2" 2>/dev/null; wait $pid 2>/dev/null
+            ms=$(awk -v n="$LLMC_STEPS" '/^step [0-9]+: train loss/ {s = $2 + 0; if (s >= 1 && s <= n) {gsub(/[()]/, ""); print $(NF - 1)}}' $d/run.log | median)
+            if [ -n "$ms" ]; then
+                LLMC_TOK=$(awk -v ms="$ms" 'BEGIN {printf "%.1f", 4 * 64 * 1000 / ms}')
+                echo "   llm.c train_gpt2: median step $ms ms = $LLMC_TOK tok/s ($(grep -c '^step' $d/run.log) steps run)"
+            else
+                LLMC_WHY="train_gpt2 printed no step times ($d/run.log: $(tail -1 $d/run.log))"
+            fi
+        fi
+    fi
+fi
+[ -n "$LLMC_TOK" ] || echo "   llm.c: not measured: $LLMC_WHY"
+
 # ---- 3. the other GEMM library: a second build, the fp32 124M T=64 row -------------------------
 if [ "$OTHER_GEMM" = 1 ]; then
     OTHER=cblas
@@ -253,6 +338,18 @@ targets() {
     echo "- fp32 $name T=$T B=$B: $p of the best GEMM rate (target >= 75%):" \
          "$(awk -v p="${p%%%*}" 'BEGIN {print (p >= 75) ? "met" : "not met"}');" \
          "${r}x PyTorch (target >= 3x): $(awk -v r="$r" 'BEGIN {print (r >= 3) ? "met" : "not met"}')"
+    r=$(ratio "${LAUNCH_MED[readme]}" "${LAUNCH_MED[best]}")
+    echo "- the README's first command as written (\`mpirun -np 1 ./llmtrain\`) / the best launch known" \
+         "(\`mpirun --bind-to none -np 1\`: llmtrain binds), GPT-2 124M T=64 B=4 fp32, medians of $README_ROUNDS" \
+         "alternated rounds: ${LAUNCH_MED[readme]} / ${LAUNCH_MED[best]} tok/s = ${r}x (target >= 0.95x):" \
+         "$(awk -v r="$r" 'BEGIN {print (r >= 0.95) ? "met" : "not met"}')"
+    if [ -n "$LLMC_TOK" ]; then
+        r=$(ratio "${TOK_OF[${name}_T${T}_fp32]:-0}" "$LLMC_TOK")
+        echo "- fp32 $name T=$T B=$B: ${r}x llm.c's train_gpt2.c ($LLMC_TOK tok/s, $THREADS threads; target >= 3x):" \
+             "$(awk -v r="$r" 'BEGIN {print (r >= 3) ? "met" : "not met"}')"
+    else
+        echo "- llm.c's train_gpt2.c (target >= 3x): not measured: $LLMC_WHY"
+    fi
     for cfg in $CONFIGS; do
         IFS=, read -r name L C NH T B steps pt_steps <<<"$cfg"
         f32=${TOK_OF[${name}_T${T}_fp32]:-} b16=${TOK_OF[${name}_T${T}_bf16]:-}
@@ -291,6 +388,10 @@ targets() {
     echo "glibc.malloc.hugetlb=1 on the first row, that one for the others."
     echo "Minor faults per step: metrics.jsonl 'minor_faults' (n/a: this llmtrain does not write it);"
     echo "whole run: /usr/bin/time %R of mpirun and llmtrain, start-up included."
+    echo
+    echo "## The README's first command beside the best launch (GPT-2 124M, T=64, B=4, fp32)"
+    echo
+    cat $README_MD
     echo
     echo "## Targets"
     echo

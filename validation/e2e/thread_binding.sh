@@ -16,6 +16,13 @@
 #  4. OMP_NUM_THREADS larger than a rank's cores is respected, and the table warns.
 #  5. the placement unit tests under the same variables, without a launcher binding and with one
 #     (--bind-to core: "kept launcher binding", the launcher's core, not the runtime's place 0).
+#  6. the README's launch, `mpirun -np 1` with no binding option: Open MPI binds a job of <= 2
+#     ranks to one core each by default; llmtrain replaces that binding by the rank's share (the
+#     whole node for 1 rank), one thread per core, and its summary says why; the MFU line names
+#     rank 0's cores. With OMP_NUM_THREADS = 2 the two threads are pinned to two cores, not left
+#     to float; with OMP_NUM_THREADS = 1 a note says a core has no thread.
+#  7. a binding asked for (`--bind-to core`) is kept, with a warning that names --bind-to none.
+#  (6 and 7 need a node of >= 2 cores.)
 # LLMTRAIN=path runs another build (e.g. an older one, to see this test fail there).
 source "$(dirname "$0")/lib.bash"
 LLMTRAIN=${LLMTRAIN:-./llmtrain}
@@ -124,5 +131,40 @@ if [ "$CORES" -ge 2 ]; then
         { cat $TEST_DIR/unit_bound.log; fail "unit tests, --bind-to core: failed"; }
     n=$(grep -c "aggregator .: kept launcher binding" $TEST_DIR/unit_bound.log)
     [ "$n" -eq 2 ] || fail "--bind-to core: $n of 2 ranks report 'kept launcher binding'"
+fi
+# launch NAME ARGS...: one rank of the tiny model started as `$MPIRUN ARGS... -np 1 llmtrain`
+launch() {
+    local name=$1; shift
+    write_tiny_nml "$TEST_DIR/$name.nml" name="$name" max_steps=2 val_every=0 dp=1 gb=4
+    $MPIRUN "$@" -np 1 "$LLMTRAIN" "$TEST_DIR/$name.nml" >"$TEST_DIR/$name.log" 2>"$TEST_DIR/$name.err" ||
+        { cat "$TEST_DIR/$name.log" "$TEST_DIR/$name.err"; fail "$name: llmtrain failed"; }
+    sed -n '/^placement:/,/^grid:/p;/^MFU and GEMM/p' "$TEST_DIR/$name.log" | grep -v '^grid:'
+}
+if [ "$CORES" -ge 2 ]; then
+    # 6. the README's launch: the launcher's default binding (one core) replaced by the share
+    launch readme
+    IFS='|' read -r _ cores n list binding < <(rows readme)
+    [ "$(expand "$cores" | wc -w)" -eq "$CORES" ] || fail "readme: rank 0 has cores $cores, want all $CORES"
+    [[ $binding == "bound by llmtrain (the launcher's default binding, 1 core, replaced)" ]] ||
+        fail "readme: binding '$binding', want the default binding replaced"
+    [ "$n" -eq "$CORES" ] && [[ $list != *[* ]] || fail "readme: threads '$n on cores $list', want one per core"
+    grep -q "cores: $CORES per rank (rank 0): the rank's even share of the node's $CORES cores among 1 rank; the launcher's own default binding (1 core, not asked for) replaced" \
+        "$TEST_DIR/readme.log" || fail "readme: the summary does not say why rank 0 has $CORES cores"
+    grep -q "^MFU and GEMM in the step lines are per rank: .* measured on rank 0's $CORES cores ($cores) with $CORES OpenMP threads" \
+        "$TEST_DIR/readme.log" || fail "readme: the MFU line does not name rank 0's cores"
+    OMP_NUM_THREADS=2 launch readme_omp2
+    IFS='|' read -r _ cores n list binding < <(rows readme_omp2)
+    [ "$n" -eq 2 ] && [[ $list != *[* ]] && [ "$(expand "$list" | tr ' ' '\n' | sort -u | wc -w)" -eq 2 ] ||
+        fail "readme_omp2: OMP_NUM_THREADS=2 gave threads '$n on cores $list', want 2 pinned to 2 cores"
+    OMP_NUM_THREADS=1 launch readme_omp1
+    grep -q "note: OMP_NUM_THREADS = 1 runs 1 pinned thread on rank 0's $CORES cores: $((CORES - 1)) core" \
+        "$TEST_DIR/readme_omp1.log" || fail "readme_omp1: no note that cores have no thread"
+    # 7. asked for: kept, and a warning naming the flag that fixes it
+    launch asked --bind-to core
+    IFS='|' read -r _ cores n list binding < <(rows asked)
+    [ "$binding" = "kept launcher binding" ] && [ "$(expand "$cores" | wc -w)" -eq 1 ] ||
+        fail "asked: --bind-to core gave '$binding' on cores $cores, want it kept (one core)"
+    grep -q "warning: .*: $((CORES - 1)) of its $CORES cores idle: the binding asked of the launcher (mpirun --bind-to core) is kept; launch with mpirun --bind-to none" \
+        "$TEST_DIR/asked.log" || fail "asked: no warning naming --bind-to none"
 fi
 echo "thread_binding: OpenMP threads on each rank's own cores in every case ($CORES cores here)"

@@ -93,6 +93,54 @@ static void topology_split_cores_is_even_contiguous_and_mod_n_when_oversubscribe
     assert_int_equal(first, 0), assert_int_equal(count, 2);
 }
 
+/* What the launcher was asked for, from the variables Open MPI 4's mpirun and srun set (seen on
+ * Open MPI 4.1.4: `mpirun -np 1` sets OMPI_MCA_orte_bound_at_launch and no policy; `--bind-to
+ * core` adds OMPI_MCA_hwloc_base_binding_policy=core; `--map-by core` only the mapping policy). */
+static void topology_launcher_request_names_only_what_was_asked_for(void **state) {
+    (void)state;
+    static const char *vars[] = {"OMPI_MCA_hwloc_base_binding_policy", "OMPI_MCA_hwloc_base_cpu_set",
+                                 "OMPI_MCA_rmaps_base_cpus_per_rank", "OMPI_MCA_rmaps_base_cpus_per_proc",
+                                 "OMPI_MCA_rmaps_rank_file_path", "OMPI_MCA_orte_rankfile",
+                                 "OMPI_MCA_rmaps_base_mapping_policy", "OMPI_MCA_orte_launch",
+                                 "SLURM_STEP_ID", "SLURM_CPU_BIND"};
+    enum { NV = sizeof vars / sizeof vars[0] };
+    char *saved[NV];
+    for (int i = 0; i < NV; i++) {
+        const char *v = getenv(vars[i]);
+        saved[i] = v ? strdup(v) : NULL;
+        unsetenv(vars[i]);
+    }
+    char buf[TOPO_STR];
+    assert_int_equal(topology_launcher_request(buf, sizeof buf), 0); /* a default binding */
+    assert_string_equal(buf, "");
+    setenv("OMPI_MCA_orte_launch", "1", 1);
+    setenv("OMPI_MCA_rmaps_base_mapping_policy", "core", 1); /* mapping alone binds nothing */
+    assert_int_equal(topology_launcher_request(buf, sizeof buf), 0);
+    setenv("OMPI_MCA_rmaps_base_mapping_policy", "socket:PE=2", 1);
+    assert_int_equal(topology_launcher_request(buf, sizeof buf), 1);
+    assert_string_equal(buf, "mpirun --map-by socket:PE=2");
+    unsetenv("OMPI_MCA_rmaps_base_mapping_policy");
+    setenv("OMPI_MCA_hwloc_base_binding_policy", "core", 1);
+    assert_int_equal(topology_launcher_request(buf, sizeof buf), 1);
+    assert_string_equal(buf, "mpirun --bind-to core");
+    unsetenv("OMPI_MCA_hwloc_base_binding_policy");
+    setenv("OMPI_MCA_hwloc_base_cpu_set", "1", 1);
+    assert_int_equal(topology_launcher_request(buf, sizeof buf), 1);
+    assert_string_equal(buf, "mpirun --cpu-set 1");
+    unsetenv("OMPI_MCA_hwloc_base_cpu_set");
+    setenv("SLURM_STEP_ID", "0", 1); /* mpirun inside an allocation: Open MPI's rules */
+    assert_int_equal(topology_launcher_request(buf, sizeof buf), 0);
+    unsetenv("OMPI_MCA_orte_launch"); /* a step started by srun keeps srun's binding */
+    setenv("SLURM_CPU_BIND", "quiet,cores", 1);
+    assert_int_equal(topology_launcher_request(buf, sizeof buf), 1);
+    assert_string_equal(buf, "srun --cpu-bind=quiet,cores");
+    for (int i = 0; i < NV; i++) {
+        if (saved[i]) setenv(vars[i], saved[i], 1);
+        else unsetenv(vars[i]);
+        free(saved[i]);
+    }
+}
+
 static void topology_bind_none_leaves_binding_unchanged(void **state) {
     (void)state;
     topology_t t;
@@ -172,6 +220,8 @@ static void topology_place_cores_gives_nonempty_core_list_and_one_aggregator(voi
         assert_int_equal(strstr(t.me.binding, "oversubscribed") != NULL, t.me.oversubscribed);
         hwloc_bitmap_free(want);
     } else {
+        /* kept only when asked for: a launcher's default binding is replaced by the share */
+        if (strncmp(t.me.binding, "kept launcher binding", 21) == 0) assert_int_equal(t.me.launcher_asked, 1);
         assert_true(strncmp(t.me.binding, "kept launcher binding", 21) == 0 ||
                     strncmp(t.me.binding, "not permitted: ", 15) == 0);
         if (strncmp(t.me.binding, "kept launcher binding", 21) == 0) {
@@ -474,6 +524,7 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &world_size);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(topology_split_cores_is_even_contiguous_and_mod_n_when_oversubscribed),
+        cmocka_unit_test(topology_launcher_request_names_only_what_was_asked_for),
         cmocka_unit_test(topology_bind_none_leaves_binding_unchanged),
         cmocka_unit_test(topology_place_cores_gives_nonempty_core_list_and_one_aggregator),
         cmocka_unit_test(topology_place_cores_pins_openmp_thread_i_to_core_i_mod_n_of_the_binding),
