@@ -339,8 +339,7 @@ void ckpt_resume_find(trainer_t *tr, ckpt_resumed_t *res) {
     if (strcmp(cfg->resume, "none") == 0 || strcmp(cfg->mode, "train") != 0) return;
     /* the registry the model will have on this rank: the host buffers match its layout */
     params_t P;
-    params_create_experts(&P, cfg, tr->grid->tp, tr->grid->rank_tp, tr->grid->pp, tr->grid->rank_pp,
-                          1, tr->grid->ep, tr->grid->rank_ep);
+    trainer_rank_registry(&P, cfg, tr->grid); /* interleaved: its chunks, as the model holds them */
     res->total = P.total;
     res->params = xcalloc(P.total, sizeof(float));
     res->m = xcalloc(P.total, sizeof(float));

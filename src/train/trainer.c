@@ -424,6 +424,12 @@ static const char *schedule_error(const trainer_t *tr, pipe_schedule_t sched, in
     return NULL;
 }
 
+void trainer_rank_registry(params_t *P, const config_t *cfg, const grid_t *grid) {
+    const int v = pipe_schedule_from_name(cfg->schedule) == SCHED_INTERLEAVED ? cfg->virtual_stages : 1;
+    params_create_experts(P, cfg, grid->tp, grid->rank_tp, grid->pp, grid->rank_pp, v, grid->ep,
+                          grid->rank_ep);
+}
+
 void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const ops_t *ops,
                    const char *cores) {
     memset(tr, 0, sizeof *tr);
@@ -467,8 +473,7 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
     /* the ZeRO partitions of the flat buffer the model will have, before the model: ZeRO-3
      * gives the model its weight provider */
     params_t P;
-    params_create_experts(&P, cfg, grid->tp, grid->rank_tp, grid->pp, grid->rank_pp, v, grid->ep,
-                          grid->rank_ep);
+    trainer_rank_registry(&P, cfg, grid);
     /* with expert parallelism ZeRO shards over the experts' replicas (edp): an element's
      * partition owner then holds the same experts (the dense tensors, the same on every ep
      * rank, are sharded edp ways) */

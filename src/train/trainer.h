@@ -82,6 +82,10 @@ typedef struct trainer {
 void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const ops_t *ops,
                    const char *cores);
 void trainer_destroy(trainer_t *tr);
+/* The parameter registry this rank's model has (its tp shard, its pipeline stage's layers — the
+ * interleaved schedule's virtual_stages chunks of them —, its experts): the one layout of the
+ * flat buffers that the model, ZeRO and a resume's host copies share. */
+void trainer_rank_registry(params_t *P, const config_t *cfg, const grid_t *grid);
 /* mode = 'train': optimizer steps up to max_steps (from the resumed step, if any), with
  * checkpoints. Returns the exit code: 0; LLMT_EXIT_REQUEUE after a stop signal and its
  * checkpoint; LLMT_EXIT_CKPT if a checkpoint that had to be written could not be. */
