@@ -1017,15 +1017,22 @@ double trainer_validate(trainer_t *tr) {
     /* &model seq_len, whatever the stage: validation losses stay comparable */
     const int B = tr->micro_batch, T = tr->val_sampler.seq_len, n = tr->cfg->val_batches;
     double sum = 0.0;
-    /* Batch i goes to dp rank i % dp; the same batches every time, so curves are comparable. */
+    /* Batch i goes to dp rank i % dp; the same batches every time, so curves are comparable.
+     * Every rank runs the same number of forward passes, ceil(n / dp): a forward has dp-group
+     * collectives (ZeRO-3's gathers, the experts' all-to-all), so where n is not a multiple of dp
+     * a rank without a batch of its own runs one more pass (on batch i mod n) whose loss it
+     * leaves out. A bad window is agreed by every rank before the pass, so none is left waiting
+     * in one. */
     char err[1024] = "";
-    int bad = 0;
-    for (int i = tr->grid->rank_dp; i < n && !bad; i += tr->grid->dp) {
-        bad = sampler_fill(&tr->val_sampler, (uint64_t)i * B, B, tr->inputs, tr->targets, err,
-                           sizeof err) != 0;
-        if (!bad) sum += pipe_run(&tr->pipe, tr->inputs, tr->targets, 1, B, T, false, 0.0f);
+    const int dp = tr->grid->dp, passes = (n + dp - 1) / dp;
+    for (int k = 0; k < passes; k++) {
+        const int i = tr->grid->rank_dp + k * dp;
+        const int bad = sampler_fill(&tr->val_sampler, (uint64_t)(i % n) * B, B, tr->inputs,
+                                     tr->targets, err, sizeof err) != 0;
+        agree_on_data_error(tr->cfg, MPI_COMM_WORLD, bad, err);
+        const double loss = pipe_run(&tr->pipe, tr->inputs, tr->targets, 1, B, T, false, 0.0f);
+        if (i < n) sum += loss;
     }
-    agree_on_data_error(tr->cfg, tr->grid->dp_comm, bad, err);
     comm_allreduce_sum_double(&sum, 1, tr->grid->pp_group, COMM_OTHER);
     comm_allreduce_sum_double(&sum, 1, tr->grid->dp_group, COMM_OTHER);
     return sum / n;
