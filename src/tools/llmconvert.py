@@ -472,8 +472,19 @@ def safetensors_files(d):
     if os.path.isfile(single):
         return [single]
     if os.path.isfile(index):
-        files = sorted(set(read_json(index, "safetensors index")["weight_map"].values()))
-        return [os.path.join(d, f) for f in files]
+        wm = read_json(index, "safetensors index")
+        wm = wm.get("weight_map") if isinstance(wm, dict) else None
+        need(isinstance(wm, dict) and wm, "%s: field 'weight_map' is missing or not an object of "
+             "tensor name -> file" % index)
+        root = os.path.realpath(d)
+        files = []
+        for name, f in wm.items():
+            need(isinstance(f, str) and f and not os.path.isabs(f) and ".." not in f.replace("\\", "/").split("/")
+                 and os.path.realpath(os.path.join(d, f)).startswith(root + os.sep),
+                 "%s: field 'weight_map' names %r for tensor '%s': a file of the model directory "
+                 "%s is expected (a relative name, no '..')" % (index, f, name, d))
+            files.append(f)
+        return [os.path.join(d, f) for f in sorted(set(files))]
     raise UserError("%s: no model.safetensors (nor model.safetensors.index.json); llmconvert "
                     "reads safetensors checkpoints (save_pretrained(..., safe_serialization=True))" % d)
 
@@ -495,19 +506,32 @@ def read_safetensors(path):
             header = json.loads(f.read(n))
         except ValueError as e:
             raise UserError("%s: not a safetensors file (header: %s)" % (path, e))
+    need(isinstance(header, dict), "%s: not a safetensors file (its header is a JSON %s, not an "
+         "object of tensor name -> {dtype, shape, data_offsets})" % (path, type(header).__name__))
     data = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + n)
     out = {}
     for name, h in header.items():
         if name == "__metadata__":
             continue
-        b, e = h["data_offsets"]
-        need(0 <= b <= e <= data.size, "%s: tensor '%s' lies outside the file (truncated?)" % (path, name))
+        where = "%s: tensor '%s'" % (path, name)
+        need(isinstance(h, dict), "%s: header entry is not an object" % where)
+        offs, shape, dtype = h.get("data_offsets"), h.get("shape"), h.get("dtype")
+        need(isinstance(offs, list) and len(offs) == 2 and all(type(v) is int for v in offs),
+             "%s: field 'data_offsets' is %r, want [begin, end] (two integers)" % (where, offs))
+        need(isinstance(shape, list) and all(type(v) is int and v >= 0 for v in shape),
+             "%s: field 'shape' is %r, want a list of non-negative integers" % (where, shape))
+        need(isinstance(dtype, str), "%s: field 'dtype' is %r, want a string such as \"F32\"" % (where, dtype))
+        b, e = offs
+        need(0 <= b <= e <= data.size, "%s lies outside the file (field 'data_offsets' %r; truncated?)" % (where, offs))
         raw = data[b:e]
-        if h["dtype"] == "BF16":
+        if dtype == "BF16":
+            need((e - b) % 2 == 0, "%s: field 'data_offsets' spans %d bytes, not whole BF16 elements" % (where, e - b))
             x = (raw.view("<u2").astype(np.uint32) << 16).view(np.float32)
         else:
-            need(h["dtype"] in SAFETENSORS_DTYPES, "%s: tensor '%s' has dtype %s" % (path, name, h["dtype"]))
-            x = raw.view(SAFETENSORS_DTYPES[h["dtype"]])
+            need(dtype in SAFETENSORS_DTYPES, "%s: field 'dtype' is %s, which llmconvert does not read" % (where, dtype))
+            size = np.dtype(SAFETENSORS_DTYPES[dtype]).itemsize
+            need((e - b) % size == 0, "%s: field 'data_offsets' spans %d bytes, not whole %s elements" % (where, e - b, dtype))
+            x = raw.view(SAFETENSORS_DTYPES[dtype])
         need(x.size == int(np.prod(h["shape"])), "%s: tensor '%s' has %d elements, its shape %s says %d" %
              (path, name, x.size, h["shape"], int(np.prod(h["shape"]))))
         out[name] = np.array(x.reshape(h["shape"]))

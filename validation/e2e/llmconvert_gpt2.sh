@@ -14,8 +14,9 @@
 #     tokens equals llmtrain's mode = 'generate' with temperature 0.
 #  4. ONNX (opset 17, dynamic axes batch and sequence) from the .h5 and from the HF directory:
 #     onnxruntime's logits equal llmtrain's / transformers' for (1, 7) and (3, 32).
-#  5. Bad input (unsupported HF features, a missing file, a wrong shape, a corrupt .h5): exit 2
-#     with one line naming the field, tensor or file.
+#  5. Bad input (unsupported HF features, a missing file, a wrong shape, a corrupt .h5, malformed
+#     safetensors headers, a weight_map naming a file outside the model directory): exit 2 with
+#     one line naming the field, tensor or file.
 source "$(dirname "$0")/lib.bash"
 source "$(dirname "$0")/lib_llmconvert.bash" # refused, bad_hf
 export PYTHONPATH=$PWD/.deps/python${PYTHONPATH:+:$PYTHONPATH}
@@ -152,6 +153,32 @@ rm "$D/no_weights/model.safetensors"
 refused no_weights model.safetensors --to hdf5 "$D/no_weights" "$D/x.h5"
 refused no_dir "$D/nothing" --to hdf5 "$D/nothing" "$D/x.h5"
 refused no_file "$D/nothing.h5" --to hf "$D/nothing.h5" "$D/x"
+# malformed safetensors headers (each a copy of $D/hf whose header dict h is changed by EXPR and
+# written back in front of the same data) and a sharded index whose weight_map leaves the directory
+bad_st() {
+    cp -r "$D/hf" "$D/$1"
+    $PYTHON -c "
+import json, sys
+p = sys.argv[1]; raw = open(p, 'rb').read(); n = int.from_bytes(raw[:8], 'little')
+h = json.loads(raw[8:8 + n]); k = sorted(x for x in h if x != '__metadata__')[0]; $2
+t = json.dumps(h).encode(); open(p, 'wb').write(len(t).to_bytes(8, 'little') + t + raw[8 + n:])
+" "$D/$1/model.safetensors"
+}
+bad_st st_list 'h = [1, 2]'
+refused st_list "header is a JSON list" --to hdf5 "$D/st_list" "$D/x.h5"
+bad_st st_offsets 'del h[k]["data_offsets"]'
+refused st_offsets "field 'data_offsets'" --to hdf5 "$D/st_offsets" "$D/x.h5"
+bad_st st_shape 'h[k]["shape"] = "768"'
+refused st_shape "field 'shape'" --to hdf5 "$D/st_shape" "$D/x.h5"
+bad_st st_dtype 'h[k]["dtype"] = 7'
+refused st_dtype "field 'dtype'" --to hdf5 "$D/st_dtype" "$D/x.h5"
+bad_st st_entry 'h[k] = 3'
+refused st_entry "not an object" --to hdf5 "$D/st_entry" "$D/x.h5"
+cp -r "$D/hf" "$D/st_escape"
+mv "$D/st_escape/model.safetensors" "$D/model-00001-of-00001.safetensors"
+echo '{"metadata": {}, "weight_map": {"wte.weight": "../model-00001-of-00001.safetensors"}}' \
+    >"$D/st_escape/model.safetensors.index.json"
+refused st_escape "field 'weight_map'" --to hdf5 "$D/st_escape" "$D/x.h5"
 cp "$D/imp.h5" "$D/corrupt.h5"
 $PYTHON -c "
 import h5py, sys
