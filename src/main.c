@@ -235,6 +235,30 @@ static const ops_t *open_backend(const config_t *cfg, const topology_t *topo, gr
     return ops_cpu();
 }
 
+/* Decisions that follow from each rank's CPU (native bf16 products, whether they are faster;
+ * from those weights_storage = 'auto' and the planner's buffers) are made alike on every rank:
+ * what any rank lacks counts as missing everywhere (cfg->products_missing), so a job whose nodes
+ * have different CPUs computes, stores and exchanges the same types. Collective. */
+static void agree_products(config_t *cfg, const ops_t *ops, int rank) {
+    unsigned mine = (ops->products_native(DT_BF16) ? 0 : CFG_MISSING_BF16_NATIVE) |
+                    (ops->products_faster(DT_BF16) ? 0 : CFG_MISSING_BF16_FASTER) |
+                    (ops->products_faster(DT_FP16) ? 0 : CFG_MISSING_FP16_FASTER);
+    unsigned any = mine, all = mine;
+    comm_allreduce(&any, 1, MPI_UNSIGNED, MPI_BOR, MPI_COMM_WORLD, "agreeing on the products");
+    comm_allreduce(&all, 1, MPI_UNSIGNED, MPI_BAND, MPI_COMM_WORLD, "agreeing on the products");
+    cfg->products_missing = any;
+    if (rank == 0 && any != all && strcmp(cfg->precision, "fp32") != 0) {
+        static const char *const what[] = {"native bf16 products", "bf16 products faster than fp32",
+                                           "fp16 products faster than fp32"};
+        char list[160] = "";
+        for (int b = 0; b < 3; b++)
+            if ((any ^ all) & (1u << b))
+                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", list[0] ? ", " : "", what[b]);
+        printf("products: the ranks' CPUs differ (%s on some ranks only): every rank chooses its "
+               "products and weights storage as the least capable one must\n", list);
+    }
+}
+
 int main(int argc, char **argv) {
     init_mpi(&argc, &argv);
     int rank = 0, world = 1;
@@ -279,6 +303,7 @@ int main(int argc, char **argv) {
     trainer_t tr;
     const ops_t *ops = open_backend(&cfg, &topo, &grid);
     cfg.device_memory = ops->memory_capacity() > 0; /* the planner's two memories (planner.h) */
+    agree_products(&cfg, ops, rank);
     char cores[80];
     topology_cores_text(&topo, cores, sizeof cores);
     trainer_setup(&tr, &cfg, &grid, ops, cores);

@@ -32,6 +32,12 @@ typedef struct cfg_stage {
     int key_line[CFG_STAGE_KEYS], key_col[CFG_STAGE_KEYS]; /* where each key was set (0: not) */
 } cfg_stage_t;
 
+/* config_t.products_missing bits: a rank's backend has no native bf16 products, bf16 products
+ * no faster than fp32 ones, likewise fp16. */
+#define CFG_MISSING_BF16_NATIVE 1u
+#define CFG_MISSING_BF16_FASTER 2u
+#define CFG_MISSING_FP16_FASTER 4u
+
 typedef struct config {
     /* &run */
     char name[CFG_STR];     /* run name; the run directory is out_dir/name */
@@ -104,6 +110,10 @@ typedef struct config {
      * into what that memory holds and what stays in host memory (train/planner.h). Set from
      * device = 'cuda' when the namelist is read, and by the trainer from its backend. */
     bool device_memory;
+    /* Not a key: the products some rank's backend lacks (CFG_MISSING_* bits, OR-ed over every
+     * rank by main before the model is planned), so that every rank chooses its product and
+     * weights-storage types alike on a job whose nodes have different CPUs; 0 when none. */
+    unsigned products_missing;
     int micro_batch;        /* sequences per forward/backward on one rank; 0 = the largest that
                                fits &run memory_limit_gb (chosen at startup by the planner) */
     double lr, min_lr;

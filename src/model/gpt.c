@@ -473,12 +473,15 @@ dtype_t gpt_product_type(const config_t *cfg, const ops_t *ops) {
     const bool cuda = !strcmp(cfg->device, "cuda");
     /* fp16: the products of a backend whose fp16 products are faster (a GPU's tensor cores;
      * the CPU backend has none), by the same rule; bf16_products is the bf16 key only */
+    /* what this backend can do, less what some other rank's cannot (cfg->products_missing) */
+    const unsigned miss = cfg->products_missing;
     if (dtype_from_name(cfg->precision) == DT_FP16)
-        return cuda || ops->products_faster(DT_FP16) ? DT_FP16 : DT_FP32;
-    const bool bf16 = dtype_from_name(cfg->precision) == DT_BF16 &&
-                      (cuda || ops->products_native(DT_BF16)) &&
-                      (!strcmp(want, "native") ||
-                       (!strcmp(want, "auto") && (cuda || ops->products_faster(DT_BF16))));
+        return (cuda || ops->products_faster(DT_FP16)) && !(miss & CFG_MISSING_FP16_FASTER) ? DT_FP16
+                                                                                          : DT_FP32;
+    const bool native = (cuda || ops->products_native(DT_BF16)) && !(miss & CFG_MISSING_BF16_NATIVE);
+    const bool faster = (cuda || ops->products_faster(DT_BF16)) && !(miss & CFG_MISSING_BF16_FASTER);
+    const bool bf16 = dtype_from_name(cfg->precision) == DT_BF16 && native &&
+                      (!strcmp(want, "native") || (!strcmp(want, "auto") && faster));
     return bf16 ? DT_BF16 : DT_FP32;
 }
 

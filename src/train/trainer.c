@@ -258,12 +258,16 @@ static void print_memory_plan(const trainer_t *tr) {
     printf("compute: %s backend, GEMM %s; %d OpenMP thread%s per rank\n", tr->model.ops->name,
            tr->model.ops->describe(), omp_get_max_threads(), omp_get_max_threads() > 1 ? "s" : "");
     if (p != DT_FP32) { /* what choose_products chose, and from what */
-        const bool can = tr->model.ops->products_native(p);
+        const bool can = tr->model.ops->products_native(p) &&
+                         !(p == DT_BF16 && (tr->cfg->products_missing & CFG_MISSING_BF16_NATIVE));
         printf("precision: %s products %s%s", dtype_name(p),
                tr->products == DT_FP32 ? "emulated: fp32 products of the rounded values"
                : strcmp(tr->cfg->device, "cuda") ? "native (the CPU's bf16 instructions, fp32 accumulation)"
                                                  : "native (tensor cores, fp32 accumulation)",
-               can ? "" : " (no native products of this type here)");
+               can ? "" : tr->model.ops->products_native(p)
+                              ? " (another rank's CPU has no native products of this type: every rank "
+                                "emulates, so that all choose alike)"
+                              : " (no native products of this type here)");
         if (can && p == DT_BF16 && !strcmp(tr->cfg->bf16_products, "auto"))
             printf(" (&train bf16_products = 'auto': the GEMM library's bf16 kernels are %s than "
                    "its fp32 ones on this CPU)", tr->products == DT_BF16 ? "faster" : "not faster");

@@ -21,6 +21,8 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm.h"
 #include <omp.h>
+#include <stdlib.h>
+#include <string.h>
 #include "core/alloc.h"
 
 /* Column-sum block width: one block is a unit of OpenMP work and its double accumulators live
@@ -32,9 +34,20 @@
 
 static bool native_bf16; /* products run as bf16 (cpu_set_product_type) */
 
-void cpu_set_product_type(dtype_t t) { native_bf16 = t == DT_BF16 && gemm_native_bf16(); }
-bool cpu_products_native(dtype_t t) { return t == DT_BF16 ? gemm_native_bf16() : t == DT_FP32; }
-bool cpu_products_faster(dtype_t t) { return t == DT_BF16 && gemm_native_bf16() && gemm_bf16_faster(); }
+/* Native bf16 products here: the GEMM library's, unless the test hook LLMT_CPU_NO_BF16=1 makes
+ * this process answer as a CPU without them would (a job whose nodes differ, on one machine). */
+static bool have_bf16(void) {
+    static int hidden = -1;
+    if (hidden < 0) {
+        const char *e = getenv("LLMT_CPU_NO_BF16");
+        hidden = e && strcmp(e, "1") == 0;
+    }
+    return !hidden && gemm_native_bf16();
+}
+
+void cpu_set_product_type(dtype_t t) { native_bf16 = t == DT_BF16 && have_bf16(); }
+bool cpu_products_native(dtype_t t) { return t == DT_BF16 ? have_bf16() : t == DT_FP32; }
+bool cpu_products_faster(dtype_t t) { return t == DT_BF16 && have_bf16() && gemm_bf16_faster(); }
 
 /* A grow-only buffer (operand copies): reallocated only when a larger product comes (the first
  * step), kept to the end. */
