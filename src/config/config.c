@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #define CFG_MSG 2048             /* one error line */
 #define CFG_MAX_FILE (16 << 20)  /* a namelist bigger than this is not a namelist */
@@ -259,7 +260,44 @@ typedef struct parse_ctx {
     const nl_entry_t *set_by[N_KEYS];
     const nl_group_t *group_at[N_GROUPS];
     const override_arg_t *over; /* the command-line overrides (lines < 0 point here) */
+    struct env_snapshot *env;   /* where path variables come from (NULL: this process's getenv) */
 } parse_ctx_t;
+
+/* The environment variables the path keys name, as rank 0 saw them: rank 0 records each one it
+ * looks up (NAME, NUL, '1' or '0' for set or unset, VALUE, NUL), the record is broadcast with
+ * the namelist, and the other ranks expand from it instead of their own environment, so a
+ * variable set differently (or only) on another node cannot make the ranks read other files. */
+typedef struct env_snapshot {
+    char *buf;
+    size_t len, cap;
+    bool replay; /* look up in buf (the other ranks) rather than getenv and record (rank 0) */
+} env_snapshot_t;
+
+static void env_record(env_snapshot_t *e, const char *name, const char *value) {
+    const size_t need = strlen(name) + 2 + (value ? strlen(value) : 0) + 1;
+    if (e->len + need > e->cap) {
+        e->cap = (e->len + need) * 2;
+        e->buf = xrealloc_small(e->buf, e->cap);
+    }
+    e->len += (size_t)sprintf(e->buf + e->len, "%s", name) + 1;
+    e->buf[e->len++] = value ? '1' : '0';
+    e->len += (size_t)sprintf(e->buf + e->len, "%s", value ? value : "") + 1;
+}
+
+static const char *env_lookup(env_snapshot_t *e, const char *name) {
+    if (!e) return getenv(name);
+    if (!e->replay) {
+        const char *v = getenv(name);
+        env_record(e, name, v);
+        return v;
+    }
+    for (size_t at = 0; at < e->len;) {
+        const char *n = e->buf + at, *flag = n + strlen(n) + 1, *v = flag + 1;
+        if (strcmp(n, name) == 0) return *flag == '1' ? v : NULL;
+        at = (size_t)(v + strlen(v) + 1 - e->buf);
+    }
+    return NULL; /* rank 0 never looked it up: its namelist did not name it */
+}
 
 /* A &stage key's field is in stages[stage_at] (its offset is that of stages[0]). */
 static size_t stage_shift(const config_t *cfg, const key_spec_t *ks) {
@@ -1391,7 +1429,7 @@ static int expand_one(parse_ctx_t *ctx, int k, char *value, size_t cap) {
         const char *name_end = has_def ? colon : close;
         snprintf(name, sizeof name, "%.*s", (int)(name_end - p - 2), p + 2);
         if (has_def) snprintf(def, sizeof def, "%.*s", (int)(close - colon - 2), colon + 2);
-        const char *env = getenv(name);
+        const char *env = env_lookup(ctx->env, name);
         const char *use = env && *env ? env : has_def ? def : NULL;
         if (!use)
             return cfg_error(ctx, line, col, "&%s %s: the environment variable %s in '%s' is not "
@@ -1477,12 +1515,12 @@ static int check_cross_keys(parse_ctx_t *ctx, config_t *cfg) {
 
 /* Everything but the text copy; returns 0, or -1 with the message in msg. Frees what it parsed. */
 static int parse_into(const char *path, const char *text, const config_args_t *args, config_t *cfg, char *msg,
-                      size_t msgsize) {
+                      size_t msgsize, env_snapshot_t *env) {
     set_table_defaults(cfg);
     snprintf(cfg->source_path, sizeof cfg->source_path, "%s", path ? path : "<namelist>");
     namelist_t nl;
     if (namelist_parse(cfg->source_path, text, &nl, msg, msgsize) != 0) return -1;
-    parse_ctx_t ctx = {.path = cfg->source_path, .msg = msg, .msgsize = msgsize};
+    parse_ctx_t ctx = {.path = cfg->source_path, .msg = msg, .msgsize = msgsize, .env = env};
     int n_over = args ? args->n : 0;
     override_arg_t *over = xcalloc((size_t)n_over + 1, sizeof *over);
     int rc = 0;
@@ -1497,7 +1535,7 @@ static int parse_into(const char *path, const char *text, const config_args_t *a
 
 void config_parse_overrides(const char *path, const char *text, const config_args_t *args, config_t *cfg) {
     char msg[CFG_MSG];
-    if (parse_into(path, text, args, cfg, msg, sizeof msg) != 0) fatal_user("%s", msg);
+    if (parse_into(path, text, args, cfg, msg, sizeof msg, NULL) != 0) fatal_user("%s", msg);
     cfg->text = xstrdup(text);
     cfg->overrides = join_args(args);
 }
@@ -1564,6 +1602,29 @@ static void broadcast_args(const config_args_t *in, config_args_t *out, char **p
     *out = (config_args_t){.args = *ptrs, .n = (int)header[0], .first_argno = (int)header[1]};
 }
 
+/* Whether any rank refused the namelist: the lowest such rank's message goes to every rank (into
+ * msg, marked with a leading '\1', and naming that rank and its host when it is not rank 0), so
+ * all of them end together with it, printed once (fatal_user prints rank 0's copy). Collective. */
+static void agree_parse(int rc, char *msg, size_t size) {
+    int rank = 0, first = 0;
+    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    int mine = rc != 0 ? rank : INT_MAX;
+    MPI_CHECK(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (first == INT_MAX) {
+        msg[0] = '\0';
+        return;
+    }
+    char body[CFG_MSG + 320];
+    if (rank == first) {
+        char host[256] = "?";
+        gethostname(host, sizeof host - 1);
+        if (first == 0) snprintf(body, sizeof body, "\1%.*s", CFG_MSG, msg);
+        else snprintf(body, sizeof body, "\1rank %d (host %.64s): %.*s", first, host, CFG_MSG, msg);
+    }
+    MPI_CHECK(MPI_Bcast(body, (int)sizeof body, MPI_CHAR, first, MPI_COMM_WORLD));
+    snprintf(msg, size, "%s", body);
+}
+
 void config_load_overrides(const char *path, const config_args_t *args, config_t *cfg) {
     long long len = 0;
     int err = 0;
@@ -1581,14 +1642,30 @@ void config_load_overrides(const char *path, const config_args_t *args, config_t
     char *packed = NULL;
     const char **ptrs = NULL;
     broadcast_args(args, &shared, &packed, &ptrs);
-    char msg[CFG_MSG];
-    int rc = parse_into(path, text, &shared, cfg, msg, sizeof msg);
+    char msg[CFG_MSG + 320];
+    int init = 0, rank = 0;
+    MPI_CHECK(MPI_Initialized(&init));
+    if (init) MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    /* rank 0 parses first, recording the path variables it expands; the others expand from
+     * its record (env_snapshot_t), and a refusal on any rank is every rank's (agree_parse) */
+    env_snapshot_t env = {.replay = rank != 0};
+    int rc = 0;
+    if (rank == 0) rc = parse_into(path, text, &shared, cfg, msg, sizeof msg, &env);
+    if (init) {
+        long long n = (long long)env.len;
+        MPI_CHECK(MPI_Bcast(&n, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD));
+        if (rank != 0) env.buf = xrealloc_small(NULL, (size_t)n + 1), env.len = (size_t)n;
+        if (n > 0) MPI_CHECK(MPI_Bcast(env.buf, (int)n, MPI_CHAR, 0, MPI_COMM_WORLD));
+    }
+    if (rank != 0) rc = parse_into(path, text, &shared, cfg, msg, sizeof msg, &env);
+    free(env.buf);
     if (rc == 0) cfg->overrides = join_args(&shared);
     free(packed);
     xfree(ptrs);
-    if (rc != 0) {
+    if (init) agree_parse(rc, msg, sizeof msg);
+    if (rc != 0 || msg[0] == '\1') {
         free(text);
-        fatal_user("%s", msg);
+        fatal_user("%s", msg + (msg[0] == '\1'));
     }
     cfg->text = text; /* from xrealloc_small: config_destroy frees it with free() */
 }

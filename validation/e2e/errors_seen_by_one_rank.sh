@@ -7,6 +7,12 @@
 #  1. the training data is not there on rank 1;
 #  2. the tokenizer file is not there on rank 1 (mode = 'generate' with a text prompt);
 #  3. the checkpoint directory is read-only on rank 1.
+# And a path variable set on one node only (mpirun's MPMD syntax sets it for one rank), which each
+# rank once expanded from its own environment (a silent hang until the watchdog either way):
+#  4. ${LLMT_TEST_DATA} set on rank 0 alone: every rank expands rank 0's value and the run trains
+#     (exit 0), on rank 0's files;
+#  5. set on rank 1 alone: rank 0's refusal (the variable is not set) is every rank's: exit 2 within
+#     30 s, one error line naming the key and the variable.
 source "$(dirname "$0")/lib.bash"
 ulimit -c 0
 if ! unshare -m true 2>/dev/null; then
@@ -55,4 +61,26 @@ write_tiny_nml "$TEST_DIR/ck.nml" name=ck dp=2
 sed -i "s|^&log|\&checkpoint dir = '$TEST_DIR/ckdir', every = 5 /\n\&log|" "$TEST_DIR/ck.nml"
 run_split ck "$TEST_DIR/ck.nml" "$TEST_DIR/ckdir" ro \
     "the checkpoint directory (&checkpoint dir) $TEST_DIR/ckdir is not writable from this rank: Read-only file system"
+echo "== 4. a path variable set on rank 0 alone: rank 0's value everywhere"
+write_tiny_nml "$TEST_DIR/env.nml" name=env dp=2 max_steps=2 val_every=0 \
+    train_files='${LLMT_TEST_DATA}/tiny/train_*.bin' val_files=
+sed -i "s|^&checkpoint.*||; s|^&log|\&checkpoint timeout_s = 60 /\n\&log|" "$TEST_DIR/env.nml"
+t0=$(date +%s)
+timeout 120 $MPIRUN -np 1 -x LLMT_TEST_DATA=data ./llmtrain "$TEST_DIR/env.nml" : -np 1 ./llmtrain \
+    "$TEST_DIR/env.nml" >"$TEST_DIR/env0.log" 2>&1 || { tail -20 "$TEST_DIR/env0.log"; fail "env0: exit $?"; }
+grep -q "^step 2/2" "$TEST_DIR/env0.log" || fail "env0: did not train 2 steps"
+grep -q "train_files *= 'data/tiny/train_\*.bin'" "$TEST_DIR/env0.log" ||
+    fail "env0: the effective configuration does not show rank 0's expansion"
+echo "env0: trained in $(($(date +%s) - t0)) s on rank 0's expansion data/tiny/train_*.bin"
+echo "== 5. a path variable set on rank 1 alone: rank 0's refusal ends every rank"
+t0=$(date +%s)
+timeout 120 $MPIRUN -np 1 ./llmtrain "$TEST_DIR/env.nml" : -np 1 -x LLMT_TEST_DATA=data ./llmtrain \
+    "$TEST_DIR/env.nml" >"$TEST_DIR/env1.log" 2>&1
+rc=$? dt=$(($(date +%s) - t0))
+[ $rc -eq 2 ] || { tail -20 "$TEST_DIR/env1.log"; fail "env1: exit $rc, expected 2"; }
+[ $dt -le 30 ] || fail "env1: took $dt s"
+[ "$(grep -c 'llmtrain: error' "$TEST_DIR/env1.log")" -eq 1 ] || { cat "$TEST_DIR/env1.log"; fail "env1: not exactly one error line"; }
+grep -q "&data train_files: the environment variable LLMT_TEST_DATA .* is not set" "$TEST_DIR/env1.log" ||
+    { cat "$TEST_DIR/env1.log"; fail "env1: the message does not name the key and the variable"; }
+echo "env1: exit 2 on every rank in $dt s: $(grep 'llmtrain: error' "$TEST_DIR/env1.log")"
 echo "every error seen by rank 1 alone ended the job on both ranks with one message naming rank 1"
