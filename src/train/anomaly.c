@@ -17,26 +17,39 @@ anom_config_t anom_config_from(const config_t *cfg) {
     return c;
 }
 
-double anom_loss_zscore(const anom_state_t *s, double loss) {
-    if (s->n_loss < s->c.window) return NAN;
-    double sigma = sqrt(s->loss_var), floor = ANOM_SIGMA_FLOOR * fabs(s->loss_mean);
-    if (sigma < floor) sigma = floor;
-    if (!(sigma > 0)) sigma = 1e-30; /* a mean of exactly 0: any rise is a spike */
-    return (loss - s->loss_mean) / sigma;
-}
-
-/* The median of the window (insertion sort of a copy: at most ANOM_WINDOW_MAX values). */
-static double norm_median(const anom_state_t *s) {
+/* The median of x[0..n) (insertion sort of a copy: at most ANOM_WINDOW_MAX values). */
+static double median_of(const double *x, int n) {
     double v[ANOM_WINDOW_MAX];
-    const int n = s->n_norms < s->c.window ? s->n_norms : s->c.window;
     for (int i = 0; i < n; i++) {
-        double x = s->norms[i];
         int j = i;
-        for (; j > 0 && v[j - 1] > x; j--) v[j] = v[j - 1];
-        v[j] = x;
+        for (; j > 0 && v[j - 1] > x[i]; j--) v[j] = v[j - 1];
+        v[j] = x[i];
     }
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
+
+static int ring_count(int64_t seen, int window) { return seen < window ? (int)seen : window; }
+
+/* The median of the window's losses and the robust scale of the spike score (anomaly.h). */
+static double loss_median(const anom_state_t *s) { return median_of(s->losses, ring_count(s->n_loss, s->c.window)); }
+
+static double loss_scale(const anom_state_t *s, double med) {
+    const int n = ring_count(s->n_loss, s->c.window);
+    double dev[ANOM_WINDOW_MAX];
+    for (int i = 0; i < n; i++) dev[i] = fabs(s->losses[i] - med);
+    double scale = 1.4826 * median_of(dev, n);
+    if (sqrt(s->loss_var) > scale) scale = sqrt(s->loss_var);
+    if (ANOM_SIGMA_FLOOR * fabs(med) > scale) scale = ANOM_SIGMA_FLOOR * fabs(med);
+    return scale > 0 ? scale : 1e-30; /* a median of exactly 0: any rise is a spike */
+}
+
+double anom_loss_zscore(const anom_state_t *s, double loss) {
+    if (s->n_loss < s->c.window) return NAN;
+    const double med = loss_median(s);
+    return (loss - med) / loss_scale(s, med);
+}
+
+static double norm_median(const anom_state_t *s) { return median_of(s->norms, ring_count(s->n_norms, s->c.window)); }
 
 double anom_norm_ratio(const anom_state_t *s, double norm) {
     if (s->n_norms < s->c.window || !isfinite(norm)) return NAN;
@@ -57,7 +70,7 @@ anom_verdict_t anom_check_step(const anom_state_t *s, const anom_step_in_t *in) 
         return verdict(ANOM_LOSS_SCALE, s->overflows_in_row + 1, s->c.overflow_streak, 0);
     const double z = anom_loss_zscore(s, in->loss);
     if (s->c.spike_zscore > 0 && z > s->c.spike_zscore)
-        return verdict(ANOM_SPIKE, z, s->c.spike_zscore, s->loss_mean);
+        return verdict(ANOM_SPIKE, z, s->c.spike_zscore, loss_median(s));
     const double ratio = anom_norm_ratio(s, in->norm);
     if (s->c.grad_ratio > 0 && ratio > s->c.grad_ratio)
         return verdict(ANOM_GRAD_EXPLOSION, ratio, s->c.grad_ratio, norm_median(s));
@@ -66,6 +79,8 @@ anom_verdict_t anom_check_step(const anom_state_t *s, const anom_step_in_t *in) 
 
 /* West's incremental exponentially weighted mean and variance. */
 static void fold_loss(anom_state_t *s, double x) {
+    s->losses[s->next_loss] = x;
+    s->next_loss = (s->next_loss + 1) % s->c.window;
     if (s->n_loss++ == 0) {
         s->loss_mean = x;
         s->loss_var = 0.0;

@@ -821,8 +821,9 @@ static void describe(const trainer_t *tr, const anom_event_t *e, char *buf, size
                      "(&train min_loss_scale)", e->loss, e->norm);
         break;
     case ANOM_SPIKE:
-        snprintf(buf, len, "loss spike: loss %g is %.1f sigma above its moving mean %g (&train "
-                 "spike_zscore = %g)", e->loss, v->value, v->reference, v->threshold);
+        snprintf(buf, len, "loss spike: loss %g is %.1f robust scales above the median %g of the "
+                 "last %d losses (&train spike_zscore = %g)", e->loss, v->value, v->reference,
+                 tr->anom.c.window, v->threshold);
         break;
     case ANOM_GRAD_EXPLOSION:
         snprintf(buf, len, "gradient explosion: norm %g is %.1f x the median %g of the last %d "
