@@ -10,7 +10,8 @@
 #  1. `make` with nothing installed: stops with one line that names `make deps`;
 #  2. `make deps` as an unprivileged user: exit 2, the package list and the modules, and nothing
 #     installed;
-#  3. `make demo` end to end (it installs what is missing, builds, trains, generates, reports);
+#  3. `make demo` end to end (it installs what is missing, builds, trains, generates, reports),
+#     and no step of its clean data skipped by the spike detector;
 #  4. `make check-unit`, the first stage of make check: deps, the build, the unit tests.
 # Each step is timed; the whole stays under BARE_ROOT_LIMIT seconds (900). The last line says
 # "bare_root: N passed, N failed".
@@ -163,11 +164,12 @@ say "make demo (installs the dependencies, builds, trains 8 ranks; log $LOGS/3-d
 inroot root:root "$LOGS/3-demo.log" "$(left)" "make demo"
 rc=$?
 t3=$(($(date +%s) - t0))
+skipped=$(grep -c 'spike: SKIPPED' "$LOGS/3-demo.log")
 if [ $rc -eq 0 ] && grep -q '^step' "$LOGS/3-demo.log" && grep -q '^generate: text:' "$LOGS/3-demo.log" &&
-    [ -s "$R/root/llmtrain/runs/demo/report.html" ]; then
-    result "make demo" 0 "${t3} s: $(grep '^step' "$LOGS/3-demo.log" | tail -1 | cut -c1-60); report.html written"
+    [ -s "$R/root/llmtrain/runs/demo/report.html" ] && [ "$skipped" -eq 0 ]; then
+    result "make demo" 0 "${t3} s: $(grep '^step' "$LOGS/3-demo.log" | tail -1 | cut -c1-60); no step skipped by the spike detector; report.html written"
 else
-    result "make demo" 1 "exit $rc after ${t3} s: $(tail -5 "$LOGS/3-demo.log" | tr '\n' ' ' | cut -c1-400)"
+    result "make demo" 1 "exit $rc after ${t3} s, $skipped step(s) skipped by the spike detector on clean data: $(tail -5 "$LOGS/3-demo.log" | tr '\n' ' ' | cut -c1-400)"
 fi
 
 # 4. the first stage of make check: deps, build, unit tests
