@@ -1275,9 +1275,24 @@ static rank_size_t rank_size_at_least(const config_t *cfg) {
     /* slot io, dC, dC2, dbig (the attention kernels' scratch, a few tiles per thread, is left out) */
     const double fixed_a = 2 * N * C + 2 * N * C + N * (3 * Cl > Fl ? 3 * Cl : Fl);
     const double head_a = N * C + 6 * N + N * Vp / tp;
+    /* Mixture of Experts (every moe_every-th layer, model/params.c): such a layer's MLP is the
+     * router, this ep rank's n_experts / ep experts (d_ff_expert wide, tp-split like the dense
+     * MLP) and the shared experts, instead of the dense MLP; the layers' parameters over the pp
+     * stages' average then bound the largest stage from below */
+    const double n_moe = cfg->n_experts > 0 ? floor(L / cfg->moe_every) : 0;
+    double blocks_p = L * layer_p;
+    if (n_moe > 0) {
+        const double E = cfg->n_experts, Fe = cfg->d_ff_expert, S = (double)cfg->n_shared_experts * Fe;
+        const double ins = !strcmp(cfg->mlp, "swiglu") ? 2 : 1; /* gate and up, or fc */
+        const double dense_mlp = C + (2 * F * C + F) / tp;
+        const double moe_mlp = E * C + (!strcmp(cfg->router, "mlp") ? C * C : 0) +
+                               (cfg->router_noise > 0 ? E * C : 0) +
+                               E / cfg->ep * (ins + 1) * Fe * C / tp + (ins + 1) * S * C / tp;
+        blocks_p = L * layer_p + n_moe * (moe_mlp - dense_mlp);
+    }
     rank_size_t r;
     if (cfg->pp == 1) {
-        r.params = wte + wpe + lnf + L * layer_p;
+        r.params = wte + wpe + lnf + blocks_p;
         r.act_floats = fixed_a + blocks_act_floats(cfg, L, layer_a, kept) + head_a;
         return r;
     }
@@ -1292,6 +1307,7 @@ static rank_size_t rank_size_at_least(const config_t *cfg) {
         if (witness[i].params > r.params) r.params = witness[i].params;
         if (witness[i].act_floats > r.act_floats) r.act_floats = witness[i].act_floats;
     }
+    if (blocks_p / pp > r.params) r.params = blocks_p / pp; /* the experts, on average per stage */
     return r;
 }
 
@@ -1358,7 +1374,16 @@ static int check_rank_memory(parse_ctx_t *ctx, const config_t *cfg) {
     const int model_keys[] = {key_index(G_MODEL, "d_model"), key_index(G_MODEL, "n_layer"),
                               key_index(G_MODEL, "d_ff"), key_index(G_MODEL, "vocab_size"),
                               key_index(G_PARALLEL, "tp"), key_index(G_PARALLEL, "pp")};
+    const int moe_keys[] = {key_index(G_MODEL, "n_experts"), key_index(G_MODEL, "d_ff_expert"),
+                            key_index(G_MODEL, "d_model"), key_index(G_PARALLEL, "ep"),
+                            key_index(G_PARALLEL, "tp"), key_index(G_PARALLEL, "pp")};
     rank_size_t r = rank_size_at_least(cfg);
+    if (r.params > INT_LIMIT && cfg->n_experts > 0)
+        return size_error(ctx, moe_keys, 6, "one rank would hold at least %.4g parameters (n_layer = %d, d_model = "
+                          "%d, n_experts = %d, d_ff_expert = %d, moe_every = %d, ep = %d, tp = %d, pp = %d), more "
+                          "than %.0f (gradients are all-reduced with 32-bit MPI counts): use a larger &parallel "
+                          "ep, tp or pp, or fewer or narrower experts", r.params, cfg->n_layer, cfg->d_model,
+                          cfg->n_experts, cfg->d_ff_expert, cfg->moe_every, cfg->ep, cfg->tp, cfg->pp, INT_LIMIT);
     if (r.params > INT_LIMIT)
         return size_error(ctx, model_keys, 6, "one rank would hold at least %.4g parameters (n_layer = %d, d_model = "
                           "%d, d_ff = %d, vocab_size = %d, tp = %d, pp = %d), more than %.0f (gradients are "
