@@ -128,7 +128,7 @@ inroot() {
 }
 
 pass=0 fail=0
-left() { echo $((LIMIT - ($(date +%s) - START))); }
+left() { local l=$((LIMIT - ($(date +%s) - START))); echo $((l > 30 ? l : 30)); } # seconds left, at least 30
 result() { # name ok(0/1) detail
     if [ "$2" -eq 0 ]; then pass=$((pass + 1)); say "PASS $1: $3"; else fail=$((fail + 1)); say "FAIL $1: $3"; fi
 }
