@@ -1570,7 +1570,7 @@ void config_load_overrides(const char *path, const config_args_t *args, config_t
     char *text = read_and_broadcast(path, &len, &err);
     if (!text) {
         memset(cfg, 0, sizeof *cfg);
-        fatal_user("%s: cannot read the namelist file: %s", path, strerror(err));
+        fatal_user("%s: cannot read the namelist file: %s", path, file_strerror(err));
     }
     if ((long long)strlen(text) != len) {
         free(text);

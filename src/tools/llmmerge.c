@@ -1051,7 +1051,7 @@ static char *read_namelist(const char *path) {
         int e = 0;
         text = file_read_whole(path, MAX_TEXT, &len, &e);
         if (!text) snprintf(err, sizeof err, "%s: cannot read the namelist: %s", path,
-                            e == EFBIG ? "larger than 16 MiB" : strerror(e));
+                            e == EFBIG ? "larger than 16 MiB" : file_strerror(e));
     }
     rank0_verdict(err);
     unsigned long long l = len;
