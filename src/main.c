@@ -3,7 +3,10 @@
  * says more. */
 #include <hdf5.h>
 #include <mpi.h>
+#include <errno.h>
 #include <omp.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,6 +139,52 @@ static void init_mpi(int *argc, char ***argv) {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
 }
 
+/* ---- stdout into a closed pipe -------------------------------------------------------------
+ * `llmtrain x.nml | head -1`: once the reader is gone, the next write to stdout raises SIGPIPE,
+ * whose default action ends the process, before the run's final checkpoint. The run's records
+ * are in metrics.jsonl; the lines on stdout are a view of them, so losing the view must not cost
+ * the run. SIGPIPE gets a handler that does nothing (rather than SIG_IGN, which programs started
+ * with popen would inherit), so a write into a closed pipe fails with EPIPE instead; and stdout
+ * becomes a stream that forwards to descriptor 1 until such a failure, then says so once on
+ * stderr and drops everything written after it (no write attempted, no error to anyone). */
+typedef struct stdout_guard {
+    bool closed; /* the reader has gone: drop everything */
+} stdout_guard_t;
+
+static void sigpipe_ignore(int sig) { (void)sig; }
+
+static ssize_t guarded_stdout_write(void *cookie, const char *buf, size_t n) {
+    stdout_guard_t *g = cookie;
+    for (size_t done = 0; done < n && !g->closed;) {
+        ssize_t w = write(STDOUT_FILENO, buf + done, n - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0 && errno == EPIPE) {
+            g->closed = true;
+            fprintf(stderr, "llmtrain: rank %d: warning: stdout was closed by its reader (EPIPE): "
+                    "nothing more is printed there; the run goes on, its records are in "
+                    "metrics.jsonl\n", error_world_rank());
+        } else if (w < 0) {
+            return done ? (ssize_t)done : -1; /* any other error: stdio's usual report */
+        } else {
+            done += (size_t)w;
+        }
+    }
+    return (ssize_t)n;
+}
+
+static void stdout_guard_install(void) {
+    static stdout_guard_t guard; /* lives as long as the stream, to the end of the process */
+    struct sigaction sa = {.sa_handler = sigpipe_ignore, .sa_flags = SA_RESTART};
+    sigemptyset(&sa.sa_mask);
+    SYS_CHECK(sigaction(SIGPIPE, &sa, NULL));
+    FILE *f = fopencookie(&guard, "w", (cookie_io_functions_t){.write = guarded_stdout_write});
+    if (!f) return; /* keep the plain stdout: writes into a closed pipe then fail with EPIPE */
+    /* the buffering glibc gives stdout: by line on a terminal, in blocks otherwise */
+    setvbuf(f, NULL, isatty(STDOUT_FILENO) ? _IOLBF : _IOFBF, BUFSIZ);
+    fflush(stdout);
+    stdout = f; /* glibc's stdout is an ordinary variable, meant to be assignable */
+}
+
 static void print_banner(const config_t *cfg, int world) {
     printf("llmtrain %s | %d MPI rank%s x %d OpenMP thread%s | input %s | mode %s\n",
            LLMT_VERSION, world, world > 1 ? "s" : "", omp_get_max_threads(),
@@ -261,6 +310,7 @@ static void agree_products(config_t *cfg, const ops_t *ops, int rank) {
 
 int main(int argc, char **argv) {
     init_mpi(&argc, &argv);
+    stdout_guard_install();
     int rank = 0, world = 1;
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));

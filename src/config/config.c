@@ -320,6 +320,16 @@ static int find_key(int group, const char *key) {
     return -1;
 }
 
+/* What a key holds, for the parser's check of a repeat count before it copies anything
+ * (namelist_parse_keys): an array its maximum, any other key one value; 0 for a key the schema
+ * does not know (its own message, with a suggestion, comes later). */
+static int key_capacity(const char *group, const char *key, void *unused) {
+    (void)unused;
+    int g = find_group(group), k = g < 0 ? -1 : find_key(g, key);
+    if (k < 0) return 0;
+    return key_specs[k].type == K_INT_ARRAY ? (int)key_specs[k].size : 1;
+}
+
 /* Only for the cross-key checks below, where the names are literals: a typo here is a bug. */
 static int key_index(int group, const char *key) {
     int k = find_key(group, key);
@@ -783,7 +793,7 @@ static int apply_override(parse_ctx_t *ctx, override_arg_t *o, int i, const char
         size_t len = strlen(group) + strlen(key) + strlen(value) + 16;
         char *text = xrealloc_small(NULL, len);
         snprintf(text, len, "&%s\n%s = %s\n/\n", group, key, value);
-        rc = namelist_parse(o->label, text, &o->nl, ctx->msg, ctx->msgsize);
+        rc = namelist_parse_keys(o->label, text, key_capacity, NULL, &o->nl, ctx->msg, ctx->msgsize);
         if (rc != 0) drop_text_position(ctx->msg, o->label);
         free(text);
     }
@@ -1544,7 +1554,7 @@ static int parse_into(const char *path, const char *text, const config_args_t *a
     set_table_defaults(cfg);
     snprintf(cfg->source_path, sizeof cfg->source_path, "%s", path ? path : "<namelist>");
     namelist_t nl;
-    if (namelist_parse(cfg->source_path, text, &nl, msg, msgsize) != 0) return -1;
+    if (namelist_parse_keys(cfg->source_path, text, key_capacity, NULL, &nl, msg, msgsize) != 0) return -1;
     parse_ctx_t ctx = {.path = cfg->source_path, .msg = msg, .msgsize = msgsize, .env = env};
     int n_over = args ? args->n : 0;
     override_arg_t *over = xcalloc((size_t)n_over + 1, sizeof *over);
@@ -1656,7 +1666,7 @@ void config_load_overrides(const char *path, const config_args_t *args, config_t
     char *text = read_and_broadcast(path, &len, &err);
     if (!text) {
         memset(cfg, 0, sizeof *cfg);
-        fatal_user("%s: cannot read the namelist file: %s", path, strerror(err));
+        fatal_user("%s: cannot read the namelist file: %s", path, file_strerror(err));
     }
     if ((long long)strlen(text) != len) {
         free(text);

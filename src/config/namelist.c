@@ -7,7 +7,10 @@
  * Limits: no text can make the parser use unbounded memory or time. The text is at most
  * NL_MAX_TEXT bytes (what config.c reads from a file), one repeat count at most NL_MAX_REPEAT, and
  * one parse at most NL_MAX_VALUES values, every copy of a repeat count included; so `a = 100000*'x',
- * 100000*'y', ...` or a million keys end with one "path:line:col:" message naming the limit. */
+ * 100000*'y', ...` or a million keys end with one "path:line:col:" message naming the limit. The
+ * strings that repeat counts copy are at most NL_MAX_COPIED bytes in one parse (100000 copies of
+ * a 40 kB string would be 4 GB), and with the caller's key capacities (namelist_parse_keys) a
+ * count is checked against what its key holds before any copy is made. */
 #include "config/namelist.h"
 #include "core/alloc.h"
 #include <ctype.h>
@@ -21,6 +24,7 @@
 #define NL_MAX_REPEAT 100000   /* r*value: beyond this it is surely a typo, not a real array */
 #define NL_MAX_VALUES 1000000  /* values in one parse (~100 MB of nl_value_t and strings) */
 #define NL_MAX_TEXT (16 << 20) /* bytes of text: config.c's CFG_MAX_FILE, for callers that skip it */
+#define NL_MAX_COPIED (64 << 20) /* bytes of strings copied by repeat counts in one parse */
 
 typedef struct lexer {
     const char *path;
@@ -29,6 +33,10 @@ typedef struct lexer {
     char *err;
     size_t errsize;
     int n_values; /* in the whole parse so far, <= NL_MAX_VALUES */
+    size_t copied; /* bytes of strings copied by repeat counts so far, <= NL_MAX_COPIED */
+    nl_capacity_fn capacity; /* the caller's key capacities, or NULL */
+    void *capacity_ctx;
+    const char *group;       /* the group being parsed (for the capacity and its message) */
 } lexer_t;
 
 /* ---- characters and positions ------------------------------------------------------------ */
@@ -318,6 +326,34 @@ static void copy_value(nl_value_t *dst, const nl_value_t *src) {
     dst->s = src->s ? xstrdup(src->s) : NULL;
 }
 
+/* Before a repeat count is expanded: the key it belongs to holds at most what the caller's
+ * capacity says (values already given included), so no copy is made that the key cannot take. */
+static int check_capacity(lexer_t *lx, const nl_entry_t *e, int64_t count, const char *repeat_raw,
+                          int line, int col) {
+    int cap = lx->capacity ? lx->capacity(lx->group, e->key, lx->capacity_ctx) : 0;
+    int64_t total = (int64_t)e->n_values - 1 + count; /* the count itself is the last value */
+    if (cap <= 0 || total <= cap) return 0;
+    if (cap == 1)
+        return lex_error(lx, line, col, "&%s %s: expected one value, got %lld values (the repeat "
+                         "count '%s'), refused before making them", lx->group, e->key,
+                         (long long)total, repeat_raw);
+    return lex_error(lx, line, col, "&%s %s: at most %d values allowed, got %lld (the repeat count "
+                     "'%s'), refused before making them", lx->group, e->key, cap, (long long)total,
+                     repeat_raw);
+}
+
+/* The strings count - 1 more copies of v would add, within NL_MAX_COPIED for the whole parse. */
+static int check_copied_bytes(lexer_t *lx, const nl_value_t *v, int64_t count, const char *repeat_raw,
+                              int line, int col) {
+    size_t one = strlen(v->raw) + 1 + (v->s ? strlen(v->s) + 1 : 0);
+    if ((double)one * (double)(count - 1) > (double)(NL_MAX_COPIED - lx->copied))
+        return lex_error(lx, line, col, "the repeat count '%s' copies a value of %zu bytes %lld times: "
+                         "more than the %d MiB that repeat counts may copy in one namelist (the limit)",
+                         repeat_raw, strlen(v->raw), (long long)count, NL_MAX_COPIED >> 20);
+    lx->copied += one * (size_t)(count - 1);
+    return 0;
+}
+
 /* r*value: `count` copies of the value that follows the '*'. The first copy is already in e. */
 static int expand_repeat(lexer_t *lx, nl_entry_t *e, const char *key) {
     nl_value_t *counter = &e->values[e->n_values - 1];
@@ -328,6 +364,7 @@ static int expand_repeat(lexer_t *lx, nl_entry_t *e, const char *key) {
                          repeat_raw, NL_MAX_REPEAT);
     int64_t count = counter->i;
     int line = counter->line, col = counter->col;
+    if (check_capacity(lx, e, count, repeat_raw, line, col) != 0) return -1;
     advance(lx); /* the '*' */
     if (ends_value(peek(lx)))
         return lex_error(lx, line, col, "repeat count '%s' must be followed by a value "
@@ -337,6 +374,7 @@ static int expand_repeat(lexer_t *lx, nl_entry_t *e, const char *key) {
     if (read_single_value(lx, counter, key) != 0) return -1;
     if (peek(lx) == '*') return lex_error(lx, lx->line, lx->col, "a repeat count cannot be repeated");
     if (count_values(lx, line, col, count - 1) != 0) return -1; /* the first copy is counted */
+    if (check_copied_bytes(lx, counter, count, repeat_raw, line, col) != 0) return -1;
     for (int64_t k = 1; k < count; k++) {
         nl_value_t *v = push_value(e);
         copy_value(v, &e->values[e->n_values - 2]);
@@ -418,6 +456,7 @@ static int parse_ampersand_in_group(lexer_t *lx, nl_group_t *g, bool *closed) {
 }
 
 static int parse_group_body(lexer_t *lx, nl_group_t *g) {
+    lx->group = g->name;
     for (;;) {
         skip_space(lx);
         char c = peek(lx), buf[16];
@@ -482,8 +521,13 @@ static int text_too_long(lexer_t *lx) {
 }
 
 int namelist_parse(const char *path, const char *text, namelist_t *nl, char *err, size_t errsize) {
+    return namelist_parse_keys(path, text, NULL, NULL, nl, err, errsize);
+}
+
+int namelist_parse_keys(const char *path, const char *text, nl_capacity_fn capacity, void *ctx,
+                        namelist_t *nl, char *err, size_t errsize) {
     lexer_t lx = {.path = path ? path : "<namelist>", .p = text ? text : "", .line = 1, .col = 1,
-                  .err = err, .errsize = errsize};
+                  .err = err, .errsize = errsize, .capacity = capacity, .capacity_ctx = ctx};
     memset(nl, 0, sizeof *nl);
     if (errsize > 0) err[0] = '\0';
     if (strnlen(lx.p, NL_MAX_TEXT + 1) > NL_MAX_TEXT) return text_too_long(&lx);

@@ -17,8 +17,11 @@
  *   3*0.0                                         repeat count: three values 0.0
  * Not supported, with a clear error: indexed assignment key(2) = 5, null values (a = 1,,3),
  * unquoted strings.
- * Limits: at most 1,000,000 values per parse (repeat counts expanded) and 16 MiB of text; beyond
- * them, one "path:line:col:" error. */
+ * Limits: at most 1,000,000 values per parse (repeat counts expanded), a repeat count at most
+ * 100,000, at most 64 MiB of text copied by repeat counts in one parse, and 16 MiB of text;
+ * beyond them, one "path:line:col:" error. A caller that knows its keys (namelist_parse_keys)
+ * also has a repeat count refused, before any copy, when it would give a key more values than
+ * the key holds. */
 #ifndef LLMT_NAMELIST_H
 #define LLMT_NAMELIST_H
 #include <stdbool.h>
@@ -59,6 +62,16 @@ typedef struct namelist {
 /* Parse `text`; `path` is used only in messages. Returns 0, or -1 with a one-line
  * "path:line:col: message" in err[errsize]. On failure `nl` holds nothing (already freed). */
 int namelist_parse(const char *path, const char *text, namelist_t *nl, char *err, size_t errsize);
+/* How many values key `key` of group `group` (both lower-case) can hold: 1 for a scalar, an
+ * array's maximum; 0 when the caller does not know the key (its own check reports it later). */
+typedef int (*nl_capacity_fn)(const char *group, const char *key, void *ctx);
+/* namelist_parse, with the capacity of every key: a repeat count r*value that would give a key
+ * more values than it holds is refused at the count ("&run prompt: expected one value, got
+ * 100000 values (the repeat count '100000*'), refused before making them") before anything is
+ * copied, so a long string repeated cannot cost memory the key could never use. capacity may be
+ * NULL. */
+int namelist_parse_keys(const char *path, const char *text, nl_capacity_fn capacity, void *ctx,
+                        namelist_t *nl, char *err, size_t errsize);
 void namelist_free(namelist_t *nl);
 
 /* "integer", "real", "string", "logical" — for type-mismatch messages. */

@@ -82,17 +82,40 @@ int file_publish(const char *tmp, const char *path) {
     return fsync_dir_of(path);
 }
 
-char *file_read_whole(const char *path, size_t max_bytes, size_t *len, int *err) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return (*err = errno), NULL;
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        *err = errno;
+/* EISDIR for a directory, EINVAL for anything else that is not a regular file, 0 for one. */
+static int not_regular(const struct stat *st) {
+    return S_ISREG(st->st_mode) ? 0 : S_ISDIR(st->st_mode) ? EISDIR : EINVAL;
+}
+
+int file_open_regular(const char *path, struct stat *st) {
+    struct stat before, after;
+    if (stat(path, &before) != 0) return -1;
+    if (not_regular(&before)) return (errno = not_regular(&before)), -1;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) return -1;
+    int e = fstat(fd, &after) != 0 ? errno : not_regular(&after);
+    int flags = e ? 0 : fcntl(fd, F_GETFL);
+    /* O_NONBLOCK means nothing for a regular file's reads; cleared anyway, so the descriptor is
+     * an ordinary one for whoever reads it (mmap, read, a library) */
+    if (!e && (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0)) e = errno;
+    if (e) {
         close(fd);
-        return NULL;
+        return (errno = e), -1;
     }
-    if (!S_ISREG(st.st_mode) || (size_t)st.st_size > max_bytes) {
-        *err = S_ISDIR(st.st_mode) ? EISDIR : !S_ISREG(st.st_mode) ? EINVAL : EFBIG;
+    if (st) *st = after;
+    return fd;
+}
+
+const char *file_strerror(int err) {
+    return err == EINVAL ? "not a regular file (a FIFO, socket or device)" : strerror(err);
+}
+
+char *file_read_whole(const char *path, size_t max_bytes, size_t *len, int *err) {
+    struct stat st;
+    int fd = file_open_regular(path, &st);
+    if (fd < 0) return (*err = errno), NULL;
+    if ((size_t)st.st_size > max_bytes) {
+        *err = EFBIG;
         close(fd);
         return NULL;
     }

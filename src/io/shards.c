@@ -208,18 +208,14 @@ static int shard_open(shard_t *s, const char *path, const char *what, shard_form
         return errf(err, errlen, "%s: %s: path longer than %zu characters", what, path,
                     sizeof s->path - 1);
     snprintf(s->path, sizeof s->path, "%s", path);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return errf(err, errlen, "%s: %s: cannot open: %s", what, path, strerror(errno));
     struct stat st;
-    if (fstat(fd, &st) != 0) {
-        errf(err, errlen, "%s: %s: cannot stat: %s", what, path, strerror(errno));
-        close(fd);
-        return -1;
-    }
-    if (!S_ISREG(st.st_mode) || st.st_size == 0) {
-        errf(err, errlen, "%s: %s: %s", what, path,
-             S_ISDIR(st.st_mode) ? "is a directory"
-             : S_ISREG(st.st_mode) ? "is empty (0 bytes)" : "not a regular file");
+    int fd = file_open_regular(path, &st); /* a FIFO would block the open forever */
+    if (fd < 0)
+        return errf(err, errlen, "%s: %s: %s%s", what, path,
+                    errno == EISDIR || errno == EINVAL ? "" : "cannot open: ",
+                    errno == EISDIR ? "is a directory" : file_strerror(errno));
+    if (st.st_size == 0) {
+        errf(err, errlen, "%s: %s: is empty (0 bytes)", what, path);
         close(fd);
         return -1;
     }

@@ -27,10 +27,9 @@ static char *read_vocab_file(const char *path, size_t *len, char *err, size_t er
     if (e == EFBIG)
         errf(err, errlen, "%s: cannot read: larger than %zu MiB, too large for a vocabulary "
              "file", path, VOCAB_FILE_MAX >> 20);
-    else if (e == EISDIR || e == EINVAL)
-        errf(err, errlen, "%s: cannot read: not a regular file", path);
     else
-        errf(err, errlen, "%s: cannot read: %s", path, strerror(e));
+        errf(err, errlen, "%s: cannot read: %s", path,
+             e == EISDIR ? "not a regular file (a directory)" : file_strerror(e));
     return NULL;
 }
 

@@ -19,8 +19,11 @@
  *   overwrite  replace an existing out [.false.]
  *
  * Method definitions: tools/merge_methods.h (mergekit's). Every input is checked before any
- * tensor is merged: format, the model attributes and the list and global shapes of the tensors
- * in /model must be the same in all (else one message naming the key or the tensor). Then the
+ * tensor is merged: a regular file (a FIFO is refused, not waited on), format, the model
+ * attributes and the list and global shapes of the tensors in /model must be the same in all, and
+ * the first input's must be those of the parameter registry (model/params.h) of the model its
+ * namelist describes, so no dataset shape is trusted before it is allocated (else one message
+ * naming the key or the file and tensor). Then the
  * tensors are merged one at a time — tensor i by rank i % size — reading each input's copy
  * when it is needed and verifying its checksum; rank 0 receives the merged tensors in order and
  * writes them to <out>.tmp, which is renamed to out when complete. Memory per rank: a few times
@@ -31,8 +34,8 @@
  *
  * Exit codes: 0 written; 2 bad input (namelist, an input missing, corrupt or of another model,
  * an existing out), on every rank; 3 internal error; 5 the output could not be written.
- * Uses: config/namelist, tools/merge_methods, tools/merge_io, io/checkpoint (checksums),
- * parallel/comm, core/. */
+ * Uses: config/namelist, config/config and model/params (the registry of the inputs' model),
+ * tools/merge_methods, tools/merge_io, io/checkpoint (checksums), parallel/comm, core/. */
 #include <errno.h>
 #include <fnmatch.h>
 #include <glob.h>
@@ -47,6 +50,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "config/config.h"
 #include "config/namelist.h"
 #include "core/alloc.h"
 #include "core/error.h"
@@ -55,6 +59,7 @@
 #include "core/sha256.h"
 #include "core/timer.h"
 #include "core/version.h"
+#include "model/params.h"
 #include "tools/merge_io.h"
 #include "tools/merge_methods.h"
 
@@ -396,6 +401,14 @@ static int check_keys(char *err, merge_opts_t *o, const char *path) {
     return 0;
 }
 
+/* What a &merge key holds, for the parser's check of repeat counts: a list key any number (its
+ * length is checked against the models later), any other key one value; 0 for unknown keys. */
+static int merge_key_capacity(const char *group, const char *key, void *unused) {
+    (void)unused;
+    int k = strcmp(group, "merge") == 0 ? find_key(key) : -1;
+    return k < 0 || keys[k].type == T_STRS || keys[k].type == T_REALS ? 0 : 1;
+}
+
 /* Parse the namelist text and the KEY=VALUE overrides; 0, or -1 with the message. */
 static int parse_options(char *err, const char *path, const char *text, int n_over, char **over,
                          merge_opts_t *o) {
@@ -404,7 +417,7 @@ static int parse_options(char *err, const char *path, const char *text, int n_ov
     const nl_entry_t *by_key[N_KEYS] = {0};
     const char *key_path[N_KEYS + 1] = {0};
     key_path[N_KEYS] = path;
-    int parsed = 0, rc = namelist_parse(path, text, &nl[0], err, MSG_LEN);
+    int parsed = 0, rc = namelist_parse_keys(path, text, merge_key_capacity, NULL, &nl[0], err, MSG_LEN);
     if (rc == 0) parsed = 1, rc = collect_entries(err, path, &nl[0], by_key, key_path);
     for (int i = 0; rc == 0 && i < n_over; i++) {
         snprintf(paths[i + 1], sizeof paths[i + 1], "argument %d", i + 2);
@@ -416,7 +429,7 @@ static int parse_options(char *err, const char *path, const char *text, int n_ov
         size_t len = strlen(over[i]) + 16;
         char *t = xmalloc(len);
         snprintf(t, len, "&merge %s /", over[i]);
-        rc = namelist_parse(paths[i + 1], t, &nl[i + 1], err, MSG_LEN);
+        rc = namelist_parse_keys(paths[i + 1], t, merge_key_capacity, NULL, &nl[i + 1], err, MSG_LEN);
         xfree(t);
         if (rc == 0) parsed++, rc = collect_entries(err, paths[i + 1], &nl[i + 1], by_key, key_path);
     }
@@ -632,9 +645,150 @@ static int compare_inputs(char *err, const input_t *r, const mio_tensor_t *rt, i
     return 0;
 }
 
-/* Rank 0: open and describe every input, check they are one model; the reference's tensor list
- * in *tensors. "" in err when all is well. */
-static void check_inputs(char *err, input_t *in, int n_in, mio_tensor_t **tensors, int *n_tensors) {
+/* A growing text. */
+typedef struct text {
+    char *s;
+    size_t len, cap;
+} text_t;
+
+static void tprintf(text_t *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void tprintf(text_t *t, const char *fmt, ...) {
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(t->s ? t->s + t->len : NULL, t->s ? t->cap - t->len : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0) return;
+        if (t->s && t->len + (size_t)n < t->cap) {
+            t->len += (size_t)n;
+            return;
+        }
+        t->cap = 2 * (t->cap + (size_t)n) + 256;
+        t->s = xrealloc_small(t->s, t->cap);
+        if (t->len == 0) t->s[0] = '\0';
+    }
+}
+
+/* ---- the model's registry: what every tensor's shape must be --------------------------------- */
+
+/* A file's dataset shapes are not trusted: a chunked dataset of 2^36 elements costs a few bytes
+ * on disk, and the merge allocates what the shapes say. The reference input's model (the &model
+ * group of its namelist, or without one its root attributes) gives the parameter registry
+ * (model/params.h), and its tensors must be exactly the registry's, in names and global shapes,
+ * before anything is allocated or read; the other inputs must have the reference's tensors. */
+
+/* Append "key = v1, v2" of a namelist entry, values as written. */
+static void model_entry_text(text_t *t, const nl_entry_t *e) {
+    tprintf(t, "  %s =", e->key);
+    for (int v = 0; v < e->n_values; v++) tprintf(t, "%s %s", v ? "," : "", e->values[v].raw);
+    tprintf(t, "\n");
+}
+
+/* Rank 0: the namelist the registry is built from: the &model group(s) of the reference's config
+ * (nothing else changes a tensor's global shape), or its model attributes when it has no config,
+ * and the one &data key a parse needs. NULL with a message in err when there is neither. */
+static char *registry_namelist(char *err, const input_t *r, const char *config) {
+    namelist_t nl = {0};
+    char why[MSG_LEN];
+    if (config[0] && namelist_parse("config", config, &nl, why, sizeof why) != 0) {
+        errf(err, MSG_LEN, "%s: its namelist (root attribute config) does not parse: %s", r->label, why);
+        return NULL;
+    }
+    text_t t = {0};
+    tprintf(&t, "&model\n");
+    int n_model = 0;
+    for (int g = 0; g < nl.n_groups; g++)
+        if (strcmp(nl.groups[g].name, "model") == 0)
+            for (int e = 0; e < nl.groups[g].n_entries; e++, n_model++) model_entry_text(&t, &nl.groups[g].entries[e]);
+    namelist_free(&nl);
+    if (n_model == 0) { /* a file without a namelist: GPT-2 of the attributes' size */
+        const char *names[7];
+        int32_t v[7];
+        mio_model_keys(&r->meta, names, v);
+        for (int i = 0; i < 7; i++) {
+            if (i == 1) continue; /* padded_vocab follows from vocab_size */
+            if (v[i] <= 0) {
+                free(t.s);
+                errf(err, MSG_LEN, "%s: has neither a namelist (root attribute config) nor the root "
+                     "attribute %s: the shapes of its tensors cannot be checked", r->label, names[i]);
+                return NULL;
+            }
+            tprintf(&t, "  %s = %d\n", names[i], (int)v[i]);
+        }
+    }
+    tprintf(&t, "/\n&data\n  train_files = 'unused'\n/\n");
+    return t.s;
+}
+
+/* Every rank: the registry of the reference's model from rank 0's namelist text; the text is
+ * the same on every rank, so a bad one ends every rank alike (config_parse: fatal_user). */
+static void registry_create(params_t *P, const input_t *r, char *text) {
+    unsigned long long len = world_rank == 0 ? strlen(text) : 0;
+    MPI_CHECK(MPI_Bcast(&len, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD));
+    if (world_rank != 0) text = xcalloc((size_t)len + 1, 1);
+    MPI_CHECK(MPI_Bcast(text, (int)len, MPI_CHAR, 0, MPI_COMM_WORLD));
+    char path[1300];
+    snprintf(path, sizeof path, "%s (the &model of its namelist)", r->label);
+    config_t cfg;
+    config_parse(path, text, &cfg);
+    const char *names[7];
+    int32_t attr[7], want[7] = {cfg.vocab_size, config_padded_vocab(&cfg), cfg.n_layer, cfg.n_head,
+                                cfg.d_model, cfg.d_ff, cfg.seq_len};
+    mio_model_keys(&r->meta, names, attr);
+    for (int i = 0; i < 7; i++)
+        if (attr[i] != 0 && attr[i] != want[i])
+            fatal_user("%s: root attribute %s = %d, but its namelist says %d (a damaged file?)",
+                       r->label, names[i], (int)attr[i], (int)want[i]);
+    params_create(P, &cfg, 1, 0);
+    config_destroy(&cfg);
+    if (world_rank != 0) xfree(text);
+}
+
+/* The reference's tensors against the registry: the same names, each of its global shape. */
+static int check_registry(char *err, const input_t *r, const mio_tensor_t *t, int nt, const params_t *P) {
+    for (int i = 0; i < nt; i++) {
+        const param_t *p = params_find(P, t[i].name);
+        if (!p)
+            return errf(err, MSG_LEN, "%s: tensor /model/%s is not a parameter of the model its "
+                        "namelist describes", r->label, t[i].name);
+        mio_tensor_t want = {.ndim = p->ndim};
+        for (int k = 0; k < 3; k++) want.dims[k] = k < p->ndim ? p->shape[k] : 1;
+        if (t[i].ndim != want.ndim || t[i].dims[0] != want.dims[0] || t[i].dims[1] != want.dims[1] ||
+            t[i].dims[2] != want.dims[2]) {
+            char got[64], exp[64];
+            format_shape(got, sizeof got, &t[i]);
+            format_shape(exp, sizeof exp, &want);
+            return errf(err, MSG_LEN, "%s: tensor /model/%s has shape %s, but its model (&model of its "
+                        "namelist) makes it %s: refused before anything is read or allocated",
+                        r->label, t[i].name, got, exp);
+        }
+    }
+    for (int j = 0; j < P->n; j++) {
+        int found = 0;
+        for (int i = 0; i < nt && !found; i++) found = strcmp(t[i].name, P->p[j].name) == 0;
+        if (!found)
+            return errf(err, MSG_LEN, "%s: has no tensor /model/%s, a parameter of the model its "
+                        "namelist describes", r->label, P->p[j].name);
+    }
+    return 0;
+}
+
+/* Rank 0: the reference input's namelist text for the registry ("" in err when all is well). */
+static char *reference_model(char *err, input_t *r) {
+    err[0] = '\0';
+    hid_t f;
+    if (mio_open(r->path, r->label, &f, &r->meta, err, MSG_LEN) != 0) return NULL;
+    char *config = mio_config_text(f);
+    H5Fclose(f);
+    char *text = registry_namelist(err, r, config);
+    xfree(config);
+    return text;
+}
+
+/* Rank 0: open and describe every input, check the reference against the registry and the others
+ * against the reference; the reference's tensor list in *tensors. "" in err when all is well. */
+static void check_inputs(char *err, input_t *in, int n_in, const params_t *P, mio_tensor_t **tensors,
+                         int *n_tensors) {
     err[0] = '\0';
     mio_tensor_t *ref = NULL;
     int n_ref = 0;
@@ -643,8 +797,9 @@ static void check_inputs(char *err, input_t *in, int n_in, mio_tensor_t **tensor
         mio_tensor_t *t = NULL;
         int nt = 0;
         if (mio_open(in[i].path, in[i].label, &f, &in[i].meta, err, MSG_LEN) != 0) break;
-        if (mio_list_tensors(f, in[i].label, &t, &nt, err, MSG_LEN) == 0 && i > 0)
-            compare_inputs(err, &in[0], ref, n_ref, &in[i], t, nt);
+        int listed = mio_list_tensors(f, in[i].label, &t, &nt, err, MSG_LEN) == 0;
+        if (listed && i == 0) check_registry(err, &in[0], t, nt, P);
+        else if (listed) compare_inputs(err, &in[0], ref, n_ref, &in[i], t, nt);
         H5Fclose(f);
         if (i == 0) ref = t, n_ref = nt;
         else xfree(t);
@@ -681,30 +836,6 @@ static void open_and_hash(input_t *in, int n_in) {
 }
 
 /* ---- provenance ------------------------------------------------------------------------------- */
-
-/* A growing text. */
-typedef struct text {
-    char *s;
-    size_t len, cap;
-} text_t;
-
-static void tprintf(text_t *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void tprintf(text_t *t, const char *fmt, ...) {
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(t->s ? t->s + t->len : NULL, t->s ? t->cap - t->len : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0) return;
-        if (t->s && t->len + (size_t)n < t->cap) {
-            t->len += (size_t)n;
-            return;
-        }
-        t->cap = 2 * (t->cap + (size_t)n) + 256;
-        t->s = xrealloc_small(t->s, t->cap);
-        if (t->len == 0) t->s[0] = '\0';
-    }
-}
 
 static void json_str(text_t *t, const char *s) {
     tprintf(t, "\"");
@@ -1051,7 +1182,7 @@ static char *read_namelist(const char *path) {
         int e = 0;
         text = file_read_whole(path, MAX_TEXT, &len, &e);
         if (!text) snprintf(err, sizeof err, "%s: cannot read the namelist: %s", path,
-                            e == EFBIG ? "larger than 16 MiB" : strerror(e));
+                            e == EFBIG ? "larger than 16 MiB" : file_strerror(e));
     }
     rank0_verdict(err);
     unsigned long long l = len;
@@ -1152,7 +1283,14 @@ int main(int argc, char **argv) {
     mio_tensor_t *tensors = NULL;
     int n_tensors = 0;
     char err[MSG_LEN] = "";
-    if (world_rank == 0) check_inputs(err, in, n_in, &tensors, &n_tensors);
+    char *model_text = world_rank == 0 ? reference_model(err, &in[0]) : NULL;
+    rank0_verdict(err);
+    MPI_CHECK(MPI_Bcast(&in[0].meta, (int)sizeof in[0].meta, MPI_BYTE, 0, MPI_COMM_WORLD));
+    params_t registry;
+    registry_create(&registry, &in[0], model_text);
+    free(model_text);
+    if (world_rank == 0) check_inputs(err, in, n_in, &registry, &tensors, &n_tensors);
+    params_destroy(&registry);
     rank0_verdict(err);
     share_inputs(in, n_in, &tensors, &n_tensors);
     phases_t ph = {.check = now_sec() - t0};

@@ -213,12 +213,13 @@ static void check_inputs(prep_t *p) {
     PTR_CHECK(p->file_start);
     for (int i = 0; p->rank == 0 && i < p->o.n_files && !msg[0]; i++) {
         struct stat st;
-        int fd = open(p->o.files[i], O_RDONLY | O_CLOEXEC);
-        if (fd < 0 || fstat(fd, &st) != 0)
-            snprintf(msg, sizeof msg, "%s: cannot read: %s", p->o.files[i],
+        int fd = file_open_regular(p->o.files[i], &st); /* a FIFO would block the open */
+        if (fd < 0 && (errno == EISDIR || errno == EINVAL))
+            snprintf(msg, sizeof msg, "input file %d '%s': not a regular file (a %s)", i + 1,
+                     p->o.files[i], errno == EISDIR ? "directory" : "FIFO, socket or device");
+        else if (fd < 0)
+            snprintf(msg, sizeof msg, "input file %d '%s': cannot read: %s", i + 1, p->o.files[i],
                      strerror(errno));
-        else if (!S_ISREG(st.st_mode))
-            snprintf(msg, sizeof msg, "%s: not a regular file", p->o.files[i]);
         else
             p->file_bytes[i] = (uint64_t)st.st_size;
         if (fd >= 0) close(fd);
@@ -241,8 +242,10 @@ static void check_inputs(prep_t *p) {
 
 static const char *file_map(prep_t *p, int i) {
     if (p->maps[i]) return p->maps[i];
-    int fd = open(p->o.files[i], O_RDONLY | O_CLOEXEC);
-    if (fd < 0) fatal_user_here("%s: cannot read: %s", p->o.files[i], strerror(errno));
+    int fd = file_open_regular(p->o.files[i], NULL);
+    if (fd < 0)
+        fatal_user_here("input file %d '%s': cannot read: %s", i + 1, p->o.files[i],
+                        file_strerror(errno));
     void *m = mmap(NULL, p->file_bytes[i], PROT_READ, MAP_PRIVATE, fd, 0);
     if (m == MAP_FAILED)
         fatal_user_here("%s: cannot map: %s", p->o.files[i], strerror(errno));

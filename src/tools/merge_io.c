@@ -62,8 +62,10 @@ static int read_meta(hid_t file, const char *label, mio_meta_t *m, char *err, si
 int mio_open(const char *path, const char *label, hid_t *file, mio_meta_t *meta, char *err,
              size_t errlen) {
     *file = -1;
-    if (access(path, R_OK) != 0)
-        return errf(err, errlen, "%s: cannot read: %s", label, strerror(errno));
+    /* a regular file, checked without waiting: HDF5's own open of a FIFO would block forever */
+    int fd = file_open_regular(path, NULL);
+    if (fd < 0) return errf(err, errlen, "%s: cannot read: %s", label, file_strerror(errno));
+    close(fd);
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f < 0) {
         char why[512];

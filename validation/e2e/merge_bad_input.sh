@@ -3,8 +3,12 @@
 # exit code 2 on every rank (run on 2 ranks): unknown method, key or parameter of the method,
 # weights that sum to 0 with normalize on, density outside (0, 1], t outside [0, 1], models of
 # other shapes (d_ff, n_layer) or vocabularies, a corrupt input (checksum), a missing file, a
-# pattern matching nothing, an existing out, a missing base. No output (nor .tmp) is left.
+# pattern matching nothing, an existing out, a missing base, a repeat count on a one-value key,
+# a dataset whose shape is not its model's (a chunked [2^30, 64] wte, a few KB on disk: refused
+# by the registry's shape before anything is allocated, here under an 8 GiB address-space limit;
+# it was exit 3 or an allocation of 256 GiB). No output (nor .tmp) is left.
 source "$(dirname "$0")/lib.bash"
+ulimit -v 8388608 # 8 GiB per process: an allocation of what a file's shape claims fails instead of swapping
 [ -x ./llmmerge ] || fail "./llmmerge is not built (make)"
 model() { # name sed-expression: a model of step 0 whose &model is changed by the expression
     write_tiny_nml $TEST_DIR/$1.nml name=$1 max_steps=0 val_every=0
@@ -24,6 +28,18 @@ with h5py.File(sys.argv[1], "r") as f:  # the last tensor by name: merged by ran
     off = f["model/wte"].id.get_offset() + 4 * 1234
 with open(sys.argv[1], "r+b") as f:
     f.seek(off); b = f.read(1); f.seek(off); f.write(bytes([b[0] ^ 0x10]))
+EOF
+# huge.h5, huge2.h5: model a with wte replaced by a chunked [2^30, 64] float32 dataset (2^36
+# elements, 256 GiB as floats) that holds no chunk: a few KB on disk, with a checksum attribute.
+$PYTHON - "$A" "$TEST_DIR/huge.h5" "$TEST_DIR/huge2.h5" <<'EOF' || fail "could not make huge.h5"
+import shutil, sys, h5py, os
+for out in sys.argv[2:]:
+    shutil.copy(sys.argv[1], out)
+    with h5py.File(out, "r+") as f:
+        del f["model/wte"]
+        d = f["model"].create_dataset("wte", shape=(1 << 30, 64), dtype="<f4", chunks=(1024, 64))
+        d.attrs.create("checksum", 0, dtype="<u8")
+    assert os.path.getsize(out) < 10 << 20, os.path.getsize(out)
 EOF
 OUT=$TEST_DIR/out.h5
 n=0
@@ -68,6 +84,12 @@ expect "argument 2:1:8: &merge unknown key 'wieghts'" "  method = 'linear'\n  $o
 expect "is the input models(1)" "  method = 'linear'\n  models = '$A', '$B'\n  out = '$A'\n  overwrite = .true."
 touch $OUT.keep
 expect "&merge out: '$OUT.keep' exists (set overwrite = .true. to replace it)" "  method = 'linear'\n  models = '$A', '$B'\n  out = '$OUT.keep'"
+expect "bad$((n + 1)).nml:3:9: &merge out: expected one value, got 3 values (the repeat count '3*')" \
+    "  method = 'linear'\n  out = 3*'$OUT'\n  models = '$A', '$B'"
+huge_msg="tensor /model/wte has shape [1073741824, 64], but its model (&model of its namelist) makes it [512, 64]"
+expect "models(1) '$TEST_DIR/huge.h5': $huge_msg" "  method = 'linear'\n  models = '$TEST_DIR/huge.h5', '$TEST_DIR/huge2.h5'\n  out = '$OUT'"
+expect "models(1) '$TEST_DIR/huge.h5': $huge_msg" "  method = 'linear'\n  models = '$TEST_DIR/huge.h5', '$A'\n  out = '$OUT'"
+expect "base '$TEST_DIR/huge.h5': $huge_msg" "  method = 'task_arithmetic'\n  base = '$TEST_DIR/huge.h5'\n  models = '$A'\n  out = '$OUT'"
 # and the good case runs (the override replaces out)
 printf "&merge\n  method = 'linear'\n  $ok\n/\n" >$TEST_DIR/good.nml
 $MPIRUN -np 2 ./llmmerge $TEST_DIR/good.nml "out='$TEST_DIR/good.h5'" >$TEST_DIR/good.log 2>&1 || { cat $TEST_DIR/good.log; fail "the good case failed"; }

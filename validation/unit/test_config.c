@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <cmocka.h>
 #include <mpi.h>
@@ -248,6 +249,45 @@ static void padded_vocab_rounds_up_to_a_multiple_of_128(void **state) {
 }
 
 /* ---- errors in one key -------------------------------------------------------------------- */
+
+/* A repeat count is checked against what its key holds before the parser copies anything:
+ * `prompt = 100000*'<40 kB>'` was 4 GB of copies (exit 3, or a crash under a memory limit) before
+ * "expected one value". Run under an address-space limit of what the process maps + 1 GiB. */
+static void repeat_count_is_checked_against_the_key_before_it_is_expanded(void **state) {
+    (void)state;
+    struct rlimit old, lim;
+    assert_int_equal(getrlimit(RLIMIT_AS, &old), 0);
+    long pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f && fscanf(f, "%ld", &pages) != 1) pages = 0;
+    if (f) fclose(f);
+    lim = old;
+    rlim_t want = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + ((rlim_t)1 << 30);
+    if (pages > 0 && (old.rlim_max == RLIM_INFINITY || want <= old.rlim_max)) lim.rlim_cur = want;
+    assert_int_equal(setrlimit(RLIMIT_AS, &lim), 0);
+    enum { LEN = 40000 };
+    char *text = malloc(LEN + 256);
+    assert_non_null(text);
+    int n = snprintf(text, 64, "&run\n  prompt = 100000*'");
+    memset(text + n, 'x', LEN);
+    snprintf(text + n + LEN, 200, "'\n/\n%s", DATA);
+    EXPECT_ERROR(text, PATH ":2:12: &run prompt: expected one value, got 100000 values (the repeat count "
+                       "'100000*'), refused before making them");
+    free(text);
+    setrlimit(RLIMIT_AS, &old);
+    EXPECT_ERROR("&run prompt_ids = 1, 1024*7 /\n" DATA,
+                 PATH ":1:22: &run prompt_ids: at most 1024 values allowed, got 1025 (the repeat count "
+                 "'1024*'), refused before making them");
+    EXPECT_ERROR("&train max_steps = 2*10 /\n" DATA,
+                 PATH ":1:20: &train max_steps: expected one value, got 2 values (the repeat count "
+                 "'2*'), refused before making them");
+    /* within what the key holds: expanded as always */
+    config_t c;
+    parse_ok("&run prompt_ids = 3*7, 1 /\n" DATA, &c);
+    assert_int_equal(c.n_prompt_ids, 4);
+    assert_int_equal(c.prompt_ids[2], 7);
+    config_destroy(&c);
+}
 
 static void unknown_key_lists_valid_keys_and_suggests_the_closest(void **state) {
     (void)state;
@@ -1027,6 +1067,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(integer_for_real_key_and_fortran_d_exponent_are_accepted),
         cmocka_unit_test(comments_strings_with_quotes_and_prose_between_groups),
         cmocka_unit_test(padded_vocab_rounds_up_to_a_multiple_of_128),
+        cmocka_unit_test(repeat_count_is_checked_against_the_key_before_it_is_expanded),
         cmocka_unit_test(unknown_key_lists_valid_keys_and_suggests_the_closest),
         cmocka_unit_test(key_in_the_wrong_group_names_its_group),
         cmocka_unit_test(unknown_group_lists_valid_groups_and_suggests_the_closest),

@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 #include <cmocka.h>
 #include <mpi.h>
 #include "config/namelist.h"
@@ -415,6 +417,110 @@ static void text_longer_than_16_mib_is_refused_at_the_first_byte_past_it(void **
     free(text);
 }
 
+/* ---- repeat counts against what a key holds (namelist_parse_keys) -------------------------- */
+
+/* The test's schema: s a scalar, a an array of at most 4, anything else unknown (0). */
+static int test_capacity(const char *group, const char *key, void *ctx) {
+    (void)ctx;
+    if (strcmp(group, "g") != 0) return 0;
+    return !strcmp(key, "s") ? 1 : !strcmp(key, "a") ? 4 : 0;
+}
+
+static const char *parse_keys_error(const char *text, char *err, size_t len) {
+    namelist_t nl;
+    if (namelist_parse_keys(PATH, text, test_capacity, NULL, &nl, err, len) == 0) {
+        namelist_free(&nl);
+        fail_msg("expected an error, but this parsed:\n%.300s", text);
+    }
+    assert_int_equal(nl.n_groups, 0);
+    return err;
+}
+
+/* Under an address-space limit of what the process maps now + 1 GiB: a parser that expands a
+ * repeat count into gigabytes fails here (the test dies) instead of swapping a shared machine. */
+static struct rlimit limit_address_space(void) {
+    struct rlimit old;
+    assert_int_equal(getrlimit(RLIMIT_AS, &old), 0);
+    long pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f && fscanf(f, "%ld", &pages) != 1) pages = 0;
+    if (f) fclose(f);
+    struct rlimit lim = old;
+    rlim_t want = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + ((rlim_t)1 << 30);
+    if (pages > 0 && (old.rlim_max == RLIM_INFINITY || want <= old.rlim_max)) lim.rlim_cur = want;
+    assert_int_equal(setrlimit(RLIMIT_AS, &lim), 0);
+    return old;
+}
+
+/* 100000*'<40 kB>': 4 GB of copies. */
+static char *huge_repeat_text(const char *key) {
+    enum { LEN = 40000 };
+    char *text = malloc(LEN + 64);
+    assert_non_null(text);
+    int n = snprintf(text, 64, "&g\n  %s = 100000*'", key);
+    memset(text + n, 'x', LEN);
+    strcpy(text + n + LEN, "'\n/\n");
+    return text;
+}
+
+static void repeat_count_beyond_the_keys_capacity_is_refused_before_any_copy(void **state) {
+    (void)state;
+    char err[1024];
+    assert_string_equal(parse_keys_error("&g s = 3*'x' /", err, sizeof err),
+                        PATH ":1:8: &g s: expected one value, got 3 values (the repeat count '3*'), refused "
+                             "before making them");
+    assert_string_equal(parse_keys_error("&g a = 1, 4*2 /", err, sizeof err),
+                        PATH ":1:11: &g a: at most 4 values allowed, got 5 (the repeat count '4*'), refused "
+                             "before making them");
+    assert_string_equal(parse_keys_error("&g a = 5*2 /", err, sizeof err),
+                        PATH ":1:8: &g a: at most 4 values allowed, got 5 (the repeat count '5*'), refused "
+                             "before making them");
+    /* within the capacity, and keys the caller does not know: expanded as before */
+    namelist_t nl;
+    assert_int_equal(namelist_parse_keys(PATH, "&g a = 2, 3*7 s = 1*'x' z = 9*1 / &h s = 2*1 /",
+                                         test_capacity, NULL, &nl, err, sizeof err), 0);
+    assert_int_equal(entry(&nl, 0, 0)->n_values, 4);
+    assert_int_equal(entry(&nl, 0, 1)->n_values, 1);
+    assert_int_equal(entry(&nl, 0, 2)->n_values, 9);
+    assert_int_equal(entry(&nl, 1, 0)->n_values, 2);
+    namelist_free(&nl);
+    /* a 40 kB string 100000 times for a scalar: refused at the count, nothing copied */
+    struct rlimit old = limit_address_space();
+    char *text = huge_repeat_text("s");
+    assert_string_equal(parse_keys_error(text, err, sizeof err),
+                        PATH ":2:7: &g s: expected one value, got 100000 values (the repeat count "
+                             "'100000*'), refused before making them");
+    free(text);
+    setrlimit(RLIMIT_AS, &old);
+}
+
+static void repeat_counts_copy_at_most_64_mib_of_strings(void **state) {
+    (void)state;
+    struct rlimit old = limit_address_space();
+    char *text = huge_repeat_text("k"); /* no capacity known: the copy limit stops it */
+    expect_error(text, PATH ":2:7: the repeat count '100000*' copies a value of 40002 bytes 100000 times: "
+                        "more than the 64 MiB that repeat counts may copy in one namelist (the limit)");
+    free(text);
+    setrlimit(RLIMIT_AS, &old);
+    /* the copies add up over the parse: 40 MB fits alone, twice does not */
+    text = repeat_text("&g a = 10000*'", "x", 2000, "'");
+    char *two = malloc(2 * strlen(text) + 16);
+    assert_non_null(two);
+    sprintf(two, "%s\n b = %s /", text, text + 7);
+    namelist_t nl;
+    char *one = malloc(strlen(text) + 4);
+    assert_non_null(one);
+    sprintf(one, "%s /", text);
+    parse_ok(one, &nl);
+    assert_int_equal(entry(&nl, 0, 0)->n_values, 10000);
+    namelist_free(&nl);
+    expect_error(two, PATH ":2:6: the repeat count '10000*' copies a value of 2002 bytes 10000 times: "
+                       "more than the 64 MiB that repeat counts may copy in one namelist (the limit)");
+    free(one);
+    free(two);
+    free(text);
+}
+
 static void path_defaults_when_none_is_given(void **state) {
     (void)state;
     namelist_t nl;
@@ -460,6 +566,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(repeat_counts_stop_at_one_million_values_in_total),
         cmocka_unit_test(many_keys_stop_at_one_million_values_in_total),
         cmocka_unit_test(text_longer_than_16_mib_is_refused_at_the_first_byte_past_it),
+        cmocka_unit_test(repeat_count_beyond_the_keys_capacity_is_refused_before_any_copy),
+        cmocka_unit_test(repeat_counts_copy_at_most_64_mib_of_strings),
         cmocka_unit_test(path_defaults_when_none_is_given),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
