@@ -257,6 +257,32 @@ static void draw_run_id(rundir_t *rd) {
     snprintf(rd->run_id, sizeof rd->run_id, "%s", id);
 }
 
+#define LINEAGE_NAME "lineage"
+
+int rundir_read_lineage(const rundir_t *rd, char *id, size_t len) {
+    char path[RUNDIR_PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/" LINEAGE_NAME, rd->ckpt_dir);
+    size_t n;
+    int err;
+    char *text = file_read_whole(path, 256, &n, &err);
+    if (!text) return -1;
+    text[strcspn(text, "\r\n")] = '\0';
+    const int ok = text[0] != '\0' && strlen(text) < len && strlen(text) < CKPT_RUN_ID_LEN;
+    if (ok) snprintf(id, len, "%s", text);
+    free(text);
+    return ok ? 0 : -1;
+}
+
+void rundir_write_lineage(const rundir_t *rd) {
+    if (world_rank() != 0) return;
+    char path[RUNDIR_PATH_MAX + 32], line[CKPT_RUN_ID_LEN + 2];
+    snprintf(path, sizeof path, "%s/" LINEAGE_NAME, rd->ckpt_dir);
+    const int n = snprintf(line, sizeof line, "%s\n", rd->run_id);
+    if (file_write_atomic(path, line, (size_t)n) != 0)
+        fprintf(stderr, "llmtrain: warning: cannot record this run's lineage in %s: %s (a requeue "
+                "before the first checkpoint goes by 'latest')\n", path, strerror(errno));
+}
+
 /* ---- the public API ----------------------------------------------------------------------- */
 
 void rundir_open(rundir_t *rd, const config_t *cfg) {
