@@ -6,11 +6,14 @@
  * train/trainer, train/checkpointing.
  *
  * The lock is the file <dir>/.llmtrain.lock, created exclusively by rank 0 and holding the
- * owner's host, pid, Slurm job id and start time. A background thread of rank 0 touches it
- * every RUNDIR_HEARTBEAT_S seconds. A lock is stale (taken over, with a warning naming its old
- * owner) when its heartbeat is older than RUNDIR_STALE_S, when it names a process on this host
- * that no longer exists, or when it names this Slurm job (a requeued job); otherwise the run
- * refuses to start with a message naming the owner. The lock is removed when the run ends.
+ * owner's host, pid, Slurm job id, the job's restart count and start time. A background thread
+ * of rank 0 touches it every RUNDIR_HEARTBEAT_S seconds. A lock is stale (taken over, with a
+ * warning naming its old owner) when its heartbeat is older than RUNDIR_STALE_S, when it names a
+ * process on this host that no longer exists, or when it names an earlier run of this Slurm job
+ * (a requeued job: a lower SLURM_RESTART_COUNT; Slurm ended that run before the requeue);
+ * otherwise the run refuses to start with a message naming the owner. A lock of this very job
+ * run (a second llmtrain started in the same allocation) is live like any other. The lock is
+ * removed when the run ends.
  *
  * Lineage: a fresh start draws a run_id (hash of time, host, pid); a resumed run keeps the id
  * of the checkpoint it resumed from. Every checkpoint records it, and pruning deletes only
