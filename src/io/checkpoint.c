@@ -151,6 +151,56 @@ uint64_t ckpt_tensor_checksum(const float *x, size_t n) {
     return sum;
 }
 
+/* ---- the attribute checksum -----------------------------------------------------------------
+ * attrs_checksum covers the root attributes that say where a run stands (step, adam_t,
+ * sample_pos, the data cursor, the loss scale, the lineage, the model...): a value changed after
+ * the save (an edit with h5py, a bit flip in the metadata block) is refused instead of resumed
+ * from. Each attribute is mixed with its name, in a fixed order; the number is the same on
+ * every rank and every grid. format, llmtrain_version and config are left out (text a user may
+ * legitimately rewrite, e.g. h5py's UTF-8 strings; the namelist only documents the run). */
+static void attr_mix(uint64_t *h, const char *name, uint64_t bits) {
+    uint64_t n = 0xcbf29ce484222325ull; /* FNV-1a of the name */
+    for (const char *c = name; *c; c++) n = (n ^ (unsigned char)*c) * 0x100000001b3ull;
+    *h = mix64(*h ^ mix64(n) ^ mix64(bits + 0x9e3779b97f4a7c15ull));
+}
+
+static void attr_mix_str(uint64_t *h, const char *name, const char *text) {
+    uint64_t t = 0xcbf29ce484222325ull;
+    for (const char *c = text; *c; c++) t = (t ^ (unsigned char)*c) * 0x100000001b3ull;
+    attr_mix(h, name, t ^ strlen(text));
+}
+
+static int data_sources_written(const ckpt_state_t *s) {
+    return s->n_data_pos < 0 ? 0 : s->n_data_pos > CKPT_MAX_DATA_SOURCES ? CKPT_MAX_DATA_SOURCES
+                                                                         : (int)s->n_data_pos;
+}
+
+/* The checksum of the attributes of a file of `kind` with meta and (checkpoints) state. */
+static uint64_t attrs_checksum(const char *kind, const ckpt_meta_t *m, const ckpt_state_t *s) {
+    uint64_t h = 0x6c6c6d747261696eull; /* "llmtrain" */
+    attr_mix_str(&h, "kind", kind);
+    attr_mix_str(&h, "run_id", m->run_id);
+    attr_mix(&h, "format_version", CKPT_FORMAT_VERSION);
+    attr_mix(&h, "step", (uint64_t)m->step);
+    attr_mix(&h, "seed", (uint64_t)m->seed);
+    const int32_t ints[7] = {m->vocab_size, m->padded_vocab, m->n_layer, m->n_head,
+                             m->d_model, m->d_ff, m->seq_len};
+    for (int i = 0; i < 7; i++) attr_mix(&h, "model", (uint64_t)(int64_t)ints[i]);
+    if (!s) return h;
+    const int64_t v[] = {s->tokens_seen, s->sample_pos, s->adam_t, s->skipped, s->global_batch,
+                         s->grid_dp, s->grid_tp, s->grid_pp, s->ls_growth, s->ls_hysteresis,
+                         s->ls_overflows, s->stage, s->data_seq_len, s->save_seq, s->parent_seq,
+                         s->parent_step};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) attr_mix(&h, "state", (uint64_t)v[i]);
+    uint64_t scale;
+    memcpy(&scale, &s->loss_scale, sizeof scale);
+    attr_mix(&h, "loss_scale", scale);
+    const int n = data_sources_written(s);
+    attr_mix(&h, "data_sources", (uint64_t)n);
+    for (int k = 0; k < n; k++) attr_mix(&h, "data_pos", (uint64_t)s->data_pos[k]);
+    return h;
+}
+
 /* Whether this rank holds the one copy of p's local elements that is written. */
 static bool owns_copy(const param_t *p, const params_t *P, int owner) {
     const bool replica = owner & (p->experts > 0 ? CKPT_OWNS_EXPERTS : CKPT_OWNS_DENSE);
@@ -260,8 +310,7 @@ static void write_root_attributes(writer_t *w, hid_t file, const ckpt_meta_t *me
 /* The curriculum's stage and per-source positions: data_pos_<k> scalars (attributes stay
  * scalar everywhere in this format). */
 static void write_data_cursor(writer_t *w, hid_t file, const ckpt_state_t *s) {
-    const int n = s->n_data_pos < 0 ? 0 : s->n_data_pos > CKPT_MAX_DATA_SOURCES ? CKPT_MAX_DATA_SOURCES
-                                                                                : (int)s->n_data_pos;
+    const int n = data_sources_written(s);
     W_TRY(w, write_i64_attr(file, "stage", s->stage), "writing attribute", "stage");
     W_TRY(w, write_i64_attr(file, "data_seq_len", s->data_seq_len), "writing attribute", "data_seq_len");
     W_TRY(w, write_i64_attr(file, "data_sources", n), "writing attribute", "data_sources");
@@ -286,6 +335,9 @@ static void write_state_attributes(writer_t *w, hid_t file, const ckpt_state_t *
           "loss_scale_hysteresis");
     W_TRY(w, write_i64_attr(file, "loss_scale_overflows", s->ls_overflows), "writing attribute",
           "loss_scale_overflows");
+    const int64_t *r[] = {&s->save_seq, &s->parent_seq, &s->parent_step};
+    const char *rn[] = {"save_seq", "parent_seq", "parent_step"};
+    for (int i = 0; i < 3; i++) W_TRY(w, write_i64_attr(file, rn[i], *r[i]), "writing attribute", rn[i]);
     write_data_cursor(w, file, s);
 }
 
@@ -401,6 +453,9 @@ static double write_contents(writer_t *w, hid_t file, int rank, const float *par
     W_TRY(w, dcpl, "creating dataset properties for", "the file");
     write_root_attributes(w, file, meta, config_as_attr, state ? "checkpoint" : "weights");
     if (state) write_state_attributes(w, file, state);
+    const uint64_t sum = attrs_checksum(state ? "checkpoint" : "weights", meta, state);
+    W_TRY(w, h5_write_attr(file, "attrs_checksum", H5T_STD_U64LE, H5T_NATIVE_UINT64, &sum),
+          "writing attribute", "attrs_checksum");
     if (!config_as_attr) create_config_dataset(w, file, text, dcpl, config);
     double bytes = 0;
     for (int g = 0; g < groups && w_agree(w) == 0; g++)
@@ -776,10 +831,84 @@ static int read_state(reader_t *r, hid_t file, ckpt_state_t *s) {
     }
     s->has_scaler = found == 3;
     if (read_data_cursor(r, file, s) != 0) return -1;
-    if (s->global_batch < 1 || s->sample_pos < 0 || s->tokens_seen < 0 || s->adam_t < 0)
-        return errf(r->msg, r->len, "checkpoint %s: impossible state (global_batch %lld, "
-                    "sample_pos %lld, adam_t %lld): damaged file", r->path,
-                    (long long)s->global_batch, (long long)s->sample_pos, (long long)s->adam_t);
+    /* the place in the directory's history (files before it have none: unknown, no parent) */
+    const char *rn[3] = {"save_seq", "parent_seq", "parent_step"};
+    int64_t *rv[3] = {&s->save_seq, &s->parent_seq, &s->parent_step};
+    s->save_seq = s->parent_seq = 0;
+    s->parent_step = -1;
+    for (int i = 0; i < 3; i++)
+        if (h5_read_num_attr(file, rn[i], H5T_NATIVE_INT64, rv[i]) < 0) return need_attr(r, -1, rn[i], "");
+    return 0;
+}
+
+/* One attribute outside its range: the message names the file, the attribute and the rule. */
+static int out_of_range(reader_t *r, const char *name, double value, const char *rule) {
+    return errf(r->msg, r->len, "checkpoint %s: attribute '%s' is %.17g, which is impossible (%s): "
+                "a damaged or edited file", r->path, name, value, rule);
+}
+
+/* The values a run would continue from are possible ones (every file, with or without
+ * attrs_checksum: the checksum proves a file unchanged, not its writer right). */
+static int check_ranges(reader_t *r, const ckpt_meta_t *m, const ckpt_state_t *s) {
+    if (m->step < 0) return out_of_range(r, "step", (double)m->step, "must be >= 0");
+    if (!s) return 0;
+    const struct {
+        const char *name;
+        int64_t value, min;
+    } lo[] = {{"tokens_seen", s->tokens_seen, 0}, {"sample_pos", s->sample_pos, 0},
+              {"adam_t", s->adam_t, 0},           {"skipped", s->skipped, 0},
+              {"global_batch", s->global_batch, 1}, {"grid_dp", s->grid_dp, 1},
+              {"grid_tp", s->grid_tp, 1},         {"grid_pp", s->grid_pp, 1},
+              {"save_seq", s->save_seq, 0},       {"parent_seq", s->parent_seq, 0},
+              {"parent_step", s->parent_step, -1}};
+    for (size_t i = 0; i < sizeof lo / sizeof lo[0]; i++)
+        if (lo[i].value < lo[i].min) {
+            char rule[48];
+            snprintf(rule, sizeof rule, "must be >= %lld", (long long)lo[i].min);
+            return out_of_range(r, lo[i].name, (double)lo[i].value, rule);
+        }
+    /* every step either updated AdamW (adam_t counts them) or was skipped */
+    if (s->adam_t > m->step) return out_of_range(r, "adam_t", (double)s->adam_t, "more updates than steps");
+    if (s->skipped > m->step) return out_of_range(r, "skipped", (double)s->skipped, "more skipped steps than steps");
+    if (s->parent_step > m->step) return out_of_range(r, "parent_step", (double)s->parent_step, "after the step itself");
+    if (!(s->loss_scale > 0) || s->loss_scale > 1e300)
+        return out_of_range(r, "loss_scale", s->loss_scale, "must be finite and > 0");
+    if (s->has_scaler) {
+        const char *trk[3] = {"loss_scale_growth", "loss_scale_hysteresis", "loss_scale_overflows"};
+        const int64_t tv[3] = {s->ls_growth, s->ls_hysteresis, s->ls_overflows};
+        for (int i = 0; i < 3; i++)
+            if (tv[i] < 0) return out_of_range(r, trk[i], (double)tv[i], "must be >= 0");
+    }
+    return 0;
+}
+
+/* Range checks, then attrs_checksum against the attributes as read. state is what the caller
+ * read (NULL: a weights load, then a checkpoint's state is read here for the checksum alone). */
+static int check_attrs(reader_t *r, hid_t file, const ckpt_meta_t *m, ckpt_state_t *state) {
+    char kind[32] = "";
+    int rc = h5_read_str_attr(file, "kind", CKPT_STR_ATTR_MAX, kind, sizeof kind);
+    if (rc < 0) return need_attr(r, -1, "kind", "");
+    ckpt_state_t own;
+    const bool checkpoint = strcmp(kind, "checkpoint") == 0;
+    if (checkpoint && !state) {
+        memset(&own, 0, sizeof own);
+        if (read_state(r, file, &own) != 0) return -1;
+        state = &own;
+    }
+    if (check_ranges(r, m, checkpoint ? state : NULL) != 0) return -1;
+    uint64_t stored;
+    rc = h5_read_num_attr(file, "attrs_checksum", H5T_NATIVE_UINT64, &stored);
+    if (rc < 0) return need_attr(r, -1, "attrs_checksum", "");
+    if (state) state->attrs_checked = rc == 0;
+    if (rc > 0) return 0; /* written before the checksum existed: range-checked only */
+    const uint64_t have = attrs_checksum(kind, m, checkpoint ? state : NULL);
+    if (have != stored)
+        return errf(r->msg, r->len, "checkpoint %s: the root attributes (step, seed, run_id, the "
+                    "model%s) do not match attribute 'attrs_checksum' (stored %016llx, computed "
+                    "%016llx): changed after the save (an edit, a damaged metadata block)",
+                    r->path, checkpoint ? ", adam_t, sample_pos, tokens_seen, skipped, the data "
+                    "cursor, loss_scale, save_seq" : "", (unsigned long long)stored,
+                    (unsigned long long)have);
     return 0;
 }
 
@@ -794,8 +923,9 @@ int ckpt_load(const char *path, MPI_Comm comm, MPI_Comm copy_comm, MPI_Comm ep_c
     hid_t file = open_for_read(&r, MPI_INFO_NULL);
     int rc = file < 0 ? -1 : check_format(&r, file);
     if (rc == 0) rc = read_meta(&r, file, &meta);
-    if (rc == 0 && expect) rc = check_model(&r, &meta, expect);
     if (rc == 0 && state) rc = read_state(&r, file, state);
+    if (rc == 0) rc = check_attrs(&r, file, &meta, state);
+    if (rc == 0 && expect) rc = check_model(&r, &meta, expect);
     if (rc == 0) {
         fault_point("resume", world_rank);
         r.dxpl = collective_dxpl();
@@ -814,11 +944,30 @@ int ckpt_load(const char *path, MPI_Comm comm, MPI_Comm copy_comm, MPI_Comm ep_c
     return bad ? -1 : 0;
 }
 
-int ckpt_peek(const char *path, int64_t *step, char *run_id, size_t run_id_len) {
+int ckpt_peek(const char *path, ckpt_peek_t *out, char *err, size_t errlen) {
+    memset(out, 0, sizeof *out);
+    out->parent_step = -1;
+    reader_t r = {path, MPI_COMM_SELF, MPI_COMM_SELF, MPI_COMM_SELF, NULL, -1, err, errlen};
+    err[0] = '\0';
+    /* a file that is not HDF5 makes HDF5 print nothing (errors are off in main.c) */
     hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (file < 0) return -1;
-    int rc = h5_read_num_attr(file, "step", H5T_NATIVE_INT64, step) == 0 ? 0 : -1;
-    if (rc == 0 && h5_read_str_attr(file, "run_id", CKPT_STR_ATTR_MAX, run_id, run_id_len) != 0) run_id[0] = '\0';
+    if (file < 0) return errf(err, errlen, "checkpoint %s: not a readable HDF5 file (truncated or corrupt)", path);
+    ckpt_meta_t meta;
+    ckpt_state_t st;
+    memset(&st, 0, sizeof st);
+    int rc = check_format(&r, file);
+    if (rc == 0) rc = read_meta(&r, file, &meta);
+    if (rc == 0) {
+        out->step = meta.step;
+        snprintf(out->run_id, sizeof out->run_id, "%s", meta.run_id);
+        rc = read_state(&r, file, &st);
+    }
+    if (rc == 0) {
+        out->save_seq = st.save_seq;
+        out->parent_seq = st.parent_seq;
+        out->parent_step = st.parent_step;
+        rc = check_attrs(&r, file, &meta, &st);
+    }
     H5Fclose(file);
     return rc;
 }

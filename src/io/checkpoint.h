@@ -12,7 +12,11 @@
  *                  index), adam_t, skipped, global_batch, loss_scale, loss_scale_growth,
  *                  loss_scale_hysteresis, loss_scale_overflows, grid_dp, grid_tp, grid_pp,
  *                  stage, data_seq_len, data_sources and data_pos_0 .. data_pos_<n-1> (the
- *                  curriculum's stage and per-source data positions; absent before 0.3.x)
+ *                  curriculum's stage and per-source data positions; absent before 0.3.x),
+ *                  save_seq, parent_seq, parent_step (the file's place in the directory's
+ *                  history: see ckpt_state_t); every file: attrs_checksum (uint64) over the
+ *                  root attributes above but format, llmtrain_version and config (files
+ *                  without it, written before it existed, are range-checked only)
  *   /config        : the namelist instead of the attribute when it is over 60000 bytes
  *   /provenance    : (group, written when the run gives one; readers need none) one string
  *                  attribute per field of the run's provenance (core/provenance.h,
@@ -62,6 +66,12 @@ typedef struct ckpt_state {
     int64_t n_data_pos;                             /* sources */
     int64_t data_pos[CKPT_MAX_DATA_SOURCES];
     int has_data_pos;                               /* read: the file holds them */
+    /* Recency: save_seq numbers the saves into one checkpoint directory (1, 2, ... across runs
+     * and resumes, 0 = a file written before it existed); parent_seq / parent_step name the
+     * checkpoint this state continued from (the run's previous save, or the file it resumed
+     * from; parent_step -1 = none: a fresh start). */
+    int64_t save_seq, parent_seq, parent_step;
+    int attrs_checked; /* read: 1 when attrs_checksum matched, 0 when the file has none (older) */
 } ckpt_state_t;
 
 /* `owner` of ckpt_save / ckpt_write_weights: which of this rank's local tensors its replica
@@ -101,7 +111,14 @@ int ckpt_load(const char *path, MPI_Comm comm, MPI_Comm copy_comm, MPI_Comm ep_c
  * writes it. For tools that write or verify weight files tensor by tensor (llmmerge). */
 uint64_t ckpt_tensor_checksum(const float *x, size_t n);
 
-/* Rank-local, cheap (root attributes only; the file is not verified): the step and run_id of
- * a checkpoint file. 0, or -1 when it cannot be read. */
-int ckpt_peek(const char *path, int64_t *step, char *run_id, size_t run_id_len);
+/* What ckpt_peek reads of a checkpoint file. */
+typedef struct ckpt_peek {
+    int64_t step, save_seq, parent_seq, parent_step; /* parent_step -1: none */
+    char run_id[CKPT_RUN_ID_LEN];                    /* "" when it cannot be read */
+} ckpt_peek_t;
+/* Rank-local, cheap (root attributes only, not the tensors): the file's step, lineage and
+ * recency, its attributes range-checked and verified against attrs_checksum. 0, or -1 with the
+ * reason in err (not HDF5, truncated, an attribute missing, out of range or not matching the
+ * checksum); the fields it could read are filled in either way. */
+int ckpt_peek(const char *path, ckpt_peek_t *out, char *err, size_t errlen);
 #endif

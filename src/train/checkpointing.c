@@ -22,6 +22,7 @@
 #include "io/checkpoint.h"
 #include "parallel/comm_host.h"
 #include "parallel/watchdog.h"
+#include "train/rundir.h"
 
 #define CKPT_PREFIX "ckpt_step"
 #define PATH_LEN 700
@@ -31,8 +32,10 @@ static int world_rank(void) { return error_world_rank(); }
 /* ---------------------------------------------------------------- directory listing */
 
 typedef struct ckpt_file {
-    long long step;
-    char run_id[CKPT_RUN_ID_LEN];
+    long long step;  /* from the file name */
+    ckpt_peek_t info; /* its attributes (lineage, recency), when listed with them */
+    bool usable;     /* the attributes were read and verified */
+    char why[COMM_MSG_MAX]; /* why not */
 } ckpt_file_t;
 
 static int by_step_descending(const void *a, const void *b) {
@@ -40,13 +43,30 @@ static int by_step_descending(const void *a, const void *b) {
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
+/* Most recently saved first: save_seq, then the step (files written before save_seq existed
+ * have 0 and keep the order of their steps, after every newer file). */
+static int by_recency(const void *a, const void *b) {
+    const ckpt_file_t *x = a, *y = b;
+    if (x->info.save_seq != y->info.save_seq) return x->info.save_seq < y->info.save_seq ? 1 : -1;
+    return by_step_descending(a, b);
+}
+
 static void ckpt_name(char *out, size_t len, const char *dir, long long step) {
     snprintf(out, len, "%s/" CKPT_PREFIX "%08lld.h5", dir, step);
 }
 
-/* Every complete checkpoint file in dir (by name), newest first, with its lineage when
- * `with_run_ids` (rank 0 only; the caller frees the array). */
-static ckpt_file_t *list_checkpoints(const char *dir, int *n_out, bool with_run_ids) {
+/* The step in a checkpoint file's name, or -1. */
+static long long step_of_name(const char *path) {
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    long long s;
+    char tail[8];
+    if (sscanf(base, CKPT_PREFIX "%lld.h%7s", &s, tail) != 2 || strcmp(tail, "5") != 0) return -1;
+    return s;
+}
+
+/* Every complete checkpoint file in dir (by name), newest step first; `with_info`: each file's
+ * attributes peeked and verified (rank 0 only; the caller frees the array). */
+static ckpt_file_t *list_checkpoints(const char *dir, int *n_out, bool with_info) {
     *n_out = 0;
     DIR *d = opendir(dir);
     if (!d) return NULL;
@@ -54,25 +74,29 @@ static ckpt_file_t *list_checkpoints(const char *dir, int *n_out, bool with_run_
     ckpt_file_t *list = NULL;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
-        long long s;
-        char tail[8];
-        if (sscanf(e->d_name, CKPT_PREFIX "%lld.h%7s", &s, tail) != 2 || strcmp(tail, "5") != 0)
-            continue;
+        long long s = step_of_name(e->d_name);
+        if (s < 0) continue;
         if (n == cap) list = xrealloc_small(list, sizeof *list * (size_t)(cap = cap ? 2 * cap : 64));
-        list[n].step = s;
-        list[n++].run_id[0] = '\0';
+        memset(&list[n], 0, sizeof list[n]);
+        list[n++].step = s;
     }
     closedir(d);
     if (n > 1) qsort(list, (size_t)n, sizeof *list, by_step_descending); /* list is NULL when n = 0 */
-    for (int i = 0; with_run_ids && i < n; i++) {
+    for (int i = 0; with_info && i < n; i++) {
         char path[PATH_LEN];
-        int64_t step;
         ckpt_name(path, sizeof path, dir, list[i].step);
-        if (ckpt_peek(path, &step, list[i].run_id, sizeof list[i].run_id) != 0)
-            snprintf(list[i].run_id, sizeof list[i].run_id, "?"); /* unreadable: no lineage */
+        list[i].usable = ckpt_peek(path, &list[i].info, list[i].why, sizeof list[i].why) == 0;
     }
     *n_out = n;
     return list;
+}
+
+/* The highest save_seq of any file in dir (rank 0). */
+static int64_t highest_seq(const ckpt_file_t *list, int n) {
+    int64_t top = 0;
+    for (int i = 0; i < n; i++)
+        if (list[i].info.save_seq > top) top = list[i].info.save_seq;
+    return top;
 }
 
 /* ---------------------------------------------------------------- saving */
@@ -122,21 +146,73 @@ static int write_latest(const char *dir, const char *file) {
     return file_write_atomic(path, line, (size_t)n);
 }
 
-/* Delete checkpoints of this run's lineage beyond the newest `keep`, never `just_written`, and
- * leftovers of killed saves (rank 0). Other lineages' files are never touched. */
-static void prune(const char *dir, int keep, const char *run_id, long long just_written) {
+/* Whether this run's resume refused the file of `step` (rank 0). */
+static bool was_refused(const rundir_t *rd, long long step) {
+    for (int i = 0; i < rd->n_refused; i++)
+        if (rd->refused_step[i] == step) return true;
+    return false;
+}
+
+/* Once per run: the checkpoint files that cannot be used (unreadable, attributes damaged or
+ * edited, refused by this run's resume). They count for nothing toward `keep` and are left
+ * where they are: deleting evidence is the user's decision. */
+static void warn_unusable(rundir_t *rd, const ckpt_file_t *list, int n, const char *dir) {
+    int bad = 0, first = -1;
+    for (int i = 0; i < n; i++)
+        if (!list[i].usable) bad++, first = first < 0 ? i : first;
+    if (!bad || rd->warned_unusable) return;
+    rd->warned_unusable = true;
+    fprintf(stderr, "llmtrain: warning: %d checkpoint file%s in %s cannot be used and %s left in "
+            "place, not counted toward &checkpoint keep (delete %s when no longer needed):", bad,
+            bad > 1 ? "s" : "", dir, bad > 1 ? "are" : "is", bad > 1 ? "them" : "it");
+    for (int i = 0, shown = 0; i < n && shown < 8; i++)
+        if (!list[i].usable) fprintf(stderr, " " CKPT_PREFIX "%08lld.h5", list[i].step), shown++;
+    fprintf(stderr, "%s; first: %s\n", bad > 8 ? " ..." : "", list[first].why);
+}
+
+/* Keep the newest `keep` usable checkpoints of this run's lineage, by the run's own history
+ * first: the file just written and the chain of checkpoints it continues from (its parent, the
+ * parent's parent: the file this run resumed from and what led to it), then the lineage's other
+ * files most recent first (a branch abandoned when an earlier run resumed from an older file).
+ * The rest of the lineage is deleted, never `just_written`; other lineages' files and unusable
+ * files are never touched; leftovers of killed saves are removed (rank 0). */
+static void prune(rundir_t *rd, const char *dir, int keep, long long just_written) {
     int n;
     ckpt_file_t *list = list_checkpoints(dir, &n, true);
     char path[PATH_LEN];
-    int ours = 0;
+    for (int i = 0; i < n; i++)
+        if (list[i].usable && list[i].step != just_written && was_refused(rd, list[i].step)) {
+            list[i].usable = false;
+            snprintf(list[i].why, sizeof list[i].why, "refused when this run resumed");
+        }
+    warn_unusable(rd, list, n, dir);
+    if (n > 1) qsort(list, (size_t)n, sizeof *list, by_recency);
+    /* rank[i]: position in the order of keeping (chain first), 0 = not ours */
+    snprintf(path, sizeof path, "%s/latest", dir); /* for the fsync below when nothing is removed */
+    int *rank = xcalloc((size_t)(n > 0 ? n : 1), sizeof *rank), next = 1;
+    long long step = just_written;
+    int64_t seq = rd->last_seq;
+    for (int hops = 0; hops < n && step >= 0; hops++) {
+        int at = -1;
+        for (int i = 0; i < n && at < 0; i++)
+            if (list[i].usable && !rank[i] && list[i].step == step && list[i].info.save_seq == seq &&
+                strcmp(list[i].info.run_id, rd->run_id) == 0)
+                at = i;
+        if (at < 0) break;
+        rank[at] = next++;
+        step = list[at].info.parent_step;
+        seq = list[at].info.parent_seq;
+    }
+    for (int i = 0; i < n; i++)
+        if (list[i].usable && !rank[i] && strcmp(list[i].info.run_id, rd->run_id) == 0) rank[i] = next++;
     for (int i = 0; i < n; i++) {
-        if (strcmp(list[i].run_id, run_id) != 0) continue;
-        if (++ours <= keep || list[i].step == just_written) continue;
+        if (!rank[i] || rank[i] <= keep || list[i].step == just_written) continue;
         ckpt_name(path, sizeof path, dir, list[i].step);
         if (unlink(path) != 0)
             fprintf(stderr, "llmtrain: warning: could not remove old checkpoint %s: %s\n", path,
                     strerror(errno));
     }
+    xfree(rank);
     free(list);
     /* a .tmp is a save that never finished (the run's lock means nobody else is writing) */
     DIR *d = opendir(dir);
@@ -214,7 +290,8 @@ int ckpt_write_now(trainer_t *tr, const char *why) {
     ckpt_state_t st = {tr->tokens_seen, tr->sample_pos, tr->opt.t, tr->skipped, tr->global_batch,
                        tr->scaler.scale, tr->grid->dp, tr->grid->tp, tr->grid->pp,
                        tr->scaler.growth_tracker, tr->scaler.hysteresis_tracker,
-                       tr->scaler.overflows, 1, 0, 0, 0, {0}, 0};
+                       tr->scaler.overflows, 1, 0, 0, 0, {0}, 0,
+                       tr->rd.last_seq + 1, tr->rd.parent_seq, tr->rd.parent_step, 0};
     curric_save_state(&tr->curric, &st);
     double t0 = now_sec(), written = 0;
     watchdog_enter_for("checkpoint write", "all ranks", cfg->io_timeout_s);
@@ -232,6 +309,11 @@ int ckpt_write_now(trainer_t *tr, const char *why) {
         return -1;
     }
     tr->last_ckpt_step = tr->step;
+    tr->rd.last_seq = st.save_seq; /* the next save continues from this one */
+    tr->rd.parent_seq = st.save_seq;
+    tr->rd.parent_step = tr->step;
+    for (int i = 0; i < tr->rd.n_refused; i++) /* a refused file of this step was replaced */
+        if (tr->rd.refused_step[i] == (long long)tr->step) tr->rd.refused_step[i] = -1;
     deadline_note_save(&tr->deadline, dt);
     snprintf(tr->last_ckpt_path, sizeof tr->last_ckpt_path, "%s", path);
     if (world_rank() == 0) {
@@ -240,7 +322,7 @@ int ckpt_write_now(trainer_t *tr, const char *why) {
             fprintf(stderr, "llmtrain: warning: checkpoint %s written, but the 'latest' pointer "
                     "could not be updated: %s (resume = 'auto' still finds the newest file)\n",
                     path, strerror(errno));
-        prune(dir, cfg->ckpt_keep, tr->rd.run_id, (long long)tr->step);
+        prune(&tr->rd, dir, cfg->ckpt_keep, (long long)tr->step);
         printf("checkpoint: step %lld (%s) -> %s: %.1f MiB in %.2f s (%.0f MiB/s)\n",
                (long long)tr->step, why, path, written / 1048576.0, dt, written / 1048576.0 / dt);
         fflush(stdout);
@@ -253,52 +335,74 @@ int ckpt_write_now(trainer_t *tr, const char *why) {
 
 /* ---------------------------------------------------------------- choosing what to resume */
 
+/* The lineage resume = 'auto' continues (rank 0): the one the directory's `lineage` file
+ * names (the run that last started there, also before its first save), else that of the file
+ * `latest` names, else none (every file is a candidate). */
+static void auto_lineage(const trainer_t *tr, const char *dir, const ckpt_file_t *list, int k,
+                         char *lineage, size_t len) {
+    lineage[0] = '\0';
+    if (rundir_read_lineage(&tr->rd, lineage, len) == 0) return;
+    char path[PATH_LEN], line[PATH_LEN] = "";
+    snprintf(path, sizeof path, "%s/latest", dir);
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    if (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        long long step = strchr(line, '/') ? -1 : step_of_name(line);
+        for (int i = 0; i < k && step >= 0 && !lineage[0]; i++)
+            if (list[i].step == step && list[i].info.run_id[0])
+                snprintf(lineage, len, "%s", list[i].info.run_id);
+        if (!lineage[0])
+            fprintf(stderr, "llmtrain: warning: resume: %s names '%s', which cannot be read; "
+                    "trying the checkpoints in %s newest first\n", path, line, dir);
+    }
+    fclose(f);
+}
+
 /* The files resume would try, in order (rank 0 decides, every rank gets the list): for 'auto',
- * the file `latest` names and the other files of its lineage, newest first (without a usable
- * `latest`: every file, newest first); else the one path given. Free with free(). */
-static char *resume_candidates(const config_t *cfg, const char *dir, int *n_out) {
+ * the checkpoints of the directory's lineage (auto_lineage), most recently saved first, after
+ * the files whose attributes cannot be read or verified (their place in the history is not
+ * known: one may be the newest; its load refuses it and says why, in a warning);
+ * else the one path given. `lineage` gets the lineage 'auto' continues ("" when none is known,
+ * the same on every rank). Free with free(). */
+static char *resume_candidates(const trainer_t *tr, const char *dir, int *n_out, char *lineage,
+                               size_t lineage_len) {
+    const config_t *cfg = tr->cfg;
     int n = 0;
     char *out = NULL;
+    lineage[0] = '\0';
     if (world_rank() == 0) {
         if (strcmp(cfg->resume, "auto") != 0) {
             out = xrealloc_small(NULL, PATH_LEN);
             snprintf(out, PATH_LEN, "%s", cfg->resume);
             n = 1;
         } else {
-            char path[PATH_LEN], line[PATH_LEN] = "", lineage[CKPT_RUN_ID_LEN] = "";
+            char path[PATH_LEN];
             int k, others = 0;
             ckpt_file_t *list = list_checkpoints(dir, &k, true);
+            if (k > 1) qsort(list, (size_t)k, sizeof *list, by_recency);
+            auto_lineage(tr, dir, list, k, lineage, lineage_len);
             out = xrealloc_small(NULL, (size_t)(k + 1) * PATH_LEN);
-            snprintf(path, sizeof path, "%s/latest", dir);
-            FILE *f = fopen(path, "r");
-            if (f && fgets(line, sizeof line, f)) {
-                line[strcspn(line, "\n")] = '\0';
-                snprintf(out, PATH_LEN, "%s/%s", dir, line);
-                int64_t step;
-                if (strchr(line, '/') == NULL && ckpt_peek(out, &step, lineage, sizeof lineage) == 0)
-                    n = 1;
-                else
-                    fprintf(stderr, "llmtrain: warning: resume: %s names '%s', which cannot be "
-                            "read; trying the checkpoints in %s newest first\n", path, line, dir);
-            }
-            if (f) fclose(f);
-            for (int i = 0; i < k; i++) {
-                ckpt_name(path, sizeof path, dir, list[i].step);
-                if (n > 0 && strcmp(out, path) == 0) continue;
-                if (n > 0 && lineage[0] && strcmp(list[i].run_id, lineage) != 0) {
-                    others++;
-                    continue;
+            for (int pass = 0; pass < 2; pass++)
+                for (int i = 0; i < k; i++) {
+                    const bool unknown = list[i].info.run_id[0] == '\0';
+                    if (pass != (list[i].usable ? 1 : 0)) continue;
+                    if (!unknown && lineage[0] && strcmp(list[i].info.run_id, lineage) != 0) {
+                        others++;
+                        continue;
+                    }
+                    ckpt_name(path, sizeof path, dir, list[i].step);
+                    snprintf(out + (size_t)n++ * PATH_LEN, PATH_LEN, "%s", path);
                 }
-                snprintf(out + (size_t)n++ * PATH_LEN, PATH_LEN, "%s", path);
-            }
             if (others)
-                printf("resume: %d checkpoint%s in %s belong to another run (not the lineage of "
-                       "'latest') and %s not considered\n", others, others > 1 ? "s" : "", dir,
-                       others > 1 ? "are" : "is");
+                printf("resume: %d checkpoint%s in %s belong to another run (not the lineage %s of "
+                       "this directory) and %s not considered\n", others, others > 1 ? "s" : "",
+                       dir, lineage, others > 1 ? "are" : "is");
             free(list);
         }
     }
     comm_bcast(&n, 1, MPI_INT, 0, MPI_COMM_WORLD, "resume");
+    comm_bcast(lineage, (int)lineage_len, MPI_CHAR, 0, MPI_COMM_WORLD, "resume");
     if (world_rank() != 0) out = xrealloc_small(NULL, (size_t)(n > 0 ? n : 1) * PATH_LEN);
     if (n > 0) comm_bcast(out, n * PATH_LEN, MPI_CHAR, 0, MPI_COMM_WORLD, "resume");
     *n_out = n;
@@ -315,6 +419,11 @@ static int load_candidate(trainer_t *tr, const params_t *P, const char *path, ck
                        &res->state, &want, &res->meta, msg, len);
     watchdog_leave();
     if (rc != 0) return -1;
+    static bool said; /* once per process: files of an older llmtrain */
+    if (!res->state.attrs_checked && !said && world_rank() == 0)
+        printf("resume: %s has no attribute checksum (written before llmtrain had one): its "
+               "attributes were range-checked only\n", path);
+    said = said || !res->state.attrs_checked;
     res->found = true;
     snprintf(res->path, sizeof res->path, "%s", path);
     res->seconds = now_sec() - t0;
@@ -333,10 +442,40 @@ void ckpt_resume_default(config_t *cfg, int world_rank) {
                getenv("SLURM_JOB_ID") ? getenv("SLURM_JOB_ID") : "?", restarts, cfg->source_path);
 }
 
+/* Where the run stands in the checkpoint directory's history, the same on every rank: the
+ * highest save_seq there (its saves number on from it) and the file its next save continues
+ * from; then the directory's `lineage` names this run's (rank 0 writes it). */
+static void history_start(trainer_t *tr, const ckpt_resumed_t *res) {
+    int64_t top = 0;
+    if (world_rank() == 0) {
+        int k;
+        ckpt_file_t *list = list_checkpoints(tr->rd.ckpt_dir, &k, true);
+        top = highest_seq(list, k);
+        free(list);
+    }
+    comm_bcast(&top, 1, MPI_INT64_T, 0, MPI_COMM_WORLD, "resume");
+    tr->rd.last_seq = top;
+    tr->rd.parent_seq = res->found ? res->state.save_seq : 0;
+    tr->rd.parent_step = res->found ? res->meta.step : -1;
+    if (res->found && res->meta.run_id[0])
+        snprintf(tr->rd.run_id, sizeof tr->rd.run_id, "%s", res->meta.run_id);
+    rundir_write_lineage(&tr->rd);
+}
+
+/* Rank 0 remembers the files its resume refused: pruning counts them for nothing. */
+static void note_refused(rundir_t *rd, const char *path) {
+    const long long step = step_of_name(path);
+    if (step >= 0 && rd->n_refused < RUNDIR_MAX_REFUSED) rd->refused_step[rd->n_refused++] = step;
+}
+
 void ckpt_resume_find(trainer_t *tr, ckpt_resumed_t *res) {
     const config_t *cfg = tr->cfg;
     memset(res, 0, sizeof *res);
-    if (strcmp(cfg->resume, "none") == 0 || strcmp(cfg->mode, "train") != 0) return;
+    if (strcmp(cfg->mode, "train") != 0) return;
+    if (strcmp(cfg->resume, "none") == 0) {
+        history_start(tr, res);
+        return;
+    }
     /* the registry the model will have on this rank: the host buffers match its layout */
     params_t P;
     trainer_rank_registry(&P, cfg, tr->grid); /* interleaved: its chunks, as the model holds them */
@@ -345,28 +484,46 @@ void ckpt_resume_find(trainer_t *tr, ckpt_resumed_t *res) {
     res->m = xcalloc(P.total, sizeof(float));
     res->v = xcalloc(P.total, sizeof(float));
     int n;
-    char *files = resume_candidates(cfg, tr->rd.ckpt_dir, &n), msg[COMM_MSG_MAX + 64];
+    char lineage[CKPT_RUN_ID_LEN], msg[COMM_MSG_MAX + 64];
+    char *files = resume_candidates(tr, tr->rd.ckpt_dir, &n, lineage, sizeof lineage);
     for (int i = 0; i < n && !res->found; i++) {
         const char *path = files + (size_t)i * PATH_LEN;
         if (load_candidate(tr, &P, path, res, msg, sizeof msg) == 0) break;
         if (strcmp(cfg->resume, "auto") != 0) {
             free(files);
-            fatal_user("&checkpoint resume: %s", msg);
+            /* one message, naming rank 0 and its host; exit 2 on every rank */
+            char full[COMM_MSG_MAX + 96];
+            snprintf(full, sizeof full, "&checkpoint resume: %s", msg);
+            comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, "resume", world_rank() == 0 ? full : NULL);
+            fatal_user("&checkpoint resume: %s", msg); /* not reached */
         }
-        if (world_rank() == 0)
+        if (world_rank() == 0) {
             fprintf(stderr, "llmtrain: warning: resume: refused %s; trying an older checkpoint\n", msg);
+            note_refused(&tr->rd, path);
+        }
     }
     free(files);
     params_destroy(&P);
     if (!res->found) {
-        if (world_rank() == 0)
-            printf("resume = 'auto': %s in %s; starting from step 0\n",
-                   n ? "no checkpoint passed verification" : "no checkpoint found", tr->rd.ckpt_dir);
+        /* a run that started here and was stopped before its first checkpoint (a requeue)
+         * continues its own lineage from step 0, not an older run's */
+        const bool own = n == 0 && lineage[0];
+        if (own) snprintf(tr->rd.run_id, sizeof tr->rd.run_id, "%s", lineage);
+        if (world_rank() == 0) {
+            if (own)
+                printf("resume = 'auto': no checkpoint of this directory's lineage %s in %s yet "
+                       "(the run that started it saved none); starting from step 0 in that "
+                       "lineage\n", lineage, tr->rd.ckpt_dir);
+            else
+                printf("resume = 'auto': %s in %s; starting from step 0\n",
+                       n ? "no checkpoint passed verification" : "no checkpoint found", tr->rd.ckpt_dir);
+        }
         xfree(res->params);
         xfree(res->m);
         xfree(res->v);
         res->params = res->m = res->v = NULL;
     }
+    history_start(tr, res);
 }
 
 /* The model, optimizer, step, counters and fp16 scaler from what load_candidate read (a resume

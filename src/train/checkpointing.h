@@ -3,13 +3,18 @@
  * directory) as ckpt_stepNNNNNNNN.h5, with a `latest` pointer (a one-line text file, replaced
  * atomically). A save first checks the free space, writes "<name>.tmp", flushes, renames and
  * fsyncs the directory, then moves `latest` and prunes: only checkpoints of this run's lineage
- * (rundir.h) beyond the newest `keep` are deleted, never the one just written, so a failed or
- * killed save, or a fresh run beside an older one, loses nothing. A save that fails (no space, a
+ * (rundir.h) are deleted, never the one just written, so a failed or killed save, or a fresh
+ * run beside an older one, loses nothing. `keep` keeps the run's own history first (the file
+ * just written and the chain of files it continues from: parent_seq / parent_step), then the
+ * lineage's most recently saved files (save_seq); files that cannot be read or verified, or that
+ * this run's resume refused, count for nothing and are left in place (one warning). A save that fails (no space, a
  * write error inside HDF5, a file that cannot be created) is abandoned on every rank, its .tmp
  * removed, and reported; the caller decides whether training goes on.
- * resume = 'auto' tries the file `latest` names, then older files of the same lineage newest
- * first, refusing (with a message) any that fail to load or verify; resume = path loads exactly
- * that file (any problem: exit 2). The choice is made before the model exists, so the global
+ * resume = 'auto' tries the files of the directory's lineage (its `lineage` file, else that of
+ * the file `latest` names) most recently saved first, refusing (with a message) any that fail to
+ * load or verify; none yet of a lineage the `lineage` file names (a fresh run requeued before
+ * its first save): step 0 in that lineage. resume = path loads exactly that file (any problem:
+ * exit 2). The choice is made before the model exists, so the global
  * batch of the file actually used sets the batch geometry.
  * Also owns the SIGUSR1/SIGTERM flag. Uses: train/trainer, train/rundir, io/checkpoint,
  * parallel/comm. Used by: train/trainer, main. */

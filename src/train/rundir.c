@@ -67,29 +67,33 @@ void rundir_prepare_dir(const char *dir, const char *what, const config_t *cfg) 
 typedef struct lock_owner {
     char host[256], job[64];
     long pid, started;
+    long restart; /* SLURM_RESTART_COUNT of the owner's job run (-1: not recorded, older lock) */
 } lock_owner_t;
 
 static void this_owner(lock_owner_t *o) {
     memset(o, 0, sizeof *o);
     hostname_of_this(o->host, sizeof o->host);
-    const char *job = getenv("SLURM_JOB_ID");
+    const char *job = getenv("SLURM_JOB_ID"), *restarts = getenv("SLURM_RESTART_COUNT");
     snprintf(o->job, sizeof o->job, "%s", job ? job : "");
     o->pid = (long)getpid();
     o->started = (long)time(NULL);
+    o->restart = restarts ? atol(restarts) : 0;
 }
 
 static int format_owner(const lock_owner_t *o, char *buf, size_t len) {
-    return snprintf(buf, len, "host=%s\npid=%ld\njob=%s\nstarted=%ld\n", o->host, o->pid, o->job,
-                    o->started);
+    return snprintf(buf, len, "host=%s\npid=%ld\njob=%s\nrestart=%ld\nstarted=%ld\n", o->host,
+                    o->pid, o->job, o->restart, o->started);
 }
 
 static void parse_owner(const char *text, lock_owner_t *o) {
     memset(o, 0, sizeof *o);
+    o->restart = -1;
     for (const char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
         int n = (int)strcspn(line, "\n");
         if (!strncmp(line, "host=", 5)) snprintf(o->host, sizeof o->host, "%.*s", n - 5, line + 5);
         else if (!strncmp(line, "job=", 4)) snprintf(o->job, sizeof o->job, "%.*s", n - 4, line + 4);
         else if (!strncmp(line, "pid=", 4)) o->pid = atol(line + 4);
+        else if (!strncmp(line, "restart=", 8)) o->restart = atol(line + 8);
         else if (!strncmp(line, "started=", 8)) o->started = atol(line + 8);
     }
 }
@@ -122,10 +126,16 @@ static const char *process_gone(pid_t pid) {
     return NULL;
 }
 
-/* Why a lock held by `old` may be taken over, or NULL when its owner may still be running. */
+/* Why a lock held by `old` may be taken over, or NULL when its owner may still be running.
+ * The same Slurm job id alone proves nothing: a second llmtrain in the same allocation has it
+ * too, and taking its lock would put two live runs in one directory. An earlier run of the job
+ * does (a lower restart count, or a lock that recorded none while this run is a requeue): Slurm
+ * ended it before requeueing. */
 static const char *stale_reason(const lock_owner_t *old, const lock_owner_t *me, double age_s) {
     if (age_s > RUNDIR_STALE_S) return "its heartbeat stopped";
-    if (old->job[0] && strcmp(old->job, me->job) == 0) return "it belongs to this Slurm job (requeued)";
+    const long old_restart = old->restart >= 0 ? old->restart : 0; /* an older lock: unknown */
+    if (old->job[0] && strcmp(old->job, me->job) == 0 && old_restart < me->restart)
+        return "it belongs to an earlier run of this Slurm job (requeued)";
     if (strcmp(old->host, me->host) == 0 && old->pid > 0) return process_gone((pid_t)old->pid);
     return NULL;
 }
@@ -173,11 +183,14 @@ static int acquire(const char *path, char *msg, size_t len) {
     const double age = difftime(time(NULL), st.st_mtime);
     const char *why = stale_reason(&old, &me, age);
     if (!why)
-        return errf(msg, len, "the run directory is in use: %s names llmtrain pid %ld on host %s%s%s "
+        return errf(msg, len, "the run directory is in use: %s names llmtrain pid %ld on host %s%s%s%s "
                     "(heartbeat %.0f s ago). Two runs must not share a directory: choose another "
                     "&run name or out_dir. If that run is gone, its lock goes stale %d s after its "
                     "last heartbeat (or delete the file).", path, old.pid, old.host,
-                    old.job[0] ? ", Slurm job " : "", old.job, age, RUNDIR_STALE_S);
+                    old.job[0] ? ", Slurm job " : "", old.job,
+                    old.job[0] && strcmp(old.job, me.job) == 0 ? " (this job: a second llmtrain "
+                    "started in the same job while the first still runs)" : "",
+                    age, RUNDIR_STALE_S);
     if (take_over(path, content, &me) != 0)
         return errf(msg, len, "the stale lock %s was taken by another run at the same moment", path);
     fprintf(stderr, "llmtrain: warning: took over the stale lock %s of pid %ld on host %s: %s\n",
@@ -255,6 +268,32 @@ static void draw_run_id(rundir_t *rd) {
     }
     comm_bcast(id, (int)sizeof id, MPI_CHAR, 0, MPI_COMM_WORLD, "preparing the run directory");
     snprintf(rd->run_id, sizeof rd->run_id, "%s", id);
+}
+
+#define LINEAGE_NAME "lineage"
+
+int rundir_read_lineage(const rundir_t *rd, char *id, size_t len) {
+    char path[RUNDIR_PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/" LINEAGE_NAME, rd->ckpt_dir);
+    size_t n;
+    int err;
+    char *text = file_read_whole(path, 256, &n, &err);
+    if (!text) return -1;
+    text[strcspn(text, "\r\n")] = '\0';
+    const int ok = text[0] != '\0' && strlen(text) < len && strlen(text) < CKPT_RUN_ID_LEN;
+    if (ok) snprintf(id, len, "%s", text);
+    free(text);
+    return ok ? 0 : -1;
+}
+
+void rundir_write_lineage(const rundir_t *rd) {
+    if (world_rank() != 0) return;
+    char path[RUNDIR_PATH_MAX + 32], line[CKPT_RUN_ID_LEN + 2];
+    snprintf(path, sizeof path, "%s/" LINEAGE_NAME, rd->ckpt_dir);
+    const int n = snprintf(line, sizeof line, "%s\n", rd->run_id);
+    if (file_write_atomic(path, line, (size_t)n) != 0)
+        fprintf(stderr, "llmtrain: warning: cannot record this run's lineage in %s: %s (a requeue "
+                "before the first checkpoint goes by 'latest')\n", path, strerror(errno));
 }
 
 /* ---- the public API ----------------------------------------------------------------------- */

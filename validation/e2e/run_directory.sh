@@ -4,8 +4,9 @@
 #     pid and host); the first is not disturbed.
 #  2. stale locks are taken over with a warning: a dead pid on this host, a pid that now runs
 #     another program, a heartbeat older than
-#     60 s (another host), the same Slurm job (a requeued job); a live lock of another host with
-#     a fresh heartbeat is refused.
+#     60 s (another host), an earlier run of the same Slurm job (a requeue: a lower
+#     SLURM_RESTART_COUNT); a live lock of another host with a fresh heartbeat is refused, also
+#     one of the same job run (2b: a second llmtrain started in the job while the first runs).
 #  3. a fresh run (resume = 'none') into a directory with an older run's files refuses (exit 2);
 #     with &checkpoint overwrite = .true. it runs, and pruning deletes only its own checkpoints:
 #     the older run's higher-step files stay, `latest` names the new run's newest, and a later
@@ -69,10 +70,29 @@ touch -d '-2 minutes' "$lock"
 sed -i "s/max_steps = 2/max_steps = 3/" "$TEST_DIR/busy.nml"
 run busy || fail "old heartbeat: the run did not start"
 grep -q "of pid 4242 on host elsewhere: its heartbeat stopped" "$TEST_DIR/busy.log" || fail "old heartbeat: no warning"
-printf 'host=elsewhere\npid=4242\njob=777\nstarted=1\n' >"$lock"
+printf 'host=elsewhere\npid=4242\njob=777\nrestart=0\nstarted=1\n' >"$lock"
 sed -i "s/max_steps = 3/max_steps = 4/" "$TEST_DIR/busy.nml"
-SLURM_JOB_ID=777 run busy -x SLURM_JOB_ID || fail "requeued job: the run did not start"
-grep -q "it belongs to this Slurm job (requeued)" "$TEST_DIR/busy.log" || fail "requeued job: no warning"
+SLURM_JOB_ID=777 run busy -x SLURM_JOB_ID
+expect_refused busy $? "names llmtrain pid 4242 on host elsewhere, Slurm job 777 (this job: a second llmtrain"
+SLURM_JOB_ID=777 SLURM_RESTART_COUNT=1 run busy -x SLURM_JOB_ID -x SLURM_RESTART_COUNT ||
+    { tail "$TEST_DIR/busy.log"; fail "requeued job: the run did not start"; }
+grep -q "it belongs to an earlier run of this Slurm job (requeued)" "$TEST_DIR/busy.log" || fail "requeued job: no warning"
+
+echo "== 2b. a second llmtrain in the same Slurm job while the first runs"
+nml same 1000000 0 1 auto
+SLURM_JOB_ID=778 MPIRUN="$MPIRUN -x SLURM_JOB_ID" launch_until_step 2 "$TEST_DIR/same.nml" same 5
+first=$LAUNCH_PID
+slock=$TEST_DIR/same/.llmtrain.lock
+owner=$(sed -n 's/^pid=//p' "$slock")
+cp "$TEST_DIR/same.nml" "$TEST_DIR/same2.nml"
+SLURM_JOB_ID=778 run same2 -x SLURM_JOB_ID
+expect_refused same2 $? "is in use: $slock names llmtrain pid $owner on host $(hostname), Slurm job 778 (this job"
+kill -0 $first || fail "same job: the first run died"
+grep -q "pid=$owner" "$slock" || fail "same job: the lock was taken from the live run"
+pkill -USR1 -P $first
+wait $first
+rc=$?
+[ $rc -eq 75 ] || { tail -15 "$TEST_DIR/same.log"; fail "same job: the first run ended with $rc after SIGUSR1, expected 75"; }
 
 echo "== 3. a fresh run over an older run's files"
 nml old 20 5 2 none

@@ -6,7 +6,9 @@
  * checked through the HDF5 API; a missing file, a missing dataset, a wrong shape, a missing
  * checksum, another model (n_head, extra layers) must be refused with a message, and string
  * attributes as h5py writes them (UTF-8, variable length) must be read. A save into a directory
- * that does not exist fails with a message and leaves no .tmp behind. */
+ * that does not exist fails with a message and leaves no .tmp behind. A checkpoint's state
+ * attributes edited after the save are refused naming the attribute (impossible values) or
+ * attrs_checksum (possible ones); a file without attrs_checksum is range-checked only. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -508,6 +510,172 @@ static void utf8_string_attributes_as_h5py_writes_them_are_read(void **state) {
     params_destroy(&P);
 }
 
+/* ---- the state attributes: range checks and attrs_checksum ----------------------------------
+ * A checkpoint of step 10 (adam_t 9, sample_pos 80, loss scale 1024) with one root attribute
+ * edited afterwards, as h5py can: an impossible value is refused naming that attribute, a
+ * possible but different one by attrs_checksum; a file without attrs_checksum (written before
+ * it existed) is read, range-checked only, and says so (attrs_checked 0). */
+static ckpt_state_t state_of_step10(void) {
+    ckpt_state_t st;
+    memset(&st, 0, sizeof st);
+    st.tokens_seen = 2560, st.sample_pos = 80, st.adam_t = 9, st.skipped = 1, st.global_batch = 8;
+    st.loss_scale = 1024.0, st.grid_dp = 1, st.grid_tp = world_size, st.grid_pp = 1;
+    st.ls_growth = 3, st.ls_hysteresis = 1, st.ls_overflows = 1;
+    st.stage = 0, st.data_seq_len = 8, st.n_data_pos = 1, st.data_pos[0] = 80;
+    st.save_seq = 4, st.parent_seq = 3, st.parent_step = 8;
+    return st;
+}
+
+static void write_state_ckpt(const char *name) {
+    config_t cfg;
+    small_config(&cfg, 100);
+    params_t P;
+    float *flat = init_weights(&P, &cfg, world_size, world_rank);
+    char path[512], err[2048];
+    path_in_dir(path, sizeof path, name);
+    ckpt_meta_t meta = meta_of(&cfg, 10, namelist_text);
+    ckpt_state_t st = state_of_step10();
+    double written;
+    int rc = ckpt_save(path, MPI_COMM_WORLD, MPI_INFO_NULL, &P, flat, flat, flat, &meta, &st,
+                       CKPT_OWNS_DENSE, &written, err, sizeof err);
+    if (rc != 0) printf("    write failed: %s\n", err);
+    assert_int_equal(rc, 0);
+    xfree(flat);
+    params_destroy(&P);
+}
+
+/* Rank 0 replaces root attribute `name` by a scalar of `type` holding *value (NULL: deletes it). */
+static void edit_root_attr(const char *file_name, const char *name, hid_t type, const void *value) {
+    if (world_rank == 0) {
+        hid_t file = open_for_edit(file_name);
+        assert_true(H5Adelete(file, name) >= 0);
+        if (value) {
+            hid_t space = H5Screate(H5S_SCALAR);
+            hid_t attr = H5Acreate2(file, name, type, space, H5P_DEFAULT, H5P_DEFAULT);
+            assert_true(attr >= 0 && H5Awrite(attr, type, value) >= 0);
+            H5Aclose(attr);
+            H5Sclose(space);
+        }
+        H5Fclose(file);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* Load a checkpoint with its state; 0 or -1 with err, as ckpt_load. */
+static int load_state(const char *name, ckpt_state_t *st, ckpt_meta_t *found, char *err, size_t len) {
+    config_t cfg;
+    small_config(&cfg, 100);
+    params_t P;
+    params_create(&P, &cfg, world_size, world_rank);
+    float *a = xcalloc(P.total, sizeof(float)), *b = xcalloc(P.total, sizeof(float)),
+          *c = xcalloc(P.total, sizeof(float));
+    char path[512];
+    path_in_dir(path, sizeof path, name);
+    ckpt_meta_t want = meta_of(&cfg, 0, NULL);
+    int rc = ckpt_load(path, MPI_COMM_WORLD, copy_comm_for(world_size), MPI_COMM_SELF, &P, a, b, c,
+                       st, &want, found, err, len);
+    if (world_rank == 0) printf("    %s: %s\n", name, rc ? err : "read");
+    xfree(a), xfree(b), xfree(c);
+    params_destroy(&P);
+    return rc;
+}
+
+static void expect_state_refused(const char *name, const char *part1, const char *part2) {
+    ckpt_state_t st;
+    ckpt_meta_t found;
+    char err[2048] = "", path[512];
+    path_in_dir(path, sizeof path, name);
+    assert_int_equal(load_state(name, &st, &found, err, sizeof err), -1);
+    assert_non_null(strstr(err, path));
+    assert_non_null(strstr(err, part1));
+    if (part2) assert_non_null(strstr(err, part2));
+}
+
+static void state_attributes_read_back_with_checksum_verified(void **state) {
+    (void)state;
+    write_state_ckpt("s.h5");
+    ckpt_state_t st;
+    ckpt_meta_t found;
+    char err[2048];
+    assert_int_equal(load_state("s.h5", &st, &found, err, sizeof err), 0);
+    const ckpt_state_t want = state_of_step10();
+    assert_int_equal(found.step, 10);
+    assert_int_equal(st.adam_t, want.adam_t);
+    assert_int_equal(st.sample_pos, want.sample_pos);
+    assert_int_equal(st.save_seq, 4);
+    assert_int_equal(st.parent_seq, 3);
+    assert_int_equal(st.parent_step, 8);
+    assert_true(st.loss_scale == 1024.0);
+    assert_int_equal(st.attrs_checked, 1);
+    char path[512];
+    path_in_dir(path, sizeof path, "s.h5");
+    ckpt_peek_t pk;
+    if (world_rank == 0) {
+        assert_int_equal(ckpt_peek(path, &pk, err, sizeof err), 0);
+        assert_int_equal(pk.step, 10);
+        assert_int_equal(pk.save_seq, 4);
+        assert_string_equal(pk.run_id, "0123456789abcdef");
+    }
+}
+
+static void negative_step_attribute_is_refused_naming_it(void **state) {
+    (void)state;
+    write_state_ckpt("neg.h5");
+    const int64_t bad = -5;
+    edit_root_attr("neg.h5", "step", H5T_NATIVE_INT64, &bad);
+    expect_state_refused("neg.h5", "attribute 'step' is -5", "must be >= 0");
+    char path[512], err[2048];
+    path_in_dir(path, sizeof path, "neg.h5");
+    ckpt_peek_t pk;
+    if (world_rank == 0) { /* the cheap look pruning and resume take refuses it too */
+        assert_int_equal(ckpt_peek(path, &pk, err, sizeof err), -1);
+        assert_non_null(strstr(err, "'step'"));
+    }
+}
+
+static void impossible_state_attributes_are_refused_naming_them(void **state) {
+    (void)state;
+    write_state_ckpt("t.h5");
+    const int64_t many = 11;
+    edit_root_attr("t.h5", "adam_t", H5T_NATIVE_INT64, &many);
+    expect_state_refused("t.h5", "attribute 'adam_t' is 11", "more updates than steps");
+    write_state_ckpt("u.h5");
+    const double nan = 0.0 / 0.0;
+    edit_root_attr("u.h5", "loss_scale", H5T_NATIVE_DOUBLE, &nan);
+    expect_state_refused("u.h5", "attribute 'loss_scale'", "finite and > 0");
+    write_state_ckpt("w.h5");
+    const int64_t neg = -3;
+    edit_root_attr("w.h5", "sample_pos", H5T_NATIVE_INT64, &neg);
+    expect_state_refused("w.h5", "attribute 'sample_pos' is -3", NULL);
+}
+
+static void possible_but_edited_attribute_fails_the_checksum(void **state) {
+    (void)state;
+    write_state_ckpt("e.h5");
+    const int64_t other = 88;
+    edit_root_attr("e.h5", "sample_pos", H5T_NATIVE_INT64, &other);
+    expect_state_refused("e.h5", "attrs_checksum", "changed after the save");
+    write_state_ckpt("f.h5");
+    const int64_t step = 12;
+    edit_root_attr("f.h5", "step", H5T_NATIVE_INT64, &step);
+    expect_state_refused("f.h5", "attrs_checksum", NULL);
+}
+
+static void file_without_attribute_checksum_is_range_checked_only(void **state) {
+    (void)state;
+    write_state_ckpt("old.h5");
+    edit_root_attr("old.h5", "attrs_checksum", 0, NULL);
+    ckpt_state_t st;
+    ckpt_meta_t found;
+    char err[2048];
+    assert_int_equal(load_state("old.h5", &st, &found, err, sizeof err), 0);
+    assert_int_equal(st.attrs_checked, 0);
+    assert_int_equal(st.sample_pos, 80);
+    const int64_t bad = -1;
+    edit_root_attr("old.h5", "step", H5T_NATIVE_INT64, &bad);
+    expect_state_refused("old.h5", "attribute 'step' is -1", NULL);
+}
+
 /* A save that cannot create its file fails on every rank with a message; nothing is left. */
 static void save_into_missing_directory_fails_cleanly(void **state) {
     (void)state;
@@ -554,6 +722,11 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(file_of_another_model_is_refused_naming_the_key, make_dir, remove_dir),
         cmocka_unit_test_setup_teardown(utf8_string_attributes_as_h5py_writes_them_are_read, make_dir, remove_dir),
         cmocka_unit_test_setup_teardown(save_into_missing_directory_fails_cleanly, make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(state_attributes_read_back_with_checksum_verified, make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(negative_step_attribute_is_refused_naming_it, make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(impossible_state_attributes_are_refused_naming_them, make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(possible_but_edited_attribute_fails_the_checksum, make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(file_without_attribute_checksum_is_range_checked_only, make_dir, remove_dir),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     /* A test that failed on one rank only must fail the run on every rank. */
