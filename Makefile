@@ -7,6 +7,9 @@
 #   make demo     install, build, prepare data, train a small model, show results
 #   make fuzz     fuzz the namelist parser and schema with libFuzzer (clang) for FUZZ_SECONDS
 #                 (default 300); a crashing input is kept in build/fuzz/crashes/ and printed
+#   make fuzz-config  random valid configurations of tiny models for FUZZ_SECONDS (default 300),
+#                 each checked for grid, resume, liveness and eval invariants; the seed is printed,
+#                 FUZZ_SEED=S repeats it; failures go to validation/fuzz/config_corpus/
 #   make SANITIZE=1 [all|tests]  the same programs built with AddressSanitizer + UBSan into
 #                 build-asan/ (build-asan/llmtrain, build-asan/llmprep, build-asan/tests/...),
 #                 never mixed with the normal build; validation/e2e/sanitizers.sh runs them
@@ -229,6 +232,12 @@ $(FUZZ_BIN): $(FUZZ_SRC) $(wildcard src/config/*.h src/core/*.h)
 
 fuzz: $(FUZZ_BIN)
 	@bash validation/fuzz/run_fuzz.sh $(FUZZ_SECONDS)
+
+# The configuration fuzzer (validation/fuzz/config_fuzz.py): LLMTRAIN_BIN=path tests another build.
+.PHONY: fuzz-config
+fuzz-config: $(LLMTRAIN) data/tiny/train_000.bin
+	@MPIRUN="$(MPIRUN)" OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(PYTHON) validation/fuzz/config_fuzz.py \
+		--seconds $(FUZZ_SECONDS) $(if $(FUZZ_SEED),--seed $(FUZZ_SEED))
 
 deps:
 	@bash validation/deps.sh

@@ -42,7 +42,7 @@ static void usage(void) {
         "       mpirun -np N ./llmtrain input.nml [group.key=value ...]\n"
         "       ./llmtrain --plan input.nml [group.key=value ...]\n"
         "       ./llmtrain --grid input.nml [group.key=value ...]\n"
-        "       ./llmtrain --version | --help\n"
+        "       ./llmtrain --keys | --version | --help\n"
         "\n"
         "  input.nml        a Fortran namelist: &run &model &parallel &train &data &checkpoint &log\n"
         "                   (keys in README.md, examples in inputs/). &run mode says what runs:\n"
@@ -55,6 +55,8 @@ static void usage(void) {
         "  --grid           print the grid and run directory as shell assignments LLMT_RANKS=..\n"
         "                   LLMT_DP=.. LLMT_TP=.. LLMT_PP=.. LLMT_RUN_DIR=.. (for jobscripts: the\n"
         "                   allocation is checked against it)\n"
+        "  --keys           every namelist key as JSON: group, name, type, default, range, choices,\n"
+        "                   whether it is a path, array length (for tools; the fuzzer reads it)\n"
         "  --version        the version, commit, build date, compiler and flags, and libraries\n"
         "  -h, --help       this text\n"
         "Options come before input.nml; the effective configuration, overrides applied, is printed\n"
@@ -68,7 +70,7 @@ static void usage(void) {
 }
 
 /* What the command line asks for. */
-typedef enum cli_action { CLI_RUN, CLI_PLAN, CLI_GRID, CLI_HELP, CLI_VERSION } cli_action_t;
+typedef enum cli_action { CLI_RUN, CLI_PLAN, CLI_GRID, CLI_HELP, CLI_VERSION, CLI_KEYS } cli_action_t;
 
 typedef struct cli {
     cli_action_t action;
@@ -76,7 +78,7 @@ typedef struct cli {
     config_args_t overrides; /* the arguments after the namelist */
 } cli_t;
 
-/* Options, then the namelist file, then overrides. --help and --version win wherever they are;
+/* Options, then the namelist file, then overrides. --help, --version and --keys win wherever they are;
  * any other argument starting with '-' that is not an option is an error naming it (every rank
  * sees the same argv and reaches the same error: fatal_user prints it once). */
 static cli_t parse_command_line(int argc, char **argv) {
@@ -84,6 +86,7 @@ static cli_t parse_command_line(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return (cli_t){.action = CLI_HELP};
         if (!strcmp(argv[i], "--version")) return (cli_t){.action = CLI_VERSION};
+        if (!strcmp(argv[i], "--keys")) return (cli_t){.action = CLI_KEYS};
     }
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
@@ -320,6 +323,7 @@ int main(int argc, char **argv) {
         if (cli.action == CLI_PLAN) code = plan_only(&cli, rank);
         else if (cli.action == CLI_GRID) code = grid_only(&cli, rank);
         else if (rank == 0 && cli.action == CLI_HELP) usage();
+        else if (rank == 0 && cli.action == CLI_KEYS) config_keys_json(stdout);
         else if (rank == 0) buildinfo_print_version(stdout);
         MPI_CHECK(MPI_Finalize());
         return code;

@@ -6,6 +6,7 @@
 #define LLMT_CONFIG_H
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define CFG_STR 256      /* max length of a string value (paths, names) */
 #define CFG_MAX_IDS 1024 /* max prompt length in token ids */
@@ -230,6 +231,13 @@ void config_defaults(config_t *cfg);
  * Returns the number of characters that would have been written (snprintf-like). */
 int config_to_namelist(const config_t *cfg, char *buf, int bufsize);
 void config_destroy(config_t *cfg);
+/* The schema as one JSON object (llmtrain --keys): {"groups": [...], "keys": [{group, name, type
+ * (int|int64|real|string|bool|int_array), default (the table's; 0 or '' may mean "derived"),
+ * min, min_inclusive, max, max_inclusive (null: unbounded), choices (null: free text), path (${VAR}
+ * is expanded), max_length (strings), array_length (int arrays), repeated_group (&stage),
+ * planned, not_implemented, why}, ...]}: tools (validation/fuzz/config_fuzz.py) read it, so a
+ * new key reaches them without an edit. */
+void config_keys_json(FILE *out);
 /* Vocabulary padded to a multiple of 128. */
 /* k/v heads of the attention: n_kv_head, or n_head where it is 0 (config_defaults). */
 int config_kv_heads(const config_t *cfg);

@@ -88,6 +88,29 @@ done
 [ "$(wc -l <"$g/version.out")" -eq 4 ] || { cat "$g/version.out"; fail "--version: expected 4 lines once, got $(wc -l <"$g/version.out")"; }
 echo "ok  --version: $(tr '\n' '|' <"$g/version.out")"
 
+# --keys: exit 0, one JSON object once on 2 ranks; each group's key names (in order) are those the
+# unknown-key message lists as valid (another path through the same table)
+timeout 60 $MPIRUN -np 2 ./llmtrain --keys >"$g/keys.out" 2>"$g/keys.err" || fail "--keys: exit code $?"
+printf '&stage zzz = 1 /\n' >"$g/stage_zzz.nml"
+$PYTHON - "$g" <<'PY' || fail "--keys does not match the valid keys of the messages"
+import json, re, subprocess, sys
+g = sys.argv[1]
+keys = json.load(open(g + "/keys.out"))["keys"]  # one object: a second copy would not parse
+groups = {}
+for k in keys:
+    groups.setdefault(k["group"], []).append(k["name"])
+    assert k["type"] in ("int", "int64", "real", "string", "bool", "int_array"), k
+for grp, names in groups.items():
+    args = ["./llmtrain", "--plan", "inputs/tiny.nml", grp + ".zzz=1"] if grp != "stage" else \
+           ["./llmtrain", "--plan", g + "/stage_zzz.nml"]
+    err = subprocess.run(args, capture_output=True, text=True).stderr
+    valid = re.search(r"valid keys: ([^)]*)\)", err).group(1).split(", ")
+    assert valid == names, (grp, valid, names)
+n_layer = [k for k in keys if (k["group"], k["name"]) == ("model", "n_layer")][0]
+assert (n_layer["default"], n_layer["min"], n_layer["max"]) == (12, 1, 1024), n_layer
+print("ok  --keys: %d keys in %d groups, each group's names = the valid keys of its messages" % (len(keys), len(groups)))
+PY
+
 ./llmprep --version >"$g/llmprep_version.out" 2>&1 || fail "llmprep --version: exit code $?"
 [ "$(head -1 "$g/llmprep_version.out")" = "llmprep (llmtrain) $version" ] || { cat "$g/llmprep_version.out"; fail "llmprep --version: first line"; }
 grep -q "^MPI: " "$g/llmprep_version.out" || fail "llmprep --version lacks the MPI line"
