@@ -295,9 +295,9 @@ static void agree_products(config_t *cfg, const ops_t *ops, int rank) {
     unsigned mine = (ops->products_native(DT_BF16) ? 0 : CFG_MISSING_BF16_NATIVE) |
                     (ops->products_faster(DT_BF16) ? 0 : CFG_MISSING_BF16_FASTER) |
                     (ops->products_faster(DT_FP16) ? 0 : CFG_MISSING_FP16_FASTER);
-    unsigned any = mine, all = mine;
-    comm_allreduce(&any, 1, MPI_UNSIGNED, MPI_BOR, MPI_COMM_WORLD, "agreeing on the products");
-    comm_allreduce(&all, 1, MPI_UNSIGNED, MPI_BAND, MPI_COMM_WORLD, "agreeing on the products");
+    unsigned v[2] = {mine, ~mine}; /* one OR: what any rank lacks, and (negated) what all lack */
+    comm_allreduce(v, 2, MPI_UNSIGNED, MPI_BOR, MPI_COMM_WORLD, "agreeing on the products");
+    const unsigned any = v[0], all = ~v[1];
     cfg->products_missing = any;
     if (rank == 0 && any != all && strcmp(cfg->precision, "fp32") != 0) {
         static const char *const what[] = {"native bf16 products", "bf16 products faster than fp32",

@@ -1490,14 +1490,19 @@ static int expand_one(parse_ctx_t *ctx, int k, char *value, size_t cap) {
     return 0;
 }
 
+/* A path key: ${VAR} is expanded in it (env_path_keys; &stage's train_files and mixture too). */
+static bool is_path_key(const key_spec_t *ks) {
+    if (ks->type != K_STR) return false;
+    for (size_t i = 0; i < sizeof env_path_keys / sizeof env_path_keys[0]; i++)
+        if (!strcmp(ks->key, env_path_keys[i])) return true;
+    return false;
+}
+
 static int expand_env_paths(parse_ctx_t *ctx, config_t *cfg) {
-    for (int k = 0; k < N_KEYS; k++) {
-        if (key_specs[k].type != K_STR || key_specs[k].group == G_STAGE) continue;
-        for (size_t i = 0; i < sizeof env_path_keys / sizeof env_path_keys[0]; i++)
-            if (strcmp(key_specs[k].key, env_path_keys[i]) == 0 &&
-                expand_one(ctx, k, field_ptr(cfg, &key_specs[k]), key_specs[k].size) != 0)
-                return -1;
-    }
+    for (int k = 0; k < N_KEYS; k++)
+        if (key_specs[k].group != G_STAGE && is_path_key(&key_specs[k]) &&
+            expand_one(ctx, k, field_ptr(cfg, &key_specs[k]), key_specs[k].size) != 0)
+            return -1;
     return 0;
 }
 
@@ -1726,13 +1731,6 @@ int config_padded_vocab(const config_t *cfg) {
 
 static const char *const type_names[] = {"int", "int64", "real", "string", "bool", "int_array"};
 
-/* A path key: ${VAR} is expanded in it (env_path_keys; &stage's train_files and mixture too). */
-static bool is_path_key(const key_spec_t *ks) {
-    if (ks->type != K_STR) return false;
-    for (size_t i = 0; i < sizeof env_path_keys / sizeof env_path_keys[0]; i++)
-        if (!strcmp(ks->key, env_path_keys[i])) return true;
-    return false;
-}
 
 static void json_string(FILE *out, const char *s) {
     fputc('"', out);

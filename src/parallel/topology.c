@@ -606,18 +606,26 @@ static int col_width(const topology_place_info_t *all, int n, size_t offset, con
     return (int)w;
 }
 
-/* One note for the ranks whose OMP_NUM_THREADS leaves some of their cores without a thread. */
-static void note_spare_cores(const topology_place_info_t *all, int n, FILE *out) {
+/* The first rank whose explicit OMP_NUM_THREADS is below (sign < 0) or above (sign > 0) its
+ * cores, or -1; `others` gets " (and N more ranks)" for the rest of them. */
+static int first_explicit(const topology_place_info_t *all, int n, int sign, char *others, size_t len) {
     int first = -1, more = 0;
     for (int r = 0; r < n; r++)
-        if (all[r].threads_explicit && all[r].n_threads < all[r].n_cores) {
+        if (all[r].threads_explicit && (all[r].n_threads - all[r].n_cores) * sign > 0) {
             if (first < 0) first = r;
             else more++;
         }
+    others[0] = '\0';
+    if (more) snprintf(others, len, " (and %d more rank%s)", more, more == 1 ? "" : "s");
+    return first;
+}
+
+/* One note for the ranks whose OMP_NUM_THREADS leaves some of their cores without a thread. */
+static void note_spare_cores(const topology_place_info_t *all, int n, FILE *out) {
+    char others[48];
+    const int first = first_explicit(all, n, -1, others, sizeof others);
     if (first < 0) return;
     const topology_place_info_t *p = &all[first];
-    char others[48] = "";
-    if (more) snprintf(others, sizeof others, " (and %d more rank%s)", more, more == 1 ? "" : "s");
     fprintf(out, "  note: OMP_NUM_THREADS = %d runs %d pinned thread%s on rank %d's %d cores%s: %d "
             "core%s without a thread (unset OMP_NUM_THREADS for one thread per core)\n", p->n_threads,
             p->n_threads, p->n_threads == 1 ? "" : "s", p->world_rank, p->n_cores, others,
@@ -626,16 +634,10 @@ static void note_spare_cores(const topology_place_info_t *all, int n, FILE *out)
 
 /* One warning for the ranks whose OMP_NUM_THREADS exceeds their cores, named by the first. */
 static void warn_threads(const topology_place_info_t *all, int n, FILE *out) {
-    int first = -1, more = 0;
-    for (int r = 0; r < n; r++)
-        if (all[r].threads_explicit && all[r].n_threads > all[r].n_cores) {
-            if (first < 0) first = r;
-            else more++;
-        }
+    char others[48];
+    const int first = first_explicit(all, n, +1, others, sizeof others);
     if (first < 0) return;
     const topology_place_info_t *p = &all[first];
-    char others[48] = "";
-    if (more) snprintf(others, sizeof others, " (and %d more rank%s)", more, more == 1 ? "" : "s");
     fprintf(out, "  warning: OMP_NUM_THREADS asks for %d threads, more than the %d core%s bound to "
             "rank %d%s: threads share cores (unset OMP_NUM_THREADS for one thread per core)\n",
             p->n_threads, p->n_cores, p->n_cores == 1 ? "" : "s", p->world_rank, others);
