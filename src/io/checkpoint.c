@@ -198,6 +198,8 @@ static uint64_t attrs_checksum(const char *kind, const ckpt_meta_t *m, const ckp
     const int n = data_sources_written(s);
     attr_mix(&h, "data_sources", (uint64_t)n);
     for (int k = 0; k < n; k++) attr_mix(&h, "data_pos", (uint64_t)s->data_pos[k]);
+    for (int k = 0; k < n; k++) /* names, in files that have them */
+        if (s->data_source[k][0]) attr_mix_str(&h, "data_source", s->data_source[k]);
     return h;
 }
 
@@ -308,7 +310,7 @@ static void write_root_attributes(writer_t *w, hid_t file, const ckpt_meta_t *me
 }
 
 /* The curriculum's stage and per-source positions: data_pos_<k> scalars (attributes stay
- * scalar everywhere in this format). */
+ * scalar everywhere in this format), each with its source's name data_source_<k>. */
 static void write_data_cursor(writer_t *w, hid_t file, const ckpt_state_t *s) {
     const int n = data_sources_written(s);
     W_TRY(w, write_i64_attr(file, "stage", s->stage), "writing attribute", "stage");
@@ -318,6 +320,9 @@ static void write_data_cursor(writer_t *w, hid_t file, const ckpt_state_t *s) {
         char name[32];
         snprintf(name, sizeof name, "data_pos_%d", k);
         W_TRY(w, write_i64_attr(file, name, s->data_pos[k]), "writing attribute", "data_pos");
+        if (!s->data_source[k][0]) continue;
+        snprintf(name, sizeof name, "data_source_%d", k);
+        W_TRY(w, h5_write_str_attr(file, name, s->data_source[k]), "writing attribute", "data_source");
     }
 }
 
@@ -801,6 +806,10 @@ static int read_data_cursor(reader_t *r, hid_t file, ckpt_state_t *s) {
         if (s->data_pos[k] < 0)
             return errf(r->msg, r->len, "checkpoint %s: impossible %s %lld: damaged file", r->path, name,
                         (long long)s->data_pos[k]);
+        snprintf(name, sizeof name, "data_source_%d", k);
+        s->data_source[k][0] = 0; /* absent in files written before names were kept */
+        if (h5_read_str_attr(file, name, CKPT_SOURCE_LEN - 1, s->data_source[k], CKPT_SOURCE_LEN) < 0)
+            return errf(r->msg, r->len, "checkpoint %s: unreadable attribute %s: damaged file", r->path, name);
     }
     if (s->data_seq_len < 1 || s->stage < 0)
         return errf(r->msg, r->len, "checkpoint %s: impossible data_seq_len %lld or stage %lld: damaged file",

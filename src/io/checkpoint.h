@@ -12,7 +12,9 @@
  *                  index), adam_t, skipped, global_batch, loss_scale, loss_scale_growth,
  *                  loss_scale_hysteresis, loss_scale_overflows, grid_dp, grid_tp, grid_pp,
  *                  stage, data_seq_len, data_sources and data_pos_0 .. data_pos_<n-1> (the
- *                  curriculum's stage and per-source data positions; absent before 0.3.x),
+ *                  curriculum's stage and per-source data positions; absent before 0.3.x)
+ *                  with data_source_0 .. data_source_<n-1> (each position's source, named
+ *                  by its pattern text; absent in files written before names were kept),
  *                  save_seq, parent_seq, parent_step (the file's place in the directory's
  *                  history: see ckpt_state_t); every file: attrs_checksum (uint64) over the
  *                  root attributes above but format, llmtrain_version and config (files
@@ -40,6 +42,7 @@
 
 #define CKPT_RUN_ID_LEN 40
 #define CKPT_MAX_DATA_SOURCES 64 /* train/curriculum's CURRIC_MAX_SETS */
+#define CKPT_SOURCE_LEN 256      /* a data source's name: its pattern text (config's CFG_STR) */
 
 /* What every file records about the run and the model (and load checks against the namelist). */
 typedef struct ckpt_meta {
@@ -65,6 +68,9 @@ typedef struct ckpt_state {
     int64_t data_seq_len;                           /* the positions count windows of this */
     int64_t n_data_pos;                             /* sources */
     int64_t data_pos[CKPT_MAX_DATA_SOURCES];
+    /* each position's source, named by its pattern text, so that a resume maps positions by
+     * name ("" in files written before names were kept: positions by index) */
+    char data_source[CKPT_MAX_DATA_SOURCES][CKPT_SOURCE_LEN];
     int has_data_pos;                               /* read: the file holds them */
     /* Recency: save_seq numbers the saves into one checkpoint directory (1, 2, ... across runs
      * and resumes, 0 = a file written before it existed); parent_seq / parent_step name the

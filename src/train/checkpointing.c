@@ -287,11 +287,13 @@ int ckpt_write_now(trainer_t *tr, const char *why) {
     float *mm = trainer_host_copy(tr, tr->opt.state_ops, tr->opt.m, tr->opt.m, z->stage >= 1);
     float *vv = trainer_host_copy(tr, tr->opt.state_ops, tr->opt.v, tr->opt.v, z->stage >= 1);
     ckpt_meta_t meta = model_meta(tr);
-    ckpt_state_t st = {tr->tokens_seen, tr->sample_pos, tr->opt.t, tr->skipped, tr->global_batch,
-                       tr->scaler.scale, tr->grid->dp, tr->grid->tp, tr->grid->pp,
-                       tr->scaler.growth_tracker, tr->scaler.hysteresis_tracker,
-                       tr->scaler.overflows, 1, 0, 0, 0, {0}, 0,
-                       tr->rd.last_seq + 1, tr->rd.parent_seq, tr->rd.parent_step, 0};
+    ckpt_state_t st = {.tokens_seen = tr->tokens_seen, .sample_pos = tr->sample_pos, .adam_t = tr->opt.t,
+                       .skipped = tr->skipped, .global_batch = tr->global_batch,
+                       .loss_scale = tr->scaler.scale, .grid_dp = tr->grid->dp, .grid_tp = tr->grid->tp,
+                       .grid_pp = tr->grid->pp, .ls_growth = tr->scaler.growth_tracker,
+                       .ls_hysteresis = tr->scaler.hysteresis_tracker, .ls_overflows = tr->scaler.overflows,
+                       .has_scaler = 1, .save_seq = tr->rd.last_seq + 1, .parent_seq = tr->rd.parent_seq,
+                       .parent_step = tr->rd.parent_step};
     curric_save_state(&tr->curric, &st);
     double t0 = now_sec(), written = 0;
     watchdog_enter_for("checkpoint write", "all ranks", cfg->io_timeout_s);

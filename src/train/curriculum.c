@@ -356,16 +356,78 @@ void curric_save_state(const curriculum_t *c, ckpt_state_t *st) {
     st->stage = c->cur < 0 ? 0 : c->cur;
     st->data_seq_len = c->at.T;
     st->n_data_pos = c->n_sets;
-    for (int i = 0; i < c->n_sets; i++) st->data_pos[i] = c->at.pos[i];
+    for (int i = 0; i < c->n_sets; i++) {
+        st->data_pos[i] = c->at.pos[i];
+        snprintf(st->data_source[i], CKPT_SOURCE_LEN, "%s", c->set_patterns[i]);
+    }
 }
 
-/* A file without a cursor (before stages existed) read one source at the sample index; a
- * cursor for another number of sources (the namelist's data changed) cannot be mapped, and
- * the sources start from their beginning, said once. */
+static bool world_root(void) {
+    int rank = 0;
+    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    return rank == 0;
+}
+
+/* Positions of a file that names its sources: each source of the namelist continues from the
+ * position saved under its own name, wherever either list has it. Sources neither list names
+ * alike (a dataset moved, a pattern respelled) are paired in the order listed when there are as
+ * many on each side, else the namelist's start from their beginning; each such decision is
+ * said once. */
+static void load_by_name(curriculum_t *c, const ckpt_state_t *st) {
+    const int n_saved = (int)st->n_data_pos;
+    int of_set[CURRIC_MAX_SETS], taken[CKPT_MAX_DATA_SOURCES] = {0};
+    int unmatched = 0, unmatched_saved = n_saved;
+    bool reordered = false;
+    for (int i = 0; i < c->n_sets; i++) {
+        of_set[i] = -1;
+        for (int k = 0; k < n_saved && of_set[i] < 0; k++)
+            if (!taken[k] && !strcmp(st->data_source[k], c->set_patterns[i])) of_set[i] = k;
+        if (of_set[i] < 0) {
+            unmatched++;
+            continue;
+        }
+        taken[of_set[i]] = 1, unmatched_saved--;
+        reordered |= of_set[i] != i;
+    }
+    const bool pair = unmatched > 0 && unmatched == unmatched_saved, root = world_root();
+    for (int i = 0, k = 0; i < c->n_sets; i++) {
+        if (of_set[i] >= 0) continue;
+        if (pair) {
+            while (taken[k]) k++;
+            of_set[i] = k, taken[k] = 1;
+            if (root)
+                fprintf(stderr, "llmtrain: warning: resume: data source '%s' is not named in the checkpoint: "
+                        "it continues from the position of the checkpoint's '%s' (the sources that match no "
+                        "name are paired in the order listed)\n", c->set_patterns[i], st->data_source[k]);
+        } else if (root) {
+            fprintf(stderr, "llmtrain: warning: resume: data source '%s' is not in the checkpoint: it starts "
+                    "from its beginning\n", c->set_patterns[i]);
+        }
+    }
+    for (int k = 0; k < n_saved && root; k++)
+        if (!taken[k])
+            fprintf(stderr, "llmtrain: warning: resume: the checkpoint's data source '%s' is not in the "
+                    "namelist: its position (%lld windows) is not used\n", st->data_source[k],
+                    (long long)st->data_pos[k]);
+    if (reordered && root)
+        fprintf(stderr, "llmtrain: resume: the namelist lists the data sources in another order than the "
+                "checkpoint: each continues from its own position (matched by name)\n");
+    for (int i = 0; i < c->n_sets; i++) c->at.pos[i] = of_set[i] >= 0 ? st->data_pos[of_set[i]] : 0;
+}
+
+/* A file that names its sources is mapped by name (load_by_name). One without names but with a
+ * cursor for as many sources is mapped by index; a file without a cursor (before stages
+ * existed) read one source at the sample index; otherwise the cursor cannot be mapped and the
+ * sources start from their beginning, said once. */
 void curric_load_state(curriculum_t *c, const ckpt_state_t *st, int64_t sample_pos) {
     memset(&c->at, 0, sizeof c->at);
     c->at_sample = sample_pos;
     c->planned_sample = -1;
+    if (st->has_data_pos && st->data_source[0][0]) {
+        c->at.T = (int)st->data_seq_len;
+        load_by_name(c, st);
+        return;
+    }
     if (st->has_data_pos && st->n_data_pos == c->n_sets) {
         c->at.T = (int)st->data_seq_len;
         for (int i = 0; i < c->n_sets; i++) c->at.pos[i] = st->data_pos[i];
@@ -376,9 +438,7 @@ void curric_load_state(curriculum_t *c, const ckpt_state_t *st, int64_t sample_p
         c->at.pos[0] = sample_pos;
         return;
     }
-    int rank = 0;
-    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
-    if (rank == 0)
+    if (world_root())
         fprintf(stderr, "llmtrain: warning: resume: the checkpoint's data cursor (%lld sources) does not fit "
                 "the namelist's %d data sources: every source starts from its beginning\n",
                 (long long)(st->has_data_pos ? st->n_data_pos : 1), c->n_sets);

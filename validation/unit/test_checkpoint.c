@@ -522,6 +522,7 @@ static ckpt_state_t state_of_step10(void) {
     st.loss_scale = 1024.0, st.grid_dp = 1, st.grid_tp = world_size, st.grid_pp = 1;
     st.ls_growth = 3, st.ls_hysteresis = 1, st.ls_overflows = 1;
     st.stage = 0, st.data_seq_len = 8, st.n_data_pos = 1, st.data_pos[0] = 80;
+    snprintf(st.data_source[0], CKPT_SOURCE_LEN, "data/tiny/train_*.bin");
     st.save_seq = 4, st.parent_seq = 3, st.parent_step = 8;
     return st;
 }
@@ -605,6 +606,9 @@ static void state_attributes_read_back_with_checksum_verified(void **state) {
     assert_int_equal(st.save_seq, 4);
     assert_int_equal(st.parent_seq, 3);
     assert_int_equal(st.parent_step, 8);
+    assert_int_equal(st.n_data_pos, 1);
+    assert_int_equal(st.data_pos[0], 80);
+    assert_string_equal(st.data_source[0], want.data_source[0]);
     assert_true(st.loss_scale == 1024.0);
     assert_int_equal(st.attrs_checked, 1);
     char path[512];
@@ -659,6 +663,13 @@ static void possible_but_edited_attribute_fails_the_checksum(void **state) {
     const int64_t step = 12;
     edit_root_attr("f.h5", "step", H5T_NATIVE_INT64, &step);
     expect_state_refused("f.h5", "attrs_checksum", NULL);
+    write_state_ckpt("g.h5"); /* a source renamed: its position would go to another source */
+    const char renamed[] = "data/tiny/val_*.bin";
+    hid_t str = H5Tcopy(H5T_C_S1);
+    H5Tset_size(str, sizeof renamed);
+    edit_root_attr("g.h5", "data_source_0", str, renamed);
+    H5Tclose(str);
+    expect_state_refused("g.h5", "attrs_checksum", NULL);
 }
 
 static void file_without_attribute_checksum_is_range_checked_only(void **state) {
