@@ -571,11 +571,17 @@ static int need_attr(reader_t *r, int rc, const char *name, const char *hint) {
 static hid_t open_for_read(reader_t *r, MPI_Info info) {
     int rank, exists = 0;
     MPI_CHECK(MPI_Comm_rank(r->comm, &rank));
-    struct stat st;
-    if (rank == 0) exists = stat(r->path, &st) == 0 && S_ISREG(st.st_mode);
+    int why_not = 0; /* a FIFO would block HDF5's open forever: only a regular file is opened */
+    if (rank == 0) {
+        int fd = file_open_regular(r->path, NULL);
+        exists = fd >= 0, why_not = fd >= 0 ? 0 : errno;
+        if (fd >= 0) close(fd);
+    }
     comm_bcast(&exists, 1, MPI_INT, 0, r->comm, "checkpoint read");
+    comm_bcast(&why_not, 1, MPI_INT, 0, r->comm, "checkpoint read");
     if (!exists) {
-        errf(r->msg, r->len, "checkpoint %s: no such file", r->path);
+        if (why_not == ENOENT) errf(r->msg, r->len, "checkpoint %s: no such file", r->path);
+        else errf(r->msg, r->len, "checkpoint %s: cannot read: %s", r->path, file_strerror(why_not));
         return -1;
     }
     hid_t fapl = mpio_fapl(r->comm, info, 0);
@@ -958,7 +964,11 @@ int ckpt_peek(const char *path, ckpt_peek_t *out, char *err, size_t errlen) {
     out->parent_step = -1;
     reader_t r = {path, MPI_COMM_SELF, MPI_COMM_SELF, MPI_COMM_SELF, NULL, -1, err, errlen};
     err[0] = '\0';
-    /* a file that is not HDF5 makes HDF5 print nothing (errors are off in main.c) */
+    /* a regular file, checked without waiting (HDF5's own open of a FIFO blocks forever); a
+     * file that is not HDF5 makes HDF5 print nothing (errors are off in main.c) */
+    int fd = file_open_regular(path, NULL);
+    if (fd < 0) return errf(err, errlen, "checkpoint %s: cannot read: %s", path, file_strerror(errno));
+    close(fd);
     hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (file < 0) return errf(err, errlen, "checkpoint %s: not a readable HDF5 file (truncated or corrupt)", path);
     ckpt_meta_t meta;

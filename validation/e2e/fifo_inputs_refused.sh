@@ -25,7 +25,7 @@ check_case() { # name program expected-substring np args...
     echo "ok  $name: $(grep 'error' "$g/$name.err")"
 }
 
-for f in shard.bin run.nml vocab.tiktoken text.txt model.h5 merge.nml; do mkfifo "$g/$f"; done
+for f in shard.bin run.nml vocab.tiktoken text.txt model.h5 merge.nml ckpt.h5; do mkfifo "$g/$f"; done
 NOTREG="not a regular file (a FIFO"
 
 # llmtrain: a token shard, the namelist, the tokenizer
@@ -38,6 +38,21 @@ write_tiny_nml $g/gen.nml name=gen dp=2 mode=generate init_from=$g/w/weights_ste
     extra_run="prompt = 'hello'"
 sed -i "s|^  train_files = |  tokenizer = '$g/vocab.tiktoken', train_files = |" $g/gen.nml
 check_case tokenizer_fifo ./llmtrain "&data tokenizer: $g/vocab.tiktoken: cannot read: $NOTREG" 2 $g/gen.nml
+
+# llmtrain: a checkpoint to start from or resume (HDF5's own open of a FIFO blocks)
+write_tiny_nml $g/init.nml name=init dp=2 max_steps=3 val_every=0 init_from=$g/ckpt.h5
+check_case init_from_fifo ./llmtrain "&run init_from: checkpoint $g/ckpt.h5: cannot read: $NOTREG" 2 $g/init.nml
+write_tiny_nml $g/res.nml name=res dp=2 max_steps=3 val_every=0
+sed -i "s#^&log#\&checkpoint resume = '$g/ckpt.h5' /\n\&log#" $g/res.nml
+check_case resume_fifo ./llmtrain "&checkpoint resume: checkpoint $g/ckpt.h5: cannot read: $NOTREG" 2 $g/res.nml
+write_tiny_nml $g/auto.nml name=auto max_steps=2 val_every=0
+sed -i "s#^&log#\&checkpoint resume = 'auto' /\n\&log#" $g/auto.nml
+mkdir -p $g/auto && mkfifo $g/auto/ckpt_step00000004.h5
+timeout -k 5 30 $MPIRUN -np 1 ./llmtrain $g/auto.nml >$g/auto.log 2>&1
+rc=$?
+if [ $rc -eq 0 ] && grep -qF "refused checkpoint $g/auto/ckpt_step00000004.h5: cannot read: $NOTREG" $g/auto.log; then
+    echo "ok  resume_auto_fifo: $(grep 'refused checkpoint' $g/auto.log)"
+else tail -3 $g/auto.log; bad resume_auto_fifo "exit code $rc (124: it hung) or no warning naming the FIFO"; fi
 
 # llmprep: an input file, the tokenizer
 echo "some text" >$g/real.txt
