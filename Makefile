@@ -261,6 +261,13 @@ check-unit:
 bench: llmtrain llmprep $(BUILD)/bench/bench_gemm
 	@MPIRUN="$(MPIRUN)" PYTHON="$(PYTHON)" bash validation/bench/run_bench.sh
 	@MPIRUN="$(MPIRUN)" PYTHON="$(PYTHON)" bash validation/bench/bench_tokenizer.sh
+	@bash validation/bench/bench_page.sh
+
+# docs: the generated pages of the manual (docs/namelist.md from the key table); make check's
+# validation/e2e/docs_current.sh fails when the committed page differs from what this writes.
+.PHONY: docs
+docs: llmtrain
+	$(PYTHON) validation/docs/namelist_ref.py
 
 # bench_gemm: the GEMM rate on the model's shapes through the CPU backend's ops and as one library
 # call (validation/bench/bench_gemm.c), linked like the tests; run by run_bench.sh.
