@@ -146,6 +146,7 @@ def main():
         sys.exit("namelist_ref: `%s --keys` failed (%s); build it with make llmtrain" % (a.llmtrain, e))
     table = json.loads(raw)
     notes, where = read_notes(a.notes)
+    a.notes = os.path.relpath(a.notes)  # messages name it as the user would
     names = {"%s.%s" % (k["group"], k["name"]) for k in table["keys"]}
     bad = ["%s: no note for key %s (add a line '%s: ...')" % (a.notes, n, n) for n in sorted(names - set(notes))]
     bad += ["%s:%d: note for %s, which `llmtrain --keys` does not have" % (a.notes, where[n], n)

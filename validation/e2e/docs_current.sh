@@ -3,7 +3,8 @@
 # validation/docs/namelist_ref.py writes from `llmtrain --keys` and validation/docs/namelist_notes.txt
 # (a stale page fails naming docs/namelist.md:LINE, the first line that differs; `make docs`
 # rewrites it), every key of the table has a note, and every relative link in README.md and
-# docs/*.md points at a file that exists (file:line of each broken one).
+# docs/*.md points at a file that exists, and at a heading of it where it names one (#anchor);
+# file:line of each broken one.
 source "$(dirname "$0")/lib.bash"
 [ -x ./llmtrain ] || fail "no ./llmtrain: build it with make llmtrain"
 bad=0
@@ -34,29 +35,41 @@ ALLOW='docs/design.md' # PENDING design.md
 links=$($PYTHON - README.md docs/*.md <<'PY'
 import os, re, sys
 link = re.compile(r'\[[^\]]*\]\(([^)\s]+)(?:\s+"[^"]*")?\)')
-for path in sys.argv[1:]:
+def lines(path):  # (number, text) outside fenced code blocks
     fence = False
     for n, line in enumerate(open(path, encoding="utf-8"), 1):
         if line.lstrip().startswith("```"):
             fence = not fence
-            continue
-        if fence:
-            continue
+        elif not fence:
+            yield n, line
+def anchors(path):  # GitHub's heading ids: lower case, punctuation dropped, spaces to hyphens
+    if not path.endswith(".md") or not os.path.isfile(path):
+        return None
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+            for _, l in lines(path) for h in re.findall(r"^#+\s+(.*)$", l)}
+for path in sys.argv[1:]:
+    for n, line in lines(path):
         for target in link.findall(re.sub(r"`[^`]*`", "", line)):
-            if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
-                continue  # a URL or an anchor in the same page
-            file = target.split("#")[0]
-            resolved = os.path.normpath(os.path.join(os.path.dirname(path), file))
-            print("%s:%d\t%s\t%s" % (path, n, target, resolved))
+            if re.match(r"^[a-z][a-z0-9+.-]*:", target):
+                continue  # a URL
+            file, _, frag = target.partition("#")
+            resolved = os.path.normpath(os.path.join(os.path.dirname(path), file)) if file else path
+            if not os.path.exists(resolved):
+                problem = "does not exist"
+            elif frag and anchors(resolved) is not None and frag not in anchors(resolved):
+                problem = "has no heading #" + frag
+            else:
+                problem = ""
+            print("%s:%d\t%s\t%s\t%s" % (path, n, target, resolved, problem))
 PY
 )
 nlinks=0
-while IFS=$'\t' read -r where target resolved; do
+while IFS=$'\t' read -r where target resolved problem; do
     [ -n "$where" ] || continue
     nlinks=$((nlinks + 1))
-    [ -e "$resolved" ] && continue
-    [ "$resolved" = "$ALLOW" ] && continue # PENDING design.md
-    echo "$where: broken link: ($target) -> $resolved does not exist"
+    [ -n "$problem" ] || continue
+    [ "$resolved" = "$ALLOW" ] && [ "$problem" = "does not exist" ] && continue # PENDING design.md
+    echo "$where: broken link: ($target) -> $resolved $problem"
     bad=1
 done <<<"$links"
 echo "$nlinks relative links checked in README.md and docs/*.md"
