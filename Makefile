@@ -292,7 +292,7 @@ clean:
 all: llmsweep
 tests: llmsweep
 llmsweep: src/tools/llmsweep.py
-	@printf '#!/bin/sh\n# llmsweep: hyperparameter search over llmtrain runs (see README.md)\nexec %s "$$(dirname "$$0")/src/tools/llmsweep.py" "$$@"\n' "$(PYTHON)" >$@
+	@printf '#!/bin/sh\n# llmsweep: hyperparameter search over llmtrain runs (see docs/llmsweep.md)\nexec %s "$$(dirname "$$0")/src/tools/llmsweep.py" "$$@"\n' "$(PYTHON)" >$@
 	@chmod +x $@
 clean: llmsweep-clean
 llmsweep-clean:
@@ -304,7 +304,7 @@ llmsweep-clean:
 all: llmscale
 tests: llmscale
 llmscale: src/tools/llmscale.py src/tools/llmsweep.py
-	@printf '#!/bin/sh\n# llmscale: strong and weak scaling studies of llmtrain (see README.md)\nexec %s "$$(dirname "$$0")/src/tools/llmscale.py" "$$@"\n' "$(PYTHON)" >$@
+	@printf '#!/bin/sh\n# llmscale: strong and weak scaling studies of llmtrain (see docs/llmscale.md)\nexec %s "$$(dirname "$$0")/src/tools/llmscale.py" "$$@"\n' "$(PYTHON)" >$@
 	@chmod +x $@
 clean: llmscale-clean
 llmscale-clean:
@@ -317,7 +317,7 @@ llmscale-clean:
 all: llmconvert
 tests: llmconvert
 llmconvert: src/tools/llmconvert.py
-	@printf '#!/bin/sh\n# llmconvert: models in and out of llmtrain (Hugging Face, ONNX; see README.md)\nd="$$(dirname "$$0")"\n[ -d "$$d/.deps/python" ] && export PYTHONPATH="$$d/.deps/python$${PYTHONPATH:+:$$PYTHONPATH}"\nexec %s "$$d/src/tools/llmconvert.py" "$$@"\n' "$(PYTHON)" >$@
+	@printf '#!/bin/sh\n# llmconvert: models in and out of llmtrain (Hugging Face, ONNX; see docs/llmconvert.md)\nd="$$(dirname "$$0")"\n[ -d "$$d/.deps/python" ] && export PYTHONPATH="$$d/.deps/python$${PYTHONPATH:+:$$PYTHONPATH}"\nexec %s "$$d/src/tools/llmconvert.py" "$$@"\n' "$(PYTHON)" >$@
 	@chmod +x $@
 clean: llmconvert-clean
 llmconvert-clean:
@@ -329,7 +329,7 @@ llmconvert-clean:
 all: llmreport
 tests: llmreport
 llmreport: src/tools/llmreport.py
-	@printf '#!/bin/sh\n# llmreport: plots and a summary of llmtrain runs (see README.md)\nexec %s "$$(dirname "$$0")/src/tools/llmreport.py" "$$@"\n' "$(PYTHON)" >$@
+	@printf '#!/bin/sh\n# llmreport: plots and a summary of llmtrain runs (see docs/llmreport.md)\nexec %s "$$(dirname "$$0")/src/tools/llmreport.py" "$$@"\n' "$(PYTHON)" >$@
 	@chmod +x $@
 clean: llmreport-clean
 llmreport-clean:

@@ -71,7 +71,7 @@ def need(cond, msg):
 # ------------------------------------------------------------------ the model in between
 # A model is (cfg, tensors). cfg holds llmtrain's &model keys: the sizes (vocab_size, n_layer,
 # n_head, n_kv_head, d_model, d_ff, seq_len) and the architecture switches (norm, norm_eps, pos,
-# rope_theta, mlp, tie_embeddings, bias; README.md *Llama-family options*). tensors maps
+# rope_theta, mlp, tie_embeddings, bias; docs/model.md, "Llama-family options"). tensors maps
 # llmtrain's parameter names to float32 arrays in llmtrain's global shapes, except that wte and
 # lm_head.w have vocab_size rows (no padding).
 
@@ -156,7 +156,7 @@ def gpt2_names(n_layer):
 
 def llama_names(cfg):
     """LlamaForCausalLM: [out, in] like llmtrain, and q_proj / k_proj rows already in the
-    rotate-half order of llmtrain's rope (README.md *Llama-family options*)."""
+    rotate-half order of llmtrain's rope (docs/model.md, "Llama-family options")."""
     m = {"wte": ("model.embed_tokens.weight", False), "lnf.w": ("model.norm.weight", False)}
     if not cfg["tie_embeddings"]:
         m["lm_head.w"] = ("lm_head.weight", False)

@@ -5,7 +5,7 @@ validation losses as the trial's objective, in the record llmsweep reads.
 
     src/tools/merge_trial.py [--ranks N] [--launcher 'CMD'] [--llmmerge P] [--llmtrain P] TRIAL.nml
 
-As a study's trial command (README "Merging weights"):
+As a study's trial command (docs/llmmerge.md):
     &sweep base = 'inputs/merge-search.nml', launcher = 'none'
            command = 'src/tools/merge_trial.py --ranks {ranks} {nml}' /
     &space merge_trial.t = uniform(0, 1) /

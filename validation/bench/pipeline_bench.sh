@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# pipeline_bench.sh — part of `make bench`: the parallelism measurements of README.
+# pipeline_bench.sh — part of `make bench`: the parallelism measurements of docs/benchmarks.md.
 # A 8-layer model (C=256) on pp=4 with GPipe and with 1F1B (8 micro-batches), and on a 2x2x2 grid:
 # peak activation memory per stage, measured bubble vs (p-1)/(m+p-1), bytes per communicator vs
 # the analytic count, the time split per step. On this 2-core machine every rank shares 2 cores,

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Turn llmtrain's end-of-run time-split tables into the README's parallelism measurements.
+"""Turn llmtrain's end-of-run time-split tables into the parallelism measurements of docs/benchmarks.md.
 
 For each run log given: per rank, the measured bytes sent per step on each communicator next to
 the analytic count (computed here from the model shape, independently of the C code), the

@@ -3,7 +3,7 @@
 # llama_reference.py, float64): a tiny random Llama (2 layers, d_model 64, 4 heads, 2 kv heads,
 # RoPE, RMSNorm, SwiGLU, untied head, no biases) from llmtrain's own initial weights (gpt_dump's
 # HDF5) and the same batches: step-0 loss rel. <= 1e-5, every gradient rel. L2 <= 1e-4, losses and
-# gradient norms of 10 AdamW steps rel. <= 1e-4; the tensor names are README.md's table. Then the
+# gradient norms of 10 AdamW steps rel. <= 1e-4; the tensor names are docs/model.md's table. Then the
 # switches mixed with GPT-2's pieces (learned positions off, layernorm and biases kept, tied head,
 # one kv head) the same way, and the real training path's step-0 gradients (&train
 # dump_grads_step = 0) on tp 2 x pp 2 (kv heads split) and tp 4 (2 kv heads replicated over 4

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Mixture-of-Experts against an independent PyTorch model (validation/reference/moe_reference.py,
-# float64, written from the MoE semantics README.md documents). First the reference's own
+# float64, written from the MoE semantics docs/model.md documents). First the reference's own
 # self-test (identical experts = the dense MLP, gradcheck, hand-made capacity cases). Then three
 # tiny MoE models from llmtrain's own initial weights (gpt_dump's HDF5) and the same batches, 2
 # micro-batches per step (aux and z-loss are per micro-batch): tensor names and 3-D expert shapes,

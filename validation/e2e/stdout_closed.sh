@@ -4,7 +4,7 @@
 # step in metrics.jsonl, and says once on stderr that stdout was closed. Before main.c's stdout
 # guard the first write after head had gone raised SIGPIPE: exit 141, no final checkpoint.
 # (Under mpirun the pipe is mpirun's stdout, and Open MPI's mpirun itself aborts on SIGPIPE:
-# README "Running" says to redirect to a file there.)
+# docs/running.md says to redirect to a file there.)
 source "$(dirname "$0")/lib.bash"
 ulimit -c 0
 g=$TEST_DIR

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # OpenMP threads follow llmtrain's binding, whatever OMP_PLACES / OMP_PROC_BIND say. With the
 # modulefile's OMP_PROC_BIND=close OMP_PLACES=cores and a launcher that binds nothing
-# (mpirun --bind-to none, as the README recommends), libgomp pins every rank's initial thread to
+# (mpirun --bind-to none, as docs/cluster.md recommends), libgomp pins every rank's initial thread to
 # core 0 before main; llmtrain must still give each rank its own cores, run one OpenMP thread per
 # core on them, and say so in its placement table. Checked from the tables of ./llmtrain runs:
 #  1. 2 ranks, OMP_NUM_THREADS unset.

@@ -113,7 +113,7 @@ KEEP_DEFAULT = {
     ("model", "collapse_steps"): "a warning threshold of the MoE log, no effect on the numbers",
     ("parallel", "bind"): "placement: 2 shared cores, oversubscribed",
     ("train", "allow_tf32"): "device = 'cuda' only",
-    ("train", "inject_spike_step"): "the spike detector warms up again after a resume (README "
+    ("train", "inject_spike_step"): "the spike detector warms up again after a resume (docs/training.md "
                                     "Anomalies: detector statistics are not in checkpoints)",
     ("train", "dump_grads_step"): "a debugging dump, no effect on the run",
     ("data", "tokenizer"): "generation / llmprep only",

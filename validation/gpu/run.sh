@@ -141,7 +141,7 @@ for m in "${MODELS[@]}"; do torch_run $m eager; done
 
 # 5. llmtrain on the same shapes: GPT-2 124M and 350M, T = 1024, batch 8, precision = 'bf16'
 #    (bf16 products on tensor cores, the weights copy and the saved activations in bf16 storage;
-#    the residual stream and gradients fp32, README "CUDA backend"), 20 steps on the tiny data (ids < 500 of the 50257: the speed does not
+#    the residual stream and gradients fp32, docs/cuda.md), 20 steps on the tiny data (ids < 500 of the 50257: the speed does not
 #    care). tokens/s: the median of steps 6..20 (metrics.jsonl); MFU as llmtrain reports it (the
 #    backend's dense bf16 peak); the ratio to PyTorch eager of step 4.
 gpt() { # NAME LAYERS D_MODEL HEADS

@@ -104,7 +104,7 @@ def model_loss(P, idx, targets, L, NH, V, a, mlp=None):
 
 
 def expected_names(m, a):
-    """The registry names llmtrain must have written for these switches (README.md)."""
+    """The registry names llmtrain must have written for these switches (docs/model.md's tensor table)."""
     L = int(m["n_layer"])
     names = {"wte", "lnf.w"} | ({"wpe"} if a["pos"] == "learned" else set())
     names |= {"lnf.b"} if a["norm"] == "layernorm" else set()
@@ -132,11 +132,11 @@ def main():
     have = set(ref.read_h5(dump + "/weights.h5"))
     want = expected_names(m, a)
     if have != want:
-        print("tensor names differ from README.md's table: extra %s, missing %s"
+        print("tensor names differ from docs/model.md's table: extra %s, missing %s"
               % (sorted(have - want), sorted(want - have)))
         print("FAIL")
         return 1
-    print("tensor names: %d, as README.md's table says for %s" % (len(have), a))
+    print("tensor names: %d, as docs/model.md's table says for %s" % (len(have), a))
     ref.gpt_loss = lambda P, idx, targets, L, NH, V: model_loss(P, idx, targets, L, NH, V, a)
     return ref.main()
 

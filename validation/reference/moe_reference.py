@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """PyTorch reference for llmtrain's Mixture-of-Experts blocks (float64, written independently of
-the C code from /work/shared/MOE_SPEC.md's semantics, which README.md documents): routers 'linear'
+the C code from /work/shared/MOE_SPEC.md's semantics, which docs/model.md documents): routers 'linear'
 and 'mlp', top-k with renormalised gates (k > 1), expert capacity with the 'probs' and 'position'
 drop policies (capacity_factor = 0: dropless), shared experts, GELU and SwiGLU experts, biases on or
 off, and per micro-batch the load-balancing loss aux and the router z-loss rz. Router noise is
@@ -184,7 +184,7 @@ def step_objective(P, windows, first, B, accum, m, a, c):
 
 
 def expected_shapes(m, a, c):
-    """name -> global shape per README.md's tables (MOE_SPEC.md for the MoE blocks)."""
+    """name -> global shape per docs/model.md's tables (MOE_SPEC.md for the MoE blocks)."""
     C, L = int(m["d_model"]), int(m["n_layer"])
     shapes = {n: None for n in lref.expected_names(m, a)}
     for l in range(L):
