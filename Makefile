@@ -392,7 +392,8 @@ $(BUILD)/bench/bench_ops_vs: $(BENCH_SRC) validation/bench/bench_kset.h $(LIB)
 	    $(patsubst %,$(BENCH_BASE_DIR)/%.o,$(BENCH_KERNELS) kset_base) $(LIB) $(ALL_LIBS) $(LDFLAGS)
 
 # make install PREFIX=/path: binaries and tool wrappers in bin/, the Python tools in
-# libexec/llmtrain/, example inputs, jobscripts, README and the tiny test corpus in share/llmtrain/,
+# libexec/llmtrain/, example inputs, jobscripts, README with the docs/ manual it links to and the
+# tiny test corpus in share/llmtrain/,
 # and a modulefile for that prefix in $(MODULEDIR)/llmtrain/<version>.lua (module use $(MODULEDIR)).
 VERSION   := $(shell sed -n 's/^\#define LLMT_VERSION "\(.*\)"/\1/p' src/core/version.h)
 PREFIX    ?= /opt/llmtrain/$(VERSION)
@@ -402,7 +403,8 @@ PY_TOOLS  := $(filter $(patsubst src/tools/%.py,%,$(wildcard src/tools/*.py)),ll
 install: $(LLMTRAIN) $(LLMPREP) $(LLMMERGE) data/tiny/train_000.bin
 	@case "$(PREFIX)" in /*) ;; *) echo "make install: PREFIX must be an absolute path (got '$(PREFIX)')"; exit 2;; esac
 	install -d $(PREFIX)/bin $(PREFIX)/libexec/llmtrain $(PREFIX)/share/llmtrain/inputs \
-	    $(PREFIX)/share/llmtrain/jobscripts $(PREFIX)/share/llmtrain/data/tiny $(MODULEDIR)/llmtrain
+	    $(PREFIX)/share/llmtrain/jobscripts $(PREFIX)/share/llmtrain/data/tiny $(MODULEDIR)/llmtrain \
+	    $(PREFIX)/share/llmtrain/docs
 	install -m 755 $(LLMTRAIN) $(LLMPREP) $(LLMMERGE) $(PREFIX)/bin/
 	install -m 644 src/tools/*.py $(PREFIX)/libexec/llmtrain/
 	@for t in $(PY_TOOLS); do \
@@ -410,6 +412,7 @@ install: $(LLMTRAIN) $(LLMPREP) $(LLMMERGE) data/tiny/train_000.bin
 	        $$t $(VERSION) "$(PYTHON)" "$(PREFIX)" $$t >$(PREFIX)/bin/$$t && chmod 755 $(PREFIX)/bin/$$t; done
 	install -m 644 inputs/*.nml README.md $(PREFIX)/share/llmtrain/inputs/
 	mv $(PREFIX)/share/llmtrain/inputs/README.md $(PREFIX)/share/llmtrain/
+	install -m 644 docs/*.md $(PREFIX)/share/llmtrain/docs/
 	install -m 644 jobscripts/* $(PREFIX)/share/llmtrain/jobscripts/
 	install -m 644 data/tiny/*.bin $(PREFIX)/share/llmtrain/data/tiny/
 	@deps='$(strip $(MODULE_DEPENDS))'; lua=''; for m in $$deps; do lua="$$lua"'depends_on("'$$m'")\n'; done; \

@@ -13,7 +13,7 @@ version=$(sed -n 's/^#define LLMT_VERSION "\(.*\)"/\1/p' src/core/version.h)
 [ -f "$prefix/modulefiles/llmtrain/$version.lua" ] || fail "no modulefile $prefix/modulefiles/llmtrain/$version.lua"
 for f in bin/llmtrain bin/llmprep bin/llmmerge bin/llmsweep share/llmtrain/inputs/tiny.nml \
          share/llmtrain/jobscripts/single_node.sbatch share/llmtrain/jobscripts/llmtrain_job.bash \
-         share/llmtrain/data/tiny/train_000.bin; do
+         share/llmtrain/data/tiny/train_000.bin share/llmtrain/README.md share/llmtrain/docs/namelist.md; do
     [ -e "$prefix/$f" ] || fail "make install did not install $f"
 done
 # make install PREFIX=relative is refused
