@@ -9,7 +9,6 @@
 #include "core/alloc.h"
 #include "core/fault.h"
 #include "parallel/comm_host.h"
-#include "train/planner.h"
 
 /* How the weights copy is kept (gpt.h wtype), and why, for the startup summary. */
 static void print_weights_storage(const trainer_t *tr) {

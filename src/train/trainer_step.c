@@ -12,7 +12,6 @@
 #include "parallel/comm_host.h"
 #include "parallel/watchdog.h"
 #include "train/flat.h"
-#include "train/lr.h"
 
 /* Forward + backward over all micro-batches of this rank through the pipeline schedule; the
  * data-parallel buckets start during the last micro-batch's backward and finish here. Returns

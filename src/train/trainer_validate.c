@@ -2,7 +2,6 @@
  * the same number of passes) and its line and record. */
 #include "train/trainer_internal.h"
 #include <stdio.h>
-#include "parallel/comm_host.h"
 
 double trainer_validate(trainer_t *tr) {
     /* &model seq_len, whatever the stage: validation losses stay comparable */
