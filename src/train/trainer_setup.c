@@ -323,9 +323,7 @@ static void create_zero(trainer_t *tr) {
     const bool ep = grid->ep > 1;
     zero_create(&tr->zero, cfg->zero_stage, ep ? grid->edp : grid->dp, ep ? grid->rank_edp : grid->rank_dp,
                 ep ? grid->edp_group : grid->dp_group, P.total, tr->ops);
-    tr->zero.ep = grid->ep;
-    tr->zero.rank_ep = grid->rank_ep;
-    tr->zero.ep_group = grid->ep_group;
+    zero_set_experts(&tr->zero, grid->ep, grid->rank_ep, grid->ep_group);
     params_destroy(&P);
     if (cfg->zero_stage > 0 && tr->zero.dp == 1 && is_root(tr))
         printf("zero: &parallel zero_stage = %d with %s = 1 changes nothing (there is no replica "
@@ -352,8 +350,7 @@ static void create_model(trainer_t *tr, pipe_schedule_t sched, int v) {
     pipe_create(&tr->pipe, &tr->model, grid, tr->accum, sched, v);
     dp_sync_create(&tr->dps, &tr->model, &tr->zero, grid->dp_group, grid->embed_group,
                    grid->ep > 1 ? grid->edp_group : grid->dp_group, grid->dp, cfg->bucket_mb);
-    tr->pipe.last_micro_hook = dp_sync_layer_done;
-    tr->pipe.hook_ctx = &tr->dps;
+    pipe_set_last_micro_hook(&tr->pipe, dp_sync_layer_done, &tr->dps);
 }
 
 /* The precision of the weights copy, activations and gradients before reduction; the products'
