@@ -22,6 +22,7 @@
 #include "io/checkpoint.h"
 #include "parallel/comm_host.h"
 #include "parallel/watchdog.h"
+#include "train/flat.h"
 #include "train/rundir.h"
 
 #define CKPT_PREFIX "ckpt_step"
@@ -241,26 +242,26 @@ static void json_escape(const char *s, char *out, size_t len) {
     out[o] = '\0';
 }
 
-static void report_failed_save(trainer_t *tr, const char *why, const char *msg) {
+static void report_failed_save(ckpt_ctx_t *ck, const char *why, const char *msg) {
     char esc[2048];
     if (world_rank() == 0) {
         fprintf(stderr, "llmtrain: error: checkpoint at step %lld (%s) not written: %s; earlier "
-                "checkpoints are intact%s\n", (long long)tr->step, why, msg,
+                "checkpoints are intact%s\n", (long long)ck->prog->step, why, msg,
                 strcmp(why, "every") == 0 ? "; training goes on" : "");
         fflush(stderr);
     }
     json_escape(msg, esc, sizeof esc);
-    metrics_write(&tr->metrics, "\"step\":%lld,\"checkpoint\":\"%s\",\"failed\":true,\"error\":\"%s\"",
-                  (long long)tr->step, why, esc);
+    metrics_write(ck->metrics, "\"step\":%lld,\"checkpoint\":\"%s\",\"failed\":true,\"error\":\"%s\"",
+                  (long long)ck->prog->step, why, esc);
 }
 
 /* The model the namelist describes, for the files' attributes and the checks on load. */
-static ckpt_meta_t model_meta(const trainer_t *tr) {
-    const config_t *cfg = tr->cfg;
-    ckpt_meta_t meta = {tr->step, cfg->seed, cfg->vocab_size, config_padded_vocab(cfg),
+static ckpt_meta_t model_meta(const ckpt_ctx_t *ck) {
+    const config_t *cfg = ck->cfg;
+    ckpt_meta_t meta = {ck->prog->step, cfg->seed, cfg->vocab_size, config_padded_vocab(cfg),
                         cfg->n_layer, cfg->n_head, cfg->d_model, cfg->d_ff, cfg->seq_len,
-                        tr->config_text, "", &tr->provenance};
-    snprintf(meta.run_id, sizeof meta.run_id, "%s", tr->rd.run_id);
+                        ck->config_text, "", ck->provenance};
+    snprintf(meta.run_id, sizeof meta.run_id, "%s", ck->rd->run_id);
     return meta;
 }
 
@@ -268,38 +269,38 @@ int ckpt_owner(const grid_t *g) {
     return (g->rank_dp == 0 ? CKPT_OWNS_DENSE : 0) | (g->rank_edp == 0 ? CKPT_OWNS_EXPERTS : 0);
 }
 
-int ckpt_write_now(trainer_t *tr, const char *why) {
-    const config_t *cfg = tr->cfg;
-    const char *dir = tr->rd.ckpt_dir;
+int ckpt_write_now(ckpt_ctx_t *ck, const char *why) {
+    const config_t *cfg = ck->cfg;
+    const char *dir = ck->rd->ckpt_dir;
     char path[PATH_LEN], msg[COMM_MSG_MAX + 64];
-    ckpt_name(path, sizeof path, dir, (long long)tr->step);
-    const double need = ckpt_file_bytes(&tr->model.P, true);
+    ckpt_name(path, sizeof path, dir, (long long)ck->prog->step);
+    const double need = ckpt_file_bytes(&ck->model->P, true);
     if (!ckpt_reserve_space(dir, need, msg, sizeof msg)) {
-        report_failed_save(tr, why, msg);
+        report_failed_save(ck, why, msg);
         return -1;
     }
-    gpt_t *m = &tr->model;
-    const zero_t *z = &tr->zero;
+    gpt_t *m = ck->model;
+    const zero_t *z = ck->zero;
     /* host copies in the flat layout; under ZeRO the partitions meet on dp rank 0 (the writer),
      * the other dp ranks hold none */
-    adamw_finish(&tr->opt); /* an offloaded update still in flight: done and uploaded */
-    float *p = trainer_host_params(tr);
-    float *mm = trainer_host_copy(tr, tr->opt.state_ops, tr->opt.m, tr->opt.m, z->stage >= 1);
-    float *vv = trainer_host_copy(tr, tr->opt.state_ops, tr->opt.v, tr->opt.v, z->stage >= 1);
-    ckpt_meta_t meta = model_meta(tr);
-    ckpt_state_t st = {.tokens_seen = tr->tokens_seen, .sample_pos = tr->sample_pos, .adam_t = tr->opt.t,
-                       .skipped = tr->skipped, .global_batch = tr->global_batch,
-                       .loss_scale = tr->scaler.scale, .grid_dp = tr->grid->dp, .grid_tp = tr->grid->tp,
-                       .grid_pp = tr->grid->pp, .ls_growth = tr->scaler.growth_tracker,
-                       .ls_hysteresis = tr->scaler.hysteresis_tracker, .ls_overflows = tr->scaler.overflows,
-                       .has_scaler = 1, .save_seq = tr->rd.last_seq + 1, .parent_seq = tr->rd.parent_seq,
-                       .parent_step = tr->rd.parent_step};
-    curric_save_state(&tr->curric, &st);
+    adamw_finish(ck->opt); /* an offloaded update still in flight: done and uploaded */
+    float *p = flat_host_params(ck->zero, ck->opt, ck->model, ck->ops);
+    float *mm = flat_host_copy(ck->zero, ck->opt->state_ops, ck->opt->m, ck->opt->m, z->stage >= 1);
+    float *vv = flat_host_copy(ck->zero, ck->opt->state_ops, ck->opt->v, ck->opt->v, z->stage >= 1);
+    ckpt_meta_t meta = model_meta(ck);
+    ckpt_state_t st = {.tokens_seen = ck->prog->tokens_seen, .sample_pos = ck->prog->sample_pos, .adam_t = ck->opt->t,
+                       .skipped = ck->prog->skipped, .global_batch = *ck->global_batch,
+                       .loss_scale = ck->scaler->scale, .grid_dp = ck->grid->dp, .grid_tp = ck->grid->tp,
+                       .grid_pp = ck->grid->pp, .ls_growth = ck->scaler->growth_tracker,
+                       .ls_hysteresis = ck->scaler->hysteresis_tracker, .ls_overflows = ck->scaler->overflows,
+                       .has_scaler = 1, .save_seq = ck->rd->last_seq + 1, .parent_seq = ck->rd->parent_seq,
+                       .parent_step = ck->rd->parent_step};
+    curric_save_state(ck->curric, &st);
     double t0 = now_sec(), written = 0;
     watchdog_enter_for("checkpoint write", "all ranks", cfg->io_timeout_s);
     prof_begin(PROF_CHECKPOINT, "checkpoint write", -1, -1);
-    int rc = ckpt_save(path, MPI_COMM_WORLD, tr->io_hints, &m->P, p, mm, vv, &meta, &st,
-                       ckpt_owner(tr->grid), &written, msg, sizeof msg);
+    int rc = ckpt_save(path, MPI_COMM_WORLD, *ck->io_hints, &m->P, p, mm, vv, &meta, &st,
+                       ckpt_owner(ck->grid), &written, msg, sizeof msg);
     prof_end(PROF_CHECKPOINT, 0);
     watchdog_leave();
     double dt = now_sec() - t0;
@@ -307,31 +308,31 @@ int ckpt_write_now(trainer_t *tr, const char *why) {
     xfree(mm);
     xfree(vv);
     if (rc != 0) {
-        report_failed_save(tr, why, msg);
+        report_failed_save(ck, why, msg);
         return -1;
     }
-    tr->last_ckpt_step = tr->step;
-    tr->rd.last_seq = st.save_seq; /* the next save continues from this one */
-    tr->rd.parent_seq = st.save_seq;
-    tr->rd.parent_step = tr->step;
-    for (int i = 0; i < tr->rd.n_refused; i++) /* a refused file of this step was replaced */
-        if (tr->rd.refused_step[i] == (long long)tr->step) tr->rd.refused_step[i] = -1;
-    deadline_note_save(&tr->deadline, dt);
-    snprintf(tr->last_ckpt_path, sizeof tr->last_ckpt_path, "%s", path);
+    ck->prog->last_ckpt_step = ck->prog->step;
+    ck->rd->last_seq = st.save_seq; /* the next save continues from this one */
+    ck->rd->parent_seq = st.save_seq;
+    ck->rd->parent_step = ck->prog->step;
+    for (int i = 0; i < ck->rd->n_refused; i++) /* a refused file of this step was replaced */
+        if (ck->rd->refused_step[i] == (long long)ck->prog->step) ck->rd->refused_step[i] = -1;
+    deadline_note_save(ck->deadline, dt);
+    snprintf(ck->prog->last_ckpt_path, sizeof ck->prog->last_ckpt_path, "%s", path);
     if (world_rank() == 0) {
         const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
         if (write_latest(dir, base) != 0)
             fprintf(stderr, "llmtrain: warning: checkpoint %s written, but the 'latest' pointer "
                     "could not be updated: %s (resume = 'auto' still finds the newest file)\n",
                     path, strerror(errno));
-        prune(&tr->rd, dir, cfg->ckpt_keep, (long long)tr->step);
+        prune(ck->rd, dir, cfg->ckpt_keep, (long long)ck->prog->step);
         printf("checkpoint: step %lld (%s) -> %s: %.1f MiB in %.2f s (%.0f MiB/s)\n",
-               (long long)tr->step, why, path, written / 1048576.0, dt, written / 1048576.0 / dt);
+               (long long)ck->prog->step, why, path, written / 1048576.0, dt, written / 1048576.0 / dt);
         fflush(stdout);
     }
     comm_barrier(MPI_COMM_WORLD, "checkpoint housekeeping");
-    metrics_write(&tr->metrics, "\"step\":%lld,\"checkpoint\":\"%s\",\"ckpt_s\":%.4f,"
-                  "\"ckpt_mib\":%.3f", (long long)tr->step, why, dt, written / 1048576.0);
+    metrics_write(ck->metrics, "\"step\":%lld,\"checkpoint\":\"%s\",\"ckpt_s\":%.4f,"
+                  "\"ckpt_mib\":%.3f", (long long)ck->prog->step, why, dt, written / 1048576.0);
     return 0;
 }
 
@@ -340,10 +341,10 @@ int ckpt_write_now(trainer_t *tr, const char *why) {
 /* The lineage resume = 'auto' continues (rank 0): the one the directory's `lineage` file
  * names (the run that last started there, also before its first save), else that of the file
  * `latest` names, else none (every file is a candidate). */
-static void auto_lineage(const trainer_t *tr, const char *dir, const ckpt_file_t *list, int k,
+static void auto_lineage(const ckpt_ctx_t *ck, const char *dir, const ckpt_file_t *list, int k,
                          char *lineage, size_t len) {
     lineage[0] = '\0';
-    if (rundir_read_lineage(&tr->rd, lineage, len) == 0) return;
+    if (rundir_read_lineage(ck->rd, lineage, len) == 0) return;
     char path[PATH_LEN], line[PATH_LEN] = "";
     snprintf(path, sizeof path, "%s/latest", dir);
     FILE *f = fopen(path, "r");
@@ -367,9 +368,9 @@ static void auto_lineage(const trainer_t *tr, const char *dir, const ckpt_file_t
  * known: one may be the newest; its load refuses it and says why, in a warning);
  * else the one path given. `lineage` gets the lineage 'auto' continues ("" when none is known,
  * the same on every rank). Free with free(). */
-static char *resume_candidates(const trainer_t *tr, const char *dir, int *n_out, char *lineage,
+static char *resume_candidates(const ckpt_ctx_t *ck, const char *dir, int *n_out, char *lineage,
                                size_t lineage_len) {
-    const config_t *cfg = tr->cfg;
+    const config_t *cfg = ck->cfg;
     int n = 0;
     char *out = NULL;
     lineage[0] = '\0';
@@ -383,7 +384,7 @@ static char *resume_candidates(const trainer_t *tr, const char *dir, int *n_out,
             int k, others = 0;
             ckpt_file_t *list = list_checkpoints(dir, &k, true);
             if (k > 1) qsort(list, (size_t)k, sizeof *list, by_recency);
-            auto_lineage(tr, dir, list, k, lineage, lineage_len);
+            auto_lineage(ck, dir, list, k, lineage, lineage_len);
             out = xrealloc_small(NULL, (size_t)(k + 1) * PATH_LEN);
             for (int pass = 0; pass < 2; pass++)
                 for (int i = 0; i < k; i++) {
@@ -412,12 +413,12 @@ static char *resume_candidates(const trainer_t *tr, const char *dir, int *n_out,
 }
 
 /* Read and verify one file into res; 0, or -1 with the reason in msg. */
-static int load_candidate(trainer_t *tr, const params_t *P, const char *path, ckpt_resumed_t *res,
+static int load_candidate(ckpt_ctx_t *ck, const params_t *P, const char *path, ckpt_resumed_t *res,
                           char *msg, size_t len) {
-    const ckpt_meta_t want = model_meta(tr);
+    const ckpt_meta_t want = model_meta(ck);
     double t0 = now_sec();
-    watchdog_enter_for("checkpoint read", "all ranks", tr->cfg->io_timeout_s);
-    int rc = ckpt_load(path, MPI_COMM_WORLD, tr->grid->tp_comm, tr->grid->ep_comm, P, res->params, res->m, res->v,
+    watchdog_enter_for("checkpoint read", "all ranks", ck->cfg->io_timeout_s);
+    int rc = ckpt_load(path, MPI_COMM_WORLD, ck->grid->tp_comm, ck->grid->ep_comm, P, res->params, res->m, res->v,
                        &res->state, &want, &res->meta, msg, len);
     watchdog_leave();
     if (rc != 0) return -1;
@@ -447,21 +448,21 @@ void ckpt_resume_default(config_t *cfg, int world_rank) {
 /* Where the run stands in the checkpoint directory's history, the same on every rank: the
  * highest save_seq there (its saves number on from it) and the file its next save continues
  * from; then the directory's `lineage` names this run's (rank 0 writes it). */
-static void history_start(trainer_t *tr, const ckpt_resumed_t *res) {
+static void history_start(ckpt_ctx_t *ck, const ckpt_resumed_t *res) {
     int64_t top = 0;
     if (world_rank() == 0) {
         int k;
-        ckpt_file_t *list = list_checkpoints(tr->rd.ckpt_dir, &k, true);
+        ckpt_file_t *list = list_checkpoints(ck->rd->ckpt_dir, &k, true);
         top = highest_seq(list, k);
         free(list);
     }
     comm_bcast(&top, 1, MPI_INT64_T, 0, MPI_COMM_WORLD, "resume");
-    tr->rd.last_seq = top;
-    tr->rd.parent_seq = res->found ? res->state.save_seq : 0;
-    tr->rd.parent_step = res->found ? res->meta.step : -1;
+    ck->rd->last_seq = top;
+    ck->rd->parent_seq = res->found ? res->state.save_seq : 0;
+    ck->rd->parent_step = res->found ? res->meta.step : -1;
     if (res->found && res->meta.run_id[0])
-        snprintf(tr->rd.run_id, sizeof tr->rd.run_id, "%s", res->meta.run_id);
-    rundir_write_lineage(&tr->rd);
+        snprintf(ck->rd->run_id, sizeof ck->rd->run_id, "%s", res->meta.run_id);
+    rundir_write_lineage(ck->rd);
 }
 
 /* Rank 0 remembers the files its resume refused: pruning counts them for nothing. */
@@ -470,27 +471,27 @@ static void note_refused(rundir_t *rd, const char *path) {
     if (step >= 0 && rd->n_refused < RUNDIR_MAX_REFUSED) rd->refused_step[rd->n_refused++] = step;
 }
 
-void ckpt_resume_find(trainer_t *tr, ckpt_resumed_t *res) {
-    const config_t *cfg = tr->cfg;
+void ckpt_resume_find(ckpt_ctx_t *ck, ckpt_resumed_t *res) {
+    const config_t *cfg = ck->cfg;
     memset(res, 0, sizeof *res);
     if (strcmp(cfg->mode, "train") != 0) return;
     if (strcmp(cfg->resume, "none") == 0) {
-        history_start(tr, res);
+        history_start(ck, res);
         return;
     }
     /* the registry the model will have on this rank: the host buffers match its layout */
     params_t P;
-    trainer_rank_registry(&P, cfg, tr->grid); /* interleaved: its chunks, as the model holds them */
+    flat_rank_registry(&P, cfg, ck->grid); /* interleaved: its chunks, as the model holds them */
     res->total = P.total;
     res->params = xcalloc(P.total, sizeof(float));
     res->m = xcalloc(P.total, sizeof(float));
     res->v = xcalloc(P.total, sizeof(float));
     int n;
     char lineage[CKPT_RUN_ID_LEN], msg[COMM_MSG_MAX + 64];
-    char *files = resume_candidates(tr, tr->rd.ckpt_dir, &n, lineage, sizeof lineage);
+    char *files = resume_candidates(ck, ck->rd->ckpt_dir, &n, lineage, sizeof lineage);
     for (int i = 0; i < n && !res->found; i++) {
         const char *path = files + (size_t)i * PATH_LEN;
-        if (load_candidate(tr, &P, path, res, msg, sizeof msg) == 0) break;
+        if (load_candidate(ck, &P, path, res, msg, sizeof msg) == 0) break;
         if (strcmp(cfg->resume, "auto") != 0) {
             free(files);
             /* one message, naming rank 0 and its host; exit 2 on every rank */
@@ -501,7 +502,7 @@ void ckpt_resume_find(trainer_t *tr, ckpt_resumed_t *res) {
         }
         if (world_rank() == 0) {
             fprintf(stderr, "llmtrain: warning: resume: refused %s; trying an older checkpoint\n", msg);
-            note_refused(&tr->rd, path);
+            note_refused(ck->rd, path);
         }
     }
     free(files);
@@ -510,59 +511,59 @@ void ckpt_resume_find(trainer_t *tr, ckpt_resumed_t *res) {
         /* a run that started here and was stopped before its first checkpoint (a requeue)
          * continues its own lineage from step 0, not an older run's */
         const bool own = n == 0 && lineage[0];
-        if (own) snprintf(tr->rd.run_id, sizeof tr->rd.run_id, "%s", lineage);
+        if (own) snprintf(ck->rd->run_id, sizeof ck->rd->run_id, "%s", lineage);
         if (world_rank() == 0) {
             if (own)
                 printf("resume = 'auto': no checkpoint of this directory's lineage %s in %s yet "
                        "(the run that started it saved none); starting from step 0 in that "
-                       "lineage\n", lineage, tr->rd.ckpt_dir);
+                       "lineage\n", lineage, ck->rd->ckpt_dir);
             else
                 printf("resume = 'auto': %s in %s; starting from step 0\n",
-                       n ? "no checkpoint passed verification" : "no checkpoint found", tr->rd.ckpt_dir);
+                       n ? "no checkpoint passed verification" : "no checkpoint found", ck->rd->ckpt_dir);
         }
         xfree(res->params);
         xfree(res->m);
         xfree(res->v);
         res->params = res->m = res->v = NULL;
     }
-    history_start(tr, res);
+    history_start(ck, res);
 }
 
 /* The model, optimizer, step, counters and fp16 scaler from what load_candidate read (a resume
  * or a rollback); the host copies stay with the caller. */
-static void apply_loaded(trainer_t *tr, const ckpt_resumed_t *res) {
-    gpt_t *m = &tr->model;
-    const zero_t *z = &tr->zero;
+static void apply_loaded(ckpt_ctx_t *ck, const ckpt_resumed_t *res) {
+    gpt_t *m = ck->model;
+    const zero_t *z = ck->zero;
     ASSERT(res->total == m->P.total); /* the same registry as the model's */
-    adamw_finish(&tr->opt); /* nothing of an earlier update may land on the loaded weights */
+    adamw_finish(ck->opt); /* nothing of an earlier update may land on the loaded weights */
     const size_t bytes = m->P.total * sizeof(float), part = (z->hi - z->lo) * sizeof(float);
     /* every rank read the whole of its tp shard; under ZeRO it keeps its partition */
-    trainer_set_params_from_host(tr, res->params); /* bf16/fp16: the file holds the master */
-    const ops_t *state = tr->opt.state_ops; /* the device, or the host when offloaded */
+    flat_set_params_from_host(ck->zero, ck->opt, ck->model, ck->ops, res->params); /* bf16/fp16: the file holds the master */
+    const ops_t *state = ck->opt->state_ops; /* the device, or the host when offloaded */
     if (z->stage >= 1) {
-        state->to_device(tr->opt.m, res->m + z->lo, part);
-        state->to_device(tr->opt.v, res->v + z->lo, part);
+        state->to_device(ck->opt->m, res->m + z->lo, part);
+        state->to_device(ck->opt->v, res->v + z->lo, part);
     } else {
-        state->to_device(tr->opt.m, res->m, bytes);
-        state->to_device(tr->opt.v, res->v, bytes);
+        state->to_device(ck->opt->m, res->m, bytes);
+        state->to_device(ck->opt->v, res->v, bytes);
     }
     const ckpt_state_t *st = &res->state;
-    tr->step = res->meta.step;
-    tr->last_ckpt_step = tr->step;
-    tr->opt.t = st->adam_t;
-    tr->skipped = st->skipped;
-    tr->tokens_seen = st->tokens_seen;
-    tr->sample_pos = st->sample_pos;
-    curric_load_state(&tr->curric, st, tr->sample_pos);
-    if (tr->scaler.enabled && st->has_scaler) { /* the fp16 scaler continues where it was */
-        tr->scaler.scale = st->loss_scale;
-        tr->scaler.growth_tracker = (int)st->ls_growth;
-        tr->scaler.hysteresis_tracker = (int)st->ls_hysteresis;
-        tr->scaler.overflows = st->ls_overflows;
+    ck->prog->step = res->meta.step;
+    ck->prog->last_ckpt_step = ck->prog->step;
+    ck->opt->t = st->adam_t;
+    ck->prog->skipped = st->skipped;
+    ck->prog->tokens_seen = st->tokens_seen;
+    ck->prog->sample_pos = st->sample_pos;
+    curric_load_state(ck->curric, st, ck->prog->sample_pos);
+    if (ck->scaler->enabled && st->has_scaler) { /* the fp16 scaler continues where it was */
+        ck->scaler->scale = st->loss_scale;
+        ck->scaler->growth_tracker = (int)st->ls_growth;
+        ck->scaler->hysteresis_tracker = (int)st->ls_hysteresis;
+        ck->scaler->overflows = st->ls_overflows;
     }
-    snprintf(tr->last_ckpt_path, sizeof tr->last_ckpt_path, "%s", res->path);
+    snprintf(ck->prog->last_ckpt_path, sizeof ck->prog->last_ckpt_path, "%s", res->path);
     /* the lineage continues (a file of version 0.1 has none: this run's new id stands) */
-    if (res->meta.run_id[0]) snprintf(tr->rd.run_id, sizeof tr->rd.run_id, "%s", res->meta.run_id);
+    if (res->meta.run_id[0]) snprintf(ck->rd->run_id, sizeof ck->rd->run_id, "%s", res->meta.run_id);
 }
 
 static void free_loaded(ckpt_resumed_t *res) {
@@ -572,31 +573,31 @@ static void free_loaded(ckpt_resumed_t *res) {
     memset(res, 0, sizeof *res);
 }
 
-void ckpt_resume_apply(trainer_t *tr, ckpt_resumed_t *res) {
+void ckpt_resume_apply(ckpt_ctx_t *ck, ckpt_resumed_t *res) {
     if (!res->found) return;
-    apply_loaded(tr, res);
+    apply_loaded(ck, res);
     const ckpt_state_t *st = &res->state;
     if (world_rank() == 0)
         printf("resume: %s: step %lld, %lld tokens seen, saved on grid dp %lld x tp %lld x pp %lld, "
                "continuing on dp %d x tp %d x pp %d (read and verified %.1f MiB in %.2f s, %.0f "
-               "MiB/s)\n", res->path, (long long)tr->step, (long long)st->tokens_seen,
+               "MiB/s)\n", res->path, (long long)ck->prog->step, (long long)st->tokens_seen,
                (long long)st->grid_dp, (long long)st->grid_tp, (long long)st->grid_pp,
-               tr->grid->dp, tr->grid->tp, tr->grid->pp, res->mib, res->seconds,
+               ck->grid->dp, ck->grid->tp, ck->grid->pp, res->mib, res->seconds,
                res->mib / res->seconds);
     free_loaded(res);
 }
 
-int ckpt_rollback(trainer_t *tr, char *msg, size_t len) {
-    const params_t *P = &tr->model.P;
+int ckpt_rollback(ckpt_ctx_t *ck, char *msg, size_t len) {
+    const params_t *P = &ck->model->P;
     ckpt_resumed_t res;
     memset(&res, 0, sizeof res);
     res.total = P->total;
     res.params = xcalloc(P->total, sizeof(float));
     res.m = xcalloc(P->total, sizeof(float));
     res.v = xcalloc(P->total, sizeof(float));
-    int rc = tr->last_ckpt_path[0] ? load_candidate(tr, P, tr->last_ckpt_path, &res, msg, len) : -1;
-    if (rc != 0 && !tr->last_ckpt_path[0]) snprintf(msg, len, "no checkpoint file is known");
-    if (rc == 0) apply_loaded(tr, &res);
+    int rc = ck->prog->last_ckpt_path[0] ? load_candidate(ck, P, ck->prog->last_ckpt_path, &res, msg, len) : -1;
+    if (rc != 0 && !ck->prog->last_ckpt_path[0]) snprintf(msg, len, "no checkpoint file is known");
+    if (rc == 0) apply_loaded(ck, &res);
     free_loaded(&res);
     return rc;
 }

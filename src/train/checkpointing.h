@@ -16,17 +16,63 @@
  * its first save): step 0 in that lineage. resume = path loads exactly that file (any problem:
  * exit 2). The choice is made before the model exists, so the global
  * batch of the file actually used sets the batch geometry.
- * Also owns the SIGUSR1/SIGTERM flag. Uses: train/trainer, train/rundir, io/checkpoint,
- * parallel/comm. Used by: train/trainer, main. */
+ * Also owns the SIGUSR1/SIGTERM flag. Works on the trainer's state through ckpt_ctx_t (the parts a
+ * checkpoint holds or a save touches), never on the trainer itself. Uses: train/flat,
+ * train/curriculum, train/optimizer, train/zero, train/loss_scale, train/deadline, train/rundir,
+ * io/checkpoint, io/metrics, parallel/comm. Used by: train/trainer, main. */
 #ifndef LLMT_CHECKPOINTING_H
 #define LLMT_CHECKPOINTING_H
 #include <stdbool.h>
-#include "train/trainer.h"
+#include <stdint.h>
+#include "config/config.h"
+#include "core/provenance.h"
+#include "io/checkpoint.h"
+#include "io/metrics.h"
+#include "model/gpt.h"
+#include "parallel/grid.h"
+#include "train/curriculum.h"
+#include "train/deadline.h"
+#include "train/loss_scale.h"
+#include "train/optimizer.h"
+#include "train/rundir.h"
+#include "train/zero.h"
+
+/* Where training stands: what a checkpoint records of the run's progress and a resume or a
+ * rollback restores. */
+typedef struct ckpt_progress {
+    int64_t step;               /* optimizer steps taken */
+    int64_t skipped;            /* steps whose update was discarded (an anomaly's 'skip') */
+    int64_t tokens_seen;
+    int64_t sample_pos;         /* global index of the next training sample */
+    int64_t last_ckpt_step;     /* step of the newest checkpoint written or resumed (-1: none) */
+    char last_ckpt_path[700];   /* ... its file, which an anomaly rollback reloads */
+} ckpt_progress_t;
+
+/* What checkpointing reads and writes of a run: pointers into the trainer's state, set once at
+ * setup (the model and optimizer exist only after ckpt_resume_find, which uses the rest). */
+typedef struct ckpt_ctx {
+    const config_t *cfg;
+    const grid_t *grid;
+    const ops_t *ops;
+    gpt_t *model;
+    adamw_t *opt;
+    zero_t *zero;
+    loss_scaler_t *scaler;
+    curriculum_t *curric;       /* the data cursor */
+    rundir_t *rd;               /* directories, lineage, refused files */
+    metrics_t *metrics;
+    deadline_t *deadline;       /* told how long a save took */
+    const provenance_t *provenance;
+    const char *config_text;    /* the effective namelist, stored in the files */
+    const MPI_Info *io_hints;   /* MPI-IO hints (set by main after setup) */
+    const int *global_batch;    /* the current stage's */
+    ckpt_progress_t *prog;
+} ckpt_ctx_t;
 
 /* Write a checkpoint of the current step; `why` appears in the log and metrics ("every",
  * "final", "signal"). Returns 0, or -1 after reporting why it could not be written (on stderr
  * and as a metrics record; nothing earlier is lost). */
-int ckpt_write_now(trainer_t *tr, const char *why);
+int ckpt_write_now(ckpt_ctx_t *ck, const char *why);
 /* What this rank's replica writes of a checkpoint (io/checkpoint.h CKPT_OWNS_*): the dense
  * tensors on dp rank 0, the expert tensors on every ep rank's first replica. */
 int ckpt_owner(const grid_t *g);
@@ -46,20 +92,20 @@ typedef struct ckpt_resumed {
 } ckpt_resumed_t;
 /* Collective: choose, read and verify the checkpoint &checkpoint resume asks for (nothing when
  * resume = 'none' or 'auto' finds none that verifies). */
-void ckpt_resume_find(trainer_t *tr, ckpt_resumed_t *res);
+void ckpt_resume_find(ckpt_ctx_t *ck, ckpt_resumed_t *res);
 /* A requeued Slurm job (SLURM_RESTART_COUNT > 0) whose namelist does not set &checkpoint resume
  * continues from its newest checkpoint (resume = 'auto'): starting over would log step 1 again
  * and rotate the good checkpoints away. Called once after config_load, before the echo. */
 void ckpt_resume_default(config_t *cfg, int world_rank);
 /* Put what ckpt_resume_find read into the model and optimizer (step, data position, lineage)
  * and free the host copies. */
-void ckpt_resume_apply(trainer_t *tr, ckpt_resumed_t *res);
+void ckpt_resume_apply(ckpt_ctx_t *ck, ckpt_resumed_t *res);
 
 /* Collective: reload the newest checkpoint this run wrote or resumed from (last_ckpt_path) into
  * the model and optimizer, as a resume would (step, counters, sample_pos, fp16 scaler): the
  * anomaly rollback. 0, or -1 with the reason in msg and nothing changed (the file is verified
  * before anything is applied). */
-int ckpt_rollback(trainer_t *tr, char *msg, size_t len);
+int ckpt_rollback(ckpt_ctx_t *ck, char *msg, size_t len);
 
 /* SIGUSR1 / SIGTERM: remembered from the moment main installs the handlers (setup included),
  * acted on at the next step boundary by every rank together. Call before any thread is

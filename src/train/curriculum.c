@@ -7,11 +7,9 @@
 #include "core/error.h"
 #include "io/checkpoint.h"
 #include "io/mixture.h"
-#include "model/gpt.h"
+#include "io/metrics.h"
 #include "parallel/comm_host.h"
-#include "train/trainer.h"
-
-static bool is_root(const trainer_t *tr) { return tr->grid->world_rank == 0; }
+#include "parallel/grid.h"
 
 /* ---- the plan ---------------------------------------------------------------------------- */
 
@@ -70,17 +68,17 @@ static void plan_lr(const config_t *cfg, const cfg_stage_t *st, curric_stage_t *
 
 /* Stage s's shape; a global batch the micro-batch does not divide is refused here, where the
  * micro-batch the planner chose (micro_batch = 0) is known. */
-static void plan_shape(trainer_t *tr, const cfg_stage_t *st, curric_stage_t *s, int idx) {
-    const config_t *cfg = tr->cfg;
+static void plan_shape(const config_t *cfg, int micro_batch, int global_batch,
+                       const cfg_stage_t *st, curric_stage_t *s, int idx) {
     s->T = st && stage_sets(st, STAGE_SEQ_LEN) ? st->seq_len : cfg->seq_len;
-    s->global_batch = st && stage_sets(st, STAGE_GLOBAL_BATCH) ? st->global_batch : tr->global_batch;
-    const int per = tr->micro_batch * cfg->dp;
+    s->global_batch = st && stage_sets(st, STAGE_GLOBAL_BATCH) ? st->global_batch : global_batch;
+    const int per = micro_batch * cfg->dp;
     s->accum = s->global_batch / per;
     if (s->accum < 1 || s->accum * per != s->global_batch)
         fatal_user("%s:%d:%d: &stage global_batch (stage %d of %d): global_batch = %d must be a multiple "
                    "of micro_batch * dp = %d * %d (the micro_batch the planner chose)", cfg->source_path,
                    st ? st->key_line[STAGE_GLOBAL_BATCH] : 1, st ? st->key_col[STAGE_GLOBAL_BATCH] : 1,
-                   idx + 1, cfg->n_stages, s->global_batch, tr->micro_batch, cfg->dp);
+                   idx + 1, cfg->n_stages, s->global_batch, micro_batch, cfg->dp);
 }
 
 /* Where each stage ends, in steps: until_step, or the step count at which the tokens seen reach
@@ -108,9 +106,7 @@ static void plan_ends(curriculum_t *c, const config_t *cfg) {
     }
 }
 
-void curric_plan(trainer_t *tr) {
-    const config_t *cfg = tr->cfg;
-    curriculum_t *c = &tr->curric;
+int curric_plan(curriculum_t *c, const config_t *cfg, int micro_batch, int global_batch) {
     memset(c, 0, sizeof *c);
     c->cur = -1;
     c->planned_sample = -1;
@@ -121,7 +117,7 @@ void curric_plan(trainer_t *tr) {
     for (int s = 0; s < c->n_stages; s++) {
         const cfg_stage_t *st = cfg->n_stages ? &cfg->stages[s] : NULL;
         curric_stage_t *p = &c->stage[s];
-        plan_shape(tr, st, p, s);
+        plan_shape(cfg, micro_batch, global_batch, st, p, s);
         plan_lr(cfg, st, p);
         if (p->accum > c->max_accum) c->max_accum = p->accum;
         if (p->global_batch > c->max_global_batch) c->max_global_batch = p->global_batch;
@@ -140,15 +136,14 @@ void curric_plan(trainer_t *tr) {
     c->at.T = cfg->seq_len;
     c->src = xmalloc(sizeof(int) * (size_t)c->max_global_batch);
     c->index = xmalloc(sizeof(int64_t) * (size_t)c->max_global_batch);
-    tr->accum = c->max_accum; /* the buffers and pipeline slots are sized for the largest stage */
+    return c->max_accum;
 }
 
 /* ---- data -------------------------------------------------------------------------------- */
 
 /* "path:line:col: &stage mixture (stage 2 of 3): " or "path: &data train_files: " for messages. */
-static void where(const trainer_t *tr, int s, char *buf, size_t len) {
-    const config_t *cfg = tr->cfg;
-    const curric_stage_t *p = &tr->curric.stage[s];
+static void where(const curriculum_t *c, const config_t *cfg, int s, char *buf, size_t len) {
+    const curric_stage_t *p = &c->stage[s];
     char stage[48] = "";
     if (!strncmp(p->data_key, "&stage", 6)) snprintf(stage, sizeof stage, " (stage %d of %d)", s + 1, cfg->n_stages);
     if (p->data_line > 0)
@@ -173,39 +168,35 @@ static int first_stage_of(const curriculum_t *c, int i) {
     return 0;
 }
 
-static void open_set(trainer_t *tr, int i) {
-    const config_t *cfg = tr->cfg;
-    curriculum_t *c = &tr->curric;
+static void open_set(curriculum_t *c, const config_t *cfg, const grid_t *grid, int i) {
     shard_set_t *set = &c->sets[i];
     char err[1024] = "", at[CFG_STR + 128];
-    where(tr, first_stage_of(c, i), at, sizeof at);
+    where(c, cfg, first_stage_of(c, i), at, sizeof at);
     const char *what = strstr(c->stage[first_stage_of(c, i)].data_key, "mixture") ? "mixture" : "train_files";
     int bad = shard_set_open(set, c->set_patterns[i], what, cfg->data_format, err, sizeof err) != 0;
     agree(at, bad, err);
-    const double per_rank = 2.0 * (double)set->n_tokens / tr->grid->world_size;
+    const double per_rank = 2.0 * (double)set->n_tokens / grid->world_size;
     if (per_rank > (double)SHARD_SCAN_MAX_BYTES_PER_RANK) {
-        if (is_root(tr))
+        if (grid->world_rank == 0)
             printf("data: '%s' holds %.1f GiB of tokens: no startup scan above %.0f GiB per rank; every "
                    "window is checked against vocab_size as it is read\n", c->set_patterns[i],
                    2.0 * (double)set->n_tokens / (1 << 30), (double)SHARD_SCAN_MAX_BYTES_PER_RANK / (1 << 30));
         return;
     }
-    bad = shard_set_check_tokens(set, cfg->vocab_size, tr->grid->world_rank, tr->grid->world_size, err,
+    bad = shard_set_check_tokens(set, cfg->vocab_size, grid->world_rank, grid->world_size, err,
                                  sizeof err) != 0;
     agree(at, bad, err);
 }
 
-void curric_open_data(trainer_t *tr) {
-    const config_t *cfg = tr->cfg;
-    curriculum_t *c = &tr->curric;
-    for (int i = 0; i < c->n_sets; i++) open_set(tr, i);
+void curric_open_data(curriculum_t *c, const config_t *cfg, const grid_t *grid) {
+    for (int i = 0; i < c->n_sets; i++) open_set(c, cfg, grid, i);
     for (int s = 0; s < c->n_stages; s++) {
         curric_stage_t *p = &c->stage[s];
         for (int k = 0; k < p->n_src; k++) {
             char err[1024] = "", at[CFG_STR + 128];
             int bad = sampler_create(&p->sampler[k], &c->sets[p->set[k]], p->T, cfg->vocab_size, cfg->shuffle,
                                      (uint64_t)cfg->seed, err, sizeof err) != 0;
-            where(tr, s, at, sizeof at);
+            where(c, cfg, s, at, sizeof at);
             agree(at, bad, err);
         }
     }
@@ -223,7 +214,7 @@ void curric_destroy(curriculum_t *c) {
 
 /* ---- stages ------------------------------------------------------------------------------ */
 
-static int stage_for_step(const curriculum_t *c, int64_t step) {
+int curric_stage_for_step(const curriculum_t *c, int64_t step) {
     for (int s = 0; s < c->n_stages; s++)
         if (step < c->stage[s].end) return s;
     return c->n_stages - 1;
@@ -245,8 +236,7 @@ static void describe_lr(const curric_stage_t *p, char *buf, size_t len) {
              p->lr.warmup_steps, (long long)(p->end - p->start));
 }
 
-static void print_plan(const trainer_t *tr) {
-    const curriculum_t *c = &tr->curric;
+void curric_print_plan(const curriculum_t *c, const config_t *cfg) {
     printf("curriculum: %d stage%s, boundaries by %s (steps 1-based as logged):\n", c->n_stages,
            c->n_stages > 1 ? "s" : "", c->by_tokens ? "until_tokens" : "until_step");
     for (int s = 0; s < c->n_stages; s++) {
@@ -255,45 +245,32 @@ static void print_plan(const trainer_t *tr) {
         describe_lr(p, lr, sizeof lr);
         printf("  stage %d: steps %lld-%lld%s | seq_len %d | global_batch %d (accumulation %d) | lr %s | "
                "data '%s'\n", s + 1, (long long)p->start + 1, (long long)p->end,
-               p->start >= tr->cfg->max_steps ? " (after max_steps: not reached)" : "", p->T,
+               p->start >= cfg->max_steps ? " (after max_steps: not reached)" : "", p->T,
                p->global_batch, p->accum, lr, p->data);
     }
 }
 
-/* The trainer takes the stage's shape: sequence length, batch, accumulation, the pipeline's
- * micro-batch count and the FLOPs per token (attention grows with T). */
-static void enter_stage(trainer_t *tr, int s) {
-    curriculum_t *c = &tr->curric;
-    const curric_stage_t *p = &c->stage[s];
+bool curric_enter(curriculum_t *c, int s) {
     const bool boundary = c->cur >= 0;
     c->cur = s;
-    tr->T = p->T;
-    tr->global_batch = p->global_batch;
-    tr->accum = p->accum;
-    pipe_set_micro_batches(&tr->pipe, p->accum); /* the action lists, not only the count */
-    tr->flops_per_token = gpt_flops_per_token(&tr->model, p->T);
-    cursor_to_T(&c->at, p->T, c->n_sets);
+    cursor_to_T(&c->at, c->stage[s].T, c->n_sets);
     c->planned_sample = -1;
-    if (!boundary || !c->staged) return;
-    if (is_root(tr)) {
+    return boundary && c->staged;
+}
+
+void curric_announce(const curriculum_t *c, int64_t step, int micro_batch, int dp, bool root,
+                     struct metrics *metrics) {
+    const int s = c->cur;
+    const curric_stage_t *p = &c->stage[s];
+    if (root) {
         char lr[160];
         describe_lr(p, lr, sizeof lr);
         printf("stage %d/%d begins at step %lld: seq_len %d, global_batch %d (micro_batch %d x accumulation "
-               "%d x dp %d), lr %s, data '%s'\n", s + 1, c->n_stages, (long long)tr->step + 1, p->T,
-               p->global_batch, tr->micro_batch, p->accum, tr->grid->dp, lr, p->data);
+               "%d x dp %d), lr %s, data '%s'\n", s + 1, c->n_stages, (long long)step + 1, p->T,
+               p->global_batch, micro_batch, p->accum, dp, lr, p->data);
     }
-    metrics_write(&tr->metrics, "\"event\":\"stage\",\"stage\":%d,\"seq_len\":%d,\"global_batch\":%d,"
-                  "\"accum\":%d,\"step\":%lld", s + 1, p->T, p->global_batch, p->accum, (long long)tr->step);
-}
-
-void curric_begin(trainer_t *tr) {
-    if (tr->curric.staged && is_root(tr)) print_plan(tr);
-    enter_stage(tr, stage_for_step(&tr->curric, tr->step));
-}
-
-void curric_before_step(trainer_t *tr) {
-    const int s = stage_for_step(&tr->curric, tr->step);
-    if (s != tr->curric.cur) enter_stage(tr, s);
+    metrics_write(metrics, "\"event\":\"stage\",\"stage\":%d,\"seq_len\":%d,\"global_batch\":%d,"
+                  "\"accum\":%d,\"step\":%lld", s + 1, p->T, p->global_batch, p->accum, (long long)step);
 }
 
 /* The sources of the whole global batch of the step starting at sample `first` (every rank alike). */
@@ -308,12 +285,11 @@ static void plan_step(curriculum_t *c, int64_t first) {
     c->planned_sample = first;
 }
 
-int curric_fill(trainer_t *tr, int a, int *inputs, int *targets, char *err, size_t errlen) {
-    curriculum_t *c = &tr->curric;
+int curric_fill(curriculum_t *c, int64_t step_sample, int64_t first, int B, int *inputs,
+                int *targets, char *err, size_t errlen) {
     const curric_stage_t *p = &c->stage[c->cur];
-    const int B = tr->micro_batch, T = p->T;
-    if (c->planned_sample != tr->sample_pos) plan_step(c, tr->sample_pos);
-    const int first = tr->grid->rank_dp * tr->accum * B + a * B; /* in the step's global batch */
+    const int T = p->T;
+    if (c->planned_sample != step_sample) plan_step(c, step_sample);
     if (p->n_src == 1) /* one source: its windows in order, as one contiguous read */
         return sampler_fill(&p->sampler[0], (uint64_t)c->index[first], B, inputs, targets, err, errlen);
     for (int b = 0; b < B; b++)
@@ -330,9 +306,9 @@ void curric_commit(curriculum_t *c) {
     c->planned_sample = -1;
 }
 
-double curric_lr(const trainer_t *tr, int64_t step) {
-    const curric_stage_t *p = &tr->curric.stage[tr->curric.cur];
-    if (!p->own_lr) return lr_at(tr->cfg, (int)step);
+double curric_lr(const curriculum_t *c, const config_t *cfg, int64_t step) {
+    const curric_stage_t *p = &c->stage[c->cur];
+    if (!p->own_lr) return lr_at(cfg, (int)step);
     return lr_piece_at(&p->lr, (int)(step - p->start));
 }
 

@@ -17,7 +17,7 @@
  * buffers and pipeline slots are sized for the largest stage.
  * Owns: the plan, the shard sets of every source (each distinct pattern opened once), one
  * sampler per stage and source, the cursor. Uses: config/stages, io/mixture, io/sampler,
- * io/shards, train/lr, parallel/comm. Used by: train/trainer, train/checkpointing. */
+ * io/shards, train/lr, parallel/comm, io/metrics. Used by: train/trainer, train/checkpointing. */
 #ifndef LLMT_CURRICULUM_H
 #define LLMT_CURRICULUM_H
 #include <stdbool.h>
@@ -70,29 +70,46 @@ typedef struct curriculum {
     uint64_t seed;
 } curriculum_t;
 
-struct trainer;
 struct ckpt_state;
+struct grid;
+struct metrics;
 
 /* The plan from the configuration (no files): after the batch geometry (micro_batch, the
- * run's global_batch). Sets tr->accum to the largest stage's, for the allocations. A stage
- * global batch the chosen micro_batch does not divide is one message, exit 2. */
-void curric_plan(struct trainer *tr);
+ * run's global_batch). Returns the largest stage's accumulation, for the allocations (buffers
+ * and pipeline slots are sized for it). A stage global batch the chosen micro_batch does not
+ * divide is one message, exit 2. */
+int curric_plan(curriculum_t *c, const config_t *cfg, int micro_batch, int global_batch);
 /* Open and check every source's shards and make the samplers: one message naming the key
  * (file:line) for a pattern matching no file, a bad shard or one shorter than a window. */
-void curric_open_data(struct trainer *tr);
+void curric_open_data(curriculum_t *c, const config_t *cfg, const struct grid *grid);
 void curric_destroy(curriculum_t *c);
-/* Training starts (or resumes) at tr->step: the plan is printed and the step's stage entered. */
-void curric_begin(struct trainer *tr);
-/* Before each step: enter the step's stage if it is another one (a boundary: one line and one
- * metrics record). */
-void curric_before_step(struct trainer *tr);
-/* Micro-batch a of this rank in the current step (the step's first global sample is
- * tr->sample_pos): inputs and targets [micro_batch * T]. 0, or -1 with sampler_fill's message. */
-int curric_fill(struct trainer *tr, int a, int *inputs, int *targets, char *err, size_t errlen);
+/* The stage of optimizer step `step` (0-based). */
+int curric_stage_for_step(const curriculum_t *c, int64_t step);
+/* Enter stage s (the cursor counts its seq_len from now on). Returns whether this is a
+ * boundary to announce (a staged run going from one stage to another). */
+bool curric_enter(curriculum_t *c, int s);
+/* The plan, one line per stage (rank 0, when training starts). */
+void curric_print_plan(const curriculum_t *c, const config_t *cfg);
+/* A boundary into the current stage before step `step` (0-based): one line (root) and one
+ * metrics record. */
+void curric_announce(const curriculum_t *c, int64_t step, int micro_batch, int dp, bool root,
+                     struct metrics *metrics);
+/* The sample offset: the index, in a step's global batch, of the first sample of micro-batch a
+ * of dp rank rank_dp (the global batch is cut into dp slices of accum micro-batches of
+ * micro_batch samples). The data (curric_fill) and the model's per-sample randomness (dropout
+ * masks keyed by the sample's index in the step) both count from it. */
+static inline int64_t curric_sample_offset(int rank_dp, int accum, int micro_batch, int a) {
+    return ((int64_t)rank_dp * accum + a) * micro_batch;
+}
+/* B samples of the step whose first global sample is step_sample, from the sample offset
+ * `first` (curric_sample_offset) on: inputs and targets [B * T]. 0, or -1 with sampler_fill's
+ * message. */
+int curric_fill(curriculum_t *c, int64_t step_sample, int64_t first, int B, int *inputs,
+                int *targets, char *err, size_t errlen);
 /* The step is done: the cursor moves past its samples. */
 void curric_commit(curriculum_t *c);
-/* The learning rate of optimizer step `step` (0-based). */
-double curric_lr(const struct trainer *tr, int64_t step);
+/* The learning rate of optimizer step `step` (0-based) in the current stage. */
+double curric_lr(const curriculum_t *c, const config_t *cfg, int64_t step);
 /* The cursor for the data position `sample` (the current step's start or end), for a rollback
  * that continues the data there; false if it is neither. */
 bool curric_cursor_at(const curriculum_t *c, int64_t sample, curric_cursor_t *out);

@@ -2,6 +2,7 @@
  * temperature and top-k. The random draw for new token i is keyed by (seed, i), so the same
  * namelist gives the same text on every grid. Without a KV cache each new token reruns the
  * forward over the last seq_len tokens: simple and exact, fine for short samples. */
+#include "train/generate.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +13,6 @@
 #include "core/rng.h"
 #include "io/tokenizer.h"
 #include "parallel/comm_host.h"
-#include "train/trainer.h"
 
 /* Index of the largest logit. */
 static int argmax(const float *x, int n) {
@@ -117,9 +117,7 @@ static void print_text(const tokenizer_t *tok, const int *seq, int n) {
     xfree(ids);
 }
 
-void trainer_generate(trainer_t *tr) {
-    const config_t *cfg = tr->cfg;
-    gpt_t *m = &tr->model;
+void generate_run(const config_t *cfg, const grid_t *grid, gpt_t *m) {
     tokenizer_t *tok = load_tokenizer(cfg, m->V);
     const int total = CFG_MAX_IDS + cfg->max_new_tokens;
     int *seq = xmalloc(sizeof(int) * (size_t)total);
@@ -127,7 +125,7 @@ void trainer_generate(trainer_t *tr) {
     float *scratch = xmalloc(sizeof(float) * (size_t)m->V);
     philox_key_t key = rng_key((uint64_t)cfg->seed, rng_hash_str("generate"));
     int len = prompt_ids(cfg, tok, seq, CFG_MAX_IDS);
-    const int root = tr->grid->world_rank == 0;
+    const int root = grid->world_rank == 0;
     if (root) {
         printf("generate: prompt (%d ids):", len);
         for (int i = 0; i < len; i++) printf(" %d", seq[i]);
@@ -139,7 +137,7 @@ void trainer_generate(trainer_t *tr) {
         m->forward_only = true; /* no backward: nothing to keep for one */
         gpt_forward(m, seq + len - T, NULL, 1, T);
         m->forward_only = false;
-        fault_point("generate", tr->grid->world_rank);
+        fault_point("generate", grid->world_rank);
         gpt_logits_row(m, 0, T - 1, T, logits);
         seq[len] = sample_token(logits, m->V, cfg->temperature, cfg->top_k,
                                 rng_uniform(key, (uint64_t)i, 0), scratch);

@@ -80,6 +80,11 @@ void pipe_destroy(pipe_t *p) {
     memset(p, 0, sizeof *p);
 }
 
+void pipe_set_last_micro_hook(pipe_t *p, gpt_layer_hook_t hook, void *ctx) {
+    p->last_micro_hook = hook;
+    p->hook_ctx = ctx;
+}
+
 typedef struct run {
     const int *tokens, *targets;
     int B, T;

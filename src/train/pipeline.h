@@ -48,6 +48,9 @@ pipe_schedule_t pipe_schedule_from_name(const char *name);
 void pipe_create(pipe_t *p, gpt_t *m, const grid_t *g, int n_micro, pipe_schedule_t schedule,
                  int v);
 void pipe_destroy(pipe_t *p);
+/* Called after each block's backward of a step's last micro-batch, with ctx (the data-parallel
+ * buckets start there). */
+void pipe_set_last_micro_hook(pipe_t *p, gpt_layer_hook_t hook, void *ctx);
 /* A new micro-batch count for training passes (a curriculum stage's accumulation): the training
  * lists are built and checked again; n_micro at most pipe_create's (the slots are sized for it). */
 void pipe_set_micro_batches(pipe_t *p, int n_micro);

@@ -92,7 +92,7 @@ static double bf16_operand_bytes(const config_t *cfg, int mb) {
     const double N = (double)mb * cfg->seq_len, C = cfg->d_model, tp = cfg->tp;
     const double F = cfg->d_ff, hs = C / cfg->n_head, kv = config_kv_heads(cfg);
     double a = 0, b = 0;
-    if (cfg->peak_flops <= 0) { /* trainer.c measure_peak_flops: 1024^3 and the MLP's product */
+    if (cfg->peak_flops <= 0) { /* kernels/ops_rate.c ops_best_gemm_rate: 1024^3 and the MLP's product */
         product_operands(1024, 1024, 1024, &a, &b);
         product_operands(N, C, F, &a, &b);
     }

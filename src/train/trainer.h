@@ -2,7 +2,12 @@
  * all-reduce, anomaly handling, clipping, AdamW, LR schedule, validation, logging, weights.
  * Also 'eval' (validation loss of given weights) and 'generate' (sampling from a prompt).
  * Owns: the model, optimizer, data, metrics of one run. Uses: model/, io/, parallel/,
- * kernels/ops.h, config/, core/. Used by: main. */
+ * kernels/ops.h, kernels/ops_rate.h, config/, core/, and the other train/ modules, each through
+ * its own narrow interface (checkpointing through ckpt_ctx_t, the curriculum through
+ * curriculum_t); none of them includes this header. Used by: main.
+ * The implementation is split by concern over trainer.c (the run loop), trainer_setup.c,
+ * trainer_step.c, trainer_anomaly.c, trainer_validate.c and trainer_report.c, which share the
+ * private trainer_internal.h. */
 #ifndef LLMT_TRAINER_H
 #define LLMT_TRAINER_H
 #include <stdint.h>
@@ -14,9 +19,11 @@
 #include "model/gpt.h"
 #include "parallel/grid.h"
 #include "train/anomaly.h"
+#include "train/checkpointing.h"
 #include "train/curriculum.h"
 #include "train/deadline.h"
 #include "train/dp_sync.h"
+#include "train/generate.h"
 #include "train/loss_scale.h"
 #include "train/optimizer.h"
 #include "train/pipeline.h"
@@ -55,12 +62,8 @@ typedef struct trainer {
     char *config_text;          /* effective namelist, stored in weight files */
     metrics_t metrics;          /* metrics.jsonl, mirrored to TensorBoard */
     provenance_t provenance;    /* the run's (train/runinfo), the same on every rank */
-    int64_t step;               /* optimizer steps taken */
-    int64_t skipped;            /* steps whose update was discarded (an anomaly's 'skip') */
-    int64_t tokens_seen;
-    int64_t sample_pos;         /* global index of the next training sample */
-    int64_t last_ckpt_step;     /* step of the newest checkpoint written or resumed (-1: none) */
-    char last_ckpt_path[700];   /* ... its file, which an anomaly rollback reloads */
+    ckpt_progress_t prog;       /* step, skipped, tokens_seen, sample_pos, the last checkpoint */
+    ckpt_ctx_t ckpt;            /* what checkpointing sees of this trainer (set up once) */
     anom_state_t anom;          /* the anomaly detectors (anomaly.h) */
     anom_state_t anom_at_ckpt;  /* ... as they were at last_ckpt_step: a rollback restores them */
     int rollbacks;              /* anomaly rollbacks made by this process (&train max_rollbacks) */
@@ -82,30 +85,12 @@ typedef struct trainer {
 void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const ops_t *ops,
                    const char *cores);
 void trainer_destroy(trainer_t *tr);
-/* The parameter registry this rank's model has (its tp shard, its pipeline stage's layers — the
- * interleaved schedule's virtual_stages chunks of them —, its experts): the one layout of the
- * flat buffers that the model, ZeRO and a resume's host copies share. */
-void trainer_rank_registry(params_t *P, const config_t *cfg, const grid_t *grid);
 /* mode = 'train': optimizer steps up to max_steps (from the resumed step, if any), with
  * checkpoints. Returns the exit code: 0; LLMT_EXIT_REQUEUE after a stop signal and its
  * checkpoint; LLMT_EXIT_CKPT if a checkpoint that had to be written could not be. */
 int trainer_train(trainer_t *tr);
-/* A host copy of a flat buffer for a file writer: the full device buffer, or (sharded: ZeRO
- * partitions) the partitions gathered on dp rank 0 (NULL on the other dp ranks, which write
- * nothing). Collective over the dp group when sharded. Free with xfree. */
-float *trainer_host_copy(const trainer_t *tr, const ops_t *from, const float *full,
-                         const float *shard, bool sharded);
-/* The parameters in fp32 for a file: the master weights (bf16/fp16) or the model's own, as
- * trainer_host_copy gives them. */
-float *trainer_host_params(const trainer_t *tr);
-/* The parameters from a full host copy of the flat buffer (fp32): into the model (bf16/fp16:
- * the master and the rounded copy), or (ZeRO-3) this rank's partition of them. */
-void trainer_set_params_from_host(trainer_t *tr, const float *host);
 /* Mean loss over val_batches micro-batches of the validation set (all ranks get it). */
 double trainer_validate(trainer_t *tr);
-/* mode = 'generate': sample max_new_tokens after the prompt; rank 0 prints the ids. */
+/* mode = 'generate': sample max_new_tokens after the prompt (generate.h); rank 0 prints the ids. */
 void trainer_generate(trainer_t *tr);
-/* Draw a token from softmax(logits[V] / temperature) over the top_k largest logits (0 = all;
- * temperature 0 = argmax) with the uniform number u in (0,1). Overwrites logits; scratch[V]. */
-int sample_token(float *logits, int V, double temperature, int top_k, float u, float *scratch);
 #endif

@@ -39,6 +39,12 @@ void zero_create(zero_t *z, int stage, int dp, int rank, const comm_group_t *dp_
     }
 }
 
+void zero_set_experts(zero_t *z, int ep, int rank_ep, const comm_group_t *ep_group) {
+    z->ep = ep;
+    z->rank_ep = rank_ep;
+    z->ep_group = ep_group;
+}
+
 static void gbuf_free(zero_t *z, zero_gbuf_t *g) {
     if (comm_req_pending(&g->req)) comm_wait(&g->req, COMM_DP);
     if (g->buf) z->ops->free(g->buf);

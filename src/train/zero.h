@@ -89,6 +89,8 @@ typedef struct zero {
  * stage needs. `stage` as configured (0..3). */
 void zero_create(zero_t *z, int stage, int dp, int rank, const comm_group_t *dp_group, size_t total,
                  const ops_t *ops);
+/* Expert parallelism (ep > 1): the ep group and this rank's place in it (the fields above). */
+void zero_set_experts(zero_t *z, int ep, int rank_ep, const comm_group_t *ep_group);
 /* Stage >= 2: stage the gradients per micro-batch (possible when every micro-batch's backward
  * ends before the next one's begins: pp = 1 with 1F1B); call before zero_attach / the model.
  * Returns the provider gpt_create takes (NULL when not staged). */

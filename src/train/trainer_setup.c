@@ -1,0 +1,492 @@
+/* trainer_setup.c — the trainer's setup, as named steps in the order they must run: the
+ * configuration text and run directory, the memory limits, the resume choice and batch
+ * geometry, the curriculum and the memory check, the data, the parallel wiring (ZeRO, model,
+ * pipeline, dp buckets, precision, optimizer), the initial weights or the resumed state, the
+ * metrics and provenance, the rates MFU is measured against; and trainer_destroy. */
+#include "train/trainer_internal.h"
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "core/alloc.h"
+#include "core/error.h"
+#include "core/fault.h"
+#include "core/timer.h"
+#include "io/checkpoint.h"
+#include "kernels/ops_rate.h"
+#include "parallel/comm_host.h"
+#include "parallel/watchdog.h"
+#include "train/flat.h"
+#include "train/planner.h"
+#include "train/runinfo.h"
+
+/* A data error that only some ranks of `comm` saw (each checks its own part or windows): all
+ * learn of it, the lowest such rank's message is printed once with its rank and host (its part
+ * comes first, so it names the first bad token), and every rank exits 2. */
+void trainer_agree_data_error(const config_t *cfg, MPI_Comm comm, int failed, const char *err) {
+    char msg[1400];
+    if (failed) snprintf(msg, sizeof msg, "%s: &data %s", cfg->source_path, err);
+    comm_agree_or_exit(comm, LLMT_EXIT_USER, "checking the data", failed ? msg : NULL);
+}
+
+/* Open a set of shards, check every token id (each rank scans 1/world of the set, so the ranks
+ * read it once together; sets above SHARD_SCAN_MAX_BYTES_PER_RANK per rank rely on the check of
+ * every window in sampler_fill) and create its sampler. Every rank opens the files itself, and a
+ * file may be visible on some nodes only (node-local storage, a missing mount): each problem is
+ * agreed and reported once. */
+static void open_data(const trainer_t *tr, const char *patterns, const char *key,
+                      shard_set_t *set, sampler_t *s, bool shuffle) {
+    const config_t *cfg = tr->cfg;
+    char err[1024] = "";
+    int bad = shard_set_open(set, patterns, key, cfg->data_format, err, sizeof err) != 0;
+    trainer_agree_data_error(cfg, MPI_COMM_WORLD, bad, err);
+    const double per_rank = 2.0 * (double)set->n_tokens / tr->grid->world_size;
+    if (per_rank <= (double)SHARD_SCAN_MAX_BYTES_PER_RANK) {
+        bad = shard_set_check_tokens(set, cfg->vocab_size, tr->grid->world_rank,
+                                     tr->grid->world_size, err, sizeof err) != 0;
+        trainer_agree_data_error(cfg, MPI_COMM_WORLD, bad, err);
+    } else if (is_root(tr)) {
+        printf("data: %s holds %.1f GiB of tokens, %.1f GiB per rank: no startup scan above %.0f "
+               "GiB per rank; every window is checked against vocab_size as it is read\n", key,
+               2.0 * (double)set->n_tokens / (1 << 30), per_rank / (1 << 30),
+               (double)SHARD_SCAN_MAX_BYTES_PER_RANK / (1 << 30));
+    }
+    bad = sampler_create(s, set, cfg->seq_len, cfg->vocab_size, shuffle, (uint64_t)cfg->seed, err,
+                         sizeof err) != 0;
+    trainer_agree_data_error(cfg, MPI_COMM_WORLD, bad, err);
+}
+
+/* bf16 products on the CPU's bf16 instructions, or fp32 products of the bf16 values (the same
+ * products; only the order of the fp32 additions differs). 'auto' takes native products only
+ * where the backend expects them to be faster than its fp32 ones (ops->products_faster: oneDNN
+ * with AMX), a fixed rule rather than a timing, so that two runs of one namelist compute alike.
+ * A rank whose CPU has no bf16 products emulates; the summary says so. */
+static void choose_products(trainer_t *tr) {
+    const ops_t *ops = tr->model.ops;
+    tr->products = gpt_product_type(tr->cfg, ops); /* the planner counts its buffers */
+    ops->set_product_type(tr->products);
+}
+
+/* Where the limit comes from, for the messages: "&run memory_limit_gb", or what it is unset. */
+const char *trainer_limit_source(const config_t *cfg) {
+    if (cfg->memory_limit_gb > 0) return "&run memory_limit_gb";
+    return cfg->device_memory ? "&run memory_limit_gb unset: the device's memory: its free memory at startup less a reserve"
+                              : "&run memory_limit_gb unset: this node's memory shared by its ranks";
+}
+
+/* The global batch is the namelist's, or, when the namelist leaves it unset, that of the
+ * checkpoint the run resumes from (the file actually used). */
+static void batch_geometry(trainer_t *tr, int64_t resumed) {
+    const config_t *cfg = tr->cfg;
+    tr->T = cfg->seq_len;
+    /* with stages the file holds its stage's batch, not the run's */
+    if (!cfg->global_batch_derived || cfg->n_stages > 0 || resumed > INT32_MAX) resumed = 0;
+    tr->global_batch = resumed > 0 ? (int)resumed : cfg->global_batch;
+    tr->micro_batch = cfg->micro_batch;
+    if (tr->micro_batch == 0) { /* the largest that fits, chosen alike on every rank */
+        config_t c = *cfg;
+        c.global_batch = tr->global_batch;
+        tr->micro_batch = plan_auto_micro_batch(&c, tr->memory_limit);
+        if (tr->micro_batch == 0) {
+            char hint[300] = "", limit[32];
+            bool fits = plan_suggest(&c, tr->memory_limit, hint, sizeof hint);
+            format_bytes(tr->memory_limit, limit);
+            fatal_user("%s: &train micro_batch = 0: not even micro_batch = 1 fits the %s a rank may "
+                       "use (%s); %s%s", cfg->source_path, limit, trainer_limit_source(cfg),
+                       fits ? "the planner suggests " : "more ranks (tp, pp), a smaller model or a "
+                       "larger limit are needed", hint);
+        }
+        if (is_root(tr))
+            printf("batch: micro_batch = 0: the planner chose micro_batch %d (the largest that fits "
+                   "%.2f GiB per rank)\n", tr->micro_batch, tr->memory_limit / 1073741824.0);
+    }
+    tr->accum = tr->global_batch / (tr->micro_batch * cfg->dp);
+    if (tr->accum * tr->micro_batch * cfg->dp != tr->global_batch || tr->accum < 1)
+        fatal_user("%s: &train global_batch = %d must be a multiple of micro_batch * dp = %d * %d",
+                   cfg->source_path, tr->global_batch, tr->micro_batch, cfg->dp);
+}
+
+/* Before anything large is allocated: the planner's prediction for this rank against the limit
+ * (the ranks agree; the message names the rank, its categories and the planner's suggestion). */
+static void check_fits(trainer_t *tr) {
+    const config_t *cfg = tr->cfg;
+    config_t c = *cfg;
+    c.global_batch = tr->global_batch;
+    plan_rank(&c, tr->grid->rank_tp, tr->grid->rank_pp, tr->micro_batch, tr->accum, &tr->plan);
+    char msg[1400], hint[300] = "", part[MEM_CATEGORIES][32], total[32], limit[32];
+    const char *mine = NULL;
+    if (tr->plan.total > tr->memory_limit) {
+        bool fits = plan_suggest(&c, tr->memory_limit, hint, sizeof hint);
+        for (int k = 0; k < MEM_CATEGORIES; k++) format_bytes(tr->plan.bytes[k], part[k]);
+        format_bytes(tr->plan.total, total);
+        format_bytes(tr->memory_limit, limit);
+        snprintf(msg, sizeof msg, "%s: &run memory_limit_gb: this run needs %s on this rank "
+                 "(parameters %s, gradients %s, optimizer %s, master %s, activations %s, comm %s, "
+                 "workspace %s) but a rank may use %s (%s); %s%s (see llmtrain --plan %s)",
+                 cfg->source_path, total, part[MEM_PARAMETERS], part[MEM_GRADIENTS],
+                 part[MEM_OPTIMIZER], part[MEM_MASTER], part[MEM_ACTIVATIONS], part[MEM_COMM],
+                 part[MEM_WORKSPACE], limit, trainer_limit_source(cfg),
+                 fits ? "the planner suggests " : "no zero_stage x recompute x micro_batch fits: more "
+                 "ranks (tp, pp), a smaller model or a larger limit are needed", hint, cfg->source_path);
+        mine = msg;
+    } else if (tr->plan.host_total > tr->host_limit) { /* beside a device: the host's share */
+        format_bytes(tr->plan.host_total, total);
+        format_bytes(tr->host_limit, limit);
+        snprintf(msg, sizeof msg, "%s: this run needs %s of host memory on this rank beside the "
+                 "device's (the batches, the transient copies of setup and checkpoints%s) but this "
+                 "node's memory shared by its ranks is %s: fewer ranks per node%s",
+                 cfg->source_path, total, strcmp(cfg->offload, "optimizer") ? "" :
+                 ", the offloaded optimizer", limit, strcmp(cfg->offload, "optimizer") ? "" :
+                 ", or &train offload = 'none'");
+        mine = msg;
+    }
+    comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, "checking the memory plan", mine);
+}
+
+static void setup_data(trainer_t *tr) {
+    const config_t *cfg = tr->cfg;
+    fault_point("data", tr->grid->world_rank);
+    tr->has_train = cfg->train_files[0] != '\0' || stages_have_data(cfg);
+    tr->has_val = cfg->val_files[0] != '\0';
+    if (tr->has_train) curric_open_data(&tr->curric, cfg, tr->grid);
+    if (tr->has_val)
+        open_data(tr, cfg->val_files, "val_files", &tr->val_set, &tr->val_sampler, false);
+    if (strcmp(cfg->mode, "eval") == 0 && !tr->has_val)
+        fatal_user("%s: &run mode = 'eval' needs &data val_files", cfg->source_path);
+}
+
+/* The cost of the dp gradient all-reduce when nothing hides it: one blocking all-reduce of the
+ * whole gradient buffer (best of 2), the yardstick for how much the buckets overlap. */
+static double measure_dp_allreduce_ms(trainer_t *tr) {
+    if (tr->grid->dp == 1 || !tr->model.grads) return 0.0; /* (staged gradients: no full buffer) */
+    double best = 1e30;
+    for (int i = 0; i < 2; i++) {
+        comm_barrier(tr->grid->dp_comm, "measuring the dp all-reduce");
+        double t0 = now_sec();
+        comm_allreduce_sum(tr->model.grads, tr->model.P.total, tr->grid->dp_group, COMM_OTHER);
+        double dt = now_sec() - t0;
+        if (dt < best) best = dt;
+    }
+    tr->ops->zero(tr->model.grads, tr->model.P.total);
+    return best * 1e3;
+}
+
+/* metrics.jsonl in the run directory: one file holds the whole history of a run, so it is only
+ * ever appended to. A run that continues from step s (a resume; or 0 for a fresh run that may
+ * replace an older one's files) first marks the records an earlier attempt wrote after step s
+ * as superseded, then writes a restart record. Only rank 0 writes it; the ranks agree on the
+ * outcome. */
+static void open_metrics(trainer_t *tr, bool resumed) {
+    const config_t *cfg = tr->cfg;
+    char path[RUNDIR_PATH_MAX + 32], msg[RUNDIR_PATH_MAX + 200];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", tr->rd.dir);
+    const bool writes = is_root(tr) && cfg->jsonl && strcmp(cfg->mode, "train") == 0;
+    const char *mine = NULL;
+    struct stat st;
+    const bool existed = writes && stat(path, &st) == 0 && st.st_size > 0;
+    long marked = existed ? metrics_supersede_after(path, (long long)tr->prog.step) : 0;
+    if (marked < 0) {
+        snprintf(msg, sizeof msg, "cannot mark the superseded records of %s: %s", path, strerror(errno));
+        mine = msg;
+    } else if (metrics_open(&tr->metrics, path, writes) != 0) {
+        snprintf(msg, sizeof msg, "cannot open the metrics file %s: %s", path, strerror(errno));
+        mine = msg;
+    }
+    comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, "opening metrics.jsonl", mine);
+    if (!existed) return;
+    const char *restarts = getenv("SLURM_RESTART_COUNT"), *job = getenv("SLURM_JOB_ID");
+    metrics_write(&tr->metrics, "\"event\":\"restart\",\"step\":%lld,\"resumed\":%s,"
+                  "\"superseded_records\":%ld,\"slurm_job_id\":\"%s\",\"slurm_restart_count\":%d",
+                  (long long)tr->prog.step, resumed ? "true" : "false", marked, job ? job : "",
+                  restarts ? atoi(restarts) : 0);
+    if (marked > 0)
+        printf("metrics: %ld records of %s written after step %lld by an earlier attempt are "
+               "marked \"superseded\":true (kept); every step appears once in the others\n",
+               marked, path, (long long)tr->prog.step);
+}
+
+/* <run dir>/tb/: the metrics records as TensorBoard events (io/metrics mirrors every record it
+ * writes). The directory is checked like the run directory; rank 0 writes the one event file. */
+static void open_tensorboard(trainer_t *tr) {
+    const config_t *cfg = tr->cfg;
+    if (!cfg->tensorboard || strcmp(cfg->mode, "train") != 0) return;
+    char dir[RUNDIR_PATH_MAX + 8], msg[RUNDIR_PATH_MAX + sizeof tr->metrics.tb.path + 200];
+    snprintf(dir, sizeof dir, "%s/tb", tr->rd.dir);
+    rundir_prepare_dir(dir, "TensorBoard directory (&log tensorboard)", cfg);
+    const char *mine = NULL;
+    if (is_root(tr) && metrics_open_tensorboard(&tr->metrics, dir) != 0) {
+        snprintf(msg, sizeof msg, "%s: cannot create the TensorBoard event file %s (&log "
+                 "tensorboard): %s", cfg->source_path, tr->metrics.tb.path, strerror(errno));
+        mine = msg;
+    }
+    comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, "opening the TensorBoard events", mine);
+}
+
+/* The run's provenance (train/runinfo): on every rank for the checkpoints, and, in training,
+ * as run.json and as this start's first metrics record. "step" comes last in that record:
+ * line-oriented readers look for step records as '"step":N,'. */
+static void record_provenance(trainer_t *tr) {
+    runinfo_collect(&tr->provenance, tr->cfg, tr->grid, tr->rd.dir, tr->rd.run_id, tr->prog.step,
+                    tr->config_text);
+    if (strcmp(tr->cfg->mode, "train") != 0) return;
+    runinfo_write_json(&tr->provenance, tr->rd.dir);
+    char *members = provenance_json_members(&tr->provenance, ",");
+    metrics_write(&tr->metrics, "\"kind\":\"provenance\",%s,\"step\":%lld", members,
+                  (long long)tr->prog.step);
+    free(members);
+}
+
+/* &run init_from: weights of any grid (or a checkpoint's model part), checked against the
+ * namelist's model; any problem is one message and exit 2. */
+static void load_init_weights(trainer_t *tr) {
+    const config_t *cfg = tr->cfg;
+    float *host = xcalloc(tr->model.P.total, sizeof(float));
+    ckpt_meta_t want = {0, cfg->seed, cfg->vocab_size, config_padded_vocab(cfg), cfg->n_layer,
+                        cfg->n_head, cfg->d_model, cfg->d_ff, cfg->seq_len, NULL, "", NULL};
+    char msg[COMM_MSG_MAX + 64];
+    watchdog_enter_for("weights read", "all ranks", cfg->io_timeout_s);
+    int rc = ckpt_load(cfg->init_from, MPI_COMM_WORLD, tr->grid->tp_comm, tr->grid->ep_comm, &tr->model.P, host,
+                       NULL, NULL, NULL, &want, NULL, msg, sizeof msg);
+    watchdog_leave();
+    if (rc != 0) {
+        xfree(host);
+        fatal_user("&run init_from: %s", msg);
+    }
+    flat_set_params_from_host(&tr->zero, &tr->opt, &tr->model, tr->ops, host);
+    xfree(host);
+}
+
+/* Why the schedule cannot run the micro-batches of some curriculum stage (each stage's
+ * accumulation gets its own action lists), or NULL. */
+static const char *schedule_error(const trainer_t *tr, pipe_schedule_t sched, int v, char *why,
+                                  size_t len) {
+    const curriculum_t *c = &tr->curric;
+    for (int s = 0; s < c->n_stages; s++) {
+        char one[360];
+        if (!sched_constraint_error(sched, tr->grid->pp, v, c->stage[s].accum, tr->cfg->n_layer,
+                                    one, sizeof one))
+            continue;
+        if (c->n_stages == 1) snprintf(why, len, "%s", one);
+        else snprintf(why, len, "&stage %d of %d: %s", s + 1, c->n_stages, one);
+        return why;
+    }
+    return NULL;
+}
+
+/* The trainer's own fields, the effective configuration (defaults filled in: what checkpoints
+ * record) and the view checkpointing has of the trainer (pointers into it). */
+static void setup_context(trainer_t *tr, const config_t *cfg, const grid_t *grid,
+                          const ops_t *ops, const char *cores) {
+    memset(tr, 0, sizeof *tr);
+    snprintf(tr->cores, sizeof tr->cores, "%s", cores ? cores : "its cores");
+    tr->cfg = cfg;
+    tr->grid = grid;
+    tr->ops = ops;
+    ASSERT(cfg->device_memory == (ops->memory_capacity() > 0)); /* the planner plans that memory */
+    tr->io_hints = MPI_INFO_NULL;
+    tr->prog.last_ckpt_step = -1;
+    int n = config_to_namelist(cfg, NULL, 0);
+    tr->config_text = xmalloc((size_t)n + 1);
+    config_to_namelist(cfg, tr->config_text, n + 1);
+    tr->ckpt = (ckpt_ctx_t){.cfg = cfg, .grid = grid, .ops = ops, .model = &tr->model,
+                            .opt = &tr->opt, .zero = &tr->zero, .scaler = &tr->scaler,
+                            .curric = &tr->curric, .rd = &tr->rd, .metrics = &tr->metrics,
+                            .deadline = &tr->deadline, .provenance = &tr->provenance,
+                            .config_text = tr->config_text, .io_hints = &tr->io_hints,
+                            .global_batch = &tr->global_batch, .prog = &tr->prog};
+}
+
+/* The memory a rank may use: memory_limit_gb, else the node's memory / its ranks, or a
+ * device's own capacity; the host's share beside a device is held to the node's memory / its
+ * ranks. The smallest over the nodes, so every rank plans alike. */
+static void agree_memory_limits(trainer_t *tr) {
+    const config_t *cfg = tr->cfg;
+    const int per_node = comm_node_size(MPI_COMM_WORLD);
+    tr->host_limit = plan_node_share_bytes(per_node);
+    tr->memory_limit = cfg->device_memory && cfg->memory_limit_gb <= 0
+                           ? (double)tr->ops->memory_capacity() : plan_limit_bytes(cfg, per_node);
+    double limits[2] = {tr->memory_limit, tr->host_limit};
+    comm_allreduce(limits, 2, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD, "checking the memory plan");
+    tr->memory_limit = limits[0], tr->host_limit = limits[1];
+}
+
+/* The ZeRO partitions of the flat buffer the model will have, before the model: ZeRO-3 gives
+ * the model its weight provider. With expert parallelism ZeRO shards over the experts'
+ * replicas (edp): an element's partition owner then holds the same experts (the dense
+ * tensors, the same on every ep rank, are sharded edp ways). */
+static void create_zero(trainer_t *tr) {
+    const config_t *cfg = tr->cfg;
+    const grid_t *grid = tr->grid;
+    params_t P;
+    flat_rank_registry(&P, cfg, grid);
+    const bool ep = grid->ep > 1;
+    zero_create(&tr->zero, cfg->zero_stage, ep ? grid->edp : grid->dp, ep ? grid->rank_edp : grid->rank_dp,
+                ep ? grid->edp_group : grid->dp_group, P.total, tr->ops);
+    zero_set_experts(&tr->zero, grid->ep, grid->rank_ep, grid->ep_group);
+    params_destroy(&P);
+    if (cfg->zero_stage > 0 && tr->zero.dp == 1 && is_root(tr))
+        printf("zero: &parallel zero_stage = %d with %s = 1 changes nothing (there is no replica "
+               "to shard over)\n", cfg->zero_stage, ep ? "dp / ep" : "dp");
+}
+
+/* The model (this rank's shard of its stage), its ZeRO attachment, the pipeline runner and the
+ * dp buckets (started by the pipeline's last micro-batch). */
+static void create_model(trainer_t *tr, pipe_schedule_t sched, int v) {
+    const config_t *cfg = tr->cfg;
+    const grid_t *grid = tr->grid;
+    const ops_t *ops = tr->ops;
+    gpt_parallel_t par = {grid->tp, grid->rank_tp, grid->pp, grid->rank_pp, grid->tp_group,
+                          pipe_slots_needed(sched, grid->pp, v, grid->rank_pp, tr->accum), v,
+                          sched == SCHED_ZBH1, grid->ep, grid->rank_ep, grid->ep_group};
+    /* ZeRO >= 2 stages the gradients per micro-batch where every micro-batch's backward ends
+     * before the next begins (pp = 1, 1F1B); with pp > 1 they are reduced once per step */
+    const bool ep = grid->ep > 1;
+    const gpt_grad_provider_t *staging = zero_stage_grads(&tr->zero, grid->pp == 1 && !ep &&
+                                                          sched == SCHED_1F1B);
+    gpt_create(&tr->model, cfg, ops, tr->micro_batch, tr->T, &par, zero3_provider(&tr->zero),
+               staging);
+    zero_attach(&tr->zero, &tr->model, cfg->zero3_resident);
+    pipe_create(&tr->pipe, &tr->model, grid, tr->accum, sched, v);
+    dp_sync_create(&tr->dps, &tr->model, &tr->zero, grid->dp_group, grid->embed_group,
+                   grid->ep > 1 ? grid->edp_group : grid->dp_group, grid->dp, cfg->bucket_mb);
+    pipe_set_last_micro_hook(&tr->pipe, dp_sync_layer_done, &tr->dps);
+}
+
+/* The precision of the weights copy, activations and gradients before reduction; the products'
+ * type; the fp16 loss scaler. */
+static void set_precision(trainer_t *tr) {
+    tr->precision = dtype_from_name(tr->cfg->precision);
+    tr->dps.grad_dtype = tr->precision;
+    tr->zero.grad_dtype = tr->precision;
+    choose_products(tr);
+    loss_scaler_init(&tr->scaler, tr->cfg);
+}
+
+/* AdamW (its state sharded by ZeRO, on the device or offloaded) and, with ZB-H1, the
+ * post-validation copies. */
+static void create_optimizer(trainer_t *tr, pipe_schedule_t sched) {
+    const ops_t *ops = tr->ops;
+    adamw_create(&tr->opt, ops, zero_state_floats(&tr->zero), tr->precision,
+                 strcmp(tr->cfg->offload, "optimizer") == 0);
+    adamw_attach(&tr->opt, &tr->model, &tr->zero);
+    if (tr->opt.off && is_root(tr))
+        printf("optimizer: offload = 'optimizer': AdamW moments and fp32 master weights in host "
+               "memory (%.1f MiB on rank 0, page-locked by the %s backend), the update on the "
+               "CPU %s\n", (double)adamw_offload_bytes(&tr->opt) / 1048576.0,
+               ops->name, tr->zero.stage == 0 ? "overlapped with the next forward, unit by unit"
+                                              : "before the ZeRO all-gather (not overlapped)");
+    tr->post_validate = sched == SCHED_ZBH1;
+    if (tr->post_validate)
+        postval_create(&tr->pv, ops, zero_state_floats(&tr->zero), tr->grid->world_group);
+}
+
+/* The parallel wiring: the schedule checked against every stage, ZeRO, the model, the
+ * pipeline, the dp buckets, the precision and the optimizer. */
+static void build_parallel(trainer_t *tr) {
+    const config_t *cfg = tr->cfg;
+    const pipe_schedule_t sched = pipe_schedule_from_name(cfg->schedule);
+    const int v = sched == SCHED_INTERLEAVED ? cfg->virtual_stages : 1;
+    char why[400];
+    comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, "pipeline schedule",
+                       schedule_error(tr, sched, v, why, sizeof why));
+    create_zero(tr);
+    create_model(tr, sched, v);
+    set_precision(tr);
+    create_optimizer(tr, sched);
+}
+
+/* The initial weights: &run init_from, else the seeded grid-invariant init. */
+static void init_weights(trainer_t *tr) {
+    if (tr->cfg->init_from[0]) {
+        load_init_weights(tr);
+        return;
+    }
+    float *host = xcalloc(tr->model.P.total, sizeof(float));
+    params_init(&tr->model.P, host, (uint64_t)tr->cfg->seed);
+    flat_set_params_from_host(&tr->zero, &tr->opt, &tr->model, tr->ops, host);
+    xfree(host);
+}
+
+/* The resumed state (if any) applied, the detectors started, then what the run writes: the
+ * metrics, TensorBoard, the provenance, and (training) the deadline. */
+static void start_run(trainer_t *tr, ckpt_resumed_t *resumed) {
+    const config_t *cfg = tr->cfg;
+    const bool was_resumed = resumed->found;
+    ckpt_resume_apply(&tr->ckpt, resumed);
+    /* the detectors start afresh (their state is not in checkpoints: a resumed run warms up
+     * again), and that is also the state a rollback to the resumed checkpoint restores */
+    const anom_config_t detectors = anom_config_from(cfg);
+    anom_init(&tr->anom, &detectors);
+    tr->anom_at_ckpt = tr->anom;
+    open_metrics(tr, was_resumed);
+    open_tensorboard(tr);
+    record_provenance(tr);
+    if (strcmp(cfg->mode, "train") == 0)
+        deadline_init(&tr->deadline, cfg, ckpt_file_bytes(&tr->model.P, true), MPI_COMM_WORLD);
+}
+
+/* The rates MFU and the GEMM utilisation are measured against. &log peak_flops set: both
+ * figures are it, and nothing is measured (its buffers would be the largest workspace of a
+ * small run). */
+static void measure_rates(trainer_t *tr) {
+    const config_t *cfg = tr->cfg;
+    const ops_t *ops = tr->ops;
+    tr->flops_per_token = gpt_flops_per_token(&tr->model, tr->T);
+    tr->dp_blocking_ms = measure_dp_allreduce_ms(tr);
+    tr->gemm_flops = cfg->peak_flops > 0 ? cfg->peak_flops
+                     : ops_best_gemm_rate(ops, tr->micro_batch * tr->T, cfg->d_model, cfg->d_ff);
+    tr->peak_flops = cfg->peak_flops > 0 ? cfg->peak_flops
+                     : ops->hardware_peak(tr->products, tr->peak_how,
+                                         sizeof tr->peak_how);
+    if (cfg->peak_flops > 0) snprintf(tr->peak_how, sizeof tr->peak_how, "&log peak_flops");
+    else if (tr->peak_flops < tr->gemm_flops) { /* a loaded core can under-measure: MFU <= 100% */
+        tr->peak_flops = tr->gemm_flops;
+        snprintf(tr->peak_how, sizeof tr->peak_how, "the GEMM rate: the FMA loop measured less");
+    }
+}
+
+void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const ops_t *ops,
+                   const char *cores) {
+    setup_context(tr, cfg, grid, ops, cores);
+    rundir_open(&tr->rd, cfg);
+    rundir_check_fresh(&tr->rd, cfg);
+    agree_memory_limits(tr);
+    ckpt_resumed_t resumed;
+    ckpt_resume_find(&tr->ckpt, &resumed);
+    batch_geometry(tr, resumed.found ? resumed.state.global_batch : 0);
+    tr->accum = curric_plan(&tr->curric, cfg, tr->micro_batch, tr->global_batch);
+    check_fits(tr);
+    setup_data(tr);
+    build_parallel(tr);
+    init_weights(tr);
+    start_run(tr, &resumed);
+    tr->inputs = xmalloc(sizeof(int) * (size_t)tr->accum * tr->micro_batch * tr->T);
+    tr->targets = xmalloc(sizeof(int) * (size_t)tr->accum * tr->micro_batch * tr->T);
+    measure_rates(tr);
+    if (strcmp(cfg->mode, "train") == 0) profiling_setup(&tr->prof, cfg, grid, tr->accum);
+    if (strcmp(cfg->mode, "train") == 0 && tr->has_train) trainer_begin_stages(tr); /* the step's stage */
+    if (is_root(tr)) trainer_print_plan(tr);
+}
+
+void trainer_destroy(trainer_t *tr) {
+    profiling_destroy(&tr->prof);
+    moe_log_free(&tr->moelog);
+    metrics_close(&tr->metrics);
+    dp_sync_destroy(&tr->dps);
+    zero_destroy(&tr->zero);
+    pipe_destroy(&tr->pipe);
+    postval_destroy(&tr->pv, tr->ops);
+    adamw_destroy(&tr->opt);
+    gpt_destroy(&tr->model);
+    curric_destroy(&tr->curric);
+    if (tr->has_val) {
+        sampler_destroy(&tr->val_sampler);
+        shard_set_close(&tr->val_set);
+    }
+    xfree(tr->inputs);
+    xfree(tr->targets);
+    xfree(tr->config_text);
+    provenance_destroy(&tr->provenance);
+    rundir_close(&tr->rd);
+}
