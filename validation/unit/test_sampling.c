@@ -9,7 +9,7 @@
 #include <string.h>
 #include <cmocka.h>
 #include "core/rng.h"
-#include "train/trainer.h"
+#include "train/generate.h"
 
 static const float base[8] = {0.5f, 2.0f, -1.0f, 1.5f, 0.0f, 3.0f, -2.0f, 1.0f};
 
