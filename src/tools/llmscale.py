@@ -49,6 +49,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import llmsweep as sw  # noqa: E402  (the module beside this one)
+from nml import format_value, namelist_value, namelist_with, overrides_text, read_namelist_file  # noqa: E402
 
 EXIT_OK, EXIT_FAILED_RUNS, EXIT_USER, EXIT_STOPPED = 0, 1, 2, 75
 STATE_FORMAT, STATE_VERSION = "llmscale-study", 1
@@ -103,7 +104,7 @@ def parse_ranks(text, tp, pp):
 
 
 def base_int(nl, group, key, default):
-    v = sw.namelist_value(nl, group, key, default)
+    v = namelist_value(nl, group, key, default)
     if isinstance(v, bool) or not isinstance(v, int):
         raise UserError("%s: &%s %s = %r: a scaling study needs one integer here" % (nl.path, group, key, v))
     return v
@@ -223,12 +224,11 @@ class Study:
         o = {("run", "out_dir"): self.runs_dir, ("run", "name"): run["grid"], ("run", "mode"): "train",
              ("parallel", "dp"): run["dp"], ("parallel", "tp"): run["tp"], ("parallel", "pp"): run["pp"],
              ("train", "max_steps"): steps, ("train", "global_batch"): run["global_batch"],
-             ("train", "micro_batch"): run["micro_batch"], ("log", "jsonl"): True,
-             # no checkpoints, weights or validation: a scaling run times training steps only
-             ("checkpoint", "resume"): "none", ("checkpoint", "every"): 0,
-             ("checkpoint", "save_weights"): False, ("data", "val_every"): 0, ("data", "val_files"): ""}
-        if sw.namelist_value(self.base, "checkpoint", "dir") not in (None, ""):
-            o[("checkpoint", "dir")] = ""
+             ("train", "micro_batch"): run["micro_batch"], ("log", "jsonl"): True}
+        # no checkpoints, weights or validation: a scaling run times training steps only
+        o.update(sw.NO_SAVES)
+        o[("data", "val_files")] = ""
+        sw.clear_checkpoint_dir(self.base, o)
         if peak:
             o[("log", "peak_flops")] = float(peak)
         return o
@@ -251,9 +251,8 @@ class Study:
         o = self.overrides(run, steps, peak)
         nml = os.path.join(run_dir, "run.nml")
         header = ("! %s - written by llmscale (%s) from %s with these keys set:\n!   %s\n"
-                  % (nml, why, self.args.base, ", ".join("%s.%s = %s" % (g, k, sw.format_value(v))
-                                                        for (g, k), v in o.items())))
-        sw.atomic_write(nml, sw.namelist_with(self.base, o, header))
+                  % (nml, why, self.args.base, overrides_text(o)))
+        sw.atomic_write(nml, namelist_with(self.base, o, header))
         argv = self.command(run, nml)
         log_path = os.path.join(run_dir, "run.log")
         with open(log_path, "w", encoding="utf-8") as log:
@@ -292,7 +291,7 @@ class Study:
                 self.doc["peak_flops"] = float(round(gflops * 1e9))  # the line's 0.1 GFLOP/s, exactly
                 self.doc["peak_source"] = "hardware peak per rank of a 0-step run on %s: %s" % (run["grid"], how)
                 print("llmscale: MFU reference %.1f GFLOP/s per rank (%s); every run gets &log peak_flops = %s"
-                      % (gflops, self.doc["peak_source"], sw.format_value(self.doc["peak_flops"])), flush=True)
+                      % (gflops, self.doc["peak_source"], format_value(self.doc["peak_flops"])), flush=True)
                 return
             why = ("exit %d: %s" % (rc, sw._log_reason(log, LOG_MARK) or "no output") if rc
                    else "no 'MFU reference' line")
@@ -479,7 +478,7 @@ def write_markdown(out_dir, doc, rows, ref, warmup):
              % (batch, a["steps"], warmup + 1, a["steps"], warmup, "" if warmup == 1 else "s"),
              "- MFU reference: %s GFLOP/s per rank (%s), the same `&log peak_flops = %s` in every run's namelist"
              % (_fmt(peak and peak / 1e9, "%.1f") or "none", doc.get("peak_source") or "not measured",
-                sw.format_value(float(peak)) if peak else "0"),
+                format_value(float(peak)) if peak else "0"),
              "- speedup = tokens/s / tokens/s of %s; ideal = ranks / %s; efficiency = speedup / ideal"
              % ((ref["grid"], "%d" % ref["ranks"]) if ref else ("the row with the fewest ranks", "its ranks")),
              "- times are rank 0's (ms per step, each column its own median): compute = step - tp all-reduce - "
@@ -642,7 +641,7 @@ def main(argv):
     try:
         if args.report:
             return report_only(args)
-        base = sw.read_namelist_file(args.base)
+        base = read_namelist_file(args.base)
         try:
             os.makedirs(args.out, exist_ok=True)
         except OSError as e:
