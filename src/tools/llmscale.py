@@ -23,9 +23,10 @@ the rest, compute), the MFU, and the highest peak_mib; speedup = tokens/s over t
 results.md, results.csv, scaling.png, study.json (the state: a rerun skips the runs that finished,
 runs the failed and missing ones), runs/<grid>/ (run.nml, run.log, llmtrain's run directory).
 
-Python, like llmsweep (an orchestrator, not the training path). It imports llmsweep.py from its own
-folder for the namelist reader and writer, the launcher's command line, the atomic state write
-and the one-line failure reason of a log.
+Python, like llmsweep (an orchestrator, not the training path). It imports from its own folder
+nml.py, the namelist reader and writer, and llmsweep.py for the launcher's command line, the
+state file's read and atomic write, the keys of a run that only measures (NO_SAVES) and the
+one-line failure reason of a log.
 
 Exit codes: 0 every run finished; 1 the study finished but some runs failed (rows with their exit
 code and log; the summary names them); 2 bad arguments or a base namelist that no grid can start
@@ -35,7 +36,6 @@ import argparse
 import csv
 import hashlib
 import io
-import json
 import math
 import os
 import re
@@ -215,8 +215,7 @@ class Study:
         return doc
 
     def save(self):
-        self.doc["updated"] = sw.now_iso()
-        sw.atomic_write(self.state_path, json.dumps(sw._json_clean(self.doc), indent=1, allow_nan=False) + "\n")
+        sw.write_state_file(self.state_path, self.doc)
 
     # ---- one run ---------------------------------------------------------------------------
 
@@ -364,14 +363,7 @@ class Study:
 
 
 def read_state(path):
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except (OSError, ValueError) as e:
-        raise UserError("%s: the study's state cannot be read (%s); move it away to start again" % (path, e))
-    if doc.get("format") != STATE_FORMAT or doc.get("version") != STATE_VERSION:
-        raise UserError("%s: not an llmscale state file of version %d" % (path, STATE_VERSION))
-    return doc
+    return sw.read_state_file(path, STATE_FORMAT, STATE_VERSION, "llmscale")
 
 
 def read_peak(log_path):

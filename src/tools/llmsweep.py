@@ -54,8 +54,8 @@ import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in src/tools
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from nml import (UserError, format_value, namelist_value, namelist_with,  # noqa: E402,F401
-                 overrides_text, parse_namelist, read_namelist_file)  # the namelist reader and writer (nml.py, beside this file)
+from nml import (UserError, format_value, namelist_value, namelist_with,  # noqa: E402
+                 overrides_text, read_namelist_file)  # the namelist reader and writer (nml.py, beside this file)
 
 EXIT_OK, EXIT_FAILURES, EXIT_USER, EXIT_REQUEUE = 0, 1, 2, 75
 STATE_FORMAT, STATE_VERSION = "llmsweep-study", 1
@@ -661,19 +661,31 @@ def now_iso():
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime())
 
 
+def read_state_file(path, fmt, version, tool):
+    """The JSON state of a study (llmsweep's, llmscale's): its format and version checked."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as e:
+        raise UserError("%s: the study's state file cannot be read (%s); move it away to start "
+                        "the study again" % (path, e))
+    if doc.get("format") != fmt or doc.get("version") != version:
+        raise UserError("%s: not an %s state file of version %d" % (path, tool, version))
+    return doc
+
+
+def write_state_file(path, doc):
+    """doc, stamped 'updated', written atomically (NaN and Inf as null)."""
+    doc["updated"] = now_iso()
+    atomic_write(path, json.dumps(_json_clean(doc), indent=1, allow_nan=False) + "\n")
+
+
 class State:
     def __init__(self, study):
         self.path = os.path.join(study.dir, "study.json")
         self.study = study
         if os.path.exists(self.path):
-            try:
-                with open(self.path, encoding="utf-8") as f:
-                    self.doc = json.load(f)
-            except (OSError, ValueError) as e:
-                raise UserError("%s: the study's state file cannot be read (%s); move it away to start "
-                                "the study again" % (self.path, e))
-            if self.doc.get("format") != STATE_FORMAT or self.doc.get("version") != STATE_VERSION:
-                raise UserError("%s: not an llmsweep state file of version %d" % (self.path, STATE_VERSION))
+            self.doc = read_state_file(self.path, STATE_FORMAT, STATE_VERSION, "llmsweep")
             self._check_identity()
             if self.doc.get("base_sha256") not in (None, study.base_digest()):
                 print("llmsweep: warning: the base namelist %s changed since the study started: trials "
@@ -712,8 +724,7 @@ class State:
         self.doc["log"] = self.doc["log"][-500:]
 
     def save(self):
-        self.doc["updated"] = now_iso()
-        atomic_write(self.path, json.dumps(_json_clean(self.doc), indent=1, allow_nan=False) + "\n")
+        write_state_file(self.path, self.doc)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -21,34 +21,36 @@ static inline philox_key_t noise_key(const uint32_t key[2]) {
 
 /* ---------------------------------------------------------------- noisy gating */
 
-/* moe_noise_forward: logits[N, E] += scale * eps(i, e) * softplus(noise[N, E]),
- * eps(i, e) = rng_normal(key, (row0 + i) * E + e) */
-void cpu_moe_noise_forward(float *logits, const float *noise, int N, int E, float scale,
-                           const uint32_t key[2], uint64_t row0) {
+/* The noise ops' walk over [N, E], eps(i, e) = rng_normal(key, (row0 + i) * E + e):
+ * forward  (dlogits NULL): out = logits, out += scale * eps * softplus(noise);
+ * backward:                out = dnoise,  out  = dlogits * scale * eps * sigmoid(noise). */
+static void noise_walk(float *out, const float *dlogits, const float *noise, int N, int E,
+                       float scale, const uint32_t key[2], uint64_t row0) {
     const philox_key_t k = noise_key(key);
 #pragma omp parallel for schedule(static) if ((size_t)N * E > CPU_PAR_MIN / 16)
     for (int i = 0; i < N; i++) {
         const uint64_t base = (row0 + (uint64_t)i) * (uint64_t)E;
         for (int e = 0; e < E; e++) {
             const size_t at = (size_t)i * E + e;
-            logits[at] += scale * rng_normal(k, base + (uint64_t)e) * moe_softplus(noise[at]);
+            const float eps = rng_normal(k, base + (uint64_t)e);
+            if (dlogits)
+                out[at] = dlogits[at] * scale * eps * moe_sigmoid(noise[at]);
+            else
+                out[at] += scale * eps * moe_softplus(noise[at]);
         }
     }
+}
+
+/* moe_noise_forward: logits[N, E] += scale * eps(i, e) * softplus(noise[N, E]) */
+void cpu_moe_noise_forward(float *logits, const float *noise, int N, int E, float scale,
+                           const uint32_t key[2], uint64_t row0) {
+    noise_walk(logits, NULL, noise, N, E, scale, key, row0);
 }
 
 /* moe_noise_backward: dnoise[N, E] = dlogits * scale * eps(i, e) * sigmoid(noise) */
 void cpu_moe_noise_backward(float *dnoise, const float *dlogits, const float *noise, int N,
                             int E, float scale, const uint32_t key[2], uint64_t row0) {
-    const philox_key_t k = noise_key(key);
-#pragma omp parallel for schedule(static) if ((size_t)N * E > CPU_PAR_MIN / 16)
-    for (int i = 0; i < N; i++) {
-        const uint64_t base = (row0 + (uint64_t)i) * (uint64_t)E;
-        for (int e = 0; e < E; e++) {
-            const size_t at = (size_t)i * E + e;
-            dnoise[at] =
-                dlogits[at] * scale * rng_normal(k, base + (uint64_t)e) * moe_sigmoid(noise[at]);
-        }
-    }
+    noise_walk(dnoise, dlogits, noise, N, E, scale, key, row0);
 }
 
 /* ---------------------------------------------------------------- router: softmax + top-k */
