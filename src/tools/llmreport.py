@@ -184,13 +184,9 @@ def _flatten(tree, prefix=""):
 
 def namelist_from_text(text, where):
     """group.key -> value of a namelist's text (the last value given wins, as in llmtrain)."""
-    parsed = nl.parse_namelist(where, text)
-    flat = {}
-    for g in parsed.groups:
-        for e in g.entries:
-            vals = [v.value for v in e.values]
-            flat["%s.%s" % (g.name, e.key)] = vals[0] if len(vals) == 1 else tuple(vals)
-    return flat
+    groups = nl.namelist_dict(nl.parse_namelist(where, text))
+    return {"%s.%s" % (g, k): tuple(v) if isinstance(v, list) else v
+            for g, keys in groups.items() for k, v in keys.items()}
 
 
 def _namelist_member(obj, where):

@@ -43,7 +43,6 @@ import shlex
 import shutil
 import signal
 import statistics
-import subprocess
 import sys
 import time
 
@@ -255,12 +254,10 @@ class Study:
         argv = self.command(run, nml)
         log_path = os.path.join(run_dir, "run.log")
         with open(log_path, "w", encoding="utf-8") as log:
-            log.write("%s %s: %s: %s\n" % (LOG_MARK, sw.now_iso(), why, " ".join(shlex.quote(a) for a in argv)))
+            log.write("%s %s: %s: %s\n" % (LOG_MARK, sw.now_iso(), why, sw.command_text(argv)))
             log.flush()
             try:
-                self.current = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
-                                                stderr=subprocess.STDOUT, start_new_session=True,
-                                                preexec_fn=sw._child_setup(None))
+                self.current = sw.start_child(argv, log)
             except OSError as e:
                 raise UserError("the run command cannot start: %s: %s (command: %s)"
                                 % (argv[0], e.strerror or e, " ".join(argv)))

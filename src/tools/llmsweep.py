@@ -874,6 +874,19 @@ def launcher_argv(launcher, ranks, job_name, share, nodes=0, tasks_per_node=0, m
 _libc = None
 
 
+def command_text(argv):
+    """argv as one shell-quoted line (the logs' record of a command)."""
+    return " ".join(shlex.quote(a) for a in argv)
+
+
+def start_child(argv, log, cpus=None, env=None):
+    """argv started in a session of its own, stdin closed, stdout and stderr into the open file
+    log, ended with its parent (_child_setup) and kept on `cpus` when given (llmsweep's trials,
+    llmscale's runs). OSError when it cannot start."""
+    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+                            start_new_session=True, preexec_fn=_child_setup(cpus))
+
+
 def _child_setup(cpus):
     """In the trial's process before exec: end it (SIGTERM: llmtrain checkpoints and exits 75) if
     llmsweep dies, and keep it on its share of the CPUs."""
@@ -1064,13 +1077,12 @@ class Runner:
         log_path = os.path.join(d, "trial.log")
         log = open(log_path, "a", encoding="utf-8")
         log.write("== llmsweep %s: %s, attempt %d, to step %d: %s\n"
-                  % (now_iso(), why, t["attempts"] + 1, target, " ".join(shlex.quote(a) for a in argv)))
+                  % (now_iso(), why, t["attempts"] + 1, target, command_text(argv)))
         log.flush()
         slot = self.free_slot()
         env = dict(os.environ, LLMSWEEP_STUDY=self.study.dir, LLMSWEEP_TRIAL=t["name"])
         try:
-            p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                 env=env, start_new_session=True, preexec_fn=_child_setup(self.slots[slot]))
+            p = start_child(argv, log, cpus=self.slots[slot], env=env)
         except OSError as e:
             log.close()
             raise UserError("trial %s: the trainer command cannot run: %s: %s"
@@ -1352,7 +1364,7 @@ class Runner:
         log_path = os.path.join(d, "trial.log")
         t0 = time.time()
         with open(log_path, "w", encoding="utf-8") as log:
-            log.write("== llmsweep %s: preflight: %s\n" % (now_iso(), " ".join(shlex.quote(a) for a in argv)))
+            log.write("== llmsweep %s: preflight: %s\n" % (now_iso(), command_text(argv)))
             log.flush()
             try:
                 rc = subprocess.call(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
@@ -1364,7 +1376,7 @@ class Runner:
             raise UserError("preflight of trial %s (its namelist for 0 steps): the trainer command failed "
                             "with exit %d: %s; command: %s; log: %s"
                             % (trial_name(0), rc, _log_reason(log_path) or "no output",
-                               " ".join(shlex.quote(a) for a in argv), log_path))
+                               command_text(argv), log_path))
         metrics = os.path.join(d, "metrics.jsonl")
         if (self.cfg["objective"] == "val_loss" and os.path.exists(metrics)
                 and metric_at(read_metrics(metrics), "val_loss", 0)[0] is None):

@@ -226,7 +226,7 @@ class Runner:
         argv = self.launcher + argv
         t0 = time.time()
         with open(log_path, "w", encoding="utf-8") as log:
-            log.write("== merge_trial: %s\n" % " ".join(shlex.quote(a) for a in argv))
+            log.write("== merge_trial: %s\n" % sw.command_text(argv))
             log.flush()
             try:
                 self.child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
