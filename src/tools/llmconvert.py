@@ -51,6 +51,10 @@ import sys
 
 import numpy as np
 
+sys.dont_write_bytecode = True  # no __pycache__ in src/tools
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import nml  # noqa: E402  (llmtrain's namelist reader, beside this file)
+
 EXIT_USER = 2
 CKPT_FORMAT, CKPT_FORMAT_VERSION = "llmtrain-checkpoint", 1
 LN_EPS = 1e-5                  # llmtrain's layernorm epsilon (src/kernels/cpu/layernorm.c)
@@ -225,14 +229,20 @@ def expand_env(s):
 
 
 def namelist_value(text, group, key):
-    """A string key's value in an effective-namelist text (&group ... key = '...' ... /)."""
-    m = re.search(r"&%s\b(.*?)^\s*/" % group, text, re.S | re.M | re.I)
-    if not m:
-        return None
-    v = re.search(r"\b%s\s*=\s*('([^']*)'|\"([^\"]*)\"|[^\s,]+)" % key, m.group(1), re.I)
-    if not v:
-        return None
-    return v.group(2) if v.group(2) is not None else v.group(3) if v.group(3) is not None else v.group(1)
+    """A key's first value in the first &group of an effective-namelist text (the config a file
+    carries), as written there (a string without its quotes), or None. Read by nml.py."""
+    try:
+        n = nml.parse_namelist("config", text)
+    except nml.UserError as e:
+        raise UserError("the effective namelist the file carries does not read: %s" % e)
+    for g in n.groups:
+        if g.name == group:
+            for e in g.entries:
+                if e.key == key:
+                    v = e.values[0]
+                    return v.value if v.kind == "string" else v.raw
+            return None
+    return None
 
 
 def h5py_or_exit():

@@ -34,7 +34,7 @@ What it reads in a run directory (RUN_DIR is &run out_dir/name):
 Why Python and not C like the rest of llmtrain: this program reads small text files after a run
 and draws plots; nothing in it is on the training path or performance-critical, and matplotlib
 (Debian's python3-matplotlib, with numpy) draws what would be thousands of lines of C. It reuses
-llmsweep's reader of llmtrain's namelist grammar (src/tools/llmsweep.py). Without matplotlib the
+the tools' reader of llmtrain's namelist grammar (src/tools/nml.py). Without matplotlib the
 report is written without plots, and says so.
 
 Exit codes: 0 the report was written; 2 bad input (a directory without metrics.jsonl, an output
@@ -52,7 +52,7 @@ import sys
 
 sys.dont_write_bytecode = True  # no __pycache__ in src/tools
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import llmsweep as nl  # noqa: E402  (the namelist reader: parse_namelist, UserError)
+import nml as nl  # noqa: E402  (the namelist reader: parse_namelist, UserError)
 
 EXIT_OK, EXIT_USER = 0, 2
 USAGE = "usage: llmreport RUN_DIR... [--out report.md | report.html]"
@@ -184,13 +184,9 @@ def _flatten(tree, prefix=""):
 
 def namelist_from_text(text, where):
     """group.key -> value of a namelist's text (the last value given wins, as in llmtrain)."""
-    parsed = nl.parse_namelist(where, text)
-    flat = {}
-    for g in parsed.groups:
-        for e in g.entries:
-            vals = [v.value for v in e.values]
-            flat["%s.%s" % (g.name, e.key)] = vals[0] if len(vals) == 1 else tuple(vals)
-    return flat
+    groups = nl.namelist_dict(nl.parse_namelist(where, text))
+    return {"%s.%s" % (g, k): tuple(v) if isinstance(v, list) else v
+            for g, keys in groups.items() for k, v in keys.items()}
 
 
 def _namelist_member(obj, where):

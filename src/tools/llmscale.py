@@ -23,9 +23,10 @@ the rest, compute), the MFU, and the highest peak_mib; speedup = tokens/s over t
 results.md, results.csv, scaling.png, study.json (the state: a rerun skips the runs that finished,
 runs the failed and missing ones), runs/<grid>/ (run.nml, run.log, llmtrain's run directory).
 
-Python, like llmsweep (an orchestrator, not the training path). It imports llmsweep.py from its own
-folder for the namelist reader and writer, the launcher's command line, the atomic state write
-and the one-line failure reason of a log.
+Python, like llmsweep (an orchestrator, not the training path). It imports from its own folder
+nml.py, the namelist reader and writer, and llmsweep.py for the launcher's command line, the
+state file's read and atomic write, the keys of a run that only measures (NO_SAVES) and the
+one-line failure reason of a log.
 
 Exit codes: 0 every run finished; 1 the study finished but some runs failed (rows with their exit
 code and log; the summary names them); 2 bad arguments or a base namelist that no grid can start
@@ -35,7 +36,6 @@ import argparse
 import csv
 import hashlib
 import io
-import json
 import math
 import os
 import re
@@ -43,12 +43,12 @@ import shlex
 import shutil
 import signal
 import statistics
-import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import llmsweep as sw  # noqa: E402  (the module beside this one)
+from nml import format_value, namelist_value, namelist_with, overrides_text, read_namelist_file  # noqa: E402
 
 EXIT_OK, EXIT_FAILED_RUNS, EXIT_USER, EXIT_STOPPED = 0, 1, 2, 75
 STATE_FORMAT, STATE_VERSION = "llmscale-study", 1
@@ -103,7 +103,7 @@ def parse_ranks(text, tp, pp):
 
 
 def base_int(nl, group, key, default):
-    v = sw.namelist_value(nl, group, key, default)
+    v = namelist_value(nl, group, key, default)
     if isinstance(v, bool) or not isinstance(v, int):
         raise UserError("%s: &%s %s = %r: a scaling study needs one integer here" % (nl.path, group, key, v))
     return v
@@ -214,8 +214,7 @@ class Study:
         return doc
 
     def save(self):
-        self.doc["updated"] = sw.now_iso()
-        sw.atomic_write(self.state_path, json.dumps(sw._json_clean(self.doc), indent=1, allow_nan=False) + "\n")
+        sw.write_state_file(self.state_path, self.doc)
 
     # ---- one run ---------------------------------------------------------------------------
 
@@ -223,12 +222,11 @@ class Study:
         o = {("run", "out_dir"): self.runs_dir, ("run", "name"): run["grid"], ("run", "mode"): "train",
              ("parallel", "dp"): run["dp"], ("parallel", "tp"): run["tp"], ("parallel", "pp"): run["pp"],
              ("train", "max_steps"): steps, ("train", "global_batch"): run["global_batch"],
-             ("train", "micro_batch"): run["micro_batch"], ("log", "jsonl"): True,
-             # no checkpoints, weights or validation: a scaling run times training steps only
-             ("checkpoint", "resume"): "none", ("checkpoint", "every"): 0,
-             ("checkpoint", "save_weights"): False, ("data", "val_every"): 0, ("data", "val_files"): ""}
-        if sw.namelist_value(self.base, "checkpoint", "dir") not in (None, ""):
-            o[("checkpoint", "dir")] = ""
+             ("train", "micro_batch"): run["micro_batch"], ("log", "jsonl"): True}
+        # no checkpoints, weights or validation: a scaling run times training steps only
+        o.update(sw.NO_SAVES)
+        o[("data", "val_files")] = ""
+        sw.clear_checkpoint_dir(self.base, o)
         if peak:
             o[("log", "peak_flops")] = float(peak)
         return o
@@ -251,18 +249,15 @@ class Study:
         o = self.overrides(run, steps, peak)
         nml = os.path.join(run_dir, "run.nml")
         header = ("! %s - written by llmscale (%s) from %s with these keys set:\n!   %s\n"
-                  % (nml, why, self.args.base, ", ".join("%s.%s = %s" % (g, k, sw.format_value(v))
-                                                        for (g, k), v in o.items())))
-        sw.atomic_write(nml, sw.namelist_with(self.base, o, header))
+                  % (nml, why, self.args.base, overrides_text(o)))
+        sw.atomic_write(nml, namelist_with(self.base, o, header))
         argv = self.command(run, nml)
         log_path = os.path.join(run_dir, "run.log")
         with open(log_path, "w", encoding="utf-8") as log:
-            log.write("%s %s: %s: %s\n" % (LOG_MARK, sw.now_iso(), why, " ".join(shlex.quote(a) for a in argv)))
+            log.write("%s %s: %s: %s\n" % (LOG_MARK, sw.now_iso(), why, sw.command_text(argv)))
             log.flush()
             try:
-                self.current = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
-                                                stderr=subprocess.STDOUT, start_new_session=True,
-                                                preexec_fn=sw._child_setup(None))
+                self.current = sw.start_child(argv, log)
             except OSError as e:
                 raise UserError("the run command cannot start: %s: %s (command: %s)"
                                 % (argv[0], e.strerror or e, " ".join(argv)))
@@ -292,7 +287,7 @@ class Study:
                 self.doc["peak_flops"] = float(round(gflops * 1e9))  # the line's 0.1 GFLOP/s, exactly
                 self.doc["peak_source"] = "hardware peak per rank of a 0-step run on %s: %s" % (run["grid"], how)
                 print("llmscale: MFU reference %.1f GFLOP/s per rank (%s); every run gets &log peak_flops = %s"
-                      % (gflops, self.doc["peak_source"], sw.format_value(self.doc["peak_flops"])), flush=True)
+                      % (gflops, self.doc["peak_source"], format_value(self.doc["peak_flops"])), flush=True)
                 return
             why = ("exit %d: %s" % (rc, sw._log_reason(log, LOG_MARK) or "no output") if rc
                    else "no 'MFU reference' line")
@@ -365,14 +360,7 @@ class Study:
 
 
 def read_state(path):
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except (OSError, ValueError) as e:
-        raise UserError("%s: the study's state cannot be read (%s); move it away to start again" % (path, e))
-    if doc.get("format") != STATE_FORMAT or doc.get("version") != STATE_VERSION:
-        raise UserError("%s: not an llmscale state file of version %d" % (path, STATE_VERSION))
-    return doc
+    return sw.read_state_file(path, STATE_FORMAT, STATE_VERSION, "llmscale")
 
 
 def read_peak(log_path):
@@ -479,7 +467,7 @@ def write_markdown(out_dir, doc, rows, ref, warmup):
              % (batch, a["steps"], warmup + 1, a["steps"], warmup, "" if warmup == 1 else "s"),
              "- MFU reference: %s GFLOP/s per rank (%s), the same `&log peak_flops = %s` in every run's namelist"
              % (_fmt(peak and peak / 1e9, "%.1f") or "none", doc.get("peak_source") or "not measured",
-                sw.format_value(float(peak)) if peak else "0"),
+                format_value(float(peak)) if peak else "0"),
              "- speedup = tokens/s / tokens/s of %s; ideal = ranks / %s; efficiency = speedup / ideal"
              % ((ref["grid"], "%d" % ref["ranks"]) if ref else ("the row with the fewest ranks", "its ranks")),
              "- times are rank 0's (ms per step, each column its own median): compute = step - tp all-reduce - "
@@ -642,7 +630,7 @@ def main(argv):
     try:
         if args.report:
             return report_only(args)
-        base = sw.read_namelist_file(args.base)
+        base = read_namelist_file(args.base)
         try:
             os.makedirs(args.out, exist_ok=True)
         except OSError as e:

@@ -41,8 +41,8 @@ refused their input); 1 llmmerge or an evaluation failed otherwise; 75 stopped b
 its exit code, the program's own message and its log; llmsweep records it as the trial's error.
 
 Why Python and not a shell script: the trial namelist has to be read and rewritten (three sets of
-groups, values replaced, file:line:col kept), and llmsweep's reader of llmtrain's namelist grammar
-(src/tools/llmsweep.py, which this imports) does exactly that; a shell script would need a second
+groups, values replaced, file:line:col kept), and the tools' reader of llmtrain's namelist grammar
+(src/tools/nml.py, which this imports) does exactly that; a shell script would need a second
 namelist parser. The rest is running two programs and a mean. Standard library only.
 """
 import difflib
@@ -59,7 +59,8 @@ import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in src/tools
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import llmsweep as nl  # noqa: E402  (the namelist reader and writer, atomic_write, _REASON_WORDS)
+import llmsweep as sw  # noqa: E402  (atomic_write, _REASON_WORDS)
+import nml as nl  # noqa: E402  (the namelist reader and writer)
 
 EXIT_OK, EXIT_FAILED, EXIT_USER, EXIT_STOPPED = 0, 1, 2, 75
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -225,7 +226,7 @@ class Runner:
         argv = self.launcher + argv
         t0 = time.time()
         with open(log_path, "w", encoding="utf-8") as log:
-            log.write("== merge_trial: %s\n" % " ".join(shlex.quote(a) for a in argv))
+            log.write("== merge_trial: %s\n" % sw.command_text(argv))
             log.flush()
             try:
                 self.child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
@@ -254,7 +255,7 @@ def first_error(log_path):
     own = ("llmtrain:", "llmmerge:")
     for test in (lambda ln: ln.startswith(own) and ln.split(":", 2)[1].strip().startswith("error"),
                  lambda ln: ln.startswith(own) and not ln.split(":", 2)[1].strip().startswith("warning"),
-                 lambda ln: any(w in ln.lower() for w in nl._REASON_WORDS), lambda ln: True):
+                 lambda ln: any(w in ln.lower() for w in sw._REASON_WORDS), lambda ln: True):
         found = [ln for ln in lines if test(ln)]
         if found:
             return found[0][:800]
@@ -291,7 +292,7 @@ def trial(path, runner, llmmerge, llmtrain):
     merged = os.path.join(run_dir, "merged.h5")
 
     merge_nml = os.path.join(run_dir, "merge.nml")
-    nl.atomic_write(merge_nml, blank_groups(n, {g.name for g in n.groups if g.name != "merge"}))
+    sw.atomic_write(merge_nml, blank_groups(n, {g.name for g in n.groups if g.name != "merge"}))
     args, what = merge_arguments(n, settings, method, merged)
     merge_s = runner.run("llmmerge", [llmmerge, merge_nml] + args, os.path.join(run_dir, "merge.log"))
     print("merge_trial: llmmerge %s, %s -> %s (%.1f s)"
@@ -306,8 +307,8 @@ def trial(path, runner, llmmerge, llmtrain):
              ("data", "val_files"): val_files}
         nml = os.path.join(run_dir, "eval_%s.nml" % set_name)
         header = ("! %s - written by merge_trial.py: %s without &merge and &merge_trial, with %s\n"
-                  % (nml, path, ", ".join("%s.%s = %s" % (g, k, nl.format_value(v)) for (g, k), v in o.items())))
-        nl.atomic_write(nml, nl.namelist_with(eval_text, o, header))
+                  % (nml, path, nl.overrides_text(o)))
+        sw.atomic_write(nml, nl.namelist_with(eval_text, o, header))
         log = os.path.join(run_dir, "eval_%s.log" % set_name)
         what_eval = "evaluation on set %s (val_files '%s')" % (set_name, val_files)
         s = runner.run(what_eval, [llmtrain, nml], log)
@@ -328,7 +329,7 @@ def trial(path, runner, llmmerge, llmtrain):
     record.update(what)
     record.update({"method": method, "val_batches": batches, "merged": merged if keep else None,
                    "merge_s": round(merge_s, 3), "eval_s": round(eval_s, 3)})
-    nl.atomic_write(metrics, json.dumps(record) + "\n")
+    sw.atomic_write(metrics, json.dumps(record) + "\n")
     print("merge_trial: val_loss %.6f (mean of %s) -> %s"
           % (mean, ", ".join("%s %.6f" % kv for kv in losses.items()), metrics), flush=True)
 

@@ -3,7 +3,7 @@
 
     sweep_objective.py TRIAL.nml
 
-Reads the trial's namelist the way llmtrain would (llmsweep's reader, the same syntax), "trains"
+Reads the trial's namelist the way llmtrain would (nml.py, the tools' reader, the same syntax), "trains"
 &train max_steps steps and appends llmtrain-like records to out_dir/name/metrics.jsonl:
 {"step", "loss", "tokens"} and {"step", "val_loss", "true_value", "resumed_from"}. The value is
 f(x) + curve / step, so a run reports a learning curve whose order across trials is f's order.
@@ -24,7 +24,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "tools"))
-import llmsweep  # noqa: E402  (the namelist reader only: no numpy)
+import nml  # noqa: E402  (the namelist reader only: no numpy)
 
 OBJECTIVE_KEYS = {"function", "x1", "x2", "noise", "curve", "sleep_s", "step_sleep_s", "fail_x1_above"}
 BRANIN_MIN = 0.397887357729738
@@ -41,8 +41,8 @@ def quadratic(lr, warmup, width):
 
 def main(path):
     try:
-        nl = llmsweep.read_namelist_file(path)
-    except llmsweep.UserError as e:
+        nl = nml.read_namelist_file(path)
+    except nml.UserError as e:
         print("objective: %s" % e, file=sys.stderr)
         return 2
     objective = nl.group("objective")
@@ -52,7 +52,7 @@ def main(path):
             return 2
 
     def val(group, key, default):
-        return llmsweep.namelist_value(nl, group, key, default)
+        return nml.namelist_value(nl, group, key, default)
 
     run_dir = os.path.join(val("run", "out_dir", "runs"), val("run", "name", "run"))
     os.makedirs(run_dir, exist_ok=True)

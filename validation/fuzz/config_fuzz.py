@@ -44,7 +44,7 @@ Options: --bin PATH (or LLMTRAIN_BIN: the llmtrain to test, e.g. an older build)
 --save (failing draws go to the corpus: on by default in random mode), --max-ranks N.
 Exit status: 0 no failure; 1 a product failure (each printed as a complete namelist, the command
 lines and the invariant with its numbers); 3 only fuzzer bugs (invalid draws).
-Python 3 (standard library); reuses llmsweep.py's namelist reader and writer.
+Python 3 (standard library); reuses the tools' namelist reader and writer (src/tools/nml.py).
 """
 import argparse
 import hashlib
@@ -61,7 +61,7 @@ import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "src", "tools"))
-import llmsweep  # noqa: E402  (the namelist reader/writer: parse_namelist, format_value)
+import nml  # noqa: E402  (the namelist reader/writer: parse_namelist, format_value)
 
 CORPUS = os.path.join(ROOT, "validation", "fuzz", "config_corpus")
 KNOWN_FAILING = os.path.join(CORPUS, "KNOWN_FAILING")
@@ -340,10 +340,10 @@ class Draw:
                 continue
             lines.append("&%s" % g)
             for k, v in groups[g].items():
-                lines.append("  %-20s = %s" % (k, llmsweep.format_value(v)))
+                lines.append("  %-20s = %s" % (k, nml.format_value(v)))
             lines.append("/")
         for st in self.stages:
-            lines.append("&stage " + ", ".join("%s = %s" % (k, llmsweep.format_value(v)) for k, v in st.items()) + " /")
+            lines.append("&stage " + ", ".join("%s = %s" % (k, nml.format_value(v)) for k, v in st.items()) + " /")
         return "\n".join(lines) + "\n"
 
     def ident(self):
@@ -509,7 +509,7 @@ def construct(rng, f, schema, generic):
 
 def draw_from_file(path):
     text = open(path).read()
-    nl = llmsweep.parse_namelist(path, text)
+    nl = nml.parse_namelist(path, text)
     groups, stages = {}, []
     for g in nl.groups:
         kv = {}

@@ -16,6 +16,7 @@ import argparse
 import glob
 import json
 import math
+import os
 import re
 import sys
 
@@ -24,48 +25,16 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+sys.dont_write_bytecode = True  # no __pycache__ in src/tools
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "tools"))
+import nml as nml_reader  # noqa: E402  (llmtrain's namelist reader)
+
 torch.set_default_dtype(torch.float64)
 
-# ---------------------------------------------------------------- namelist (minimal reader)
-TOKEN = re.compile(r"""'(?:[^']|'')*'|"(?:[^"]|"")*"|[^\s,=!/&]+|[=/&]|!.*""")
-
-
+# ---------------------------------------------------------------- namelist (the tools' reader)
 def read_namelist(path):
-    """Groups -> {key: value or list}; enough for llmtrain's inputs (not a full parser)."""
-    groups, group, key = {}, None, None
-    for line in open(path):
-        toks = [t for t in TOKEN.findall(line) if not t.startswith("!")]
-        i = 0
-        while i < len(toks):
-            t = toks[i]
-            if t == "&":
-                group = groups.setdefault(toks[i + 1].lower(), {})
-                i += 2
-                continue
-            if t == "/":
-                group, key = None, None
-            elif i + 1 < len(toks) and toks[i + 1] == "=":
-                key = t.lower()
-                group[key] = []
-                i += 1
-            elif group is not None and key is not None:
-                group[key].append(convert(t))
-            i += 1
-    return {g: {k: v[0] if len(v) == 1 else v for k, v in kv.items()} for g, kv in groups.items()}
-
-
-def convert(t):
-    if t[0] in "'\"":
-        return t[1:-1].replace(t[0] * 2, t[0])
-    low = t.lower()
-    if low in (".true.", "t", ".t."):
-        return True
-    if low in (".false.", "f", ".f."):
-        return False
-    try:
-        return int(t)
-    except ValueError:
-        return float(low.replace("d", "e"))
+    """Groups -> {key: value or list}, read by src/tools/nml.py (llmtrain's grammar)."""
+    return nml_reader.namelist_dict(nml_reader.read_namelist_file(path))
 
 
 def setting(nml, group, key, default):

@@ -1,7 +1,9 @@
 /* adamw.c — the optimizer's element-wise kernels: the fused AdamW update (one pass over param,
  * grad, m, v: 28 bytes of traffic per parameter, memory bound) and the sum of squares used for
- * the global gradient norm. Uses: libm. */
+ * the global gradient norm. Uses: kernels/adamw_math.h (the update's math, one definition for
+ * both backends), libm. */
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/adamw_math.h"
 #include <math.h>
 
 /* Reads the range as four interleaved streams: one sequential stream per core reaches ~16 GB/s
@@ -30,40 +32,19 @@ double cpu_sumsq(const float *x, size_t n) {
     return s;
 }
 
-/* per-step constants of the update */
-typedef struct {
-    float one_m_b1, beta2, one_m_b2, eps, decay, step_size, sqrt_bc2, grad_scale;
-} adamw_coef_t;
-
 static void adamw_range(float *param, const float *grad, float *m, float *v,
                         const adamw_coef_t *k_ptr, size_t i0, size_t i1) {
     const adamw_coef_t k = *k_ptr;
-    for (size_t i = i0; i < i1; i++) {
-        const float g = grad[i] * k.grad_scale;
-        const float mi = m[i] + k.one_m_b1 * (g - m[i]); /* torch: m.lerp_(g, 1-b1) */
-        const float vi = k.beta2 * v[i] + k.one_m_b2 * g * g;
-        const float denom = sqrtf(vi) / k.sqrt_bc2 + k.eps;
-        param[i] = param[i] * k.decay - k.step_size * mi / denom;
-        m[i] = mi;
-        v[i] = vi;
-    }
+    for (size_t i = i0; i < i1; i++) adamw_element(&param[i], &m[i], &v[i], grad[i], k);
 }
 
-/* adamw_update: param[n], grad[n], m[n], v[n] updated in one pass, t counted from 1:
- *   g = grad * grad_scale;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
- *   p = p - lr * ( m_hat / (sqrt(v_hat) + eps) + wd * p ),
- *   m_hat = m / (1-b1^t),  v_hat = v / (1-b2^t)
- * evaluated in the order of PyTorch's single-tensor AdamW (m by lerp, decay first,
- * sqrt(v) / sqrt(1-b2^t) + eps), so rounding stays close to the reference.
+/* adamw_update: param[n], grad[n], m[n], v[n] updated in one pass, t counted from 1; the
+ * constants and the element's formula in kernels/adamw_math.h (shared with the CUDA backend).
  * (sqrtf vectorises only with -fno-math-errno, which Makefile.inc sets.) */
 void cpu_adamw_update(float *param, const float *grad, float *m, float *v, size_t n, float lr,
                       float beta1, float beta2, float eps, float weight_decay, float grad_scale,
                       int t) {
-    const double bc1 = 1.0 - pow((double)beta1, t), bc2 = 1.0 - pow((double)beta2, t);
-    const adamw_coef_t k = {.one_m_b1 = 1.0f - beta1, .beta2 = beta2, .one_m_b2 = 1.0f - beta2,
-                            .eps = eps, .decay = 1.0f - lr * weight_decay,
-                            .step_size = (float)((double)lr / bc1),
-                            .sqrt_bc2 = (float)sqrt(bc2), .grad_scale = grad_scale};
+    const adamw_coef_t k = adamw_step_coef(lr, beta1, beta2, eps, weight_decay, grad_scale, t);
 #pragma omp parallel if (n > CPU_PAR_MIN)
     {
         size_t i0, i1;

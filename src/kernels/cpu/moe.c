@@ -5,23 +5,15 @@
  * Rows are independent everywhere except in moe_scatter_add_rows, where several dispatch rows
  * may add into one token row: it is split over COLUMN blocks and every block applies r = 0 .. M-1
  * in order, so the sums do not depend on OMP_NUM_THREADS. The router rows are short (E
- * experts), so their sums are accumulated in double and exp/log are libm's.
- * Uses: core/rng.h (the noise), libm. */
+ * experts), so their sums are accumulated in double and exp/log are libm's; the per-row math is
+ * kernels/moe_router_math.h, the one the CUDA backend runs.
+ * Uses: kernels/moe_router_math.h, core/rng.h (the noise), libm. */
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/moe_router_math.h"
 #include "core/rng.h"
 #include <math.h>
 
 #define MOE_COL_BLOCK 64 /* columns per unit of work of moe_scatter_add_rows */
-
-/* log(1 + e^x) without overflow for large x or loss of precision for very negative x */
-static inline float softplus(float x) { return log1pf(expf(-fabsf(x))) + fmaxf(x, 0.0f); }
-
-/* 1 / (1 + e^-x), never computing e^(large) */
-static inline float sigmoid(float x) {
-    if (x >= 0.0f) return 1.0f / (1.0f + expf(-x));
-    const float e = expf(x);
-    return e / (1.0f + e);
-}
 
 static inline philox_key_t noise_key(const uint32_t key[2]) {
     return (philox_key_t){{key[0], key[1]}};
@@ -29,104 +21,48 @@ static inline philox_key_t noise_key(const uint32_t key[2]) {
 
 /* ---------------------------------------------------------------- noisy gating */
 
-/* moe_noise_forward: logits[N, E] += scale * eps(i, e) * softplus(noise[N, E]),
- * eps(i, e) = rng_normal(key, (row0 + i) * E + e) */
-void cpu_moe_noise_forward(float *logits, const float *noise, int N, int E, float scale,
-                           const uint32_t key[2], uint64_t row0) {
+/* The noise ops' walk over [N, E], eps(i, e) = rng_normal(key, (row0 + i) * E + e):
+ * forward  (dlogits NULL): out = logits, out += scale * eps * softplus(noise);
+ * backward:                out = dnoise,  out  = dlogits * scale * eps * sigmoid(noise). */
+static void noise_walk(float *out, const float *dlogits, const float *noise, int N, int E,
+                       float scale, const uint32_t key[2], uint64_t row0) {
     const philox_key_t k = noise_key(key);
 #pragma omp parallel for schedule(static) if ((size_t)N * E > CPU_PAR_MIN / 16)
     for (int i = 0; i < N; i++) {
         const uint64_t base = (row0 + (uint64_t)i) * (uint64_t)E;
         for (int e = 0; e < E; e++) {
             const size_t at = (size_t)i * E + e;
-            logits[at] += scale * rng_normal(k, base + (uint64_t)e) * softplus(noise[at]);
+            const float eps = rng_normal(k, base + (uint64_t)e);
+            if (dlogits)
+                out[at] = dlogits[at] * scale * eps * moe_sigmoid(noise[at]);
+            else
+                out[at] += scale * eps * moe_softplus(noise[at]);
         }
     }
+}
+
+/* moe_noise_forward: logits[N, E] += scale * eps(i, e) * softplus(noise[N, E]) */
+void cpu_moe_noise_forward(float *logits, const float *noise, int N, int E, float scale,
+                           const uint32_t key[2], uint64_t row0) {
+    noise_walk(logits, NULL, noise, N, E, scale, key, row0);
 }
 
 /* moe_noise_backward: dnoise[N, E] = dlogits * scale * eps(i, e) * sigmoid(noise) */
 void cpu_moe_noise_backward(float *dnoise, const float *dlogits, const float *noise, int N,
                             int E, float scale, const uint32_t key[2], uint64_t row0) {
-    const philox_key_t k = noise_key(key);
-#pragma omp parallel for schedule(static) if ((size_t)N * E > CPU_PAR_MIN / 16)
-    for (int i = 0; i < N; i++) {
-        const uint64_t base = (row0 + (uint64_t)i) * (uint64_t)E;
-        for (int e = 0; e < E; e++) {
-            const size_t at = (size_t)i * E + e;
-            dnoise[at] = dlogits[at] * scale * rng_normal(k, base + (uint64_t)e) * sigmoid(noise[at]);
-        }
-    }
+    noise_walk(dnoise, dlogits, noise, N, E, scale, key, row0);
 }
 
 /* ---------------------------------------------------------------- router: softmax + top-k */
-
-/* Whether expert a ranks before expert b: larger probability, ties to the lower index. */
-static inline bool ranks_before(const float *p, int a, int b) {
-    return p[a] > p[b] || (p[a] == p[b] && a < b);
-}
-
-/* idx[k] = the k first experts of row p[E] in ranking order. Each pick is the best expert that
- * ranks after the previous pick (the ranking is a total order), so no "taken" marks are needed.
- * NaN probabilities (non-finite logits: the anomaly check reports them) rank nowhere: such a
- * pick falls back to expert j, so idx stays a valid expert index. */
-static void row_topk(int *idx, const float *p, int E, int k) {
-    int prev = -1;
-    for (int j = 0; j < k; j++) {
-        int best = -1;
-        for (int e = 0; e < E; e++)
-            if ((prev < 0 || ranks_before(p, prev, e)) && (best < 0 || ranks_before(p, e, best)))
-                best = e;
-        idx[j] = best >= 0 ? best : j;
-        prev = idx[j];
-    }
-}
 
 /* moe_softmax_topk: probs[N, E] = softmax(logits) per row (max subtracted, sum in double),
  * lse[N] = logsumexp; idx[N, k], gates[N, k] the top k (renormalised over the k when k > 1) */
 void cpu_moe_softmax_topk(float *probs, float *lse, int *idx, float *gates, const float *logits,
                           int N, int E, int k) {
 #pragma omp parallel for schedule(static) if ((size_t)N * E > CPU_PAR_MIN / 4)
-    for (int i = 0; i < N; i++) {
-        const float *z = logits + (size_t)i * E;
-        float *p = probs + (size_t)i * E;
-        float m = -INFINITY;
-        for (int e = 0; e < E; e++) m = z[e] > m ? z[e] : m;
-        double sum = 0.0;
-        for (int e = 0; e < E; e++) sum += exp((double)z[e] - (double)m);
-        for (int e = 0; e < E; e++) p[e] = (float)(exp((double)z[e] - (double)m) / sum);
-        lse[i] = (float)((double)m + log(sum));
-        int *ix = idx + (size_t)i * k;
-        float *g = gates + (size_t)i * k;
-        row_topk(ix, p, E, k);
-        double chosen = 0.0;
-        for (int j = 0; j < k; j++) chosen += p[ix[j]];
-        for (int j = 0; j < k; j++) g[j] = k > 1 ? (float)(p[ix[j]] / chosen) : p[ix[j]];
-    }
-}
-
-/* d[E] = dL/dprobs of one row: dprob_bias[e] (or 0) plus the gates' part at the chosen experts.
- * k > 1, g_j = p_j / S with S = sum_j p_j:  dL/dp_{e_j} += (dg_j - sum_j' dg_j' g_j') / S;
- * k = 1, g = p:                             dL/dp_{e_1} += dg_1.
- * (The sum over j' is the renormalisation's share; each term is computed in double.) */
-static void row_dprobs(float *d, const float *p, const int *ix, const float *g, const float *dg,
-                       const float *dprob_bias, int E, int k) {
-    for (int e = 0; e < E; e++) d[e] = dprob_bias ? dprob_bias[e] : 0.0f;
-    if (k == 1) {
-        d[ix[0]] += dg[0];
-        return;
-    }
-    double S = 0.0, dot = 0.0;
-    for (int j = 0; j < k; j++) S += p[ix[j]], dot += (double)dg[j] * g[j];
-    for (int j = 0; j < k; j++) d[ix[j]] = (float)((double)d[ix[j]] + ((double)dg[j] - dot) / S);
-}
-
-/* d[E] := dL/dlogits of one row, in place, from d = dL/dprobs: the softmax Jacobian
- * p * (d - sum_e p d), plus the z-loss dz * d(lse^2)/dz_e = dz * 2 lse p. */
-static void row_dlogits(float *d, const float *p, float lse, float dz, int E) {
-    double pd = 0.0;
-    for (int e = 0; e < E; e++) pd += (double)p[e] * d[e];
-    const double zterm = 2.0 * (double)dz * (double)lse;
-    for (int e = 0; e < E; e++) d[e] = (float)((double)p[e] * ((double)d[e] - pd + zterm));
+    for (int i = 0; i < N; i++)
+        moe_row_softmax_topk(probs + (size_t)i * E, &lse[i], idx + (size_t)i * k,
+                             gates + (size_t)i * k, logits + (size_t)i * E, E, k);
 }
 
 /* moe_router_backward: dlogits[N, E] = d/dlogits of sum dgates * gates + sum dprob_bias * probs
@@ -139,9 +75,9 @@ void cpu_moe_router_backward(float *dlogits, const float *probs, const float *ls
     for (int i = 0; i < N; i++) {
         const float *p = probs + (size_t)i * E;
         float *d = dlogits + (size_t)i * E;
-        row_dprobs(d, p, idx + (size_t)i * k, gates + (size_t)i * k, dgates + (size_t)i * k,
-                   dprob_bias, E, k);
-        row_dlogits(d, p, lse[i], dz, E);
+        moe_row_dprobs(d, p, idx + (size_t)i * k, gates + (size_t)i * k, dgates + (size_t)i * k,
+                       dprob_bias, E, k);
+        moe_row_dlogits(d, p, lse[i], dz, E);
     }
 }
 

@@ -23,9 +23,10 @@
  *  - D = rowsum(dout * out) is a small kernel into scratch[B, NH, T] (the only scratch).
  * Dropout factors come from philox.cuh's dropout_factor_dev at (row0 + b T + t, key j,
  * word3 + h), exactly the CPU's (kernels/cpu/dropout.c); no mask is stored.
- * Work is on the legacy default stream 0. Uses: philox.cuh, cuda_check.h. */
+ * Work is on the legacy default stream 0. Uses: cuda_common.cuh (its warp reductions, and
+ * cuda_check.h), philox.cuh. */
 #include "kernels/cuda/cuda_kernels.h"
-#include "core/cuda_check.h"
+#include "kernels/cuda/cuda_common.cuh" /* warp_max, warp_sum */
 #include "kernels/cuda/philox.cuh"
 #include <math.h>
 
@@ -80,16 +81,23 @@ __device__ static void tile_dots(float s[ATT_RW][2], const float *A, const float
     }
 }
 
-__device__ static inline float warp_max(float x) {
+/* acc[r][c] += W[r][j] * X[j][lane + 32 c] over the keys j < jend of a tile, in ascending j:
+ * W this warp's ATT_RW rows of a [.][ATT_BK] tile (P or dS), X a tile of 64 rows of stride sld
+ * (V or K; columns at or past hs read as 0). The forward's P v and the backward's dS k. */
+template <int DC>
+__device__ static void tile_accumulate(float acc[ATT_RW][DC], const float *W, const float *X,
+                                       int sld, int hs, int jend, int lane) {
+    for (int j = 0; j < jend; j++) {
+        float xj[DC];
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
-    return x;
-}
-
-__device__ static inline float warp_sum(float x) {
+        for (int c = 0; c < DC; c++) xj[c] = lane + 32 * c < hs ? X[j * sld + lane + 32 * c] : 0.0f;
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-    return x;
+        for (int r = 0; r < ATT_RW; r++) {
+            const float w = W[r * ATT_BK + j];
+#pragma unroll
+            for (int c = 0; c < DC; c++) acc[r][c] = fmaf(w, xj[c], acc[r][c]);
+        }
+    }
 }
 
 /* The dropout factor of query t (local to batch row b), key j, local head h; 1 without dropout. */
@@ -175,18 +183,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_forward_kernel(att_args
         forward_softmax_tile<DC>(a, s, m, l, o, Pw, b, h, t0, k0, lane);
         __syncwarp();
         /* keys past this warp's last row (or T) have P = 0 */
-        const int jend = min(ATT_BK, min(T, t0 + ATT_RW) - k0);
-        for (int j = 0; j < jend; j++) {
-            float vj[DC];
-#pragma unroll
-            for (int c = 0; c < DC; c++) vj[c] = lane + 32 * c < hs ? Vs[j * sld + lane + 32 * c] : 0.0f;
-#pragma unroll
-            for (int r = 0; r < ATT_RW; r++) {
-                const float p = Pw[r * ATT_BK + j];
-#pragma unroll
-                for (int c = 0; c < DC; c++) o[r][c] = fmaf(p, vj[c], o[r][c]);
-            }
-        }
+        tile_accumulate<DC>(o, Pw, Vs, sld, hs, min(ATT_BK, min(T, t0 + ATT_RW) - k0), lane);
         __syncwarp();
     }
 #pragma unroll
@@ -387,18 +384,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_dq_kernel(att_args a) {
         tile_dots(dp, dOs + warp * ATT_RW * sld, Vs, sld, hs, lane);
         dq_tile_grads(a, s, dp, lse_r, D_r, dSw, b, h, t0, k0, lane);
         __syncwarp();
-        const int jend = min(ATT_BK, min(T, t0 + ATT_RW) - k0);
-        for (int j = 0; j < jend; j++) {
-            float kj[DC];
-#pragma unroll
-            for (int c = 0; c < DC; c++) kj[c] = lane + 32 * c < hs ? Ks[j * sld + lane + 32 * c] : 0.0f;
-#pragma unroll
-            for (int r = 0; r < ATT_RW; r++) {
-                const float ds = dSw[r * ATT_BK + j];
-#pragma unroll
-                for (int c = 0; c < DC; c++) dq[r][c] = fmaf(ds, kj[c], dq[r][c]);
-            }
-        }
+        tile_accumulate<DC>(dq, dSw, Ks, sld, hs, min(ATT_BK, min(T, t0 + ATT_RW) - k0), lane);
         __syncwarp();
     }
 #pragma unroll

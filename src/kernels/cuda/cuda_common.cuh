@@ -65,39 +65,34 @@ __device__ __forceinline__ float warp_max(float v) {
     return v;
 }
 
-/* The per-warp values are parked in shared memory; the first __syncthreads protects them from
- * a previous call's readers. Every warp then reduces the parked values itself (the same tree
- * in every warp), which gives every thread the result without a third barrier. */
-__device__ __forceinline__ float block_sum(float v) {
-    __shared__ float part[32];
+/* block_reduce: warp_op over the block, `none` the value of a lane past the last warp. The
+ * per-warp values are parked in shared memory (one array per instantiation); the first
+ * __syncthreads protects them from a previous call's readers. Every warp then reduces the parked
+ * values itself (the same tree in every warp), which gives every thread the result without a
+ * third barrier. */
+template <typename T, T (*warp_op)(T)>
+__device__ __forceinline__ T block_reduce(T v, T none) {
+    __shared__ T part[32];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
-    v = warp_sum(v);
+    v = warp_op(v);
     __syncthreads();
     if (lane == 0) part[warp] = v;
     __syncthreads();
-    return warp_sum(lane < n_warps ? part[lane] : 0.0f);
+    return warp_op(lane < n_warps ? part[lane] : none);
+}
+
+__device__ __forceinline__ float block_sum(float v) {
+    return block_reduce<float, warp_sum>(v, 0.0f);
 }
 
 __device__ __forceinline__ double block_sum_double(double v) {
-    __shared__ double part[32];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
-    v = warp_sum_double(v);
-    __syncthreads();
-    if (lane == 0) part[warp] = v;
-    __syncthreads();
-    return warp_sum_double(lane < n_warps ? part[lane] : 0.0);
+    return block_reduce<double, warp_sum_double>(v, 0.0);
 }
 
 /* max; -INFINITY for a block that saw nothing. NaN: fmaxf drops it (the CPU's comparison
  * form keeps a leading NaN out as well; a NaN logit is reported by the anomaly check). */
 __device__ __forceinline__ float block_max(float v) {
-    __shared__ float part[32];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
-    v = warp_max(v);
-    __syncthreads();
-    if (lane == 0) part[warp] = v;
-    __syncthreads();
-    return warp_max(lane < n_warps ? part[lane] : -INFINITY);
+    return block_reduce<float, warp_max>(v, -INFINITY);
 }
 
 /* ---------------------------------------------------------------- low-precision stores

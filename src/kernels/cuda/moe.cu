@@ -2,15 +2,16 @@
  * backward side by side: noisy top-k gating (the noise drawn with philox.cuh's rng_normal_dev:
  * the CPU's numbers), the router's softmax + top-k and its backward, and the row moves of
  * dispatch (gather) and combine (scatter-add and its backward). Formulas as kernels/cpu/moe.c.
- *  - Router rows are short (E experts): one thread per row, sums in double, exp/log in double
- *    as the CPU; top-k by repeated selection with the CPU's total order (larger probability
- *    first, ties to the lower index).
+ *  - Router rows are short (E experts): one thread per row running kernels/moe_router_math.h,
+ *    the CPU's per-row code (sums in double, exp/log in double; top-k by repeated selection with
+ *    the CPU's total order: larger probability first, ties to the lower index).
  *  - moe_scatter_add_rows: several dispatch rows may add into one token row; done without
  *    atomics by cuda_segments.cuh (stable sort of r by destination row, each row's additions in
  *    r = 0 .. M-1 order: the CPU's order and rounding).
  * Owns: the kernels, their launchers and one static device buffer (the scatter's sort).
- * Uses: cuda_common.cuh, cuda_segments.cuh, philox.cuh. Used by: ops_cuda.cu. */
+ * Uses: moe_router_math.h, cuda_common.cuh, cuda_segments.cuh, philox.cuh. Used by: ops_cuda.cu. */
 #include <limits.h>
+#include "kernels/moe_router_math.h"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_segments.cuh"
 #include "kernels/cuda/philox.cuh"
@@ -25,18 +26,6 @@ static inline unsigned moe_blocks(size_t n, int threads) {
     return (unsigned)((n + (size_t)threads - 1) / (size_t)threads);
 }
 
-/* log(1 + e^x) without overflow for large x or loss of precision for very negative x */
-__device__ __forceinline__ float softplus_dev(float x) {
-    return log1pf(expf(-fabsf(x))) + fmaxf(x, 0.0f);
-}
-
-/* 1 / (1 + e^-x), never computing e^(large) */
-__device__ __forceinline__ float sigmoid_dev(float x) {
-    if (x >= 0.0f) return 1.0f / (1.0f + expf(-x));
-    const float e = expf(x);
-    return e / (1.0f + e);
-}
-
 /* ---------------------------------------------------------------- noisy gating */
 
 /* logits[N, E] += scale * eps(i, e) * softplus(noise), eps = rng_normal(key, (row0 + i) E + e) */
@@ -47,7 +36,7 @@ static __global__ void moe_noise_forward_kernel(float *logits, const float *nois
          at += (size_t)gridDim.x * blockDim.x) {
         const uint64_t i = at / (size_t)E, e = at % (size_t)E;
         const float eps = rng_normal_dev(k0, k1, (row0 + i) * (uint64_t)E + e);
-        logits[at] += scale * eps * softplus_dev(noise[at]);
+        logits[at] += scale * eps * moe_softplus(noise[at]);
     }
 }
 
@@ -69,7 +58,7 @@ static __global__ void moe_noise_backward_kernel(float *dnoise, const float *dlo
          at += (size_t)gridDim.x * blockDim.x) {
         const uint64_t i = at / (size_t)E, e = at % (size_t)E;
         const float eps = rng_normal_dev(k0, k1, (row0 + i) * (uint64_t)E + e);
-        dnoise[at] = dlogits[at] * scale * eps * sigmoid_dev(noise[at]);
+        dnoise[at] = dlogits[at] * scale * eps * moe_sigmoid(noise[at]);
     }
 }
 
@@ -84,46 +73,14 @@ void cuda_moe_noise_backward(float *dnoise, const float *dlogits, const float *n
 
 /* ---------------------------------------------------------------- router: softmax + top-k */
 
-/* Whether expert a ranks before expert b: larger probability, ties to the lower index. */
-__device__ __forceinline__ bool ranks_before(const float *p, int a, int b) {
-    return p[a] > p[b] || (p[a] == p[b] && a < b);
-}
-
-/* idx[k] = the k first experts of p[E] in ranking order: each pick is the best expert ranking
- * after the previous pick (a total order, so no "taken" marks). A NaN row ranks nowhere: the
- * pick falls back to expert j (a valid index), as moe.c. */
-static __device__ void row_topk_dev(int *idx, const float *p, int E, int k) {
-    int prev = -1;
-    for (int j = 0; j < k; j++) {
-        int best = -1;
-        for (int e = 0; e < E; e++)
-            if ((prev < 0 || ranks_before(p, prev, e)) && (best < 0 || ranks_before(p, e, best)))
-                best = e;
-        idx[j] = best >= 0 ? best : j;
-        prev = idx[j];
-    }
-}
-
 /* probs[N, E] = softmax(logits) (max subtracted, sum in double), lse[N]; idx[N, k], gates[N, k]
  * the top k, renormalised over the k when k > 1. One thread per row. */
 static __global__ void moe_softmax_topk_kernel(float *probs, float *lse, int *idx, float *gates,
                                                const float *logits, int N, int E, int k) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= N) return;
-    const float *z = logits + (size_t)i * E;
-    float *p = probs + (size_t)i * E;
-    float m = -INFINITY;
-    for (int e = 0; e < E; e++) m = z[e] > m ? z[e] : m;
-    double sum = 0.0;
-    for (int e = 0; e < E; e++) sum += exp((double)z[e] - (double)m);
-    for (int e = 0; e < E; e++) p[e] = (float)(exp((double)z[e] - (double)m) / sum);
-    lse[i] = (float)((double)m + log(sum));
-    int *ix = idx + (size_t)i * k;
-    float *g = gates + (size_t)i * k;
-    row_topk_dev(ix, p, E, k);
-    double chosen = 0.0;
-    for (int j = 0; j < k; j++) chosen += p[ix[j]];
-    for (int j = 0; j < k; j++) g[j] = k > 1 ? (float)(p[ix[j]] / chosen) : p[ix[j]];
+    moe_row_softmax_topk(probs + (size_t)i * E, &lse[i], idx + (size_t)i * k, gates + (size_t)i * k,
+                         logits + (size_t)i * E, E, k);
 }
 
 void cuda_moe_softmax_topk(float *probs, float *lse, int *idx, float *gates, const float *logits,
@@ -132,28 +89,6 @@ void cuda_moe_softmax_topk(float *probs, float *lse, int *idx, float *gates, con
     moe_softmax_topk_kernel<<<moe_blocks((size_t)N, MOE_ROW_THREADS), MOE_ROW_THREADS>>>(
         probs, lse, idx, gates, logits, N, E, k);
     CUDA_CHECK_LAUNCH();
-}
-
-/* d[E] = dL/dprobs of one row: dprob_bias (or 0) plus the gates' part at the chosen experts
- * (k > 1: (dg_j - sum_j' dg_j' g_j') / S with S = sum_j p_j; k = 1: dg_1), as moe.c. */
-static __device__ void row_dprobs_dev(float *d, const float *p, const int *ix, const float *g,
-                                      const float *dg, const float *dprob_bias, int E, int k) {
-    for (int e = 0; e < E; e++) d[e] = dprob_bias ? dprob_bias[e] : 0.0f;
-    if (k == 1) {
-        d[ix[0]] += dg[0];
-        return;
-    }
-    double S = 0.0, dot = 0.0;
-    for (int j = 0; j < k; j++) S += p[ix[j]], dot += (double)dg[j] * g[j];
-    for (int j = 0; j < k; j++) d[ix[j]] = (float)((double)d[ix[j]] + ((double)dg[j] - dot) / S);
-}
-
-/* d[E] := dL/dlogits in place from dL/dprobs: p (d - sum p d) + dz 2 lse p */
-static __device__ void row_dlogits_dev(float *d, const float *p, float lse, float dz, int E) {
-    double pd = 0.0;
-    for (int e = 0; e < E; e++) pd += (double)p[e] * d[e];
-    const double zterm = 2.0 * (double)dz * (double)lse;
-    for (int e = 0; e < E; e++) d[e] = (float)((double)p[e] * ((double)d[e] - pd + zterm));
 }
 
 /* dlogits[N, E] OVERWRITTEN (ops.h moe_router_backward); the row of dlogits holds dL/dprobs
@@ -167,9 +102,9 @@ static __global__ void moe_router_backward_kernel(float *dlogits, const float *p
     if (i >= N) return;
     const float *p = probs + (size_t)i * E;
     float *d = dlogits + (size_t)i * E;
-    row_dprobs_dev(d, p, idx + (size_t)i * k, gates + (size_t)i * k, dgates + (size_t)i * k,
+    moe_row_dprobs(d, p, idx + (size_t)i * k, gates + (size_t)i * k, dgates + (size_t)i * k,
                    dprob_bias, E, k);
-    row_dlogits_dev(d, p, lse[i], dz, E);
+    moe_row_dlogits(d, p, lse[i], dz, E);
 }
 
 void cuda_moe_router_backward(float *dlogits, const float *probs, const float *lse, const int *idx,
