@@ -75,7 +75,7 @@ read -r t_best obj_best best_name <$TEST_DIR/best.txt
 echo "8 trials completed; best $best_name: t = $t_best, val_loss $obj_best"
 
 echo "== 2. best.nml holds the best t"
-t_file=$($PYTHON -c "import sys; sys.path.insert(0, 'src/tools'); sys.dont_write_bytecode = True; import llmsweep as n
+t_file=$($PYTHON -c "import sys; sys.path.insert(0, 'src/tools'); sys.dont_write_bytecode = True; import nml as n
 print(repr(n.namelist_value(n.read_namelist_file('$S/best.nml'), 'merge_trial', 't')))")
 [ "$t_file" = "$t_best" ] || fail "best.nml: merge_trial t = $t_file, the best trial's $t_best"
 echo "best.nml: merge_trial t = $t_file"
