@@ -1,4 +1,4 @@
-/* checkpoint.h — checkpoints and weight files in HDF5 (DESIGN.md). Layout of one file:
+/* checkpoint.h — checkpoints and weight files in HDF5 (docs/design.md). Layout of one file:
  *   /model/<param>                float32, the parameter's GLOBAL shape
  *   /optimizer/adamw/m/<param>    float32, AdamW first moment, GLOBAL shape   (checkpoints)
  *   /optimizer/adamw/v/<param>    float32, AdamW second moment, GLOBAL shape  (checkpoints)
