@@ -267,6 +267,38 @@ void params_create_chunks(params_t *P, const config_t *cfg, int tp, int tp_rank,
     params_create_experts(P, cfg, tp, tp_rank, pp, pp_rank, chunks, 1, 0);
 }
 
+static void checkpoint_global_index(const ckpt_tensors_t *T, const ckpt_tensor_t *t, size_t j0,
+                                    size_t n, int64_t *g) {
+    const param_t *p = t->src;
+    for (size_t k = 0; k < n; k++) g[k] = param_global_index(p, T->tp, T->tp_rank, j0 + k);
+}
+
+/* P->ckpt: the registry in io/checkpoint.h's terms (io knows no param_t). */
+static void describe_for_checkpoints(params_t *P) {
+    ckpt_tensors_t *T = &P->ckpt;
+    T->t = xcalloc((size_t)(P->n > 0 ? P->n : 1), sizeof *T->t);
+    T->n = P->n;
+    T->n_global = P->n_global;
+    T->tp = P->tp;
+    T->tp_rank = P->tp_rank;
+    T->global_index = checkpoint_global_index;
+    for (int i = 0; i < P->n; i++) {
+        const param_t *p = &P->p[i];
+        ckpt_tensor_t *t = &T->t[i];
+        t->name = p->name;
+        t->ndim = p->ndim;
+        for (int d = 0; d < 3; d++) t->shape[d] = p->shape[d];
+        t->split_dim = p->split_dim;
+        t->experts = p->experts;
+        t->held = p->held;
+        t->tied_copy = p->tied_copy;
+        t->numel = p->numel;
+        t->offset = p->offset;
+        t->nblk = param_hyperslabs(p, P->tp, P->tp_rank, t->start, t->count);
+        t->src = p;
+    }
+}
+
 void params_create_experts(params_t *P, const config_t *cfg, int tp, int tp_rank, int pp,
                            int pp_rank, int chunks, int ep, int ep_rank) {
     memset(P, 0, sizeof *P);
@@ -305,6 +337,7 @@ void params_create_experts(params_t *P, const config_t *cfg, int tp, int tp_rank
         P->n_global += param_global_numel(p);
     }
     P->total = off;
+    describe_for_checkpoints(P);
 }
 
 void params_create(params_t *P, const config_t *cfg, int tp, int tp_rank) {
@@ -312,6 +345,7 @@ void params_create(params_t *P, const config_t *cfg, int tp, int tp_rank) {
 }
 
 void params_destroy(params_t *P) {
+    xfree(P->ckpt.t);
     xfree(P->p);
     memset(P, 0, sizeof *P);
 }

@@ -2,13 +2,15 @@
  * stable name, GLOBAL shape, shard rule over the tensor-parallel group, pipeline stage (layer),
  * and whether it takes weight decay. From the registry and a rank's coordinates each rank derives
  * the local shard it holds. Initialisation, gradient buckets, the optimizer and checkpoints are
- * all driven from here. Uses: core/, config/. Used by: model/, train/, io/checkpoint. */
+ * all driven from here; checkpoints see it through P->ckpt, the registry described in io's own
+ * tensor type. Uses: core/, config/, io/checkpoint (its tensor type). Used by: model/, train/. */
 #ifndef LLMT_PARAMS_H
 #define LLMT_PARAMS_H
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "config/config.h"
+#include "io/checkpoint.h"
 
 #define PARAM_NAME_MAX 48
 
@@ -58,6 +60,8 @@ typedef struct params {
                                   chunk_layers blocks, chunk c = model chunk c * pp + pp_rank
                                   (chunks = 1: one contiguous range, chunk_layers unused) */
     bool has_embed, has_head;  /* first stage: wte, wpe; last stage: lnf and the tied head */
+    ckpt_tensors_t ckpt;       /* the registry as io/checkpoint.h describes tensors (its
+                                  ckpt_save / ckpt_load / ckpt_write_weights take &P->ckpt) */
 } params_t;
 
 /* Register the model's parameters for cfg and compute local shards for (tp, tp_rank), every layer held

@@ -400,7 +400,7 @@ static void load_init_weights(trainer_t *tr) {
                         cfg->n_head, cfg->d_model, cfg->d_ff, cfg->seq_len, NULL, "", NULL};
     char msg[COMM_MSG_MAX + 64];
     watchdog_enter_for("weights read", "all ranks", cfg->io_timeout_s);
-    int rc = ckpt_load(cfg->init_from, MPI_COMM_WORLD, tr->grid->tp_comm, tr->grid->ep_comm, &tr->model.P, host,
+    int rc = ckpt_load(cfg->init_from, MPI_COMM_WORLD, tr->grid->tp_comm, tr->grid->ep_comm, &tr->model.P.ckpt, host,
                        NULL, NULL, NULL, &want, NULL, msg, sizeof msg);
     watchdog_leave();
     if (rc != 0) {
@@ -539,7 +539,7 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
     open_tensorboard(tr);
     record_provenance(tr);
     if (strcmp(cfg->mode, "train") == 0)
-        deadline_init(&tr->deadline, cfg, ckpt_file_bytes(&tr->model.P, true), MPI_COMM_WORLD);
+        deadline_init(&tr->deadline, cfg, ckpt_file_bytes(&tr->model.P.ckpt, true), MPI_COMM_WORLD);
     tr->inputs = xmalloc(sizeof(int) * (size_t)tr->accum * tr->micro_batch * tr->T);
     tr->targets = xmalloc(sizeof(int) * (size_t)tr->accum * tr->micro_batch * tr->T);
     tr->flops_per_token = gpt_flops_per_token(&tr->model, tr->T);
@@ -618,7 +618,7 @@ static int save_weights(trainer_t *tr, const char *tag) {
     if (!tr->cfg->save_weights) return 0;
     char path[RUNDIR_PATH_MAX + 64], msg[COMM_MSG_MAX + 64];
     snprintf(path, sizeof path, "%s/weights_%s.h5", tr->rd.dir, tag);
-    const double need = ckpt_file_bytes(&tr->model.P, false);
+    const double need = ckpt_file_bytes(&tr->model.P.ckpt, false);
     int rc = -1;
     if (!ckpt_reserve_space(tr->rd.dir, need, msg, sizeof msg)) {
         /* msg says why */
@@ -632,7 +632,7 @@ static int save_weights(trainer_t *tr, const char *tag) {
         /* One replica writes: dp rank 0 (tp shards are disjoint, so each tp rank writes its own). */
         watchdog_enter_for("weights write", "all ranks", tr->cfg->io_timeout_s);
         prof_begin(PROF_CHECKPOINT, "weights write", -1, -1);
-        rc = ckpt_write_weights(path, MPI_COMM_WORLD, &tr->model.P, host, &meta,
+        rc = ckpt_write_weights(path, MPI_COMM_WORLD, &tr->model.P.ckpt, host, &meta,
                                 ckpt_owner(tr->grid), msg, sizeof msg);
         prof_end(PROF_CHECKPOINT, 0);
         watchdog_leave();
@@ -759,7 +759,7 @@ static void dump_grads(trainer_t *tr) {
                         tr->cfg->n_head, tr->cfg->d_model, tr->cfg->d_ff, tr->cfg->seq_len,
                         tr->config_text, "", &tr->provenance};
     watchdog_enter_for("gradient dump", "all ranks", tr->cfg->io_timeout_s);
-    int rc = ckpt_write_weights(path, MPI_COMM_WORLD, &tr->model.P, host, &meta,
+    int rc = ckpt_write_weights(path, MPI_COMM_WORLD, &tr->model.P.ckpt, host, &meta,
                                 ckpt_owner(tr->grid), msg, sizeof msg);
     watchdog_leave();
     xfree(host);
