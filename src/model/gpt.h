@@ -27,7 +27,7 @@
 #ifndef LLMT_GPT_H
 #define LLMT_GPT_H
 #include <stdbool.h>
-#include "config/config.h"
+#include "model/spec.h"
 #include "core/alloc.h"
 #include "kernels/ops.h"
 #include "model/params.h"
@@ -260,17 +260,17 @@ static inline float *gpt_weight_at(const void *w, dtype_t t, size_t elems) {
  * &train bf16_products asks for them ('native', or 'auto' where they are faster); fp16 for
  * precision = 'fp16' where the backend's fp16 products are faster (a GPU); else fp32. A CUDA
  * run answers as its GPU also when planned with the CPU's ops. */
-dtype_t gpt_product_type(const config_t *cfg, const ops_t *ops);
+dtype_t gpt_product_type(const model_spec_t *spec, const ops_t *ops);
 /* The storage of the activations a block saves for its backward (gpt_t atype): 16-bit for a
  * bf16/fp16 run where &train activations_storage asks for it: '16bit', or 'auto' on a GPU
  * (device = 'cuda': memory is what is short there; on the CPU the extra packing pass costs time
  * and host memory is larger); else fp32 arrays of the rounded values. */
-dtype_t gpt_activations_type(const config_t *cfg);
+dtype_t gpt_activations_type(const model_spec_t *spec);
 /* The storage type of the weights copy gpt_create gives a model of this configuration (gpt_t
- * wtype). 16-bit where config_weights_16bit_possible (a bf16/fp16 weights copy) and &train
+ * wtype). 16-bit where the run is bf16/fp16 (a 16-bit weights copy is possible) and &train
  * weights_storage asks for it: '16bit',
  * or 'auto' where the products run in that type (gpt_product_type). */
-dtype_t gpt_weights_type(const config_t *cfg, const ops_t *ops);
+dtype_t gpt_weights_type(const model_spec_t *spec, const ops_t *ops);
 
 /* The weights copy of flat elements [lo, lo + n) from the fp32 values src[n] (backend memory):
  * rounded to the weights type and stored (wtype 16-bit only; with DT_FP32 the caller writes
@@ -287,13 +287,13 @@ void *gpt_alloc(gpt_t *m, size_t bytes, mem_category_t cat);
 /* Allocate parameters (not initialised), gradients and activations for micro-batches up to
  * B x T on this rank's shard and stage. With `provider` the parameters are not allocated: the
  * provider binds each unit's weights before its use. */
-void gpt_create(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T,
+void gpt_create(gpt_t *m, const model_spec_t *spec, const ops_t *ops, int B, int T,
                 const gpt_parallel_t *par, const gpt_weight_provider_t *provider,
                 const gpt_grad_provider_t *grad_stage);
 /* The memory gpt_create would allocate, without allocating it (the planner): m->planned holds
  * the bytes per category (core/alloc.h), the registry and unit ranges can be queried; release
  * with gpt_destroy. weights_provided / grads_staged: as with a weight / gradient provider. */
-void gpt_plan(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T,
+void gpt_plan(gpt_t *m, const model_spec_t *spec, const ops_t *ops, int B, int T,
               const gpt_parallel_t *par, bool weights_provided, bool grads_staged);
 /* The flat range [*lo, *hi) of a unit's parameters in the local buffer (empty when the stage
  * does not hold it). */

@@ -27,30 +27,30 @@ static void *host(const gpt_t *m, size_t n, size_t size) {
     return m->dry_run ? NULL : xcalloc(n ? n : 1, size);
 }
 
-void moe_setup(gpt_t *m, const config_t *cfg, int ep, int ep_rank, const comm_group_t *ep_group) {
+void moe_setup(gpt_t *m, const model_spec_t *spec, int ep, int ep_rank, const comm_group_t *ep_group) {
     moe_t *q = m->moe = xcalloc(1, sizeof *q);
     const int tp = m->par.tp;
-    q->E = cfg->n_experts;
-    q->k = cfg->top_k_moe;
+    q->E = spec->n_experts;
+    q->k = spec->top_k_moe;
     q->ep = ep;
     q->ep_rank = ep_rank;
     q->ep_group = ep_group;
     q->El = q->E / ep;
-    q->Fe = cfg->d_ff_expert;
+    q->Fe = spec->d_ff_expert;
     q->Fel = q->Fe / tp;
-    q->Sl = cfg->n_shared_experts * q->Fe / tp;
+    q->Sl = spec->n_shared_experts * q->Fe / tp;
     /* generation is dropless: a token's next-token logits must not depend on which other
      * tokens of the window competed for its experts */
-    q->cf = strcmp(cfg->mode, "generate") ? cfg->capacity_factor : 0.0;
-    q->mlp_matrix = moe_block_mlp_matrix(cfg);
-    q->policy = !strcmp(cfg->drop_policy, "position") ? MOE_DROP_POSITION : MOE_DROP_PROBS;
-    q->noise = (float)cfg->router_noise;
-    q->aux_coef = (float)cfg->aux_loss_coef;
-    q->z_coef = (float)cfg->z_loss_coef;
-    q->mlp_router = !strcmp(cfg->router, "mlp");
+    q->cf = !spec->generate ? spec->capacity_factor : 0.0;
+    q->mlp_matrix = moe_block_mlp_matrix(spec);
+    q->policy = spec->drop_by_position ? MOE_DROP_POSITION : MOE_DROP_PROBS;
+    q->noise = (float)spec->router_noise;
+    q->aux_coef = (float)spec->aux_loss_coef;
+    q->z_coef = (float)spec->z_loss_coef;
+    q->mlp_router = spec->router_mlp;
     q->swiglu = m->swiglu;
-    q->collapse_share = cfg->moe_collapse_share;
-    q->collapse_steps = cfg->moe_collapse_steps;
+    q->collapse_share = spec->moe_collapse_share;
+    q->collapse_steps = spec->moe_collapse_steps;
     const int N = q->N_max = m->B * m->T, E = q->E, k = q->k, C = m->C;
     /* each source rank sends an expert at most min(N, cap) rows (one per token) */
     const int cap = moe_capacity(N, k, E, q->cf);
@@ -86,7 +86,7 @@ void moe_setup(gpt_t *m, const config_t *cfg, int ep, int ep_rank, const comm_gr
     q->stats = xcalloc((size_t)m->L, sizeof(moe_stats_t));
     q->collapsed_for = xcalloc((size_t)m->L, sizeof(int));
     for (int l = 0; l < m->L; l++)
-        if (params_moe_layer(cfg, l)) q->stats[l].load = xcalloc((size_t)E, sizeof(double));
+        if (params_moe_layer(spec, l)) q->stats[l].load = xcalloc((size_t)E, sizeof(double));
 }
 
 void moe_free(gpt_t *m) {
@@ -486,15 +486,15 @@ void moe_backward(gpt_t *m, int layer, moe_acts_t *a, const gpt_layer_w_t *w,
 
 /* ---------------------------------------------------------------- about the model */
 
-double moe_block_mlp_matrix(const config_t *cfg) {
-    const double C = cfg->d_model, Fe = cfg->d_ff_expert, E = cfg->n_experts;
-    const double mlp = !strcmp(cfg->mlp, "swiglu") ? 3.0 : 2.0;
-    const double router = E * C + (!strcmp(cfg->router, "mlp") ? C * C : 0.0) +
-                          (cfg->router_noise > 0 ? E * C : 0.0);
-    return router + (cfg->top_k_moe + cfg->n_shared_experts) * mlp * C * Fe;
+double moe_block_mlp_matrix(const model_spec_t *spec) {
+    const double C = spec->d_model, Fe = spec->d_ff_expert, E = spec->n_experts;
+    const double mlp = spec->swiglu ? 3.0 : 2.0;
+    const double router = E * C + (spec->router_mlp ? C * C : 0.0) +
+                          (spec->router_noise > 0 ? E * C : 0.0);
+    return router + (spec->top_k_moe + spec->n_shared_experts) * mlp * C * Fe;
 }
 
-void moe_print_summary(const gpt_t *m, const config_t *cfg) {
+void moe_print_summary(const gpt_t *m, const model_spec_t *spec) {
     const moe_t *q = m->moe;
     int blocks = 0;
     for (int l = 0; l < m->L; l++) blocks += q->stats[l].load != NULL;
@@ -503,12 +503,13 @@ void moe_print_summary(const gpt_t *m, const config_t *cfg) {
         if (m->P.p[i].experts > 0) expert += (double)param_global_numel(&m->P.p[i]);
     const double active = all - expert * (1.0 - (double)q->k / q->E);
     char cap[64];
-    if (q->cf > 0) snprintf(cap, sizeof cap, "capacity factor %.2f (drop by %s)", q->cf, cfg->drop_policy);
+    if (q->cf > 0) snprintf(cap, sizeof cap, "capacity factor %.2f (drop by %s)", q->cf,
+                            spec->drop_by_position ? "position" : "probs");
     else snprintf(cap, sizeof cap, "dropless");
     printf("moe: %d of %d blocks (every %d): top-%d of %d experts, d_ff_expert %d, %d shared, "
            "router %s%s, %s, aux %g, z %g; ep %d (%d experts per rank); %.2fM parameters, "
-           "%.2fM active per token\n", blocks, m->L, cfg->moe_every, q->k, q->E, q->Fe,
-           cfg->n_shared_experts, cfg->router, q->noise > 0 ? " + noise" : "", cap, q->aux_coef,
+           "%.2fM active per token\n", blocks, m->L, spec->moe_every, q->k, q->E, q->Fe,
+           spec->n_shared_experts, spec->router_mlp ? "mlp" : "linear", q->noise > 0 ? " + noise" : "", cap, q->aux_coef,
            q->z_coef, q->ep, q->El, all / 1e6, active / 1e6);
 }
 

@@ -30,7 +30,7 @@
 #define LLMT_MOE_H
 #include <stdbool.h>
 #include <stdint.h>
-#include "config/config.h"
+#include "model/spec.h"
 #include "model/moe_route.h"
 #include "parallel/comm.h"
 
@@ -97,9 +97,9 @@ typedef struct moe {
     float dloss;                   /* the per-token loss gradient of the pass (trainer sets it) */
 } moe_t;
 
-/* From cfg (n_experts > 0); ep group of the grid (MPI_COMM_SELF, 1, 0 without). Counts or
+/* From the spec (n_experts > 0); ep group of the grid (MPI_COMM_SELF, 1, 0 without). Counts or
  * allocates through the model's arena. */
-void moe_setup(struct gpt *m, const config_t *cfg, int ep, int ep_rank,
+void moe_setup(struct gpt *m, const model_spec_t *spec, int ep, int ep_rank,
                const comm_group_t *ep_group);
 void moe_free(struct gpt *m);
 /* One MoE block's per-slot activations. */
@@ -118,9 +118,9 @@ void moe_backward(struct gpt *m, int layer, moe_acts_t *a, const struct gpt_laye
 
 /* The startup line: which blocks, k of E, widths, capacity, losses, the ep split, and the
  * parameters in all vs active per token. */
-void moe_print_summary(const struct gpt *m, const config_t *cfg);
+void moe_print_summary(const struct gpt *m, const model_spec_t *spec);
 /* Multiply-adds per token of an MoE block's MLP as it runs (router, k experts, shared ones). */
-double moe_block_mlp_matrix(const config_t *cfg);
+double moe_block_mlp_matrix(const model_spec_t *spec);
 
 /* Statistics: reset at a step's start; moe_stats_reduce sums them over `comm` (the world:
  * each block lives on one stage; tp ranks other than 0 contribute nothing) into out[], on every

@@ -16,7 +16,7 @@
 #define LLMT_REGULARIZE_H
 #include <stdbool.h>
 #include <stdint.h>
-#include "config/config.h"
+#include "model/spec.h"
 #include "kernels/ops.h"
 
 struct gpt;
@@ -37,8 +37,8 @@ typedef struct gpt_regular {
 /* Dropout sites: part of the mask's key. */
 enum { REG_EMBD = 1, REG_ATTN_OUT = 2, REG_MLP_OUT = 3, REG_ATTN_PROBS = 4, REG_ROUTER_NOISE = 5 };
 
-/* From cfg; allocates (or, planning, counts) the head buffers. */
-void gpt_reg_setup(struct gpt *m, const config_t *cfg);
+/* From the spec; allocates (or, planning, counts) the head buffers. */
+void gpt_reg_setup(struct gpt *m, const model_spec_t *spec);
 void gpt_reg_free(struct gpt *m);
 
 /* A training pass of optimizer step `step` (0-based) whose micro-batch i on this rank starts at

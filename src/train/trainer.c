@@ -101,7 +101,7 @@ static double measure_peak_flops(const ops_t *ops, int rows, int C, int F) {
  * A rank whose CPU has no bf16 products emulates; the summary says so. */
 static void choose_products(trainer_t *tr) {
     const ops_t *ops = tr->model.ops;
-    tr->products = gpt_product_type(tr->cfg, ops); /* the planner counts its buffers */
+    tr->products = gpt_product_type(MODEL_SPEC_OF(tr->cfg), ops); /* the planner counts its buffers */
     ops->set_product_type(tr->products);
 }
 
@@ -153,7 +153,7 @@ static void print_weights_storage(const trainer_t *tr) {
         printf("weights copy: %s storage, %zu bytes per element (&train weights_storage = '%s'); "
                "norms and biases also kept as fp32 values; products read the matrices %s\n",
                dtype_name(m->wtype), dtype_bytes(m->wtype), cfg->weights_storage,
-               gpt_product_type(cfg, m->ops) == m->wtype ? "as they are"
+               gpt_product_type(MODEL_SPEC_OF(cfg), m->ops) == m->wtype ? "as they are"
                                                          : "widened to fp32 one at a time");
         return;
     }
@@ -224,7 +224,7 @@ static void print_memory_plan(const trainer_t *tr) {
     printf("model: GPT L=%d C=%d heads=%d d_ff=%d vocab=%d (padded %d) seq_len=%d: %.2fM "
            "parameters\n", tr->model.L, tr->model.C, tr->model.NH, tr->model.F, tr->model.V,
            tr->model.Vp, tr->cfg->seq_len, tr->model.P.n_global / 1e6);
-    if (tr->model.moe) moe_print_summary(&tr->model, tr->cfg);
+    if (tr->model.moe) moe_print_summary(&tr->model, MODEL_SPEC_OF(tr->cfg));
     printf("batch: global %d sequences = micro_batch %d x accumulation %d x dp %d "
            "(%d tokens per step)\n", tr->global_batch, tr->micro_batch, tr->accum,
            tr->grid->dp, tr->global_batch * tr->T);
@@ -242,7 +242,7 @@ static void print_memory_plan(const trainer_t *tr) {
            tr->model.head_bytes / MiB);
     if (tr->grid->pp > 1) {
         int *first = xmalloc(sizeof(int) * ((size_t)tr->grid->pp + 1));
-        params_partition_layers(tr->cfg, tr->grid->pp, first);
+        params_partition_layers(MODEL_SPEC_OF(tr->cfg), tr->grid->pp, first);
         printf("pipeline: schedule %s, %d micro-batches per step, layers per stage:",
                tr->cfg->schedule, tr->accum);
         const int v = tr->model.n_chunks, per = tr->model.chunk_layers;
@@ -430,7 +430,7 @@ static const char *schedule_error(const trainer_t *tr, pipe_schedule_t sched, in
 
 void trainer_rank_registry(params_t *P, const config_t *cfg, const grid_t *grid) {
     const int v = pipe_schedule_from_name(cfg->schedule) == SCHED_INTERLEAVED ? cfg->virtual_stages : 1;
-    params_create_experts(P, cfg, grid->tp, grid->rank_tp, grid->pp, grid->rank_pp, v, grid->ep,
+    params_create_experts(P, MODEL_SPEC_OF(cfg), grid->tp, grid->rank_tp, grid->pp, grid->rank_pp, v, grid->ep,
                           grid->rank_ep);
 }
 
@@ -495,7 +495,7 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
      * before the next begins (pp = 1, 1F1B); with pp > 1 they are reduced once per step */
     const gpt_grad_provider_t *staging = zero_stage_grads(&tr->zero, grid->pp == 1 && !ep &&
                                                           sched == SCHED_1F1B);
-    gpt_create(&tr->model, cfg, ops, tr->micro_batch, tr->T, &par, zero3_provider(&tr->zero),
+    gpt_create(&tr->model, MODEL_SPEC_OF(cfg), ops, tr->micro_batch, tr->T, &par, zero3_provider(&tr->zero),
                staging);
     zero_attach(&tr->zero, &tr->model, cfg->zero3_resident);
     pipe_create(&tr->pipe, &tr->model, grid, tr->accum, sched, v);

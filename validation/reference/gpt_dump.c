@@ -49,7 +49,7 @@ int main(int argc, char **argv) {
         fatal_user("%s", err);
     gpt_t m;
     gpt_parallel_t serial = gpt_serial();
-    gpt_create(&m, &cfg, ops_cpu(), B, T, &serial, NULL, NULL);
+    gpt_create(&m, MODEL_SPEC_OF(&cfg), ops_cpu(), B, T, &serial, NULL, NULL);
     gpt_init_params(&m, (uint64_t)cfg.seed);
     int *in = xmalloc(sizeof(int) * (size_t)B * T), *tg = xmalloc(sizeof(int) * (size_t)B * T);
     double loss = 0.0;

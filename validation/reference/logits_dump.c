@@ -51,7 +51,7 @@ int main(int argc, char **argv) {
     int *ids = read_ids(argv[2], (size_t)B * T, cfg.vocab_size);
     gpt_t m;
     gpt_parallel_t serial = gpt_serial();
-    gpt_create(&m, &cfg, ops_cpu(), B, T, &serial, NULL, NULL);
+    gpt_create(&m, MODEL_SPEC_OF(&cfg), ops_cpu(), B, T, &serial, NULL, NULL);
     load_weights(&m, &cfg);
     gpt_forward(&m, ids, NULL, B, T);
     float *row = xmalloc(sizeof(float) * (size_t)m.V);

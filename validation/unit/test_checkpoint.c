@@ -46,7 +46,7 @@ static void small_config(config_t *cfg, int vocab_size) {
 }
 
 static float *init_weights(params_t *P, const config_t *cfg, int tp, int tp_rank) {
-    params_create(P, cfg, tp, tp_rank);
+    params_create(P, MODEL_SPEC_OF(cfg), tp, tp_rank);
     float *flat = xcalloc(P->total, sizeof(float));
     params_init(P, flat, (uint64_t)cfg->seed);
     return flat;
@@ -282,7 +282,7 @@ static void file_has_global_shapes_and_root_attributes(void **state) {
     float *flat = init_weights(&P, &cfg, world_size, world_rank);
     write_ckpt("layout.h5", &P, flat, 1234567890123ll, namelist_text, 1);
     params_t P1; /* global shapes: the same on every grid */
-    params_create(&P1, &cfg, 1, 0);
+    params_create(&P1, MODEL_SPEC_OF(&cfg), 1, 0);
     if (world_rank == 0) {
         char path[512];
         path_in_dir(path, sizeof path, "layout.h5");
@@ -339,7 +339,7 @@ static void long_config_text_is_stored_as_dataset(void **state) {
 static void expect_refused_cfg(const char *name, const config_t *cfg, const char *part1,
                                const char *part2) {
     params_t P;
-    params_create(&P, cfg, world_size, world_rank);
+    params_create(&P, MODEL_SPEC_OF(cfg), world_size, world_rank);
     float *flat = xcalloc(P.total, sizeof(float));
     char path[512], err[2048] = "";
     path_in_dir(path, sizeof path, name);
@@ -567,7 +567,7 @@ static int load_state(const char *name, ckpt_state_t *st, ckpt_meta_t *found, ch
     config_t cfg;
     small_config(&cfg, 100);
     params_t P;
-    params_create(&P, &cfg, world_size, world_rank);
+    params_create(&P, MODEL_SPEC_OF(&cfg), world_size, world_rank);
     float *a = xcalloc(P.total, sizeof(float)), *b = xcalloc(P.total, sizeof(float)),
           *c = xcalloc(P.total, sizeof(float));
     char path[512];
