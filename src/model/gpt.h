@@ -23,7 +23,8 @@
  * residual branch before its add and on the attention probabilities, with masks drawn again
  * (never stored) in backward and recomputation; label smoothing and z-loss in the head.
  * Owns: the flat parameter and gradient buffers, the activation arena (allocated once).
- * Uses: model/params, kernels/ops.h, parallel/comm, config/, core/. Used by: train/, main. */
+ * Uses: model/spec (never config_t), model/params, kernels/ops.h, parallel/comm, core/. Used by:
+ * train/, main. */
 #ifndef LLMT_GPT_H
 #define LLMT_GPT_H
 #include <stdbool.h>

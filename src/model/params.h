@@ -3,7 +3,7 @@
  * and whether it takes weight decay. From the registry and a rank's coordinates each rank derives
  * the local shard it holds. Initialisation, gradient buckets, the optimizer and checkpoints are
  * all driven from here; checkpoints see it through P->ckpt, the registry described in io's own
- * tensor type. Uses: core/, config/, io/checkpoint (its tensor type). Used by: model/, train/. */
+ * tensor type. Uses: core/, model/spec, io/checkpoint (its tensor type). Used by: model/, train/. */
 #ifndef LLMT_PARAMS_H
 #define LLMT_PARAMS_H
 #include <stdbool.h>
@@ -64,7 +64,7 @@ typedef struct params {
                                   ckpt_save / ckpt_load / ckpt_write_weights take &P->ckpt) */
 } params_t;
 
-/* Register the model's parameters for the spec and compute local shards for (tp, tp_rank), every layer held
+/* Register the model's parameters for spec and compute local shards for (tp, tp_rank), every layer held
  * (no pipeline). */
 void params_create(params_t *P, const model_spec_t *spec, int tp, int tp_rank);
 /* The same for pipeline stage pp_rank of pp: every parameter is still registered (checkpoints
