@@ -179,7 +179,24 @@ static void *balloc(gpt_t *m, size_t bytes, mem_category_t cat) {
     return m->dry_run ? NULL : m->ops->alloc(bytes, cat);
 }
 
-void *gpt_alloc(gpt_t *m, size_t bytes, mem_category_t cat) { return balloc(m, bytes, cat); }
+/* The MoE blocks' view of this model (model/moe.h moe_ctx_t): its arena and its noise keys. */
+static void *moe_alloc_cb(void *model, size_t bytes, mem_category_t cat) {
+    return balloc(model, bytes, cat);
+}
+
+static bool moe_noise_key_cb(const void *model, int layer, int B, int T, uint32_t key[2],
+                             uint64_t *row0) {
+    return gpt_router_noise_key(model, layer, B, T, key, row0);
+}
+
+static void setup_moe(gpt_t *m, const model_spec_t *spec, const gpt_parallel_t *par) {
+    const moe_ctx_t ctx = {
+        .ops = m->ops, .C = m->C, .L = m->L, .N_max = m->B * m->T, .wtype = m->wtype,
+        .swiglu = m->swiglu, .dry_run = m->dry_run, .tp = m->par.tp, .tp_rank = m->par.tp_rank,
+        .tp_group = m->par.tp_group, .training = &m->reg.training, .model = m,
+        .alloc = moe_alloc_cb, .noise_key = moe_noise_key_cb};
+    m->moe = moe_setup(&ctx, spec, par->ep, par->ep_rank, par->ep_group);
+}
 
 static float *falloc_in(gpt_t *m, size_t n, size_t *counter, mem_category_t cat) {
     *counter += n * sizeof(float);
@@ -278,11 +295,11 @@ static void alloc_layer_acts(gpt_t *m, int i, gpt_layer_acts_t *a, gpt_recompute
             *t = *act_ptr(&m->shared, k);
         }
     }
-    a->moe = moe ? moe_alloc_acts(m, c) : NULL;
+    a->moe = moe ? moe_alloc_acts(m->moe, c) : NULL;
 }
 
 static void free_layer_acts(gpt_t *m, gpt_layer_acts_t *a) {
-    moe_free_acts(m, a->moe);
+    moe_free_acts(m->moe, a->moe);
     a->moe = NULL;
     for (int k = 0; k < N_ACTS && !m->dry_run; k++) {
         if (a->packed && a->packed[k]) m->ops->free(a->packed[k]);
@@ -579,7 +596,7 @@ static void build(gpt_t *m, const model_spec_t *spec, const ops_t *ops, int B, i
         if (!m->dry_run) ops->zero(m->grads, m->P.total);
     }
     resolve_views(m);
-    if (spec->n_experts > 0) moe_setup(m, spec, par->ep, par->ep_rank, par->ep_group);
+    if (spec->n_experts > 0) setup_moe(m, spec, par);
     set_recompute(m, spec);
     m->act_dtype = spec->precision;
     m->atype = gpt_activations_type(spec);
@@ -650,7 +667,8 @@ void gpt_destroy(gpt_t *m) {
                      m->dbig, m->attn_scratch, m->rope_cos, m->rope_sin, m->kv_grad};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) o->free(bufs[i]);
-    moe_free(m);
+    moe_free(m->moe);
+    m->moe = NULL;
     xfree(m->lw);
     xfree(m->lg);
     xfree(m->host_losses);
@@ -993,7 +1011,7 @@ static void block_forward(gpt_t *m, int l, gpt_layer_acts_t *a, const float *res
     const bool moe = is_moe(m, l);
     if (moe && !a->res3) return;
     if (moe) {
-        moe_forward(m, l, a->moe, &w, a->ln2, B, T, a->res3);
+        moe_forward(m->moe, l, a->moe, &w, a->ln2, B, T, a->res3);
     } else {
         mlp_in_forward(m, a, &w, N);
         if (!a->res3) return;
@@ -1104,7 +1122,7 @@ static void block_backward(gpt_t *m, int l, gpt_layer_acts_t *a, const float *re
     /* MLP: res3 = res2 + dropout(proj(act(fc(ln2(res2))))) (SwiGLU: act(gate(.), up(.))) */
     const float *dmlp = gpt_dropout(m, REG_MLP_OUT, l, B, T, m->dC2, m->dres);
     if (is_moe(m, l)) {
-        moe_backward(m, l, a->moe, &w, &g, a->ln2, dmlp, B, T, first, m->dC);
+        moe_backward(m->moe, l, a->moe, &w, &g, a->ln2, dmlp, B, T, first, m->dC);
     } else {
         linear_backward(m, m->dbig, g.mprojw, g.mprojb, dmlp, a->fch_gelu, w.mprojw, N, Fl, C,
                         false, first);
@@ -1130,7 +1148,7 @@ static void block_backward(gpt_t *m, int l, gpt_layer_acts_t *a, const float *re
  * Full: the block's forward re-run into the shared set, its tp all-reduces included (every tp
  * rank re-runs it, in the same order); the kept output is not rewritten (on a pipeline stage it
  * may still be in flight to stage + 1). Dropout masks are pure functions of (seed, step, layer,
- * global token, feature) (model/regularize.h), so a re-run draws the same. */
+ * global token, feature) (model/gpt_regular.h), so a re-run draws the same. */
 static void block_recompute(gpt_t *m, int l, gpt_layer_acts_t *a, const float *res_in, int B,
                             int T) {
     if (a->recompute == GPT_RECOMPUTE_FULL) {

@@ -19,7 +19,7 @@
  * block's output (the next block's input) and re-runs the block's forward in backward. What a
  * layer does not keep lives in one scratch set shared by every layer and slot (m->shared); the
  * recomputation runs the same kernels on the same inputs, so the gradients are bit-identical.
- * Regularisers (model/regularize.h, training passes only): dropout on the embedding, on each
+ * Regularisers (model/gpt_regular.h, training passes only): dropout on the embedding, on each
  * residual branch before its add and on the attention probabilities, with masks drawn again
  * (never stored) in backward and recomputation; label smoothing and z-loss in the head.
  * Owns: the flat parameter and gradient buffers, the activation arena (allocated once).
@@ -32,8 +32,9 @@
 #include "core/alloc.h"
 #include "kernels/ops.h"
 #include "model/params.h"
+#include "model/layer_w.h"
 #include "model/moe.h"
-#include "model/regularize.h"
+#include "model/gpt_regular.h"
 #include "parallel/comm.h"
 
 /* How this rank takes part in the model: its tensor-parallel shard and pipeline stage. */
@@ -84,19 +85,6 @@ typedef struct gpt_layer_acts {
     void **packed;
 } gpt_layer_acts_t;
 
-/* Pointers to one block's tensors inside a flat buffer (parameters or gradients). */
-typedef struct gpt_layer_w {
-    float *ln1w, *ln1b, *qkvw, *qkvb, *projw, *projb, *ln2w, *ln2b, *fcw, *fcb, *mprojw, *mprojb;
-    /* separate q, k, v (fused qkv NULL); SwiGLU's gate (fc is its up); NULL where absent (no
-     * bias, RMSNorm's b) */
-    float *qw, *qb, *kw, *kb, *vw, *vb, *gatew, *gateb;
-    /* an MoE block (model/moe.h; the dense MLP's views NULL): router (and its hidden layer,
-     * noise projection), experts' input (fc, or SwiGLU's gate), up, proj as [El, ...] local
-     * tensors, and the shared experts' */
-    float *r_fcw, *routerw, *noisew;
-    float *e_inw, *e_inb, *e_upw, *e_upb, *e_projw, *e_projb;
-    float *s_inw, *s_inb, *s_upw, *s_upb, *s_projw, *s_projb;
-} gpt_layer_w_t;
 
 /* The non-block tensors inside a flat buffer. */
 typedef struct gpt_global_w {
@@ -246,15 +234,11 @@ typedef struct gpt {
                                          generation): 16-bit storage packs nothing then */
     gpt_wqueue_t *wq;                 /* split backward: the slot queue B is filling, else NULL */
     bool dry_run;                     /* gpt_plan: buffers counted, not allocated */
-    gpt_regular_t reg;                /* dropout, label smoothing, z-loss (model/regularize.h) */
+    gpt_regular_t reg;                /* dropout, label smoothing, z-loss (model/gpt_regular.h) */
     double planned[MEM_CATEGORIES];   /* bytes of the model's buffers per memory category */
     moe_t *moe;                       /* Mixture of Experts (n_experts > 0), else NULL */
 } gpt_t;
 
-/* A weight view advanced by `elems` elements of its storage type t (gpt_t wtype). */
-static inline float *gpt_weight_at(const void *w, dtype_t t, size_t elems) {
-    return (float *)((const char *)w + elems * dtype_bytes(t));
-}
 
 /* The type of the products (ops.h set_product_type) for this configuration on this backend:
  * bf16 for &train precision = 'bf16' where the backend has native bf16 products and
@@ -281,9 +265,6 @@ void gpt_store_weights(gpt_t *m, size_t lo, const float *src, size_t n);
  * the norms and biases among them widened again into wvec. */
 void gpt_weights_written(gpt_t *m, size_t lo, size_t n);
 
-/* One buffer of the model's arena (counted per category; not allocated when planning). For the
- * model's own files (gpt.c, moe.c). */
-void *gpt_alloc(gpt_t *m, size_t bytes, mem_category_t cat);
 
 /* Allocate parameters (not initialised), gradients and activations for micro-batches up to
  * B x T on this rank's shard and stage. With `provider` the parameters are not allocated: the

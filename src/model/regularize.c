@@ -1,5 +1,5 @@
-/* regularize.c — dropout masks, label smoothing and z-loss of the GPT model (see regularize.h). */
-#include "model/regularize.h"
+/* regularize.c — dropout masks, label smoothing and z-loss of the GPT model (declared in gpt_regular.h: part of the gpt module, on gpt_t). */
+#include "model/gpt_regular.h"
 #include <math.h>
 #include "core/error.h"
 #include "core/rng.h"

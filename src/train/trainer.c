@@ -224,7 +224,7 @@ static void print_memory_plan(const trainer_t *tr) {
     printf("model: GPT L=%d C=%d heads=%d d_ff=%d vocab=%d (padded %d) seq_len=%d: %.2fM "
            "parameters\n", tr->model.L, tr->model.C, tr->model.NH, tr->model.F, tr->model.V,
            tr->model.Vp, tr->cfg->seq_len, tr->model.P.n_global / 1e6);
-    if (tr->model.moe) moe_print_summary(&tr->model, MODEL_SPEC_OF(tr->cfg));
+    if (tr->model.moe) moe_print_summary(tr->model.moe, &tr->model.P, MODEL_SPEC_OF(tr->cfg));
     printf("batch: global %d sequences = micro_batch %d x accumulation %d x dp %d "
            "(%d tokens per step)\n", tr->global_batch, tr->micro_batch, tr->accum,
            tr->grid->dp, tr->global_batch * tr->T);
@@ -673,7 +673,7 @@ static double accumulate_gradients(trainer_t *tr) {
      * rank_dp * accum * B, as curric_fill cuts it) */
     gpt_train_pass(&tr->model, tr->step, (uint64_t)tr->grid->rank_dp * tr->accum * B);
     gpt_set_loss_weight(&tr->model, dloss); /* MoE: the aux and z losses' weight */
-    moe_stats_reset(&tr->model);
+    moe_stats_reset(tr->model.moe);
     double loss_sum = pipe_run(&tr->pipe, tr->inputs, tr->targets, tr->accum, B, T, true, dloss);
     gpt_eval_pass(&tr->model);
     dp_sync_finish(&tr->dps);

@@ -114,7 +114,7 @@ static double forward_objective(fd_ctx *c) {
     gpt_t *m = &c->m;
     const int N = B_ * T_;
     gpt_train_pass(m, STEP, 0);
-    moe_stats_reset(m);
+    moe_stats_reset(m->moe);
     gpt_forward(m, c->inputs, c->targets, B_, T_);
     double f = 0;
     for (int i = 0; i < N; i++) f += m->host_losses[i];

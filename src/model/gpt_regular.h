@@ -1,4 +1,4 @@
-/* regularize.h — the GPT model's regularisers: dropout on the embedding, on each residual
+/* gpt_regular.h — the GPT model's regularisers: dropout on the embedding, on each residual
  * branch's output and on the attention probabilities (&model embd_dropout, resid_dropout,
  * attn_dropout), label smoothing and z-loss in the vocab-parallel cross-entropy (&train
  * label_smoothing, z_loss). All of them act in training passes only (the trainer brackets them
@@ -10,10 +10,12 @@
  * global batch) * seq_len + t: the same on every dp x tp x pp grid (tp ranks hold the full
  * [N, C] residual stream and draw identical masks; attention heads are numbered globally),
  * and drawn again when a block is recomputed or run backward.
+ * A second header of the gpt module (implemented in model/regularize.c on gpt_t; gpt.h includes
+ * it for gpt_regular_t): regularize.c reads gpt_t and calls nothing of gpt.c.
  * Owns: the regulariser state of a gpt_t (m->reg) and its head buffers. Uses: kernels/ops.h,
  * parallel/comm, core/rng. Used by: model/gpt.c (hooks), train/ (passes, micro-batch index). */
-#ifndef LLMT_REGULARIZE_H
-#define LLMT_REGULARIZE_H
+#ifndef LLMT_GPT_REGULAR_H
+#define LLMT_GPT_REGULAR_H
 #include <stdbool.h>
 #include <stdint.h>
 #include "model/spec.h"
