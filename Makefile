@@ -47,12 +47,12 @@ SRC_DIRS := src/core src/config src/parallel src/model src/kernels src/kernels/c
 # One GEMM implementation: src/kernels/cpu/gemm_$(GEMM).c (Makefile.inc chooses).
 GEMM_SRC := src/kernels/cpu/gemm_$(GEMM).c
 # src/kernels/cuda/device_plan.c has no CUDA in it (the backend's GPU-free rules, unit-tested
-# everywhere); device.c, src/parallel/comm_nccl.c (NCCL under the data path) and the .cu files are
-# the CUDA build's.
-LIB_SRC := $(filter-out src/kernels/cpu/gemm_%.c src/parallel/comm_nccl.c,$(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c))) \
+# everywhere); device.c, src/train/device_open.c (its MPI side), src/parallel/comm_nccl.c (NCCL
+# under the data path) and the .cu files are the CUDA build's.
+LIB_SRC := $(filter-out src/kernels/cpu/gemm_%.c src/parallel/comm_nccl.c src/train/device_open.c,$(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c))) \
            $(GEMM_SRC) src/kernels/cuda/device_plan.c
 ifeq ($(CUDA),1)
-LIB_SRC += src/kernels/cuda/device.c src/parallel/comm_nccl.c
+LIB_SRC += src/kernels/cuda/device.c src/train/device_open.c src/parallel/comm_nccl.c
 CUDA_SRC := $(wildcard src/kernels/cuda/*.cu)
 CUDA_OBJ := $(patsubst src/%.cu,$(BUILD)/%.o,$(CUDA_SRC))
 ifeq ($(filter clean deps,$(MAKECMDGOALS)),)

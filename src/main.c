@@ -18,9 +18,10 @@
 #include "core/version.h"
 #include "kernels/ops.h"
 #include "kernels/cpu/ops_devsim.h"
+#include "model/spec.h"
 #ifdef LLMT_CUDA
 #include "kernels/cuda/cuda_matmul.h"
-#include "kernels/cuda/device.h"
+#include "train/device_open.h"
 #include "parallel/comm_nccl.h"
 #include "parallel/comm_host.h"
 #endif
@@ -271,9 +272,9 @@ static const ops_t *open_backend(const config_t *cfg, const topology_t *topo, gr
     if (strcmp(cfg->device, "cuda") == 0) {
         char err[512];
         watchdog_enter("opening the GPU", "all ranks");
-        const int rc = cuda_device_setup(topo, dtype_from_name(cfg->precision), err, sizeof err);
+        const int rc = device_open(topo, dtype_from_name(cfg->precision), err, sizeof err);
         comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, "opening the GPU", rc ? err : NULL);
-        cuda_device_print(MPI_COMM_WORLD);
+        device_print_table(MPI_COMM_WORLD);
         watchdog_leave();
         llmt_cuda_allow_tf32 = cfg->allow_tf32; /* fp32 products on TF32 tensor cores */
         comm_nccl_attach_grid(grid); /* the data path's floats now travel by NCCL */
@@ -345,6 +346,8 @@ int main(int argc, char **argv) {
     grid_t grid;
     watchdog_enter("building the process grid", "all ranks");
     grid_create(&grid, &cfg, MPI_COMM_WORLD);
+    const model_spec_t spec = model_spec_from_config(&cfg);
+    model_spec_check_grid(&spec, grid.tp, grid.pp, cfg.source_path);
     watchdog_leave();
     name_communicators(&grid);
     topology_t topo;

@@ -51,7 +51,7 @@ typedef struct key_spec {
     double def;            /* numeric default */
     const char *def_str;   /* K_STR default */
     const char *choices;   /* K_STR: "a|b|c" (matched case-insensitively), NULL = free text */
-    const char *planned;   /* K_STR: "a|b", values in the DESIGN contract (not in choices) that
+    const char *planned;   /* K_STR: "a|b", values in the key contract of docs/design.md (not in choices) that
                               are not implemented yet; refused with not_impl */
     const char *not_impl;  /* non-NULL: what is not implemented in this version. Without
                               planned: the whole key (any value but the default is refused);

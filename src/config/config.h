@@ -1,7 +1,7 @@
 /* config.h — the typed, validated run configuration read from a Fortran namelist.
  * Owns: the schema (groups, keys, types, defaults, allowed values), validation, and the
  * echo of the effective configuration. Uses: namelist.h, core/. Used by: main, train/, model/,
- * io/, parallel/. Key names are the contract in DESIGN.md; keep them. */
+ * io/, parallel/. Key names are the contract in docs/design.md; keep them. */
 #ifndef LLMT_CONFIG_H
 #define LLMT_CONFIG_H
 #include <stdbool.h>

@@ -75,7 +75,7 @@ static hid_t collective_dxpl(void) {
  * matching memory space: the local shard as a flat array. HDF5 enumerates a selection in
  * row-major file order, which is exactly the row-major order of the local shard, also when
  * split_blocks = 3 (local rows are q part | k part | v part, in file order). < 0 on failure. */
-static hid_t select_local_shard(const param_t *p, const params_t *P, hid_t fspace,
+static hid_t select_local_shard(const ckpt_tensor_t *p, const ckpt_tensors_t *P, hid_t fspace,
                                 bool this_rank_moves_data) {
     hsize_t local = p->numel > 0 ? (hsize_t)p->numel : 1;
     hid_t mspace = H5Screate_simple(1, &local, NULL);
@@ -84,8 +84,9 @@ static hid_t select_local_shard(const param_t *p, const params_t *P, hid_t fspac
         if (H5Sselect_none(fspace) < 0 || H5Sselect_none(mspace) < 0) goto fail;
         return mspace;
     }
-    int64_t start[3][3], count[3][3];
-    int nblk = param_hyperslabs(p, P->tp, P->tp_rank, start, count);
+    (void)P;
+    const int nblk = p->nblk;
+    const int64_t(*start)[3] = p->start, (*count)[3] = p->count;
     ASSERT(nblk >= 1 && nblk <= 3);
     hsize_t total = 0;
     for (int b = 0; b < nblk; b++) {
@@ -108,9 +109,13 @@ fail:
     return -1;
 }
 
+static int64_t tensor_global_numel(const ckpt_tensor_t *p) {
+    return p->shape[0] * p->shape[1] * p->shape[2];
+}
+
 /* The GLOBAL shape of p as HDF5 dims (1-D parameters are stored 1-D, expert tensors with the
  * expert index first). */
-static int global_dims(const param_t *p, hsize_t dims[3]) {
+static int global_dims(const ckpt_tensor_t *p, hsize_t dims[3]) {
     for (int d = 0; d < 3; d++) dims[d] = (hsize_t)p->shape[d];
     return p->ndim;
 }
@@ -128,13 +133,18 @@ static uint64_t mix64(uint64_t x) {
 
 /* Sum over this rank's local elements of mix64(global index, value bits), mod 2^64. The sum
  * commutes, so the parts of any grid add up to the same number. */
-static uint64_t local_checksum(const param_t *p, const params_t *P, const float *x) {
+static uint64_t local_checksum(const ckpt_tensor_t *p, const ckpt_tensors_t *P, const float *x) {
     uint64_t sum = 0;
-    for (size_t j = 0; j < p->numel; j++) {
-        uint32_t bits;
-        memcpy(&bits, &x[j], sizeof bits);
-        uint64_t g = (uint64_t)param_global_index(p, P->tp, P->tp_rank, j);
-        sum += mix64(g * 0x9e3779b97f4a7c15ull ^ ((uint64_t)bits << 17) ^ bits);
+    int64_t gi[1024];
+    for (size_t j0 = 0; j0 < p->numel; j0 += 1024) {
+        const size_t n = p->numel - j0 < 1024 ? p->numel - j0 : 1024;
+        P->global_index(P, p, j0, n, gi);
+        for (size_t k = 0; k < n; k++) {
+            uint32_t bits;
+            memcpy(&bits, &x[j0 + k], sizeof bits);
+            uint64_t g = (uint64_t)gi[k];
+            sum += mix64(g * 0x9e3779b97f4a7c15ull ^ ((uint64_t)bits << 17) ^ bits);
+        }
     }
     return sum;
 }
@@ -204,7 +214,7 @@ static uint64_t attrs_checksum(const char *kind, const ckpt_meta_t *m, const ckp
 }
 
 /* Whether this rank holds the one copy of p's local elements that is written. */
-static bool owns_copy(const param_t *p, const params_t *P, int owner) {
+static bool owns_copy(const ckpt_tensor_t *p, const ckpt_tensors_t *P, int owner) {
     const bool replica = owner & (p->experts > 0 ? CKPT_OWNS_EXPERTS : CKPT_OWNS_DENSE);
     return replica && p->held && !p->tied_copy && (p->split_dim >= 0 || P->tp_rank == 0);
 }
@@ -224,18 +234,18 @@ static bool owns_copy(const param_t *p, const params_t *P, int owner) {
  * metadata flush at the end of phase 1 writes only there, and a file that cannot grow fails in
  * phase 2, in the data, where a failure is clean. About 1 KiB per dataset (object header,
  * checksum attribute, group entries), the root attributes with the config text, and room. */
-static hsize_t meta_block_bytes(const params_t *P, bool with_optimizer) {
+static hsize_t meta_block_bytes(const ckpt_tensors_t *P, bool with_optimizer) {
     return (hsize_t)(with_optimizer ? 3 : 1) * (hsize_t)P->n * 2048 + (256 << 10);
 }
 
-double ckpt_file_bytes(const params_t *P, bool with_optimizer) {
+double ckpt_file_bytes(const ckpt_tensors_t *P, bool with_optimizer) {
     double tensors = (double)P->n_global * sizeof(float) * (with_optimizer ? 3 : 1);
     return tensors + (double)meta_block_bytes(P, with_optimizer) + (64 << 10);
 }
 
 typedef struct writer {
     MPI_Comm comm;
-    const params_t *P;
+    const ckpt_tensors_t *P;
     int owner;
     hid_t dxpl;
     int bad;        /* this rank saw a failure (the first one is in msg) */
@@ -246,7 +256,7 @@ typedef struct writer {
 /* One dataset created in phase 1, written in phase 2. */
 typedef struct pending {
     hid_t dset, mem_type;
-    const param_t *p;   /* NULL: the /config string, written by rank 0 */
+    const ckpt_tensor_t *p;   /* NULL: the /config string, written by rank 0 */
     const void *data;
     char object[96];
 } pending_t;
@@ -389,12 +399,12 @@ static double create_tensor_group(writer_t *w, hid_t file, const char *name, con
     /* the checksums of every tensor in one reduction: sums of this rank's owned parts */
     uint64_t *sums = xcalloc((size_t)n, sizeof *sums);
     for (int i = 0; i < n && flat; i++)
-        if (owns_copy(&w->P->p[i], w->P, w->owner))
-            sums[i] = local_checksum(&w->P->p[i], w->P, flat + w->P->p[i].offset);
+        if (owns_copy(&w->P->t[i], w->P, w->owner))
+            sums[i] = local_checksum(&w->P->t[i], w->P, flat + w->P->t[i].offset);
     comm_allreduce(sums, n, MPI_UINT64_T, MPI_SUM, w->comm, "checkpoint write");
     double bytes = 0;
     for (int i = 0; i < n && group >= 0; i++) {
-        const param_t *p = &w->P->p[i];
+        const ckpt_tensor_t *p = &w->P->t[i];
         pd[i].p = p;
         pd[i].data = flat ? flat + p->offset : (const void *)&dummy_data; /* non-writer: none read */
         snprintf(pd[i].object, sizeof pd[i].object, "/%s/%s", name, p->name);
@@ -408,7 +418,7 @@ static double create_tensor_group(writer_t *w, hid_t file, const char *name, con
             W_TRY(w, h5_write_attr(pd[i].dset, "checksum", H5T_STD_U64LE, H5T_NATIVE_UINT64, &sums[i]),
                   "writing the checksum of", pd[i].object);
         if (fspace >= 0) H5Sclose(fspace);
-        bytes += (double)param_global_numel(p) * sizeof(float);
+        bytes += (double)tensor_global_numel(p) * sizeof(float);
     }
     xfree(sums);
     if (group >= 0 && H5Gclose(group) < 0) w_fail(w, "closing group", name);
@@ -479,7 +489,7 @@ static double write_contents(writer_t *w, hid_t file, int rank, const float *par
     return bytes;
 }
 
-int ckpt_save(const char *path, MPI_Comm comm, MPI_Info info, const params_t *P,
+int ckpt_save(const char *path, MPI_Comm comm, MPI_Info info, const ckpt_tensors_t *P,
               const float *params, const float *m, const float *v, const ckpt_meta_t *meta,
               const ckpt_state_t *state, int owner, double *written, char *err, size_t errlen) {
     int rank, world_rank;
@@ -527,7 +537,7 @@ int ckpt_save(const char *path, MPI_Comm comm, MPI_Info info, const params_t *P,
     return 0;
 }
 
-int ckpt_write_weights(const char *path, MPI_Comm comm, const params_t *P, const float *flat,
+int ckpt_write_weights(const char *path, MPI_Comm comm, const ckpt_tensors_t *P, const float *flat,
                        const ckpt_meta_t *meta, int writer, char *err, size_t errlen) {
     double written;
     return ckpt_save(path, comm, MPI_INFO_NULL, P, flat, NULL, NULL, meta, NULL, writer,
@@ -553,7 +563,7 @@ static void format_dims(char *buf, size_t len, int ndim, const hsize_t *dims) {
 typedef struct reader {
     const char *path;
     MPI_Comm comm, copy_comm, ep_comm;
-    const params_t *P;
+    const ckpt_tensors_t *P;
     hid_t dxpl;
     char *msg;
     size_t len;
@@ -657,7 +667,7 @@ static int check_model(reader_t *r, const ckpt_meta_t *f, const ckpt_meta_t *wan
 }
 
 /* Open <group>/<name> and check its shape against the registry; < 0 with a message if not. */
-static hid_t open_param(reader_t *r, hid_t group, const char *gname, const param_t *p) {
+static hid_t open_param(reader_t *r, hid_t group, const char *gname, const ckpt_tensor_t *p) {
     if (H5Lexists(group, p->name, H5P_DEFAULT) <= 0) {
         errf(r->msg, r->len, "checkpoint %s: dataset /%s/%s is missing (written for a "
              "different model?)", r->path, gname, p->name);
@@ -697,7 +707,7 @@ typedef struct group_sums {
 
 /* Read this rank's part of one tensor and its stored checksum; 0, or -1 on a local failure
  * (the message is made once the ranks agree). */
-static int read_param(reader_t *r, hid_t group, const char *gname, const param_t *p,
+static int read_param(reader_t *r, hid_t group, const char *gname, const ckpt_tensor_t *p,
                       float *flat, group_sums_t *gs, int i) {
     hid_t dset = open_param(r, group, gname, p);
     if (dset < 0) return -2; /* metadata problem: the same on every rank (collective metadata) */
@@ -727,18 +737,18 @@ static int verify_group(reader_t *r, const char *gname, group_sums_t *gs, int re
     const int n = r->P->n;
     uint64_t *split = xcalloc((size_t)n, sizeof *split), *experts = xcalloc((size_t)n, sizeof *experts);
     for (int i = 0; i < n; i++)
-        if (r->P->p[i].split_dim >= 0) split[i] = gs->local[i];
+        if (r->P->t[i].split_dim >= 0) split[i] = gs->local[i];
     comm_allreduce(split, n, MPI_UINT64_T, MPI_SUM, r->copy_comm, "checkpoint read");
     for (int i = 0; i < n; i++)
-        if (r->P->p[i].experts > 0) experts[i] = r->P->p[i].split_dim >= 0 ? split[i] : gs->local[i];
+        if (r->P->t[i].experts > 0) experts[i] = r->P->t[i].split_dim >= 0 ? split[i] : gs->local[i];
     comm_allreduce(experts, n, MPI_UINT64_T, MPI_SUM, r->ep_comm, "checkpoint read");
     for (int i = 0; i < n; i++)
-        if (r->P->p[i].experts > 0) split[i] = experts[i];
+        if (r->P->t[i].experts > 0) split[i] = experts[i];
     xfree(experts);
     int first_bad = n;
     for (int i = 0; i < n && !read_failed; i++) {
         if (!gs->held_here[i]) continue;
-        const param_t *p = &r->P->p[i];
+        const ckpt_tensor_t *p = &r->P->t[i];
         uint64_t have = p->split_dim >= 0 || p->experts > 0 ? split[i] : gs->local[i];
         if (have != gs->stored[i] && i < first_bad) first_bad = i;
     }
@@ -751,7 +761,7 @@ static int verify_group(reader_t *r, const char *gname, group_sums_t *gs, int re
                     "truncated file)", r->path, gname);
     if (v[1] < n)
         return errf(r->msg, r->len, "checkpoint %s: dataset /%s/%s fails its checksum (stored "
-                    "%016llx): the file is corrupt", r->path, gname, r->P->p[v[1]].name,
+                    "%016llx): the file is corrupt", r->path, gname, r->P->t[v[1]].name,
                     (unsigned long long)gs->stored[v[1]]);
     return 0;
 }
@@ -781,7 +791,7 @@ static int read_tensor_group(reader_t *r, hid_t file, const char *gname, float *
                        xcalloc((size_t)n, sizeof(int))};
     int read_failed = 0;
     for (int i = 0; i < n && rc == 0; i++) {
-        int one = read_param(r, group, gname, &r->P->p[i], flat, &gs, i);
+        int one = read_param(r, group, gname, &r->P->t[i], flat, &gs, i);
         if (one == -2) rc = -1; /* same on every rank: stop reading */
         if (one == -1) read_failed = 1;
     }
@@ -927,7 +937,7 @@ static int check_attrs(reader_t *r, hid_t file, const ckpt_meta_t *m, ckpt_state
     return 0;
 }
 
-int ckpt_load(const char *path, MPI_Comm comm, MPI_Comm copy_comm, MPI_Comm ep_comm, const params_t *P,
+int ckpt_load(const char *path, MPI_Comm comm, MPI_Comm copy_comm, MPI_Comm ep_comm, const ckpt_tensors_t *P,
               float *params, float *m, float *v, ckpt_state_t *state, const ckpt_meta_t *expect,
               ckpt_meta_t *found, char *err, size_t errlen) {
     reader_t r = {path, comm, copy_comm, ep_comm, P, -1, err, errlen};

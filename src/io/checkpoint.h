@@ -1,4 +1,4 @@
-/* checkpoint.h — checkpoints and weight files in HDF5 (DESIGN.md). Layout of one file:
+/* checkpoint.h — checkpoints and weight files in HDF5 (docs/design.md). Layout of one file:
  *   /model/<param>                float32, the parameter's GLOBAL shape
  *   /optimizer/adamw/m/<param>    float32, AdamW first moment, GLOBAL shape   (checkpoints)
  *   /optimizer/adamw/v/<param>    float32, AdamW second moment, GLOBAL shape  (checkpoints)
@@ -31,14 +31,42 @@
  * Written to "<path>.tmp", flushed, and renamed (then the directory fsync'ed) when complete.
  * Nothing here exits on a bad file or a failed write: every problem is one message, the same
  * on every rank, so the caller can fall back to an older file or carry on without the save.
- * Uses: model/params, parallel/comm (agreement between ranks), core/. */
+ * The tensors are described by this file's own ckpt_tensors_t (io/ knows no model:
+ * model/params.c describes its registry in it, params_t.ckpt).
+ * Uses: parallel/comm (agreement between ranks), core/. */
 #ifndef LLMT_CHECKPOINT_H
 #define LLMT_CHECKPOINT_H
 #include <mpi.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "core/provenance.h"
-#include "model/params.h"
+#include <stdbool.h>
+
+/* One named tensor as a checkpoint sees it: its GLOBAL shape, and this rank's shard of it. */
+typedef struct ckpt_tensor {
+    const char *name;          /* the dataset's name under /model, /optimizer/... */
+    int ndim;                  /* 1, 2, or 3 */
+    int64_t shape[3];          /* GLOBAL shape (1 past ndim) */
+    int split_dim;             /* split over the tp group (>= 0) or replicated (-1) */
+    int experts;               /* > 0: an expert tensor, dealt out over the ep group */
+    bool held;                 /* this rank's stage holds it */
+    bool tied_copy;            /* a second copy (the last stage's tied wte): never written */
+    size_t numel, offset;      /* local elements, and their offset in the flat local buffer */
+    int nblk;                  /* the local shard as nblk hyperslab blocks (row-major order) */
+    int64_t start[3][3], count[3][3];
+    const void *src;           /* the describer's own record of the tensor (global_index) */
+} ckpt_tensor_t;
+
+/* Every tensor of a model, and this rank's place in the tensor-parallel group. */
+typedef struct ckpt_tensors {
+    ckpt_tensor_t *t;
+    int n;
+    int64_t n_global;          /* global elements of all tensors */
+    int tp, tp_rank;
+    /* The global (row-major) indices g[0..n) of local elements j0 .. j0+n-1 of t (checksums). */
+    void (*global_index)(const struct ckpt_tensors *T, const ckpt_tensor_t *t, size_t j0,
+                         size_t n, int64_t *g);
+} ckpt_tensors_t;
 
 #define CKPT_RUN_ID_LEN 40
 #define CKPT_MAX_DATA_SOURCES 64 /* train/curriculum's CURRIC_MAX_SETS */
@@ -91,13 +119,13 @@ enum { CKPT_OWNS_DENSE = 1, CKPT_OWNS_EXPERTS = 2, CKPT_OWNS_ALL = 3 };
  * `info`: MPI-IO hints (MPI_INFO_NULL for none). Returns 0 with the bytes of tensor data in
  * *written, or -1 with one message in err on every rank: then nothing was published, the .tmp
  * file is gone and an earlier file of the same name is untouched. */
-int ckpt_save(const char *path, MPI_Comm comm, MPI_Info info, const params_t *P,
+int ckpt_save(const char *path, MPI_Comm comm, MPI_Info info, const ckpt_tensors_t *P,
               const float *params, const float *m, const float *v, const ckpt_meta_t *meta,
               const ckpt_state_t *state, int owner, double *written, char *err, size_t errlen);
 /* An upper bound of the size of the file ckpt_save writes (tensors, metadata block, slack). */
-double ckpt_file_bytes(const params_t *P, bool with_optimizer);
+double ckpt_file_bytes(const ckpt_tensors_t *P, bool with_optimizer);
 /* Weights only (weights_stepNNNNNN.h5): the same, without optimizer and state. */
-int ckpt_write_weights(const char *path, MPI_Comm comm, const params_t *P, const float *flat,
+int ckpt_write_weights(const char *path, MPI_Comm comm, const ckpt_tensors_t *P, const float *flat,
                        const ckpt_meta_t *meta, int writer, char *err, size_t errlen);
 
 /* Collective: read this rank's hyperslabs of /model (and the moments when m, v are not NULL,
@@ -108,7 +136,7 @@ int ckpt_write_weights(const char *path, MPI_Comm comm, const params_t *P, const
  * file written for another model is refused with a message naming the &model key. Returns 0
  * (the file's meta in *found, config_text NULL), or -1 with one message in err on every rank
  * (missing, not HDF5, truncated, corrupt, wrong model, attribute missing or unreadable). */
-int ckpt_load(const char *path, MPI_Comm comm, MPI_Comm copy_comm, MPI_Comm ep_comm, const params_t *P,
+int ckpt_load(const char *path, MPI_Comm comm, MPI_Comm copy_comm, MPI_Comm ep_comm, const ckpt_tensors_t *P,
               float *params, float *m, float *v, ckpt_state_t *state, const ckpt_meta_t *expect,
               ckpt_meta_t *found, char *err, size_t errlen);
 

@@ -93,16 +93,6 @@ int tokenizer_from_vocab(tokenizer_t **out, vocab_t *v, char *err, size_t errlen
     return 0;
 }
 
-int tokenizer_create(tokenizer_t **out, const char *path, char *err, size_t errlen) {
-    *out = NULL;
-    vocab_t v = {0};
-    if (vocab_load(&v, path, err, errlen) != 0) {
-        vocab_free(&v);
-        return -1;
-    }
-    return tokenizer_from_vocab(out, &v, err, errlen);
-}
-
 void tokenizer_destroy(tokenizer_t *tok) {
     if (!tok) return;
     vocab_free(&tok->v);

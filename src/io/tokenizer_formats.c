@@ -521,6 +521,18 @@ int vocab_load(vocab_t *v, const char *path, char *err, size_t errlen) {
     return load_tiktoken(v, path, err, errlen);
 }
 
+/* The tokenizer object from a vocabulary file: here, beside the readers, so that tokenizer.c
+ * (the object) calls nothing of this file and the arrow runs one way (formats -> object). */
+int tokenizer_create(tokenizer_t **out, const char *path, char *err, size_t errlen) {
+    *out = NULL;
+    vocab_t v = {0};
+    if (vocab_load(&v, path, err, errlen) != 0) {
+        vocab_free(&v);
+        return -1;
+    }
+    return tokenizer_from_vocab(out, &v, err, errlen);
+}
+
 /* ------------------------------------------------------------------ saving */
 
 /* One "base64(token) rank\n" line per rank, through atomic_file_* (tmp, fsync, rename, fsync

@@ -8,13 +8,14 @@
  * Uses: core/ (allocation, errors), PCRE2.
  *
  * Which file owns what:
- *   tokenizer.c          the object: create (from a file or a trained vocabulary), destroy,
+ *   tokenizer.c          the object: made from a vocabulary (tokenizer_from_vocab), destroy,
  *                        accessors, id lists, the vocabulary map (add, rehash, free)
  *   tokenizer_pretok.c   GPT-2's pre-tokenising regular expression (PCRE2) and its matching;
  *                        the piece iterator on top of it (piece_next) is inline here
  *   tokenizer_bpe.c      BPE merging (linear and heap), the word cache, encode, decode, safe cut
  *   tokenizer_formats.c  vocabulary files: tiktoken rank files (base64), Hugging Face
- *                        vocab.json + merges.txt, and saving as a rank file
+ *                        vocab.json + merges.txt, tokenizer_create (a file's tokenizer),
+ *                        and saving as a rank file; it calls tokenizer.c, never the reverse
  *   tokenizer_train.c    the word counter (count, pack, unpack) and BPE training */
 #ifndef LLMT_TOKENIZER_INTERNAL_H
 #define LLMT_TOKENIZER_INTERNAL_H

@@ -179,7 +179,24 @@ static void *balloc(gpt_t *m, size_t bytes, mem_category_t cat) {
     return m->dry_run ? NULL : m->ops->alloc(bytes, cat);
 }
 
-void *gpt_alloc(gpt_t *m, size_t bytes, mem_category_t cat) { return balloc(m, bytes, cat); }
+/* The MoE blocks' view of this model (model/moe.h moe_ctx_t): its arena and its noise keys. */
+static void *moe_alloc_cb(void *model, size_t bytes, mem_category_t cat) {
+    return balloc(model, bytes, cat);
+}
+
+static bool moe_noise_key_cb(const void *model, int layer, int B, int T, uint32_t key[2],
+                             uint64_t *row0) {
+    return gpt_router_noise_key(model, layer, B, T, key, row0);
+}
+
+static void setup_moe(gpt_t *m, const model_spec_t *spec, const gpt_parallel_t *par) {
+    const moe_ctx_t ctx = {
+        .ops = m->ops, .C = m->C, .L = m->L, .N_max = m->B * m->T, .wtype = m->wtype,
+        .swiglu = m->swiglu, .dry_run = m->dry_run, .tp = m->par.tp, .tp_rank = m->par.tp_rank,
+        .tp_group = m->par.tp_group, .training = &m->reg.training, .model = m,
+        .alloc = moe_alloc_cb, .noise_key = moe_noise_key_cb};
+    m->moe = moe_setup(&ctx, spec, par->ep, par->ep_rank, par->ep_group);
+}
 
 static float *falloc_in(gpt_t *m, size_t n, size_t *counter, mem_category_t cat) {
     *counter += n * sizeof(float);
@@ -278,11 +295,11 @@ static void alloc_layer_acts(gpt_t *m, int i, gpt_layer_acts_t *a, gpt_recompute
             *t = *act_ptr(&m->shared, k);
         }
     }
-    a->moe = moe ? moe_alloc_acts(m, c) : NULL;
+    a->moe = moe ? moe_alloc_acts(m->moe, c) : NULL;
 }
 
 static void free_layer_acts(gpt_t *m, gpt_layer_acts_t *a) {
-    moe_free_acts(m, a->moe);
+    moe_free_acts(m->moe, a->moe);
     a->moe = NULL;
     for (int k = 0; k < N_ACTS && !m->dry_run; k++) {
         if (a->packed && a->packed[k]) m->ops->free(a->packed[k]);
@@ -316,12 +333,12 @@ static void unpack_layer(const gpt_t *m, int l, gpt_layer_acts_t *a, int B, int 
 }
 
 /* &parallel recompute for the first recompute_layers (-1: all) blocks of this stage. */
-static void set_recompute(gpt_t *m, const config_t *cfg) {
+static void set_recompute(gpt_t *m, const model_spec_t *spec) {
     const int nl = m->end_layer - m->first_layer;
-    m->recompute = !strcmp(cfg->recompute, "selective") ? GPT_RECOMPUTE_SELECTIVE
-                   : !strcmp(cfg->recompute, "full")    ? GPT_RECOMPUTE_FULL
-                                                        : GPT_RECOMPUTE_NONE;
-    const int r = cfg->recompute_layers;
+    m->recompute = spec->recompute == MODEL_RECOMPUTE_SELECTIVE ? GPT_RECOMPUTE_SELECTIVE
+                   : spec->recompute == MODEL_RECOMPUTE_FULL    ? GPT_RECOMPUTE_FULL
+                                                                : GPT_RECOMPUTE_NONE;
+    const int r = spec->recompute_layers;
     m->n_recomputed = m->recompute == GPT_RECOMPUTE_NONE ? 0 : r < 0 || r > nl ? nl : r;
 }
 
@@ -413,14 +430,14 @@ static void alloc_head_and_scratch(gpt_t *m) {
     if (!m->dry_run) m->host_losses = xmalloc(N * sizeof(float));
 }
 
-static void set_dims(gpt_t *m, const config_t *cfg, const gpt_parallel_t *par) {
-    m->L = cfg->n_layer;
-    m->C = cfg->d_model;
-    m->NH = cfg->n_head;
-    m->hs = cfg->d_model / cfg->n_head;
-    m->F = cfg->d_ff;
-    m->V = cfg->vocab_size;
-    m->Vp = config_padded_vocab(cfg);
+static void set_dims(gpt_t *m, const model_spec_t *spec, const gpt_parallel_t *par) {
+    m->L = spec->n_layer;
+    m->C = spec->d_model;
+    m->NH = spec->n_head;
+    m->hs = spec->d_model / spec->n_head;
+    m->F = spec->d_ff;
+    m->V = spec->vocab_size;
+    m->Vp = spec->padded_vocab;
     m->par = *par;
     m->NHl = m->NH / par->tp;
     m->Fl = m->F / par->tp;
@@ -428,20 +445,20 @@ static void set_dims(gpt_t *m, const config_t *cfg, const gpt_parallel_t *par) {
     m->v_start = par->tp_rank * m->Vl;
     int valid = m->V - m->v_start;
     m->v_valid = valid < 0 ? 0 : valid > m->Vl ? m->Vl : valid;
-    m->rmsnorm = !strcmp(cfg->norm, "rmsnorm");
-    m->norm_eps = (float)cfg->norm_eps;
-    m->rope = !strcmp(cfg->pos, "rope");
+    m->rmsnorm = spec->rmsnorm;
+    m->norm_eps = (float)spec->norm_eps;
+    m->rope = spec->rope;
     m->learned_pos = !m->rope;
-    m->swiglu = !strcmp(cfg->mlp, "swiglu");
-    m->tied = cfg->tie_embeddings;
-    m->fused_qkv = params_fused_qkv(cfg);
-    m->KV = config_kv_heads(cfg);
+    m->swiglu = spec->swiglu;
+    m->tied = spec->tie_embeddings;
+    m->fused_qkv = params_fused_qkv(spec);
+    m->KV = spec->n_kv_head;
     /* k/v heads: split over tp, or (fewer than tp) replicated, each rank computing the one its
      * NHl query heads read (grid.c checks that n_kv_head divides tp then) */
     m->kv_replicated = m->KV < par->tp;
     m->KVl = m->kv_replicated ? 1 : m->KV / par->tp;
     m->kv_head0 = m->kv_replicated ? par->tp_rank / (par->tp / m->KV) : 0;
-    m->block_matrix = params_block_matrix(cfg);
+    m->block_matrix = params_block_matrix(spec);
 }
 
 /* RoPE's angle tables [T, hs/2]: angle t * theta^(-2i/hs), computed in fp32 the way Hugging
@@ -465,39 +482,40 @@ static void fill_rope_tables(gpt_t *m, double theta) {
 
 /* ---------------------------------------------------------------- the weights copy's storage */
 
-dtype_t gpt_product_type(const config_t *cfg, const ops_t *ops) {
-    const char *want = cfg->bf16_products;
+dtype_t gpt_product_type(const model_spec_t *spec, const ops_t *ops) {
+    const model_products_t want = spec->bf16_products;
     /* a CUDA run's products are those of its GPU even where the host plans it with the CPU's
      * ops (train/planner.c): native bf16, and faster, on every GPU it runs bf16 on (sm_80 and
      * later; main.c refuses older ones) */
-    const bool cuda = !strcmp(cfg->device, "cuda");
+    const bool cuda = spec->cuda;
     /* fp16: the products of a backend whose fp16 products are faster (a GPU's tensor cores;
      * the CPU backend has none), by the same rule; bf16_products is the bf16 key only */
-    /* what this backend can do, less what some other rank's cannot (cfg->products_missing) */
-    const unsigned miss = cfg->products_missing;
-    if (dtype_from_name(cfg->precision) == DT_FP16)
+    /* what this backend can do, less what some other rank's cannot (spec->products_missing) */
+    const unsigned miss = spec->products_missing;
+    if (spec->precision == DT_FP16)
         return (cuda || ops->products_faster(DT_FP16)) && !(miss & CFG_MISSING_FP16_FASTER) ? DT_FP16
                                                                                           : DT_FP32;
     const bool native = (cuda || ops->products_native(DT_BF16)) && !(miss & CFG_MISSING_BF16_NATIVE);
     const bool faster = (cuda || ops->products_faster(DT_BF16)) && !(miss & CFG_MISSING_BF16_FASTER);
-    const bool bf16 = dtype_from_name(cfg->precision) == DT_BF16 && native &&
-                      (!strcmp(want, "native") || (!strcmp(want, "auto") && faster));
+    const bool bf16 = spec->precision == DT_BF16 && native &&
+                      (want == MODEL_PRODUCTS_NATIVE || (want == MODEL_PRODUCTS_AUTO && faster));
     return bf16 ? DT_BF16 : DT_FP32;
 }
 
-dtype_t gpt_activations_type(const config_t *cfg) {
-    const dtype_t t = dtype_from_name(cfg->precision);
-    if (t == DT_FP32 || !strcmp(cfg->activations_storage, "fp32")) return DT_FP32;
-    if (!strcmp(cfg->activations_storage, "16bit")) return t;
-    return !strcmp(cfg->device, "cuda") ? t : DT_FP32; /* auto */
+dtype_t gpt_activations_type(const model_spec_t *spec) {
+    const dtype_t t = spec->precision;
+    if (t == DT_FP32 || spec->activations_storage == MODEL_STORE_FP32) return DT_FP32;
+    if (spec->activations_storage == MODEL_STORE_16BIT) return t;
+    return spec->cuda ? t : DT_FP32; /* auto */
 }
 
-dtype_t gpt_weights_type(const config_t *cfg, const ops_t *ops) {
-    const dtype_t t = dtype_from_name(cfg->precision);
-    if (!config_weights_16bit_possible(cfg) || !strcmp(cfg->weights_storage, "fp32"))
+dtype_t gpt_weights_type(const model_spec_t *spec, const ops_t *ops) {
+    const dtype_t t = spec->precision;
+    /* a 16-bit weights copy needs a bf16/fp16 run */
+    if (!(t == DT_BF16 || t == DT_FP16) || spec->weights_storage == MODEL_STORE_FP32)
         return DT_FP32;
-    if (!strcmp(cfg->weights_storage, "16bit")) return t;
-    return gpt_product_type(cfg, ops) == t ? t : DT_FP32; /* auto */
+    if (spec->weights_storage == MODEL_STORE_16BIT) return t;
+    return gpt_product_type(spec, ops) == t ? t : DT_FP32; /* auto */
 }
 
 /* wstore [P.total] of wtype (zeroed; with_store false: a weight provider binds the units' 16-bit
@@ -537,16 +555,16 @@ void gpt_store_weights(gpt_t *m, size_t lo, const float *src, size_t n) {
 }
 
 /* gpt_create and gpt_plan: the same steps, allocating or only counting (dry_run). */
-static void build(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T,
+static void build(gpt_t *m, const model_spec_t *spec, const ops_t *ops, int B, int T,
                   const gpt_parallel_t *par, const gpt_weight_provider_t *provider,
                   const gpt_grad_provider_t *grad_stage, bool dry_run) {
     memset(m, 0, sizeof *m);
     m->dry_run = dry_run;
-    set_dims(m, cfg, par);
+    set_dims(m, spec, par);
     m->B = B;
     m->T = T;
     m->ops = ops;
-    params_create_experts(&m->P, cfg, par->tp, par->tp_rank, par->pp, par->pp_rank, par->chunks,
+    params_create_experts(&m->P, spec, par->tp, par->tp_rank, par->pp, par->pp_rank, par->chunks,
                           par->ep, par->ep_rank);
     /* MPI counts are int: a stage whose local parameters exceed that cannot be reduced in one
      * call (config bounds the per-rank size only from below when pp > 1: the layer partition
@@ -566,7 +584,7 @@ static void build(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T,
     m->n_chunks = m->P.chunks;
     m->chunk_layers = m->P.chunk_layers;
     m->weights = provider;
-    m->wtype = gpt_weights_type(cfg, ops);
+    m->wtype = gpt_weights_type(spec, ops);
     if (m->wtype != DT_FP32) alloc_weights_store(m, !provider); /* a provider holds the rest */
     else if (!provider) {
         m->params = balloc(m, m->P.total * sizeof(float), MEM_PARAMETERS);
@@ -578,15 +596,15 @@ static void build(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T,
         if (!m->dry_run) ops->zero(m->grads, m->P.total);
     }
     resolve_views(m);
-    if (cfg->n_experts > 0) moe_setup(m, cfg, par->ep, par->ep_rank, par->ep_group);
-    set_recompute(m, cfg);
-    m->act_dtype = dtype_from_name(cfg->precision);
-    m->atype = gpt_activations_type(cfg);
+    if (spec->n_experts > 0) setup_moe(m, spec, par);
+    set_recompute(m, spec);
+    m->act_dtype = spec->precision;
+    m->atype = gpt_activations_type(spec);
     alloc_shared_acts(m);
     alloc_slots(m);
     alloc_head_and_scratch(m);
-    gpt_reg_setup(m, cfg);
-    if (m->rope && !dry_run) fill_rope_tables(m, cfg->rope_theta);
+    gpt_reg_setup(m, spec);
+    if (m->rope && !dry_run) fill_rope_tables(m, spec->rope_theta);
     gpt_use_chunk(m, 0);
 }
 
@@ -610,18 +628,18 @@ int gpt_held_index(const gpt_t *m, int layer) {
     return layer / cl / m->par.pp * cl + layer % cl;
 }
 
-void gpt_create(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T,
+void gpt_create(gpt_t *m, const model_spec_t *spec, const ops_t *ops, int B, int T,
                 const gpt_parallel_t *par, const gpt_weight_provider_t *provider,
                 const gpt_grad_provider_t *grad_stage) {
-    build(m, cfg, ops, B, T, par, provider, grad_stage, false);
+    build(m, spec, ops, B, T, par, provider, grad_stage, false);
 }
 
-void gpt_plan(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T,
+void gpt_plan(gpt_t *m, const model_spec_t *spec, const ops_t *ops, int B, int T,
               const gpt_parallel_t *par, bool weights_provided, bool grads_staged) {
     /* stand-ins: only whether a provider exists matters to what is allocated */
     static const gpt_weight_provider_t some_weights;
     static const gpt_grad_provider_t some_grads;
-    build(m, cfg, ops, B, T, par, weights_provided ? &some_weights : NULL,
+    build(m, spec, ops, B, T, par, weights_provided ? &some_weights : NULL,
           grads_staged ? &some_grads : NULL, true);
 }
 
@@ -649,7 +667,8 @@ void gpt_destroy(gpt_t *m) {
                      m->dbig, m->attn_scratch, m->rope_cos, m->rope_sin, m->kv_grad};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) o->free(bufs[i]);
-    moe_free(m);
+    moe_free(m->moe);
+    m->moe = NULL;
     xfree(m->lw);
     xfree(m->lg);
     xfree(m->host_losses);
@@ -992,7 +1011,7 @@ static void block_forward(gpt_t *m, int l, gpt_layer_acts_t *a, const float *res
     const bool moe = is_moe(m, l);
     if (moe && !a->res3) return;
     if (moe) {
-        moe_forward(m, l, a->moe, &w, a->ln2, B, T, a->res3);
+        moe_forward(m->moe, l, a->moe, &w, a->ln2, B, T, a->res3);
     } else {
         mlp_in_forward(m, a, &w, N);
         if (!a->res3) return;
@@ -1103,7 +1122,7 @@ static void block_backward(gpt_t *m, int l, gpt_layer_acts_t *a, const float *re
     /* MLP: res3 = res2 + dropout(proj(act(fc(ln2(res2))))) (SwiGLU: act(gate(.), up(.))) */
     const float *dmlp = gpt_dropout(m, REG_MLP_OUT, l, B, T, m->dC2, m->dres);
     if (is_moe(m, l)) {
-        moe_backward(m, l, a->moe, &w, &g, a->ln2, dmlp, B, T, first, m->dC);
+        moe_backward(m->moe, l, a->moe, &w, &g, a->ln2, dmlp, B, T, first, m->dC);
     } else {
         linear_backward(m, m->dbig, g.mprojw, g.mprojb, dmlp, a->fch_gelu, w.mprojw, N, Fl, C,
                         false, first);
@@ -1129,7 +1148,7 @@ static void block_backward(gpt_t *m, int l, gpt_layer_acts_t *a, const float *re
  * Full: the block's forward re-run into the shared set, its tp all-reduces included (every tp
  * rank re-runs it, in the same order); the kept output is not rewritten (on a pipeline stage it
  * may still be in flight to stage + 1). Dropout masks are pure functions of (seed, step, layer,
- * global token, feature) (model/regularize.h), so a re-run draws the same. */
+ * global token, feature) (model/gpt_regular.h), so a re-run draws the same. */
 static void block_recompute(gpt_t *m, int l, gpt_layer_acts_t *a, const float *res_in, int B,
                             int T) {
     if (a->recompute == GPT_RECOMPUTE_FULL) {

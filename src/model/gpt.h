@@ -19,20 +19,22 @@
  * block's output (the next block's input) and re-runs the block's forward in backward. What a
  * layer does not keep lives in one scratch set shared by every layer and slot (m->shared); the
  * recomputation runs the same kernels on the same inputs, so the gradients are bit-identical.
- * Regularisers (model/regularize.h, training passes only): dropout on the embedding, on each
+ * Regularisers (model/gpt_regular.h, training passes only): dropout on the embedding, on each
  * residual branch before its add and on the attention probabilities, with masks drawn again
  * (never stored) in backward and recomputation; label smoothing and z-loss in the head.
  * Owns: the flat parameter and gradient buffers, the activation arena (allocated once).
- * Uses: model/params, kernels/ops.h, parallel/comm, config/, core/. Used by: train/, main. */
+ * Uses: model/spec (never config_t), model/params, kernels/ops.h, parallel/comm, core/. Used by:
+ * train/, main. */
 #ifndef LLMT_GPT_H
 #define LLMT_GPT_H
 #include <stdbool.h>
-#include "config/config.h"
+#include "model/spec.h"
 #include "core/alloc.h"
 #include "kernels/ops.h"
 #include "model/params.h"
+#include "model/layer_w.h"
 #include "model/moe.h"
-#include "model/regularize.h"
+#include "model/gpt_regular.h"
 #include "parallel/comm.h"
 
 /* How this rank takes part in the model: its tensor-parallel shard and pipeline stage. */
@@ -83,19 +85,6 @@ typedef struct gpt_layer_acts {
     void **packed;
 } gpt_layer_acts_t;
 
-/* Pointers to one block's tensors inside a flat buffer (parameters or gradients). */
-typedef struct gpt_layer_w {
-    float *ln1w, *ln1b, *qkvw, *qkvb, *projw, *projb, *ln2w, *ln2b, *fcw, *fcb, *mprojw, *mprojb;
-    /* separate q, k, v (fused qkv NULL); SwiGLU's gate (fc is its up); NULL where absent (no
-     * bias, RMSNorm's b) */
-    float *qw, *qb, *kw, *kb, *vw, *vb, *gatew, *gateb;
-    /* an MoE block (model/moe.h; the dense MLP's views NULL): router (and its hidden layer,
-     * noise projection), experts' input (fc, or SwiGLU's gate), up, proj as [El, ...] local
-     * tensors, and the shared experts' */
-    float *r_fcw, *routerw, *noisew;
-    float *e_inw, *e_inb, *e_upw, *e_upb, *e_projw, *e_projb;
-    float *s_inw, *s_inb, *s_upw, *s_upb, *s_projw, *s_projb;
-} gpt_layer_w_t;
 
 /* The non-block tensors inside a flat buffer. */
 typedef struct gpt_global_w {
@@ -245,32 +234,28 @@ typedef struct gpt {
                                          generation): 16-bit storage packs nothing then */
     gpt_wqueue_t *wq;                 /* split backward: the slot queue B is filling, else NULL */
     bool dry_run;                     /* gpt_plan: buffers counted, not allocated */
-    gpt_regular_t reg;                /* dropout, label smoothing, z-loss (model/regularize.h) */
+    gpt_regular_t reg;                /* dropout, label smoothing, z-loss (model/gpt_regular.h) */
     double planned[MEM_CATEGORIES];   /* bytes of the model's buffers per memory category */
     moe_t *moe;                       /* Mixture of Experts (n_experts > 0), else NULL */
 } gpt_t;
 
-/* A weight view advanced by `elems` elements of its storage type t (gpt_t wtype). */
-static inline float *gpt_weight_at(const void *w, dtype_t t, size_t elems) {
-    return (float *)((const char *)w + elems * dtype_bytes(t));
-}
 
 /* The type of the products (ops.h set_product_type) for this configuration on this backend:
  * bf16 for &train precision = 'bf16' where the backend has native bf16 products and
  * &train bf16_products asks for them ('native', or 'auto' where they are faster); fp16 for
  * precision = 'fp16' where the backend's fp16 products are faster (a GPU); else fp32. A CUDA
  * run answers as its GPU also when planned with the CPU's ops. */
-dtype_t gpt_product_type(const config_t *cfg, const ops_t *ops);
+dtype_t gpt_product_type(const model_spec_t *spec, const ops_t *ops);
 /* The storage of the activations a block saves for its backward (gpt_t atype): 16-bit for a
  * bf16/fp16 run where &train activations_storage asks for it: '16bit', or 'auto' on a GPU
  * (device = 'cuda': memory is what is short there; on the CPU the extra packing pass costs time
  * and host memory is larger); else fp32 arrays of the rounded values. */
-dtype_t gpt_activations_type(const config_t *cfg);
+dtype_t gpt_activations_type(const model_spec_t *spec);
 /* The storage type of the weights copy gpt_create gives a model of this configuration (gpt_t
- * wtype). 16-bit where config_weights_16bit_possible (a bf16/fp16 weights copy) and &train
+ * wtype). 16-bit where the run is bf16/fp16 (a 16-bit weights copy is possible) and &train
  * weights_storage asks for it: '16bit',
  * or 'auto' where the products run in that type (gpt_product_type). */
-dtype_t gpt_weights_type(const config_t *cfg, const ops_t *ops);
+dtype_t gpt_weights_type(const model_spec_t *spec, const ops_t *ops);
 
 /* The weights copy of flat elements [lo, lo + n) from the fp32 values src[n] (backend memory):
  * rounded to the weights type and stored (wtype 16-bit only; with DT_FP32 the caller writes
@@ -280,20 +265,17 @@ void gpt_store_weights(gpt_t *m, size_t lo, const float *src, size_t n);
  * the norms and biases among them widened again into wvec. */
 void gpt_weights_written(gpt_t *m, size_t lo, size_t n);
 
-/* One buffer of the model's arena (counted per category; not allocated when planning). For the
- * model's own files (gpt.c, moe.c). */
-void *gpt_alloc(gpt_t *m, size_t bytes, mem_category_t cat);
 
 /* Allocate parameters (not initialised), gradients and activations for micro-batches up to
  * B x T on this rank's shard and stage. With `provider` the parameters are not allocated: the
  * provider binds each unit's weights before its use. */
-void gpt_create(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T,
+void gpt_create(gpt_t *m, const model_spec_t *spec, const ops_t *ops, int B, int T,
                 const gpt_parallel_t *par, const gpt_weight_provider_t *provider,
                 const gpt_grad_provider_t *grad_stage);
 /* The memory gpt_create would allocate, without allocating it (the planner): m->planned holds
  * the bytes per category (core/alloc.h), the registry and unit ranges can be queried; release
  * with gpt_destroy. weights_provided / grads_staged: as with a weight / gradient provider. */
-void gpt_plan(gpt_t *m, const config_t *cfg, const ops_t *ops, int B, int T,
+void gpt_plan(gpt_t *m, const model_spec_t *spec, const ops_t *ops, int B, int T,
               const gpt_parallel_t *par, bool weights_provided, bool grads_staged);
 /* The flat range [*lo, *hi) of a unit's parameters in the local buffer (empty when the stage
  * does not hold it). */

@@ -33,29 +33,29 @@ static bool writes_residual(const param_t *p) {
     return false;
 }
 
-static float scheme_std(const config_t *cfg, const param_t *p) {
+static float scheme_std(const model_spec_t *spec, const param_t *p) {
     /* an expert tensor [E, out, in] is E matrices [out, in] */
     const int d = p->ndim == 3 ? 1 : 0;
     const double fan_in = (double)p->shape[d + 1], fan_out = (double)p->shape[d] / p->split_blocks;
-    if (p->layer < 0 || !strcmp(cfg->init_scheme, "gpt2")) return (float)cfg->init_std;
-    if (!strcmp(cfg->init_scheme, "xavier")) return (float)sqrt(2.0 / (fan_in + fan_out));
-    if (!strcmp(cfg->init_scheme, "kaiming")) return (float)sqrt(2.0 / fan_in);
-    ASSERT(!strcmp(cfg->init_scheme, "small"));
-    return (float)sqrt(2.0 / (5.0 * cfg->d_model));
+    if (p->layer < 0 || spec->init_scheme == MODEL_INIT_GPT2) return (float)spec->init_std;
+    if (spec->init_scheme == MODEL_INIT_XAVIER) return (float)sqrt(2.0 / (fan_in + fan_out));
+    if (spec->init_scheme == MODEL_INIT_KAIMING) return (float)sqrt(2.0 / fan_in);
+    ASSERT(spec->init_scheme == MODEL_INIT_SMALL);
+    return (float)sqrt(2.0 / (5.0 * spec->d_model));
 }
 
 /* The residual-output factor, in float like GPT-2's 0.02f / sqrtf(2.0f * n_layer). */
-static float depth_divisor(const config_t *cfg, const param_t *p) {
-    if (!writes_residual(p) || !strcmp(cfg->init_depth_scaled, "none")) return 1.0f;
-    if (!strcmp(cfg->init_depth_scaled, "total")) return sqrtf(2.0f * (float)cfg->n_layer);
-    ASSERT(!strcmp(cfg->init_depth_scaled, "layer"));
+static float depth_divisor(const model_spec_t *spec, const param_t *p) {
+    if (!writes_residual(p) || spec->init_depth_scaled == MODEL_DEPTH_NONE) return 1.0f;
+    if (spec->init_depth_scaled == MODEL_DEPTH_TOTAL) return sqrtf(2.0f * (float)spec->n_layer);
+    ASSERT(spec->init_depth_scaled == MODEL_DEPTH_LAYER);
     return sqrtf(2.0f * (float)(p->layer + 1));
 }
 
-void params_apply_init_scheme(params_t *P, const config_t *cfg) {
+void params_apply_init_scheme(params_t *P, const model_spec_t *spec) {
     for (int i = 0; i < P->n; i++) {
         param_t *p = &P->p[i];
         if (p->init != INIT_NORMAL) continue;
-        p->init_std = scheme_std(cfg, p) / depth_divisor(cfg, p);
+        p->init_std = scheme_std(spec, p) / depth_divisor(spec, p);
     }
 }

@@ -23,19 +23,40 @@
  * the same (replicated) tokens identically and exchanges its own tp part of the experts' work;
  * the experts are column / row parallel inside like the dense MLP, so the output is a partial
  * sum that the block all-reduces over tp as before.
+ * The block sees the model it lives in through moe_ctx_t (the ops, the widths, the tp group, the
+ * model's arena and its router-noise keys), never gpt_t: model/gpt.c calls this file, not the
+ * reverse.
  * Owns: the MoE activations of each slot (moe_acts_t), the exchange scratch and the per-layer
- * routing statistics. Uses: kernels/ops.h, model/moe_route, parallel/comm. Used by: model/gpt.c
- * (the block), train/ (statistics). */
+ * routing statistics. Uses: kernels/ops.h, model/moe_route, model/layer_w, model/params,
+ * parallel/comm. Used by: model/gpt.c (the block), train/ (statistics). */
 #ifndef LLMT_MOE_H
 #define LLMT_MOE_H
 #include <stdbool.h>
 #include <stdint.h>
-#include "config/config.h"
+#include "core/alloc.h"
+#include "kernels/ops.h"
+#include "model/layer_w.h"
 #include "model/moe_route.h"
+#include "model/params.h"
+#include "model/spec.h"
 #include "parallel/comm.h"
 
-struct gpt;
-struct gpt_layer_w;
+/* What the MoE blocks see of the model they live in (gpt.c fills it before moe_setup). */
+typedef struct moe_ctx {
+    const ops_t *ops;
+    int C, L;                      /* d_model, n_layer */
+    int N_max;                     /* rows of one micro-batch at most (B x T) */
+    dtype_t wtype;                 /* the weights copy's storage */
+    bool swiglu, dry_run;          /* dry_run: buffers counted, not allocated (gpt_plan) */
+    int tp, tp_rank;
+    const comm_group_t *tp_group;
+    const bool *training;          /* the model's: inside a training pass */
+    void *model;                   /* passed back to the two callbacks */
+    void *(*alloc)(void *model, size_t bytes, mem_category_t cat); /* the model's arena */
+    /* the router noise's Philox key and the global token of row 0 for `layer` in the current
+     * slot; false outside training passes (model/gpt_regular.h gpt_router_noise_key) */
+    bool (*noise_key)(const void *model, int layer, int B, int T, uint32_t key[2], uint64_t *row0);
+} moe_ctx_t;
 
 /* Routing statistics of one MoE block since the last moe_stats_reset (training passes). */
 typedef struct moe_stats {
@@ -70,6 +91,7 @@ typedef struct moe_acts {
 } moe_acts_t;
 
 typedef struct moe {
+    moe_ctx_t ctx;
     int E, k, El, Fe, Fel, Sl;     /* experts, choices, local experts, expert width (local) */
     double cf;
     moe_drop_t policy;
@@ -97,30 +119,30 @@ typedef struct moe {
     float dloss;                   /* the per-token loss gradient of the pass (trainer sets it) */
 } moe_t;
 
-/* From cfg (n_experts > 0); ep group of the grid (MPI_COMM_SELF, 1, 0 without). Counts or
+/* From the spec (n_experts > 0); ep group of the grid (MPI_COMM_SELF, 1, 0 without). Counts or
  * allocates through the model's arena. */
-void moe_setup(struct gpt *m, const config_t *cfg, int ep, int ep_rank,
-               const comm_group_t *ep_group);
-void moe_free(struct gpt *m);
+moe_t *moe_setup(const moe_ctx_t *ctx, const model_spec_t *spec, int ep, int ep_rank,
+                 const comm_group_t *ep_group);
+void moe_free(moe_t *q); /* accepts NULL */
 /* One MoE block's per-slot activations. */
-moe_acts_t *moe_alloc_acts(struct gpt *m, size_t *bytes);
-void moe_free_acts(struct gpt *m, moe_acts_t *a);
+moe_acts_t *moe_alloc_acts(moe_t *q, size_t *bytes);
+void moe_free_acts(moe_t *q, moe_acts_t *a);
 
 /* The block's MLP output y[N, C] (partial over tp: the caller all-reduces it) from x[N, C]. */
-void moe_forward(struct gpt *m, int layer, moe_acts_t *a, const struct gpt_layer_w *w,
+void moe_forward(moe_t *q, int layer, moe_acts_t *a, const gpt_layer_w_t *w,
                  const float *x, int B, int T, float *y);
 /* Backward from dy[N, C] (the full gradient of y): dx[N, C] OVERWRITTEN with d(x), partial over
  * tp like a column-parallel input gradient (the router's share is added on tp rank 0 only);
  * the weight gradients accumulated (first: overwritten), the aux and z losses included. */
-void moe_backward(struct gpt *m, int layer, moe_acts_t *a, const struct gpt_layer_w *w,
-                  const struct gpt_layer_w *g, const float *x, const float *dy, int B, int T,
+void moe_backward(moe_t *q, int layer, moe_acts_t *a, const gpt_layer_w_t *w,
+                  const gpt_layer_w_t *g, const float *x, const float *dy, int B, int T,
                   bool first, float *dx);
 
 /* The startup line: which blocks, k of E, widths, capacity, losses, the ep split, and the
  * parameters in all vs active per token. */
-void moe_print_summary(const struct gpt *m, const config_t *cfg);
+void moe_print_summary(const moe_t *q, const params_t *P, const model_spec_t *spec);
 /* Multiply-adds per token of an MoE block's MLP as it runs (router, k experts, shared ones). */
-double moe_block_mlp_matrix(const config_t *cfg);
+double moe_block_mlp_matrix(const model_spec_t *spec);
 
 /* Statistics: reset at a step's start; moe_stats_reduce sums them over `comm` (the world:
  * each block lives on one stage; tp ranks other than 0 contribute nothing) into out[], on every
@@ -128,7 +150,7 @@ double moe_block_mlp_matrix(const config_t *cfg);
  * (moe_stats_t's sums). moe_stats_floats is the length of out[]. */
 enum { MOE_STAT_ASSIGNED, MOE_STAT_DROPPED, MOE_STAT_AUX, MOE_STAT_Z, MOE_STAT_ENTROPY,
        MOE_STAT_MICRO, MOE_STAT_SCALARS };
-void moe_stats_reset(struct gpt *m);
-int moe_stats_floats(const struct gpt *m);
-void moe_stats_reduce(struct gpt *m, const comm_group_t *g, double *out);
+void moe_stats_reset(moe_t *q);           /* q NULL (a dense model): nothing */
+int moe_stats_floats(const moe_t *q);     /* 0 for NULL */
+void moe_stats_reduce(moe_t *q, const comm_group_t *g, double *out);
 #endif

@@ -47,21 +47,21 @@ static param_t *add_param(params_t *P, int cap, const char *name, const param_sp
 /* The attention's input projection is GPT-2's fused qkv (rows q | k | v) for multi-head
  * attention with learned positions; otherwise separate q, k, v tensors (grouped-query
  * attention, RoPE: Hugging Face Llama's q_proj, k_proj, v_proj as they are). */
-bool params_fused_qkv(const config_t *cfg) {
-    return config_kv_heads(cfg) == cfg->n_head && !strcmp(cfg->pos, "learned");
+bool params_fused_qkv(const model_spec_t *spec) {
+    return spec->n_kv_head == spec->n_head && !spec->rope;
 }
 
-bool params_moe_layer(const config_t *cfg, int layer) {
-    return cfg->n_experts > 0 && layer % cfg->moe_every == cfg->moe_every - 1;
+bool params_moe_layer(const model_spec_t *spec, int layer) {
+    return spec->n_experts > 0 && layer % spec->moe_every == spec->moe_every - 1;
 }
 
 /* An MoE block's MLP (model/moe.h): router (and its hidden layer, noise projection), the
  * experts as [n_experts, ...] tensors (column / row parallel inside each expert, like the dense
  * MLP), and the always-on shared experts as one dense MLP of width n_shared_experts * Fe. */
-static int moe_specs(const config_t *cfg, param_spec_t *out, int n, float std, float std_resid) {
-    const int64_t C = cfg->d_model, E = cfg->n_experts, Fe = cfg->d_ff_expert;
-    const int64_t S = (int64_t)cfg->n_shared_experts * Fe;
-    const bool bias = cfg->bias, swiglu = !strcmp(cfg->mlp, "swiglu");
+static int moe_specs(const model_spec_t *spec, param_spec_t *out, int n, float std, float std_resid) {
+    const int64_t C = spec->d_model, E = spec->n_experts, Fe = spec->d_ff_expert;
+    const int64_t S = (int64_t)spec->n_shared_experts * Fe;
+    const bool bias = spec->bias, swiglu = spec->swiglu;
 #define PUT(...)                                        \
     do {                                                \
         ASSERT(n < PARAMS_PER_BLOCK_MAX);               \
@@ -74,9 +74,9 @@ static int moe_specs(const config_t *cfg, param_spec_t *out, int n, float std, f
 #define EXPERT_BIAS(sfx, a, split) \
     PUT((param_spec_t){.suffix = sfx, .ndim = 2, .d0 = E, .d1 = a, .split_dim = split, .split_blocks = 1, \
         .init = INIT_ZEROS, .experts = (int)E})
-    if (!strcmp(cfg->router, "mlp")) ADD("moe.router.fc.w", 2, C, C, -1, 1, true, INIT_NORMAL, std);
+    if (spec->router_mlp) ADD("moe.router.fc.w", 2, C, C, -1, 1, true, INIT_NORMAL, std);
     ADD("moe.router.w", 2, E, C, -1, 1, true, INIT_NORMAL, std);
-    if (cfg->router_noise > 0) ADD("moe.noise.w", 2, E, C, -1, 1, true, INIT_ZEROS, 0);
+    if (spec->router_noise > 0) ADD("moe.noise.w", 2, E, C, -1, 1, true, INIT_ZEROS, 0);
     const char *in_w[2] = {swiglu ? "moe.experts.gate.w" : "moe.experts.fc.w", "moe.experts.up.w"};
     const char *in_b[2] = {swiglu ? "moe.experts.gate.b" : "moe.experts.fc.b", "moe.experts.up.b"};
     for (int i = 0; i < (swiglu ? 2 : 1); i++) {
@@ -102,16 +102,16 @@ static int moe_specs(const config_t *cfg, param_spec_t *out, int n, float std, f
     return n;
 }
 
-/* One block's tensors for cfg, in registry order (names after "h.N."). */
-static int moe_specs(const config_t *cfg, param_spec_t *out, int n, float std, float std_resid);
+/* One block's tensors for spec, in registry order (names after "h.N."). */
+static int moe_specs(const model_spec_t *spec, param_spec_t *out, int n, float std, float std_resid);
 
-static int block_specs(const config_t *cfg, int tp, int layer, param_spec_t *out) {
-    const int64_t C = cfg->d_model, F = cfg->d_ff, hs = C / cfg->n_head;
-    const int64_t KV = (int64_t)config_kv_heads(cfg) * hs;
-    const float std = 0.02f, std_resid = 0.02f / sqrtf(2.0f * (float)cfg->n_layer);
-    const bool ln = !strcmp(cfg->norm, "layernorm"), bias = cfg->bias;
+static int block_specs(const model_spec_t *spec, int tp, int layer, param_spec_t *out) {
+    const int64_t C = spec->d_model, F = spec->d_ff, hs = C / spec->n_head;
+    const int64_t KV = (int64_t)spec->n_kv_head * hs;
+    const float std = 0.02f, std_resid = 0.02f / sqrtf(2.0f * (float)spec->n_layer);
+    const bool ln = !spec->rmsnorm, bias = spec->bias;
     /* k/v heads split over tp when there are at least tp of them, else replicated */
-    const int kv_split = config_kv_heads(cfg) >= tp ? 0 : -1;
+    const int kv_split = spec->n_kv_head >= tp ? 0 : -1;
     int n = 0;
 #define SPEC(...)                                       \
     do {                                                \
@@ -120,7 +120,7 @@ static int block_specs(const config_t *cfg, int tp, int layer, param_spec_t *out
     } while (0)
     SPEC("ln1.w", 1, C, 0, -1, 1, false, INIT_ONES, 0);
     if (ln) SPEC("ln1.b", 1, C, 0, -1, 1, false, INIT_ZEROS, 0);
-    if (params_fused_qkv(cfg)) {
+    if (params_fused_qkv(spec)) {
         SPEC("attn.qkv.w", 2, 3 * C, C, 0, 3, true, INIT_NORMAL, std);
         if (bias) SPEC("attn.qkv.b", 1, 3 * C, 0, 0, 3, false, INIT_ZEROS, 0);
     } else {
@@ -135,8 +135,8 @@ static int block_specs(const config_t *cfg, int tp, int layer, param_spec_t *out
     if (bias) SPEC("attn.proj.b", 1, C, 0, -1, 1, false, INIT_ZEROS, 0);
     SPEC("ln2.w", 1, C, 0, -1, 1, false, INIT_ONES, 0);
     if (ln) SPEC("ln2.b", 1, C, 0, -1, 1, false, INIT_ZEROS, 0);
-    if (params_moe_layer(cfg, layer)) return moe_specs(cfg, out, n, std, std_resid);
-    if (!strcmp(cfg->mlp, "swiglu")) {
+    if (params_moe_layer(spec, layer)) return moe_specs(spec, out, n, std, std_resid);
+    if (spec->swiglu) {
         SPEC("mlp.gate.w", 2, F, C, 0, 1, true, INIT_NORMAL, std);
         if (bias) SPEC("mlp.gate.b", 1, F, 0, 0, 1, false, INIT_ZEROS, 0);
         SPEC("mlp.up.w", 2, F, C, 0, 1, true, INIT_NORMAL, std);
@@ -157,17 +157,17 @@ static int block_specs(const config_t *cfg, int tp, int layer, param_spec_t *out
  * each rank owns whole heads of q, k and v; k, v replicated when n_kv_head < tp), attn.proj
  * and mlp.proj row-parallel (split the input columns), wte and lm_head vocab-parallel;
  * everything else replicated. */
-static void register_model(params_t *P, int cap, const config_t *cfg) {
-    const int64_t C = cfg->d_model, Vp = config_padded_vocab(cfg);
+static void register_model(params_t *P, int cap, const model_spec_t *spec) {
+    const int64_t C = spec->d_model, Vp = spec->padded_vocab;
     const float std = 0.02f;
     param_spec_t wte = {"", 2, Vp, C, 0, 1, true, INIT_NORMAL, std, 0, 0};
-    param_spec_t wpe = {"", 2, cfg->seq_len, C, -1, 1, true, INIT_NORMAL, std, 0, 0};
+    param_spec_t wpe = {"", 2, spec->seq_len, C, -1, 1, true, INIT_NORMAL, std, 0, 0};
     param_t *p = add_param(P, cap, "wte", &wte, -1);
-    p->init_rows = cfg->vocab_size; /* padding rows start at 0 and are masked out of the loss */
-    if (!strcmp(cfg->pos, "learned")) add_param(P, cap, "wpe", &wpe, -1);
+    p->init_rows = spec->vocab_size; /* padding rows start at 0 and are masked out of the loss */
+    if (!spec->rope) add_param(P, cap, "wpe", &wpe, -1);
     param_spec_t block[PARAMS_PER_BLOCK_MAX];
-    for (int l = 0; l < cfg->n_layer; l++) {
-        const int nb = block_specs(cfg, P->tp, l, block);
+    for (int l = 0; l < spec->n_layer; l++) {
+        const int nb = block_specs(spec, P->tp, l, block);
         for (int i = 0; i < nb; i++) {
             char name[PARAM_NAME_MAX];
             snprintf(name, sizeof name, "h.%d.%s", l, block[i].suffix);
@@ -176,11 +176,11 @@ static void register_model(params_t *P, int cap, const config_t *cfg) {
     }
     const param_spec_t lnf_w = {"", 1, C, 0, -1, 1, false, INIT_ONES, 0, 0, 0};
     const param_spec_t lnf_b = {"", 1, C, 0, -1, 1, false, INIT_ZEROS, 0, 0, 0};
-    add_param(P, cap, "lnf.w", &lnf_w, cfg->n_layer);
-    if (!strcmp(cfg->norm, "layernorm")) add_param(P, cap, "lnf.b", &lnf_b, cfg->n_layer);
-    if (!cfg->tie_embeddings) {
-        p = add_param(P, cap, "lm_head.w", &wte, cfg->n_layer); /* the last stage's */
-        p->init_rows = cfg->vocab_size;
+    add_param(P, cap, "lnf.w", &lnf_w, spec->n_layer);
+    if (!spec->rmsnorm) add_param(P, cap, "lnf.b", &lnf_b, spec->n_layer);
+    if (!spec->tie_embeddings) {
+        p = add_param(P, cap, "lm_head.w", &wte, spec->n_layer); /* the last stage's */
+        p->init_rows = spec->vocab_size;
     }
 }
 
@@ -204,17 +204,17 @@ static void shard_one(param_t *p, int tp, int ep, int ep_rank) {
 
 int64_t param_global_numel(const param_t *p) { return p->shape[0] * p->shape[1] * p->shape[2]; }
 
-double params_block_matrix(const config_t *cfg) {
-    const double C = cfg->d_model, F = cfg->d_ff;
-    const double kv = (double)config_kv_heads(cfg) * (C / cfg->n_head);
-    const double mlp = !strcmp(cfg->mlp, "swiglu") ? 3.0 : 2.0;
+double params_block_matrix(const model_spec_t *spec) {
+    const double C = spec->d_model, F = spec->d_ff;
+    const double kv = (double)spec->n_kv_head * (C / spec->n_head);
+    const double mlp = spec->swiglu ? 3.0 : 2.0;
     return 2.0 * C * C + 2.0 * C * kv + mlp * C * F;
 }
 
-void params_partition_layers(const config_t *cfg, int pp, int *first) {
-    const int L = cfg->n_layer;
-    const double layer = params_block_matrix(cfg) + 2.0 * cfg->seq_len * (double)cfg->d_model;
-    const double head = (double)config_padded_vocab(cfg) * cfg->d_model;
+void params_partition_layers(const model_spec_t *spec, int pp, int *first) {
+    const int L = spec->n_layer;
+    const double layer = params_block_matrix(spec) + 2.0 * spec->seq_len * (double)spec->d_model;
+    const double head = (double)spec->padded_vocab * spec->d_model;
     /* best[s][i]: the smallest possible maximum stage cost placing layers [0, i) on stages
      * [0, s); cut[s][i] the start of stage s-1 in that placement. O(pp L^2), tiny. */
     double *best = xcalloc((size_t)(pp + 1) * (L + 1), sizeof(double));
@@ -257,44 +257,76 @@ bool params_holds_layer(const params_t *P, int layer) {
     return layer >= P->first_layer && layer < P->end_layer;
 }
 
-void params_create_stage(params_t *P, const config_t *cfg, int tp, int tp_rank, int pp,
+void params_create_stage(params_t *P, const model_spec_t *spec, int tp, int tp_rank, int pp,
                          int pp_rank) {
-    params_create_chunks(P, cfg, tp, tp_rank, pp, pp_rank, 1);
+    params_create_chunks(P, spec, tp, tp_rank, pp, pp_rank, 1);
 }
 
-void params_create_chunks(params_t *P, const config_t *cfg, int tp, int tp_rank, int pp,
+void params_create_chunks(params_t *P, const model_spec_t *spec, int tp, int tp_rank, int pp,
                           int pp_rank, int chunks) {
-    params_create_experts(P, cfg, tp, tp_rank, pp, pp_rank, chunks, 1, 0);
+    params_create_experts(P, spec, tp, tp_rank, pp, pp_rank, chunks, 1, 0);
 }
 
-void params_create_experts(params_t *P, const config_t *cfg, int tp, int tp_rank, int pp,
+static void checkpoint_global_index(const ckpt_tensors_t *T, const ckpt_tensor_t *t, size_t j0,
+                                    size_t n, int64_t *g) {
+    const param_t *p = t->src;
+    for (size_t k = 0; k < n; k++) g[k] = param_global_index(p, T->tp, T->tp_rank, j0 + k);
+}
+
+/* P->ckpt: the registry in io/checkpoint.h's terms (io knows no param_t). */
+static void describe_for_checkpoints(params_t *P) {
+    ckpt_tensors_t *T = &P->ckpt;
+    T->t = xcalloc((size_t)(P->n > 0 ? P->n : 1), sizeof *T->t);
+    T->n = P->n;
+    T->n_global = P->n_global;
+    T->tp = P->tp;
+    T->tp_rank = P->tp_rank;
+    T->global_index = checkpoint_global_index;
+    for (int i = 0; i < P->n; i++) {
+        const param_t *p = &P->p[i];
+        ckpt_tensor_t *t = &T->t[i];
+        t->name = p->name;
+        t->ndim = p->ndim;
+        for (int d = 0; d < 3; d++) t->shape[d] = p->shape[d];
+        t->split_dim = p->split_dim;
+        t->experts = p->experts;
+        t->held = p->held;
+        t->tied_copy = p->tied_copy;
+        t->numel = p->numel;
+        t->offset = p->offset;
+        t->nblk = param_hyperslabs(p, P->tp, P->tp_rank, t->start, t->count);
+        t->src = p;
+    }
+}
+
+void params_create_experts(params_t *P, const model_spec_t *spec, int tp, int tp_rank, int pp,
                            int pp_rank, int chunks, int ep, int ep_rank) {
     memset(P, 0, sizeof *P);
     P->ep = ep;
     P->ep_rank = ep_rank;
-    int cap = 5 + PARAMS_PER_BLOCK_MAX * cfg->n_layer;
+    int cap = 5 + PARAMS_PER_BLOCK_MAX * spec->n_layer;
     P->p = xcalloc((size_t)cap, sizeof(param_t));
     P->tp = tp;
     P->tp_rank = tp_rank;
     P->pp = pp;
     P->pp_rank = pp_rank;
     int *first = xcalloc((size_t)pp + 1, sizeof(int));
-    params_partition_layers(cfg, pp, first);
+    params_partition_layers(spec, pp, first);
     P->first_layer = first[pp_rank];
     P->end_layer = first[pp_rank + 1];
     xfree(first);
     P->chunks = chunks > 1 ? chunks : 1;
     if (P->chunks > 1) { /* equal chunks: the balanced partition is for one range per stage */
-        ASSERT(cfg->n_layer % (pp * chunks) == 0);
-        P->chunk_layers = cfg->n_layer / (pp * chunks);
+        ASSERT(spec->n_layer % (pp * chunks) == 0);
+        P->chunk_layers = spec->n_layer / (pp * chunks);
         P->first_layer = pp_rank * P->chunk_layers;
         P->end_layer = P->first_layer + P->chunk_layers;
     }
     P->has_embed = pp_rank == 0;
     P->has_head = pp_rank == pp - 1;
-    register_model(P, cap, cfg);
-    params_apply_init_scheme(P, cfg);
-    mark_held(P, cfg->n_layer, cfg->tie_embeddings);
+    register_model(P, cap, spec);
+    params_apply_init_scheme(P, spec);
+    mark_held(P, spec->n_layer, spec->tie_embeddings);
     size_t off = 0;
     for (int i = 0; i < P->n; i++) {
         param_t *p = &P->p[i];
@@ -305,13 +337,15 @@ void params_create_experts(params_t *P, const config_t *cfg, int tp, int tp_rank
         P->n_global += param_global_numel(p);
     }
     P->total = off;
+    describe_for_checkpoints(P);
 }
 
-void params_create(params_t *P, const config_t *cfg, int tp, int tp_rank) {
-    params_create_stage(P, cfg, tp, tp_rank, 1, 0);
+void params_create(params_t *P, const model_spec_t *spec, int tp, int tp_rank) {
+    params_create_stage(P, spec, tp, tp_rank, 1, 0);
 }
 
 void params_destroy(params_t *P) {
+    xfree(P->ckpt.t);
     xfree(P->p);
     memset(P, 0, sizeof *P);
 }

@@ -2,13 +2,15 @@
  * stable name, GLOBAL shape, shard rule over the tensor-parallel group, pipeline stage (layer),
  * and whether it takes weight decay. From the registry and a rank's coordinates each rank derives
  * the local shard it holds. Initialisation, gradient buckets, the optimizer and checkpoints are
- * all driven from here. Uses: core/, config/. Used by: model/, train/, io/checkpoint. */
+ * all driven from here; checkpoints see it through P->ckpt, the registry described in io's own
+ * tensor type. Uses: core/, model/spec, io/checkpoint (its tensor type). Used by: model/, train/. */
 #ifndef LLMT_PARAMS_H
 #define LLMT_PARAMS_H
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "config/config.h"
+#include "model/spec.h"
+#include "io/checkpoint.h"
 
 #define PARAM_NAME_MAX 48
 
@@ -58,39 +60,41 @@ typedef struct params {
                                   chunk_layers blocks, chunk c = model chunk c * pp + pp_rank
                                   (chunks = 1: one contiguous range, chunk_layers unused) */
     bool has_embed, has_head;  /* first stage: wte, wpe; last stage: lnf and the tied head */
+    ckpt_tensors_t ckpt;       /* the registry as io/checkpoint.h describes tensors (its
+                                  ckpt_save / ckpt_load / ckpt_write_weights take &P->ckpt) */
 } params_t;
 
-/* Register the model's parameters for cfg and compute local shards for (tp, tp_rank), every layer held
+/* Register the model's parameters for spec and compute local shards for (tp, tp_rank), every layer held
  * (no pipeline). */
-void params_create(params_t *P, const config_t *cfg, int tp, int tp_rank);
+void params_create(params_t *P, const model_spec_t *spec, int tp, int tp_rank);
 /* The same for pipeline stage pp_rank of pp: every parameter is still registered (checkpoints
  * create every dataset collectively), but only the stage's own are `held` and get storage. */
-void params_create_stage(params_t *P, const config_t *cfg, int tp, int tp_rank, int pp,
+void params_create_stage(params_t *P, const model_spec_t *spec, int tp, int tp_rank, int pp,
                          int pp_rank);
 /* The same for an interleaved pipeline (virtual stages): the stage holds `chunks` chunks of
  * n_layer / (pp * chunks) blocks each (Megatron's layout; n_layer divisible, validated by config);
  * the embedding on stage 0, the head on stage pp - 1. chunks = 1 is params_create_stage. */
-void params_create_chunks(params_t *P, const config_t *cfg, int tp, int tp_rank, int pp,
+void params_create_chunks(params_t *P, const model_spec_t *spec, int tp, int tp_rank, int pp,
                           int pp_rank, int chunks);
 /* The same with the experts of every MoE block dealt out over ep ranks (this one ep_rank). */
-void params_create_experts(params_t *P, const config_t *cfg, int tp, int tp_rank, int pp,
+void params_create_experts(params_t *P, const model_spec_t *spec, int tp, int tp_rank, int pp,
                            int pp_rank, int chunks, int ep, int ep_rank);
 /* Whether block `layer` is a Mixture-of-Experts block (model/moe.h). */
-bool params_moe_layer(const config_t *cfg, int layer);
+bool params_moe_layer(const model_spec_t *spec, int layer);
 /* Elements of p's global tensor. */
 int64_t param_global_numel(const param_t *p);
 /* Whether the stage holds block `layer`. */
 bool params_holds_layer(const params_t *P, int layer);
 /* Whether the attention's input projection is the fused attn.qkv (GPT-2: n_kv_head = n_head,
  * learned positions) rather than attn.q, attn.k, attn.v. */
-bool params_fused_qkv(const config_t *cfg);
+bool params_fused_qkv(const model_spec_t *spec);
 /* Multiply-adds per token of one block's matrices: q, proj (C^2 each), k, v (C n_kv_head hs
  * each), the MLP (2 C F for GELU, 3 C F for SwiGLU): 12 C^2 for GPT-2 with d_ff = 4 C. */
-double params_block_matrix(const config_t *cfg);
+double params_block_matrix(const model_spec_t *spec);
 /* Contiguous layer ranges for pp stages, balanced by cost (a block ~ params_block_matrix + 2 T C
  * multiply-adds per token, the LM head ~ Vp C on the last stage), each stage at least one layer:
  * stage s holds [first[s], first[s+1]); first[] has pp + 1 entries. */
-void params_partition_layers(const config_t *cfg, int pp, int *first);
+void params_partition_layers(const model_spec_t *spec, int pp, int *first);
 void params_destroy(params_t *P);
 const param_t *params_find(const params_t *P, const char *name);
 
@@ -105,7 +109,7 @@ int param_hyperslabs(const param_t *p, int tp, int tp_rank, int64_t start[3][3],
 
 /* Set init_std of every normally initialised parameter from &model init, init_std and
  * init_depth_scaled (model/init_scheme.c says which formula each uses). */
-void params_apply_init_scheme(params_t *P, const config_t *cfg);
+void params_apply_init_scheme(params_t *P, const model_spec_t *spec);
 
 /* Fill the flat local buffer with the grid-invariant init: N(0, std) keyed by
  * (seed, name, global element index); ones; zeros. Host memory. */

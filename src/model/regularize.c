@@ -1,19 +1,19 @@
-/* regularize.c — dropout masks, label smoothing and z-loss of the GPT model (see regularize.h). */
-#include "model/regularize.h"
+/* regularize.c — dropout masks, label smoothing and z-loss of the GPT model (declared in gpt_regular.h: part of the gpt module, on gpt_t). */
+#include "model/gpt_regular.h"
 #include <math.h>
 #include "core/error.h"
 #include "core/rng.h"
 #include "model/gpt.h"
 #include "parallel/comm.h"
 
-void gpt_reg_setup(gpt_t *m, const config_t *cfg) {
+void gpt_reg_setup(gpt_t *m, const model_spec_t *spec) {
     gpt_regular_t *r = &m->reg;
-    r->attn_p = (float)cfg->attn_dropout;
-    r->resid_p = (float)cfg->resid_dropout;
-    r->embd_p = (float)cfg->embd_dropout;
-    r->label_smoothing = (float)cfg->label_smoothing;
-    r->z_loss = (float)cfg->z_loss;
-    r->seed = (uint64_t)cfg->seed;
+    r->attn_p = (float)spec->attn_dropout;
+    r->resid_p = (float)spec->resid_dropout;
+    r->embd_p = (float)spec->embd_dropout;
+    r->label_smoothing = (float)spec->label_smoothing;
+    r->z_loss = (float)spec->z_loss;
+    r->seed = (uint64_t)spec->seed;
     if (!m->has_head || (r->label_smoothing == 0 && r->z_loss == 0)) return;
     /* two [N] rows next to the head's row_max and row_sumexp, counted as the model's workspace */
     const size_t bytes = (size_t)m->B * m->T * sizeof(float);

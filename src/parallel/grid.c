@@ -8,7 +8,8 @@
 #include "core/error.h"
 #include "parallel/comm_host.h"
 
-/* Every check here runs on every rank with the same inputs, so fatal_user is collective. */
+/* Every check here runs on every rank with the same inputs, so fatal_user is collective. The
+ * model's shape against tp and pp is the model's rule: model/spec.c model_spec_check_grid. */
 static void grid_validate(const config_t *cfg, int world) {
     const int dp = cfg->dp, tp = cfg->tp, pp = cfg->pp;
     const long long ranks = (long long)dp * tp * pp; /* three ints: no overflow in 64 bits */
@@ -16,22 +17,6 @@ static void grid_validate(const config_t *cfg, int world) {
         fatal_user("%s: &parallel dp*tp*pp = %d*%d*%d = %lld does not equal the %d MPI ranks "
                    "started; change dp, tp, pp or the rank count", cfg->source_path, dp, tp, pp,
                    ranks, world);
-    if (cfg->n_head % tp || cfg->d_ff % tp || config_padded_vocab(cfg) % tp)
-        fatal_user("%s: &parallel tp = %d must divide &model n_head (%d), d_ff (%d) and the "
-                   "padded vocabulary (%d)", cfg->source_path, tp, cfg->n_head, cfg->d_ff,
-                   config_padded_vocab(cfg));
-    /* grouped-query attention: k/v heads split over tp, or replicated (one per rank) */
-    const int kv = config_kv_heads(cfg);
-    if (kv >= tp ? kv % tp != 0 : tp % kv != 0)
-        fatal_user("%s: &model n_kv_head = %d and &parallel tp = %d: the k/v heads are split over "
-                   "tp when n_kv_head >= tp (tp must divide it) and replicated when n_kv_head < tp "
-                   "(n_kv_head must divide tp)", cfg->source_path, kv, tp);
-    if (cfg->n_experts > 0 && cfg->d_ff_expert % tp)
-        fatal_user("%s: &parallel tp = %d must divide &model d_ff_expert (%d): each expert's MLP is "
-                   "split over tp like the dense one", cfg->source_path, tp, cfg->d_ff_expert);
-    if (pp > cfg->n_layer)
-        fatal_user("%s: &parallel pp = %d exceeds &model n_layer = %d (each pipeline stage "
-                   "needs at least one layer)", cfg->source_path, pp, cfg->n_layer);
 }
 
 void grid_create(grid_t *g, const config_t *cfg, MPI_Comm world) {

@@ -1,7 +1,8 @@
 /* grid.h — the process grid: world = pp x dp x tp ranks, tp varying fastest (tensor-parallel
  * peers share a node), pp slowest; the dp ranks further split into ep x edp for the experts.
  * Owns: the communicators, their data-path groups (parallel/comm.h) and this rank's coordinates.
- * Uses: core/, config/, parallel/comm.
+ * Uses: core/, config/ (dp, tp, pp, ep), parallel/comm. The rules that tie the model's shape to
+ * the grid are the model's (model/spec.c model_spec_check_grid).
  * Used by: model/, train/, io/, main. */
 #ifndef LLMT_GRID_H
 #define LLMT_GRID_H

@@ -739,7 +739,7 @@ static void registry_create(params_t *P, const input_t *r, char *text) {
         if (attr[i] != 0 && attr[i] != want[i])
             fatal_user("%s: root attribute %s = %d, but its namelist says %d (a damaged file?)",
                        r->label, names[i], (int)attr[i], (int)want[i]);
-    params_create(P, &cfg, 1, 0);
+    params_create(P, MODEL_SPEC_OF(&cfg), 1, 0);
     config_destroy(&cfg);
     if (world_rank != 0) xfree(text);
 }

@@ -274,7 +274,7 @@ int ckpt_write_now(ckpt_ctx_t *ck, const char *why) {
     const char *dir = ck->rd->ckpt_dir;
     char path[PATH_LEN], msg[COMM_MSG_MAX + 64];
     ckpt_name(path, sizeof path, dir, (long long)ck->prog->step);
-    const double need = ckpt_file_bytes(&ck->model->P, true);
+    const double need = ckpt_file_bytes(&ck->model->P.ckpt, true);
     if (!ckpt_reserve_space(dir, need, msg, sizeof msg)) {
         report_failed_save(ck, why, msg);
         return -1;
@@ -299,7 +299,7 @@ int ckpt_write_now(ckpt_ctx_t *ck, const char *why) {
     double t0 = now_sec(), written = 0;
     watchdog_enter_for("checkpoint write", "all ranks", cfg->io_timeout_s);
     prof_begin(PROF_CHECKPOINT, "checkpoint write", -1, -1);
-    int rc = ckpt_save(path, MPI_COMM_WORLD, *ck->io_hints, &m->P, p, mm, vv, &meta, &st,
+    int rc = ckpt_save(path, MPI_COMM_WORLD, *ck->io_hints, &m->P.ckpt, p, mm, vv, &meta, &st,
                        ckpt_owner(ck->grid), &written, msg, sizeof msg);
     prof_end(PROF_CHECKPOINT, 0);
     watchdog_leave();
@@ -418,7 +418,7 @@ static int load_candidate(ckpt_ctx_t *ck, const params_t *P, const char *path, c
     const ckpt_meta_t want = model_meta(ck);
     double t0 = now_sec();
     watchdog_enter_for("checkpoint read", "all ranks", ck->cfg->io_timeout_s);
-    int rc = ckpt_load(path, MPI_COMM_WORLD, ck->grid->tp_comm, ck->grid->ep_comm, P, res->params, res->m, res->v,
+    int rc = ckpt_load(path, MPI_COMM_WORLD, ck->grid->tp_comm, ck->grid->ep_comm, &P->ckpt, res->params, res->m, res->v,
                        &res->state, &want, &res->meta, msg, len);
     watchdog_leave();
     if (rc != 0) return -1;

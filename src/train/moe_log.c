@@ -54,8 +54,8 @@ void moe_log_step(moe_log_t *lg, gpt_t *m, const comm_group_t *world, int64_t st
     moe_t *q = m->moe;
     if (!q) return;
     const int E = q->E, per = E + MOE_STAT_SCALARS;
-    double *all = xcalloc((size_t)moe_stats_floats(m), sizeof(double));
-    moe_stats_reduce(m, world, all);
+    double *all = xcalloc((size_t)moe_stats_floats(q), sizeof(double));
+    moe_stats_reduce(q, world, all);
     /* the totals first (and the collapse watch), then each block's members */
     double assigned = 0, dropped = 0, worst = 0, cv, share;
     for (int l = 0; l < m->L; l++) {

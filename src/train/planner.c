@@ -96,7 +96,7 @@ static double bf16_operand_bytes(const config_t *cfg, int mb) {
         product_operands(1024, 1024, 1024, &a, &b);
         product_operands(N, C, F, &a, &b);
     }
-    if (params_fused_qkv(cfg)) {
+    if (params_fused_qkv(MODEL_SPEC_OF(cfg))) {
         product_operands(N, C, 3 * C / tp, &a, &b);
     } else { /* q, then k and v (replicated k/v: one head per rank) */
         product_operands(N, C, C / tp, &a, &b);
@@ -131,7 +131,7 @@ void plan_rank(const config_t *cfg, int tp_rank, int pp_rank, int mb, int accum,
                           pipe_slots_needed(sched, cfg->pp, v, pp_rank, accum), v,
                           sched == SCHED_ZBH1, cfg->ep, 0, comm_group_self()};
     gpt_t m;
-    gpt_plan(&m, cfg, ops_cpu(), mb, T, &par, zero >= 3, staged);
+    gpt_plan(&m, MODEL_SPEC_OF(cfg), ops_cpu(), mb, T, &par, zero >= 3, staged);
     double *b = out->bytes;
     for (int c = 0; c < MEM_CATEGORIES; c++) b[c] = m.planned[c];
     const size_t total = m.P.total;
@@ -180,10 +180,10 @@ void plan_rank(const config_t *cfg, int tp_rank, int pp_rank, int mb, int accum,
     }
     /* kernels/cpu/matmul.c's bf16 operands, host memory (beside a GPU: its products are on the
      * device and these are not made; a small overestimate of the host's share) */
-    if (gpt_product_type(cfg, ops_cpu()) == DT_BF16) h[MEM_WORKSPACE] += bf16_operand_bytes(cfg, mb);
+    if (gpt_product_type(MODEL_SPEC_OF(cfg), ops_cpu()) == DT_BF16) h[MEM_WORKSPACE] += bf16_operand_bytes(cfg, mb);
     /* 16-bit weights that the products do not read as they are (weights_storage = '16bit'
      * with fp32 products): the backend widens each to fp32 in a buffer of the largest matrix */
-    if (m.wtype != DT_FP32 && gpt_product_type(cfg, ops_cpu()) != m.wtype) {
+    if (m.wtype != DT_FP32 && gpt_product_type(MODEL_SPEC_OF(cfg), ops_cpu()) != m.wtype) {
         size_t widest = 0;
         for (int i = 0; i < m.P.n; i++)
             if (m.P.p[i].decay && m.P.p[i].numel > widest) widest = m.P.p[i].numel;
@@ -274,7 +274,7 @@ typedef struct alt {
 static int activation_storages(const config_t *cfg, const char *out[2]) {
     int n = 0;
     out[n++] = cfg->activations_storage;
-    if (config_weights_16bit_possible(cfg) && gpt_activations_type(cfg) == DT_FP32)
+    if (config_weights_16bit_possible(cfg) && gpt_activations_type(MODEL_SPEC_OF(cfg)) == DT_FP32)
         out[n++] = "16bit";
     return n;
 }
@@ -283,7 +283,7 @@ static int activation_storages(const config_t *cfg, const char *out[2]) {
 static const char *acts_label(const config_t *cfg, const char *acts) {
     config_t c = *cfg;
     snprintf(c.activations_storage, sizeof c.activations_storage, "%s", acts);
-    return gpt_activations_type(&c) == DT_FP32 ? "fp32" : "16bit";
+    return gpt_activations_type(MODEL_SPEC_OF(&c)) == DT_FP32 ? "fp32" : "16bit";
 }
 
 static int by_time(const void *a, const void *b) {

@@ -22,7 +22,7 @@ static int save_weights(trainer_t *tr, const char *tag) {
     if (!tr->cfg->save_weights) return 0;
     char path[RUNDIR_PATH_MAX + 64], msg[COMM_MSG_MAX + 64];
     snprintf(path, sizeof path, "%s/weights_%s.h5", tr->rd.dir, tag);
-    const double need = ckpt_file_bytes(&tr->model.P, false);
+    const double need = ckpt_file_bytes(&tr->model.P.ckpt, false);
     int rc = -1;
     if (!ckpt_reserve_space(tr->rd.dir, need, msg, sizeof msg)) {
         /* msg says why */
@@ -36,7 +36,7 @@ static int save_weights(trainer_t *tr, const char *tag) {
         /* One replica writes: dp rank 0 (tp shards are disjoint, so each tp rank writes its own). */
         watchdog_enter_for("weights write", "all ranks", tr->cfg->io_timeout_s);
         prof_begin(PROF_CHECKPOINT, "weights write", -1, -1);
-        rc = ckpt_write_weights(path, MPI_COMM_WORLD, &tr->model.P, host, &meta,
+        rc = ckpt_write_weights(path, MPI_COMM_WORLD, &tr->model.P.ckpt, host, &meta,
                                 ckpt_owner(tr->grid), msg, sizeof msg);
         prof_end(PROF_CHECKPOINT, 0);
         watchdog_leave();

@@ -19,7 +19,7 @@ static void print_weights_storage(const trainer_t *tr) {
         printf("weights copy: %s storage, %zu bytes per element (&train weights_storage = '%s'); "
                "norms and biases also kept as fp32 values; products read the matrices %s\n",
                dtype_name(m->wtype), dtype_bytes(m->wtype), cfg->weights_storage,
-               gpt_product_type(cfg, m->ops) == m->wtype ? "as they are"
+               gpt_product_type(MODEL_SPEC_OF(cfg), m->ops) == m->wtype ? "as they are"
                                                          : "widened to fp32 one at a time");
         return;
     }
@@ -53,7 +53,7 @@ void trainer_print_plan(const trainer_t *tr) {
     printf("model: GPT L=%d C=%d heads=%d d_ff=%d vocab=%d (padded %d) seq_len=%d: %.2fM "
            "parameters\n", tr->model.L, tr->model.C, tr->model.NH, tr->model.F, tr->model.V,
            tr->model.Vp, tr->cfg->seq_len, tr->model.P.n_global / 1e6);
-    if (tr->model.moe) moe_print_summary(&tr->model, tr->cfg);
+    if (tr->model.moe) moe_print_summary(tr->model.moe, &tr->model.P, MODEL_SPEC_OF(tr->cfg));
     printf("batch: global %d sequences = micro_batch %d x accumulation %d x dp %d "
            "(%d tokens per step)\n", tr->global_batch, tr->micro_batch, tr->accum,
            tr->grid->dp, tr->global_batch * tr->T);
@@ -71,7 +71,7 @@ void trainer_print_plan(const trainer_t *tr) {
            tr->model.head_bytes / MiB);
     if (tr->grid->pp > 1) {
         int *first = xmalloc(sizeof(int) * ((size_t)tr->grid->pp + 1));
-        params_partition_layers(tr->cfg, tr->grid->pp, first);
+        params_partition_layers(MODEL_SPEC_OF(tr->cfg), tr->grid->pp, first);
         printf("pipeline: schedule %s, %d micro-batches per step, layers per stage:",
                tr->cfg->schedule, tr->accum);
         const int v = tr->model.n_chunks, per = tr->model.chunk_layers;

@@ -64,7 +64,7 @@ static void open_data(const trainer_t *tr, const char *patterns, const char *key
  * A rank whose CPU has no bf16 products emulates; the summary says so. */
 static void choose_products(trainer_t *tr) {
     const ops_t *ops = tr->model.ops;
-    tr->products = gpt_product_type(tr->cfg, ops); /* the planner counts its buffers */
+    tr->products = gpt_product_type(MODEL_SPEC_OF(tr->cfg), ops); /* the planner counts its buffers */
     ops->set_product_type(tr->products);
 }
 
@@ -246,7 +246,7 @@ static void load_init_weights(trainer_t *tr) {
                         cfg->n_head, cfg->d_model, cfg->d_ff, cfg->seq_len, NULL, "", NULL};
     char msg[COMM_MSG_MAX + 64];
     watchdog_enter_for("weights read", "all ranks", cfg->io_timeout_s);
-    int rc = ckpt_load(cfg->init_from, MPI_COMM_WORLD, tr->grid->tp_comm, tr->grid->ep_comm, &tr->model.P, host,
+    int rc = ckpt_load(cfg->init_from, MPI_COMM_WORLD, tr->grid->tp_comm, tr->grid->ep_comm, &tr->model.P.ckpt, host,
                        NULL, NULL, NULL, &want, NULL, msg, sizeof msg);
     watchdog_leave();
     if (rc != 0) {
@@ -344,7 +344,7 @@ static void create_model(trainer_t *tr, pipe_schedule_t sched, int v) {
     const bool ep = grid->ep > 1;
     const gpt_grad_provider_t *staging = zero_stage_grads(&tr->zero, grid->pp == 1 && !ep &&
                                                           sched == SCHED_1F1B);
-    gpt_create(&tr->model, cfg, ops, tr->micro_batch, tr->T, &par, zero3_provider(&tr->zero),
+    gpt_create(&tr->model, MODEL_SPEC_OF(cfg), ops, tr->micro_batch, tr->T, &par, zero3_provider(&tr->zero),
                staging);
     zero_attach(&tr->zero, &tr->model, cfg->zero3_resident);
     pipe_create(&tr->pipe, &tr->model, grid, tr->accum, sched, v);
@@ -423,7 +423,7 @@ static void start_run(trainer_t *tr, ckpt_resumed_t *resumed) {
     open_tensorboard(tr);
     record_provenance(tr);
     if (strcmp(cfg->mode, "train") == 0)
-        deadline_init(&tr->deadline, cfg, ckpt_file_bytes(&tr->model.P, true), MPI_COMM_WORLD);
+        deadline_init(&tr->deadline, cfg, ckpt_file_bytes(&tr->model.P.ckpt, true), MPI_COMM_WORLD);
 }
 
 /* The rates MFU and the GEMM utilisation are measured against. &log peak_flops set: both

@@ -39,7 +39,7 @@ static double accumulate_gradients(trainer_t *tr) {
     gpt_train_pass(&tr->model, tr->prog.step,
                    (uint64_t)curric_sample_offset(tr->grid->rank_dp, tr->accum, B, 0));
     gpt_set_loss_weight(&tr->model, dloss); /* MoE: the aux and z losses' weight */
-    moe_stats_reset(&tr->model);
+    moe_stats_reset(tr->model.moe);
     double loss_sum = pipe_run(&tr->pipe, tr->inputs, tr->targets, tr->accum, B, T, true, dloss);
     gpt_eval_pass(&tr->model);
     dp_sync_finish(&tr->dps);
@@ -107,7 +107,7 @@ static void dump_grads(trainer_t *tr) {
                         tr->cfg->n_head, tr->cfg->d_model, tr->cfg->d_ff, tr->cfg->seq_len,
                         tr->config_text, "", &tr->provenance};
     watchdog_enter_for("gradient dump", "all ranks", tr->cfg->io_timeout_s);
-    int rc = ckpt_write_weights(path, MPI_COMM_WORLD, &tr->model.P, host, &meta,
+    int rc = ckpt_write_weights(path, MPI_COMM_WORLD, &tr->model.P.ckpt, host, &meta,
                                 ckpt_owner(tr->grid), msg, sizeof msg);
     watchdog_leave();
     xfree(host);

@@ -1,5 +1,5 @@
 /* device_probe.c — opens the GPU exactly as llmtrain does for &run device = 'cuda' (placement,
- * then cuda_device_setup agreed over MPI, then the GPU table), without a model. Exit 0 with the
+ * then device_open agreed over MPI, then the GPU table), without a model. Exit 0 with the
  * table, or every rank exits 2 with the one message (no driver, no device, too old, more ranks
  * than GPUs, bf16 without support). Links only the CUDA runtime part of the backend, so it runs
  * before the kernels are all there. Used by validation/e2e/cuda_build.sh (on a machine without a
@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "core/error.h"
-#include "kernels/cuda/device.h"
+#include "train/device_open.h"
 #include "parallel/comm_host.h"
 #include "parallel/topology.h"
 
@@ -19,9 +19,9 @@ int main(int argc, char **argv) {
     topology_t topo;
     topology_place(&topo, MPI_COMM_WORLD, "cores");
     char err[512];
-    const int rc = cuda_device_setup(&topo, precision, err, sizeof err);
+    const int rc = device_open(&topo, precision, err, sizeof err);
     comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, "opening the GPU", rc ? err : NULL);
-    cuda_device_print(MPI_COMM_WORLD);
+    device_print_table(MPI_COMM_WORLD);
     topology_destroy(&topo);
     MPI_Finalize();
     return 0;

@@ -24,7 +24,7 @@ static void write_tensor_file(const char *dir, const char *file, const gpt_t *m,
     ckpt_meta_t meta = {0, cfg->seed, m->V, m->Vp, cfg->n_layer, cfg->n_head, cfg->d_model,
                         cfg->d_ff, cfg->seq_len, cfg->text, "", NULL};
     char err[2048];
-    if (ckpt_write_weights(path, MPI_COMM_WORLD, &m->P, host, &meta, CKPT_OWNS_ALL, err, sizeof err) != 0)
+    if (ckpt_write_weights(path, MPI_COMM_WORLD, &m->P.ckpt, host, &meta, CKPT_OWNS_ALL, err, sizeof err) != 0)
         fatal_user("%s", err);
     xfree(host);
 }
@@ -49,7 +49,7 @@ int main(int argc, char **argv) {
         fatal_user("%s", err);
     gpt_t m;
     gpt_parallel_t serial = gpt_serial();
-    gpt_create(&m, &cfg, ops_cpu(), B, T, &serial, NULL, NULL);
+    gpt_create(&m, MODEL_SPEC_OF(&cfg), ops_cpu(), B, T, &serial, NULL, NULL);
     gpt_init_params(&m, (uint64_t)cfg.seed);
     int *in = xmalloc(sizeof(int) * (size_t)B * T), *tg = xmalloc(sizeof(int) * (size_t)B * T);
     double loss = 0.0;

@@ -30,7 +30,7 @@ static void load_weights(gpt_t *m, const config_t *cfg) {
     ckpt_meta_t want = {0, cfg->seed, cfg->vocab_size, config_padded_vocab(cfg), cfg->n_layer,
                         cfg->n_head, cfg->d_model, cfg->d_ff, cfg->seq_len, NULL, "", NULL};
     char msg[4096];
-    if (ckpt_load(cfg->init_from, MPI_COMM_WORLD, MPI_COMM_WORLD, MPI_COMM_SELF, &m->P, host, NULL, NULL, NULL,
+    if (ckpt_load(cfg->init_from, MPI_COMM_WORLD, MPI_COMM_WORLD, MPI_COMM_SELF, &m->P.ckpt, host, NULL, NULL, NULL,
                   &want, NULL, msg, sizeof msg) != 0)
         fatal_user("logits_dump: &run init_from: %s", msg);
     m->ops->to_device(m->params, host, m->P.total * sizeof(float));
@@ -51,7 +51,7 @@ int main(int argc, char **argv) {
     int *ids = read_ids(argv[2], (size_t)B * T, cfg.vocab_size);
     gpt_t m;
     gpt_parallel_t serial = gpt_serial();
-    gpt_create(&m, &cfg, ops_cpu(), B, T, &serial, NULL, NULL);
+    gpt_create(&m, MODEL_SPEC_OF(&cfg), ops_cpu(), B, T, &serial, NULL, NULL);
     load_weights(&m, &cfg);
     gpt_forward(&m, ids, NULL, B, T);
     float *row = xmalloc(sizeof(float) * (size_t)m.V);

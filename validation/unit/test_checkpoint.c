@@ -46,7 +46,7 @@ static void small_config(config_t *cfg, int vocab_size) {
 }
 
 static float *init_weights(params_t *P, const config_t *cfg, int tp, int tp_rank) {
-    params_create(P, cfg, tp, tp_rank);
+    params_create(P, MODEL_SPEC_OF(cfg), tp, tp_rank);
     float *flat = xcalloc(P->total, sizeof(float));
     params_init(P, flat, (uint64_t)cfg->seed);
     return flat;
@@ -74,7 +74,7 @@ static void write_ckpt(const char *name, const params_t *P, const float *flat, i
     config_t cfg;
     small_config(&cfg, 100);
     ckpt_meta_t meta = meta_of(&cfg, step, config_text);
-    int rc = ckpt_write_weights(path, MPI_COMM_WORLD, P, flat, &meta, writer, err, sizeof err);
+    int rc = ckpt_write_weights(path, MPI_COMM_WORLD, &P->ckpt, flat, &meta, writer, err, sizeof err);
     if (rc != 0) printf("    write failed: %s\n", err);
     assert_int_equal(rc, 0);
 }
@@ -89,7 +89,7 @@ static int load(const char *name, const config_t *cfg, params_t *P, float *flat,
     char path[512];
     path_in_dir(path, sizeof path, name);
     ckpt_meta_t want = meta_of(cfg, 0, NULL);
-    return ckpt_load(path, MPI_COMM_WORLD, copy_comm_for(tp), MPI_COMM_SELF, P, flat, NULL, NULL, NULL, &want,
+    return ckpt_load(path, MPI_COMM_WORLD, copy_comm_for(tp), MPI_COMM_SELF, &P->ckpt, flat, NULL, NULL, NULL, &want,
                      found, err, errlen);
 }
 
@@ -282,7 +282,7 @@ static void file_has_global_shapes_and_root_attributes(void **state) {
     float *flat = init_weights(&P, &cfg, world_size, world_rank);
     write_ckpt("layout.h5", &P, flat, 1234567890123ll, namelist_text, 1);
     params_t P1; /* global shapes: the same on every grid */
-    params_create(&P1, &cfg, 1, 0);
+    params_create(&P1, MODEL_SPEC_OF(&cfg), 1, 0);
     if (world_rank == 0) {
         char path[512];
         path_in_dir(path, sizeof path, "layout.h5");
@@ -339,7 +339,7 @@ static void long_config_text_is_stored_as_dataset(void **state) {
 static void expect_refused_cfg(const char *name, const config_t *cfg, const char *part1,
                                const char *part2) {
     params_t P;
-    params_create(&P, cfg, world_size, world_rank);
+    params_create(&P, MODEL_SPEC_OF(cfg), world_size, world_rank);
     float *flat = xcalloc(P.total, sizeof(float));
     char path[512], err[2048] = "";
     path_in_dir(path, sizeof path, name);
@@ -408,7 +408,7 @@ static void wrong_shape_is_refused_with_both_shapes(void **state) {
     path_in_dir(path, sizeof path, "no_dff.h5");
     ckpt_meta_t meta = meta_of(&cfg, 1, NULL);
     meta.d_ff = 0;
-    assert_int_equal(ckpt_write_weights(path, MPI_COMM_WORLD, &P, flat, &meta, 1, err, sizeof err), 0);
+    assert_int_equal(ckpt_write_weights(path, MPI_COMM_WORLD, &P.ckpt, flat, &meta, 1, err, sizeof err), 0);
     config_t wider = cfg;
     wider.d_ff = 128;
     expect_refused_cfg("no_dff.h5", &wider, "/model/h.0.mlp.fc.w has shape [64, 16]",
@@ -469,7 +469,7 @@ static void file_of_another_model_is_refused_naming_the_key(void **state) {
     path_in_dir(path, sizeof path, "deep.h5");
     ckpt_meta_t meta = meta_of(&deeper, 1, NULL);
     meta.n_layer = 0; /* as a file that does not record its depth: the extra tensors tell */
-    assert_int_equal(ckpt_write_weights(path, MPI_COMM_WORLD, &P3, flat3, &meta, 1, err, sizeof err), 0);
+    assert_int_equal(ckpt_write_weights(path, MPI_COMM_WORLD, &P3.ckpt, flat3, &meta, 1, err, sizeof err), 0);
     expect_refused_cfg("deep.h5", &cfg, "holds", "n_layer");
     xfree(flat3);
     params_destroy(&P3);
@@ -537,7 +537,7 @@ static void write_state_ckpt(const char *name) {
     ckpt_meta_t meta = meta_of(&cfg, 10, namelist_text);
     ckpt_state_t st = state_of_step10();
     double written;
-    int rc = ckpt_save(path, MPI_COMM_WORLD, MPI_INFO_NULL, &P, flat, flat, flat, &meta, &st,
+    int rc = ckpt_save(path, MPI_COMM_WORLD, MPI_INFO_NULL, &P.ckpt, flat, flat, flat, &meta, &st,
                        CKPT_OWNS_DENSE, &written, err, sizeof err);
     if (rc != 0) printf("    write failed: %s\n", err);
     assert_int_equal(rc, 0);
@@ -567,13 +567,13 @@ static int load_state(const char *name, ckpt_state_t *st, ckpt_meta_t *found, ch
     config_t cfg;
     small_config(&cfg, 100);
     params_t P;
-    params_create(&P, &cfg, world_size, world_rank);
+    params_create(&P, MODEL_SPEC_OF(&cfg), world_size, world_rank);
     float *a = xcalloc(P.total, sizeof(float)), *b = xcalloc(P.total, sizeof(float)),
           *c = xcalloc(P.total, sizeof(float));
     char path[512];
     path_in_dir(path, sizeof path, name);
     ckpt_meta_t want = meta_of(&cfg, 0, NULL);
-    int rc = ckpt_load(path, MPI_COMM_WORLD, copy_comm_for(world_size), MPI_COMM_SELF, &P, a, b, c,
+    int rc = ckpt_load(path, MPI_COMM_WORLD, copy_comm_for(world_size), MPI_COMM_SELF, &P.ckpt, a, b, c,
                        st, &want, found, err, len);
     if (world_rank == 0) printf("    %s: %s\n", name, rc ? err : "read");
     xfree(a), xfree(b), xfree(c);
@@ -697,7 +697,7 @@ static void save_into_missing_directory_fails_cleanly(void **state) {
     char path[512], err[2048] = "";
     path_in_dir(path, sizeof path, "no_such_dir/w.h5");
     ckpt_meta_t meta = meta_of(&cfg, 1, NULL);
-    int rc = ckpt_write_weights(path, MPI_COMM_WORLD, &P, flat, &meta, 1, err, sizeof err);
+    int rc = ckpt_write_weights(path, MPI_COMM_WORLD, &P.ckpt, flat, &meta, 1, err, sizeof err);
     if (world_rank == 0) printf("    message: %s\n", err);
     assert_int_equal(rc, -1);
     assert_non_null(strstr(err, "cannot create"));

@@ -1,7 +1,7 @@
 /* test_config.c — the typed configuration (src/config/config.c): defaults, every key reaching
  * its field, every error path with its exact one-line message (captured through
  * error_set_fatal_hook + longjmp), the cross-key checks, config_load over MPI, and the
- * config_to_namelist round trip. Reference: the schema in config.h / DESIGN.md. */
+ * config_to_namelist round trip. Reference: the schema in config.h / docs/design.md. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>

@@ -86,7 +86,7 @@ static void each_scheme_mean_and_variance_per_tensor_within_5_standard_errors(vo
             print_message("init = '%s', init_depth_scaled = '%s', init_std = %g\n", schemes[s],
                           depths[d], cfg.init_std);
             params_t P;
-            params_create(&P, &cfg, 1, 0);
+            params_create(&P, MODEL_SPEC_OF(&cfg), 1, 0);
             float *x = xcalloc(P.total, sizeof(float));
             params_init(&P, x, 42 + (uint64_t)s);
             for (int i = 0; i < P.n; i++) bad += check_tensor(&cfg, x, &P.p[i]);
@@ -104,7 +104,7 @@ static void default_is_gpt2_init_bit_for_bit(void **state) {
     config_defaults(&cfg);
     cfg.n_layer = 3, cfg.n_head = 4, cfg.d_model = 64, cfg.d_ff = 256, cfg.vocab_size = 300;
     params_t P;
-    params_create(&P, &cfg, 1, 0);
+    params_create(&P, MODEL_SPEC_OF(&cfg), 1, 0);
     float *x = xcalloc(P.total, sizeof(float));
     params_init(&P, x, 7);
     const param_t *pr = params_find(&P, "h.1.attn.proj.w"), *fc = params_find(&P, "h.2.mlp.fc.w");
@@ -123,13 +123,13 @@ static void every_scheme_shard_init_equals_slice_of_serial_init_tp4(void **state
         config_t cfg;
         config_for(&cfg, schemes[s], "layer", 0.02);
         params_t S;
-        params_create(&S, &cfg, 1, 0);
+        params_create(&S, MODEL_SPEC_OF(&cfg), 1, 0);
         float *serial = xcalloc(S.total, sizeof(float));
         params_init(&S, serial, 99);
         size_t differ = 0;
         for (int r = 0; r < 4; r++) {
             params_t P;
-            params_create(&P, &cfg, 4, r);
+            params_create(&P, MODEL_SPEC_OF(&cfg), 4, r);
             float *local = xcalloc(P.total, sizeof(float));
             params_init(&P, local, 99);
             for (int i = 0; i < P.n; i++)

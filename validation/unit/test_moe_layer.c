@@ -95,7 +95,7 @@ static void routing_of(fd_ctx *c, int *out) {
     const int N = B_ * T_, k = c->cfg.top_k_moe;
     for (int l = 0; l < m->L; l++) {
         int *o = out + (size_t)l * N * k;
-        if (!params_moe_layer(&c->cfg, l)) {
+        if (!params_moe_layer(MODEL_SPEC_OF(&c->cfg), l)) {
             memset(o, 0, (size_t)N * k * sizeof(int));
             continue;
         }
@@ -114,7 +114,7 @@ static double forward_objective(fd_ctx *c) {
     gpt_t *m = &c->m;
     const int N = B_ * T_;
     gpt_train_pass(m, STEP, 0);
-    moe_stats_reset(m);
+    moe_stats_reset(m->moe);
     gpt_forward(m, c->inputs, c->targets, B_, T_);
     double f = 0;
     for (int i = 0; i < N; i++) f += m->host_losses[i];
@@ -139,7 +139,7 @@ static void setup(fd_ctx *c, const variant_t *v) {
     memset(c, 0, sizeof *c);
     config_of(v, &c->cfg);
     const gpt_parallel_t par = gpt_serial();
-    gpt_create(&c->m, &c->cfg, ops, B_, T_, &par, NULL, NULL);
+    gpt_create(&c->m, MODEL_SPEC_OF(&c->cfg), ops, B_, T_, &par, NULL, NULL);
     gpt_init_params(&c->m, 11);
     randomise_params(&c->m);
     for (int i = 0; i < B_ * T_; i++) {
@@ -239,7 +239,7 @@ static void check_variant(const variant_t *v) {
     double worst = 0;
     char name[PARAM_NAME_MAX];
     for (int l = 0; l < c.m.L; l++) {
-        if (!params_moe_layer(&c.cfg, l)) continue;
+        if (!params_moe_layer(MODEL_SPEC_OF(&c.cfg), l)) continue;
         for (size_t i = 0; i < sizeof moe_tensors / sizeof moe_tensors[0]; i++) {
             if (!moe_tensors[i]) continue;
             snprintf(name, sizeof name, "h.%d.%s", l, moe_tensors[i]);

@@ -31,7 +31,7 @@ static void gpt2_124m_has_124439808_parameters_plus_vocab_padding(void **state) 
     cfg.n_layer = 12, cfg.n_head = 12, cfg.d_model = 768, cfg.d_ff = 3072;
     cfg.vocab_size = 50257, cfg.seq_len = 1024;
     params_t P;
-    params_create(&P, &cfg, 1, 0);
+    params_create(&P, MODEL_SPEC_OF(&cfg), 1, 0);
     /* 124,439,808 with the real vocabulary (HF GPT-2); padding adds (50304-50257)*768 rows */
     assert_int_equal(P.n_global, 124439808 + (50304 - 50257) * 768);
     assert_int_equal(P.n, 2 + 12 * 12 + 2);
@@ -45,7 +45,7 @@ static void decay_only_on_matrices_and_embeddings(void **state) {
     config_t cfg;
     small_config(&cfg);
     params_t P;
-    params_create(&P, &cfg, 1, 0);
+    params_create(&P, MODEL_SPEC_OF(&cfg), 1, 0);
     for (int i = 0; i < P.n; i++) {
         const param_t *p = &P.p[i];
         bool is_norm = strstr(p->name, "ln") != NULL;
@@ -63,14 +63,14 @@ static void tp_shards_tile_each_global_tensor_exactly_once(void **state) {
     small_config(&cfg);
     for (int tp = 1; tp <= 4; tp *= 2) {
         params_t ref;
-        params_create(&ref, &cfg, 1, 0);
+        params_create(&ref, MODEL_SPEC_OF(&cfg), 1, 0);
         for (int i = 0; i < ref.n; i++) {
             const param_t *g = &ref.p[i];
             int64_t n = g->shape[0] * g->shape[1];
             int *count = xcalloc((size_t)n, sizeof(int));
             for (int r = 0; r < tp; r++) {
                 params_t P;
-                params_create(&P, &cfg, tp, r);
+                params_create(&P, MODEL_SPEC_OF(&cfg), tp, r);
                 const param_t *p = &P.p[i];
                 for (size_t j = 0; j < p->numel; j++) count[param_global_index(p, tp, r, j)]++;
                 params_destroy(&P);
@@ -95,7 +95,7 @@ static void hyperslabs_enumerate_local_elements_in_order(void **state) {
     const int tp = 2;
     for (int r = 0; r < tp; r++) {
         params_t P;
-        params_create(&P, &cfg, tp, r);
+        params_create(&P, MODEL_SPEC_OF(&cfg), tp, r);
         for (int i = 0; i < P.n; i++) {
             const param_t *p = &P.p[i];
             int64_t st[3][3], ct[3][3];
@@ -121,13 +121,13 @@ static void shard_init_equals_slice_of_serial_init(void **state) {
     config_t cfg;
     small_config(&cfg);
     params_t S;
-    params_create(&S, &cfg, 1, 0);
+    params_create(&S, MODEL_SPEC_OF(&cfg), 1, 0);
     float *serial = xcalloc(S.total, sizeof(float));
     params_init(&S, serial, 1337);
     const int tp = 4;
     for (int r = 0; r < tp; r++) {
         params_t P;
-        params_create(&P, &cfg, tp, r);
+        params_create(&P, MODEL_SPEC_OF(&cfg), tp, r);
         float *local = xcalloc(P.total, sizeof(float));
         params_init(&P, local, 1337);
         for (int i = 0; i < P.n; i++) {
@@ -157,7 +157,7 @@ static void expert_shards_tile_each_expert_tensor_exactly_once(void **state) {
     cfg.n_experts = 4, cfg.top_k_moe = 2, cfg.moe_every = 2, cfg.d_ff_expert = 32;
     cfg.n_shared_experts = 1;
     params_t S;
-    params_create(&S, &cfg, 1, 0);
+    params_create(&S, MODEL_SPEC_OF(&cfg), 1, 0);
     float *serial = xcalloc(S.total, sizeof(float));
     params_init(&S, serial, 99);
     assert_null(params_find(&S, "h.1.mlp.fc.w")); /* block 1 is the MoE one */
@@ -173,7 +173,7 @@ static void expert_shards_tile_each_expert_tensor_exactly_once(void **state) {
         for (int e = 0; e < ep; e++)
             for (int r = 0; r < tp; r++) {
                 params_t P;
-                params_create_experts(&P, &cfg, tp, r, 1, 0, 1, ep, e);
+                params_create_experts(&P, MODEL_SPEC_OF(&cfg), tp, r, 1, 0, 1, ep, e);
                 const param_t *p = &P.p[i];
                 float *local = xcalloc(P.total, sizeof(float));
                 params_init(&P, local, 99);
@@ -218,7 +218,7 @@ static void gpt2_init_statistics_std_002_resid_scaled_norms_one_padding_zero(voi
     small_config(&cfg);
     cfg.d_model = 64, cfg.n_head = 4, cfg.d_ff = 256;
     params_t P;
-    params_create(&P, &cfg, 1, 0);
+    params_create(&P, MODEL_SPEC_OF(&cfg), 1, 0);
     float *x = xcalloc(P.total, sizeof(float));
     params_init(&P, x, 7);
     const param_t *fc = params_find(&P, "h.0.mlp.fc.w"), *pr = params_find(&P, "h.1.mlp.proj.w");

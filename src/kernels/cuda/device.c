@@ -1,16 +1,15 @@
 /* device.c — opening this rank's GPU and its line in the startup table (see device.h). Plain C:
- * only the CUDA runtime API, no kernels, so mpicc compiles it with the CUDA include path. */
+ * only the CUDA runtime API, no kernels and no MPI, so mpicc compiles it with the CUDA include
+ * path. */
 #include "kernels/cuda/device.h"
 #include "core/alloc.h"
 #include "core/error.h"
 #include "core/cuda_check.h"
 #include "kernels/cuda/device_plan.h"
-#include "parallel/comm_host.h"
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <string.h>
 
-#define DEVICE_LINE 1536 /* name 256, peers up to 1024 */
 #define PEERS_TEXT 1024
 
 static int opened_device = -1;
@@ -44,25 +43,19 @@ static int open_device(int dev, dtype_t precision, char *err, size_t len) {
     return 0;
 }
 
-int cuda_device_setup(const topology_t *topo, dtype_t precision, char *err, size_t len) {
-    const int local_rank = topo->me.local_rank, ranks_on_node = topo->me.local_size;
+int cuda_device_open(int local_rank, int ranks_on_node, const int *nearest, dtype_t precision,
+                     char *err, size_t len) {
     int n = 0, drv = 0, rt = 0;
     char detail[160];
     const cuda_plan_runtime_t status = count_devices(&n, detail, sizeof detail);
     (void)cudaDriverGetVersion(&drv);
     (void)cudaRuntimeGetVersion(&rt);
-    /* Every rank takes part in the gather, also one that found no device, so none waits. */
-    int *nearest = xmalloc(sizeof *nearest * (size_t)ranks_on_node);
-    comm_allgather(&topo->gpu_index, 1, MPI_INT, nearest, topo->node_comm, "sharing the nearest GPUs");
-    int rc = -1;
     if (status != CUDA_PLAN_OK) {
         cuda_plan_runtime_message(status, drv, rt, detail, err, len);
-    } else {
-        const int dev = cuda_plan_choose_device(local_rank, ranks_on_node, n, nearest, err, len);
-        if (dev >= 0) rc = open_device(dev, precision, err, len);
+        return -1;
     }
-    xfree(nearest);
-    return rc;
+    const int dev = cuda_plan_choose_device(local_rank, ranks_on_node, n, nearest, err, len);
+    return dev >= 0 ? open_device(dev, precision, err, len) : -1;
 }
 
 /* "NVLink 1,2 | PCIe P2P 3 | no P2P 4": how the open device reaches each other visible one. A
@@ -91,33 +84,14 @@ static void describe_peers(int dev, char *out, size_t len) {
     if (!out[0]) snprintf(out, len, "none (the only visible GPU)");
 }
 
-/* This rank's line of the table. */
-static void describe_device(int world_rank, char *line, size_t len) {
+void cuda_device_describe(int world_rank, const char *host, char *line, size_t len) {
     const int dev = opened_device;
     struct cudaDeviceProp p;
     CUDA_CHECK(cudaGetDeviceProperties(&p, dev));
-    char mem[32], peers[PEERS_TEXT], host[MPI_MAX_PROCESSOR_NAME];
-    int host_len = 0;
-    MPI_CHECK(MPI_Get_processor_name(host, &host_len));
+    char mem[32], peers[PEERS_TEXT];
     format_bytes((double)p.totalGlobalMem, mem);
     describe_peers(dev, peers, sizeof peers);
     snprintf(line, len, "rank %d %s: GPU %d %s (cc %d.%d, %d SMs, %s, PCI %04x:%02x:%02x.0), peers: %s",
              world_rank, host, dev, p.name, p.major, p.minor, p.multiProcessorCount, mem,
              p.pciDomainID, p.pciBusID, p.pciDeviceID, peers);
-}
-
-void cuda_device_print(MPI_Comm world) {
-    int rank = 0, size = 1;
-    MPI_CHECK(MPI_Comm_rank(world, &rank));
-    MPI_CHECK(MPI_Comm_size(world, &size));
-    char mine[DEVICE_LINE];
-    describe_device(rank, mine, sizeof mine);
-    char *all = rank == 0 ? xmalloc((size_t)size * DEVICE_LINE) : NULL;
-    comm_gather(mine, DEVICE_LINE, MPI_CHAR, all, 0, world, "gathering the GPU table");
-    if (rank == 0) {
-        printf("GPUs (CUDA backend):\n");
-        for (int r = 0; r < size; r++) printf("  %s\n", all + (size_t)r * DEVICE_LINE);
-        fflush(stdout);
-    }
-    xfree(all);
 }

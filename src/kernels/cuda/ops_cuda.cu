@@ -61,7 +61,7 @@ static void forget_block(void *p) {
 static size_t cuda_memory_peak(int category) { return mem_tally_peak(&tally, category); }
 
 /* ops.h memory_capacity: what the tracked buffers may take: the device's free memory at the first
- * call (the context exists: cuda_device_setup made it) and what they already hold, less a
+ * call (the context exists: cuda_device_open made it) and what they already hold, less a
  * reserve for the buffers the libraries and this backend keep outside the plan (cuBLASLt's
  * 32 MiB workspace, the 16-bit operand copies of bf16 products, NCCL's channels): 5% of the
  * device, at least 1 GiB. */

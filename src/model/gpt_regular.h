@@ -1,4 +1,4 @@
-/* regularize.h — the GPT model's regularisers: dropout on the embedding, on each residual
+/* gpt_regular.h — the GPT model's regularisers: dropout on the embedding, on each residual
  * branch's output and on the attention probabilities (&model embd_dropout, resid_dropout,
  * attn_dropout), label smoothing and z-loss in the vocab-parallel cross-entropy (&train
  * label_smoothing, z_loss). All of them act in training passes only (the trainer brackets them
@@ -10,13 +10,15 @@
  * global batch) * seq_len + t: the same on every dp x tp x pp grid (tp ranks hold the full
  * [N, C] residual stream and draw identical masks; attention heads are numbered globally),
  * and drawn again when a block is recomputed or run backward.
+ * A second header of the gpt module (implemented in model/regularize.c on gpt_t; gpt.h includes
+ * it for gpt_regular_t): regularize.c reads gpt_t and calls nothing of gpt.c.
  * Owns: the regulariser state of a gpt_t (m->reg) and its head buffers. Uses: kernels/ops.h,
  * parallel/comm, core/rng. Used by: model/gpt.c (hooks), train/ (passes, micro-batch index). */
-#ifndef LLMT_REGULARIZE_H
-#define LLMT_REGULARIZE_H
+#ifndef LLMT_GPT_REGULAR_H
+#define LLMT_GPT_REGULAR_H
 #include <stdbool.h>
 #include <stdint.h>
-#include "config/config.h"
+#include "model/spec.h"
 #include "kernels/ops.h"
 
 struct gpt;
@@ -37,8 +39,8 @@ typedef struct gpt_regular {
 /* Dropout sites: part of the mask's key. */
 enum { REG_EMBD = 1, REG_ATTN_OUT = 2, REG_MLP_OUT = 3, REG_ATTN_PROBS = 4, REG_ROUTER_NOISE = 5 };
 
-/* From cfg; allocates (or, planning, counts) the head buffers. */
-void gpt_reg_setup(struct gpt *m, const config_t *cfg);
+/* From the spec; allocates (or, planning, counts) the head buffers. */
+void gpt_reg_setup(struct gpt *m, const model_spec_t *spec);
 void gpt_reg_free(struct gpt *m);
 
 /* A training pass of optimizer step `step` (0-based) whose micro-batch i on this rank starts at

@@ -1,0 +1,67 @@
+/* spec.h — the model's specification: everything the model reads of the run configuration,
+ * built once from it (model_spec_from_config), with the choice keys resolved (enums and flags)
+ * and the derived sizes computed (k/v heads, padded vocabulary). gpt_create, the parameter
+ * registry, the MoE blocks and the regularisers take this, never config_t.
+ * The shape rules that tie the model to the process grid (tp divides the heads, the widths and
+ * the padded vocabulary; pp not above the layers) are here too: model_spec_check_grid.
+ * Owns: model_spec_t. Uses: config/ (to build it), kernels/precision.h, core/. Used by: model/,
+ * train/, main.c, tools/. */
+#ifndef LLMT_MODEL_SPEC_H
+#define LLMT_MODEL_SPEC_H
+#include <stdbool.h>
+#include <stdint.h>
+#include "config/config.h"
+#include "kernels/precision.h"
+
+typedef enum { MODEL_INIT_GPT2, MODEL_INIT_XAVIER, MODEL_INIT_KAIMING, MODEL_INIT_SMALL } model_init_t;
+typedef enum { MODEL_DEPTH_NONE, MODEL_DEPTH_TOTAL, MODEL_DEPTH_LAYER } model_depth_scale_t;
+typedef enum { MODEL_RECOMPUTE_NONE, MODEL_RECOMPUTE_SELECTIVE, MODEL_RECOMPUTE_FULL } model_recompute_t;
+typedef enum { MODEL_STORE_AUTO, MODEL_STORE_16BIT, MODEL_STORE_FP32 } model_storage_t;
+typedef enum { MODEL_PRODUCTS_AUTO, MODEL_PRODUCTS_NATIVE, MODEL_PRODUCTS_EMULATED } model_products_t;
+
+typedef struct model_spec {
+    /* shape (&model) */
+    int n_layer, n_head, d_model, d_ff, vocab_size, seq_len;
+    int n_kv_head;               /* resolved: n_head when the file leaves it 0 */
+    int padded_vocab;            /* vocab_size rounded up to a multiple of 128 */
+    bool rmsnorm, rope, swiglu;  /* norm, pos, mlp */
+    bool tie_embeddings, bias;
+    double norm_eps, rope_theta;
+    /* initialisation */
+    model_init_t init_scheme;
+    double init_std;
+    model_depth_scale_t init_depth_scaled;
+    /* Mixture-of-Experts */
+    int n_experts, top_k_moe, moe_every, d_ff_expert, n_shared_experts;
+    double capacity_factor, router_noise, aux_loss_coef, z_loss_coef;
+    bool router_mlp;             /* router = 'mlp' (else 'linear') */
+    bool drop_by_position;       /* drop_policy = 'position' (else 'probs') */
+    double moe_collapse_share;
+    int moe_collapse_steps;
+    /* regularisers */
+    double attn_dropout, resid_dropout, embd_dropout, label_smoothing, z_loss;
+    int64_t seed;
+    /* how the model runs */
+    bool generate;               /* &run mode = 'generate' (dropless MoE) */
+    bool cuda;                   /* &run device = 'cuda' */
+    dtype_t precision;
+    model_products_t bf16_products;
+    unsigned products_missing;   /* config_t's CFG_MISSING_* bits (every rank's backends) */
+    model_storage_t weights_storage, activations_storage;
+    model_recompute_t recompute;
+    int recompute_layers;
+} model_spec_t;
+
+/* The spec of cfg (validated by config/: every choice is one of its values). */
+model_spec_t model_spec_from_config(const config_t *cfg);
+
+/* The spec of cfg as a pointer to a temporary (the enclosing block's): for a call site that holds
+ * only the configuration, e.g. params_create(&P, MODEL_SPEC_OF(&cfg), 1, 0). */
+#define MODEL_SPEC_OF(cfg) ((const model_spec_t[1]){model_spec_from_config(cfg)})
+
+/* The model's shape against a grid of tp x pp (every rank calls it with the same values, so its
+ * fatal_user is collective): tp divides n_head, d_ff, the padded vocabulary and d_ff_expert;
+ * the k/v heads split over tp or replicate; pp not above n_layer. `source`: the namelist's
+ * path, for the message. */
+void model_spec_check_grid(const model_spec_t *s, int tp, int pp, const char *source);
+#endif
