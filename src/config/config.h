@@ -1,7 +1,8 @@
 /* config.h — the typed, validated run configuration read from a Fortran namelist.
- * Owns: the schema (groups, keys, types, defaults, allowed values), validation, and the
- * echo of the effective configuration. Uses: namelist.h, core/. Used by: main, train/, model/,
- * io/, parallel/. Key names are the contract in DESIGN.md; keep them. */
+ * Owns: the schema (groups, keys, types, defaults, allowed values: the table in config.c),
+ * validation, and the echo of the effective configuration (config.c's header lists the files
+ * behind this interface). Uses: namelist.h, core/. Used by: main, train/, model/, io/,
+ * parallel/, tools/. Key names are what users write in their namelists; keep them. */
 #ifndef LLMT_CONFIG_H
 #define LLMT_CONFIG_H
 #include <stdbool.h>
