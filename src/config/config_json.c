@@ -3,6 +3,7 @@
  * Uses: config_internal.h, core/json.h. */
 #include "config/config.h"
 #include "config/config_internal.h"
+#include "core/json.h"
 #include <stdio.h>
 #include <string.h>
 
@@ -10,17 +11,6 @@
 
 static const char *const type_names[] = {"int", "int64", "real", "string", "bool", "int_array"};
 
-
-static void json_string(FILE *out, const char *s) {
-    fputc('"', out);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(out, "\\%c", c);
-        else if (c < 0x20) fprintf(out, "\\u%04x", c);
-        else fputc(c, out);
-    }
-    fputc('"', out);
-}
 
 /* "a|b|c" as ["a", "b", "c"] (an empty alternative is ""). */
 static void json_choices(FILE *out, const char *choices) {
@@ -30,7 +20,7 @@ static void json_choices(FILE *out, const char *choices) {
         const size_t n = bar ? (size_t)(bar - p) : strlen(p);
         char one[64];
         snprintf(one, sizeof one, "%.*s", (int)n, p);
-        json_string(out, one);
+        json_write_string(out, one);
         if (!bar) break;
         fputs(", ", out);
         p = bar + 1;
@@ -47,7 +37,7 @@ static void json_key(FILE *out, const key_spec_t *ks) {
     fprintf(out, "{\"group\": \"%s\", \"name\": \"%s\", \"type\": \"%s\", \"default\": ",
             cfg_group_names[ks->group], ks->key, type_names[ks->type]);
     switch (ks->type) {
-    case K_STR: json_string(out, ks->def_str); break;
+    case K_STR: json_write_string(out, ks->def_str); break;
     case K_BOOL: fputs(ks->def != 0 ? "true" : "false", out); break;
     case K_INT_ARRAY: fputs("[]", out); break;
     default: json_number(out, ks, ks->def);
@@ -65,9 +55,9 @@ static void json_key(FILE *out, const key_spec_t *ks) {
     fputs(", \"planned\": ", out);
     if (ks->planned) json_choices(out, ks->planned); else fputs("null", out);
     fputs(", \"not_implemented\": ", out);
-    if (ks->not_impl) json_string(out, ks->not_impl); else fputs("null", out);
+    if (ks->not_impl) json_write_string(out, ks->not_impl); else fputs("null", out);
     fputs(", \"why\": ", out);
-    if (ks->why) json_string(out, ks->why); else fputs("null", out);
+    if (ks->why) json_write_string(out, ks->why); else fputs("null", out);
     fputc('}', out);
 }
 
