@@ -7,8 +7,8 @@
  * The table is also the one place that says which keys (or string values) are in the contract
  * but not implemented yet (.not_impl): setting them to anything but the default is refused with
  * the file:line:col of the value, and a later feature only deletes its marker. A choice key
- * with an enum field in config.h names it with ENUM(field): the loader sets it next to the
- * string, in the order of the choices.
+ * with an enum in config_t.choice is a CHOICE_KEY (or names it with ENUM): the loader sets the
+ * enum with the string, in the order of the names given.
  *
  * The other files of the configuration (config_internal.h says what they share):
  *   config_schema.c  one key against its table entry: type, range, choices, "did you mean"
@@ -34,8 +34,16 @@ const char *const cfg_group_names[N_GROUPS] = {"run",  "model", "parallel", "tra
 #define I64_KEY(g, k, f, d, ...) {.group = g, .key = k, .type = K_I64, FIELD(f), .def = d, __VA_ARGS__}
 #define REAL_KEY(g, k, f, d, ...) {.group = g, .key = k, .type = K_REAL, FIELD(f), .def = d, __VA_ARGS__}
 #define BOOL_KEY(g, k, f, d) {.group = g, .key = k, .type = K_BOOL, FIELD(f), .def = d}
-#define STR_KEY(g, k, f, d, ch) \
-    {.group = g, .key = k, .type = K_STR, FIELD(f), .size = sizeof(((config_t *)0)->f), .def_str = d, .choices = ch}
+#define STR_KEY(g, k, f, d, ch, ...) \
+    {.group = g, .key = k, .type = K_STR, FIELD(f), .size = sizeof(((config_t *)0)->f), .def_str = d, .choices = ch, \
+     __VA_ARGS__}
+/* A string key whose values are an enum in config_t.choice (same field name), in the order of
+ * `names` ("a|b|c"; usually the choices). */
+#define ENUM(f, names) .enum_offset = offsetof(config_t, choice.f), .enum_names = names
+#define CHOICE_KEY(g, k, f, d, ch) \
+    {.group = g, .key = k, .type = K_STR, FIELD(f), .size = sizeof(((config_t *)0)->f), .def_str = d, .choices = ch, \
+     ENUM(f, ch)}
+#define POLICIES "|warn|skip|rollback|abort" /* cfg_policy_t; '' = on_anomaly's */
 #define AT_LEAST(x) .lo_kind = '[', .lo = (x)
 #define ABOVE(x) .lo_kind = '(', .lo = (x)
 #define AT_MOST(x) .hi_kind = ']', .hi = (x)
@@ -44,9 +52,9 @@ const char *const cfg_group_names[N_GROUPS] = {"run",  "model", "parallel", "tra
 #define WHY(text) .why = text
 #define NOT_IMPL(text) .not_impl = text
 /* A string key with implemented choices and planned values, refused with `text`. */
-#define PLANNED_STR_KEY(g, k, f, d, ch, pl, text) \
+#define PLANNED_STR_KEY(g, k, f, d, ch, pl, text, ...) \
     {.group = g, .key = k, .type = K_STR, FIELD(f), .size = sizeof(((config_t *)0)->f), .def_str = d, .choices = ch, \
-     .planned = pl, .not_impl = text}
+     .planned = pl, .not_impl = text, __VA_ARGS__}
 /* A whole key that is not implemented: only its default is accepted. */
 #define WATCHDOG_BOUNDS \
     AT_LEAST(1e-3), AT_MOST(1e9), WHY("the watchdog counts nanoseconds: below 1 ms every wait would time out")
@@ -54,12 +62,13 @@ const char *const cfg_group_names[N_GROUPS] = {"run",  "model", "parallel", "tra
 const key_spec_t cfg_keys[] = {
     STR_KEY(G_RUN, "name", name, "run", NULL),
     STR_KEY(G_RUN, "out_dir", out_dir, "runs", NULL),
-    STR_KEY(G_RUN, "mode", mode, "train", "train|eval|generate"),
+    CHOICE_KEY(G_RUN, "mode", mode, "train", "train|eval|generate"),
 #ifdef LLMT_CUDA /* make CUDA=1 */
-    STR_KEY(G_RUN, "device", device, "cpu", "cpu|cuda"),
+    STR_KEY(G_RUN, "device", device, "cpu", "cpu|cuda", ENUM(device, "cpu|cuda")),
 #else
     PLANNED_STR_KEY(G_RUN, "device", device, "cpu", "cpu", "cuda",
-                    "this llmtrain was built without CUDA (build it with make CUDA=1, see INSTALL)"),
+                    "this llmtrain was built without CUDA (build it with make CUDA=1, see INSTALL)",
+                    ENUM(device, "cpu|cuda")),
 #endif
     I64_KEY(G_RUN, "seed", seed, 1337, AT_LEAST(0)),
     STR_KEY(G_RUN, "init_from", init_from, "", NULL),
@@ -82,12 +91,12 @@ const key_spec_t cfg_keys[] = {
             WHY("llm.c version-1 shards hold uint16 tokens")),
     INT_KEY(G_MODEL, "seq_len", seq_len, 1024, AT_LEAST(1), AT_MOST(INT_MAX - 1),
             WHY("a window of seq_len + 1 tokens is counted in a 32-bit integer")),
-    STR_KEY(G_MODEL, "arch", arch, "gpt2", "gpt2|llama"),
-    STR_KEY(G_MODEL, "norm", norm, "layernorm", "layernorm|rmsnorm"),
+    CHOICE_KEY(G_MODEL, "arch", arch, "gpt2", "gpt2|llama"),
+    CHOICE_KEY(G_MODEL, "norm", norm, "layernorm", "layernorm|rmsnorm"),
     REAL_KEY(G_MODEL, "norm_eps", norm_eps, 1e-5, ABOVE(0), BELOW(1)),
-    STR_KEY(G_MODEL, "pos", pos, "learned", "learned|rope"),
+    CHOICE_KEY(G_MODEL, "pos", pos, "learned", "learned|rope"),
     REAL_KEY(G_MODEL, "rope_theta", rope_theta, 10000.0, ABOVE(1), AT_MOST(1e12)),
-    STR_KEY(G_MODEL, "mlp", mlp, "gelu", "gelu|swiglu"),
+    CHOICE_KEY(G_MODEL, "mlp", mlp, "gelu", "gelu|swiglu"),
     INT_KEY(G_MODEL, "n_kv_head", n_kv_head, 0, AT_LEAST(0)), /* 0 = n_head, resolved after parsing */
     BOOL_KEY(G_MODEL, "tie_embeddings", tie_embeddings, true),
     BOOL_KEY(G_MODEL, "bias", bias, true),
@@ -95,20 +104,20 @@ const key_spec_t cfg_keys[] = {
     REAL_KEY(G_MODEL, "attn_dropout", attn_dropout, 0.0, AT_LEAST(0), BELOW(1)),
     REAL_KEY(G_MODEL, "resid_dropout", resid_dropout, 0.0, AT_LEAST(0), BELOW(1)),
     REAL_KEY(G_MODEL, "embd_dropout", embd_dropout, 0.0, AT_LEAST(0), BELOW(1)),
-    STR_KEY(G_MODEL, "init", init_scheme, "gpt2", "gpt2|xavier|kaiming|small"),
+    CHOICE_KEY(G_MODEL, "init", init_scheme, "gpt2", "gpt2|xavier|kaiming|small"),
     REAL_KEY(G_MODEL, "init_std", init_std, 0.02, ABOVE(0), AT_MOST(1e3)),
-    STR_KEY(G_MODEL, "init_depth_scaled", init_depth_scaled, "total", "none|total|layer"),
+    CHOICE_KEY(G_MODEL, "init_depth_scaled", init_depth_scaled, "total", "none|total|layer"),
     INT_KEY(G_MODEL, "n_experts", n_experts, 0, AT_LEAST(0)), /* 0 = dense */
     INT_KEY(G_MODEL, "top_k", top_k_moe, 2, AT_LEAST(1)),     /* <= n_experts */
     INT_KEY(G_MODEL, "moe_every", moe_every, 1, AT_LEAST(1)), /* <= n_layer */
     INT_KEY(G_MODEL, "d_ff_expert", d_ff_expert, 0, AT_LEAST(0)), /* 0 = d_ff */
     REAL_KEY(G_MODEL, "capacity_factor", capacity_factor, 1.25, AT_LEAST(0), AT_MOST(1e6)), /* 0 = dropless */
-    STR_KEY(G_MODEL, "drop_policy", drop_policy, "probs", "probs|position"),
+    CHOICE_KEY(G_MODEL, "drop_policy", drop_policy, "probs", "probs|position"),
     REAL_KEY(G_MODEL, "router_noise", router_noise, 0.0, AT_LEAST(0), AT_MOST(1e3)), /* 0 = off */
     REAL_KEY(G_MODEL, "aux_loss_coef", aux_loss_coef, 0.01, AT_LEAST(0), AT_MOST(1e3)),
     REAL_KEY(G_MODEL, "z_loss_coef", z_loss_coef, 0.001, AT_LEAST(0), AT_MOST(1e3)),
     INT_KEY(G_MODEL, "n_shared_experts", n_shared_experts, 0, AT_LEAST(0), AT_MOST(64)),
-    STR_KEY(G_MODEL, "router", router, "linear", "linear|mlp"),
+    CHOICE_KEY(G_MODEL, "router", router, "linear", "linear|mlp"),
     REAL_KEY(G_MODEL, "collapse_share", moe_collapse_share, 0.5, ABOVE(0), AT_MOST(1)),
     INT_KEY(G_MODEL, "collapse_steps", moe_collapse_steps, 20, AT_LEAST(1)),
 
@@ -116,13 +125,13 @@ const key_spec_t cfg_keys[] = {
     INT_KEY(G_PARALLEL, "tp", tp, 1, AT_LEAST(1)),
     INT_KEY(G_PARALLEL, "pp", pp, 1, AT_LEAST(1)),
     INT_KEY(G_PARALLEL, "ep", ep, 1, AT_LEAST(1)), /* divides dp and n_experts */
-    STR_KEY(G_PARALLEL, "schedule", schedule, "1f1b", "1f1b|gpipe|interleaved|zb-h1"),
+    CHOICE_KEY(G_PARALLEL, "schedule", schedule, "1f1b", "1f1b|gpipe|interleaved|zb-h1"),
     INT_KEY(G_PARALLEL, "virtual_stages", virtual_stages, 1, AT_LEAST(1)), /* interleaved */
     INT_KEY(G_PARALLEL, "zero_stage", zero_stage, 0, AT_LEAST(0), AT_MOST(3)),
     BOOL_KEY(G_PARALLEL, "zero3_resident", zero3_resident, false),
-    STR_KEY(G_PARALLEL, "recompute", recompute, "none", "none|selective|full"),
+    CHOICE_KEY(G_PARALLEL, "recompute", recompute, "none", "none|selective|full"),
     INT_KEY(G_PARALLEL, "recompute_layers", recompute_layers, -1, AT_LEAST(-1)), /* <= n_layer */
-    STR_KEY(G_PARALLEL, "bind", bind, "cores", "cores|none"),
+    CHOICE_KEY(G_PARALLEL, "bind", bind, "cores", "cores|none"),
     REAL_KEY(G_PARALLEL, "bucket_mb", bucket_mb, 25.0, ABOVE(0), AT_MOST(1e6),
              WHY("the bucket size is converted to a count of floats")),
 
@@ -132,7 +141,7 @@ const key_spec_t cfg_keys[] = {
     REAL_KEY(G_TRAIN, "lr", lr, 6e-4, ABOVE(0)),
     REAL_KEY(G_TRAIN, "min_lr", min_lr, 0.0, AT_LEAST(0)),
     INT_KEY(G_TRAIN, "warmup_steps", warmup_steps, 0, AT_LEAST(0)),
-    STR_KEY(G_TRAIN, "lr_schedule", lr_schedule, "cosine", "cosine|constant|linear|wsd"),
+    CHOICE_KEY(G_TRAIN, "lr_schedule", lr_schedule, "cosine", "cosine|constant|linear|wsd"),
     REAL_KEY(G_TRAIN, "decay_fraction", decay_fraction, 0.2, ABOVE(0), AT_MOST(1)),
     REAL_KEY(G_TRAIN, "weight_decay", weight_decay, 0.1, AT_LEAST(0)),
     REAL_KEY(G_TRAIN, "beta1", beta1, 0.9, AT_LEAST(0), BELOW(1)),
@@ -141,20 +150,20 @@ const key_spec_t cfg_keys[] = {
     REAL_KEY(G_TRAIN, "grad_clip", grad_clip, 1.0, AT_LEAST(0)),
     REAL_KEY(G_TRAIN, "label_smoothing", label_smoothing, 0.0, AT_LEAST(0), AT_MOST(1)),
     REAL_KEY(G_TRAIN, "z_loss", z_loss, 0.0, AT_LEAST(0), AT_MOST(1e3)),
-    STR_KEY(G_TRAIN, "precision", precision, "fp32", "fp32|bf16|fp16"),
-    STR_KEY(G_TRAIN, "offload", offload, "none", "none|optimizer"),
-    STR_KEY(G_TRAIN, "bf16_products", bf16_products, "auto", "auto|native|emulated"),
-    STR_KEY(G_TRAIN, "weights_storage", weights_storage, "auto", "auto|16bit|fp32"),
-    STR_KEY(G_TRAIN, "activations_storage", activations_storage, "auto", "auto|16bit|fp32"),
+    CHOICE_KEY(G_TRAIN, "precision", precision, "fp32", "fp32|bf16|fp16"),
+    CHOICE_KEY(G_TRAIN, "offload", offload, "none", "none|optimizer"),
+    CHOICE_KEY(G_TRAIN, "bf16_products", bf16_products, "auto", "auto|native|emulated"),
+    CHOICE_KEY(G_TRAIN, "weights_storage", weights_storage, "auto", "auto|16bit|fp32"),
+    CHOICE_KEY(G_TRAIN, "activations_storage", activations_storage, "auto", "auto|16bit|fp32"),
     BOOL_KEY(G_TRAIN, "allow_tf32", allow_tf32, false), /* the CUDA backend's fp32 products */
     REAL_KEY(G_TRAIN, "loss_scale", loss_scale, 0, AT_LEAST(0), AT_MOST(1e30)),
     REAL_KEY(G_TRAIN, "initial_loss_scale", initial_loss_scale, 65536, ABOVE(0), AT_MOST(1e30)),
     INT_KEY(G_TRAIN, "loss_scale_window", loss_scale_window, 1000, AT_LEAST(1)),
     INT_KEY(G_TRAIN, "hysteresis", hysteresis, 2, AT_LEAST(1)),
     REAL_KEY(G_TRAIN, "min_loss_scale", min_loss_scale, 1, ABOVE(0), AT_MOST(1e30)),
-    STR_KEY(G_TRAIN, "on_anomaly", on_anomaly, "skip", "warn|skip|rollback|abort"),
-    STR_KEY(G_TRAIN, "on_spike", on_spike, "", "|warn|skip|rollback|abort"), /* '' = on_anomaly */
-    STR_KEY(G_TRAIN, "on_divergence", on_divergence, "", "|warn|skip|rollback|abort"),
+    STR_KEY(G_TRAIN, "on_anomaly", on_anomaly, "skip", "warn|skip|rollback|abort", ENUM(on_anomaly, POLICIES)),
+    CHOICE_KEY(G_TRAIN, "on_spike", on_spike, "", POLICIES), /* '' = on_anomaly */
+    CHOICE_KEY(G_TRAIN, "on_divergence", on_divergence, "", POLICIES),
     INT_KEY(G_TRAIN, "anomaly_window", anomaly_window, 20, AT_LEAST(2), AT_MOST(CFG_ANOMALY_WINDOW_MAX)),
     REAL_KEY(G_TRAIN, "spike_zscore", spike_zscore, 6, AT_LEAST(0), AT_MOST(1e30)), /* 0 = off */
     REAL_KEY(G_TRAIN, "grad_explosion_ratio", grad_explosion_ratio, 10, AT_LEAST(0), AT_MOST(1e30)),
@@ -172,7 +181,7 @@ const key_spec_t cfg_keys[] = {
     INT_KEY(G_DATA, "val_every", val_every, 0, AT_LEAST(0)),
     INT_KEY(G_DATA, "val_batches", val_batches, 8, AT_LEAST(1)),
     STR_KEY(G_DATA, "tokenizer", tokenizer, "", NULL),
-    STR_KEY(G_DATA, "format", data_format, "auto", "auto|llmc|nanogpt"),
+    CHOICE_KEY(G_DATA, "format", data_format, "auto", "auto|llmc|nanogpt"),
     STR_KEY(G_DATA, "mixture", mixture, "", NULL), /* 'pattern:weight, ...' (config/stages.h) */
 
     STR_KEY(G_CHECKPOINT, "dir", ckpt_dir, "", NULL),
@@ -233,5 +242,5 @@ int config_padded_vocab(const config_t *cfg) {
 }
 
 bool config_weights_16bit_possible(const config_t *cfg) {
-    return !strcmp(cfg->precision, "bf16") || !strcmp(cfg->precision, "fp16");
+    return cfg->choice.precision == CFG_PRECISION_BF16 || cfg->choice.precision == CFG_PRECISION_FP16;
 }

@@ -48,12 +48,12 @@ static int check_heads_divide_width(parse_ctx_t *ctx, const config_t *cfg) {
 /* &model arch = 'llama' sets the defaults of the switches it names; one set in the namelist or
  * on the command line keeps its value. n_kv_head = 0 means n_head. Runs before the checks. */
 static void resolve_arch(parse_ctx_t *ctx, config_t *cfg) {
-    if (!strcmp(cfg->arch, "llama")) {
+    if (cfg->choice.arch == CFG_ARCH_LLAMA) {
         const struct { const char *key, *value; } strs[] = {
             {"norm", "rmsnorm"}, {"pos", "rope"}, {"mlp", "swiglu"}};
         for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
             const int k = cfg_key_index(G_MODEL, strs[i].key);
-            if (!ctx->set_by[k]) snprintf(cfg_field_ptr(cfg, &cfg_keys[k]), cfg_keys[k].size, "%s", strs[i].value);
+            if (!ctx->set_by[k]) cfg_store_choice(cfg, &cfg_keys[k], strs[i].value);
         }
         if (!ctx->set_by[cfg_key_index(G_MODEL, "tie_embeddings")]) cfg->tie_embeddings = false;
         if (!ctx->set_by[cfg_key_index(G_MODEL, "bias")]) cfg->bias = false;
@@ -72,7 +72,7 @@ static int check_kv_heads_and_rope(parse_ctx_t *ctx, const config_t *cfg) {
                          cfg->n_kv_head, cfg_provenance(ctx, a, pa), cfg->n_head, cfg_provenance(ctx, b, pb));
     }
     const int hs = cfg->d_model / cfg->n_head;
-    if (!strcmp(cfg->pos, "rope") && hs % 2 != 0) {
+    if (cfg->choice.pos == CFG_POS_ROPE && hs % 2 != 0) {
         a = cfg_key_index(G_MODEL, "pos");
         cfg_locate(ctx, a, b, &line, &col);
         return cfg_error(ctx, line, col, "&model pos: 'rope' needs an even head size, but d_model / n_head = "
@@ -125,14 +125,14 @@ static int check_recompute_layers(parse_ctx_t *ctx, const config_t *cfg) {
 static int check_mode_inputs(parse_ctx_t *ctx, const config_t *cfg) {
     int m = cfg_key_index(G_RUN, "mode"), line, col;
     char pm[32];
-    if (!strcmp(cfg->mode, "train") && cfg->train_files[0] == '\0' && !stages_have_data(cfg)) {
+    if (cfg->choice.mode == CFG_MODE_TRAIN && cfg->train_files[0] == '\0' && !stages_have_data(cfg)) {
         int f = cfg_key_index(G_DATA, "train_files");
         cfg_locate(ctx, f, m, &line, &col);
         return cfg_error(ctx, line, col,
                          "&data train_files: must be set when &run mode = 'train' (%s), "
                          "e.g. train_files = 'data/train_*.bin' (or &data mixture)", cfg_provenance(ctx, m, pm));
     }
-    if (!strcmp(cfg->mode, "generate") && cfg->n_prompt_ids < 1 && cfg->prompt[0] == '\0') {
+    if (cfg->choice.mode == CFG_MODE_GENERATE && cfg->n_prompt_ids < 1 && cfg->prompt[0] == '\0') {
         int p = cfg_key_index(G_RUN, "prompt_ids");
         cfg_locate(ctx, p, m, &line, &col);
         return cfg_error(ctx, line, col,
@@ -167,7 +167,7 @@ static int check_prompt_in_vocab(parse_ctx_t *ctx, const config_t *cfg) {
  * by pp * v (equal chunks); and v > 1 only with it. (Micro-batches a multiple of pp: checked
  * where their number is known, train/schedule.c.) */
 static int check_virtual_stages(parse_ctx_t *ctx, const config_t *cfg) {
-    const bool il = !strcmp(cfg->schedule, "interleaved");
+    const bool il = cfg->choice.schedule == CFG_SCHED_INTERLEAVED;
     const int v = cfg->virtual_stages, p = cfg->pp, L = cfg->n_layer;
     int a = cfg_key_index(G_PARALLEL, "virtual_stages"), s = cfg_key_index(G_PARALLEL, "schedule"), line, col;
     char pa[32], ps[32];
@@ -205,7 +205,7 @@ static int check_virtual_stages(parse_ctx_t *ctx, const config_t *cfg) {
 /* ZB-H1's post-validation keeps copies of the optimizer state beside it in device memory, to
  * undo an optimistic update: not with the state on the host. */
 static int check_offload(parse_ctx_t *ctx, const config_t *cfg) {
-    if (strcmp(cfg->offload, "optimizer") != 0 || strcmp(cfg->schedule, "zb-h1") != 0) return 0;
+    if (cfg->choice.offload != CFG_OFFLOAD_OPTIMIZER || cfg->choice.schedule != CFG_SCHED_ZB_H1) return 0;
     int o = cfg_key_index(G_TRAIN, "offload"), s = cfg_key_index(G_PARALLEL, "schedule"), line, col;
     char ps[32];
     cfg_locate(ctx, o, s, &line, &col);
@@ -218,8 +218,8 @@ static int check_offload(parse_ctx_t *ctx, const config_t *cfg) {
 /* weights_storage / activations_storage = '16bit' needs values rounded to 16 bits: a bf16/fp16
  * run (`what`: what the key stores). */
 static int check_storage_key(parse_ctx_t *ctx, const config_t *cfg, const char *key,
-                             const char *value, const char *what) {
-    if (strcmp(value, "16bit") != 0 || config_weights_16bit_possible(cfg)) return 0;
+                             cfg_storage_t value, const char *what) {
+    if (value != CFG_STORAGE_16BIT || config_weights_16bit_possible(cfg)) return 0;
     int w = cfg_key_index(G_TRAIN, key), p = cfg_key_index(G_TRAIN, "precision"), line, col;
     cfg_locate(ctx, w, p, &line, &col);
     return cfg_error(ctx, line, col, "&train %s = '16bit' needs a 16-bit %s, and &train precision "
@@ -228,14 +228,14 @@ static int check_storage_key(parse_ctx_t *ctx, const config_t *cfg, const char *
 }
 
 static int check_storage(parse_ctx_t *ctx, const config_t *cfg) {
-    return check_storage_key(ctx, cfg, "weights_storage", cfg->weights_storage, "weights copy") ||
-           check_storage_key(ctx, cfg, "activations_storage", cfg->activations_storage,
+    return check_storage_key(ctx, cfg, "weights_storage", cfg->choice.weights_storage, "weights copy") ||
+           check_storage_key(ctx, cfg, "activations_storage", cfg->choice.activations_storage,
                              "activation type");
 }
 
 /* Generation runs the whole model on each rank: any saved file loads on any grid. */
 static int check_generate_grid(parse_ctx_t *ctx, const config_t *cfg) {
-    if (cfg->pp == 1 || strcmp(cfg->mode, "generate") != 0) return 0;
+    if (cfg->pp == 1 || cfg->choice.mode != CFG_MODE_GENERATE) return 0;
     int m = cfg_key_index(G_RUN, "mode"), p = cfg_key_index(G_PARALLEL, "pp"), line, col;
     char pm[32], pp[32];
     cfg_locate(ctx, p, m, &line, &col);
@@ -260,7 +260,7 @@ static int check_loss_scaling(parse_ctx_t *ctx, const config_t *cfg) {
     const char *const *keys = fp16_keys;
     int pr = cfg_key_index(G_TRAIN, "precision"), line, col;
     char pp[32];
-    for (size_t i = 0; i < N_FP16_KEYS && strcmp(cfg->precision, "fp16") != 0; i++) {
+    for (size_t i = 0; i < N_FP16_KEYS && cfg->choice.precision != CFG_PRECISION_FP16; i++) {
         int k = cfg_key_index(G_TRAIN, keys[i]);
         if (!ctx->set_by[k]) continue;
         cfg_locate(ctx, k, pr, &line, &col);
@@ -281,7 +281,7 @@ static int check_loss_scaling(parse_ctx_t *ctx, const config_t *cfg) {
 
 /* Validation every val_every steps needs data to validate on; without it nothing would run. */
 static int check_val_files(parse_ctx_t *ctx, const config_t *cfg) {
-    if (cfg->val_every == 0 || cfg->val_files[0] != '\0' || strcmp(cfg->mode, "train") != 0) return 0;
+    if (cfg->val_every == 0 || cfg->val_files[0] != '\0' || cfg->choice.mode != CFG_MODE_TRAIN) return 0;
     int e = cfg_key_index(G_DATA, "val_every"), f = cfg_key_index(G_DATA, "val_files"), line, col;
     char pe[32];
     cfg_locate(ctx, e, f, &line, &col);
@@ -386,7 +386,7 @@ static int resolve_derived(parse_ctx_t *ctx, config_t *cfg) {
     if (cfg->d_ff_expert == 0) cfg->d_ff_expert = cfg->d_ff;
     resolve_dropout(ctx, cfg);
     cfg->global_batch_derived = cfg->global_batch == 0;
-    cfg->device_memory = strcmp(cfg->device, "cuda") == 0;
+    cfg->device_memory = cfg->choice.device == CFG_DEVICE_CUDA;
     cfg->resume_given = cfg->resume[0] != '\0';
     if (!cfg->resume_given) snprintf(cfg->resume, sizeof cfg->resume, "none");
     if (cfg->global_batch == 0) cfg->global_batch = (int)global_batch;

@@ -52,7 +52,7 @@ static void put_quoted(writer_t *w, const char *s) {
 static void put_key(writer_t *w, const key_spec_t *ks, const config_t *cfg) {
     const void *f = cfg_field_cptr(cfg, ks);
     char real[40];
-    if (cfg_is_fp16_key(ks) && strcmp(cfg->precision, "fp16") != 0) { /* refused unless fp16 */
+    if (cfg_is_fp16_key(ks) && cfg->choice.precision != CFG_PRECISION_FP16) { /* refused unless fp16 */
         format_real(ks->type == K_INT ? *(const int *)f : *(const double *)f, real);
         put(w, "  ! %s = %s (loss scaling: precision = 'fp16' only)\n", ks->key, real);
         return;

@@ -31,8 +31,9 @@ typedef struct key_spec {
     double def;            /* numeric default */
     const char *def_str;   /* K_STR default */
     const char *choices;   /* K_STR: "a|b|c" (matched case-insensitively), NULL = free text */
-    size_t enum_offset;    /* K_STR with choices and an enum field (config.h): offset of that int,
-                              set to the index of the value in choices; 0 = no enum field */
+    const char *enum_names; /* K_STR choice key with an enum in config_t.choice: "a|b|c", the
+                              values in the enum's order (NULL: no enum) */
+    size_t enum_offset;    /* of that enum field in config_t */
     const char *planned;   /* K_STR: "a|b", values in the DESIGN contract (not in choices) that
                               are not implemented yet; refused with not_impl */
     const char *not_impl;  /* non-NULL: what is not implemented in this version. Without
@@ -91,6 +92,8 @@ void cfg_append(char *buf, size_t size, const char *text);
 /* The table's defaults of one group (-1: every group), before anything derived. */
 void cfg_set_key_defaults(struct config *cfg, int group);
 void cfg_set_table_defaults(struct config *cfg); /* zeroes cfg first */
+/* Stores a choice key's canonical value: the string, and the enum where the key has one. */
+void cfg_store_choice(struct config *cfg, const key_spec_t *ks, const char *value);
 int cfg_unknown_group_error(parse_ctx_t *ctx, const nl_group_t *g);
 int cfg_unknown_key_error(parse_ctx_t *ctx, int group, const nl_entry_t *e);
 /* Type, range, choices and "not implemented" of one entry, then the field; 0 or -1. */

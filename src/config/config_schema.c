@@ -78,7 +78,7 @@ void cfg_set_key_defaults(config_t *cfg, int group) {
         case K_I64: *(int64_t *)f = (int64_t)ks->def; break;
         case K_REAL: *(double *)f = ks->def; break;
         case K_BOOL: *(bool *)f = ks->def != 0; break;
-        case K_STR: snprintf(f, ks->size, "%s", ks->def_str); break;
+        case K_STR: cfg_store_choice(cfg, ks, ks->def_str); break;
         case K_INT_ARRAY: break; /* empty */
         }
     }
@@ -87,6 +87,33 @@ void cfg_set_key_defaults(config_t *cfg, int group) {
 void cfg_set_table_defaults(config_t *cfg) {
     memset(cfg, 0, sizeof *cfg);
     cfg_set_key_defaults(cfg, -1);
+}
+
+/* The position of value in "a|b|c" (exact spelling), or -1. */
+static int choice_index(const char *names, const char *value) {
+    int i = 0;
+    for (const char *c = names; c;) {
+        size_t n = strcspn(c, "|");
+        if (strlen(value) == n && !strncmp(c, value, n)) return i;
+        i++;
+        c = c[n] == '|' ? c + n + 1 : NULL;
+    }
+    return -1;
+}
+
+void cfg_store_choice(config_t *cfg, const key_spec_t *ks, const char *value) {
+    snprintf(cfg_field_ptr(cfg, ks), ks->size, "%s", value);
+    if (!ks->enum_names) return;
+    const int e = choice_index(ks->enum_names, value);
+    ASSERT(e >= 0); /* a value the key accepts that its enum lacks: the table is wrong */
+    *(int *)((char *)cfg + ks->enum_offset) = e;
+}
+
+int config_set_choice(config_t *cfg, const char *group, const char *key, const char *value) {
+    const int g = cfg_find_group(group), k = g < 0 ? -1 : cfg_find_key(g, key);
+    if (k < 0 || !cfg_keys[k].choices || choice_index(cfg_keys[k].choices, value) < 0) return -1;
+    cfg_store_choice(cfg, &cfg_keys[k], value);
+    return 0;
 }
 
 /* ---- messages that list what is valid ---------------------------------------------------- */
@@ -274,8 +301,12 @@ static bool match_choice(const char *choices, const char *value, char *dst, size
 
 /* One of ks->choices (any case); stores the canonical lower-case spelling. A planned value is
  * refused as not implemented, anything else as not one of the choices. */
-static int assign_choice(parse_ctx_t *ctx, const key_spec_t *ks, const nl_value_t *v, char *dst) {
-    if (match_choice(ks->choices, v->s, dst, ks->size)) return 0;
+static int assign_choice(parse_ctx_t *ctx, const key_spec_t *ks, const nl_value_t *v, config_t *cfg) {
+    char canonical[64];
+    if (match_choice(ks->choices, v->s, canonical, sizeof canonical)) {
+        cfg_store_choice(cfg, ks, canonical);
+        return 0;
+    }
     char list[256];
     format_choices(ks->choices, list, sizeof list);
     const char *g = cfg_group_names[ks->group];
@@ -302,8 +333,9 @@ static int refuse_unimplemented(parse_ctx_t *ctx, const key_spec_t *ks, const nl
                      ks->not_impl);
 }
 
-static int assign_string(parse_ctx_t *ctx, const key_spec_t *ks, const nl_value_t *v, char *dst) {
-    if (ks->choices) return assign_choice(ctx, ks, v, dst);
+static int assign_string(parse_ctx_t *ctx, const key_spec_t *ks, const nl_value_t *v, config_t *cfg) {
+    if (ks->choices) return assign_choice(ctx, ks, v, cfg);
+    char *dst = cfg_field_ptr(cfg, ks);
     size_t len = strlen(v->s);
     if (len >= ks->size)
         return cfg_error(ctx, v->line, v->col, "&%s %s: string is %zu characters long; at most %zu allowed",
@@ -340,7 +372,7 @@ int cfg_assign_entry(parse_ctx_t *ctx, const key_spec_t *ks, const nl_entry_t *e
     case K_I64: *(int64_t *)f = v->i; break;
     case K_REAL: *(double *)f = v->r; break;
     case K_BOOL: *(bool *)f = v->b; break;
-    case K_STR: return assign_string(ctx, ks, v, f);
+    case K_STR: return assign_string(ctx, ks, v, cfg);
     case K_INT_ARRAY: break; /* handled above */
     }
     return 0;

@@ -88,8 +88,8 @@ static rank_size_t rank_size_at_least(const config_t *cfg) {
     const double layer_a = N * (4 * C + 4 + 4 * Cl + 2 * Fl) + lse;
     /* a recomputed block keeps less (selective: not atty, lse, gelu; full: only res3), and one
      * scratch set of the rest is shared by all of them (model/gpt.c) */
-    const double kept = !strcmp(cfg->recompute, "selective") ? N * (4 * C + 4 + 3 * Cl + Fl)
-                        : !strcmp(cfg->recompute, "full")    ? N * C
+    const double kept = cfg->choice.recompute == CFG_RECOMPUTE_SELECTIVE ? N * (4 * C + 4 + 3 * Cl + Fl)
+                        : cfg->choice.recompute == CFG_RECOMPUTE_FULL    ? N * C
                                                              : layer_a;
     /* slot io, dC, dC2, dbig (the attention kernels' scratch, a few tiles per thread, is left out) */
     const double fixed_a = 2 * N * C + 2 * N * C + N * (3 * Cl > Fl ? 3 * Cl : Fl);
@@ -102,9 +102,9 @@ static rank_size_t rank_size_at_least(const config_t *cfg) {
     double blocks_p = L * layer_p;
     if (n_moe > 0) {
         const double E = cfg->n_experts, Fe = cfg->d_ff_expert, S = (double)cfg->n_shared_experts * Fe;
-        const double ins = !strcmp(cfg->mlp, "swiglu") ? 2 : 1; /* gate and up, or fc */
+        const double ins = cfg->choice.mlp == CFG_MLP_SWIGLU ? 2 : 1; /* gate and up, or fc */
         const double dense_mlp = C + (2 * F * C + F) / tp;
-        const double moe_mlp = E * C + (!strcmp(cfg->router, "mlp") ? C * C : 0) +
+        const double moe_mlp = E * C + (cfg->choice.router == CFG_ROUTER_MLP ? C * C : 0) +
                                (cfg->router_noise > 0 ? E * C : 0) +
                                E / cfg->ep * (ins + 1) * Fe * C / tp + (ins + 1) * S * C / tp;
         blocks_p = L * layer_p + n_moe * (moe_mlp - dense_mlp);
@@ -224,7 +224,7 @@ static int check_rank_memory(parse_ctx_t *ctx, const config_t *cfg) {
                       "for micro_batch = %d, seq_len = %d: %s), more than the 1 TiB llmtrain accepts per rank: "
                       "use a smaller %s, a larger &parallel tp or pp%s", t, pb, cfg->micro_batch, cfg->seq_len, ab,
                       acts ? "micro_batch or seq_len" : "model",
-                      acts && strcmp(cfg->recompute, "full") ? ", or &parallel recompute = 'full'" : "");
+                      acts && cfg->choice.recompute != CFG_RECOMPUTE_FULL ? ", or &parallel recompute = 'full'" : "");
 }
 
 int cfg_check_sizes(parse_ctx_t *ctx, const config_t *cfg) {
