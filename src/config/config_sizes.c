@@ -8,13 +8,17 @@
  * and a backend, but config/ sits below model/ and train/ and may not call them, and they
  * need a model that can be built. These bounds must refuse an impossible namelist (a typo of a
  * few digits) while it is read, on every rank, with file:line:col, before a grid or a model
- * exists, and before the planner's own arithmetic could overflow. So what is here is a lower
- * bound of one rank's parameters and activations (rank_size_at_least: the largest pipeline
- * stage, alignment and scratch left out), not a plan: it never says that a run fits, only
- * that it cannot (more than INT_MAX parameters on a rank, more than 1 TiB). A change to the
- * model's shapes that makes a rank hold less than this bound would refuse runs that fit:
- * validation/unit/test_config.c holds the cases at the edges. Uses: config_internal.h,
- * core/alloc.h (format_bytes). */
+ * exists, and before the planner's own arithmetic could overflow. So what is here is not a
+ * plan but a closed-form estimate of one rank's parameters and activations (rank_size_at_least:
+ * the largest pipeline stage, alignment and scratch left out) used for two refusals only: more
+ * than INT_MAX parameters on a rank (exact where it matters: the gradient all-reduce counts
+ * them), and more than 1 TiB per rank, a guard against typos rather than a memory check. It
+ * differs in kind from the planner's: 16 bytes per parameter (fp32 weights, gradients, AdamW
+ * m and v) and fp32 activations whatever &train precision, the storage keys and ZeRO say, so
+ * for a 16-bit or ZeRO run it is not a bound of what the planner will find; whether a run
+ * fits its memory is the planner's answer alone. A change to the model's shapes must keep the
+ * parameter count here at or below the registry's: validation/unit/test_config.c holds the
+ * cases at the edges. Uses: config_internal.h, core/alloc.h (format_bytes). */
 #include "config/config.h"
 #include "config/config_internal.h"
 #include "core/alloc.h"

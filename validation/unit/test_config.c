@@ -1,4 +1,4 @@
-/* test_config.c — the typed configuration (src/config/config.c): defaults, every key reaching
+/* test_config.c — the typed configuration (src/config/): defaults, every key reaching
  * its field, every error path with its exact one-line message (captured through
  * error_set_fatal_hook + longjmp), the cross-key checks, config_load over MPI, and the
  * config_to_namelist round trip. Reference: the schema in config.h / DESIGN.md. */
