@@ -11,8 +11,9 @@
  * exists, and before the planner's own arithmetic could overflow. So what is here is not a
  * plan but a closed-form estimate of one rank's parameters and activations (rank_size_at_least:
  * the largest pipeline stage, alignment and scratch left out) used for two refusals only: more
- * than INT_MAX parameters on a rank (exact where it matters: the gradient all-reduce counts
- * them), and more than 1 TiB per rank, a guard against typos rather than a memory check. It
+ * than INT_MAX parameters on a rank (the gradient all-reduce counts them in 32 bits; the
+ * estimate is GPT-2's block, so the Llama switches and grouped-query attention only shift it),
+ * and more than 1 TiB per rank, a guard against typos rather than a memory check. It
  * differs in kind from the planner's: 16 bytes per parameter (fp32 weights, gradients, AdamW
  * m and v) and fp32 activations whatever &train precision, the storage keys and ZeRO say, so
  * for a 16-bit or ZeRO run it is not a bound of what the planner will find; whether a run
