@@ -17,9 +17,8 @@
  * differs in kind from the planner's: 16 bytes per parameter (fp32 weights, gradients, AdamW
  * m and v) and fp32 activations whatever &train precision, the storage keys and ZeRO say, so
  * for a 16-bit or ZeRO run it is not a bound of what the planner will find; whether a run
- * fits its memory is the planner's answer alone. A change to the model's shapes must keep the
- * parameter count here at or below the registry's: validation/unit/test_config.c holds the
- * cases at the edges. Uses: config_internal.h, core/alloc.h (format_bytes). */
+ * fits its memory is the planner's answer alone (validation/unit/test_config.c holds the
+ * refusals at the edges). Uses: config_internal.h, core/alloc.h (format_bytes). */
 #include "config/config.h"
 #include "config/config_internal.h"
 #include "core/alloc.h"
