@@ -219,10 +219,10 @@ $(BUILD)/tests/test_gemm_$(OTHER_GEMM): validation/unit/test_gemm.c validation/u
 
 tests: $(LLMTRAIN) $(LLMPREP) $(UNIT_BIN) $(REF_BIN) $(OTHER_GEMM_TEST)
 
-# The fuzz target: the parser, the schema and the two core files they need, compiled together
+# The fuzz target: the parser, the schema and the core files they need, compiled together
 # by clang with libFuzzer and the sanitizers (never with the objects above). See validation/fuzz/.
-FUZZ_SRC := validation/fuzz/fuzz_namelist.c src/config/namelist.c src/config/config.c src/config/stages.c \
-            src/core/error.c src/core/alloc.c src/core/fileio.c
+FUZZ_SRC := validation/fuzz/fuzz_namelist.c $(wildcard src/config/*.c) \
+            src/core/error.c src/core/alloc.c src/core/fileio.c src/core/json.c
 FUZZ_BIN := build/fuzz/fuzz_namelist
 FUZZ_SECONDS ?= 300
 

@@ -269,7 +269,7 @@ static const ops_t *open_devsim(grid_t *grid) {
  * device, too old, fewer GPUs than ranks, no bf16) ends every rank with one message, exit 2. */
 static const ops_t *open_backend(const config_t *cfg, const topology_t *topo, grid_t *grid) {
 #ifdef LLMT_CUDA
-    if (strcmp(cfg->device, "cuda") == 0) {
+    if (cfg->choice.device == CFG_DEVICE_CUDA) {
         char err[512];
         watchdog_enter("opening the GPU", "all ranks");
         const int rc = device_open(topo, dtype_from_name(cfg->precision), err, sizeof err);
@@ -300,7 +300,7 @@ static void agree_products(config_t *cfg, const ops_t *ops, int rank) {
     comm_allreduce(v, 2, MPI_UNSIGNED, MPI_BOR, MPI_COMM_WORLD, "agreeing on the products");
     const unsigned any = v[0], all = ~v[1];
     cfg->products_missing = any;
-    if (rank == 0 && any != all && strcmp(cfg->precision, "fp32") != 0) {
+    if (rank == 0 && any != all && cfg->choice.precision != CFG_PRECISION_FP32) {
         static const char *const what[] = {"native bf16 products", "bf16 products faster than fp32",
                                            "fp16 products faster than fp32"};
         char list[160] = "";
@@ -352,7 +352,7 @@ int main(int argc, char **argv) {
     name_communicators(&grid);
     topology_t topo;
     watchdog_enter("placement (hwloc)", "all ranks");
-    topology_place(&topo, MPI_COMM_WORLD, cfg.bind); /* sets the OpenMP thread count too */
+    topology_place(&topo, MPI_COMM_WORLD, cfg.choice.bind == CFG_BIND_CORES); /* sets the OpenMP thread count too */
     if (rank == 0) print_banner(&cfg, world);
     topology_print(&topo, MPI_COMM_WORLD);
     grid_print(&grid, MPI_COMM_WORLD);
@@ -366,9 +366,9 @@ int main(int argc, char **argv) {
     trainer_setup(&tr, &cfg, &grid, ops, cores);
     tr.io_hints = topology_io_hints(&topo, MPI_COMM_WORLD, cfg.striping_factor, cfg.striping_unit);
     int code = 0;
-    if (strcmp(cfg.mode, "train") == 0) {
+    if (cfg.choice.mode == CFG_MODE_TRAIN) {
         code = trainer_train(&tr);
-    } else if (strcmp(cfg.mode, "eval") == 0) {
+    } else if (cfg.choice.mode == CFG_MODE_EVAL) {
         double v = trainer_validate(&tr);
         if (rank == 0) printf("eval: val_loss %.6f over %d batches\n", v, cfg.val_batches);
     } else {

@@ -1,7 +1,8 @@
 /* config.h — the typed, validated run configuration read from a Fortran namelist.
- * Owns: the schema (groups, keys, types, defaults, allowed values), validation, and the
- * echo of the effective configuration. Uses: namelist.h, core/. Used by: main, train/, model/,
- * io/, parallel/. Key names are the contract in docs/design.md; keep them. */
+ * Owns: the schema (groups, keys, types, defaults, allowed values: the table in config.c),
+ * validation, and the echo of the effective configuration (config.c's header lists the files
+ * behind this interface). Uses: namelist.h, core/. Used by: main, train/, model/, io/,
+ * parallel/, tools/. Key names are what users write in their namelists; keep them. */
 #ifndef LLMT_CONFIG_H
 #define LLMT_CONFIG_H
 #include <stdbool.h>
@@ -38,6 +39,57 @@ typedef struct cfg_stage {
 #define CFG_MISSING_BF16_NATIVE 1u
 #define CFG_MISSING_BF16_FASTER 2u
 #define CFG_MISSING_FP16_FASTER 4u
+
+/* The choice keys once parsed: each string key with a fixed set of values has an enum, in
+ * config_t.choice, set by the loader with the string (the string stays for the echo, JSON and
+ * checkpoint attributes; code that decides compares the enum). Whoever changes such a key after
+ * loading uses config_set_choice, which keeps the two together. */
+typedef enum cfg_mode { CFG_MODE_TRAIN, CFG_MODE_EVAL, CFG_MODE_GENERATE } cfg_mode_t;
+typedef enum cfg_device { CFG_DEVICE_CPU, CFG_DEVICE_CUDA } cfg_device_t;
+typedef enum cfg_arch { CFG_ARCH_GPT2, CFG_ARCH_LLAMA } cfg_arch_t;
+typedef enum cfg_norm { CFG_NORM_LAYERNORM, CFG_NORM_RMSNORM } cfg_norm_t;
+typedef enum cfg_pos { CFG_POS_LEARNED, CFG_POS_ROPE } cfg_pos_t;
+typedef enum cfg_mlp { CFG_MLP_GELU, CFG_MLP_SWIGLU } cfg_mlp_t;
+typedef enum cfg_init { CFG_INIT_GPT2, CFG_INIT_XAVIER, CFG_INIT_KAIMING, CFG_INIT_SMALL } cfg_init_t;
+typedef enum cfg_depth_scaled { CFG_DEPTH_NONE, CFG_DEPTH_TOTAL, CFG_DEPTH_LAYER } cfg_depth_scaled_t;
+typedef enum cfg_drop_policy { CFG_DROP_PROBS, CFG_DROP_POSITION } cfg_drop_policy_t;
+typedef enum cfg_router { CFG_ROUTER_LINEAR, CFG_ROUTER_MLP } cfg_router_t;
+typedef enum cfg_schedule { CFG_SCHED_1F1B, CFG_SCHED_GPIPE, CFG_SCHED_INTERLEAVED, CFG_SCHED_ZB_H1 } cfg_schedule_t;
+typedef enum cfg_recompute { CFG_RECOMPUTE_NONE, CFG_RECOMPUTE_SELECTIVE, CFG_RECOMPUTE_FULL } cfg_recompute_t;
+typedef enum cfg_bind { CFG_BIND_CORES, CFG_BIND_NONE } cfg_bind_t;
+typedef enum cfg_lr_schedule { CFG_LR_COSINE, CFG_LR_CONSTANT, CFG_LR_LINEAR, CFG_LR_WSD } cfg_lr_schedule_t;
+typedef enum cfg_precision { CFG_PRECISION_FP32, CFG_PRECISION_BF16, CFG_PRECISION_FP16 } cfg_precision_t;
+typedef enum cfg_offload { CFG_OFFLOAD_NONE, CFG_OFFLOAD_OPTIMIZER } cfg_offload_t;
+typedef enum cfg_bf16_products { CFG_BF16_AUTO, CFG_BF16_NATIVE, CFG_BF16_EMULATED } cfg_bf16_products_t;
+/* weights_storage and activations_storage */
+typedef enum cfg_storage { CFG_STORAGE_AUTO, CFG_STORAGE_16BIT, CFG_STORAGE_FP32 } cfg_storage_t;
+/* on_anomaly, on_spike, on_divergence ('' = on_anomaly's: on_spike and on_divergence only) */
+typedef enum cfg_policy { CFG_POLICY_INHERIT, CFG_POLICY_WARN, CFG_POLICY_SKIP, CFG_POLICY_ROLLBACK,
+                          CFG_POLICY_ABORT } cfg_policy_t;
+typedef enum cfg_data_format { CFG_FORMAT_AUTO, CFG_FORMAT_LLMC, CFG_FORMAT_NANOGPT } cfg_data_format_t;
+
+typedef struct cfg_choices {
+    cfg_mode_t mode;                /* &run mode */
+    cfg_device_t device;            /* &run device */
+    cfg_arch_t arch;                /* &model arch */
+    cfg_norm_t norm;                /* &model norm (after arch's default) */
+    cfg_pos_t pos;                  /* &model pos (after arch's default) */
+    cfg_mlp_t mlp;                  /* &model mlp (after arch's default) */
+    cfg_init_t init_scheme;         /* &model init */
+    cfg_depth_scaled_t init_depth_scaled;
+    cfg_drop_policy_t drop_policy;
+    cfg_router_t router;
+    cfg_schedule_t schedule;        /* &parallel schedule */
+    cfg_recompute_t recompute;
+    cfg_bind_t bind;
+    cfg_lr_schedule_t lr_schedule;  /* &train lr_schedule (a &stage's own is its string) */
+    cfg_precision_t precision;
+    cfg_offload_t offload;
+    cfg_bf16_products_t bf16_products;
+    cfg_storage_t weights_storage, activations_storage;
+    cfg_policy_t on_anomaly, on_spike, on_divergence;
+    cfg_data_format_t data_format;  /* &data format */
+} cfg_choices_t;
 
 typedef struct config {
     /* &run */
@@ -193,6 +245,9 @@ typedef struct config {
     int64_t profile_first, profile_last; /* parsed profile_steps (0, 0 when '') */
     double carbon_intensity; /* gCO2/kWh for the emissions of the run's energy; 0 = not reported */
 
+    /* the choice keys above as enums (cfg_choices_t) */
+    cfg_choices_t choice;
+
     /* provenance */
     char source_path[CFG_STR];
     char *text;             /* the namelist text as read (owned) */
@@ -238,10 +293,14 @@ void config_destroy(config_t *cfg);
  * planned, not_implemented, why}, ...]}: tools (validation/fuzz/config_fuzz.py) read it, so a
  * new key reaches them without an edit. */
 void config_keys_json(FILE *out);
-/* Vocabulary padded to a multiple of 128. */
 /* k/v heads of the attention: n_kv_head, or n_head where it is 0 (config_defaults). */
 int config_kv_heads(const config_t *cfg);
+/* Vocabulary padded to a multiple of 128. */
 int config_padded_vocab(const config_t *cfg);
+/* Sets choice key `key` of &group (e.g. "parallel", "recompute") to one of its values, string
+ * and enum together (for code that tries other setups on a copy, and tests). 0, or -1 when the
+ * key is not a choice key or the value not one of its choices (nothing changed). */
+int config_set_choice(config_t *cfg, const char *group, const char *key, const char *value);
 /* Whether there is a weights copy that can be kept in 16-bit storage (&train weights_storage):
  * &train precision bf16 or fp16. */
 bool config_weights_16bit_possible(const config_t *cfg);

@@ -2,8 +2,9 @@
  * the checks that need more than one key. The run-time side is train/curriculum.h (the stage
  * plan, switching at boundaries) and io/mixture.h (which source each sample comes from).
  * Owns: the mixture syntax, the checks of the stages against each other and against &model /
- * &train, the names of the &stage keys. Uses: config.h, core/error.h. Used by: config.c,
- * train/curriculum, io/mixture.
+ * &train, the names of the &stage keys. Uses: config.h, core/error.h. Used by: config_schema.c,
+ * config_checks.c, config_load.c, config_echo.c (never config.c or config.h: the configuration's
+ * table and type do not depend on the stages' checks), train/curriculum, io/mixture.
  *
  * A &stage group sets, for a contiguous range of optimizer steps, any of:
  *   until_step / until_tokens  where the stage ends: after that many optimizer steps, or at the

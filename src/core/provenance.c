@@ -7,6 +7,7 @@
 #include "core/alloc.h"
 #include "core/buildinfo.h"
 #include "core/error.h"
+#include "core/json.h"
 
 static void add_field(provenance_t *p, const char *name, char *text, char *json) {
     ASSERT(p->n < PROVENANCE_MAX_FIELDS);
@@ -18,18 +19,12 @@ static void add_field(provenance_t *p, const char *name, char *text, char *json)
 }
 
 char *provenance_json_string(const char *s) {
-    size_t n = strlen(s), o = 0;
-    char *out = xrealloc_small(NULL, 6 * n + 3);
-    out[o++] = '"';
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') out[o++] = '\\', out[o++] = (char)c;
-        else if (c == '\n') out[o++] = '\\', out[o++] = 'n';
-        else if (c < 0x20) o += (size_t)snprintf(out + o, 7, "\\u%04x", c);
-        else out[o++] = (char)c;
-    }
-    out[o++] = '"';
-    out[o] = '\0';
+    const size_t n = json_escape(NULL, 0, s);
+    char *out = xrealloc_small(NULL, n + 3);
+    out[0] = '"';
+    json_escape(out + 1, n + 1, s);
+    out[n + 1] = '"';
+    out[n + 2] = '\0';
     return out;
 }
 

@@ -187,7 +187,7 @@ static hwloc_bitmap_t cores_of(hwloc_topology_t hw, hwloc_const_bitmap_t set) {
  * replaced by the share. Sets the binding status and `binding`, the CPUs the rank now runs on.
  * Never fatal: a refused binding is recorded and the run carries on. Returns whether the process
  * is bound as `binding` says (so its threads can be pinned within it). */
-static bool bind_process(topology_t *t, const char *bind_mode, hwloc_bitmap_t binding) {
+static bool bind_process(topology_t *t, bool bind_cores, hwloc_bitmap_t binding) {
     topology_place_info_t *me = &t->me;
     hwloc_topology_t hw = t->hw;
     hwloc_const_cpuset_t machine = hwloc_topology_get_topology_cpuset(hw);
@@ -218,7 +218,7 @@ static bool bind_process(topology_t *t, const char *bind_mode, hwloc_bitmap_t bi
     me->oversubscribed = topology_split_cores(me->local_rank, me->local_size, n, &first, &count);
     me->share = count;
     bool bound = false;
-    if (strcmp(bind_mode, "none") == 0) {
+    if (!bind_cores) {
         snprintf(me->binding, sizeof me->binding, "%s (bind_mode = none)",
                  launcher_bound ? "bound by launcher" : "not bound");
     } else if (keep) {
@@ -313,7 +313,7 @@ static void free_sets(hwloc_bitmap_t *sets, int n) {
     xfree(sets);
 }
 
-/* OpenMP runs one thread per core of the binding (`choose`, bind_mode "cores") unless
+/* OpenMP runs one thread per core of the binding (`choose`, bind_cores) unless
  * OMP_NUM_THREADS is set: that is respected, and the table warns when it exceeds the cores. */
 static void set_thread_count(topology_place_info_t *me, bool choose) {
     const char *env = getenv("OMP_NUM_THREADS");
@@ -432,12 +432,12 @@ static void describe_threads(topology_t *t) {
 }
 
 /* Why the rank has the cores it has, in words, for the startup summary. */
-static void explain_cores(topology_place_info_t *me, const char *bind_mode) {
+static void explain_cores(topology_place_info_t *me, bool bind_cores) {
     const int n = me->n_cores;
     const char *s = n == 1 ? "" : "s";
     char *w = me->why;
     const size_t len = sizeof me->why;
-    if (strcmp(bind_mode, "none") == 0)
+    if (!bind_cores)
         snprintf(w, len, "&run bind = 'none': the launcher's binding and the OMP_* variables decide (%d core%s)", n, s);
     else if (strncmp(me->binding, "not permitted", 13) == 0)
         snprintf(w, len, "the system refused llmtrain's binding: %d core%s, as the launcher left the rank", n, s);
@@ -558,11 +558,9 @@ static void find_gpu(topology_t *t, hwloc_const_cpuset_t binding) {
 
 /* ---- the public API --------------------------------------------------------------------------- */
 
-void topology_place(topology_t *t, MPI_Comm world, const char *bind_mode) {
+void topology_place(topology_t *t, MPI_Comm world, bool bind_cores) {
     memset(t, 0, sizeof *t);
     t->node_comm = MPI_COMM_NULL;
-    if (strcmp(bind_mode, "cores") != 0 && strcmp(bind_mode, "none") != 0)
-        fatal_user("bind mode '%s' is not one of 'cores', 'none'", bind_mode);
     hwloc_topology_t hw;
     HWLOC_CHECK(hwloc_topology_init(&hw));
     t->hw = hw;
@@ -572,18 +570,17 @@ void topology_place(topology_t *t, MPI_Comm world, const char *bind_mode) {
     find_node(t, world);
     t->me.node_cores = hwloc_get_nbobjs_by_type(hw, core_type(hw));
     hwloc_bitmap_t binding = bitmap_new();
-    const bool bound = bind_process(t, bind_mode, binding);
+    const bool bound = bind_process(t, bind_cores, binding);
     describe_binding(t, binding);
-    const bool cores = strcmp(bind_mode, "cores") == 0;
-    set_thread_count(&t->me, cores);
-    const int refused = cores && bound ? pin_threads(hw, binding) : 0;
+    set_thread_count(&t->me, bind_cores);
+    const int refused = bind_cores && bound ? pin_threads(hw, binding) : 0;
     if (refused) {
         size_t len = strlen(t->me.binding);
         snprintf(t->me.binding + len, sizeof t->me.binding - len, "; threads not pinned: %s",
                  strerror(refused));
     }
     describe_threads(t);
-    explain_cores(&t->me, bind_mode);
+    explain_cores(&t->me, bind_cores);
     find_gpu(t, binding);
     hwloc_bitmap_free(binding);
 }

@@ -28,11 +28,12 @@
  * OpenMP thread i is pinned to core i mod n of the binding, whatever OMP_PLACES / OMP_PROC_BIND
  * say. Later parallel regions reuse those threads (libgomp keeps its pool while the team size
  * stays the same; a region with a smaller num_threads clause would end the surplus threads and
- * start unpinned ones). bind_mode = "none" leaves the binding and the threads to the launcher and
- * the OMP_* variables. */
+ * start unpinned ones). bind_cores false (&parallel bind = 'none') leaves the binding and the
+ * threads to the launcher and the OMP_* variables. */
 #ifndef LLMT_TOPOLOGY_H
 #define LLMT_TOPOLOGY_H
 #include <mpi.h>
+#include <stdbool.h>
 #include <stdio.h>
 
 struct hwloc_topology; /* hwloc_topology_t without making every includer see hwloc.h */
@@ -84,11 +85,12 @@ typedef struct topology {
     topology_place_info_t me;
 } topology_t;
 
-/* Load the topology, find the node-local rank, bind this process (bind_mode "cores") or leave
- * it alone ("none"), set the OpenMP thread count and pin each thread to its core ("cores"), and
- * record the placement (this runs OpenMP parallel regions). Collective over world. Call it
- * from the thread that runs the parallel regions (main's), before any of them. */
-void topology_place(topology_t *t, MPI_Comm world, const char *bind_mode);
+/* Load the topology, find the node-local rank, bind this process (bind_cores, &parallel bind =
+ * 'cores') or leave it alone ('none'), set the OpenMP thread count and pin each thread to its
+ * core (bind_cores), and record the placement (this runs OpenMP parallel regions). Collective
+ * over world. Call it from the thread that runs the parallel regions (main's), before any of
+ * them. */
+void topology_place(topology_t *t, MPI_Comm world, bool bind_cores);
 /* Rank 0 prints one line per rank: rank, host, local rank, cores, NUMA, GPU, aggregator,
  * threads, binding status; a note per oversubscribed node and a warning when OMP_NUM_THREADS
  * exceeds a rank's cores. Collective over world. topology_fprint writes the table to `out` (rank 0). */

@@ -55,6 +55,7 @@
 #include "core/alloc.h"
 #include "core/error.h"
 #include "core/fileio.h"
+#include "core/json.h"
 #include "core/rng.h"
 #include "core/sha256.h"
 #include "core/timer.h"
@@ -838,14 +839,11 @@ static void open_and_hash(input_t *in, int n_in) {
 /* ---- provenance ------------------------------------------------------------------------------- */
 
 static void json_str(text_t *t, const char *s) {
-    tprintf(t, "\"");
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') tprintf(t, "\\%c", c);
-        else if (c < 0x20) tprintf(t, "\\u%04x", c);
-        else tprintf(t, "%c", c);
-    }
-    tprintf(t, "\"");
+    const size_t n = json_escape(NULL, 0, s);
+    char *esc = xrealloc_small(NULL, n + 1);
+    json_escape(esc, n + 1, s);
+    tprintf(t, "\"%s\"", esc);
+    free(esc);
 }
 
 /* A namelist string: quotes doubled. */

@@ -22,6 +22,7 @@
  * Uses: io/tokenizer, io/shards, core/ (errors, timers, fileio: make_dirs, atomic writes). */
 #include "core/error.h"
 #include "core/fileio.h"
+#include "core/json.h"
 #include "core/sha256.h"
 #include "core/timer.h"
 #include "core/version.h"
@@ -545,17 +546,6 @@ static void remove_stale(const prep_t *p, const char *split, int from) {
 
 /* ------------------------------------------------------------------ manifest */
 
-static void json_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 0x20) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 typedef struct totals {
     uint64_t tokens, val, docs;
     int n_shards;
@@ -575,11 +565,11 @@ static void write_manifest(const prep_t *p, const shard_plan_t *plan, const tota
             "token count), then uint16 tokens\",\n", SHARD_MAGIC, SHARD_VERSION);
     fprintf(f, "  \"tokenizer\": \"tokenizer.tiktoken\",\n  \"tokenizer_source\": ");
     if (p->o.train_vocab) fprintf(f, "\"trained here: --train-vocab %u\",\n", p->o.train_vocab);
-    else json_str(f, p->o.tokenizer), fputs(",\n", f);
+    else json_write_string(f, p->o.tokenizer), fputs(",\n", f);
     fprintf(f, "  \"vocab_size\": %u,\n  \"eot_token\": %u,\n", tokenizer_vocab_size(p->tok),
             tokenizer_eot(p->tok));
     fprintf(f, "  \"doc_separator\": ");
-    if (p->o.sep_len) json_str(f, p->o.sep_arg);
+    if (p->o.sep_len) json_write_string(f, p->o.sep_arg);
     else fputs("null", f);
     fprintf(f, ",\n  \"documents\": %llu,\n  \"total_tokens\": %llu,\n  \"train_tokens\": %llu,\n"
             "  \"val_tokens\": %llu,\n  \"val_fraction\": %.10g,\n  \"shard_tokens\": %llu,\n",
@@ -589,7 +579,7 @@ static void write_manifest(const prep_t *p, const shard_plan_t *plan, const tota
     fputs("  \"files\": [", f);
     for (int i = 0; i < p->o.n_files; i++) {
         fputs(i ? ",\n    {\"path\": " : "\n    {\"path\": ", f);
-        json_str(f, p->o.files[i]);
+        json_write_string(f, p->o.files[i]);
         fprintf(f, ", \"bytes\": %llu}", (unsigned long long)p->file_bytes[i]);
     }
     fputs("\n  ],\n  \"shards\": [", f);

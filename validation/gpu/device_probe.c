@@ -17,7 +17,7 @@ int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     const dtype_t precision = dtype_from_name(argc > 1 ? argv[1] : "fp32");
     topology_t topo;
-    topology_place(&topo, MPI_COMM_WORLD, "cores");
+    topology_place(&topo, MPI_COMM_WORLD, true);
     char err[512];
     const int rc = device_open(&topo, precision, err, sizeof err);
     comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, "opening the GPU", rc ? err : NULL);

@@ -1,4 +1,4 @@
-/* test_config.c — the typed configuration (src/config/config.c): defaults, every key reaching
+/* test_config.c — the typed configuration (src/config/): defaults, every key reaching
  * its field, every error path with its exact one-line message (captured through
  * error_set_fatal_hook + longjmp), the cross-key checks, config_load over MPI, and the
  * config_to_namelist round trip. Reference: the schema in config.h / docs/design.md. */
@@ -1057,10 +1057,62 @@ static void load_reports_parse_errors_with_the_file_path(void **state) {
     unlink(path);
 }
 
+/* The choice keys' enums (config_t.choice) follow their strings: the defaults, every value of
+ * each key as parsed (any case), arch's defaults of the switches, and config_set_choice. */
+static void choice_enums_follow_the_strings(void **state) {
+    (void)state;
+    config_t c;
+    config_defaults(&c);
+    assert_int_equal(c.choice.mode, CFG_MODE_TRAIN);
+    assert_int_equal(c.choice.device, CFG_DEVICE_CPU);
+    assert_int_equal(c.choice.schedule, CFG_SCHED_1F1B);
+    assert_int_equal(c.choice.on_anomaly, CFG_POLICY_SKIP);
+    assert_int_equal(c.choice.on_spike, CFG_POLICY_INHERIT);
+    assert_int_equal(c.choice.init_depth_scaled, CFG_DEPTH_TOTAL);
+    assert_int_equal(c.choice.data_format, CFG_FORMAT_AUTO);
+    parse_ok("&run mode = 'EVAL' init_from = 'w.h5' /\n&model arch = 'llama' norm = 'layernorm' "
+             "init = 'kaiming' init_depth_scaled = 'layer' drop_policy = 'position' router = 'mlp' /\n"
+             "&parallel schedule = 'zb-h1' pp = 2 recompute = 'Selective' bind = 'none' /\n"
+             "&train lr_schedule = 'wsd' precision = 'bf16' bf16_products = 'emulated' "
+             "weights_storage = '16bit' activations_storage = 'fp32' on_anomaly = 'abort' "
+             "on_spike = 'rollback' on_divergence = 'warn' /\n"
+             "&data train_files = 'x' val_files = 'y' format = 'nanogpt' /\n", &c);
+    assert_int_equal(c.choice.mode, CFG_MODE_EVAL);
+    assert_int_equal(c.choice.arch, CFG_ARCH_LLAMA);
+    assert_int_equal(c.choice.norm, CFG_NORM_LAYERNORM); /* given: wins over arch's default */
+    assert_int_equal(c.choice.pos, CFG_POS_ROPE);         /* arch's defaults */
+    assert_int_equal(c.choice.mlp, CFG_MLP_SWIGLU);
+    assert_int_equal(c.choice.init_scheme, CFG_INIT_KAIMING);
+    assert_int_equal(c.choice.init_depth_scaled, CFG_DEPTH_LAYER);
+    assert_int_equal(c.choice.drop_policy, CFG_DROP_POSITION);
+    assert_int_equal(c.choice.router, CFG_ROUTER_MLP);
+    assert_int_equal(c.choice.schedule, CFG_SCHED_ZB_H1);
+    assert_int_equal(c.choice.recompute, CFG_RECOMPUTE_SELECTIVE);
+    assert_int_equal(c.choice.bind, CFG_BIND_NONE);
+    assert_int_equal(c.choice.lr_schedule, CFG_LR_WSD);
+    assert_int_equal(c.choice.precision, CFG_PRECISION_BF16);
+    assert_int_equal(c.choice.offload, CFG_OFFLOAD_NONE);
+    assert_int_equal(c.choice.bf16_products, CFG_BF16_EMULATED);
+    assert_int_equal(c.choice.weights_storage, CFG_STORAGE_16BIT);
+    assert_int_equal(c.choice.activations_storage, CFG_STORAGE_FP32);
+    assert_int_equal(c.choice.on_anomaly, CFG_POLICY_ABORT);
+    assert_int_equal(c.choice.on_spike, CFG_POLICY_ROLLBACK);
+    assert_int_equal(c.choice.on_divergence, CFG_POLICY_WARN);
+    assert_int_equal(c.choice.data_format, CFG_FORMAT_NANOGPT);
+    assert_int_equal(config_set_choice(&c, "parallel", "recompute", "full"), 0);
+    assert_string_equal(c.recompute, "full");
+    assert_int_equal(c.choice.recompute, CFG_RECOMPUTE_FULL);
+    assert_int_equal(config_set_choice(&c, "parallel", "recompute", "most"), -1);
+    assert_int_equal(config_set_choice(&c, "parallel", "dp", "2"), -1);
+    assert_string_equal(c.recompute, "full");
+    config_destroy(&c);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(defaults_are_the_documented_values),
+        cmocka_unit_test(choice_enums_follow_the_strings),
         cmocka_unit_test(minimal_file_gets_defaults_and_derived_d_ff_and_global_batch),
         cmocka_unit_test(every_key_reaches_its_field),
         cmocka_unit_test(names_and_choices_are_case_insensitive),

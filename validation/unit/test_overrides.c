@@ -1,5 +1,5 @@
 /* test_overrides.c — command-line overrides "group.key=value" (config_parse_overrides,
- * config_load_overrides in src/config/config.c): every kind of value reaches its field, an
+ * config_load_overrides in src/config/config_load.c): every kind of value reaches its field, an
  * override wins over the file and a later one over an earlier one, each error is the namelist
  * file's message with "command line argument N 'TEXT':" in place of "file:line:col:", and the
  * overrides are echoed by config_to_namelist. Reference: the key table and its messages, as

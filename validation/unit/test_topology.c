@@ -154,7 +154,7 @@ static void topology_bind_none_leaves_binding_unchanged(void **state) {
     if (omp_get_thread_num() == 0) threads = omp_get_num_threads();
     hwloc_bitmap_t before = hwloc_bitmap_alloc();
     assert_int_equal(hwloc_get_cpubind(hw, before, HWLOC_CPUBIND_PROCESS), 0);
-    topology_place(&t, MPI_COMM_WORLD, "none");
+    topology_place(&t, MPI_COMM_WORLD, false);
     assert_int_equal(t.me.n_threads, threads); /* the count is left to OMP_NUM_THREADS */
     hwloc_bitmap_t after = binding_now(&t);
     char b[64], a[64];
@@ -179,7 +179,7 @@ static void topology_place_cores_gives_nonempty_core_list_and_one_aggregator(voi
     assert_int_equal(hwloc_topology_load(hw), 0);
     hwloc_bitmap_t before = hwloc_bitmap_alloc();
     assert_int_equal(hwloc_get_cpubind(hw, before, HWLOC_CPUBIND_PROCESS), 0);
-    topology_place(&t, MPI_COMM_WORLD, "cores");
+    topology_place(&t, MPI_COMM_WORLD, true);
     hwloc_bitmap_t after = binding_now(&t);
     /* node-local rank, independently */
     MPI_Comm node;
@@ -295,7 +295,7 @@ static void topology_place_cores_pins_openmp_thread_i_to_core_i_mod_n_of_the_bin
     hwloc_bitmap_t before = hwloc_bitmap_alloc();
     assert_int_equal(hwloc_get_cpubind(hw, before, HWLOC_CPUBIND_PROCESS), 0);
     topology_t t;
-    topology_place(&t, MPI_COMM_WORLD, "cores");
+    topology_place(&t, MPI_COMM_WORLD, true);
     if (strncmp(t.me.binding, "not permitted", 13) == 0) {
         printf("  rank %d: binding refused, no threads to check\n", world_rank);
     } else {
@@ -458,7 +458,7 @@ static bool mpi_io_echoes_unknown_keys(const char *path) {
 static void topology_io_hints_open_write_read_collectively_and_mpi_io_reports_them(void **state) {
     (void)state;
     topology_t t;
-    topology_place(&t, MPI_COMM_WORLD, "none");
+    topology_place(&t, MPI_COMM_WORLD, false);
     assert_int_equal(t.n_nodes, 1);
     char tmp[256] = "/tmp/llmt_test_topology_XXXXXX";
     if (world_rank == 0) assert_non_null(mkdtemp(tmp));
@@ -491,7 +491,7 @@ static void topology_io_hints_open_write_read_collectively_and_mpi_io_reports_th
 static void topology_print_table_has_a_header_and_one_row_per_rank(void **state) {
     (void)state;
     topology_t t;
-    topology_place(&t, MPI_COMM_WORLD, "none");
+    topology_place(&t, MPI_COMM_WORLD, false);
     char *text = NULL;
     size_t len = 0;
     FILE *out = open_memstream(&text, &len);

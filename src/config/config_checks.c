@@ -1,0 +1,410 @@
+/* config_checks.c — the checks that need more than one key, and the values derived from several.
+ * Owns: where a value came from in messages (line, command-line argument or default), arch's
+ * defaults of the Llama switches, dropout's of the three dropouts, d_ff / global_batch / resume
+ * when not given, and every rule between keys (heads and widths, batch geometry, the
+ * interleaved schedule, precision and its storage and loss-scaling keys, MoE, mode and its
+ * inputs, the data mixture, profile steps); cfg_check_cross_keys runs them, then the &stage
+ * checks (stages.c) and the sizes (config_sizes.c). Uses: config_internal.h, stages.h,
+ * core/error.h. */
+#include "config/config.h"
+#include "config/config_internal.h"
+#include "config/stages.h"
+#include "core/error.h"
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- checks that need more than one key -------------------------------------------------- */
+
+/* "line 7" if the file set key k, "command line argument 2" if an override did, else "default" —
+ * cross-key messages name where each came from. */
+const char *cfg_provenance(const parse_ctx_t *ctx, int k, char buf[32]) {
+    if (!ctx->set_by[k]) return "default";
+    int line = ctx->set_by[k]->line;
+    if (line < 0) snprintf(buf, 32, "command line argument %d", ctx->over[-1 - line].argno);
+    else snprintf(buf, 32, "line %d", line);
+    return buf;
+}
+
+/* Where to point for a check on keys a and b: the first one the file set, else a group header
+ * of theirs, else the top of the file. */
+void cfg_locate(const parse_ctx_t *ctx, int a, int b, int *line, int *col) {
+    const nl_entry_t *e = ctx->set_by[a] ? ctx->set_by[a] : ctx->set_by[b];
+    const nl_group_t *g = ctx->group_at[cfg_keys[a].group];
+    if (!g) g = ctx->group_at[cfg_keys[b].group];
+    *line = e ? e->line : g ? g->line : 1;
+    *col = e ? e->col : g ? g->col : 1;
+}
+
+static int check_heads_divide_width(parse_ctx_t *ctx, const config_t *cfg) {
+    if (cfg->d_model % cfg->n_head == 0) return 0;
+    int a = cfg_key_index(G_MODEL, "d_model"), b = cfg_key_index(G_MODEL, "n_head"), line, col;
+    char pa[32], pb[32];
+    cfg_locate(ctx, a, b, &line, &col);
+    return cfg_error(ctx, line, col, "&model d_model: d_model = %d (%s) must be divisible by n_head = %d (%s)",
+                     cfg->d_model, cfg_provenance(ctx, a, pa), cfg->n_head, cfg_provenance(ctx, b, pb));
+}
+
+/* &model arch = 'llama' sets the defaults of the switches it names; one set in the namelist or
+ * on the command line keeps its value. n_kv_head = 0 means n_head. Runs before the checks. */
+static void resolve_arch(parse_ctx_t *ctx, config_t *cfg) {
+    if (cfg->choice.arch == CFG_ARCH_LLAMA) {
+        const struct { const char *key, *value; } strs[] = {
+            {"norm", "rmsnorm"}, {"pos", "rope"}, {"mlp", "swiglu"}};
+        for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
+            const int k = cfg_key_index(G_MODEL, strs[i].key);
+            if (!ctx->set_by[k]) cfg_store_choice(cfg, &cfg_keys[k], strs[i].value);
+        }
+        if (!ctx->set_by[cfg_key_index(G_MODEL, "tie_embeddings")]) cfg->tie_embeddings = false;
+        if (!ctx->set_by[cfg_key_index(G_MODEL, "bias")]) cfg->bias = false;
+    }
+    if (cfg->n_kv_head == 0) cfg->n_kv_head = cfg->n_head;
+}
+
+/* Grouped-query attention: whole groups of query heads per k/v head. RoPE rotates pairs of
+ * dimensions (i, i + hs/2) of each head: an even head size. */
+static int check_kv_heads_and_rope(parse_ctx_t *ctx, const config_t *cfg) {
+    int a = cfg_key_index(G_MODEL, "n_kv_head"), b = cfg_key_index(G_MODEL, "n_head"), line, col;
+    char pa[32], pb[32];
+    if (cfg->n_kv_head > cfg->n_head || cfg->n_head % cfg->n_kv_head != 0) {
+        cfg_locate(ctx, a, b, &line, &col);
+        return cfg_error(ctx, line, col, "&model n_kv_head: n_kv_head = %d (%s) must divide n_head = %d (%s)",
+                         cfg->n_kv_head, cfg_provenance(ctx, a, pa), cfg->n_head, cfg_provenance(ctx, b, pb));
+    }
+    const int hs = cfg->d_model / cfg->n_head;
+    if (cfg->choice.pos == CFG_POS_ROPE && hs % 2 != 0) {
+        a = cfg_key_index(G_MODEL, "pos");
+        cfg_locate(ctx, a, b, &line, &col);
+        return cfg_error(ctx, line, col, "&model pos: 'rope' needs an even head size, but d_model / n_head = "
+                         "%d / %d = %d", cfg->d_model, cfg->n_head, hs);
+    }
+    return 0;
+}
+
+static int check_global_batch(parse_ctx_t *ctx, const config_t *cfg) {
+    int a = cfg_key_index(G_TRAIN, "global_batch"), b = cfg_key_index(G_TRAIN, "micro_batch");
+    int c = cfg_key_index(G_PARALLEL, "dp"), line, col;
+    char pa[32], pb[32], pc[32];
+    if (cfg->micro_batch == 0) { /* chosen at startup: needs the global batch it must divide */
+        if (cfg->global_batch > 0 && cfg->global_batch % cfg->dp == 0) return 0;
+        cfg_locate(ctx, b, a, &line, &col);
+        return cfg_error(ctx, line, col, "&train micro_batch: micro_batch = 0 (the largest that fits "
+                         "the memory limit) needs a global_batch that dp = %d divides; global_batch "
+                         "= %d (%s)", cfg->dp, cfg->global_batch, cfg_provenance(ctx, a, pa));
+    }
+    long long per_step = (long long)cfg->micro_batch * cfg->dp;
+    if (cfg->global_batch == 0 || cfg->global_batch % per_step == 0) return 0;
+    cfg_locate(ctx, a, b, &line, &col);
+    return cfg_error(ctx, line, col,
+                     "&train global_batch: global_batch = %d (%s) must be a multiple of micro_batch * dp = "
+                     "%d * %d = %lld (&train micro_batch: %s, &parallel dp: %s)",
+                     cfg->global_batch, cfg_provenance(ctx, a, pa), cfg->micro_batch, cfg->dp, per_step,
+                     cfg_provenance(ctx, b, pb), cfg_provenance(ctx, c, pc));
+}
+
+static int check_min_lr(parse_ctx_t *ctx, const config_t *cfg) {
+    if (cfg->min_lr <= cfg->lr) return 0;
+    int a = cfg_key_index(G_TRAIN, "min_lr"), b = cfg_key_index(G_TRAIN, "lr"), line, col;
+    char pa[32], pb[32];
+    cfg_locate(ctx, a, b, &line, &col);
+    return cfg_error(ctx, line, col, "&train min_lr: min_lr = %g (%s) must be <= lr = %g (%s)", cfg->min_lr,
+                     cfg_provenance(ctx, a, pa), cfg->lr, cfg_provenance(ctx, b, pb));
+}
+
+static int check_recompute_layers(parse_ctx_t *ctx, const config_t *cfg) {
+    if (cfg->recompute_layers <= cfg->n_layer) return 0;
+    int a = cfg_key_index(G_PARALLEL, "recompute_layers"), b = cfg_key_index(G_MODEL, "n_layer"), line, col;
+    char pa[32], pb[32];
+    cfg_locate(ctx, a, b, &line, &col);
+    return cfg_error(ctx, line, col,
+                     "&parallel recompute_layers: recompute_layers = %d (%s) must be <= n_layer = %d (%s); "
+                     "-1 recomputes every block", cfg->recompute_layers, cfg_provenance(ctx, a, pa), cfg->n_layer,
+                     cfg_provenance(ctx, b, pb));
+}
+
+static int check_mode_inputs(parse_ctx_t *ctx, const config_t *cfg) {
+    int m = cfg_key_index(G_RUN, "mode"), line, col;
+    char pm[32];
+    if (cfg->choice.mode == CFG_MODE_TRAIN && cfg->train_files[0] == '\0' && !stages_have_data(cfg)) {
+        int f = cfg_key_index(G_DATA, "train_files");
+        cfg_locate(ctx, f, m, &line, &col);
+        return cfg_error(ctx, line, col,
+                         "&data train_files: must be set when &run mode = 'train' (%s), "
+                         "e.g. train_files = 'data/train_*.bin' (or &data mixture)", cfg_provenance(ctx, m, pm));
+    }
+    if (cfg->choice.mode == CFG_MODE_GENERATE && cfg->n_prompt_ids < 1 && cfg->prompt[0] == '\0') {
+        int p = cfg_key_index(G_RUN, "prompt_ids");
+        cfg_locate(ctx, p, m, &line, &col);
+        return cfg_error(ctx, line, col,
+                         "&run prompt_ids: mode = 'generate' (%s) needs at least one prompt id "
+                         "(n_prompt_ids >= 1), e.g. prompt_ids = 50256, or a text prompt with "
+                         "&data tokenizer", cfg_provenance(ctx, m, pm));
+    }
+    if (cfg->prompt[0] != '\0' && cfg->tokenizer[0] == '\0') {
+        int p = cfg_key_index(G_RUN, "prompt"), t = cfg_key_index(G_DATA, "tokenizer");
+        cfg_locate(ctx, t, p, &line, &col);
+        return cfg_error(ctx, line, col,
+                         "&data tokenizer: a text prompt (&run prompt) needs a tokenizer file, "
+                         "e.g. tokenizer = 'data/gpt2/gpt2.tiktoken'");
+    }
+    return 0;
+}
+
+static int check_prompt_in_vocab(parse_ctx_t *ctx, const config_t *cfg) {
+    int p = cfg_key_index(G_RUN, "prompt_ids"), v = cfg_key_index(G_MODEL, "vocab_size");
+    char pv[32];
+    for (int i = 0; i < cfg->n_prompt_ids; i++) {
+        if (cfg->prompt_ids[i] < cfg->vocab_size) continue;
+        const nl_value_t *val = &ctx->set_by[p]->values[i];
+        return cfg_error(ctx, val->line, val->col,
+                         "&run prompt_ids: id %d must be < vocab_size = %d (&model vocab_size: %s)",
+                         cfg->prompt_ids[i], cfg->vocab_size, cfg_provenance(ctx, v, pv));
+    }
+    return 0;
+}
+
+/* The interleaved schedule: virtual_stages v >= 2 chunks per stage, pp >= 2, n_layer divisible
+ * by pp * v (equal chunks); and v > 1 only with it. (Micro-batches a multiple of pp: checked
+ * where their number is known, train/schedule.c.) */
+static int check_virtual_stages(parse_ctx_t *ctx, const config_t *cfg) {
+    const bool il = cfg->choice.schedule == CFG_SCHED_INTERLEAVED;
+    const int v = cfg->virtual_stages, p = cfg->pp, L = cfg->n_layer;
+    int a = cfg_key_index(G_PARALLEL, "virtual_stages"), s = cfg_key_index(G_PARALLEL, "schedule"), line, col;
+    char pa[32], ps[32];
+    cfg_locate(ctx, a, s, &line, &col);
+    if (!il && v > 1)
+        return cfg_error(ctx, line, col, "&parallel virtual_stages = %d (%s) needs schedule = "
+                         "'interleaved' (got '%s'), or set virtual_stages = 1", v,
+                         cfg_provenance(ctx, a, pa), cfg->schedule);
+    if (!il) return 0;
+    if (p < 2)
+        return cfg_error(ctx, line, col, "&parallel virtual_stages: schedule = 'interleaved' (%s) "
+                         "needs pp >= 2, got pp = %d; use pp >= 2, or schedule = '1f1b' with "
+                         "virtual_stages = 1", cfg_provenance(ctx, s, ps), p);
+    if (v < 2)
+        return cfg_error(ctx, line, col, "&parallel virtual_stages = %d (%s): schedule = "
+                         "'interleaved' needs virtual_stages >= 2 (with one chunk per stage it is "
+                         "'1f1b')", v, cfg_provenance(ctx, a, pa));
+    if (L % (p * v) != 0) {
+        char ok[160] = "";
+        size_t at = 0;
+        for (int c = 2; c <= L / p && at + 8 < sizeof ok; c++)
+            if (L % (p * c) == 0) at += (size_t)snprintf(ok + at, sizeof ok - at, "%s%d", at ? ", " : "", c);
+        const int lo = L / (p * v) * (p * v), hi = lo + p * v;
+        char near[64];
+        if (lo > 0) snprintf(near, sizeof near, "n_layer = %d or %d", lo, hi);
+        else snprintf(near, sizeof near, "n_layer = %d", hi);
+        return cfg_error(ctx, line, col, "&parallel virtual_stages = %d (%s): &model n_layer = %d "
+                         "is not divisible by pp * virtual_stages = %d; nearest valid: %s, or "
+                         "virtual_stages in {%s} for pp = %d", v, cfg_provenance(ctx, a, pa), L, p * v,
+                         near, at ? ok : "none", p);
+    }
+    return 0;
+}
+
+/* ZB-H1's post-validation keeps copies of the optimizer state beside it in device memory, to
+ * undo an optimistic update: not with the state on the host. */
+static int check_offload(parse_ctx_t *ctx, const config_t *cfg) {
+    if (cfg->choice.offload != CFG_OFFLOAD_OPTIMIZER || cfg->choice.schedule != CFG_SCHED_ZB_H1) return 0;
+    int o = cfg_key_index(G_TRAIN, "offload"), s = cfg_key_index(G_PARALLEL, "schedule"), line, col;
+    char ps[32];
+    cfg_locate(ctx, o, s, &line, &col);
+    return cfg_error(ctx, line, col, "&train offload = 'optimizer' cannot be used with &parallel "
+                     "schedule = 'zb-h1' (%s): its post-validation undoes updates from device "
+                     "copies of the optimizer state; use schedule = '1f1b', or offload = 'none'",
+                     cfg_provenance(ctx, s, ps));
+}
+
+/* weights_storage / activations_storage = '16bit' needs values rounded to 16 bits: a bf16/fp16
+ * run (`what`: what the key stores). */
+static int check_storage_key(parse_ctx_t *ctx, const config_t *cfg, const char *key,
+                             cfg_storage_t value, const char *what) {
+    if (value != CFG_STORAGE_16BIT || config_weights_16bit_possible(cfg)) return 0;
+    int w = cfg_key_index(G_TRAIN, key), p = cfg_key_index(G_TRAIN, "precision"), line, col;
+    cfg_locate(ctx, w, p, &line, &col);
+    return cfg_error(ctx, line, col, "&train %s = '16bit' needs a 16-bit %s, and &train precision "
+                     "= 'fp32' has none; use precision = 'bf16' or 'fp16', or %s = 'auto'", key,
+                     what, key);
+}
+
+static int check_storage(parse_ctx_t *ctx, const config_t *cfg) {
+    return check_storage_key(ctx, cfg, "weights_storage", cfg->choice.weights_storage, "weights copy") ||
+           check_storage_key(ctx, cfg, "activations_storage", cfg->choice.activations_storage,
+                             "activation type");
+}
+
+/* Generation runs the whole model on each rank: any saved file loads on any grid. */
+static int check_generate_grid(parse_ctx_t *ctx, const config_t *cfg) {
+    if (cfg->pp == 1 || cfg->choice.mode != CFG_MODE_GENERATE) return 0;
+    int m = cfg_key_index(G_RUN, "mode"), p = cfg_key_index(G_PARALLEL, "pp"), line, col;
+    char pm[32], pp[32];
+    cfg_locate(ctx, p, m, &line, &col);
+    return cfg_error(ctx, line, col,
+                     "&parallel pp: mode = 'generate' (%s) runs with pp = 1, got pp = %d (%s); weights "
+                     "saved on any grid load there", cfg_provenance(ctx, m, pm), cfg->pp, cfg_provenance(ctx, p, pp));
+}
+
+/* Loss scaling is fp16's: its keys set with another precision would do nothing, and a dynamic
+ * scaler that starts below its floor cannot work. */
+static const char *const fp16_keys[] = {"loss_scale", "initial_loss_scale", "loss_scale_window",
+                                        "hysteresis", "min_loss_scale"};
+#define N_FP16_KEYS (sizeof fp16_keys / sizeof fp16_keys[0])
+
+bool cfg_is_fp16_key(const key_spec_t *ks) {
+    for (size_t i = 0; i < N_FP16_KEYS; i++)
+        if (ks->group == G_TRAIN && !strcmp(ks->key, fp16_keys[i])) return true;
+    return false;
+}
+
+static int check_loss_scaling(parse_ctx_t *ctx, const config_t *cfg) {
+    const char *const *keys = fp16_keys;
+    int pr = cfg_key_index(G_TRAIN, "precision"), line, col;
+    char pp[32];
+    for (size_t i = 0; i < N_FP16_KEYS && cfg->choice.precision != CFG_PRECISION_FP16; i++) {
+        int k = cfg_key_index(G_TRAIN, keys[i]);
+        if (!ctx->set_by[k]) continue;
+        cfg_locate(ctx, k, pr, &line, &col);
+        return cfg_error(ctx, line, col, "&train %s: loss scaling is for precision = 'fp16', but "
+                         "precision = '%s' (%s); remove the key", keys[i], cfg->precision,
+                         cfg_provenance(ctx, pr, pp));
+    }
+    if (cfg->loss_scale == 0 && cfg->min_loss_scale > cfg->initial_loss_scale) {
+        int a = cfg_key_index(G_TRAIN, "min_loss_scale"), b = cfg_key_index(G_TRAIN, "initial_loss_scale");
+        char pa[32], pb[32];
+        cfg_locate(ctx, a, b, &line, &col);
+        return cfg_error(ctx, line, col, "&train min_loss_scale: min_loss_scale = %g (%s) must be <= "
+                         "initial_loss_scale = %g (%s)", cfg->min_loss_scale, cfg_provenance(ctx, a, pa),
+                         cfg->initial_loss_scale, cfg_provenance(ctx, b, pb));
+    }
+    return 0;
+}
+
+/* Validation every val_every steps needs data to validate on; without it nothing would run. */
+static int check_val_files(parse_ctx_t *ctx, const config_t *cfg) {
+    if (cfg->val_every == 0 || cfg->val_files[0] != '\0' || cfg->choice.mode != CFG_MODE_TRAIN) return 0;
+    int e = cfg_key_index(G_DATA, "val_every"), f = cfg_key_index(G_DATA, "val_files"), line, col;
+    char pe[32];
+    cfg_locate(ctx, e, f, &line, &col);
+    return cfg_error(ctx, line, col,
+                     "&data val_files: val_every = %d (%s) asks for validation, but val_files is not set; "
+                     "set val_files = 'data/val_*.bin' or val_every = 0", cfg->val_every, cfg_provenance(ctx, e, pe));
+}
+
+/* &data mixture: its syntax and weights (config/stages.h), and not together with train_files. */
+static int check_data_mixture(parse_ctx_t *ctx, const config_t *cfg) {
+    if (!cfg->mixture[0]) return 0;
+    int m = cfg_key_index(G_DATA, "mixture"), f = cfg_key_index(G_DATA, "train_files"), line, col;
+    char err[512], pf[32];
+    cfg_locate(ctx, m, f, &line, &col);
+    if (cfg->train_files[0])
+        return cfg_error(ctx, line, col, "&data mixture: set train_files (%s) or mixture, not both",
+                         cfg_provenance(ctx, f, pf));
+    mix_spec_t mix;
+    if (mixture_parse(cfg->mixture, &mix, err, sizeof err) != 0)
+        return cfg_error(ctx, line, col, "&data mixture: %s", err);
+    return 0;
+}
+
+/* &log profile_steps = 'a:b': whole numbers 1 <= a <= b, and only with profile = .true. */
+static int check_profile_steps(parse_ctx_t *ctx, config_t *cfg) {
+    const char *t = cfg->profile_steps;
+    if (!t[0]) return 0;
+    int k = cfg_key_index(G_LOG, "profile_steps"), pr = cfg_key_index(G_LOG, "profile"), line, col;
+    cfg_locate(ctx, k, pr, &line, &col);
+    long long a = 0, b = 0;
+    int used = 0;
+    if (sscanf(t, "%lld:%lld%n", &a, &b, &used) != 2 || t[used] != '\0' || t[0] == '+' ||
+        t[0] == '-' || a < 1 || b < a)
+        return cfg_error(ctx, line, col, "&log profile_steps: '%s' is not a step range 'a:b' "
+                         "with 1 <= a <= b (steps count from 1), e.g. profile_steps = '2:5'", t);
+    if (!cfg->profile)
+        return cfg_error(ctx, line, col, "&log profile_steps: the timeline's steps, but profile "
+                         "= .false.; set profile = .true. or remove the key");
+    cfg->profile_first = a;
+    cfg->profile_last = b;
+    return 0;
+}
+
+/* Mixture of Experts: top_k of n_experts, moe_every within the model, ep dividing dp and
+ * n_experts (each ep rank holds n_experts / ep whole experts of every MoE layer). */
+static int check_moe(parse_ctx_t *ctx, const config_t *cfg) {
+    int line, col, ne = cfg_key_index(G_MODEL, "n_experts");
+    char pa[32], pb[32];
+    /* each rule: the two keys it names (a, b), their values, whether it is broken, the message */
+    const struct { int a, b, va, vb; bool bad; const char *fmt; } rules[] = {
+        {cfg_key_index(G_MODEL, "top_k"), ne, cfg->top_k_moe, cfg->n_experts,
+         cfg->n_experts > 0 && cfg->top_k_moe > cfg->n_experts,
+         "&model top_k: top_k = %d (%s) must be <= n_experts = %d (%s)"},
+        {cfg_key_index(G_MODEL, "moe_every"), cfg_key_index(G_MODEL, "n_layer"), cfg->moe_every, cfg->n_layer,
+         cfg->n_experts > 0 && cfg->moe_every > cfg->n_layer,
+         "&model moe_every: moe_every = %d (%s) must be <= n_layer = %d (%s) (block l is an MoE block "
+         "when l %% moe_every = moe_every - 1)"},
+        {cfg_key_index(G_PARALLEL, "ep"), cfg_key_index(G_PARALLEL, "dp"), cfg->ep, cfg->dp, cfg->dp % cfg->ep != 0,
+         "&parallel ep: ep = %d (%s) must divide dp = %d (%s): the expert-parallel group is made of "
+         "data-parallel ranks"},
+        {cfg_key_index(G_PARALLEL, "ep"), ne, cfg->ep, cfg->n_experts, cfg->ep > 1 && cfg->n_experts == 0,
+         "&parallel ep: ep = %d (%s) needs a Mixture-of-Experts model, but n_experts = %d (%s)"},
+        {cfg_key_index(G_PARALLEL, "ep"), ne, cfg->ep, cfg->n_experts,
+         cfg->ep > 1 && cfg->n_experts > 0 && cfg->n_experts % cfg->ep != 0,
+         "&parallel ep: ep = %d (%s) must divide n_experts = %d (%s): each ep rank holds whole experts"},
+    };
+    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
+        if (!rules[i].bad) continue;
+        cfg_locate(ctx, rules[i].a, rules[i].b, &line, &col);
+        return cfg_error(ctx, line, col, rules[i].fmt, rules[i].va, cfg_provenance(ctx, rules[i].a, pa),
+                         rules[i].vb, cfg_provenance(ctx, rules[i].b, pb));
+    }
+    return 0;
+}
+
+/* A ratio of at most 1 would call every ordinary step an explosion. */
+static int check_grad_explosion_ratio(parse_ctx_t *ctx, const config_t *cfg) {
+    if (cfg->grad_explosion_ratio == 0 || cfg->grad_explosion_ratio > 1) return 0;
+    int k = cfg_key_index(G_TRAIN, "grad_explosion_ratio"), line, col;
+    cfg_locate(ctx, k, k, &line, &col);
+    return cfg_error(ctx, line, col, "&train grad_explosion_ratio: must be 0 (off) or above 1 (a "
+                     "multiple of the median gradient norm), got %g", cfg->grad_explosion_ratio);
+}
+
+/* &model dropout sets attn_dropout, resid_dropout and embd_dropout, each unless given itself. */
+static void resolve_dropout(const parse_ctx_t *ctx, config_t *cfg) {
+    const char *keys[] = {"attn_dropout", "resid_dropout", "embd_dropout"};
+    double *fields[] = {&cfg->attn_dropout, &cfg->resid_dropout, &cfg->embd_dropout};
+    for (int i = 0; i < 3; i++)
+        if (!ctx->set_by[cfg_key_index(G_MODEL, keys[i])]) *fields[i] = cfg->dropout;
+}
+
+/* 0 in the file means "derive": d_ff = 4 * d_model, global_batch = micro_batch * dp. */
+static int resolve_derived(parse_ctx_t *ctx, config_t *cfg) {
+    long long d_ff = 4LL * cfg->d_model, global_batch = (long long)cfg->micro_batch * cfg->dp;
+    if (cfg->d_ff == 0 && d_ff > INT_MAX)
+        return cfg_error(ctx, 1, 1, "&model d_ff: 4 * d_model = %lld does not fit in a 32-bit integer", d_ff);
+    if (cfg->global_batch == 0 && global_batch > INT_MAX)
+        return cfg_error(ctx, 1, 1, "&train global_batch: micro_batch * dp = %lld does not fit in a 32-bit integer",
+                         global_batch);
+    if (cfg->d_ff == 0) cfg->d_ff = (int)d_ff;
+    if (cfg->d_ff_expert == 0) cfg->d_ff_expert = cfg->d_ff;
+    resolve_dropout(ctx, cfg);
+    cfg->global_batch_derived = cfg->global_batch == 0;
+    cfg->device_memory = cfg->choice.device == CFG_DEVICE_CUDA;
+    cfg->resume_given = cfg->resume[0] != '\0';
+    if (!cfg->resume_given) snprintf(cfg->resume, sizeof cfg->resume, "none");
+    if (cfg->global_batch == 0) cfg->global_batch = (int)global_batch;
+    return 0;
+}
+
+int cfg_check_cross_keys(parse_ctx_t *ctx, config_t *cfg) {
+    if (cfg_expand_paths(ctx, cfg) != 0) return -1;
+    resolve_arch(ctx, cfg);
+    if (check_loss_scaling(ctx, cfg) || check_heads_divide_width(ctx, cfg) || check_kv_heads_and_rope(ctx, cfg) ||
+        check_global_batch(ctx, cfg) ||
+        check_min_lr(ctx, cfg) || check_mode_inputs(ctx, cfg) || check_prompt_in_vocab(ctx, cfg) ||
+        check_generate_grid(ctx, cfg) || check_val_files(ctx, cfg) || check_recompute_layers(ctx, cfg) ||
+        check_virtual_stages(ctx, cfg) || check_profile_steps(ctx, cfg) || check_grad_explosion_ratio(ctx, cfg) ||
+        check_data_mixture(ctx, cfg) || check_moe(ctx, cfg) || check_offload(ctx, cfg) ||
+        check_storage(ctx, cfg))
+        return -1;
+    if (resolve_derived(ctx, cfg) != 0) return -1;
+    if (stages_check(cfg, ctx->msg, ctx->msgsize) != 0) return -1;
+    return cfg_check_sizes(ctx, cfg);
+}
