@@ -34,7 +34,7 @@
 #include "train/trainer.h"
 
 
-/* llmtrain --help; README.md "Command line" says the same. */
+/* llmtrain --help; docs/running.md says the same. */
 static void usage(void) {
     printf(
         "llmtrain %s - MPI-native GPT training\n"
@@ -46,7 +46,7 @@ static void usage(void) {
         "       ./llmtrain --keys | --version | --help\n"
         "\n"
         "  input.nml        a Fortran namelist: &run &model &parallel &train &data &checkpoint &log\n"
-        "                   (keys in README.md, examples in inputs/). &run mode says what runs:\n"
+        "                   (keys in docs/namelist.md, examples in inputs/). &run mode says what runs:\n"
         "                   'train' (default), 'eval' (the validation loss of &run init_from),\n"
         "                   'generate' (samples after &run prompt or prompt_ids)\n"
         "  group.key=value  replaces one key of the file, checked like the file's keys (type,\n"

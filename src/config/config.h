@@ -112,7 +112,7 @@ typedef struct config {
     int n_layer, n_head, d_model, d_ff; /* d_ff default 4*d_model (0 in file = default) */
     int vocab_size;         /* real vocabulary; padded to a multiple of 128 internally */
     int seq_len;
-    /* architecture (README.md "Llama-family options"): arch sets the defaults of the switches
+    /* architecture (docs/model.md "Llama-family options"): arch sets the defaults of the switches
      * after it; a switch given explicitly wins. Resolved after parsing. */
     char arch[16];          /* 'gpt2' | 'llama' */
     char norm[16];          /* 'layernorm' | 'rmsnorm' */

@@ -555,7 +555,7 @@ class _Parser(argparse.ArgumentParser):
 
 def parse_args(argv):
     p = _Parser(prog="llmscale", description="Strong and weak scaling studies of one llmtrain model "
-                "over process grids (README.md, 'Scaling studies').")
+                "over process grids (docs/llmscale.md).")
     p.add_argument("base", nargs="?", help="the base namelist")
     p.add_argument("--grids", help="DPxTPxPP,... (the order of &parallel dp, tp, pp), e.g. 1x1x1,2x1x1,1x1x2")
     p.add_argument("--ranks", help="N,... : grids of N ranks with the base's tp and pp (dp = N / (tp pp))")

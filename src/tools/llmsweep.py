@@ -1690,8 +1690,8 @@ USAGE = """usage: llmsweep STUDY.nml            run the study, or continue it
        llmsweep --check STUDY.nml    check the study file; print the space and trial 0's namelist
        llmsweep --report STUDY.nml   rewrite results.md, results.csv, best.nml and the plots
        llmsweep --help | --version
-The study file has &sweep (settings) and &space (the search space); see README.md,
-"Hyperparameter search", and inputs/sweep-tiny.nml."""
+The study file has &sweep (settings) and &space (the search space); see docs/llmsweep.md
+and inputs/sweep-tiny.nml."""
 
 
 def _version():

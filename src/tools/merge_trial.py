@@ -74,7 +74,7 @@ TRIAL_KEYS = {
     "keep_merged": ("logical", "keep RUN_DIR/merged.h5 after the evaluations [.true.]"),
 }
 USAGE = ("usage: merge_trial.py [--ranks N] [--launcher 'CMD'] [--llmmerge PATH] [--llmtrain PATH] "
-         "TRIAL.nml\n  (see the header of src/tools/merge_trial.py, and README.md, \"Merging weights\")")
+         "TRIAL.nml\n  (see the header of src/tools/merge_trial.py, and docs/llmmerge.md)")
 
 
 class TrialError(Exception):

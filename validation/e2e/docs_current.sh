@@ -29,9 +29,6 @@ else
 fi
 
 # 2. relative links: [text](target) in README.md and docs/*.md
-# PENDING design.md: docs/design.md is being written; a link to it may dangle until it lands.
-# Delete this allowance (the ALLOW line and its use below) once docs/design.md exists.
-ALLOW='docs/design.md' # PENDING design.md
 links=$($PYTHON - README.md docs/*.md <<'PY'
 import os, re, sys
 link = re.compile(r'\[[^\]]*\]\(([^)\s]+)(?:\s+"[^"]*")?\)')
@@ -68,7 +65,6 @@ while IFS=$'\t' read -r where target resolved problem; do
     [ -n "$where" ] || continue
     nlinks=$((nlinks + 1))
     [ -n "$problem" ] || continue
-    [ "$resolved" = "$ALLOW" ] && [ "$problem" = "does not exist" ] && continue # PENDING design.md
     echo "$where: broken link: ($target) -> $resolved $problem"
     bad=1
 done <<<"$links"
