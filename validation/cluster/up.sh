@@ -137,7 +137,9 @@ if [ "$(echo "$state" | grep -o ' idle' | wc -l)" -ne "$N" ]; then
 fi
 cl_say "up: $N nodes idle (${state% }); logs in $CL_DIR/log; stop with validation/cluster/down.sh"
 
-# the assignments that point the clients and Open MPI at the cluster (for eval)
+# the assignments that point the clients and Open MPI at the cluster (for eval). The nodes share
+# this machine's cores: ranks that busy-poll starve the others (an 8-rank 3D job on 2 cores took
+# 90 s per checkpoint and hung at the end), so a waiting rank yields (mpi_yield_when_idle).
 cat <<ENV
 export LLMT_CLUSTER=$LLMT_CLUSTER;
 export SLURM_CONF=$CL_DIR/slurm.conf;
@@ -145,4 +147,5 @@ export OMPI_MCA_btl=self,vader,tcp;
 export OMPI_MCA_btl_tcp_if_include=$CL_NET.0/24;
 export OMPI_MCA_oob_tcp_if_include=$CL_NET.0/24;
 export OMPI_MCA_pml=ob1;
+export OMPI_MCA_mpi_yield_when_idle=1;
 ENV

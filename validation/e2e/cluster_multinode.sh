@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Multi-node runs on the emulated cluster (validation/cluster/up.sh: 4 network namespaces with
+# hostnames n1..n4 on a private bridge, a real slurmd each, Open MPI over TCP between them) with
+# the jobscripts as shipped: multi_node_dp.sbatch on 2 nodes (2 ranks per node) and on 4 nodes
+# (1 per node). The placement table names the hosts, node-local ranks 0..k-1 on each, and one I/O
+# aggregator per node; the step records (loss, lr, gradient norm: 9 significant digits, the same
+# text is the same float) equal the same dp = 4 grid run by mpirun on one node; the 4-node run's
+# step-2 checkpoint resumes on one node, on the same grid bit-identical to the 4-node steps 3-4
+# and on 1 rank within 1e-5. Skipped, with the reason, where namespaces cannot be made.
+# Everything the cluster started is stopped on exit (down.sh in a trap), failure or not.
+source "$(dirname "$0")/lib.bash"
+[ -x ./llmtrain ] || fail "./llmtrain is not built (make)"
+export LLMT_CLUSTER=llmtest # not the default name: a cluster started by hand stays untouched
+CL=validation/cluster
+trap '$CL/down.sh >>"$TEST_DIR/down.log" 2>&1 || echo "down.sh failed: $(tail -3 "$TEST_DIR/down.log")"' EXIT
+env_lines=$($CL/up.sh 4 2>"$TEST_DIR/up.log")
+rc=$?
+if [ $rc -eq 77 ]; then echo "SKIP: $(grep -o 'cannot start here: .*' "$TEST_DIR/up.log")"; exit 77; fi
+[ $rc -eq 0 ] || { cat "$TEST_DIR/up.log"; fail "up.sh 4 failed (exit $rc)"; }
+eval "$env_lines"
+cat "$TEST_DIR/up.log"
+export PATH=$PWD:$PATH
+unset LLMTRAIN_HOME LLMT_BIN
+RUNS=$PWD/$TEST_DIR
+COMMON=(inputs/tiny.nml parallel.dp=4 train.global_batch=16 train.max_steps=4 data.val_every=0
+        log.every=1 checkpoint.every=2 run.out_dir="'$RUNS'")
+
+# submit NAME NODES: multi_node_dp.sbatch on NODES nodes into run directory NAME; waits
+submit() {
+    local name=$1 nodes=$2 jid state out
+    jid=$(sbatch --parsable --nodes="$nodes" --output="$RUNS/$name-%j.out" \
+          jobscripts/multi_node_dp.sbatch "${COMMON[@]}" run.name="$name") || fail "sbatch refused multi_node_dp.sbatch"
+    state=$(slurm_wait_gone "$jid" 240)
+    out=$RUNS/$name-$jid.out
+    ln -sf "$name-$jid.out" "$RUNS/$name.out"
+    [ "$state" = COMPLETED ] || { tail -30 "$out"; fail "$name: job $jid on $nodes nodes ended $state"; }
+    echo "$name: job $jid COMPLETED on $nodes nodes"
+}
+slurm_wait_gone() { # JOB SECONDS: the final state once the job has left the queue
+    local i s=""
+    for i in $(seq $(($2 * 2))); do
+        s=$(scontrol -o show job "$1" 2>/dev/null | sed -n 's/.* JobState=\([^ ]*\).*/\1/p')
+        case "$s" in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY) echo "$s"; return 0 ;; esac
+        sleep 0.5
+    done
+    scancel "$1" 2>/dev/null
+    echo "STILL_${s:-UNKNOWN}_AFTER_$2s"
+}
+# check_placement NAME NODES PER_NODE: the table lists NODES hosts n1.., local ranks 0..PER_NODE-1
+# on each, and exactly one aggregator ('yes') per host
+check_placement() {
+    local name=$1 nodes=$2 per=$3 table got want
+    table=$(sed -n '/^placement: /,/^  cores:/p' "$RUNS/$name.out" | awk '$1 ~ /^[0-9]+$/ {print $2, $3, $7}')
+    got=$(echo "$table" | sort | tr '\n' ' ')
+    want=$(for h in $(seq 1 "$nodes"); do for l in $(seq 0 $((per - 1))); do
+        [ "$l" -eq 0 ] && a=yes || a=-; echo "n$h $l $a"; done; done | sort | tr '\n' ' ')
+    grep -q "^placement: 4 ranks on $nodes nodes" "$RUNS/$name.out" &&  [ "$got" = "$want" ] ||
+        { sed -n '/^placement: /,/^  cores:/p' "$RUNS/$name.out"; fail "$name: placement (host local aggr) is '$got', expected '$want'"; }
+    echo "$name: placement: $nodes hosts, local ranks 0..$((per - 1)) each, one aggregator per node"
+}
+
+t0=$(date +%s)
+submit dp_2nodes 2
+check_placement dp_2nodes 2 2
+submit dp_4nodes 4
+check_placement dp_4nodes 4 1
+t1=$(date +%s)
+
+# the same grid on one node (mpirun here, shared memory) is the reference
+$MPIRUN -np 4 ./llmtrain "${COMMON[@]}" run.name=ref_1node >"$RUNS/ref_1node.log" 2>&1 ||
+    { tail "$RUNS/ref_1node.log"; fail "the one-node reference run failed"; }
+want=$(train_records "$RUNS/ref_1node/metrics.jsonl")
+[ "$(echo "$want" | grep -c '"step"')" -eq 4 ] || fail "reference: not 4 step records"
+for name in dp_2nodes dp_4nodes; do
+    got=$(train_records "$RUNS/$name/metrics.jsonl")
+    [ "$got" = "$want" ] || { diff <(echo "$want") <(echo "$got"); fail "$name: step records differ from the one-node run (above: < one node, > $name)"; }
+    echo "$name: losses, lr and gradient norms of 4 steps equal the one-node run"
+done
+
+# the 4-node run's step-2 checkpoint resumes on one node
+ck=$RUNS/dp_4nodes/ckpt_step00000002.h5
+[ -f "$ck" ] || fail "dp_4nodes wrote no step-2 checkpoint"
+$MPIRUN -np 4 ./llmtrain "${COMMON[@]}" run.name=resume_1node checkpoint.resume="'$ck'" \
+    >"$RUNS/resume_1node.log" 2>&1 || { tail "$RUNS/resume_1node.log"; fail "resume on one node (4 ranks) failed"; }
+grep -q "^resume: .*step 2" "$RUNS/resume_1node.log" || fail "resume_1node did not resume from step 2"
+want=$(train_records "$RUNS/dp_4nodes/metrics.jsonl" | grep -E '"step":(3|4),')
+got=$(train_records "$RUNS/resume_1node/metrics.jsonl" | grep -E '"step":(3|4),')
+[ -n "$want" ] && [ "$got" = "$want" ] || { diff <(echo "$want") <(echo "$got"); fail "resume on one node: steps 3-4 differ from the 4-node run"; }
+echo "resume_1node: the 4-node step-2 checkpoint resumed on 4 ranks of one node: steps 3-4 bit-identical"
+$MPIRUN -np 1 ./llmtrain "${COMMON[@]}" parallel.dp=1 train.global_batch=0 run.name=resume_1rank \
+    checkpoint.resume="'$ck'" >"$RUNS/resume_1rank.log" 2>&1 || { tail "$RUNS/resume_1rank.log"; fail "resume on 1 rank failed"; }
+grep -q "^batch: global 16 sequences" "$RUNS/resume_1rank.log" || fail "resume_1rank did not keep the global batch of 16"
+same_series "resume_1rank losses, steps 3-4" 1e-5 <(losses "$RUNS/dp_4nodes/metrics.jsonl" | tail -2) \
+    <(losses "$RUNS/resume_1rank/metrics.jsonl" | tail -2) || fail "resume on 1 rank: losses differ"
+t2=$(date +%s)
+echo "timings: cluster jobs $((t1 - t0)) s, one-node reference and resumes $((t2 - t1)) s"
