@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Multi-node runs on the emulated cluster (validation/cluster/up.sh: 4 network namespaces with
 # hostnames n1..n4 on a private bridge, a real slurmd each, Open MPI over TCP between them) with
-# the jobscripts as shipped: multi_node_dp.sbatch on 2 nodes (2 ranks per node) and on 4 nodes
-# (1 per node). The placement table names the hosts, node-local ranks 0..k-1 on each, and one I/O
-# aggregator per node; the step records (loss, lr, gradient norm: 9 significant digits, the same
-# text is the same float) equal the same dp = 4 grid run by mpirun on one node; the 4-node run's
-# step-2 checkpoint resumes on one node, on the same grid bit-identical to the 4-node steps 3-4
-# and on 1 rank within 1e-5. Skipped, with the reason, where namespaces cannot be made.
-# Everything the cluster started is stopped on exit (down.sh in a trap), failure or not.
+# the jobscripts as shipped: multi_node_dp.sbatch (dp 4) on 2 nodes (2 ranks per node) and on 4
+# nodes (1 per node), multi_node_3d.sbatch (dp 2 x tp 2 x pp 2) on 2 and 4 nodes. The placement
+# table names the hosts, node-local ranks 0..k-1 on each and one I/O aggregator per node; tp pairs
+# share a node; the step records (loss, lr, gradient norm: 9 significant digits, the same text is
+# the same float) equal the same grid run by mpirun on one node; the 4-node dp run's step-2
+# checkpoint resumes on one node, on the same grid bit-identical to the 4-node steps 3-4 and on
+# 1 rank within 1e-5. Skipped, with the reason, where namespaces cannot be made. Everything the
+# cluster started is stopped on exit (down.sh in a trap), failure or not.
 source "$(dirname "$0")/lib.bash"
 [ -x ./llmtrain ] || fail "./llmtrain is not built (make)"
 export LLMT_CLUSTER=llmtest # not the default name: a cluster started by hand stays untouched
@@ -25,11 +26,12 @@ RUNS=$PWD/$TEST_DIR
 COMMON=(inputs/tiny.nml parallel.dp=4 train.global_batch=16 train.max_steps=4 data.val_every=0
         log.every=1 checkpoint.every=2 run.out_dir="'$RUNS'")
 
-# submit NAME NODES: multi_node_dp.sbatch on NODES nodes into run directory NAME; waits
+# submit SCRIPT NAME NODES ARGS...: jobscripts/SCRIPT on NODES nodes into run directory NAME; waits
 submit() {
-    local name=$1 nodes=$2 jid state out
+    local script=$1 name=$2 nodes=$3 jid state out
+    shift 3
     jid=$(sbatch --parsable --nodes="$nodes" --output="$RUNS/$name-%j.out" \
-          jobscripts/multi_node_dp.sbatch "${COMMON[@]}" run.name="$name") || fail "sbatch refused multi_node_dp.sbatch"
+          "jobscripts/$script" "$@" run.name="$name") || fail "sbatch refused $script"
     state=$(slurm_wait_gone "$jid" 240)
     out=$RUNS/$name-$jid.out
     ln -sf "$name-$jid.out" "$RUNS/$name.out"
@@ -49,21 +51,34 @@ slurm_wait_gone() { # JOB SECONDS: the final state once the job has left the que
 # check_placement NAME NODES PER_NODE: the table lists NODES hosts n1.., local ranks 0..PER_NODE-1
 # on each, and exactly one aggregator ('yes') per host
 check_placement() {
-    local name=$1 nodes=$2 per=$3 table got want
+    local name=$1 nodes=$2 per=$3 table got want ranks=$(($2 * $3))
     table=$(sed -n '/^placement: /,/^  cores:/p' "$RUNS/$name.out" | awk '$1 ~ /^[0-9]+$/ {print $2, $3, $7}')
     got=$(echo "$table" | sort | tr '\n' ' ')
     want=$(for h in $(seq 1 "$nodes"); do for l in $(seq 0 $((per - 1))); do
         [ "$l" -eq 0 ] && a=yes || a=-; echo "n$h $l $a"; done; done | sort | tr '\n' ' ')
-    grep -q "^placement: 4 ranks on $nodes nodes" "$RUNS/$name.out" &&  [ "$got" = "$want" ] ||
+    grep -q "^placement: $ranks ranks on $nodes nodes" "$RUNS/$name.out" &&  [ "$got" = "$want" ] ||
         { sed -n '/^placement: /,/^  cores:/p' "$RUNS/$name.out"; fail "$name: placement (host local aggr) is '$got', expected '$want'"; }
     echo "$name: placement: $nodes hosts, local ranks 0..$((per - 1)) each, one aggregator per node"
 }
 
 t0=$(date +%s)
-submit dp_2nodes 2
+submit multi_node_dp.sbatch dp_2nodes 2 "${COMMON[@]}"
 check_placement dp_2nodes 2 2
-submit dp_4nodes 4
+submit multi_node_dp.sbatch dp_4nodes 4 "${COMMON[@]}"
 check_placement dp_4nodes 4 1
+# dp 2 x tp 2 x pp 2 as shipped (a smaller model): tp inside a node, dp and pp across nodes
+D3=(inputs/3d-8rank.nml train.max_steps=4 data.val_every=0 model.d_model=64 model.d_ff=256
+    model.seq_len=32 checkpoint.every=2 log.every=1 run.out_dir="'$RUNS'")
+submit multi_node_3d.sbatch 3d_2nodes 2 "${D3[@]}"
+check_placement 3d_2nodes 2 4
+submit multi_node_3d.sbatch 3d_4nodes 4 "${D3[@]}"
+check_placement 3d_4nodes 4 2
+# tp peers share a node: ranks are numbered tp fastest, so ranks 2i and 2i+1 on one host
+for name in 3d_2nodes 3d_4nodes; do
+    sed -n '/^grid: 8 ranks/,/^[a-z]/p' "$RUNS/$name.out" | awk '$1 ~ /^[0-9]+$/ {h[$1] = $5}
+        END {for (r = 0; r < 8; r += 2) if (h[r] != h[r + 1]) {print "tp pair", r, r + 1, "on", h[r], h[r + 1]; exit 1}}' ||
+        fail "$name: a tensor-parallel pair spans nodes"
+done
 t1=$(date +%s)
 
 # the same grid on one node (mpirun here, shared memory) is the reference
@@ -75,6 +90,16 @@ for name in dp_2nodes dp_4nodes; do
     got=$(train_records "$RUNS/$name/metrics.jsonl")
     [ "$got" = "$want" ] || { diff <(echo "$want") <(echo "$got"); fail "$name: step records differ from the one-node run (above: < one node, > $name)"; }
     echo "$name: losses, lr and gradient norms of 4 steps equal the one-node run"
+done
+
+$MPIRUN -np 8 ./llmtrain "${D3[@]}" run.name=3d_ref_1node >"$RUNS/3d_ref_1node.log" 2>&1 ||
+    { tail "$RUNS/3d_ref_1node.log"; fail "the one-node 3D reference run failed"; }
+want=$(train_records "$RUNS/3d_ref_1node/metrics.jsonl")
+[ "$(echo "$want" | grep -c '"step"')" -eq 4 ] || fail "3D reference: not 4 step records"
+for name in 3d_2nodes 3d_4nodes; do
+    got=$(train_records "$RUNS/$name/metrics.jsonl")
+    [ "$got" = "$want" ] || { diff <(echo "$want") <(echo "$got"); fail "$name: step records differ from the one-node run (above: < one node, > $name)"; }
+    echo "$name: losses, lr and gradient norms of 4 steps equal the one-node 3D run"
 done
 
 # the 4-node run's step-2 checkpoint resumes on one node
