@@ -23,7 +23,7 @@ CL_SLURMD_PORT=$((CL_CTLD_PORT + 1)) # inside each node's namespace
 CL_CTL_HOST=${LLMT_CLUSTER}-ctl
 
 cl_say() { echo "cluster: $*" >&2; }
-cl_die() { echo "cluster: error: $*" >&2; exit "${2:-1}"; }
+cl_die() { echo "cluster: error: $1" >&2; exit "${2:-1}"; }
 cl_netns() { echo "${LLMT_CLUSTER}-n$1"; }
 # cl_nodes: the node numbers of the cluster that is up (from its saved size)
 cl_nodes() { [ -f "$CL_DIR/nodes" ] && seq 1 "$(cat "$CL_DIR/nodes")"; }
