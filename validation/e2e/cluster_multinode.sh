@@ -2,7 +2,8 @@
 # Multi-node runs on the emulated cluster (validation/cluster/up.sh: 4 network namespaces with
 # hostnames n1..n4 on a private bridge, a real slurmd each, Open MPI over TCP between them) with
 # the jobscripts as shipped: multi_node_dp.sbatch (dp 4) on 2 nodes (2 ranks per node) and on 4
-# nodes (1 per node), multi_node_3d.sbatch (dp 2 x tp 2 x pp 2) on 2 and 4 nodes. The placement
+# nodes (1 per node), multi_node_3d.sbatch (dp 2 x tp 2 x pp 2) on 2 and 4 nodes, scaling_study.sbatch
+# with dp 1, 2, 4 as job steps on 1, 2, 4 nodes. The placement
 # table names the hosts, node-local ranks 0..k-1 on each and one I/O aggregator per node; tp pairs
 # share a node; the step records (loss, lr, gradient norm: 9 significant digits, the same text is
 # the same float) equal the same grid run by mpirun on one node; the 4-node dp run's step-2
@@ -79,6 +80,17 @@ for name in 3d_2nodes 3d_4nodes; do
         END {for (r = 0; r < 8; r += 2) if (h[r] != h[r + 1]) {print "tp pair", r, r + 1, "on", h[r], h[r + 1]; exit 1}}' ||
         fail "$name: a tensor-parallel pair spans nodes"
 done
+# a strong-scaling study as job steps over 1, 2 and 4 nodes (one rank per node)
+[ -x ./llmscale ] || make -s llmscale >/dev/null || fail "make llmscale failed"
+jid=$(OUT=$RUNS/scale sbatch --parsable --nodes=4 --ntasks-per-node=1 --output="$RUNS/scale-%j.out" \
+      jobscripts/scaling_study.sbatch inputs/tiny.nml strong 4) || fail "sbatch refused scaling_study.sbatch"
+state=$(slurm_wait_gone "$jid" 240)
+[ "$state" = COMPLETED ] || { tail -30 "$RUNS/scale-$jid.out"; fail "scaling study: job $jid ended $state"; }
+for g in 1:'"n1"' 2:'"n1","n2"' 4:'"n1","n2","n3","n4"'; do
+    hosts=$(grep -o '"rank_hosts":\[[^]]*\]' "$RUNS/scale/runs/dp${g%%:*}-tp1-pp1/metrics.jsonl" | head -1)
+    [ "$hosts" = "\"rank_hosts\":[${g#*:}]" ] || fail "scaling study: dp${g%%:*} ran on $hosts, expected [${g#*:}]"
+done
+echo "scaling study: job $jid COMPLETED: dp 1, 2, 4 on 1, 2, 4 nodes"
 t1=$(date +%s)
 
 # the same grid on one node (mpirun here, shared memory) is the reference
