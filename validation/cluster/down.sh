@@ -26,6 +26,15 @@ stopped=0
 for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^${LLMT_CLUSTER}-n[0-9]+$" || true); do
     mapfile -t pids < <(ip netns pids "$ns" 2>/dev/null || true)
     cl_stop_pids "${pids[@]}"
+    # a process forked while the others stopped is not in that list: kill until none is left
+    # (a namespace removed with a process still in it lives on, unreachable)
+    for _ in $(seq 25); do
+        mapfile -t pids < <(ip netns pids "$ns" 2>/dev/null || true)
+        [ ${#pids[@]} -gt 0 ] || break
+        kill -KILL "${pids[@]}" 2>/dev/null || true
+        sleep 0.2
+    done
+    [ ${#pids[@]} -eq 0 ] || cl_say "warning: processes ${pids[*]} in $ns did not die"
     ip netns del "$ns"
     stopped=$((stopped + 1))
 done
