@@ -1,0 +1,265 @@
+"""convert_hf — Hugging Face checkpoints for llmconvert: config.json to and from llmtrain's &model
+keys (GPT2LMHeadModel, LlamaForCausalLM; what cannot be converted is refused by name), and
+safetensors files read and written with numpy (read_hf, write_hf).
+Uses: convert_weights, numpy. Used by: llmconvert.
+"""
+
+import json
+import os
+import re
+import numpy as np
+
+from convert_weights import (GPT2_SWITCHES, hf_family, hf_names, LLAMA_SWITCHES, LN_EPS, need,
+                             param_shapes, SWITCH_DEFAULTS, UserError, VOCAB_MAX)
+
+
+# ------------------------------------------------------------------ Hugging Face checkpoints
+
+def read_json(path, what):
+    need(os.path.isfile(path), "%s: no such file (%s)" % (path, what))
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except ValueError as e:
+        raise UserError("%s: not valid JSON (%s)" % (path, e))
+
+
+def hf_config_to_cfg(hf, path):
+    """config.json -> cfg; every feature llmtrain's model does not have is refused by name."""
+    def field(name, default=None):
+        return hf.get(name, default)
+
+    def refuse(name, why):
+        raise UserError("%s: field '%s' = %s: %s" % (path, name, json.dumps(hf.get(name)), why))
+
+    mtype = field("model_type")
+    if mtype == "gpt2":
+        return gpt2_config(hf, field, refuse)
+    if mtype == "llama":
+        return llama_config(hf, field, refuse)
+    refuse("model_type", "llmconvert imports 'gpt2' (GPT2LMHeadModel) and 'llama' (LlamaForCausalLM)")
+
+
+def common_checks(cfg, field, refuse, vocab_key):
+    if not 1 <= cfg["vocab_size"] <= VOCAB_MAX:
+        refuse(vocab_key, "llmtrain's token shards hold at most %d ids" % VOCAB_MAX)
+    if cfg["d_model"] % cfg["n_head"]:
+        refuse("num_attention_heads" if cfg["arch"] == "llama" else "n_head",
+               "does not divide the model width")
+    if field("add_cross_attention", False):
+        refuse("add_cross_attention", "llmtrain's model is a decoder without cross-attention")
+
+
+def gpt2_config(hf, field, refuse):
+    arch = field("architectures") or ["GPT2LMHeadModel"]
+    if "GPT2LMHeadModel" not in arch:
+        refuse("architectures", "only GPT2LMHeadModel (the language-model head) is imported")
+    if field("activation_function", "gelu_new") not in ("gelu_new", "gelu_pytorch_tanh"):
+        refuse("activation_function", "llmtrain's MLP uses GELU with the tanh approximation "
+               "('gelu_new')")
+    if field("scale_attn_by_inverse_layer_idx", False):
+        refuse("scale_attn_by_inverse_layer_idx", "llmtrain scales attention by 1/sqrt(head size) only")
+    if not field("scale_attn_weights", True):
+        refuse("scale_attn_weights", "llmtrain always scales attention by 1/sqrt(head size)")
+    if abs(float(field("layer_norm_epsilon", 1e-5)) - LN_EPS) > 1e-12:
+        refuse("layer_norm_epsilon", "llmtrain's layernorm uses eps = 1e-5")
+    if not field("tie_word_embeddings", True):
+        refuse("tie_word_embeddings", "llmtrain's GPT-2 ties the output head to wte")
+    C = int(field("n_embd", 768))
+    cfg = dict(GPT2_SWITCHES, **SWITCH_DEFAULTS)
+    cfg.update({"arch": "gpt2", "vocab_size": int(field("vocab_size", 50257)), "n_layer": int(field("n_layer", 12)),
+           "n_head": int(field("n_head", 12)), "d_model": C,
+           "d_ff": int(field("n_inner") or 4 * C), "seq_len": int(field("n_positions", 1024))})
+    cfg["n_kv_head"] = cfg["n_head"]
+    common_checks(cfg, field, refuse, "vocab_size")
+    return cfg
+
+
+def llama_config(hf, field, refuse):
+    arch = field("architectures") or ["LlamaForCausalLM"]
+    if "LlamaForCausalLM" not in arch:
+        refuse("architectures", "only LlamaForCausalLM (the language-model head) is imported")
+    if field("hidden_act", "silu") != "silu":
+        refuse("hidden_act", "llmtrain's SwiGLU uses SiLU")
+    if field("rope_scaling") is not None:
+        refuse("rope_scaling", "llmtrain's rotary embedding has no scaling (theta only)")
+    if field("attention_bias", False):
+        refuse("attention_bias", "llmtrain's Llama has no biases")
+    if field("mlp_bias", False):
+        refuse("mlp_bias", "llmtrain's Llama has no biases")
+    if not float(field("rms_norm_eps", 1e-6)) > 0:
+        refuse("rms_norm_eps", "must be positive")
+    if int(field("pretraining_tp", 1)) != 1:
+        refuse("pretraining_tp", "only 1 (the exact matrix products) is supported")
+    H = int(field("num_attention_heads", 32))
+    cfg = dict(LLAMA_SWITCHES)
+    cfg.update({"arch": "llama", "vocab_size": int(field("vocab_size", 32000)),
+           "n_layer": int(field("num_hidden_layers", 32)), "n_head": H,
+           "n_kv_head": int(field("num_key_value_heads") or H),
+           "d_model": int(field("hidden_size", 4096)), "d_ff": int(field("intermediate_size", 11008)),
+           "seq_len": int(field("max_position_embeddings", 2048)),
+           "rope_theta": float(field("rope_theta", 10000.0)), "norm_eps": float(field("rms_norm_eps", 1e-6)),
+           "tie_embeddings": bool(field("tie_word_embeddings", False))})
+    if H % cfg["n_kv_head"]:
+        refuse("num_key_value_heads", "does not divide num_attention_heads")
+    if (cfg["d_model"] // H) % 2:
+        refuse("hidden_size", "the head size must be even for rotary embeddings")
+    common_checks(cfg, field, refuse, "vocab_size")
+    return cfg
+
+
+def safetensors_files(d):
+    single = os.path.join(d, "model.safetensors")
+    index = os.path.join(d, "model.safetensors.index.json")
+    if os.path.isfile(single):
+        return [single]
+    if os.path.isfile(index):
+        wm = read_json(index, "safetensors index")
+        wm = wm.get("weight_map") if isinstance(wm, dict) else None
+        need(isinstance(wm, dict) and wm, "%s: field 'weight_map' is missing or not an object of "
+             "tensor name -> file" % index)
+        root = os.path.realpath(d)
+        files = []
+        for name, f in wm.items():
+            need(isinstance(f, str) and f and not os.path.isabs(f) and ".." not in f.replace("\\", "/").split("/")
+                 and os.path.realpath(os.path.join(d, f)).startswith(root + os.sep),
+                 "%s: field 'weight_map' names %r for tensor '%s': a file of the model directory "
+                 "%s is expected (a relative name, no '..')" % (index, f, name, d))
+            files.append(f)
+        return [os.path.join(d, f) for f in sorted(set(files))]
+    raise UserError("%s: no model.safetensors (nor model.safetensors.index.json); llmconvert "
+                    "reads safetensors checkpoints (save_pretrained(..., safe_serialization=True))" % d)
+
+
+SAFETENSORS_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4",
+                      "I16": "<i2", "I8": "i1", "U8": "u1", "BOOL": "?"}
+
+
+def read_safetensors(path):
+    """name -> array of a .safetensors file (8-byte header length, JSON header, data); BF16 is
+    widened to float32 exactly (its bits are a float32's upper half), which numpy, and so
+    safetensors.numpy, cannot hold."""
+    with open(path, "rb") as f:
+        head = f.read(8)
+        need(len(head) == 8, "%s: not a safetensors file (shorter than its header)" % path)
+        n = int.from_bytes(head, "little")
+        need(n < (1 << 27), "%s: not a safetensors file (header of %d bytes)" % (path, n))
+        try:
+            header = json.loads(f.read(n))
+        except ValueError as e:
+            raise UserError("%s: not a safetensors file (header: %s)" % (path, e))
+    need(isinstance(header, dict), "%s: not a safetensors file (its header is a JSON %s, not an "
+         "object of tensor name -> {dtype, shape, data_offsets})" % (path, type(header).__name__))
+    data = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + n)
+    out = {}
+    for name, h in header.items():
+        if name == "__metadata__":
+            continue
+        where = "%s: tensor '%s'" % (path, name)
+        need(isinstance(h, dict), "%s: header entry is not an object" % where)
+        offs, shape, dtype = h.get("data_offsets"), h.get("shape"), h.get("dtype")
+        need(isinstance(offs, list) and len(offs) == 2 and all(type(v) is int for v in offs),
+             "%s: field 'data_offsets' is %r, want [begin, end] (two integers)" % (where, offs))
+        need(isinstance(shape, list) and all(type(v) is int and v >= 0 for v in shape),
+             "%s: field 'shape' is %r, want a list of non-negative integers" % (where, shape))
+        need(isinstance(dtype, str), "%s: field 'dtype' is %r, want a string such as \"F32\"" % (where, dtype))
+        b, e = offs
+        need(0 <= b <= e <= data.size, "%s lies outside the file (field 'data_offsets' %r; truncated?)" % (where, offs))
+        raw = data[b:e]
+        if dtype == "BF16":
+            need((e - b) % 2 == 0, "%s: field 'data_offsets' spans %d bytes, not whole BF16 elements" % (where, e - b))
+            x = (raw.view("<u2").astype(np.uint32) << 16).view(np.float32)
+        else:
+            need(dtype in SAFETENSORS_DTYPES, "%s: field 'dtype' is %s, which llmconvert does not read" % (where, dtype))
+            size = np.dtype(SAFETENSORS_DTYPES[dtype]).itemsize
+            need((e - b) % size == 0, "%s: field 'data_offsets' spans %d bytes, not whole %s elements" % (where, e - b, dtype))
+            x = raw.view(SAFETENSORS_DTYPES[dtype])
+        need(x.size == int(np.prod(h["shape"])), "%s: tensor '%s' has %d elements, its shape %s says %d" %
+             (path, name, x.size, h["shape"], int(np.prod(h["shape"]))))
+        out[name] = np.array(x.reshape(h["shape"]))
+    return out
+
+
+def read_hf(d):
+    """A Hugging Face directory -> (cfg, tensors, source files)."""
+    need(os.path.isdir(d), "%s: no such directory (a Hugging Face checkpoint: config.json + "
+         "model.safetensors)" % d)
+    cpath = os.path.join(d, "config.json")
+    cfg = hf_config_to_cfg(read_json(cpath, "the model's config.json"), cpath)
+    raw = {}
+    files = safetensors_files(d)
+    for p in files:
+        need(os.path.isfile(p), "%s: no such file (named by the safetensors index)" % p)
+        raw.update(read_safetensors(p))
+    prefix = "transformer." if hf_family(cfg) == "gpt2" else "model."
+    if not any(k.startswith(prefix) for k in raw):  # saved from the bare GPT2Model / LlamaModel
+        raw = {prefix + k: v for k, v in raw.items()}
+    tensors = {}
+    shapes = param_shapes(cfg)
+    for ours, (theirs, transposed) in hf_names(cfg, d).items():
+        need(theirs in raw, "%s: tensor '%s' is missing" % (d, theirs))
+        x = raw.pop(theirs)
+        need(np.issubdtype(x.dtype, np.floating), "%s: tensor '%s' has dtype %s" % (d, theirs, x.dtype))
+        x = x.astype(np.float32).T if transposed else x.astype(np.float32)
+        need(tuple(x.shape) == shapes[ours], "%s: tensor '%s' has shape %s, config.json implies %s" %
+             (d, theirs, list(x.shape if not transposed else x.T.shape),
+              list(shapes[ours] if not transposed else shapes[ours][::-1])))
+        tensors[ours] = np.ascontiguousarray(x)
+    head = raw.pop("lm_head.weight", None)
+    if head is not None:
+        need(np.array_equal(head.astype(np.float32), tensors["wte"]),
+             "%s: tensor 'lm_head.weight' differs from the token embedding, but config.json ties "
+             "them (tie_word_embeddings)" % d)
+    for k in list(raw):  # GPT-2's causal-mask buffers, saved by older transformers versions
+        if re.fullmatch(r"transformer\.h\.\d+\.attn\.(bias|masked_bias)", k) or k.endswith("rotary_emb.inv_freq"):
+            raw.pop(k)
+    need(not raw, "%s: tensor '%s' is not part of the model llmtrain builds" % (d, sorted(raw)[0] if raw else ""))
+    return cfg, tensors, files
+
+
+def hf_config_from_cfg(cfg, eot):
+    if hf_family(cfg) == "gpt2":
+        return {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2",
+                "vocab_size": cfg["vocab_size"], "n_positions": cfg["seq_len"], "n_ctx": cfg["seq_len"],
+                "n_embd": cfg["d_model"], "n_layer": cfg["n_layer"], "n_head": cfg["n_head"],
+                "n_inner": cfg["d_ff"], "activation_function": "gelu_new",
+                "layer_norm_epsilon": LN_EPS, "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0,
+                "initializer_range": 0.02, "scale_attn_weights": True, "use_cache": True,
+                "scale_attn_by_inverse_layer_idx": False, "reorder_and_upcast_attn": False,
+                "tie_word_embeddings": True, "bos_token_id": eot, "eos_token_id": eot,
+                "torch_dtype": "float32"}
+    return {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+            "vocab_size": cfg["vocab_size"], "hidden_size": cfg["d_model"],
+            "intermediate_size": cfg["d_ff"], "num_hidden_layers": cfg["n_layer"],
+            "num_attention_heads": cfg["n_head"], "num_key_value_heads": cfg["n_kv_head"],
+            "max_position_embeddings": cfg["seq_len"], "hidden_act": "silu", "rms_norm_eps": cfg["norm_eps"],
+            "rope_theta": cfg["rope_theta"], "rope_scaling": None, "attention_bias": False,
+            "attention_dropout": 0.0, "pretraining_tp": 1, "tie_word_embeddings": cfg["tie_embeddings"],
+            "initializer_range": 0.02, "use_cache": True, "bos_token_id": eot, "eos_token_id": eot,
+            "torch_dtype": "float32"}
+
+
+def write_hf(d, cfg, tensors, eot, src):
+    try:
+        from safetensors.numpy import save_file
+    except ImportError:
+        raise UserError("the Python package safetensors is not installed (bash validation/deps.sh)")
+    out = {}
+    for ours, (theirs, transposed) in hf_names(cfg, src).items():
+        x = tensors[ours]
+        out[theirs] = np.ascontiguousarray(x.T if transposed else x)
+    # tied head: lm_head.weight is not stored (safetensors holds no aliases; transformers re-ties it)
+    save_file(out, os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
+    write_json(os.path.join(d, "config.json"), hf_config_from_cfg(cfg, eot))
+    gen = {"_from_model_config": True}
+    if eot is not None:
+        gen.update(bos_token_id=eot, eos_token_id=eot)
+    write_json(os.path.join(d, "generation_config.json"), gen)
+
+
+def write_json(path, obj):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=2, ensure_ascii=False)
+        f.write("\n")
+    os.replace(tmp, path)
