@@ -43,6 +43,9 @@ import sys
 sys.dont_write_bytecode = True  # no __pycache__ in src/tools
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nml import (UserError, format_value, namelist_with)  # noqa: E402  (nml.py, beside this file)
+# The study lives in the modules beside this file (each one's docstring says what it owns); some
+# names are imported here only so that llmscale.py and merge_trial.py (`import llmsweep as sw`)
+# find them: the launcher, process and state-file helpers.
 from sweep_space import (_int_env, _numpy, _slurm_tasks_per_node, auto_launcher, EXIT_FAILURES,
                          EXIT_OK, EXIT_REQUEUE, EXIT_USER, expected_improvement, GP, propose_bayes,
                          Study, SWEEP_KEYS)  # noqa: E402
