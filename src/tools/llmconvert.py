@@ -38,6 +38,10 @@ parses), and it is an implementation independent of transformers, so the tests c
 
 Exit codes: 0 done; 2 bad input (one message naming the file and the field or tensor: an
 unsupported Hugging Face feature, a missing file, a shape that does not match).
+
+The code, beside this file: convert_weights.py (the parameter registry, checksums, llmtrain
+weights files), convert_hf.py (config.json, safetensors), convert_tokenizer.py, convert_onnx.py;
+this file is the command line and the three directions.
 """
 
 import argparse

@@ -39,6 +39,9 @@ report is written without plots, and says so.
 
 Exit codes: 0 the report was written; 2 bad input (a directory without metrics.jsonl, an output
 name that is neither .md nor .html, an output that cannot be written): one message naming it.
+
+The code, beside this file: report_runs.py (reading a run directory, the summary numbers),
+report_doc.py (Markdown and HTML), report_plots.py (matplotlib); this file is the command line.
 """
 
 import os

@@ -17,8 +17,8 @@ python3-numpy), and matplotlib for the plots when it is installed.
 
 The study file is a Fortran namelist in llmtrain's syntax (read by nml.py beside this file, exactly the
 grammar of src/config/namelist.c: groups, strings, logicals, numbers, repeat counts, comments),
-with two groups: &sweep (the settings, SWEEP_KEYS below) and &space, whose entries name a key of
-the base namelist as group.key and give its range:
+with two groups: &sweep (the settings, SWEEP_KEYS in sweep_space.py) and &space, whose entries
+name a key of the base namelist as group.key and give its range:
 
     &space
       train.lr           = log(1e-4, 3e-3)     ! log-uniform real
@@ -35,6 +35,10 @@ Exit codes: 0 the study is done (every trial ran, or a budget stopped it: it say
 2 bad input (one message naming file:line:col and the key, the trial, or the trainer command that
 cannot run); 1 the study stopped after max_failures trials failed in a row; 75 stopped by
 SIGTERM / SIGINT / SIGUSR1 with the state saved (run llmsweep again to continue).
+
+The code, beside this file: sweep_space.py (the study file, the space, the GP + EI sampler),
+sweep_state.py (the state file, trial namelists and metrics, the launcher), sweep_runner.py (the
+study loop), sweep_report.py (results, best.nml, plots); this file is the command line.
 """
 
 import os
