@@ -127,8 +127,9 @@ typedef struct gpt_slot {
 typedef void (*gpt_layer_hook_t)(void *ctx, int layer);
 
 /* One call of the stage or whole-model interface below, passed by const pointer: which slot,
- * micro-batch and chunk it works on and what the caller wants around it. The model keeps none
- * of it after the call. */
+ * micro-batch and chunk it works on and what the caller wants around it. Callers set nothing
+ * per call on gpt_t; what the model derives from the pass (the chunk's blocks, the micro-batch
+ * its masks are keyed by, the MoE loss weight) it sets itself at the start of each call. */
 typedef struct gpt_pass {
     int slot;            /* the activation slot holding the micro-batch (whole model: 0) */
     int micro;           /* the micro-batch's index in the pass: dropout masks and router noise
