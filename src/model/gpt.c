@@ -554,6 +554,26 @@ void gpt_store_weights(gpt_t *m, size_t lo, const float *src, size_t n) {
     gpt_weights_written(m, lo, n);
 }
 
+/* Interleaved pipeline: the blocks, embedding and head of chunk c are the ones in use (no-op
+ * with one chunk). */
+static void use_chunk(gpt_t *m, int c) {
+    if (m->n_chunks <= 1) return;
+    ASSERT(c >= 0 && c < m->n_chunks);
+    m->first_layer = chunk_first_layer(m, c);
+    m->end_layer = m->first_layer + m->chunk_layers;
+    m->has_embed = m->stage_embed && c == 0;
+    m->has_head = m->stage_head && c == m->n_chunks - 1;
+}
+
+/* What a call derives from its pass before it runs: the chunk in use and the micro-batch the
+ * regularisers key their masks by. Returns the pass's slot. */
+static gpt_slot_t *begin_call(gpt_t *m, const gpt_pass_t *pass) {
+    ASSERT(pass && pass->slot >= 0 && pass->slot < m->par.n_slots);
+    use_chunk(m, pass->chunk);
+    m->reg.micro = pass->micro;
+    return &m->slot[pass->slot];
+}
+
 /* gpt_create and gpt_plan: the same steps, allocating or only counting (dry_run). */
 static void build(gpt_t *m, const model_spec_t *spec, const ops_t *ops, int B, int T,
                   const gpt_parallel_t *par, const gpt_weight_provider_t *provider,
@@ -605,16 +625,7 @@ static void build(gpt_t *m, const model_spec_t *spec, const ops_t *ops, int B, i
     alloc_head_and_scratch(m);
     gpt_reg_setup(m, spec);
     if (m->rope && !dry_run) fill_rope_tables(m, spec->rope_theta);
-    gpt_use_chunk(m, 0);
-}
-
-void gpt_use_chunk(gpt_t *m, int c) {
-    if (m->n_chunks <= 1) return;
-    ASSERT(c >= 0 && c < m->n_chunks);
-    m->first_layer = chunk_first_layer(m, c);
-    m->end_layer = m->first_layer + m->chunk_layers;
-    m->has_embed = m->stage_embed && c == 0;
-    m->has_head = m->stage_head && c == m->n_chunks - 1;
+    use_chunk(m, 0);
 }
 
 int gpt_held_blocks(const gpt_t *m) {
@@ -972,16 +983,15 @@ static void mlp_in_backward(gpt_t *m, gpt_layer_acts_t *a, const gpt_layer_w_t *
     linear_backward(m, m->dC, g->fcw, g->fcb, dup, a->ln2, w->fcw, N, C, Fl, true, first);
 }
 
-void gpt_embed(gpt_t *m, int s, const int *tokens, int B, int T) {
+void gpt_embed(gpt_t *m, const gpt_pass_t *pass, const int *tokens, int B, int T) {
+    gpt_slot_t *sl = begin_call(m, pass);
     ASSERT(m->has_embed && B <= m->B && T <= m->T);
-    gpt_slot_t *sl = &m->slot[s];
     m->ops->to_device(sl->tokens, tokens, (size_t)B * T * sizeof(int));
     need_weights(m, GPT_UNIT_EMBED, m->first_layer < m->end_layer ? m->first_layer : GPT_UNIT_NONE);
     /* vocab-parallel: each rank adds the rows it owns; rank 0 adds the positions (if learned) */
     m->ops->embed_forward_w(sl->input, sl->tokens, m->gw.wte, m->gw.wpe, m->wtype, B, T, m->C,
                             m->v_start, m->Vl, m->learned_pos && m->par.tp_rank == 0);
     tp_sum(m, sl->input, (size_t)B * T * m->C);
-    m->reg.slot = s;
     gpt_dropout(m, REG_EMBD, 0, B, T, sl->input, sl->input);
     store(m, sl->input, (size_t)B * T * m->C);
 }
@@ -1030,15 +1040,14 @@ static const float *stage_output(const gpt_t *m, int s) {
     return nl > 0 ? sl->layer[nl - 1].res3 : sl->input;
 }
 
-const float *gpt_stage_forward(gpt_t *m, int s, int B, int T) {
+const float *gpt_stage_forward(gpt_t *m, const gpt_pass_t *pass, int B, int T) {
     ASSERT(B <= m->B && T <= m->T);
-    gpt_slot_t *sl = &m->slot[s];
+    gpt_slot_t *sl = begin_call(m, pass);
     const float *res = sl->input;
-    m->reg.slot = s;
     for (int l = m->first_layer; l < m->end_layer; l++) {
         gpt_layer_acts_t *a = &sl->layer[l - m->first_layer];
         block_forward(m, l, a, res, B, T);
-        if (!m->forward_only) pack_layer(m, l, a, B, T);
+        if (!pass->forward_only) pack_layer(m, l, a, B, T); /* nothing kept without a backward */
         res = a->res3;
     }
     return res;
@@ -1103,11 +1112,11 @@ static void head_backward(gpt_t *m, int s, int B, int T, float dloss, bool first
     end_grads(m, GPT_UNIT_FINAL);
 }
 
-float gpt_head(gpt_t *m, int s, const int *targets, int B, int T, bool backward, float dloss,
-               bool first) {
+float gpt_head(gpt_t *m, const gpt_pass_t *pass, const int *targets, int B, int T, bool first) {
+    begin_call(m, pass);
     ASSERT(m->has_head);
-    float loss = head_forward(m, s, targets, B, T);
-    if (backward) head_backward(m, s, B, T, dloss, first);
+    float loss = head_forward(m, pass->slot, targets, B, T);
+    if (!pass->forward_only) head_backward(m, pass->slot, B, T, pass->dloss, first);
     return loss;
 }
 
@@ -1169,10 +1178,10 @@ static void wq_end_layer(gpt_t *m, int l) {
         m->wq->item[k].layer = l;
 }
 
-void gpt_stage_backward(gpt_t *m, int s, int B, int T, bool first) {
-    gpt_slot_t *sl = &m->slot[s];
+void gpt_stage_backward(gpt_t *m, const gpt_pass_t *pass, int B, int T, bool first) {
+    gpt_slot_t *sl = begin_call(m, pass);
+    if (m->moe) m->moe->dloss = pass->dloss; /* the aux and z losses' weight */
     m->dres = sl->dout;
-    m->reg.slot = s;
     ASSERT(!m->par.split_backward || !m->grad_stage); /* W writes the resident gradients */
     m->wq = m->par.split_backward ? &sl->wq : NULL;
     if (m->wq) m->wq->n = 0, m->wq->used = 0;
@@ -1185,7 +1194,7 @@ void gpt_stage_backward(gpt_t *m, int s, int B, int T, bool first) {
         block_backward(m, l, &sl->layer[i], res_in, B, T, first);
         m->bwd_acts = NULL;
         if (m->wq) wq_end_layer(m, l);
-        else if (m->on_layer_done) m->on_layer_done(m->hook_ctx, l);
+        else if (pass->on_layer_done) pass->on_layer_done(pass->hook_ctx, l);
     }
     m->wq = NULL;
     if (!m->has_embed) return;
@@ -1203,8 +1212,8 @@ void gpt_stage_backward(gpt_t *m, int s, int B, int T, bool first) {
     end_grads(m, GPT_UNIT_EMBED);
 }
 
-void gpt_stage_weight_grad(gpt_t *m, int s, bool first) {
-    gpt_wqueue_t *q = &m->slot[s].wq;
+void gpt_stage_weight_grad(gpt_t *m, const gpt_pass_t *pass, bool first) {
+    gpt_wqueue_t *q = &begin_call(m, pass)->wq;
     ASSERT(m->par.split_backward);
     for (int i = 0; i < q->n; i++) {
         const gpt_wgrad_t *it = &q->item[i];
@@ -1215,7 +1224,7 @@ void gpt_stage_weight_grad(gpt_t *m, int s, bool first) {
         m->ops->matmul_backward_w(NULL, it->dw, it->db, it->dy, it->x, NULL, m->wtype, it->N, it->C,
                                   it->OC, false, first);
         const bool layer_done = i + 1 == q->n || q->item[i + 1].layer != it->layer;
-        if (layer_done && m->on_layer_done) m->on_layer_done(m->hook_ctx, it->layer);
+        if (layer_done && pass->on_layer_done) pass->on_layer_done(pass->hook_ctx, it->layer);
     }
     q->n = 0;
     q->used = 0;
@@ -1223,21 +1232,20 @@ void gpt_stage_weight_grad(gpt_t *m, int s, bool first) {
 
 /* ---------------------------------------------------------------- whole model, one stage */
 
-float gpt_forward(gpt_t *m, const int *inputs, const int *targets, int B, int T) {
+float gpt_forward(gpt_t *m, const gpt_pass_t *pass, const int *inputs, const int *targets, int B,
+                  int T) {
+    begin_call(m, pass);
     ASSERT(m->has_embed && m->has_head);
-    gpt_embed(m, 0, inputs, B, T);
-    gpt_stage_forward(m, 0, B, T);
-    return head_forward(m, 0, targets, B, T);
+    gpt_embed(m, pass, inputs, B, T);
+    gpt_stage_forward(m, pass, B, T);
+    return head_forward(m, pass->slot, targets, B, T);
 }
 
-void gpt_set_loss_weight(gpt_t *m, float dloss) {
-    if (m->moe) m->moe->dloss = dloss;
-}
-
-void gpt_backward(gpt_t *m, int B, int T, float dloss, bool first_micro) {
-    gpt_set_loss_weight(m, dloss);
-    head_backward(m, 0, B, T, dloss, first_micro);
-    gpt_stage_backward(m, 0, B, T, first_micro);
+void gpt_backward(gpt_t *m, const gpt_pass_t *pass, int B, int T, bool first_micro) {
+    begin_call(m, pass);
+    if (m->moe) m->moe->dloss = pass->dloss; /* before the head: as gpt_stage_backward sets it */
+    head_backward(m, pass->slot, B, T, pass->dloss, first_micro);
+    gpt_stage_backward(m, pass, B, T, first_micro);
 }
 
 void gpt_logits_row(gpt_t *m, int b, int t, int T, float *out) {

@@ -10,9 +10,10 @@
  *                 cross-entropy (row max / sum-exp / target logit all-reduced: the full logits
  *                 are never gathered).
  * A pipeline stage holds layers [first_layer, end_layer) (or, interleaved, n_chunks such
- * chunks: gpt_use_chunk); the first stage embeds, the last runs
+ * chunks: gpt_pass_t chunk); the first stage embeds, the last runs
  * the head and the loss. `n_slots` micro-batches can be in flight at once (pipeline schedules),
- * each with its own activations.
+ * each with its own activations. Which slot, micro-batch and chunk a call works on, and what
+ * the caller wants around it, come with each call (gpt_pass_t), never set on gpt_t.
  * Activation recomputation (&parallel recompute, for the first recompute_layers blocks of each
  * stage): 'selective' keeps no attention output, attention log-sum-exp or GELU output per
  * layer and recomputes them in backward from the kept qkv and fch; 'full' keeps only each
@@ -121,10 +122,27 @@ typedef struct gpt_slot {
     float *dout;              /* [N, C] gradient flowing backward through the stage: received
                                  from stage + 1 (or made by the head); on exit, d(input) */
     gpt_wqueue_t wq;          /* split backward: the W pending after this slot's B */
-    int micro;                /* the pass's micro-batch in the slot (gpt_set_micro: dropout) */
 } gpt_slot_t;
 
 typedef void (*gpt_layer_hook_t)(void *ctx, int layer);
+
+/* One call of the stage or whole-model interface below, passed by const pointer: which slot,
+ * micro-batch and chunk it works on and what the caller wants around it. Callers set nothing
+ * per call on gpt_t; what the model derives from the pass (the chunk's blocks, the micro-batch
+ * its masks are keyed by, the MoE loss weight) it sets itself at the start of each call. */
+typedef struct gpt_pass {
+    int slot;            /* the activation slot holding the micro-batch (whole model: 0) */
+    int micro;           /* the micro-batch's index in the pass: dropout masks and router noise
+                            are keyed by its samples (model/gpt_regular.h) */
+    int chunk;           /* interleaved pipeline: the stage's chunk of layers (0 with one) */
+    bool forward_only;   /* no backward follows (eval, generation): 16-bit storage packs
+                            nothing and the head computes no gradient */
+    float dloss;         /* with a backward: the loss gradient per token (the head's, and the
+                            weight of the MoE aux and z losses) */
+    gpt_layer_hook_t on_layer_done; /* if set, called after each block's backward (split
+                                       backward: after its W) */
+    void *hook_ctx;
+} gpt_pass_t;
 
 /* Weights that are not resident (ZeRO-3): a provider binds a unit's weights before each use.
  * Units: a block (0 .. n_layer-1), the embedding tensors wte + wpe, the final norm lnf. */
@@ -165,8 +183,8 @@ typedef struct gpt {
     int first_layer, end_layer;       /* this stage's blocks (of the chunk in use) */
     bool has_embed, has_head;         /* ... and whether that chunk embeds / runs the head */
     /* interleaved pipeline: the stage holds n_chunks chunks of chunk_layers blocks (chunk c is
-     * model chunk c * pp + pp_rank); gpt_use_chunk selects the one the stage interface and the
-     * slots work on. n_chunks = 1: one contiguous range. */
+     * model chunk c * pp + pp_rank); each call selects the one it and the slots work on (the
+     * pass's chunk). n_chunks = 1: one contiguous range. */
     int n_chunks, chunk_layers;
     bool stage_embed, stage_head;     /* the stage embeds / runs the head in some chunk */
     gpt_parallel_t par;
@@ -208,8 +226,6 @@ typedef struct gpt {
     size_t slot_bytes, head_bytes;    /* activation memory of one slot / of the head */
     size_t shared_bytes;              /* ... of which the shared set (in head_bytes) */
     size_t packed_bytes;              /* one slot's tensors in 16-bit storage (in slot_bytes) */
-    gpt_layer_hook_t on_layer_done;   /* called after each block's backward, if set */
-    void *hook_ctx;
     /* called with the unit (a block, GPT_UNIT_EMBED, GPT_UNIT_FINAL) before its weights are
      * used, resident or not, if set: an offloaded optimizer update still running for them ends
      * first (train/optimizer.h) */
@@ -230,8 +246,6 @@ typedef struct gpt {
     gpt_layer_acts_t *bwd_acts;       /* the block whose backward runs (split backward: W reads
                                          its packed inputs) */
     bool recomputing;                 /* a block's forward is being re-run inside the backward */
-    bool forward_only;                /* set by the caller for passes with no backward (eval,
-                                         generation): 16-bit storage packs nothing then */
     gpt_wqueue_t *wq;                 /* split backward: the slot queue B is filling, else NULL */
     bool dry_run;                     /* gpt_plan: buffers counted, not allocated */
     gpt_regular_t reg;                /* dropout, label smoothing, z-loss (model/gpt_regular.h) */
@@ -288,46 +302,44 @@ void gpt_destroy(gpt_t *m);
 /* Grid-invariant init of the parameters from (seed, name, global index). */
 void gpt_init_params(gpt_t *m, uint64_t seed);
 
-/* ---- pipeline-stage interface (the schedules in train/ drive these) ---- */
-/* Interleaved pipeline: work on chunk c from now on (no-op with one chunk). Every slot holds
- * one chunk's activations, so a slot serves whichever (chunk, micro-batch) the schedule puts
- * there. */
-void gpt_use_chunk(gpt_t *m, int c);
+/* ---- pipeline-stage interface (the schedules in train/ drive these) ----
+ * Each call works on the pass's slot, micro-batch and chunk (gpt_pass_t). Interleaved: every
+ * slot holds one chunk's activations, so a slot serves whichever (chunk, micro-batch) the
+ * schedule puts there. */
 /* The blocks this stage holds over all its chunks (ZeRO-3's gather buffers are sized by them),
  * and the place of held block `layer` among them (chunk by chunk, ascending). */
 int gpt_held_blocks(const gpt_t *m);
 int gpt_held_index(const gpt_t *m, int layer);
 /* First stage: embed tokens[B*T] (host) into the slot's input. */
-void gpt_embed(gpt_t *m, int slot, const int *tokens, int B, int T);
+void gpt_embed(gpt_t *m, const gpt_pass_t *pass, const int *tokens, int B, int T);
 /* The stage's blocks on the slot's input; returns the stage output [N, C]. */
-const float *gpt_stage_forward(gpt_t *m, int slot, int B, int T);
+const float *gpt_stage_forward(gpt_t *m, const gpt_pass_t *pass, int B, int T);
 /* Last stage: final norm, LM head and cross-entropy on the slot's stage output against
- * targets[B*T] (host); returns the mean loss over B*T tokens. With backward, also the head's
- * backward with loss gradient dloss per token, leaving d(stage output) in the slot's dout.
+ * targets[B*T] (host); returns the mean loss over B*T tokens. Unless the pass is forward
+ * only, also the head's backward with loss gradient pass->dloss per token, leaving d(stage
+ * output) in the slot's dout.
  * first: this micro-batch is the step's first (overwrite instead of accumulate gradients). */
-float gpt_head(gpt_t *m, int slot, const int *targets, int B, int T, bool backward, float dloss,
-               bool first);
+float gpt_head(gpt_t *m, const gpt_pass_t *pass, const int *targets, int B, int T, bool first);
 /* The stage's blocks backward from the slot's dout; on return dout holds d(stage input)
- * (sent to stage - 1); on the first stage the embedding gradients are accumulated too. */
-void gpt_stage_backward(gpt_t *m, int slot, int B, int T, bool first);
+ * (sent to stage - 1); on the first stage the embedding gradients are accumulated too. Calls
+ * the pass's on_layer_done after each block (without a split backward). */
+void gpt_stage_backward(gpt_t *m, const gpt_pass_t *pass, int B, int T, bool first);
 /* Split backward (par.split_backward, ZB-H1): gpt_stage_backward is then B, the input
  * gradients and everything else (norms, attention core, activations, tp all-reduces, the
  * embedding, replicated k/v), and queues the linear layers' weight gradients; this is W: they
- * are computed (first: overwritten, else accumulated), calling on_layer_done after each
+ * are computed (first: overwritten, else accumulated), calling the pass's on_layer_done after each
  * block's. The head's gradients are computed with the loss (gpt_head) in either case. */
-void gpt_stage_weight_grad(gpt_t *m, int slot, bool first);
+void gpt_stage_weight_grad(gpt_t *m, const gpt_pass_t *pass, bool first);
 
 /* ---- whole model on one stage (pp = 1): training references, eval, generation ---- */
 /* Forward on inputs[B*T] (host); with targets returns the mean loss, without them leaves the
  * logits for gpt_logits_row. B <= m->B, T <= m->T. */
-float gpt_forward(gpt_t *m, const int *inputs, const int *targets, int B, int T);
-/* Backward of the last gpt_forward with targets (dloss, first as in gpt_head). */
-void gpt_backward(gpt_t *m, int B, int T, float dloss, bool first_micro);
+float gpt_forward(gpt_t *m, const gpt_pass_t *pass, const int *inputs, const int *targets, int B,
+                  int T);
+/* Backward of the last gpt_forward with targets, the same pass (first as in gpt_head). */
+void gpt_backward(gpt_t *m, const gpt_pass_t *pass, int B, int T, bool first_micro);
 /* Logits of row (b, t) of the last forward, real vocabulary, gathered over tp: out[V] (host). */
 void gpt_logits_row(gpt_t *m, int b, int t, int T, float *out);
-/* MoE: the per-token loss gradient of the coming pass (the trainer's dloss), which weighs the
- * aux and z losses of each micro-batch. */
-void gpt_set_loss_weight(gpt_t *m, float dloss);
 /* Model FLOPs per token for forward + backward (6N + attention), for MFU. */
 double gpt_flops_per_token(const gpt_t *m, int T);
 #endif

@@ -13,7 +13,7 @@
  * A second header of the gpt module (implemented in model/regularize.c on gpt_t; gpt.h includes
  * it for gpt_regular_t): regularize.c reads gpt_t and calls nothing of gpt.c.
  * Owns: the regulariser state of a gpt_t (m->reg) and its head buffers. Uses: kernels/ops.h,
- * parallel/comm, core/rng. Used by: model/gpt.c (hooks), train/ (passes, micro-batch index). */
+ * parallel/comm, core/rng. Used by: model/gpt.c (hooks), train/ (passes). */
 #ifndef LLMT_GPT_REGULAR_H
 #define LLMT_GPT_REGULAR_H
 #include <stdbool.h>
@@ -31,7 +31,8 @@ typedef struct gpt_regular {
     int64_t step;                    /* the pass's optimizer step, 0-based */
     uint64_t sample_base;            /* the index in the step's global batch of this rank's
                                         micro-batch 0, sample 0 */
-    int slot;                        /* the slot being run (set by gpt.c) */
+    int micro;                       /* the micro-batch being run (gpt.c, from the call's
+                                        gpt_pass_t) */
     double z_loss_sum;               /* sum of the micro-batches' mean z-loss since the pass began */
     float *row_sum, *zloss;          /* [N] head buffers (smoothing or z-loss on, last stage) */
 } gpt_regular_t;
@@ -48,21 +49,19 @@ void gpt_reg_free(struct gpt *m);
  * z-loss on; z_loss_sum reset. gpt_eval_pass: all of them off. */
 void gpt_train_pass(struct gpt *m, int64_t step, uint64_t sample_base);
 void gpt_eval_pass(struct gpt *m);
-/* The pipeline schedule puts micro-batch `micro` of the pass into `slot`. */
-void gpt_set_micro(struct gpt *m, int slot, int micro);
 
-/* Dropout at `site` of `layer` on a full-width [B*T, C] tensor of the current slot:
+/* Dropout at `site` of `layer` on a full-width [B*T, C] tensor of the current micro-batch:
  * out = in * mask and returns out; inactive (p = 0 or not training): returns in, nothing done.
  * out may alias in. */
 const float *gpt_dropout(struct gpt *m, int site, int layer, int B, int T, float *out,
                          const float *in);
-/* The attention-probability mask of `layer` for the current slot in *mask, or NULL if
+/* The attention-probability mask of `layer` for the current micro-batch in *mask, or NULL if
  * inactive. */
 const dropout_mask_t *gpt_attn_mask(const struct gpt *m, int layer, int B, int T,
                                     dropout_mask_t *mask);
 
-/* The router noise of MoE `layer` (model/moe.h) for the current slot: its Philox key and the
- * global token of the slot's row 0, keyed like the dropout masks. false (nothing set) outside
+/* The router noise of MoE `layer` (model/moe.h) for the current micro-batch: its Philox key and the
+ * global token of its row 0, keyed like the dropout masks. false (nothing set) outside
  * training passes: no noise in eval and generation. */
 bool gpt_router_noise_key(const struct gpt *m, int layer, int B, int T, uint32_t key[2],
                           uint64_t *row0);

@@ -39,19 +39,14 @@ void gpt_train_pass(gpt_t *m, int64_t step, uint64_t sample_base) {
 
 void gpt_eval_pass(gpt_t *m) { m->reg.training = false; }
 
-void gpt_set_micro(gpt_t *m, int slot, int micro) {
-    ASSERT(slot >= 0 && slot < m->par.n_slots);
-    m->slot[slot].micro = micro;
-}
-
 /* The mask of (site, layer) in this pass: key from (seed, site, layer, step); row0 the global
- * token of the current slot's first row. */
+ * token of the current micro-batch's first row. */
 static dropout_mask_t mask_for(const gpt_t *m, int site, int layer, float p, int B, int T) {
     const gpt_regular_t *r = &m->reg;
     const uint64_t stream = (uint64_t)site << 56 | (uint64_t)(layer & 0xffff) << 40 |
                             ((uint64_t)r->step & ((1ull << 40) - 1));
     const philox_key_t key = rng_key(r->seed, stream);
-    const uint64_t sample0 = r->sample_base + (uint64_t)m->slot[r->slot].micro * (uint64_t)B;
+    const uint64_t sample0 = r->sample_base + (uint64_t)r->micro * (uint64_t)B;
     dropout_mask_t mk = {{key.v[0], key.v[1]}, (uint32_t)ldexp((double)p, 32),
                          (float)(1.0 / (1.0 - (double)p)), sample0 * (uint64_t)T, 0, 0};
     return mk;

@@ -134,9 +134,8 @@ void generate_run(const config_t *cfg, const grid_t *grid, gpt_t *m) {
     }
     for (int i = 0; i < cfg->max_new_tokens; i++, len++) {
         int T = len < m->T ? len : m->T;
-        m->forward_only = true; /* no backward: nothing to keep for one */
-        gpt_forward(m, seq + len - T, NULL, 1, T);
-        m->forward_only = false;
+        const gpt_pass_t pass = {.forward_only = true}; /* no backward: nothing to keep */
+        gpt_forward(m, &pass, seq + len - T, NULL, 1, T);
         fault_point("generate", grid->world_rank);
         gpt_logits_row(m, 0, T - 1, T, logits);
         seq[len] = sample_token(logits, m->V, cfg->temperature, cfg->top_k,

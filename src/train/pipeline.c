@@ -103,52 +103,50 @@ static void wait_slot(pipe_t *p, const sched_act_t *a) {
     if (a->wait & SCHED_WAIT_BWD) comm_wait(&p->bwd_send[a->slot], COMM_PP);
 }
 
+/* The model's view of the action: its slot, micro-batch (dropout masks are keyed by its
+ * samples) and chunk; a forward-only pass keeps nothing for a backward that will not come. The
+ * chunk's block gradients are final after the last micro-batch's backward, or with a split
+ * backward its W: that one reports each block done (the data-parallel buckets start). */
+static gpt_pass_t pass_of(const pipe_t *p, const run_t *r, const sched_act_t *a,
+                          bool final_part) {
+    const bool hook = final_part && a->micro == p->n_micro - 1;
+    return (gpt_pass_t){.slot = a->slot, .micro = a->micro, .chunk = a->chunk,
+                        .forward_only = !r->backward, .dloss = r->dloss,
+                        .on_layer_done = hook ? p->last_micro_hook : NULL,
+                        .hook_ctx = p->hook_ctx};
+}
+
 static void forward(pipe_t *p, run_t *r, const sched_act_t *a) {
     gpt_t *m = p->m;
-    const int s = a->slot, i = a->micro;
+    const int i = a->micro;
     const size_t N = (size_t)r->B * r->T;
-    gpt_use_chunk(m, a->chunk);
-    gpt_set_micro(m, s, i); /* dropout masks are keyed by the micro-batch's samples */
-    m->forward_only = !r->backward; /* nothing kept for a backward that will not come */
+    const gpt_pass_t pass = pass_of(p, r, a, false);
     prof_begin(PROF_FORWARD, "forward", i, p->stage); /* the compute, not the waits around it */
-    if (embeds(p, a->chunk)) gpt_embed(m, s, r->tokens + (size_t)i * N, r->B, r->T);
-    p->last_out = gpt_stage_forward(m, s, r->B, r->T);
+    if (embeds(p, a->chunk)) gpt_embed(m, &pass, r->tokens + (size_t)i * N, r->B, r->T);
+    p->last_out = gpt_stage_forward(m, &pass, r->B, r->T);
     if (heads(p, a->chunk))
-        r->loss_sum += gpt_head(m, s, r->targets + (size_t)i * N, r->B, r->T, r->backward,
-                                r->dloss, i == 0);
+        r->loss_sum += gpt_head(m, &pass, r->targets + (size_t)i * N, r->B, r->T, i == 0);
     prof_end(PROF_FORWARD, 0);
     if (r->backward && ++p->inflight > p->max_inflight) p->max_inflight = p->inflight;
 }
 
-/* The chunk's block gradients are final after the last micro-batch's backward, or with a split
- * backward its W: that one reports each block done (the data-parallel buckets start). */
-static void set_hook(pipe_t *p, const sched_act_t *a, bool final_part) {
-    p->m->on_layer_done = final_part && a->micro == p->n_micro - 1 ? p->last_micro_hook : NULL;
-    p->m->hook_ctx = p->hook_ctx;
-}
-
+/* The recomputation and backward draw the micro-batch's masks again. */
 static void backward(pipe_t *p, run_t *r, const sched_act_t *a) {
-    gpt_t *m = p->m;
     const bool split = p->train.split;
-    gpt_use_chunk(m, a->chunk);
-    gpt_set_micro(m, a->slot, a->micro); /* the recomputation and backward draw its masks again */
-    set_hook(p, a, !split);
+    const gpt_pass_t pass = pass_of(p, r, a, !split);
     prof_begin(PROF_BACKWARD, "backward", a->micro, p->stage);
-    gpt_stage_backward(m, a->slot, r->B, r->T, a->micro == 0);
+    gpt_stage_backward(p->m, &pass, r->B, r->T, a->micro == 0);
     prof_end(PROF_BACKWARD, 0);
-    m->on_layer_done = NULL;
     if (!split) p->inflight--;
 }
 
 /* ZB-H1's W: the micro-batch's deferred weight gradients (the first micro-batch overwrites, as
  * its B did for the rest); it releases the micro-batch's activations. */
-static void weight_grad(pipe_t *p, const sched_act_t *a) {
-    gpt_use_chunk(p->m, a->chunk);
-    set_hook(p, a, true);
+static void weight_grad(pipe_t *p, run_t *r, const sched_act_t *a) {
+    const gpt_pass_t pass = pass_of(p, r, a, true);
     prof_begin(PROF_BACKWARD, "weight-grad", a->micro, p->stage);
-    gpt_stage_weight_grad(p->m, a->slot, a->micro == 0);
+    gpt_stage_weight_grad(p->m, &pass, a->micro == 0);
     prof_end(PROF_BACKWARD, 0);
-    p->m->on_layer_done = NULL;
     p->inflight--;
 }
 
@@ -174,7 +172,7 @@ static void run_action(pipe_t *p, run_t *r, const sched_act_t *a) {
         break;
     case ACT_F: forward(p, r, a); break;
     case ACT_B: backward(p, r, a); break;
-    case ACT_W: weight_grad(p, a); break;
+    case ACT_W: weight_grad(p, r, a); break;
     }
 }
 
@@ -194,6 +192,5 @@ double pipe_run(pipe_t *p, const int *tokens, const int *targets, int n, int B, 
         comm_wait(&p->fwd_send[s], COMM_PP);
         comm_wait(&p->bwd_send[s], COMM_PP);
     }
-    gpt_use_chunk(p->m, 0);
     return r.loss_sum;
 }

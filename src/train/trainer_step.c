@@ -38,7 +38,6 @@ static double accumulate_gradients(trainer_t *tr) {
      * offset, the one the data above was read from) */
     gpt_train_pass(&tr->model, tr->prog.step,
                    (uint64_t)curric_sample_offset(tr->grid->rank_dp, tr->accum, B, 0));
-    gpt_set_loss_weight(&tr->model, dloss); /* MoE: the aux and z losses' weight */
     moe_stats_reset(tr->model.moe);
     double loss_sum = pipe_run(&tr->pipe, tr->inputs, tr->targets, tr->accum, B, T, true, dloss);
     gpt_eval_pass(&tr->model);

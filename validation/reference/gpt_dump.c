@@ -55,8 +55,9 @@ int main(int argc, char **argv) {
     double loss = 0.0;
     for (int a = 0; a < accum; a++) {
         if (sampler_fill(&s, (uint64_t)a * B, B, in, tg, err, sizeof err)) fatal_user("%s", err);
-        loss += gpt_forward(&m, in, tg, B, T) / accum;
-        gpt_backward(&m, B, T, 1.0f / ((float)B * T * accum), a == 0);
+        const gpt_pass_t pass = {.micro = a, .dloss = 1.0f / ((float)B * T * accum)};
+        loss += gpt_forward(&m, &pass, in, tg, B, T) / accum;
+        gpt_backward(&m, &pass, B, T, a == 0);
     }
     write_tensor_file(argv[2], "weights.h5", &m, m.params, &cfg);
     write_tensor_file(argv[2], "grads.h5", &m, m.grads, &cfg);

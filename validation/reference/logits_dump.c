@@ -53,7 +53,8 @@ int main(int argc, char **argv) {
     gpt_parallel_t serial = gpt_serial();
     gpt_create(&m, MODEL_SPEC_OF(&cfg), ops_cpu(), B, T, &serial, NULL, NULL);
     load_weights(&m, &cfg);
-    gpt_forward(&m, ids, NULL, B, T);
+    const gpt_pass_t pass = {.forward_only = true};
+    gpt_forward(&m, &pass, ids, NULL, B, T);
     float *row = xmalloc(sizeof(float) * (size_t)m.V);
     FILE *out = fopen(argv[5], "wb");
     if (!out) fatal_user("logits_dump: cannot create %s", argv[5]);

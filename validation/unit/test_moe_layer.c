@@ -115,7 +115,8 @@ static double forward_objective(fd_ctx *c) {
     const int N = B_ * T_;
     gpt_train_pass(m, STEP, 0);
     moe_stats_reset(m->moe);
-    gpt_forward(m, c->inputs, c->targets, B_, T_);
+    const gpt_pass_t pass = {.dloss = 1.0f / (B_ * T_)};
+    gpt_forward(m, &pass, c->inputs, c->targets, B_, T_);
     double f = 0;
     for (int i = 0; i < N; i++) f += m->host_losses[i];
     f /= N;
@@ -163,7 +164,8 @@ static float *analytic_grads(fd_ctx *c, double *f0) {
     gpt_t *m = &c->m;
     *f0 = forward_objective(c);
     routing_of(c, c->base_idx);
-    gpt_backward(m, B_, T_, 1.0f / (B_ * T_), true);
+    const gpt_pass_t pass = {.dloss = 1.0f / (B_ * T_)};
+    gpt_backward(m, &pass, B_, T_, true);
     gpt_eval_pass(m);
     float *g = malloc(m->P.total * sizeof(float));
     ops->to_host(g, m->grads, m->P.total * sizeof(float));
