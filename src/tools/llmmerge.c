@@ -3,7 +3,7 @@
  *
  *   llmmerge MERGE.nml [KEY=VALUE ...]
  *
- * MERGE.nml holds one &merge group (keys below; README "Merging weights"). Each KEY=VALUE
+ * MERGE.nml holds one &merge group (keys below; docs/llmmerge.md). Each KEY=VALUE
  * argument replaces that key, written as in the namelist (weights=0.3,0.7 "out='t3.h5'"), so a
  * search (llmsweep) can run one namelist with different parameters as its trial command.
  *
@@ -34,8 +34,10 @@
  *
  * Exit codes: 0 written; 2 bad input (namelist, an input missing, corrupt or of another model,
  * an existing out), on every rank; 3 internal error; 5 the output could not be written.
- * Uses: config/namelist, config/config and model/params (the registry of the inputs' model),
- * tools/merge_methods, tools/merge_io, io/checkpoint (checksums), parallel/comm, core/. */
+ * Uses: config/namelist, config/schema (the &merge key table is checked by the configuration's
+ * schema engine), config/config and model/params (the registry of the inputs' model),
+ * tools/merge_methods, tools/merge_io, io/checkpoint (checksums), parallel/comm_host (agreement
+ * on errors), core/. */
 #include <errno.h>
 #include <fnmatch.h>
 #include <glob.h>
@@ -52,6 +54,7 @@
 #include <unistd.h>
 #include "config/config.h"
 #include "config/namelist.h"
+#include "config/schema.h"
 #include "core/alloc.h"
 #include "core/error.h"
 #include "core/fileio.h"
@@ -61,6 +64,7 @@
 #include "core/timer.h"
 #include "core/version.h"
 #include "model/params.h"
+#include "parallel/comm_host.h"
 #include "tools/merge_io.h"
 #include "tools/merge_methods.h"
 
@@ -72,12 +76,10 @@ static const char *usage =
     "usage: llmmerge MERGE.nml [KEY=VALUE ...]\n"
     "  MERGE.nml holds one &merge group: method ('linear' | 'slerp' | 'task_arithmetic' |\n"
     "  'ties' | 'dare_linear' | 'dare_ties'), models, weights, base, density, t, t_filter,\n"
-    "  t_value, normalize, rescale, lambda, seed, last, out, overwrite (see README.md).\n"
+    "  t_value, normalize, rescale, lambda, seed, last, out, overwrite (see docs/llmmerge.md).\n"
     "  KEY=VALUE replaces a key, written as in the namelist: weights=0.3,0.7 \"out='a.h5'\"\n";
 
 /* ---- the &merge schema ------------------------------------------------------------------------ */
-
-typedef enum { T_STR, T_STRS, T_REAL, T_REALS, T_INT, T_BOOL } key_type_t;
 
 enum {
     K_METHOD, K_MODELS, K_WEIGHTS, K_BASE, K_DENSITY, K_T, K_T_FILTER, K_T_VALUE, K_SEED,
@@ -89,26 +91,44 @@ enum {
 #define TASK_VECTOR (M(MERGE_TASK_ARITHMETIC) | M(MERGE_TIES) | M(MERGE_DARE_LINEAR) | M(MERGE_DARE_TIES))
 #define DARE (M(MERGE_DARE_LINEAR) | M(MERGE_DARE_TIES))
 
-static const struct key_spec {
-    const char *key;
-    key_type_t type;
-    unsigned methods; /* the methods the key is a parameter of */
-} keys[N_KEYS] = {
-    [K_METHOD] = {"method", T_STR, ALL_METHODS},
-    [K_MODELS] = {"models", T_STRS, ALL_METHODS},
-    [K_WEIGHTS] = {"weights", T_REALS, ALL_METHODS & ~M(MERGE_SLERP)},
-    [K_BASE] = {"base", T_STR, TASK_VECTOR | M(MERGE_SLERP)},
-    [K_DENSITY] = {"density", T_REALS, M(MERGE_TIES) | DARE},
-    [K_T] = {"t", T_REAL, M(MERGE_SLERP)},
-    [K_T_FILTER] = {"t_filter", T_STRS, M(MERGE_SLERP)},
-    [K_T_VALUE] = {"t_value", T_REALS, M(MERGE_SLERP)},
-    [K_SEED] = {"seed", T_INT, DARE},
-    [K_RESCALE] = {"rescale", T_STR, DARE},
-    [K_NORMALIZE] = {"normalize", T_BOOL, ALL_METHODS & ~M(MERGE_SLERP)},
-    [K_LAMBDA] = {"lambda", T_REAL, TASK_VECTOR},
-    [K_LAST] = {"last", T_INT, ALL_METHODS},
-    [K_OUT] = {"out", T_STR, ALL_METHODS},
-    [K_OVERWRITE] = {"overwrite", T_BOOL, ALL_METHODS},
+/* The keys of &merge for the configuration's schema engine (config/schema.h): type, count and
+ * bounds; which methods each key is a parameter of is llmmerge's own rule (key_methods). */
+static const schema_key_t merge_keys[N_KEYS] = {
+    [K_METHOD] = {"method", SCHEMA_STR},
+    [K_MODELS] = {"models", SCHEMA_STRS},
+    [K_WEIGHTS] = {"weights", SCHEMA_REALS},
+    [K_BASE] = {"base", SCHEMA_STR},
+    [K_DENSITY] = {"density", SCHEMA_REALS, '(', ']', 0, 1, "the fraction of each task vector that is kept"},
+    [K_T] = {"t", SCHEMA_REAL, '[', ']', 0, 1},
+    [K_T_FILTER] = {"t_filter", SCHEMA_STRS},
+    [K_T_VALUE] = {"t_value", SCHEMA_REALS, '[', ']', 0, 1},
+    [K_SEED] = {"seed", SCHEMA_INT, '[', 0, 0, 0},
+    [K_RESCALE] = {"rescale", SCHEMA_STR},
+    [K_NORMALIZE] = {"normalize", SCHEMA_BOOL},
+    [K_LAMBDA] = {"lambda", SCHEMA_REAL},
+    [K_LAST] = {"last", SCHEMA_INT, '[', 0, 0, 0},
+    [K_OUT] = {"out", SCHEMA_STR},
+    [K_OVERWRITE] = {"overwrite", SCHEMA_BOOL},
+};
+static const schema_t merge_schema = {"merge", merge_keys, N_KEYS};
+
+/* The methods each key is a parameter of. */
+static const unsigned key_methods[N_KEYS] = {
+    [K_METHOD] = ALL_METHODS,
+    [K_MODELS] = ALL_METHODS,
+    [K_WEIGHTS] = ALL_METHODS & ~M(MERGE_SLERP),
+    [K_BASE] = TASK_VECTOR | M(MERGE_SLERP),
+    [K_DENSITY] = M(MERGE_TIES) | DARE,
+    [K_T] = M(MERGE_SLERP),
+    [K_T_FILTER] = M(MERGE_SLERP),
+    [K_T_VALUE] = M(MERGE_SLERP),
+    [K_SEED] = DARE,
+    [K_RESCALE] = DARE,
+    [K_NORMALIZE] = ALL_METHODS & ~M(MERGE_SLERP),
+    [K_LAMBDA] = TASK_VECTOR,
+    [K_LAST] = ALL_METHODS,
+    [K_OUT] = ALL_METHODS,
+    [K_OVERWRITE] = ALL_METHODS,
 };
 
 /* Where a key was given, for messages after parsing ("path:line:col"). */
@@ -147,24 +167,32 @@ static int world_rank, world_size;
 /* ---- agreeing on errors ----------------------------------------------------------------------- */
 
 /* Every rank states its outcome (code 0: fine, else an exit code with msg); when any rank
- * failed, the lowest failing rank's message is printed once and every rank exits with its
- * code. Returns when none failed. */
+ * failed, comm_agree_or_exit prints the lowest failing rank's message once and every rank exits
+ * with that rank's code. Returns when none failed. */
 static void agree_or_exit(int code, const char *msg) {
     int first = code ? world_rank : world_size;
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
     if (first == world_size) return;
+    int agreed = code;
+    MPI_CHECK(MPI_Bcast(&agreed, 1, MPI_INT, first, MPI_COMM_WORLD)); /* the first failing rank's */
+    comm_agree_or_exit(MPI_COMM_WORLD, agreed, "llmmerge", code ? msg : NULL);
+}
+
+/* Rank 0's verdict (code 0: fine, else an exit code with msg) for every rank: rank 0 checked
+ * or wrote for all, so its message is the verdict as it stands, without a rank. */
+static void rank0_outcome(int code, const char *msg) {
     struct {
         int code;
         char text[MSG_LEN];
-    } v = {code, ""};
-    if (world_rank == first) snprintf(v.text, sizeof v.text, "%s", msg);
-    MPI_CHECK(MPI_Bcast(&v, (int)sizeof v, MPI_BYTE, first, MPI_COMM_WORLD));
+    } v = {world_rank == 0 ? code : 0, ""};
+    if (world_rank == 0 && code) snprintf(v.text, sizeof v.text, "%s", msg);
+    MPI_CHECK(MPI_Bcast(&v, (int)sizeof v, MPI_BYTE, 0, MPI_COMM_WORLD));
     v.text[sizeof v.text - 1] = '\0';
-    fatal_agreed(v.code, v.text);
+    if (v.code) fatal_agreed(v.code, v.text);
 }
 
-/* Rank 0's verdict (msg "" = fine) for every rank: bad input, exit 2. */
-static void rank0_verdict(const char *msg) { agree_or_exit(world_rank == 0 && msg[0] ? LLMT_EXIT_USER : 0, msg); }
+/* Rank 0's verdict on the input (msg "" = fine): bad input, exit 2. */
+static void rank0_verdict(const char *msg) { rank0_outcome(msg[0] ? LLMT_EXIT_USER : 0, msg); }
 
 /* ---- namelist: parsing ------------------------------------------------------------------------ */
 
@@ -177,74 +205,6 @@ static int pos_error(char *err, const char *path, int line, int col, const char 
     if (n > 0 && n < MSG_LEN) vsnprintf(err + n, MSG_LEN - (size_t)n, fmt, ap);
     va_end(ap);
     return -1;
-}
-
-/* Levenshtein distance, for "did you mean" (short words only). */
-static int typo_distance(const char *a, const char *b) {
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 31 || lb > 31) return INT_MAX;
-    int d[32][32];
-    for (size_t i = 0; i <= la; i++) d[i][0] = (int)i;
-    for (size_t j = 0; j <= lb; j++) d[0][j] = (int)j;
-    for (size_t i = 1; i <= la; i++)
-        for (size_t j = 1; j <= lb; j++) {
-            int best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
-            if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
-            if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
-            d[i][j] = best;
-        }
-    return d[la][lb];
-}
-
-static void did_you_mean(char *hint, size_t len, const char *word, const char *const *choices, int n) {
-    hint[0] = '\0';
-    int best = 3; /* at most 2 edits away */
-    for (int i = 0; i < n; i++) {
-        int d = typo_distance(word, choices[i]);
-        if (d < best) best = d, snprintf(hint, len, "; did you mean '%s'?", choices[i]);
-    }
-}
-
-static int find_key(const char *name) {
-    for (int k = 0; k < N_KEYS; k++)
-        if (strcmp(keys[k].key, name) == 0) return k;
-    return -1;
-}
-
-static int unknown_key(char *err, const char *path, const nl_entry_t *e) {
-    const char *names[N_KEYS];
-    char valid[512] = "", hint[128];
-    for (int k = 0; k < N_KEYS; k++) {
-        names[k] = keys[k].key;
-        size_t l = strlen(valid);
-        snprintf(valid + l, sizeof valid - l, "%s%s", k ? ", " : "", keys[k].key);
-    }
-    did_you_mean(hint, sizeof hint, e->key, names, N_KEYS);
-    return pos_error(err, path, e->line, e->col, "&merge unknown key '%s' (valid keys: %s)%s",
-                     e->key, valid, hint);
-}
-
-/* Type and count of one entry. */
-static int check_entry(char *err, const char *path, int k, const nl_entry_t *e) {
-    key_type_t t = keys[k].type;
-    bool many = t == T_STRS || t == T_REALS;
-    if (!many && e->n_values != 1)
-        return pos_error(err, path, e->values[1].line, e->values[1].col,
-                         "&merge %s: expected one value, got %d values", e->key, e->n_values);
-    static const char *const expect[] = {"a string in quotes", "a string in quotes", "a real number",
-                                         "a real number",      "an integer",         "a logical (.true. or .false.)"};
-    for (int i = 0; i < e->n_values; i++) {
-        const nl_value_t *v = &e->values[i];
-        bool ok = (t == T_STR || t == T_STRS) ? v->kind == NL_STRING
-                  : (t == T_REAL || t == T_REALS) ? (v->kind == NL_REAL || v->kind == NL_INTEGER)
-                  : t == T_INT ? v->kind == NL_INTEGER : v->kind == NL_LOGICAL;
-        if (!ok)
-            return pos_error(err, path, v->line, v->col, "&merge %s: expected %s, got %s %s", e->key,
-                             expect[t], namelist_kind_name(v->kind), v->raw);
-        if ((t == T_REAL || t == T_REALS) && !isfinite(v->r))
-            return pos_error(err, path, v->line, v->col, "&merge %s: %s is not a finite number", e->key, v->raw);
-    }
-    return 0;
 }
 
 /* The entries of one parsed text into by_key (a later text replaces a key of an earlier one;
@@ -266,12 +226,12 @@ static int collect_entries(char *err, const char *path, const namelist_t *nl,
     const nl_entry_t *seen[N_KEYS] = {0};
     for (int i = 0; i < merge->n_entries; i++) {
         const nl_entry_t *e = &merge->entries[i];
-        int k = find_key(e->key);
-        if (k < 0) return unknown_key(err, path, e);
+        int k = schema_find_key(&merge_schema, e->key);
+        if (k < 0) return schema_unknown_key_error(&merge_schema, e, path, err, MSG_LEN);
         if (seen[k])
             return pos_error(err, path, e->line, e->col, "&merge %s: given twice (first at line %d)",
                              e->key, seen[k]->line);
-        if (check_entry(err, path, k, e) != 0) return -1;
+        if (schema_check_entry(&merge_schema, k, e, path, err, MSG_LEN) != 0) return -1;
         seen[k] = e;
     }
     for (int k = 0; k < N_KEYS; k++) /* an override replaces the file's value of its key */
@@ -291,18 +251,10 @@ static double *reals_of(const nl_entry_t *e) {
     return r;
 }
 
-/* A value outside its range: the message points at it. */
+/* A value outside its range (the table's bounds) or not one of rescale's: the message points at
+ * it. */
 static int check_ranges(char *err, const char *path, int k, const nl_entry_t *e, merge_opts_t *o) {
-    for (int i = 0; i < e->n_values; i++) {
-        const nl_value_t *v = &e->values[i];
-        if (k == K_DENSITY && !(v->r > 0 && v->r <= 1))
-            return pos_error(err, path, v->line, v->col, "&merge density: must be in (0, 1], got %s "
-                             "(the fraction of each task vector that is kept)", v->raw);
-        if ((k == K_T || k == K_T_VALUE) && !(v->r >= 0 && v->r <= 1))
-            return pos_error(err, path, v->line, v->col, "&merge %s: must be in [0, 1], got %s", e->key, v->raw);
-        if ((k == K_SEED || k == K_LAST) && v->i < 0)
-            return pos_error(err, path, v->line, v->col, "&merge %s: must be >= 0, got %s", e->key, v->raw);
-    }
+    if (schema_check_bounds(&merge_schema, k, e, path, err, MSG_LEN) != 0) return -1;
     if (k == K_RESCALE) {
         const char *s = e->values[0].s;
         if (strcmp(s, "l1") == 0) o->rescale = MERGE_RESCALE_L1;
@@ -324,8 +276,9 @@ static int set_method(char *err, const char *path, const nl_entry_t *e, merge_op
     }
     const char *names[MERGE_N_METHODS];
     for (int i = 0; i < MERGE_N_METHODS; i++) names[i] = merge_method_name((merge_method_t)i);
-    char hint[128];
-    did_you_mean(hint, sizeof hint, v->s, names, MERGE_N_METHODS);
+    char hint[128] = "";
+    const char *close = schema_closest(v->s, names, MERGE_N_METHODS);
+    if (close) snprintf(hint, sizeof hint, "; did you mean '%s'?", close);
     return pos_error(err, path, v->line, v->col, "&merge method: unknown method '%s' (methods: "
                      "'linear', 'slerp', 'task_arithmetic', 'ties', 'dare_linear', 'dare_ties')%s",
                      v->s, hint);
@@ -356,9 +309,9 @@ static int assign(char *err, const nl_entry_t **by_key, const char **key_path, m
         o->given[k] = true;
         snprintf(o->at[k].path, sizeof o->at[k].path, "%s", path);
         o->at[k].line = e->line, o->at[k].col = e->col;
-        if (!(keys[k].methods & M(o->method))) {
+        if (!(key_methods[k] & M(o->method))) {
             char which[128];
-            methods_of(keys[k].methods, which, sizeof which);
+            methods_of(key_methods[k], which, sizeof which);
             return pos_error(err, path, e->line, e->col, "&merge %s: not a parameter of method '%s' "
                              "(%s is for: %s)", e->key, merge_method_name(o->method), e->key, which);
         }
@@ -402,14 +355,6 @@ static int check_keys(char *err, merge_opts_t *o, const char *path) {
     return 0;
 }
 
-/* What a &merge key holds, for the parser's check of repeat counts: a list key any number (its
- * length is checked against the models later), any other key one value; 0 for unknown keys. */
-static int merge_key_capacity(const char *group, const char *key, void *unused) {
-    (void)unused;
-    int k = strcmp(group, "merge") == 0 ? find_key(key) : -1;
-    return k < 0 || keys[k].type == T_STRS || keys[k].type == T_REALS ? 0 : 1;
-}
-
 /* Parse the namelist text and the KEY=VALUE overrides; 0, or -1 with the message. */
 static int parse_options(char *err, const char *path, const char *text, int n_over, char **over,
                          merge_opts_t *o) {
@@ -418,7 +363,7 @@ static int parse_options(char *err, const char *path, const char *text, int n_ov
     const nl_entry_t *by_key[N_KEYS] = {0};
     const char *key_path[N_KEYS + 1] = {0};
     key_path[N_KEYS] = path;
-    int parsed = 0, rc = namelist_parse_keys(path, text, merge_key_capacity, NULL, &nl[0], err, MSG_LEN);
+    int parsed = 0, rc = namelist_parse_keys(path, text, schema_key_capacity, (void *)&merge_schema, &nl[0], err, MSG_LEN);
     if (rc == 0) parsed = 1, rc = collect_entries(err, path, &nl[0], by_key, key_path);
     for (int i = 0; rc == 0 && i < n_over; i++) {
         snprintf(paths[i + 1], sizeof paths[i + 1], "argument %d", i + 2);
@@ -430,7 +375,7 @@ static int parse_options(char *err, const char *path, const char *text, int n_ov
         size_t len = strlen(over[i]) + 16;
         char *t = xmalloc(len);
         snprintf(t, len, "&merge %s /", over[i]);
-        rc = namelist_parse_keys(paths[i + 1], t, merge_key_capacity, NULL, &nl[i + 1], err, MSG_LEN);
+        rc = namelist_parse_keys(paths[i + 1], t, schema_key_capacity, (void *)&merge_schema, &nl[i + 1], err, MSG_LEN);
         xfree(t);
         if (rc == 0) parsed++, rc = collect_entries(err, paths[i + 1], &nl[i + 1], by_key, key_path);
     }
@@ -527,7 +472,7 @@ static int fill_per_model(char *err, merge_opts_t *o, int k, double **v, int n_g
     }
     if (n_given != o->n_models)
         return pos_error(err, w->path, w->line, w->col, "&merge %s: %d values for %d model%s (one per "
-                         "model%s)", keys[k].key, n_given, o->n_models, o->n_models == 1 ? "" : "s",
+                         "model%s)", merge_keys[k].key, n_given, o->n_models, o->n_models == 1 ? "" : "s",
                          one_for_all ? ", or one for all" : "");
     return 0;
 }
@@ -882,10 +827,10 @@ static char *parameters_text(const merge_opts_t *o) {
         nml_str(&t, o->models[i]);
     }
     tprintf(&t, "\n");
-    if (keys[K_WEIGHTS].methods & m) nml_reals(&t, "weights", o->weights, o->n_models);
+    if (key_methods[K_WEIGHTS] & m) nml_reals(&t, "weights", o->weights, o->n_models);
     if (o->base) tprintf(&t, "  base = "), nml_str(&t, o->base), tprintf(&t, "\n");
-    if (keys[K_DENSITY].methods & m) nml_reals(&t, "density", o->density, o->n_models);
-    if (keys[K_T].methods & m) {
+    if (key_methods[K_DENSITY] & m) nml_reals(&t, "density", o->density, o->n_models);
+    if (key_methods[K_T] & m) {
         nml_reals(&t, "t", &o->t, 1);
         if (o->n_t_filter) {
             tprintf(&t, "  t_filter = ");
@@ -894,12 +839,12 @@ static char *parameters_text(const merge_opts_t *o) {
             nml_reals(&t, "t_value", o->t_value, o->n_t_filter);
         }
     }
-    if (keys[K_SEED].methods & m) tprintf(&t, "  seed = %llu\n", (unsigned long long)o->seed);
-    if (keys[K_RESCALE].methods & m)
+    if (key_methods[K_SEED] & m) tprintf(&t, "  seed = %llu\n", (unsigned long long)o->seed);
+    if (key_methods[K_RESCALE] & m)
         tprintf(&t, "  rescale = '%s'\n", o->rescale == MERGE_RESCALE_L1 ? "l1"
                 : o->rescale == MERGE_RESCALE_INV_DENSITY ? "1/density" : "none");
-    if (keys[K_NORMALIZE].methods & m) tprintf(&t, "  normalize = %s\n", o->normalize ? ".true." : ".false.");
-    if (keys[K_LAMBDA].methods & m) nml_reals(&t, "lambda", &o->lambda, 1);
+    if (key_methods[K_NORMALIZE] & m) tprintf(&t, "  normalize = %s\n", o->normalize ? ".true." : ".false.");
+    if (key_methods[K_LAMBDA] & m) nml_reals(&t, "lambda", &o->lambda, 1);
     tprintf(&t, "  out = "), nml_str(&t, o->out), tprintf(&t, "\n/\n");
     return t.s;
 }
@@ -1297,7 +1242,7 @@ int main(int argc, char **argv) {
     ph.hash = now_sec() - t1;
     mio_out_t out = {.file = -1, .model = -1, .dcpl = -1};
     int code = world_rank == 0 ? create_output(err, &o, in, n_in, &out) : 0;
-    agree_or_exit(code, err);
+    rank0_outcome(code, err);
 
     size_t max_numel = 1;
     for (int i = 0; i < n_tensors; i++)
@@ -1316,7 +1261,7 @@ int main(int argc, char **argv) {
     t1 = now_sec();
     if (world_rank == 0 && mio_publish(&out, err, MSG_LEN) != 0) code = EXIT_WRITE;
     ph.publish = now_sec() - t1;
-    agree_or_exit(code, err);
+    rank0_outcome(code, err);
     report(&o, &mg, n_tensors, tensors, &st, &ph, now_sec() - t0);
 
     for (int i = 0; i < n_in; i++) H5Fclose(in[i].file);
