@@ -36,7 +36,7 @@
  * an existing out), on every rank; 3 internal error; 5 the output could not be written.
  * Uses: config/namelist, config/schema (the &merge key table is checked by the configuration's
  * schema engine), config/config and model/params (the registry of the inputs' model),
- * tools/merge_methods, tools/merge_io, io/checkpoint (checksums), parallel/comm_host (agreement
+ * tools/merge_methods, io/checkpoint (the inputs and the output, tensor by tensor), parallel/comm_host (agreement
  * on errors), core/. */
 #include <errno.h>
 #include <fnmatch.h>
@@ -63,9 +63,9 @@
 #include "core/sha256.h"
 #include "core/timer.h"
 #include "core/version.h"
+#include "io/checkpoint.h"
 #include "model/params.h"
 #include "parallel/comm_host.h"
-#include "tools/merge_io.h"
 #include "tools/merge_methods.h"
 
 #define MSG_LEN 2048
@@ -512,7 +512,7 @@ typedef struct input {
     char role[32];     /* "base", "models(2)" */
     int model;         /* index into models, -1 for the base */
     hid_t file;
-    mio_meta_t meta;
+    ckpt_file_meta_t meta;
     uint8_t sha[32];
 } input_t;
 
@@ -534,7 +534,7 @@ static input_t *make_inputs(const merge_opts_t *o, int *n) {
     return in;
 }
 
-static void format_shape(char *buf, size_t len, const mio_tensor_t *t) {
+static void format_shape(char *buf, size_t len, const ckpt_file_tensor_t *t) {
     if (t->ndim == 1) snprintf(buf, len, "[%lld]", (long long)t->dims[0]);
     else if (t->ndim == 2) snprintf(buf, len, "[%lld, %lld]", (long long)t->dims[0], (long long)t->dims[1]);
     else snprintf(buf, len, "[%lld, %lld, %lld]", (long long)t->dims[0], (long long)t->dims[1],
@@ -543,8 +543,8 @@ static void format_shape(char *buf, size_t len, const mio_tensor_t *t) {
 
 /* The first tensor in which list b (of input x) differs from list a (of the reference r):
  * missing, extra or of another shape; 0 when they are the same. */
-static int compare_tensors(char *err, size_t len, const input_t *r, const mio_tensor_t *a, int na,
-                           const input_t *x, const mio_tensor_t *b, int nb) {
+static int compare_tensors(char *err, size_t len, const input_t *r, const ckpt_file_tensor_t *a, int na,
+                           const input_t *x, const ckpt_file_tensor_t *b, int nb) {
     int i = 0, j = 0;
     while (i < na || j < nb) {
         int c = i == na ? 1 : j == nb ? -1 : strcmp(a[i].name, b[j].name);
@@ -566,12 +566,12 @@ static int compare_tensors(char *err, size_t len, const input_t *r, const mio_te
 }
 
 /* Input x against the reference r: the same model (attributes) and the same tensors. */
-static int compare_inputs(char *err, const input_t *r, const mio_tensor_t *rt, int nr,
-                          const input_t *x, const mio_tensor_t *xt, int nx) {
+static int compare_inputs(char *err, const input_t *r, const ckpt_file_tensor_t *rt, int nr,
+                          const input_t *x, const ckpt_file_tensor_t *xt, int nx) {
     const char *names[7];
     int32_t va[7], vb[7];
-    mio_model_keys(&r->meta, names, va);
-    mio_model_keys(&x->meta, names, vb);
+    ckpt_file_model_keys(&r->meta, names, va);
+    ckpt_file_model_keys(&x->meta, names, vb);
     int key = -1;
     for (int i = 0; i < 7 && key < 0; i++)
         if (va[i] != 0 && vb[i] != 0 && va[i] != vb[i]) key = i;
@@ -650,7 +650,7 @@ static char *registry_namelist(char *err, const input_t *r, const char *config) 
     if (n_model == 0) { /* a file without a namelist: GPT-2 of the attributes' size */
         const char *names[7];
         int32_t v[7];
-        mio_model_keys(&r->meta, names, v);
+        ckpt_file_model_keys(&r->meta, names, v);
         for (int i = 0; i < 7; i++) {
             if (i == 1) continue; /* padded_vocab follows from vocab_size */
             if (v[i] <= 0) {
@@ -680,7 +680,7 @@ static void registry_create(params_t *P, const input_t *r, char *text) {
     const char *names[7];
     int32_t attr[7], want[7] = {cfg.vocab_size, config_padded_vocab(&cfg), cfg.n_layer, cfg.n_head,
                                 cfg.d_model, cfg.d_ff, cfg.seq_len};
-    mio_model_keys(&r->meta, names, attr);
+    ckpt_file_model_keys(&r->meta, names, attr);
     for (int i = 0; i < 7; i++)
         if (attr[i] != 0 && attr[i] != want[i])
             fatal_user("%s: root attribute %s = %d, but its namelist says %d (a damaged file?)",
@@ -691,13 +691,13 @@ static void registry_create(params_t *P, const input_t *r, char *text) {
 }
 
 /* The reference's tensors against the registry: the same names, each of its global shape. */
-static int check_registry(char *err, const input_t *r, const mio_tensor_t *t, int nt, const params_t *P) {
+static int check_registry(char *err, const input_t *r, const ckpt_file_tensor_t *t, int nt, const params_t *P) {
     for (int i = 0; i < nt; i++) {
         const param_t *p = params_find(P, t[i].name);
         if (!p)
             return errf(err, MSG_LEN, "%s: tensor /model/%s is not a parameter of the model its "
                         "namelist describes", r->label, t[i].name);
-        mio_tensor_t want = {.ndim = p->ndim};
+        ckpt_file_tensor_t want = {.ndim = p->ndim};
         for (int k = 0; k < 3; k++) want.dims[k] = k < p->ndim ? p->shape[k] : 1;
         if (t[i].ndim != want.ndim || t[i].dims[0] != want.dims[0] || t[i].dims[1] != want.dims[1] ||
             t[i].dims[2] != want.dims[2]) {
@@ -723,8 +723,8 @@ static int check_registry(char *err, const input_t *r, const mio_tensor_t *t, in
 static char *reference_model(char *err, input_t *r) {
     err[0] = '\0';
     hid_t f;
-    if (mio_open(r->path, r->label, &f, &r->meta, err, MSG_LEN) != 0) return NULL;
-    char *config = mio_config_text(f);
+    if (ckpt_file_open(r->path, r->label, &f, &r->meta, err, MSG_LEN) != 0) return NULL;
+    char *config = ckpt_file_config(f);
     H5Fclose(f);
     char *text = registry_namelist(err, r, config);
     xfree(config);
@@ -733,17 +733,17 @@ static char *reference_model(char *err, input_t *r) {
 
 /* Rank 0: open and describe every input, check the reference against the registry and the others
  * against the reference; the reference's tensor list in *tensors. "" in err when all is well. */
-static void check_inputs(char *err, input_t *in, int n_in, const params_t *P, mio_tensor_t **tensors,
+static void check_inputs(char *err, input_t *in, int n_in, const params_t *P, ckpt_file_tensor_t **tensors,
                          int *n_tensors) {
     err[0] = '\0';
-    mio_tensor_t *ref = NULL;
+    ckpt_file_tensor_t *ref = NULL;
     int n_ref = 0;
     for (int i = 0; i < n_in && !err[0]; i++) {
         hid_t f;
-        mio_tensor_t *t = NULL;
+        ckpt_file_tensor_t *t = NULL;
         int nt = 0;
-        if (mio_open(in[i].path, in[i].label, &f, &in[i].meta, err, MSG_LEN) != 0) break;
-        int listed = mio_list_tensors(f, in[i].label, &t, &nt, err, MSG_LEN) == 0;
+        if (ckpt_file_open(in[i].path, in[i].label, &f, &in[i].meta, err, MSG_LEN) != 0) break;
+        int listed = ckpt_file_tensors(f, in[i].label, &t, &nt, err, MSG_LEN) == 0;
         if (listed && i == 0) check_registry(err, &in[0], t, nt, P);
         else if (listed) compare_inputs(err, &in[0], ref, n_ref, &in[i], t, nt);
         H5Fclose(f);
@@ -755,7 +755,7 @@ static void check_inputs(char *err, input_t *in, int n_in, const params_t *P, mi
 }
 
 /* The tensor table and every input's meta, rank 0's, on every rank. */
-static void share_inputs(input_t *in, int n_in, mio_tensor_t **tensors, int *n_tensors) {
+static void share_inputs(input_t *in, int n_in, ckpt_file_tensor_t **tensors, int *n_tensors) {
     MPI_CHECK(MPI_Bcast(n_tensors, 1, MPI_INT, 0, MPI_COMM_WORLD));
     if (world_rank != 0) *tensors = xcalloc((size_t)*n_tensors, sizeof **tensors);
     MPI_CHECK(MPI_Bcast(*tensors, (int)(*n_tensors * sizeof **tensors), MPI_BYTE, 0, MPI_COMM_WORLD));
@@ -767,8 +767,8 @@ static void share_inputs(input_t *in, int n_in, mio_tensor_t **tensors, int *n_t
  * i % size); rank 0 ends up with all the sha256s. */
 static void open_and_hash(input_t *in, int n_in) {
     char err[MSG_LEN] = "";
-    mio_meta_t m;
-    for (int i = 0; i < n_in && !err[0]; i++) mio_open(in[i].path, in[i].label, &in[i].file, &m, err, MSG_LEN);
+    ckpt_file_meta_t m;
+    for (int i = 0; i < n_in && !err[0]; i++) ckpt_file_open(in[i].path, in[i].label, &in[i].file, &m, err, MSG_LEN);
     agree_or_exit(err[0] ? LLMT_EXIT_USER : 0, err);
     uint8_t *mine = xcalloc((size_t)n_in, 32), *all = xcalloc((size_t)n_in, 32);
     for (int i = world_rank; i < n_in && !err[0]; i += world_size)
@@ -880,7 +880,7 @@ static bool same_file(const char *a, const char *b) {
 /* Rank 0: refuse an out that would replace an input or (without overwrite) any file, make its
  * directory, create <out>.tmp with the root attributes. Returns the exit code (0 = fine). */
 static int create_output(char *err, const merge_opts_t *o, const input_t *in, int n_in,
-                         mio_out_t *out) {
+                         ckpt_stream_t *out) {
     const where_t *w = &o->at[K_OUT];
     for (int i = 0; i < n_in; i++)
         if (strcmp(o->out, in[i].path) == 0 || same_file(o->out, in[i].path))
@@ -905,15 +905,15 @@ static int create_output(char *err, const merge_opts_t *o, const input_t *in, in
     const input_t *ref = &in[0];
     int64_t step = 0;
     for (int i = 0; i < n_in; i++) step = in[i].meta.step > step ? in[i].meta.step : step;
-    char *config = mio_config_text(ref->file), *params = parameters_text(o), *json = inputs_json(in, n_in);
+    char *config = ckpt_file_config(ref->file), *params = parameters_text(o), *json = inputs_json(in, n_in);
     /* the merged model's lineage: a hash of what made it, so the same merge gives the same file */
     text_t id_src = {0};
     tprintf(&id_src, "%s%s", params, json);
-    char run_id[MIO_STR_MAX];
+    char run_id[CKPT_ID_MAX];
     snprintf(run_id, sizeof run_id, "%016llx", (unsigned long long)rng_hash_str(id_src.s));
-    mio_provenance_t pv = {&ref->meta, step, ref->meta.seed, run_id, config,
+    ckpt_stream_info_t pv = {&ref->meta, step, ref->meta.seed, run_id, config,
                            merge_method_name(o->method), json, params};
-    int rc = mio_create(out, o->out, &pv, err, MSG_LEN);
+    int rc = ckpt_stream_create(out, o->out, &pv, err, MSG_LEN);
     free(id_src.s);
     free(params);
     free(json);
@@ -949,9 +949,9 @@ static void merger_destroy(merger_t *mg) {
     xfree(mg->cuts);
 }
 
-static int read_input(merger_t *mg, int k, const mio_tensor_t *t, float *dst, char *err) {
+static int read_input(merger_t *mg, int k, const ckpt_file_tensor_t *t, float *dst, char *err) {
     double t0 = now_sec();
-    int rc = mio_read_tensor(mg->in[k].file, mg->in[k].label, t, dst, err, MSG_LEN);
+    int rc = ckpt_file_read_tensor(mg->in[k].file, mg->in[k].label, t, dst, err, MSG_LEN);
     mg->seconds_read += now_sec() - t0;
     return rc;
 }
@@ -967,7 +967,7 @@ static double t_for(const merge_opts_t *o, const char *name) {
 
 /* x ← the sparsified task vector of model input k (x holds the model's tensor, base the base's);
  * the TIES cut is found in pass 1 and applied again in pass 2. */
-static void task_vector(merger_t *mg, int k, const mio_tensor_t *t, int pass) {
+static void task_vector(merger_t *mg, int k, const ckpt_file_tensor_t *t, int pass) {
     size_t n = (size_t)t->numel;
     int model = mg->in[k].model;
     merge_delta(mg->x, mg->base, n);
@@ -986,7 +986,7 @@ static double weight_sum(const merge_opts_t *o) {
     return s;
 }
 
-static int merge_task_vectors(merger_t *mg, const mio_tensor_t *t, char *err) {
+static int merge_task_vectors(merger_t *mg, const ckpt_file_tensor_t *t, char *err) {
     const merge_opts_t *o = mg->o;
     size_t n = (size_t)t->numel;
     int first = o->base ? 1 : 0; /* in[0] is the base */
@@ -1017,7 +1017,7 @@ static int merge_task_vectors(merger_t *mg, const mio_tensor_t *t, char *err) {
 }
 
 /* The merged tensor t into mg->res; 0, or -1 with the message (a bad input). */
-static int merge_tensor(merger_t *mg, const mio_tensor_t *t, char *err) {
+static int merge_tensor(merger_t *mg, const ckpt_file_tensor_t *t, char *err) {
     const merge_opts_t *o = mg->o;
     size_t n = (size_t)t->numel;
     if (o->method == MERGE_SLERP) {
@@ -1077,12 +1077,12 @@ typedef struct stream_stats {
 
 /* The whole merge. Returns this rank's exit code (0, 2 bad input, 5 write failure) with its
  * message in err. */
-static int stream(merger_t *mg, const mio_tensor_t *tensors, int n_tensors, mio_out_t *out,
+static int stream(merger_t *mg, const ckpt_file_tensor_t *tensors, int n_tensors, ckpt_stream_t *out,
                   float *recv_buf, stream_stats_t *st, char *err) {
     int code = 0;
     bool others_failed = false;
     for (int i = 0; i < n_tensors; i++) {
-        const mio_tensor_t *t = &tensors[i];
+        const ckpt_file_tensor_t *t = &tensors[i];
         int owner = i % world_size;
         if (owner == world_rank) {
             if (code == 0 && merge_tensor(mg, t, err) != 0) code = LLMT_EXIT_USER;
@@ -1107,7 +1107,7 @@ static int stream(merger_t *mg, const mio_tensor_t *tensors, int n_tensors, mio_
         }
         if (code != 0 || others_failed) continue; /* keep receiving: no rank waits forever */
         double t0 = now_sec();
-        if (mio_write_tensor(out, t, data, err, MSG_LEN) != 0) code = EXIT_WRITE;
+        if (ckpt_stream_write(out, t, data, err, MSG_LEN) != 0) code = EXIT_WRITE;
         st->seconds_write += now_sec() - t0;
         st->bytes += (double)t->numel * sizeof(float);
     }
@@ -1177,7 +1177,7 @@ typedef struct phases {
     double check, hash, merge, publish;
 } phases_t;
 
-static void report(const merge_opts_t *o, const merger_t *mg, int n_tensors, const mio_tensor_t *t,
+static void report(const merge_opts_t *o, const merger_t *mg, int n_tensors, const ckpt_file_tensor_t *t,
                    const stream_stats_t *st, const phases_t *ph, double seconds) {
     double mine[3] = {mg->seconds_read, mg->seconds_merge, (double)alloc_bytes_peak()}, worst[3];
     double rss = peak_rss_bytes(), rss_max;
@@ -1223,7 +1223,7 @@ int main(int argc, char **argv) {
     prepare(argc, argv, &o);
     int n_in;
     input_t *in = make_inputs(&o, &n_in);
-    mio_tensor_t *tensors = NULL;
+    ckpt_file_tensor_t *tensors = NULL;
     int n_tensors = 0;
     char err[MSG_LEN] = "";
     char *model_text = world_rank == 0 ? reference_model(err, &in[0]) : NULL;
@@ -1240,7 +1240,7 @@ int main(int argc, char **argv) {
     double t1 = now_sec();
     open_and_hash(in, n_in);
     ph.hash = now_sec() - t1;
-    mio_out_t out = {.file = -1, .model = -1, .dcpl = -1};
+    ckpt_stream_t out = {.file = -1, .model = -1, .dcpl = -1};
     int code = world_rank == 0 ? create_output(err, &o, in, n_in, &out) : 0;
     rank0_outcome(code, err);
 
@@ -1256,10 +1256,10 @@ int main(int argc, char **argv) {
     ph.merge = now_sec() - t1;
     int any = code;
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
-    if (any && world_rank == 0) mio_abandon(&out); /* the .tmp goes; an older out stays */
+    if (any && world_rank == 0) ckpt_stream_abandon(&out); /* the .tmp goes; an older out stays */
     if (any) agree_or_exit(code, err);
     t1 = now_sec();
-    if (world_rank == 0 && mio_publish(&out, err, MSG_LEN) != 0) code = EXIT_WRITE;
+    if (world_rank == 0 && ckpt_stream_publish(&out, err, MSG_LEN) != 0) code = EXIT_WRITE;
     ph.publish = now_sec() - t1;
     rank0_outcome(code, err);
     report(&o, &mg, n_tensors, tensors, &st, &ph, now_sec() - t0);
