@@ -8,7 +8,12 @@
  * the same collective calls as the others; the ranks agree on the outcome at fixed points (after
  * each dataset's creation, with each dataset's checksum, at the end), so they all stop at the
  * same place, close what is open and report one message. HDF5's automatic error printing is
- * off (main.c): the message carries the library's innermost reason instead. */
+ * off (main.c): the message carries the library's innermost reason instead.
+ *
+ * The last section is the serial, tensor-by-tensor reader and writer of the same format for
+ * tools (llmmerge): it is here, not in a file of its own, so that the format's one definition
+ * (name, version, attribute names, checksum, dataset properties) has one home; that is why this
+ * file is longer than ~800 lines. */
 #include "io/checkpoint.h"
 #include "io/h5attr.h"
 #include <errno.h>
