@@ -335,10 +335,10 @@ clean: llmreport-clean
 llmreport-clean:
 	rm -f llmreport
 
-# llmmerge: weight merging (src/tools/llmmerge.c with its methods and HDF5 side). Its unit test
+# llmmerge: weight merging (src/tools/llmmerge.c with its methods; its HDF5 side is io/checkpoint). Its unit test
 # links the methods too (an explicit rule wins over the pattern rule for tests).
 LLMMERGE := $(BIN_DIR)llmmerge
-MERGE_OBJ := $(BUILD)/tools/llmmerge.o $(BUILD)/tools/merge_methods.o $(BUILD)/tools/merge_io.o
+MERGE_OBJ := $(BUILD)/tools/llmmerge.o $(BUILD)/tools/merge_methods.o
 all: $(LLMMERGE)
 tests: $(LLMMERGE)
 

@@ -3,9 +3,11 @@
  * assignment of a parsed value (type, range, 32-bit fit, choices and the enum beside them,
  * "not implemented"), the messages that list what is valid with a "did you mean" for a typo,
  * and the assignment of a whole parsed group. Uses: config_internal.h, stages.h (the &stage
- * key positions), core/error.h. */
+ * key positions), schema.h (the typo distance and bound wording it shares with the tools'
+ * tables), core/error.h. */
 #include "config/config.h"
 #include "config/config_internal.h"
+#include "config/schema.h"
 #include "config/stages.h"
 #include "core/error.h"
 #include <limits.h>
@@ -118,33 +120,8 @@ int config_set_choice(config_t *cfg, const char *group, const char *key, const c
 
 /* ---- messages that list what is valid ---------------------------------------------------- */
 
-/* Optimal-string-alignment distance: insertions, deletions, substitutions, adjacent swaps. */
-static int edit_distance(const char *a, const char *b) {
-    enum { MAXN = 64 };
-    int la = (int)strlen(a), lb = (int)strlen(b);
-    if (la >= MAXN || lb >= MAXN) return INT_MAX;
-    int d[MAXN][MAXN];
-    for (int i = 0; i <= la; i++) d[i][0] = i;
-    for (int j = 0; j <= lb; j++) d[0][j] = j;
-    for (int i = 1; i <= la; i++) {
-        for (int j = 1; j <= lb; j++) {
-            int cost = a[i - 1] != b[j - 1];
-            int best = d[i - 1][j - 1] + cost;
-            if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
-            if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
-            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < best)
-                best = d[i - 2][j - 2] + 1;
-            d[i][j] = best;
-        }
-    }
-    return d[la][lb];
-}
-
-/* A typo, not a different word: one edit for short names, two for long ones. */
-static int typo_distance(const char *typo, const char *name) {
-    int d = edit_distance(typo, name);
-    return d <= (strlen(name) >= 6 ? 2 : 1) ? d : INT_MAX;
-}
+/* A typo, not a different word (schema.h: one edit for short names, two for long ones). */
+static int typo_distance(const char *typo, const char *name) { return schema_typo_distance(typo, name); }
 
 static const char *closest_group(const char *name) {
     const char *best = NULL;
@@ -215,31 +192,13 @@ static void format_choices(const char *choices, char *out, size_t size) {
     }
 }
 
-/* One bound as the user would write it: integers exactly (2147483646, not 2.14748e+09). */
-static void format_number(const key_spec_t *ks, double x, char *out, size_t size) {
-    if (ks->type != K_REAL && fabs(x) < 1e15) snprintf(out, size, "%.0f", x);
-    else snprintf(out, size, "%g", x);
-}
-
-/* ">= 0", "> 0", "<= 3", "in [0, 1)" */
+/* ">= 0", "> 0", "<= 3", "in [0, 1)" (integers exactly for integer keys) */
 static void format_bounds(const key_spec_t *ks, char *out, size_t size) {
-    char lo[32], hi[32];
-    format_number(ks, ks->lo, lo, sizeof lo);
-    format_number(ks, ks->hi, hi, sizeof hi);
-    if (ks->lo_kind && ks->hi_kind)
-        snprintf(out, size, "in %c%s, %s%c", ks->lo_kind, lo, hi, ks->hi_kind);
-    else if (ks->lo_kind)
-        snprintf(out, size, "%s %s", ks->lo_kind == '[' ? ">=" : ">", lo);
-    else
-        snprintf(out, size, "%s %s", ks->hi_kind == ']' ? "<=" : "<", hi);
+    schema_format_bounds(ks->type == K_REAL, ks->lo_kind, ks->lo, ks->hi_kind, ks->hi, out, size);
 }
 
 static bool in_bounds(const key_spec_t *ks, double x) {
-    if (ks->lo_kind == '[' && !(x >= ks->lo)) return false;
-    if (ks->lo_kind == '(' && !(x > ks->lo)) return false;
-    if (ks->hi_kind == ']' && !(x <= ks->hi)) return false;
-    if (ks->hi_kind == ')' && !(x < ks->hi)) return false;
-    return true;
+    return schema_in_bounds(ks->lo_kind, ks->lo, ks->hi_kind, ks->hi, x);
 }
 
 /* ---- assigning one key ------------------------------------------------------------------- */

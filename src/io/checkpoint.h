@@ -33,9 +33,10 @@
  * on every rank, so the caller can fall back to an older file or carry on without the save.
  * The tensors are described by this file's own ckpt_tensors_t (io/ knows no model:
  * model/params.c describes its registry in it, params_t.ckpt).
- * Uses: parallel/comm (agreement between ranks), core/. */
+ * Uses: HDF5, io/h5attr, parallel/comm (agreement between ranks), core/. */
 #ifndef LLMT_CHECKPOINT_H
 #define LLMT_CHECKPOINT_H
+#include <hdf5.h>
 #include <mpi.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -155,4 +156,79 @@ typedef struct ckpt_peek {
  * reason in err (not HDF5, truncated, an attribute missing, out of range or not matching the
  * checksum); the fields it could read are filled in either way. */
 int ckpt_peek(const char *path, ckpt_peek_t *out, char *err, size_t errlen);
+
+/* ---- one tensor at a time, serial (tools) ----------------------------------------------------
+ * For a tool that works tensor by tensor on whole tensors in their global shapes (llmmerge,
+ * MPI-parallel over tensors): each rank opens an input read-only itself (the sec2 driver) and
+ * reads one /model tensor whole, its checksum verified; one rank writes a weights file one
+ * tensor at a time to "<path>.tmp", published by rename when whole, in the layout above (root
+ * attributes of a weights file, /model/<param> float32 with its `checksum`, no timestamps in the
+ * object headers), plus the tool's own provenance attributes. Inputs may be checkpoints (their
+ * /optimizer is not read) or weight files of any grid. Failures are -1 with one message in err
+ * naming the input by its label ("models(2) 'runs/b/weights.h5'") and the tensor. */
+#define CKPT_NAME_MAX 64 /* a tensor name, NUL included */
+#define CKPT_ID_MAX 64   /* run_id, kind */
+
+typedef struct ckpt_file_tensor {
+    char name[CKPT_NAME_MAX]; /* "h.0.attn.qkv.w" (the dataset /model/<name>) */
+    int ndim;                 /* 1, 2, or 3 (MoE expert tensors [n_experts, rows, cols]) */
+    int64_t dims[3];          /* global shape (1 past ndim) */
+    int64_t numel;
+} ckpt_file_tensor_t;
+
+/* The root attributes that describe the model and the run; 0 = absent (files of version 0.1
+ * have no shape attributes). */
+typedef struct ckpt_file_meta {
+    int32_t vocab_size, padded_vocab, n_layer, n_head, d_model, d_ff, seq_len;
+    int64_t step, seed;
+    char run_id[CKPT_ID_MAX], kind[CKPT_ID_MAX];
+} ckpt_file_meta_t;
+
+/* The model keys of ckpt_file_meta_t as (name, value) for messages: n entries written into
+ * names[] and values[] (at most 7). */
+int ckpt_file_model_keys(const ckpt_file_meta_t *m, const char *names[7], int32_t values[7]);
+
+/* Open an input read-only and check it is an llmtrain file of format version 1; its root
+ * attributes into *meta. The handle in *file (close with H5Fclose). */
+int ckpt_file_open(const char *path, const char *label, hid_t *file, ckpt_file_meta_t *meta, char *err,
+                   size_t errlen);
+/* The tensors of /model, sorted by name, with their shapes (each float32, 1-D, 2-D or 3-D,
+ * with a checksum attribute). *tensors is xmalloc'ed (xfree it). */
+int ckpt_file_tensors(hid_t file, const char *label, ckpt_file_tensor_t **tensors, int *n, char *err,
+                      size_t errlen);
+/* The effective namelist the file was written with (attribute `config` or dataset /config),
+ * xmalloc'ed; "" when it has none. */
+char *ckpt_file_config(hid_t file);
+/* Read /model/<t->name> whole into x[t->numel]: its shape must be t's, its checksum must match
+ * and every value must be finite. */
+int ckpt_file_read_tensor(hid_t file, const char *label, const ckpt_file_tensor_t *t, float *x, char *err,
+                          size_t errlen);
+
+/* The output file, being written (serial HDF5: one rank writes it). */
+typedef struct ckpt_stream {
+    hid_t file, model, dcpl;
+    char path[1024], tmp[1040];
+} ckpt_stream_t;
+
+/* What the output records about itself besides the tensors. */
+typedef struct ckpt_stream_info {
+    const ckpt_file_meta_t *model; /* the model attributes (of the reference input) */
+    int64_t step, seed;            /* the largest input step; the reference input's seed */
+    const char *run_id;            /* the merged model's lineage */
+    const char *config;            /* the reference input's namelist text */
+    const char *method;            /* merge_method */
+    const char *inputs_json;       /* merge_inputs: every input's role, path, sha256, step, run_id */
+    const char *parameters;        /* merge_parameters: the effective &merge namelist */
+} ckpt_stream_info_t;
+
+/* Create "<path>.tmp" (truncating an old one) with the root attributes and the group /model. */
+int ckpt_stream_create(ckpt_stream_t *o, const char *path, const ckpt_stream_info_t *pv, char *err,
+                       size_t errlen);
+/* /model/<t->name> in t's shape with its checksum. */
+int ckpt_stream_write(ckpt_stream_t *o, const ckpt_file_tensor_t *t, const float *x, char *err, size_t errlen);
+/* Close the file (every byte written and flushed), fsync it, rename it to its path, fsync the
+ * directory. On failure the .tmp is removed. */
+int ckpt_stream_publish(ckpt_stream_t *o, char *err, size_t errlen);
+/* Give up: close what is open and remove the .tmp (an older file at the path is untouched). */
+void ckpt_stream_abandon(ckpt_stream_t *o);
 #endif

@@ -2,7 +2,7 @@
  * scalar attributes written and read back (strings fixed or variable length, ASCII or UTF-8 as
  * h5py rewrites them; numbers converted to the caller's type), with bounded sizes.
  * They return < 0 on failure and never print or abort: the caller turns that into its message.
- * Uses: HDF5, core/alloc. Used by: io/checkpoint, tools/merge_io. */
+ * Uses: HDF5, core/alloc. Used by: io/checkpoint. */
 #ifndef LLMT_H5ATTR_H
 #define LLMT_H5ATTR_H
 #include <hdf5.h>

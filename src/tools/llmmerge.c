@@ -3,7 +3,7 @@
  *
  *   llmmerge MERGE.nml [KEY=VALUE ...]
  *
- * MERGE.nml holds one &merge group (keys below; README "Merging weights"). Each KEY=VALUE
+ * MERGE.nml holds one &merge group (keys below; docs/llmmerge.md). Each KEY=VALUE
  * argument replaces that key, written as in the namelist (weights=0.3,0.7 "out='t3.h5'"), so a
  * search (llmsweep) can run one namelist with different parameters as its trial command.
  *
@@ -34,8 +34,10 @@
  *
  * Exit codes: 0 written; 2 bad input (namelist, an input missing, corrupt or of another model,
  * an existing out), on every rank; 3 internal error; 5 the output could not be written.
- * Uses: config/namelist, config/config and model/params (the registry of the inputs' model),
- * tools/merge_methods, tools/merge_io, io/checkpoint (checksums), parallel/comm, core/. */
+ * Uses: config/namelist, config/schema (the &merge key table is checked by the configuration's
+ * schema engine), config/config and model/params (the registry of the inputs' model),
+ * tools/merge_methods, io/checkpoint (the inputs and the output, tensor by tensor), parallel/comm_host (agreement
+ * on errors), core/. */
 #include <errno.h>
 #include <fnmatch.h>
 #include <glob.h>
@@ -52,6 +54,7 @@
 #include <unistd.h>
 #include "config/config.h"
 #include "config/namelist.h"
+#include "config/schema.h"
 #include "core/alloc.h"
 #include "core/error.h"
 #include "core/fileio.h"
@@ -60,8 +63,9 @@
 #include "core/sha256.h"
 #include "core/timer.h"
 #include "core/version.h"
+#include "io/checkpoint.h"
 #include "model/params.h"
-#include "tools/merge_io.h"
+#include "parallel/comm_host.h"
 #include "tools/merge_methods.h"
 
 #define MSG_LEN 2048
@@ -72,12 +76,10 @@ static const char *usage =
     "usage: llmmerge MERGE.nml [KEY=VALUE ...]\n"
     "  MERGE.nml holds one &merge group: method ('linear' | 'slerp' | 'task_arithmetic' |\n"
     "  'ties' | 'dare_linear' | 'dare_ties'), models, weights, base, density, t, t_filter,\n"
-    "  t_value, normalize, rescale, lambda, seed, last, out, overwrite (see README.md).\n"
+    "  t_value, normalize, rescale, lambda, seed, last, out, overwrite (see docs/llmmerge.md).\n"
     "  KEY=VALUE replaces a key, written as in the namelist: weights=0.3,0.7 \"out='a.h5'\"\n";
 
 /* ---- the &merge schema ------------------------------------------------------------------------ */
-
-typedef enum { T_STR, T_STRS, T_REAL, T_REALS, T_INT, T_BOOL } key_type_t;
 
 enum {
     K_METHOD, K_MODELS, K_WEIGHTS, K_BASE, K_DENSITY, K_T, K_T_FILTER, K_T_VALUE, K_SEED,
@@ -89,26 +91,44 @@ enum {
 #define TASK_VECTOR (M(MERGE_TASK_ARITHMETIC) | M(MERGE_TIES) | M(MERGE_DARE_LINEAR) | M(MERGE_DARE_TIES))
 #define DARE (M(MERGE_DARE_LINEAR) | M(MERGE_DARE_TIES))
 
-static const struct key_spec {
-    const char *key;
-    key_type_t type;
-    unsigned methods; /* the methods the key is a parameter of */
-} keys[N_KEYS] = {
-    [K_METHOD] = {"method", T_STR, ALL_METHODS},
-    [K_MODELS] = {"models", T_STRS, ALL_METHODS},
-    [K_WEIGHTS] = {"weights", T_REALS, ALL_METHODS & ~M(MERGE_SLERP)},
-    [K_BASE] = {"base", T_STR, TASK_VECTOR | M(MERGE_SLERP)},
-    [K_DENSITY] = {"density", T_REALS, M(MERGE_TIES) | DARE},
-    [K_T] = {"t", T_REAL, M(MERGE_SLERP)},
-    [K_T_FILTER] = {"t_filter", T_STRS, M(MERGE_SLERP)},
-    [K_T_VALUE] = {"t_value", T_REALS, M(MERGE_SLERP)},
-    [K_SEED] = {"seed", T_INT, DARE},
-    [K_RESCALE] = {"rescale", T_STR, DARE},
-    [K_NORMALIZE] = {"normalize", T_BOOL, ALL_METHODS & ~M(MERGE_SLERP)},
-    [K_LAMBDA] = {"lambda", T_REAL, TASK_VECTOR},
-    [K_LAST] = {"last", T_INT, ALL_METHODS},
-    [K_OUT] = {"out", T_STR, ALL_METHODS},
-    [K_OVERWRITE] = {"overwrite", T_BOOL, ALL_METHODS},
+/* The keys of &merge for the configuration's schema engine (config/schema.h): type, count and
+ * bounds; which methods each key is a parameter of is llmmerge's own rule (key_methods). */
+static const schema_key_t merge_keys[N_KEYS] = {
+    [K_METHOD] = {"method", SCHEMA_STR},
+    [K_MODELS] = {"models", SCHEMA_STRS},
+    [K_WEIGHTS] = {"weights", SCHEMA_REALS},
+    [K_BASE] = {"base", SCHEMA_STR},
+    [K_DENSITY] = {"density", SCHEMA_REALS, '(', ']', 0, 1, "the fraction of each task vector that is kept"},
+    [K_T] = {"t", SCHEMA_REAL, '[', ']', 0, 1},
+    [K_T_FILTER] = {"t_filter", SCHEMA_STRS},
+    [K_T_VALUE] = {"t_value", SCHEMA_REALS, '[', ']', 0, 1},
+    [K_SEED] = {"seed", SCHEMA_INT, '[', 0, 0, 0},
+    [K_RESCALE] = {"rescale", SCHEMA_STR},
+    [K_NORMALIZE] = {"normalize", SCHEMA_BOOL},
+    [K_LAMBDA] = {"lambda", SCHEMA_REAL},
+    [K_LAST] = {"last", SCHEMA_INT, '[', 0, 0, 0},
+    [K_OUT] = {"out", SCHEMA_STR},
+    [K_OVERWRITE] = {"overwrite", SCHEMA_BOOL},
+};
+static const schema_t merge_schema = {"merge", merge_keys, N_KEYS};
+
+/* The methods each key is a parameter of. */
+static const unsigned key_methods[N_KEYS] = {
+    [K_METHOD] = ALL_METHODS,
+    [K_MODELS] = ALL_METHODS,
+    [K_WEIGHTS] = ALL_METHODS & ~M(MERGE_SLERP),
+    [K_BASE] = TASK_VECTOR | M(MERGE_SLERP),
+    [K_DENSITY] = M(MERGE_TIES) | DARE,
+    [K_T] = M(MERGE_SLERP),
+    [K_T_FILTER] = M(MERGE_SLERP),
+    [K_T_VALUE] = M(MERGE_SLERP),
+    [K_SEED] = DARE,
+    [K_RESCALE] = DARE,
+    [K_NORMALIZE] = ALL_METHODS & ~M(MERGE_SLERP),
+    [K_LAMBDA] = TASK_VECTOR,
+    [K_LAST] = ALL_METHODS,
+    [K_OUT] = ALL_METHODS,
+    [K_OVERWRITE] = ALL_METHODS,
 };
 
 /* Where a key was given, for messages after parsing ("path:line:col"). */
@@ -147,24 +167,32 @@ static int world_rank, world_size;
 /* ---- agreeing on errors ----------------------------------------------------------------------- */
 
 /* Every rank states its outcome (code 0: fine, else an exit code with msg); when any rank
- * failed, the lowest failing rank's message is printed once and every rank exits with its
- * code. Returns when none failed. */
+ * failed, comm_agree_or_exit prints the lowest failing rank's message once and every rank exits
+ * with that rank's code. Returns when none failed. */
 static void agree_or_exit(int code, const char *msg) {
     int first = code ? world_rank : world_size;
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
     if (first == world_size) return;
+    int agreed = code;
+    MPI_CHECK(MPI_Bcast(&agreed, 1, MPI_INT, first, MPI_COMM_WORLD)); /* the first failing rank's */
+    comm_agree_or_exit(MPI_COMM_WORLD, agreed, "llmmerge", code ? msg : NULL);
+}
+
+/* Rank 0's verdict (code 0: fine, else an exit code with msg) for every rank: rank 0 checked
+ * or wrote for all, so its message is the verdict as it stands, without a rank. */
+static void rank0_outcome(int code, const char *msg) {
     struct {
         int code;
         char text[MSG_LEN];
-    } v = {code, ""};
-    if (world_rank == first) snprintf(v.text, sizeof v.text, "%s", msg);
-    MPI_CHECK(MPI_Bcast(&v, (int)sizeof v, MPI_BYTE, first, MPI_COMM_WORLD));
+    } v = {world_rank == 0 ? code : 0, ""};
+    if (world_rank == 0 && code) snprintf(v.text, sizeof v.text, "%s", msg);
+    MPI_CHECK(MPI_Bcast(&v, (int)sizeof v, MPI_BYTE, 0, MPI_COMM_WORLD));
     v.text[sizeof v.text - 1] = '\0';
-    fatal_agreed(v.code, v.text);
+    if (v.code) fatal_agreed(v.code, v.text);
 }
 
-/* Rank 0's verdict (msg "" = fine) for every rank: bad input, exit 2. */
-static void rank0_verdict(const char *msg) { agree_or_exit(world_rank == 0 && msg[0] ? LLMT_EXIT_USER : 0, msg); }
+/* Rank 0's verdict on the input (msg "" = fine): bad input, exit 2. */
+static void rank0_verdict(const char *msg) { rank0_outcome(msg[0] ? LLMT_EXIT_USER : 0, msg); }
 
 /* ---- namelist: parsing ------------------------------------------------------------------------ */
 
@@ -177,74 +205,6 @@ static int pos_error(char *err, const char *path, int line, int col, const char 
     if (n > 0 && n < MSG_LEN) vsnprintf(err + n, MSG_LEN - (size_t)n, fmt, ap);
     va_end(ap);
     return -1;
-}
-
-/* Levenshtein distance, for "did you mean" (short words only). */
-static int typo_distance(const char *a, const char *b) {
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 31 || lb > 31) return INT_MAX;
-    int d[32][32];
-    for (size_t i = 0; i <= la; i++) d[i][0] = (int)i;
-    for (size_t j = 0; j <= lb; j++) d[0][j] = (int)j;
-    for (size_t i = 1; i <= la; i++)
-        for (size_t j = 1; j <= lb; j++) {
-            int best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
-            if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
-            if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
-            d[i][j] = best;
-        }
-    return d[la][lb];
-}
-
-static void did_you_mean(char *hint, size_t len, const char *word, const char *const *choices, int n) {
-    hint[0] = '\0';
-    int best = 3; /* at most 2 edits away */
-    for (int i = 0; i < n; i++) {
-        int d = typo_distance(word, choices[i]);
-        if (d < best) best = d, snprintf(hint, len, "; did you mean '%s'?", choices[i]);
-    }
-}
-
-static int find_key(const char *name) {
-    for (int k = 0; k < N_KEYS; k++)
-        if (strcmp(keys[k].key, name) == 0) return k;
-    return -1;
-}
-
-static int unknown_key(char *err, const char *path, const nl_entry_t *e) {
-    const char *names[N_KEYS];
-    char valid[512] = "", hint[128];
-    for (int k = 0; k < N_KEYS; k++) {
-        names[k] = keys[k].key;
-        size_t l = strlen(valid);
-        snprintf(valid + l, sizeof valid - l, "%s%s", k ? ", " : "", keys[k].key);
-    }
-    did_you_mean(hint, sizeof hint, e->key, names, N_KEYS);
-    return pos_error(err, path, e->line, e->col, "&merge unknown key '%s' (valid keys: %s)%s",
-                     e->key, valid, hint);
-}
-
-/* Type and count of one entry. */
-static int check_entry(char *err, const char *path, int k, const nl_entry_t *e) {
-    key_type_t t = keys[k].type;
-    bool many = t == T_STRS || t == T_REALS;
-    if (!many && e->n_values != 1)
-        return pos_error(err, path, e->values[1].line, e->values[1].col,
-                         "&merge %s: expected one value, got %d values", e->key, e->n_values);
-    static const char *const expect[] = {"a string in quotes", "a string in quotes", "a real number",
-                                         "a real number",      "an integer",         "a logical (.true. or .false.)"};
-    for (int i = 0; i < e->n_values; i++) {
-        const nl_value_t *v = &e->values[i];
-        bool ok = (t == T_STR || t == T_STRS) ? v->kind == NL_STRING
-                  : (t == T_REAL || t == T_REALS) ? (v->kind == NL_REAL || v->kind == NL_INTEGER)
-                  : t == T_INT ? v->kind == NL_INTEGER : v->kind == NL_LOGICAL;
-        if (!ok)
-            return pos_error(err, path, v->line, v->col, "&merge %s: expected %s, got %s %s", e->key,
-                             expect[t], namelist_kind_name(v->kind), v->raw);
-        if ((t == T_REAL || t == T_REALS) && !isfinite(v->r))
-            return pos_error(err, path, v->line, v->col, "&merge %s: %s is not a finite number", e->key, v->raw);
-    }
-    return 0;
 }
 
 /* The entries of one parsed text into by_key (a later text replaces a key of an earlier one;
@@ -266,12 +226,12 @@ static int collect_entries(char *err, const char *path, const namelist_t *nl,
     const nl_entry_t *seen[N_KEYS] = {0};
     for (int i = 0; i < merge->n_entries; i++) {
         const nl_entry_t *e = &merge->entries[i];
-        int k = find_key(e->key);
-        if (k < 0) return unknown_key(err, path, e);
+        int k = schema_find_key(&merge_schema, e->key);
+        if (k < 0) return schema_unknown_key_error(&merge_schema, e, path, err, MSG_LEN);
         if (seen[k])
             return pos_error(err, path, e->line, e->col, "&merge %s: given twice (first at line %d)",
                              e->key, seen[k]->line);
-        if (check_entry(err, path, k, e) != 0) return -1;
+        if (schema_check_entry(&merge_schema, k, e, path, err, MSG_LEN) != 0) return -1;
         seen[k] = e;
     }
     for (int k = 0; k < N_KEYS; k++) /* an override replaces the file's value of its key */
@@ -291,18 +251,10 @@ static double *reals_of(const nl_entry_t *e) {
     return r;
 }
 
-/* A value outside its range: the message points at it. */
+/* A value outside its range (the table's bounds) or not one of rescale's: the message points at
+ * it. */
 static int check_ranges(char *err, const char *path, int k, const nl_entry_t *e, merge_opts_t *o) {
-    for (int i = 0; i < e->n_values; i++) {
-        const nl_value_t *v = &e->values[i];
-        if (k == K_DENSITY && !(v->r > 0 && v->r <= 1))
-            return pos_error(err, path, v->line, v->col, "&merge density: must be in (0, 1], got %s "
-                             "(the fraction of each task vector that is kept)", v->raw);
-        if ((k == K_T || k == K_T_VALUE) && !(v->r >= 0 && v->r <= 1))
-            return pos_error(err, path, v->line, v->col, "&merge %s: must be in [0, 1], got %s", e->key, v->raw);
-        if ((k == K_SEED || k == K_LAST) && v->i < 0)
-            return pos_error(err, path, v->line, v->col, "&merge %s: must be >= 0, got %s", e->key, v->raw);
-    }
+    if (schema_check_bounds(&merge_schema, k, e, path, err, MSG_LEN) != 0) return -1;
     if (k == K_RESCALE) {
         const char *s = e->values[0].s;
         if (strcmp(s, "l1") == 0) o->rescale = MERGE_RESCALE_L1;
@@ -324,8 +276,9 @@ static int set_method(char *err, const char *path, const nl_entry_t *e, merge_op
     }
     const char *names[MERGE_N_METHODS];
     for (int i = 0; i < MERGE_N_METHODS; i++) names[i] = merge_method_name((merge_method_t)i);
-    char hint[128];
-    did_you_mean(hint, sizeof hint, v->s, names, MERGE_N_METHODS);
+    char hint[128] = "";
+    const char *close = schema_closest(v->s, names, MERGE_N_METHODS);
+    if (close) snprintf(hint, sizeof hint, "; did you mean '%s'?", close);
     return pos_error(err, path, v->line, v->col, "&merge method: unknown method '%s' (methods: "
                      "'linear', 'slerp', 'task_arithmetic', 'ties', 'dare_linear', 'dare_ties')%s",
                      v->s, hint);
@@ -356,9 +309,9 @@ static int assign(char *err, const nl_entry_t **by_key, const char **key_path, m
         o->given[k] = true;
         snprintf(o->at[k].path, sizeof o->at[k].path, "%s", path);
         o->at[k].line = e->line, o->at[k].col = e->col;
-        if (!(keys[k].methods & M(o->method))) {
+        if (!(key_methods[k] & M(o->method))) {
             char which[128];
-            methods_of(keys[k].methods, which, sizeof which);
+            methods_of(key_methods[k], which, sizeof which);
             return pos_error(err, path, e->line, e->col, "&merge %s: not a parameter of method '%s' "
                              "(%s is for: %s)", e->key, merge_method_name(o->method), e->key, which);
         }
@@ -402,14 +355,6 @@ static int check_keys(char *err, merge_opts_t *o, const char *path) {
     return 0;
 }
 
-/* What a &merge key holds, for the parser's check of repeat counts: a list key any number (its
- * length is checked against the models later), any other key one value; 0 for unknown keys. */
-static int merge_key_capacity(const char *group, const char *key, void *unused) {
-    (void)unused;
-    int k = strcmp(group, "merge") == 0 ? find_key(key) : -1;
-    return k < 0 || keys[k].type == T_STRS || keys[k].type == T_REALS ? 0 : 1;
-}
-
 /* Parse the namelist text and the KEY=VALUE overrides; 0, or -1 with the message. */
 static int parse_options(char *err, const char *path, const char *text, int n_over, char **over,
                          merge_opts_t *o) {
@@ -418,7 +363,7 @@ static int parse_options(char *err, const char *path, const char *text, int n_ov
     const nl_entry_t *by_key[N_KEYS] = {0};
     const char *key_path[N_KEYS + 1] = {0};
     key_path[N_KEYS] = path;
-    int parsed = 0, rc = namelist_parse_keys(path, text, merge_key_capacity, NULL, &nl[0], err, MSG_LEN);
+    int parsed = 0, rc = namelist_parse_keys(path, text, schema_key_capacity, (void *)&merge_schema, &nl[0], err, MSG_LEN);
     if (rc == 0) parsed = 1, rc = collect_entries(err, path, &nl[0], by_key, key_path);
     for (int i = 0; rc == 0 && i < n_over; i++) {
         snprintf(paths[i + 1], sizeof paths[i + 1], "argument %d", i + 2);
@@ -430,7 +375,7 @@ static int parse_options(char *err, const char *path, const char *text, int n_ov
         size_t len = strlen(over[i]) + 16;
         char *t = xmalloc(len);
         snprintf(t, len, "&merge %s /", over[i]);
-        rc = namelist_parse_keys(paths[i + 1], t, merge_key_capacity, NULL, &nl[i + 1], err, MSG_LEN);
+        rc = namelist_parse_keys(paths[i + 1], t, schema_key_capacity, (void *)&merge_schema, &nl[i + 1], err, MSG_LEN);
         xfree(t);
         if (rc == 0) parsed++, rc = collect_entries(err, paths[i + 1], &nl[i + 1], by_key, key_path);
     }
@@ -527,7 +472,7 @@ static int fill_per_model(char *err, merge_opts_t *o, int k, double **v, int n_g
     }
     if (n_given != o->n_models)
         return pos_error(err, w->path, w->line, w->col, "&merge %s: %d values for %d model%s (one per "
-                         "model%s)", keys[k].key, n_given, o->n_models, o->n_models == 1 ? "" : "s",
+                         "model%s)", merge_keys[k].key, n_given, o->n_models, o->n_models == 1 ? "" : "s",
                          one_for_all ? ", or one for all" : "");
     return 0;
 }
@@ -567,7 +512,7 @@ typedef struct input {
     char role[32];     /* "base", "models(2)" */
     int model;         /* index into models, -1 for the base */
     hid_t file;
-    mio_meta_t meta;
+    ckpt_file_meta_t meta;
     uint8_t sha[32];
 } input_t;
 
@@ -589,7 +534,7 @@ static input_t *make_inputs(const merge_opts_t *o, int *n) {
     return in;
 }
 
-static void format_shape(char *buf, size_t len, const mio_tensor_t *t) {
+static void format_shape(char *buf, size_t len, const ckpt_file_tensor_t *t) {
     if (t->ndim == 1) snprintf(buf, len, "[%lld]", (long long)t->dims[0]);
     else if (t->ndim == 2) snprintf(buf, len, "[%lld, %lld]", (long long)t->dims[0], (long long)t->dims[1]);
     else snprintf(buf, len, "[%lld, %lld, %lld]", (long long)t->dims[0], (long long)t->dims[1],
@@ -598,8 +543,8 @@ static void format_shape(char *buf, size_t len, const mio_tensor_t *t) {
 
 /* The first tensor in which list b (of input x) differs from list a (of the reference r):
  * missing, extra or of another shape; 0 when they are the same. */
-static int compare_tensors(char *err, size_t len, const input_t *r, const mio_tensor_t *a, int na,
-                           const input_t *x, const mio_tensor_t *b, int nb) {
+static int compare_tensors(char *err, size_t len, const input_t *r, const ckpt_file_tensor_t *a, int na,
+                           const input_t *x, const ckpt_file_tensor_t *b, int nb) {
     int i = 0, j = 0;
     while (i < na || j < nb) {
         int c = i == na ? 1 : j == nb ? -1 : strcmp(a[i].name, b[j].name);
@@ -621,12 +566,12 @@ static int compare_tensors(char *err, size_t len, const input_t *r, const mio_te
 }
 
 /* Input x against the reference r: the same model (attributes) and the same tensors. */
-static int compare_inputs(char *err, const input_t *r, const mio_tensor_t *rt, int nr,
-                          const input_t *x, const mio_tensor_t *xt, int nx) {
+static int compare_inputs(char *err, const input_t *r, const ckpt_file_tensor_t *rt, int nr,
+                          const input_t *x, const ckpt_file_tensor_t *xt, int nx) {
     const char *names[7];
     int32_t va[7], vb[7];
-    mio_model_keys(&r->meta, names, va);
-    mio_model_keys(&x->meta, names, vb);
+    ckpt_file_model_keys(&r->meta, names, va);
+    ckpt_file_model_keys(&x->meta, names, vb);
     int key = -1;
     for (int i = 0; i < 7 && key < 0; i++)
         if (va[i] != 0 && vb[i] != 0 && va[i] != vb[i]) key = i;
@@ -705,7 +650,7 @@ static char *registry_namelist(char *err, const input_t *r, const char *config) 
     if (n_model == 0) { /* a file without a namelist: GPT-2 of the attributes' size */
         const char *names[7];
         int32_t v[7];
-        mio_model_keys(&r->meta, names, v);
+        ckpt_file_model_keys(&r->meta, names, v);
         for (int i = 0; i < 7; i++) {
             if (i == 1) continue; /* padded_vocab follows from vocab_size */
             if (v[i] <= 0) {
@@ -735,7 +680,7 @@ static void registry_create(params_t *P, const input_t *r, char *text) {
     const char *names[7];
     int32_t attr[7], want[7] = {cfg.vocab_size, config_padded_vocab(&cfg), cfg.n_layer, cfg.n_head,
                                 cfg.d_model, cfg.d_ff, cfg.seq_len};
-    mio_model_keys(&r->meta, names, attr);
+    ckpt_file_model_keys(&r->meta, names, attr);
     for (int i = 0; i < 7; i++)
         if (attr[i] != 0 && attr[i] != want[i])
             fatal_user("%s: root attribute %s = %d, but its namelist says %d (a damaged file?)",
@@ -746,13 +691,13 @@ static void registry_create(params_t *P, const input_t *r, char *text) {
 }
 
 /* The reference's tensors against the registry: the same names, each of its global shape. */
-static int check_registry(char *err, const input_t *r, const mio_tensor_t *t, int nt, const params_t *P) {
+static int check_registry(char *err, const input_t *r, const ckpt_file_tensor_t *t, int nt, const params_t *P) {
     for (int i = 0; i < nt; i++) {
         const param_t *p = params_find(P, t[i].name);
         if (!p)
             return errf(err, MSG_LEN, "%s: tensor /model/%s is not a parameter of the model its "
                         "namelist describes", r->label, t[i].name);
-        mio_tensor_t want = {.ndim = p->ndim};
+        ckpt_file_tensor_t want = {.ndim = p->ndim};
         for (int k = 0; k < 3; k++) want.dims[k] = k < p->ndim ? p->shape[k] : 1;
         if (t[i].ndim != want.ndim || t[i].dims[0] != want.dims[0] || t[i].dims[1] != want.dims[1] ||
             t[i].dims[2] != want.dims[2]) {
@@ -778,8 +723,8 @@ static int check_registry(char *err, const input_t *r, const mio_tensor_t *t, in
 static char *reference_model(char *err, input_t *r) {
     err[0] = '\0';
     hid_t f;
-    if (mio_open(r->path, r->label, &f, &r->meta, err, MSG_LEN) != 0) return NULL;
-    char *config = mio_config_text(f);
+    if (ckpt_file_open(r->path, r->label, &f, &r->meta, err, MSG_LEN) != 0) return NULL;
+    char *config = ckpt_file_config(f);
     H5Fclose(f);
     char *text = registry_namelist(err, r, config);
     xfree(config);
@@ -788,17 +733,17 @@ static char *reference_model(char *err, input_t *r) {
 
 /* Rank 0: open and describe every input, check the reference against the registry and the others
  * against the reference; the reference's tensor list in *tensors. "" in err when all is well. */
-static void check_inputs(char *err, input_t *in, int n_in, const params_t *P, mio_tensor_t **tensors,
+static void check_inputs(char *err, input_t *in, int n_in, const params_t *P, ckpt_file_tensor_t **tensors,
                          int *n_tensors) {
     err[0] = '\0';
-    mio_tensor_t *ref = NULL;
+    ckpt_file_tensor_t *ref = NULL;
     int n_ref = 0;
     for (int i = 0; i < n_in && !err[0]; i++) {
         hid_t f;
-        mio_tensor_t *t = NULL;
+        ckpt_file_tensor_t *t = NULL;
         int nt = 0;
-        if (mio_open(in[i].path, in[i].label, &f, &in[i].meta, err, MSG_LEN) != 0) break;
-        int listed = mio_list_tensors(f, in[i].label, &t, &nt, err, MSG_LEN) == 0;
+        if (ckpt_file_open(in[i].path, in[i].label, &f, &in[i].meta, err, MSG_LEN) != 0) break;
+        int listed = ckpt_file_tensors(f, in[i].label, &t, &nt, err, MSG_LEN) == 0;
         if (listed && i == 0) check_registry(err, &in[0], t, nt, P);
         else if (listed) compare_inputs(err, &in[0], ref, n_ref, &in[i], t, nt);
         H5Fclose(f);
@@ -810,7 +755,7 @@ static void check_inputs(char *err, input_t *in, int n_in, const params_t *P, mi
 }
 
 /* The tensor table and every input's meta, rank 0's, on every rank. */
-static void share_inputs(input_t *in, int n_in, mio_tensor_t **tensors, int *n_tensors) {
+static void share_inputs(input_t *in, int n_in, ckpt_file_tensor_t **tensors, int *n_tensors) {
     MPI_CHECK(MPI_Bcast(n_tensors, 1, MPI_INT, 0, MPI_COMM_WORLD));
     if (world_rank != 0) *tensors = xcalloc((size_t)*n_tensors, sizeof **tensors);
     MPI_CHECK(MPI_Bcast(*tensors, (int)(*n_tensors * sizeof **tensors), MPI_BYTE, 0, MPI_COMM_WORLD));
@@ -822,8 +767,8 @@ static void share_inputs(input_t *in, int n_in, mio_tensor_t **tensors, int *n_t
  * i % size); rank 0 ends up with all the sha256s. */
 static void open_and_hash(input_t *in, int n_in) {
     char err[MSG_LEN] = "";
-    mio_meta_t m;
-    for (int i = 0; i < n_in && !err[0]; i++) mio_open(in[i].path, in[i].label, &in[i].file, &m, err, MSG_LEN);
+    ckpt_file_meta_t m;
+    for (int i = 0; i < n_in && !err[0]; i++) ckpt_file_open(in[i].path, in[i].label, &in[i].file, &m, err, MSG_LEN);
     agree_or_exit(err[0] ? LLMT_EXIT_USER : 0, err);
     uint8_t *mine = xcalloc((size_t)n_in, 32), *all = xcalloc((size_t)n_in, 32);
     for (int i = world_rank; i < n_in && !err[0]; i += world_size)
@@ -882,10 +827,10 @@ static char *parameters_text(const merge_opts_t *o) {
         nml_str(&t, o->models[i]);
     }
     tprintf(&t, "\n");
-    if (keys[K_WEIGHTS].methods & m) nml_reals(&t, "weights", o->weights, o->n_models);
+    if (key_methods[K_WEIGHTS] & m) nml_reals(&t, "weights", o->weights, o->n_models);
     if (o->base) tprintf(&t, "  base = "), nml_str(&t, o->base), tprintf(&t, "\n");
-    if (keys[K_DENSITY].methods & m) nml_reals(&t, "density", o->density, o->n_models);
-    if (keys[K_T].methods & m) {
+    if (key_methods[K_DENSITY] & m) nml_reals(&t, "density", o->density, o->n_models);
+    if (key_methods[K_T] & m) {
         nml_reals(&t, "t", &o->t, 1);
         if (o->n_t_filter) {
             tprintf(&t, "  t_filter = ");
@@ -894,12 +839,12 @@ static char *parameters_text(const merge_opts_t *o) {
             nml_reals(&t, "t_value", o->t_value, o->n_t_filter);
         }
     }
-    if (keys[K_SEED].methods & m) tprintf(&t, "  seed = %llu\n", (unsigned long long)o->seed);
-    if (keys[K_RESCALE].methods & m)
+    if (key_methods[K_SEED] & m) tprintf(&t, "  seed = %llu\n", (unsigned long long)o->seed);
+    if (key_methods[K_RESCALE] & m)
         tprintf(&t, "  rescale = '%s'\n", o->rescale == MERGE_RESCALE_L1 ? "l1"
                 : o->rescale == MERGE_RESCALE_INV_DENSITY ? "1/density" : "none");
-    if (keys[K_NORMALIZE].methods & m) tprintf(&t, "  normalize = %s\n", o->normalize ? ".true." : ".false.");
-    if (keys[K_LAMBDA].methods & m) nml_reals(&t, "lambda", &o->lambda, 1);
+    if (key_methods[K_NORMALIZE] & m) tprintf(&t, "  normalize = %s\n", o->normalize ? ".true." : ".false.");
+    if (key_methods[K_LAMBDA] & m) nml_reals(&t, "lambda", &o->lambda, 1);
     tprintf(&t, "  out = "), nml_str(&t, o->out), tprintf(&t, "\n/\n");
     return t.s;
 }
@@ -935,7 +880,7 @@ static bool same_file(const char *a, const char *b) {
 /* Rank 0: refuse an out that would replace an input or (without overwrite) any file, make its
  * directory, create <out>.tmp with the root attributes. Returns the exit code (0 = fine). */
 static int create_output(char *err, const merge_opts_t *o, const input_t *in, int n_in,
-                         mio_out_t *out) {
+                         ckpt_stream_t *out) {
     const where_t *w = &o->at[K_OUT];
     for (int i = 0; i < n_in; i++)
         if (strcmp(o->out, in[i].path) == 0 || same_file(o->out, in[i].path))
@@ -960,15 +905,15 @@ static int create_output(char *err, const merge_opts_t *o, const input_t *in, in
     const input_t *ref = &in[0];
     int64_t step = 0;
     for (int i = 0; i < n_in; i++) step = in[i].meta.step > step ? in[i].meta.step : step;
-    char *config = mio_config_text(ref->file), *params = parameters_text(o), *json = inputs_json(in, n_in);
+    char *config = ckpt_file_config(ref->file), *params = parameters_text(o), *json = inputs_json(in, n_in);
     /* the merged model's lineage: a hash of what made it, so the same merge gives the same file */
     text_t id_src = {0};
     tprintf(&id_src, "%s%s", params, json);
-    char run_id[MIO_STR_MAX];
+    char run_id[CKPT_ID_MAX];
     snprintf(run_id, sizeof run_id, "%016llx", (unsigned long long)rng_hash_str(id_src.s));
-    mio_provenance_t pv = {&ref->meta, step, ref->meta.seed, run_id, config,
+    ckpt_stream_info_t pv = {&ref->meta, step, ref->meta.seed, run_id, config,
                            merge_method_name(o->method), json, params};
-    int rc = mio_create(out, o->out, &pv, err, MSG_LEN);
+    int rc = ckpt_stream_create(out, o->out, &pv, err, MSG_LEN);
     free(id_src.s);
     free(params);
     free(json);
@@ -1004,9 +949,9 @@ static void merger_destroy(merger_t *mg) {
     xfree(mg->cuts);
 }
 
-static int read_input(merger_t *mg, int k, const mio_tensor_t *t, float *dst, char *err) {
+static int read_input(merger_t *mg, int k, const ckpt_file_tensor_t *t, float *dst, char *err) {
     double t0 = now_sec();
-    int rc = mio_read_tensor(mg->in[k].file, mg->in[k].label, t, dst, err, MSG_LEN);
+    int rc = ckpt_file_read_tensor(mg->in[k].file, mg->in[k].label, t, dst, err, MSG_LEN);
     mg->seconds_read += now_sec() - t0;
     return rc;
 }
@@ -1022,7 +967,7 @@ static double t_for(const merge_opts_t *o, const char *name) {
 
 /* x ← the sparsified task vector of model input k (x holds the model's tensor, base the base's);
  * the TIES cut is found in pass 1 and applied again in pass 2. */
-static void task_vector(merger_t *mg, int k, const mio_tensor_t *t, int pass) {
+static void task_vector(merger_t *mg, int k, const ckpt_file_tensor_t *t, int pass) {
     size_t n = (size_t)t->numel;
     int model = mg->in[k].model;
     merge_delta(mg->x, mg->base, n);
@@ -1041,7 +986,7 @@ static double weight_sum(const merge_opts_t *o) {
     return s;
 }
 
-static int merge_task_vectors(merger_t *mg, const mio_tensor_t *t, char *err) {
+static int merge_task_vectors(merger_t *mg, const ckpt_file_tensor_t *t, char *err) {
     const merge_opts_t *o = mg->o;
     size_t n = (size_t)t->numel;
     int first = o->base ? 1 : 0; /* in[0] is the base */
@@ -1072,7 +1017,7 @@ static int merge_task_vectors(merger_t *mg, const mio_tensor_t *t, char *err) {
 }
 
 /* The merged tensor t into mg->res; 0, or -1 with the message (a bad input). */
-static int merge_tensor(merger_t *mg, const mio_tensor_t *t, char *err) {
+static int merge_tensor(merger_t *mg, const ckpt_file_tensor_t *t, char *err) {
     const merge_opts_t *o = mg->o;
     size_t n = (size_t)t->numel;
     if (o->method == MERGE_SLERP) {
@@ -1132,12 +1077,12 @@ typedef struct stream_stats {
 
 /* The whole merge. Returns this rank's exit code (0, 2 bad input, 5 write failure) with its
  * message in err. */
-static int stream(merger_t *mg, const mio_tensor_t *tensors, int n_tensors, mio_out_t *out,
+static int stream(merger_t *mg, const ckpt_file_tensor_t *tensors, int n_tensors, ckpt_stream_t *out,
                   float *recv_buf, stream_stats_t *st, char *err) {
     int code = 0;
     bool others_failed = false;
     for (int i = 0; i < n_tensors; i++) {
-        const mio_tensor_t *t = &tensors[i];
+        const ckpt_file_tensor_t *t = &tensors[i];
         int owner = i % world_size;
         if (owner == world_rank) {
             if (code == 0 && merge_tensor(mg, t, err) != 0) code = LLMT_EXIT_USER;
@@ -1162,7 +1107,7 @@ static int stream(merger_t *mg, const mio_tensor_t *tensors, int n_tensors, mio_
         }
         if (code != 0 || others_failed) continue; /* keep receiving: no rank waits forever */
         double t0 = now_sec();
-        if (mio_write_tensor(out, t, data, err, MSG_LEN) != 0) code = EXIT_WRITE;
+        if (ckpt_stream_write(out, t, data, err, MSG_LEN) != 0) code = EXIT_WRITE;
         st->seconds_write += now_sec() - t0;
         st->bytes += (double)t->numel * sizeof(float);
     }
@@ -1232,7 +1177,7 @@ typedef struct phases {
     double check, hash, merge, publish;
 } phases_t;
 
-static void report(const merge_opts_t *o, const merger_t *mg, int n_tensors, const mio_tensor_t *t,
+static void report(const merge_opts_t *o, const merger_t *mg, int n_tensors, const ckpt_file_tensor_t *t,
                    const stream_stats_t *st, const phases_t *ph, double seconds) {
     double mine[3] = {mg->seconds_read, mg->seconds_merge, (double)alloc_bytes_peak()}, worst[3];
     double rss = peak_rss_bytes(), rss_max;
@@ -1278,7 +1223,7 @@ int main(int argc, char **argv) {
     prepare(argc, argv, &o);
     int n_in;
     input_t *in = make_inputs(&o, &n_in);
-    mio_tensor_t *tensors = NULL;
+    ckpt_file_tensor_t *tensors = NULL;
     int n_tensors = 0;
     char err[MSG_LEN] = "";
     char *model_text = world_rank == 0 ? reference_model(err, &in[0]) : NULL;
@@ -1295,9 +1240,9 @@ int main(int argc, char **argv) {
     double t1 = now_sec();
     open_and_hash(in, n_in);
     ph.hash = now_sec() - t1;
-    mio_out_t out = {.file = -1, .model = -1, .dcpl = -1};
+    ckpt_stream_t out = {.file = -1, .model = -1, .dcpl = -1};
     int code = world_rank == 0 ? create_output(err, &o, in, n_in, &out) : 0;
-    agree_or_exit(code, err);
+    rank0_outcome(code, err);
 
     size_t max_numel = 1;
     for (int i = 0; i < n_tensors; i++)
@@ -1311,12 +1256,12 @@ int main(int argc, char **argv) {
     ph.merge = now_sec() - t1;
     int any = code;
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
-    if (any && world_rank == 0) mio_abandon(&out); /* the .tmp goes; an older out stays */
+    if (any && world_rank == 0) ckpt_stream_abandon(&out); /* the .tmp goes; an older out stays */
     if (any) agree_or_exit(code, err);
     t1 = now_sec();
-    if (world_rank == 0 && mio_publish(&out, err, MSG_LEN) != 0) code = EXIT_WRITE;
+    if (world_rank == 0 && ckpt_stream_publish(&out, err, MSG_LEN) != 0) code = EXIT_WRITE;
     ph.publish = now_sec() - t1;
-    agree_or_exit(code, err);
+    rank0_outcome(code, err);
     report(&o, &mg, n_tensors, tensors, &st, &ph, now_sec() - t0);
 
     for (int i = 0; i < n_in; i++) H5Fclose(in[i].file);
