@@ -39,7 +39,7 @@ static void open_data(const trainer_t *tr, const char *patterns, const char *key
                       shard_set_t *set, sampler_t *s, bool shuffle) {
     const config_t *cfg = tr->cfg;
     char err[1024] = "";
-    int bad = shard_set_open(set, patterns, key, cfg->data_format, err, sizeof err) != 0;
+    int bad = shard_set_open(set, patterns, key, cfg->choice.data_format, err, sizeof err) != 0;
     trainer_agree_data_error(cfg, MPI_COMM_WORLD, bad, err);
     const double per_rank = 2.0 * (double)set->n_tokens / tr->grid->world_size;
     if (per_rank <= (double)SHARD_SCAN_MAX_BYTES_PER_RANK) {
