@@ -14,7 +14,8 @@
  * stage). Activations flow virtual stage s -> s + 1, i.e. rank r -> r + 1, and from rank p - 1
  * chunk c to rank 0 chunk c + 1. Tag of a message: 2 * (sender chunk * m + micro) + (0 forward,
  * 1 backward); for v = 1 that is 2i / 2i+1.
- * Owns: the action lists. Uses: core/, config/ (the schedule enum). Used by: train/pipeline, train/planner, main (--plan). */
+ * Owns: the action lists. Uses: core/, config/ (the schedule enum). Used by: train/pipeline,
+ * train/planner, main (--plan). */
 #ifndef LLMT_SCHEDULE_H
 #define LLMT_SCHEDULE_H
 #include <stdbool.h>

@@ -24,8 +24,9 @@ static anom_verdict_t agreed_verdict(anom_verdict_t v) {
 /* The namelist key whose policy a detector follows, and its value. */
 static const char *policy_key(const config_t *cfg, anom_detector_t d, const char **value) {
     const bool spike = d == ANOM_SPIKE || d == ANOM_GRAD_EXPLOSION;
-    const cfg_policy_t own = spike ? cfg->choice.on_spike
-                             : d == ANOM_DIVERGENCE ? cfg->choice.on_divergence : CFG_POLICY_INHERIT;
+    const cfg_policy_t own = spike                  ? cfg->choice.on_spike
+                             : d == ANOM_DIVERGENCE ? cfg->choice.on_divergence
+                                                    : CFG_POLICY_INHERIT;
     if (own == CFG_POLICY_INHERIT) {
         *value = cfg->on_anomaly;
         return "on_anomaly";

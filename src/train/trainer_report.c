@@ -91,8 +91,9 @@ void trainer_print_plan(const trainer_t *tr) {
                          !(p == DT_BF16 && (tr->cfg->products_missing & CFG_MISSING_BF16_NATIVE));
         printf("precision: %s products %s%s", dtype_name(p),
                tr->products == DT_FP32 ? "emulated: fp32 products of the rounded values"
-               : tr->cfg->choice.device != CFG_DEVICE_CUDA ? "native (the CPU's bf16 instructions, fp32 accumulation)"
-                                                 : "native (tensor cores, fp32 accumulation)",
+               : tr->cfg->choice.device != CFG_DEVICE_CUDA
+                   ? "native (the CPU's bf16 instructions, fp32 accumulation)"
+                   : "native (tensor cores, fp32 accumulation)",
                can ? "" : tr->model.ops->products_native(p)
                               ? " (another rank's CPU has no native products of this type: every rank "
                                 "emulates, so that all choose alike)"

@@ -116,6 +116,7 @@ static void check_fits(trainer_t *tr) {
     plan_rank(&c, tr->grid->rank_tp, tr->grid->rank_pp, tr->micro_batch, tr->accum, &tr->plan);
     char msg[1400], hint[300] = "", part[MEM_CATEGORIES][32], total[32], limit[32];
     const char *mine = NULL;
+    const bool offload = cfg->choice.offload == CFG_OFFLOAD_OPTIMIZER;
     if (tr->plan.total > tr->memory_limit) {
         bool fits = plan_suggest(&c, tr->memory_limit, hint, sizeof hint);
         for (int k = 0; k < MEM_CATEGORIES; k++) format_bytes(tr->plan.bytes[k], part[k]);
@@ -136,9 +137,8 @@ static void check_fits(trainer_t *tr) {
         snprintf(msg, sizeof msg, "%s: this run needs %s of host memory on this rank beside the "
                  "device's (the batches, the transient copies of setup and checkpoints%s) but this "
                  "node's memory shared by its ranks is %s: fewer ranks per node%s",
-                 cfg->source_path, total, cfg->choice.offload != CFG_OFFLOAD_OPTIMIZER ? "" :
-                 ", the offloaded optimizer", limit, cfg->choice.offload != CFG_OFFLOAD_OPTIMIZER ? "" :
-                 ", or &train offload = 'none'");
+                 cfg->source_path, total, offload ? ", the offloaded optimizer" : "", limit,
+                 offload ? ", or &train offload = 'none'" : "");
         mine = msg;
     }
     comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, "checking the memory plan", mine);
@@ -465,7 +465,8 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
     tr->targets = xmalloc(sizeof(int) * (size_t)tr->accum * tr->micro_batch * tr->T);
     measure_rates(tr);
     if (cfg->choice.mode == CFG_MODE_TRAIN) profiling_setup(&tr->prof, cfg, grid, tr->accum);
-    if (cfg->choice.mode == CFG_MODE_TRAIN && tr->has_train) trainer_begin_stages(tr); /* the step's stage */
+    if (cfg->choice.mode == CFG_MODE_TRAIN && tr->has_train)
+        trainer_begin_stages(tr); /* the step's stage */
     if (is_root(tr)) trainer_print_plan(tr);
 }
 
