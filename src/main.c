@@ -272,7 +272,7 @@ static const ops_t *open_backend(const config_t *cfg, const topology_t *topo, gr
     if (cfg->choice.device == CFG_DEVICE_CUDA) {
         char err[512];
         watchdog_enter("opening the GPU", "all ranks");
-        const int rc = device_open(topo, dtype_from_name(cfg->precision), err, sizeof err);
+        const int rc = device_open(topo, model_dtype_of(cfg->choice.precision), err, sizeof err);
         comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, "opening the GPU", rc ? err : NULL);
         device_print_table(MPI_COMM_WORLD);
         watchdog_leave();

@@ -95,18 +95,6 @@ static int expand_patterns(path_list_t *l, const char *patterns, const char *wha
 
 /* ---- one shard -------------------------------------------------------------------------- */
 
-typedef enum shard_format { FORMAT_AUTO, FORMAT_LLMC, FORMAT_NANOGPT } shard_format_t;
-
-static int parse_format(const char *name, shard_format_t *format, const char *what, char *err,
-                        size_t errlen) {
-    if (!name || !name[0] || !strcmp(name, "auto")) *format = FORMAT_AUTO;
-    else if (!strcmp(name, "llmc")) *format = FORMAT_LLMC;
-    else if (!strcmp(name, "nanogpt")) *format = FORMAT_NANOGPT;
-    else return errf(err, errlen, "%s: unknown shard format '%s' (known: 'auto', 'llmc', "
-                     "'nanogpt')", what, name);
-    return 0;
-}
-
 /* Text: no control characters other than tab, newline, vertical tab, form feed, return and
  * escape in the first KiB. A file of uint16 tokens fails this at its first token below 2304
  * (high byte 0..8), which the frequent tokens of any tokenizer are. */
@@ -133,7 +121,7 @@ static bool looks_like_raw_tokens(const void *map, size_t size) {
 
 /* Name a magic number that belongs to a different known format, or NULL. */
 static const char *known_other_format(int32_t magic, const unsigned char *bytes, size_t size,
-                                      shard_format_t format) {
+                                      cfg_data_format_t format) {
     static const unsigned char hdf5_sig[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
     if (size >= 4 && magic == LLMC_MODEL_MAGIC) return "an llm.c model weights file (magic 20240326)";
     if (size >= 4 && magic == LLMC_DEBUG_MAGIC) return "an llm.c debug state file (magic 20240327)";
@@ -143,7 +131,7 @@ static const char *known_other_format(int32_t magic, const unsigned char *bytes,
     if (size >= 4 && __builtin_bswap32((uint32_t)magic) == SHARD_MAGIC)
         return "a shard written with the other byte order";
     if (looks_like_text(bytes, size)) return "a text file (tokenize it with llmprep first)";
-    if (format == FORMAT_AUTO && looks_like_raw_tokens(bytes, size))
+    if (format == CFG_FORMAT_AUTO && looks_like_raw_tokens(bytes, size))
         return "raw uint16 tokens without a header (nanoGPT's train.bin?); if so, set "
                "&data format = 'nanogpt'";
     return NULL;
@@ -151,7 +139,7 @@ static const char *known_other_format(int32_t magic, const unsigned char *bytes,
 
 /* Check the llm.c header of a mapped file of `size` bytes; on success set the token count. */
 static int validate_header(const void *map, size_t size, const char *path, const char *what,
-                           shard_format_t format, size_t *n_tokens, char *err, size_t errlen) {
+                           cfg_data_format_t format, size_t *n_tokens, char *err, size_t errlen) {
     const int32_t *h = map;
     int32_t magic = 0;
     memcpy(&magic, map, size < sizeof magic ? size : sizeof magic);
@@ -201,7 +189,7 @@ static int validate_raw(const void *map, size_t size, const char *path, const ch
 }
 
 /* Open, validate and map one shard file. The descriptor is closed again: the mapping stays. */
-static int shard_open(shard_t *s, const char *path, const char *what, shard_format_t format,
+static int shard_open(shard_t *s, const char *path, const char *what, cfg_data_format_t format,
                       char *err, size_t errlen) {
     memset(s, 0, sizeof *s);
     if (strlen(path) >= sizeof s->path)
@@ -227,7 +215,7 @@ static int shard_open(shard_t *s, const char *path, const char *what, shard_form
         return errf(err, errlen, "%s: %s: cannot map: %s", what, path, strerror(mmap_errno));
     s->map = map;
     s->map_bytes = size;
-    int rc = format == FORMAT_NANOGPT
+    int rc = format == CFG_FORMAT_NANOGPT
                  ? validate_raw(map, size, path, what, &s->n_tokens, err, errlen)
                  : validate_header(map, size, path, what, format, &s->n_tokens, err, errlen);
     if (rc != 0) {
@@ -235,20 +223,18 @@ static int shard_open(shard_t *s, const char *path, const char *what, shard_form
         s->map = NULL;
         return -1;
     }
-    size_t header = format == FORMAT_NANOGPT ? 0 : SHARD_HEADER_BYTES;
+    size_t header = format == CFG_FORMAT_NANOGPT ? 0 : SHARD_HEADER_BYTES;
     s->tokens = (const uint16_t *)((const char *)map + header);
     return 0;
 }
 
 /* ---- the set ---------------------------------------------------------------------------- */
 
-int shard_set_open(shard_set_t *set, const char *patterns, const char *what, const char *format,
-                   char *err, size_t errlen) {
+int shard_set_open(shard_set_t *set, const char *patterns, const char *what,
+                   cfg_data_format_t format, char *err, size_t errlen) {
     memset(set, 0, sizeof *set);
     if (!what) what = "files";
     snprintf(set->what, sizeof set->what, "%s", what);
-    shard_format_t fmt = FORMAT_AUTO;
-    if (parse_format(format, &fmt, what, err, errlen) != 0) return -1;
     path_list_t list = {0};
     if (expand_patterns(&list, patterns, what, err, errlen) != 0) {
         path_list_free(&list);
@@ -256,7 +242,7 @@ int shard_set_open(shard_set_t *set, const char *patterns, const char *what, con
     }
     set->shards = xcalloc((size_t)list.n, sizeof *set->shards);
     for (int i = 0; i < list.n; i++) {
-        if (shard_open(&set->shards[i], list.paths[i], what, fmt, err, errlen) != 0) {
+        if (shard_open(&set->shards[i], list.paths[i], what, format, err, errlen) != 0) {
             path_list_free(&list);
             shard_set_close(set);
             return -1;

@@ -5,11 +5,12 @@
  * requires the llm.c header (a headerless file has no magic to recognise it by) and refuses a
  * file that looks like raw uint16 tokens with a message suggesting format = 'nanogpt'.
  * Owns: finding the files of a glob pattern list, validating each shard's header and size,
- * mapping them read-only, the token-id check against the vocabulary. Uses: core/. Used by:
- * io/sampler, train/, tools/. */
+ * mapping them read-only, the token-id check against the vocabulary. Uses: core/, config/ (the
+ * &data format enum). Used by: io/sampler, train/, tools/. */
 #ifndef LLMT_SHARDS_H
 #define LLMT_SHARDS_H
 #include <stdbool.h>
+#include "config/config.h"
 #include <stddef.h>
 #include <stdint.h>
 
@@ -34,14 +35,14 @@ typedef struct shard_set {
 } shard_set_t;
 
 /* Expand `patterns` (glob patterns separated by blanks or commas, sorted per pattern, duplicates
- * dropped), validate and map every file. `format` is "auto" (also NULL or ""), "llmc" or
- * "nanogpt" (see the top of this file). On any problem returns -1 and writes one message
+ * dropped), validate and map every file in `format` (&data format: CFG_FORMAT_AUTO, _LLMC or
+ * _NANOGPT; see the top of this file). On any problem returns -1 and writes one message
  * starting with `what` and naming the file into err (e.g. "train_files: data/x.bin: bad magic
  * 1234 (expected 20240520)", "...: truncated: header says 1000 tokens but file holds 812",
  * "train_files: no file matches 'data/train_*.bin'"). Never exits: the caller decides (rank 0
  * reports via fatal_user). `what` names the namelist key in messages ("train_files"). */
-int shard_set_open(shard_set_t *set, const char *patterns, const char *what, const char *format,
-                   char *err, size_t errlen);
+int shard_set_open(shard_set_t *set, const char *patterns, const char *what,
+                   cfg_data_format_t format, char *err, size_t errlen);
 void shard_set_close(shard_set_t *set);
 /* Tell the kernel how the mappings will be read (madvise): random windows when shuffled,
  * sequential otherwise. Advice only; results never depend on it. */

@@ -1,11 +1,14 @@
 /* spec.c — the model's specification from the run configuration (see spec.h). */
 #include "model/spec.h"
-#include <string.h>
 #include "core/error.h"
 
-static model_storage_t storage(const char *v) {
-    return !strcmp(v, "16bit") ? MODEL_STORE_16BIT : !strcmp(v, "fp32") ? MODEL_STORE_FP32
-                                                                        : MODEL_STORE_AUTO;
+static model_storage_t storage(cfg_storage_t v) {
+    return v == CFG_STORAGE_16BIT ? MODEL_STORE_16BIT : v == CFG_STORAGE_FP32 ? MODEL_STORE_FP32
+                                                                              : MODEL_STORE_AUTO;
+}
+
+dtype_t model_dtype_of(cfg_precision_t p) {
+    return p == CFG_PRECISION_BF16 ? DT_BF16 : p == CFG_PRECISION_FP16 ? DT_FP16 : DT_FP32;
 }
 
 model_spec_t model_spec_from_config(const config_t *cfg) {
@@ -18,21 +21,21 @@ model_spec_t model_spec_from_config(const config_t *cfg) {
         .seq_len = cfg->seq_len,
         .n_kv_head = config_kv_heads(cfg),
         .padded_vocab = config_padded_vocab(cfg),
-        .rmsnorm = !strcmp(cfg->norm, "rmsnorm"),
-        .rope = !strcmp(cfg->pos, "rope"),
-        .swiglu = !strcmp(cfg->mlp, "swiglu"),
+        .rmsnorm = cfg->choice.norm == CFG_NORM_RMSNORM,
+        .rope = cfg->choice.pos == CFG_POS_ROPE,
+        .swiglu = cfg->choice.mlp == CFG_MLP_SWIGLU,
         .tie_embeddings = cfg->tie_embeddings,
         .bias = cfg->bias,
         .norm_eps = cfg->norm_eps,
         .rope_theta = cfg->rope_theta,
-        .init_scheme = !strcmp(cfg->init_scheme, "xavier")    ? MODEL_INIT_XAVIER
-                       : !strcmp(cfg->init_scheme, "kaiming") ? MODEL_INIT_KAIMING
-                       : !strcmp(cfg->init_scheme, "small")   ? MODEL_INIT_SMALL
-                                                              : MODEL_INIT_GPT2,
+        .init_scheme = cfg->choice.init_scheme == CFG_INIT_XAVIER   ? MODEL_INIT_XAVIER
+                       : cfg->choice.init_scheme == CFG_INIT_KAIMING ? MODEL_INIT_KAIMING
+                       : cfg->choice.init_scheme == CFG_INIT_SMALL   ? MODEL_INIT_SMALL
+                                                                     : MODEL_INIT_GPT2,
         .init_std = cfg->init_std,
-        .init_depth_scaled = !strcmp(cfg->init_depth_scaled, "none")    ? MODEL_DEPTH_NONE
-                             : !strcmp(cfg->init_depth_scaled, "layer") ? MODEL_DEPTH_LAYER
-                                                                        : MODEL_DEPTH_TOTAL,
+        .init_depth_scaled = cfg->choice.init_depth_scaled == CFG_DEPTH_NONE    ? MODEL_DEPTH_NONE
+                             : cfg->choice.init_depth_scaled == CFG_DEPTH_LAYER ? MODEL_DEPTH_LAYER
+                                                                                : MODEL_DEPTH_TOTAL,
         .n_experts = cfg->n_experts,
         .top_k_moe = cfg->top_k_moe,
         .moe_every = cfg->moe_every,
@@ -42,8 +45,8 @@ model_spec_t model_spec_from_config(const config_t *cfg) {
         .router_noise = cfg->router_noise,
         .aux_loss_coef = cfg->aux_loss_coef,
         .z_loss_coef = cfg->z_loss_coef,
-        .router_mlp = !strcmp(cfg->router, "mlp"),
-        .drop_by_position = !strcmp(cfg->drop_policy, "position"),
+        .router_mlp = cfg->choice.router == CFG_ROUTER_MLP,
+        .drop_by_position = cfg->choice.drop_policy == CFG_DROP_POSITION,
         .moe_collapse_share = cfg->moe_collapse_share,
         .moe_collapse_steps = cfg->moe_collapse_steps,
         .attn_dropout = cfg->attn_dropout,
@@ -52,18 +55,18 @@ model_spec_t model_spec_from_config(const config_t *cfg) {
         .label_smoothing = cfg->label_smoothing,
         .z_loss = cfg->z_loss,
         .seed = cfg->seed,
-        .generate = !strcmp(cfg->mode, "generate"),
-        .cuda = !strcmp(cfg->device, "cuda"),
-        .precision = dtype_from_name(cfg->precision),
-        .bf16_products = !strcmp(cfg->bf16_products, "native")     ? MODEL_PRODUCTS_NATIVE
-                         : !strcmp(cfg->bf16_products, "emulated") ? MODEL_PRODUCTS_EMULATED
-                                                                   : MODEL_PRODUCTS_AUTO,
+        .generate = cfg->choice.mode == CFG_MODE_GENERATE,
+        .cuda = cfg->choice.device == CFG_DEVICE_CUDA,
+        .precision = model_dtype_of(cfg->choice.precision),
+        .bf16_products = cfg->choice.bf16_products == CFG_BF16_NATIVE     ? MODEL_PRODUCTS_NATIVE
+                         : cfg->choice.bf16_products == CFG_BF16_EMULATED ? MODEL_PRODUCTS_EMULATED
+                                                                          : MODEL_PRODUCTS_AUTO,
         .products_missing = cfg->products_missing,
-        .weights_storage = storage(cfg->weights_storage),
-        .activations_storage = storage(cfg->activations_storage),
-        .recompute = !strcmp(cfg->recompute, "selective") ? MODEL_RECOMPUTE_SELECTIVE
-                     : !strcmp(cfg->recompute, "full")    ? MODEL_RECOMPUTE_FULL
-                                                          : MODEL_RECOMPUTE_NONE,
+        .weights_storage = storage(cfg->choice.weights_storage),
+        .activations_storage = storage(cfg->choice.activations_storage),
+        .recompute = cfg->choice.recompute == CFG_RECOMPUTE_SELECTIVE ? MODEL_RECOMPUTE_SELECTIVE
+                     : cfg->choice.recompute == CFG_RECOMPUTE_FULL    ? MODEL_RECOMPUTE_FULL
+                                                                      : MODEL_RECOMPUTE_NONE,
         .recompute_layers = cfg->recompute_layers,
     };
     return s;

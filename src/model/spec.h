@@ -52,8 +52,11 @@ typedef struct model_spec {
     int recompute_layers;
 } model_spec_t;
 
-/* The spec of cfg (validated by config/: every choice is one of its values). */
+/* The spec of cfg (validated by config/: every choice is one of its values), read from its
+ * enums (cfg->choice), not its strings. */
 model_spec_t model_spec_from_config(const config_t *cfg);
+/* The storage type of &train precision. */
+dtype_t model_dtype_of(cfg_precision_t p);
 
 /* The spec of cfg as a pointer to a temporary (the enclosing block's): for a call site that holds
  * only the configuration, e.g. params_create(&P, MODEL_SPEC_OF(&cfg), 1, 0). */

@@ -125,15 +125,19 @@ const char *anom_action_name(anom_action_t a) {
     return names[a];
 }
 
-static anom_action_t action_from_name(const char *s) {
-    if (!strcmp(s, "warn")) return ANOM_WARN;
-    if (!strcmp(s, "rollback")) return ANOM_ROLLBACK;
-    if (!strcmp(s, "abort")) return ANOM_ABORT;
+static anom_action_t action_of(cfg_policy_t p) {
+    switch (p) {
+    case CFG_POLICY_WARN: return ANOM_WARN;
+    case CFG_POLICY_ROLLBACK: return ANOM_ROLLBACK;
+    case CFG_POLICY_ABORT: return ANOM_ABORT;
+    case CFG_POLICY_SKIP: case CFG_POLICY_INHERIT: break;
+    }
     return ANOM_SKIP;
 }
 
 anom_action_t anom_action_for(const config_t *cfg, anom_detector_t d) {
-    const char *own = d == ANOM_SPIKE || d == ANOM_GRAD_EXPLOSION ? cfg->on_spike
-                      : d == ANOM_DIVERGENCE ? cfg->on_divergence : "";
-    return action_from_name(own[0] ? own : cfg->on_anomaly);
+    const cfg_policy_t own = d == ANOM_SPIKE || d == ANOM_GRAD_EXPLOSION ? cfg->choice.on_spike
+                             : d == ANOM_DIVERGENCE ? cfg->choice.on_divergence
+                                                    : CFG_POLICY_INHERIT;
+    return action_of(own != CFG_POLICY_INHERIT ? own : cfg->choice.on_anomaly);
 }

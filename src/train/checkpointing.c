@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/prof.h"
 #include "core/fileio.h"
+#include "core/json.h"
 #include "core/thread.h"
 #include "core/timer.h"
 #include "io/checkpoint.h"
@@ -230,18 +231,6 @@ static void prune(rundir_t *rd, const char *dir, int keep, long long just_writte
     fsync_dir_of(path);
 }
 
-/* JSON string contents for a metrics record (quotes and control characters escaped). */
-static void json_escape(const char *s, char *out, size_t len) {
-    size_t o = 0;
-    for (; *s && o + 7 < len; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') out[o++] = '\\', out[o++] = (char)c;
-        else if (c < 0x20) o += (size_t)snprintf(out + o, len - o, "\\u%04x", c);
-        else out[o++] = (char)c;
-    }
-    out[o] = '\0';
-}
-
 static void report_failed_save(ckpt_ctx_t *ck, const char *why, const char *msg) {
     char esc[2048];
     if (world_rank() == 0) {
@@ -250,7 +239,7 @@ static void report_failed_save(ckpt_ctx_t *ck, const char *why, const char *msg)
                 strcmp(why, "every") == 0 ? "; training goes on" : "");
         fflush(stderr);
     }
-    json_escape(msg, esc, sizeof esc);
+    json_escape(esc, sizeof esc, msg);
     metrics_write(ck->metrics, "\"step\":%lld,\"checkpoint\":\"%s\",\"failed\":true,\"error\":\"%s\"",
                   (long long)ck->prog->step, why, esc);
 }
@@ -436,7 +425,7 @@ static int load_candidate(ckpt_ctx_t *ck, const params_t *P, const char *path, c
 
 void ckpt_resume_default(config_t *cfg, int world_rank) {
     const char *restarts = getenv("SLURM_RESTART_COUNT");
-    if (cfg->resume_given || !restarts || atoi(restarts) <= 0 || strcmp(cfg->mode, "train") != 0)
+    if (cfg->resume_given || !restarts || atoi(restarts) <= 0 || cfg->choice.mode != CFG_MODE_TRAIN)
         return;
     snprintf(cfg->resume, sizeof cfg->resume, "auto");
     if (world_rank == 0)
@@ -474,7 +463,7 @@ static void note_refused(rundir_t *rd, const char *path) {
 void ckpt_resume_find(ckpt_ctx_t *ck, ckpt_resumed_t *res) {
     const config_t *cfg = ck->cfg;
     memset(res, 0, sizeof *res);
-    if (strcmp(cfg->mode, "train") != 0) return;
+    if (cfg->choice.mode != CFG_MODE_TRAIN) return;
     if (strcmp(cfg->resume, "none") == 0) {
         history_start(ck, res);
         return;

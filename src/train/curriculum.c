@@ -173,7 +173,8 @@ static void open_set(curriculum_t *c, const config_t *cfg, const grid_t *grid, i
     char err[1024] = "", at[CFG_STR + 128];
     where(c, cfg, first_stage_of(c, i), at, sizeof at);
     const char *what = strstr(c->stage[first_stage_of(c, i)].data_key, "mixture") ? "mixture" : "train_files";
-    int bad = shard_set_open(set, c->set_patterns[i], what, cfg->data_format, err, sizeof err) != 0;
+    int bad = shard_set_open(set, c->set_patterns[i], what, cfg->choice.data_format, err,
+                             sizeof err) != 0;
     agree(at, bad, err);
     const double per_rank = 2.0 * (double)set->n_tokens / grid->world_size;
     if (per_rank > (double)SHARD_SCAN_MAX_BYTES_PER_RANK) {

@@ -4,7 +4,8 @@
 #include "train/pipeline.h"
 
 void flat_rank_registry(params_t *P, const config_t *cfg, const grid_t *grid) {
-    const int v = pipe_schedule_from_name(cfg->schedule) == SCHED_INTERLEAVED ? cfg->virtual_stages : 1;
+    const bool interleaved = sched_kind_of(cfg->choice.schedule) == SCHED_INTERLEAVED;
+    const int v = interleaved ? cfg->virtual_stages : 1;
     params_create_experts(P, MODEL_SPEC_OF(cfg), grid->tp, grid->rank_tp, grid->pp, grid->rank_pp, v, grid->ep,
                           grid->rank_ep);
 }

@@ -5,7 +5,7 @@
 void loss_scaler_init(loss_scaler_t *s, const config_t *cfg) {
     memset(s, 0, sizeof *s);
     s->scale = 1.0;
-    if (strcmp(cfg->precision, "fp16") != 0) return;
+    if (cfg->choice.precision != CFG_PRECISION_FP16) return;
     s->enabled = true;
     s->dynamic = cfg->loss_scale == 0;
     s->scale = s->dynamic ? cfg->initial_loss_scale : cfg->loss_scale;

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "core/alloc.h"
+#include "core/error.h"
 #include "kernels/ops.h"
 #include "model/gpt.h"
 #include "train/pipeline.h"
@@ -47,8 +48,8 @@ static double rank_flops(const config_t *cfg, const gpt_t *m, int T) {
     double extra = 2.0 * T * C;
     const int n_rec = cfg->recompute_layers < 0 || cfg->recompute_layers > cfg->n_layer
                           ? cfg->n_layer : cfg->recompute_layers;
-    if (!strcmp(cfg->recompute, "full")) extra += (fwd_mat + fwd_att) * n_rec / L;
-    else if (!strcmp(cfg->recompute, "selective")) extra += fwd_att * n_rec / L;
+    if (cfg->choice.recompute == CFG_RECOMPUTE_FULL) extra += (fwd_mat + fwd_att) * n_rec / L;
+    else if (cfg->choice.recompute == CFG_RECOMPUTE_SELECTIVE) extra += fwd_att * n_rec / L;
     const double world = (double)cfg->dp * cfg->tp * cfg->pp;
     return tokens * (per_token + extra * L) / world;
 }
@@ -124,7 +125,7 @@ void plan_rank(const config_t *cfg, int tp_rank, int pp_rank, int mb, int accum,
     out->accum = accum;
     const int T = cfg->seq_len, dp = cfg->dp;
     const int zero = dp > 1 ? cfg->zero_stage : 0;
-    const pipe_schedule_t sched = pipe_schedule_from_name(cfg->schedule);
+    const pipe_schedule_t sched = sched_kind_of(cfg->choice.schedule);
     const bool staged = zero >= 2 && cfg->pp == 1 && sched == SCHED_1F1B;
     const int v = sched == SCHED_INTERLEAVED ? cfg->virtual_stages : 1;
     gpt_parallel_t par = {cfg->tp, tp_rank, cfg->pp, pp_rank, comm_group_self(),
@@ -157,11 +158,11 @@ void plan_rank(const config_t *cfg, int tp_rank, int pp_rank, int mb, int accum,
     /* train/optimizer.c: moments (and the master copy) over the optimizer's elements, in host
      * memory when offloaded */
     const size_t state = zero == 0 ? total : part;
-    const bool offload = strcmp(cfg->offload, "optimizer") == 0;
+    const bool offload = cfg->choice.offload == CFG_OFFLOAD_OPTIMIZER;
     double *opt = offload ? h : b;
     opt[MEM_OPTIMIZER] += 2 * fl(state);
     if (sched == SCHED_ZBH1) b[MEM_OPTIMIZER] += fl(postval_floats(state)); /* train/postval.c */
-    if (strcmp(cfg->precision, "fp32") != 0 || offload) opt[MEM_MASTER] += fl(state);
+    if (cfg->choice.precision != CFG_PRECISION_FP32 || offload) opt[MEM_MASTER] += fl(state);
     if (offload) h[MEM_OPTIMIZER] += 2 * fl(state); /* the gradients' and weights' host staging */
     /* train/trainer.c: the step's batches (host), and the largest transient buffer: the MFU
      * measurement's matrices (the backend's), the initial weights, a resume's three copies, a
@@ -282,7 +283,7 @@ static int activation_storages(const config_t *cfg, const char *out[2]) {
 /* How an alternative keeps its activations: "16bit" or "fp32" (arrays). */
 static const char *acts_label(const config_t *cfg, const char *acts) {
     config_t c = *cfg;
-    snprintf(c.activations_storage, sizeof c.activations_storage, "%s", acts);
+    ASSERT(config_set_choice(&c, "train", "activations_storage", acts) == 0);
     return gpt_activations_type(MODEL_SPEC_OF(&c)) == DT_FP32 ? "fp32" : "16bit";
 }
 
@@ -309,9 +310,9 @@ static int alternatives(const config_t *cfg, double limit, alt_t *out, int cap, 
                 for (int a = 0; a < na; a++) {
                     config_t c = *cfg;
                     c.zero_stage = z;
-                    snprintf(c.recompute, sizeof c.recompute, "%s", recompute[r]);
+                    ASSERT(config_set_choice(&c, "parallel", "recompute", recompute[r]) == 0);
                     c.recompute_layers = -1;
-                    snprintf(c.activations_storage, sizeof c.activations_storage, "%s", acts[a]);
+                    ASSERT(config_set_choice(&c, "train", "activations_storage", acts[a]) == 0);
                     const int accum = cfg->global_batch / cfg->dp / mbs[i];
                     mem_plan_t w, mc;
                     plan_worst(&c, mbs[i], accum, &w, &mc);
@@ -356,7 +357,7 @@ static void print_categories(const char *title, const mem_plan_t *p) {
  * (a chunk's actions 1/v of that). */
 static void plan_print_schedule(const config_t *cfg, int accum) {
     if (cfg->pp == 1) return;
-    const pipe_schedule_t kind = pipe_schedule_from_name(cfg->schedule);
+    const pipe_schedule_t kind = sched_kind_of(cfg->choice.schedule);
     const int v = kind == SCHED_INTERLEAVED ? cfg->virtual_stages : 1;
     char why[400];
     if (sched_constraint_error(kind, cfg->pp, v, accum, cfg->n_layer, why, sizeof why)) {
@@ -400,7 +401,7 @@ bool plan_print(const config_t *cfg, double limit, int ranks_per_node) {
     if (cfg->device_memory)
         printf("  device = 'cuda': the categories are device memory; beside it in host memory "
                "(batches, transient copies%s) %.1f MiB on the fullest rank\n",
-               strcmp(cfg->offload, "optimizer") ? "" : ", the offloaded optimizer",
+               cfg->choice.offload != CFG_OFFLOAD_OPTIMIZER ? "" : ", the offloaded optimizer",
                w.host_total / 1048576.0);
     printf("  memory limit per rank: %.2f GiB (%s)%s\n", limit / 1073741824.0,
            cfg->memory_limit_gb > 0 ? "&run memory_limit_gb"

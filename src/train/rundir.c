@@ -304,7 +304,7 @@ void rundir_open(rundir_t *rd, const config_t *cfg) {
         fatal_user("%s: &run out_dir/name is longer than %d characters", cfg->source_path,
                    RUNDIR_PATH_MAX - 1);
     snprintf(rd->ckpt_dir, sizeof rd->ckpt_dir, "%s", cfg->ckpt_dir[0] ? cfg->ckpt_dir : rd->dir);
-    if (strcmp(cfg->mode, "train") != 0) return; /* eval and generate write nothing there */
+    if (cfg->choice.mode != CFG_MODE_TRAIN) return; /* eval and generate write nothing there */
     rundir_prepare_dir(rd->dir, "run directory", cfg);
     const bool separate = strcmp(rd->ckpt_dir, rd->dir) != 0;
     if (separate) rundir_prepare_dir(rd->ckpt_dir, "checkpoint directory (&checkpoint dir)", cfg);
@@ -362,7 +362,7 @@ static void describe_leftovers(const char *dir, bool run_dir, char *out, size_t 
 }
 
 void rundir_check_fresh(const rundir_t *rd, const config_t *cfg) {
-    if (strcmp(cfg->mode, "train") != 0 || strcmp(cfg->resume, "none") != 0) return;
+    if (cfg->choice.mode != CFG_MODE_TRAIN || strcmp(cfg->resume, "none") != 0) return;
     char found[2][300], msg[2400];
     const char *mine = NULL;
     if (world_rank() == 0) {

@@ -15,6 +15,16 @@ int sched_kind_from_name(const char *name) {
 
 const char *sched_kind_name(sched_kind_t k) { return kind_names[k]; }
 
+sched_kind_t sched_kind_of(cfg_schedule_t s) {
+    switch (s) {
+    case CFG_SCHED_GPIPE: return SCHED_GPIPE;
+    case CFG_SCHED_INTERLEAVED: return SCHED_INTERLEAVED;
+    case CFG_SCHED_ZB_H1: return SCHED_ZBH1;
+    case CFG_SCHED_1F1B: break;
+    }
+    return SCHED_1F1B;
+}
+
 /* The multiples of `step` just below and above x (below only when positive). */
 static void nearest_multiples(int x, int step, int *lo, int *hi) {
     *lo = x / step * step;

@@ -14,12 +14,14 @@
  * stage). Activations flow virtual stage s -> s + 1, i.e. rank r -> r + 1, and from rank p - 1
  * chunk c to rank 0 chunk c + 1. Tag of a message: 2 * (sender chunk * m + micro) + (0 forward,
  * 1 backward); for v = 1 that is 2i / 2i+1.
- * Owns: the action lists. Uses: core/. Used by: train/pipeline, train/planner, main (--plan). */
+ * Owns: the action lists. Uses: core/, config/ (the schedule enum). Used by: train/pipeline,
+ * train/planner, main (--plan). */
 #ifndef LLMT_SCHEDULE_H
 #define LLMT_SCHEDULE_H
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
+#include "config/config.h"
 
 typedef enum { SCHED_GPIPE, SCHED_1F1B, SCHED_INTERLEAVED, SCHED_ZBH1 } sched_kind_t;
 typedef enum { ACT_F, ACT_B, ACT_W, ACT_RECV_F, ACT_SEND_F, ACT_RECV_B, ACT_SEND_B } act_op_t;
@@ -66,6 +68,8 @@ typedef struct sched_sim {
 
 /* Name of a schedule ('gpipe', '1f1b', 'interleaved', 'zb-h1'); -1 when unknown. */
 int sched_kind_from_name(const char *name);
+/* The schedule of &parallel schedule (config_t.choice.schedule). */
+sched_kind_t sched_kind_of(cfg_schedule_t s);
 const char *sched_kind_name(sched_kind_t k);
 /* Why (kind, p, v, m) cannot be scheduled, with the nearest valid settings; NULL when it can.
  * n_layer: the model's layers (interleaved needs n_layer % (p * v) == 0). */

@@ -24,9 +24,15 @@ static anom_verdict_t agreed_verdict(anom_verdict_t v) {
 /* The namelist key whose policy a detector follows, and its value. */
 static const char *policy_key(const config_t *cfg, anom_detector_t d, const char **value) {
     const bool spike = d == ANOM_SPIKE || d == ANOM_GRAD_EXPLOSION;
-    const char *own = spike ? cfg->on_spike : d == ANOM_DIVERGENCE ? cfg->on_divergence : "";
-    *value = own[0] ? own : cfg->on_anomaly;
-    return own[0] ? (spike ? "on_spike" : "on_divergence") : "on_anomaly";
+    const cfg_policy_t own = spike                  ? cfg->choice.on_spike
+                             : d == ANOM_DIVERGENCE ? cfg->choice.on_divergence
+                                                    : CFG_POLICY_INHERIT;
+    if (own == CFG_POLICY_INHERIT) {
+        *value = cfg->on_anomaly;
+        return "on_anomaly";
+    }
+    *value = spike ? cfg->on_spike : cfg->on_divergence;
+    return spike ? "on_spike" : "on_divergence";
 }
 
 /* What the detector saw, for messages: "loss 9.1 is 55.2 sigma above ...". */

@@ -23,7 +23,7 @@ static void print_weights_storage(const trainer_t *tr) {
                                                          : "widened to fp32 one at a time");
         return;
     }
-    const char *why = !strcmp(cfg->weights_storage, "fp32")
+    const char *why = cfg->choice.weights_storage == CFG_STORAGE_FP32
                           ? "&train weights_storage = 'fp32'"
                           : "weights_storage = 'auto' and the products are not of this type here";
     printf("weights copy: %s values in fp32 arrays (%s)\n", dtype_name(p), why);
@@ -42,7 +42,7 @@ static void print_activations_storage(const trainer_t *tr) {
         return;
     }
     printf("activations: %s values in fp32 arrays (%s)\n", dtype_name(tr->precision),
-           !strcmp(cfg->activations_storage, "fp32")
+           cfg->choice.activations_storage == CFG_STORAGE_FP32
                ? "&train activations_storage = 'fp32'"
                : "activations_storage = 'auto' keeps 16-bit storage for GPUs: its packing pass "
                  "costs time on a CPU");
@@ -91,13 +91,14 @@ void trainer_print_plan(const trainer_t *tr) {
                          !(p == DT_BF16 && (tr->cfg->products_missing & CFG_MISSING_BF16_NATIVE));
         printf("precision: %s products %s%s", dtype_name(p),
                tr->products == DT_FP32 ? "emulated: fp32 products of the rounded values"
-               : strcmp(tr->cfg->device, "cuda") ? "native (the CPU's bf16 instructions, fp32 accumulation)"
-                                                 : "native (tensor cores, fp32 accumulation)",
+               : tr->cfg->choice.device != CFG_DEVICE_CUDA
+                   ? "native (the CPU's bf16 instructions, fp32 accumulation)"
+                   : "native (tensor cores, fp32 accumulation)",
                can ? "" : tr->model.ops->products_native(p)
                               ? " (another rank's CPU has no native products of this type: every rank "
                                 "emulates, so that all choose alike)"
                               : " (no native products of this type here)");
-        if (can && p == DT_BF16 && !strcmp(tr->cfg->bf16_products, "auto"))
+        if (can && p == DT_BF16 && tr->cfg->choice.bf16_products == CFG_BF16_AUTO)
             printf(" (&train bf16_products = 'auto': the GEMM library's bf16 kernels are %s than "
                    "its fp32 ones on this CPU)", tr->products == DT_BF16 ? "faster" : "not faster");
         printf("\n");

@@ -39,7 +39,7 @@ static void open_data(const trainer_t *tr, const char *patterns, const char *key
                       shard_set_t *set, sampler_t *s, bool shuffle) {
     const config_t *cfg = tr->cfg;
     char err[1024] = "";
-    int bad = shard_set_open(set, patterns, key, cfg->data_format, err, sizeof err) != 0;
+    int bad = shard_set_open(set, patterns, key, cfg->choice.data_format, err, sizeof err) != 0;
     trainer_agree_data_error(cfg, MPI_COMM_WORLD, bad, err);
     const double per_rank = 2.0 * (double)set->n_tokens / tr->grid->world_size;
     if (per_rank <= (double)SHARD_SCAN_MAX_BYTES_PER_RANK) {
@@ -116,6 +116,7 @@ static void check_fits(trainer_t *tr) {
     plan_rank(&c, tr->grid->rank_tp, tr->grid->rank_pp, tr->micro_batch, tr->accum, &tr->plan);
     char msg[1400], hint[300] = "", part[MEM_CATEGORIES][32], total[32], limit[32];
     const char *mine = NULL;
+    const bool offload = cfg->choice.offload == CFG_OFFLOAD_OPTIMIZER;
     if (tr->plan.total > tr->memory_limit) {
         bool fits = plan_suggest(&c, tr->memory_limit, hint, sizeof hint);
         for (int k = 0; k < MEM_CATEGORIES; k++) format_bytes(tr->plan.bytes[k], part[k]);
@@ -136,9 +137,8 @@ static void check_fits(trainer_t *tr) {
         snprintf(msg, sizeof msg, "%s: this run needs %s of host memory on this rank beside the "
                  "device's (the batches, the transient copies of setup and checkpoints%s) but this "
                  "node's memory shared by its ranks is %s: fewer ranks per node%s",
-                 cfg->source_path, total, strcmp(cfg->offload, "optimizer") ? "" :
-                 ", the offloaded optimizer", limit, strcmp(cfg->offload, "optimizer") ? "" :
-                 ", or &train offload = 'none'");
+                 cfg->source_path, total, offload ? ", the offloaded optimizer" : "", limit,
+                 offload ? ", or &train offload = 'none'" : "");
         mine = msg;
     }
     comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, "checking the memory plan", mine);
@@ -152,7 +152,7 @@ static void setup_data(trainer_t *tr) {
     if (tr->has_train) curric_open_data(&tr->curric, cfg, tr->grid);
     if (tr->has_val)
         open_data(tr, cfg->val_files, "val_files", &tr->val_set, &tr->val_sampler, false);
-    if (strcmp(cfg->mode, "eval") == 0 && !tr->has_val)
+    if (cfg->choice.mode == CFG_MODE_EVAL && !tr->has_val)
         fatal_user("%s: &run mode = 'eval' needs &data val_files", cfg->source_path);
 }
 
@@ -181,7 +181,7 @@ static void open_metrics(trainer_t *tr, bool resumed) {
     const config_t *cfg = tr->cfg;
     char path[RUNDIR_PATH_MAX + 32], msg[RUNDIR_PATH_MAX + 200];
     snprintf(path, sizeof path, "%s/metrics.jsonl", tr->rd.dir);
-    const bool writes = is_root(tr) && cfg->jsonl && strcmp(cfg->mode, "train") == 0;
+    const bool writes = is_root(tr) && cfg->jsonl && cfg->choice.mode == CFG_MODE_TRAIN;
     const char *mine = NULL;
     struct stat st;
     const bool existed = writes && stat(path, &st) == 0 && st.st_size > 0;
@@ -210,7 +210,7 @@ static void open_metrics(trainer_t *tr, bool resumed) {
  * writes). The directory is checked like the run directory; rank 0 writes the one event file. */
 static void open_tensorboard(trainer_t *tr) {
     const config_t *cfg = tr->cfg;
-    if (!cfg->tensorboard || strcmp(cfg->mode, "train") != 0) return;
+    if (!cfg->tensorboard || cfg->choice.mode != CFG_MODE_TRAIN) return;
     char dir[RUNDIR_PATH_MAX + 8], msg[RUNDIR_PATH_MAX + sizeof tr->metrics.tb.path + 200];
     snprintf(dir, sizeof dir, "%s/tb", tr->rd.dir);
     rundir_prepare_dir(dir, "TensorBoard directory (&log tensorboard)", cfg);
@@ -229,7 +229,7 @@ static void open_tensorboard(trainer_t *tr) {
 static void record_provenance(trainer_t *tr) {
     runinfo_collect(&tr->provenance, tr->cfg, tr->grid, tr->rd.dir, tr->rd.run_id, tr->prog.step,
                     tr->config_text);
-    if (strcmp(tr->cfg->mode, "train") != 0) return;
+    if (tr->cfg->choice.mode != CFG_MODE_TRAIN) return;
     runinfo_write_json(&tr->provenance, tr->rd.dir);
     char *members = provenance_json_members(&tr->provenance, ",");
     metrics_write(&tr->metrics, "\"kind\":\"provenance\",%s,\"step\":%lld", members,
@@ -356,7 +356,7 @@ static void create_model(trainer_t *tr, pipe_schedule_t sched, int v) {
 /* The precision of the weights copy, activations and gradients before reduction; the products'
  * type; the fp16 loss scaler. */
 static void set_precision(trainer_t *tr) {
-    tr->precision = dtype_from_name(tr->cfg->precision);
+    tr->precision = model_dtype_of(tr->cfg->choice.precision);
     tr->dps.grad_dtype = tr->precision;
     tr->zero.grad_dtype = tr->precision;
     choose_products(tr);
@@ -368,7 +368,7 @@ static void set_precision(trainer_t *tr) {
 static void create_optimizer(trainer_t *tr, pipe_schedule_t sched) {
     const ops_t *ops = tr->ops;
     adamw_create(&tr->opt, ops, zero_state_floats(&tr->zero), tr->precision,
-                 strcmp(tr->cfg->offload, "optimizer") == 0);
+                 tr->cfg->choice.offload == CFG_OFFLOAD_OPTIMIZER);
     adamw_attach(&tr->opt, &tr->model, &tr->zero);
     if (tr->opt.off && is_root(tr))
         printf("optimizer: offload = 'optimizer': AdamW moments and fp32 master weights in host "
@@ -385,7 +385,7 @@ static void create_optimizer(trainer_t *tr, pipe_schedule_t sched) {
  * pipeline, the dp buckets, the precision and the optimizer. */
 static void build_parallel(trainer_t *tr) {
     const config_t *cfg = tr->cfg;
-    const pipe_schedule_t sched = pipe_schedule_from_name(cfg->schedule);
+    const pipe_schedule_t sched = sched_kind_of(cfg->choice.schedule);
     const int v = sched == SCHED_INTERLEAVED ? cfg->virtual_stages : 1;
     char why[400];
     comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, "pipeline schedule",
@@ -422,7 +422,7 @@ static void start_run(trainer_t *tr, ckpt_resumed_t *resumed) {
     open_metrics(tr, was_resumed);
     open_tensorboard(tr);
     record_provenance(tr);
-    if (strcmp(cfg->mode, "train") == 0)
+    if (cfg->choice.mode == CFG_MODE_TRAIN)
         deadline_init(&tr->deadline, cfg, ckpt_file_bytes(&tr->model.P.ckpt, true), MPI_COMM_WORLD);
 }
 
@@ -464,8 +464,9 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
     tr->inputs = xmalloc(sizeof(int) * (size_t)tr->accum * tr->micro_batch * tr->T);
     tr->targets = xmalloc(sizeof(int) * (size_t)tr->accum * tr->micro_batch * tr->T);
     measure_rates(tr);
-    if (strcmp(cfg->mode, "train") == 0) profiling_setup(&tr->prof, cfg, grid, tr->accum);
-    if (strcmp(cfg->mode, "train") == 0 && tr->has_train) trainer_begin_stages(tr); /* the step's stage */
+    if (cfg->choice.mode == CFG_MODE_TRAIN) profiling_setup(&tr->prof, cfg, grid, tr->accum);
+    if (cfg->choice.mode == CFG_MODE_TRAIN && tr->has_train)
+        trainer_begin_stages(tr); /* the step's stage */
     if (is_root(tr)) trainer_print_plan(tr);
 }
 

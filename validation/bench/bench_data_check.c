@@ -159,7 +159,7 @@ int main(int argc, char **argv) {
     char pattern[700], err[512];
     write_set(dir, mib * 1024 * 1024 / 2, pattern, sizeof pattern);
     shard_set_t set;
-    if (shard_set_open(&set, pattern, "train_files", "auto", err, sizeof err) != 0) {
+    if (shard_set_open(&set, pattern, "train_files", CFG_FORMAT_AUTO, err, sizeof err) != 0) {
         printf("%s\n", err);
         return 1;
     }

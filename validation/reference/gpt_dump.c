@@ -42,7 +42,7 @@ int main(int argc, char **argv) {
     shard_set_t set;
     sampler_t s;
     char err[1024];
-    if (shard_set_open(&set, cfg.train_files, "train_files", cfg.data_format, err, sizeof err))
+    if (shard_set_open(&set, cfg.train_files, "train_files", cfg.choice.data_format, err, sizeof err))
         fatal_user("%s", err);
     if (shard_set_check_tokens(&set, cfg.vocab_size, 0, 1, err, sizeof err)) fatal_user("%s", err);
     if (sampler_create(&s, &set, T, cfg.vocab_size, cfg.shuffle, (uint64_t)cfg.seed, err, sizeof err))

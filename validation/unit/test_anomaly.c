@@ -341,11 +341,11 @@ static void each_detector_follows_its_policy_key(void **state) {
     config_t cfg;
     config_defaults(&cfg);
     assert_int_equal(anom_action_for(&cfg, ANOM_SPIKE), ANOM_SKIP); /* on_anomaly's default */
-    snprintf(cfg.on_anomaly, sizeof cfg.on_anomaly, "rollback");
+    assert_int_equal(config_set_choice(&cfg, "train", "on_anomaly", "rollback"), 0);
     for (int d = ANOM_NONFINITE; d < ANOM_DETECTORS; d++)
         assert_int_equal(anom_action_for(&cfg, (anom_detector_t)d), ANOM_ROLLBACK);
-    snprintf(cfg.on_spike, sizeof cfg.on_spike, "warn");
-    snprintf(cfg.on_divergence, sizeof cfg.on_divergence, "abort");
+    assert_int_equal(config_set_choice(&cfg, "train", "on_spike", "warn"), 0);
+    assert_int_equal(config_set_choice(&cfg, "train", "on_divergence", "abort"), 0);
     assert_int_equal(anom_action_for(&cfg, ANOM_SPIKE), ANOM_WARN);
     assert_int_equal(anom_action_for(&cfg, ANOM_GRAD_EXPLOSION), ANOM_WARN);
     assert_int_equal(anom_action_for(&cfg, ANOM_DIVERGENCE), ANOM_ABORT);

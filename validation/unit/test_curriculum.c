@@ -219,7 +219,7 @@ static void lr_at_is_lr_piece_at_of_train(void **state) {
     config_defaults(&cfg);
     const char *sched[] = {"cosine", "constant", "linear", "wsd"};
     for (int s = 0; s < 4; s++) {
-        snprintf(cfg.lr_schedule, sizeof cfg.lr_schedule, "%s", sched[s]);
+        assert_int_equal(config_set_choice(&cfg, "train", "lr_schedule", sched[s]), 0);
         cfg.warmup_steps = 7, cfg.max_steps = 50, cfg.min_lr = 1e-5;
         const lr_piece_t p = lr_piece_from(&cfg);
         for (int i = 0; i < 60; i++) assert_true(lr_at(&cfg, i) == lr_piece_at(&p, i));

@@ -22,8 +22,8 @@ static void config_for(config_t *cfg, const char *scheme, const char *depth, dou
     config_defaults(cfg);
     cfg->n_layer = 3, cfg->n_head = 4, cfg->d_model = 64, cfg->d_ff = 256;
     cfg->vocab_size = 300, cfg->seq_len = 32; /* vocabulary padded to 384 */
-    snprintf(cfg->init_scheme, sizeof cfg->init_scheme, "%s", scheme);
-    snprintf(cfg->init_depth_scaled, sizeof cfg->init_depth_scaled, "%s", depth);
+    assert_int_equal(config_set_choice(cfg, "model", "init", scheme), 0);
+    assert_int_equal(config_set_choice(cfg, "model", "init_depth_scaled", depth), 0);
     cfg->init_std = init_std;
 }
 

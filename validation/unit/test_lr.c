@@ -13,7 +13,7 @@
 static config_t schedule(const char *name) {
     config_t c;
     config_defaults(&c);
-    snprintf(c.lr_schedule, sizeof c.lr_schedule, "%s", name);
+    assert_int_equal(config_set_choice(&c, "train", "lr_schedule", name), 0);
     c.lr = 1.0, c.min_lr = 0.1, c.warmup_steps = 10, c.max_steps = 110, c.decay_fraction = 0.2;
     return c;
 }

@@ -34,7 +34,7 @@ static void make_shards(shard_set_t *set, const size_t *lengths, int n) {
     }
     char pattern[512], err[512] = "";
     snprintf(pattern, sizeof pattern, "%s/data_*.bin", dir);
-    assert_int_equal(shard_set_open(set, pattern, "train_files", "auto", err, sizeof err), 0);
+    assert_int_equal(shard_set_open(set, pattern, "train_files", CFG_FORMAT_AUTO, err, sizeof err), 0);
     assert_int_equal(set->n_shards, n);
 }
 
@@ -294,7 +294,7 @@ static void make_uniform_shards(shard_set_t *set, int n, size_t len, uint16_t fi
     }
     char pattern[512], err[512] = "";
     snprintf(pattern, sizeof pattern, "%s/data_*.bin", dir);
-    assert_int_equal(shard_set_open(set, pattern, "val_files", "auto", err, sizeof err), 0);
+    assert_int_equal(shard_set_open(set, pattern, "val_files", CFG_FORMAT_AUTO, err, sizeof err), 0);
 }
 
 /* Every window is read once (unshuffled, T = 16): the one holding the bad token fails with the

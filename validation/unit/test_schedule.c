@@ -192,8 +192,25 @@ static void ordered_check_rejects_swapped_messages_and_deadlocks(void **state) {
     sched_destroy(&s);
 }
 
+/* Each &parallel schedule value's enum maps to the kind of the same name (exact). */
+static void config_schedule_enum_is_the_kind_of_its_name(void **state) {
+    (void)state;
+    const char *names[] = {"1f1b", "gpipe", "interleaved", "zb-h1"};
+    for (int i = 0; i < 4; i++) {
+        config_t c;
+        config_defaults(&c);
+        assert_int_equal(config_set_choice(&c, "parallel", "schedule", names[i]), 0);
+        if ((int)sched_kind_of(c.choice.schedule) != sched_kind_from_name(names[i]))
+            fail_msg("schedule '%s': enum %d maps to kind %d, its name to %d", names[i],
+                     (int)c.choice.schedule, (int)sched_kind_of(c.choice.schedule),
+                     sched_kind_from_name(names[i]));
+        config_destroy(&c);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(config_schedule_enum_is_the_kind_of_its_name),
         cmocka_unit_test(every_schedule_simulates_with_analytic_peaks_and_bubbles),
         cmocka_unit_test(few_micro_batches_and_forward_only_do_not_deadlock),
         cmocka_unit_test(simulator_rejects_a_cyclic_wait),

@@ -52,7 +52,7 @@ static void write_tokens(const char *name, size_t n, uint16_t first) {
 static void expect_refused(const char *patterns, const char *part1, const char *part2) {
     shard_set_t set;
     char err[1024] = "";
-    assert_int_not_equal(shard_set_open(&set, patterns, "train_files", "auto", err, sizeof err), 0);
+    assert_int_not_equal(shard_set_open(&set, patterns, "train_files", CFG_FORMAT_AUTO, err, sizeof err), 0);
     printf("    message: %s\n", err);
     assert_non_null(strstr(err, "train_files"));
     if (part1) assert_non_null(strstr(err, part1));
@@ -76,7 +76,7 @@ static void shard_write_then_open_round_trips_tokens_exactly(void **state) {
 
     shard_set_t set;
     char err[512] = "";
-    assert_int_equal(shard_set_open(&set, path, "train_files", "auto", err, sizeof err), 0);
+    assert_int_equal(shard_set_open(&set, path, "train_files", CFG_FORMAT_AUTO, err, sizeof err), 0);
     assert_int_equal(set.n_shards, 1);
     assert_int_equal(set.n_tokens, N);
     assert_int_equal(set.shards[0].n_tokens, N);
@@ -172,7 +172,7 @@ static void two_patterns_expand_sorted_without_duplicates(void **state) {
              dir, dir);
     shard_set_t set;
     char err[512] = "";
-    assert_int_equal(shard_set_open(&set, patterns, "train_files", "auto", err, sizeof err), 0);
+    assert_int_equal(shard_set_open(&set, patterns, "train_files", CFG_FORMAT_AUTO, err, sizeof err), 0);
     const char *want[] = {"train_000.bin", "train_001.bin", "train_002.bin", "extra_a.bin",
                           "extra_b.bin"};
     const size_t want_n[] = {10, 20, 30, 40, 50};
@@ -234,7 +234,7 @@ static void nanogpt_file_opens_with_format_nanogpt_tokens_exact(void **state) {
     char p[512], err[512] = "";
     path_in_dir(p, sizeof p, "train.bin");
     shard_set_t set;
-    assert_int_equal(shard_set_open(&set, p, "train_files", "nanogpt", err, sizeof err), 0);
+    assert_int_equal(shard_set_open(&set, p, "train_files", CFG_FORMAT_NANOGPT, err, sizeof err), 0);
     assert_int_equal(set.n_tokens, 3000);
     for (size_t i = 0; i < 3000; i++) assert_int_equal(set.shards[0].tokens[i], (i * 7919) % 50257);
     assert_int_equal(shard_set_check_tokens(&set, 50257, 0, 1, err, sizeof err), 0);
@@ -254,7 +254,7 @@ static void nanogpt_file_without_format_key_is_refused_suggesting_it(void **stat
     shard_set_t set;
     char err[512] = "";
     path_in_dir(p, sizeof p, "train.bin");
-    assert_int_not_equal(shard_set_open(&set, p, "train_files", "llmc", err, sizeof err), 0);
+    assert_int_not_equal(shard_set_open(&set, p, "train_files", CFG_FORMAT_LLMC, err, sizeof err), 0);
     assert_non_null(strstr(err, "bad magic"));
     assert_null(strstr(err, "nanogpt"));
 }
@@ -267,24 +267,22 @@ static void nanogpt_format_refuses_odd_size_and_an_llmc_header(void **state) {
     shard_set_t set;
     char p[512], err[512] = "";
     path_in_dir(p, sizeof p, "odd.bin");
-    assert_int_not_equal(shard_set_open(&set, p, "train_files", "nanogpt", err, sizeof err), 0);
+    assert_int_not_equal(shard_set_open(&set, p, "train_files", CFG_FORMAT_NANOGPT, err, sizeof err), 0);
     printf("    message: %s\n", err);
     assert_non_null(strstr(err, "odd.bin: holds 5 bytes, an odd number"));
     path_in_dir(p, sizeof p, "llmc.bin");
-    assert_int_not_equal(shard_set_open(&set, p, "train_files", "nanogpt", err, sizeof err), 0);
+    assert_int_not_equal(shard_set_open(&set, p, "train_files", CFG_FORMAT_NANOGPT, err, sizeof err), 0);
     printf("    message: %s\n", err);
     assert_non_null(strstr(err, "llmc.bin: starts with an llm.c shard header"));
     assert_non_null(strstr(err, "use format = 'auto' or 'llmc'"));
-    assert_int_not_equal(shard_set_open(&set, p, "train_files", "hdf5", err, sizeof err), 0);
-    assert_non_null(strstr(err, "train_files: unknown shard format 'hdf5'"));
-    assert_int_equal(shard_set_open(&set, p, "train_files", "llmc", err, sizeof err), 0);
+    assert_int_equal(shard_set_open(&set, p, "train_files", CFG_FORMAT_LLMC, err, sizeof err), 0);
     shard_set_close(&set);
 }
 
 static void empty_file_is_refused_in_every_format(void **state) {
     (void)state;
     write_bytes("zero.bin", "", 0);
-    const char *formats[] = {"auto", "llmc", "nanogpt"};
+    const cfg_data_format_t formats[] = {CFG_FORMAT_AUTO, CFG_FORMAT_LLMC, CFG_FORMAT_NANOGPT};
     for (int f = 0; f < 3; f++) {
         shard_set_t set;
         char p[512], err[512] = "";
@@ -349,7 +347,7 @@ static void open_set_with_bad(shard_set_t *set, const size_t *bad, int n_bad, ui
     }
     char p[512], err[512] = "";
     path_in_dir(p, sizeof p, "s_*.bin");
-    assert_int_equal(shard_set_open(set, p, "train_files", "auto", err, sizeof err), 0);
+    assert_int_equal(shard_set_open(set, p, "train_files", CFG_FORMAT_AUTO, err, sizeof err), 0);
 }
 
 /* The message names the file, the token and its index in the shard; ids up to vocab_size - 1
@@ -423,7 +421,7 @@ static void shard_write_replaces_atomically_and_keeps_the_old_file_on_failure(vo
     snprintf(tmp, sizeof tmp, "%s.tmp", p);
     assert_int_not_equal(access(tmp, F_OK), 0);
     shard_set_t set;
-    assert_int_equal(shard_set_open(&set, p, "train_files", "auto", err, sizeof err), 0);
+    assert_int_equal(shard_set_open(&set, p, "train_files", CFG_FORMAT_AUTO, err, sizeof err), 0);
     assert_int_equal(set.n_tokens, 50);
     assert_int_equal(set.shards[0].tokens[1], 9 + 7);
     shard_set_close(&set);
@@ -431,7 +429,7 @@ static void shard_write_replaces_atomically_and_keeps_the_old_file_on_failure(vo
     assert_int_equal(mkdir(tmp, 0755), 0);
     uint16_t t[3] = {1, 2, 3};
     assert_int_not_equal(shard_write(p, t, 3), 0);
-    assert_int_equal(shard_set_open(&set, p, "train_files", "auto", err, sizeof err), 0);
+    assert_int_equal(shard_set_open(&set, p, "train_files", CFG_FORMAT_AUTO, err, sizeof err), 0);
     assert_int_equal(set.n_tokens, 50);
     shard_set_close(&set);
     rmdir(tmp);
