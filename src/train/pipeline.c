@@ -7,11 +7,6 @@
 #include "core/prof.h"
 #include "parallel/comm.h"
 
-pipe_schedule_t pipe_schedule_from_name(const char *name) {
-    int k = sched_kind_from_name(name);
-    return k < 0 ? SCHED_1F1B : (pipe_schedule_t)k;
-}
-
 int pipe_slots_needed(pipe_schedule_t schedule, int pp, int v, int stage, int n_micro) {
     char why[400];
     if (sched_constraint_error(schedule, pp, v, n_micro, pp * v, why, sizeof why))

@@ -42,7 +42,6 @@ typedef struct pipe {
 /* Activation slots a stage needs for n_micro micro-batches under a schedule with v chunks per
  * stage (training and one-micro-batch evaluation). */
 int pipe_slots_needed(pipe_schedule_t schedule, int pp, int v, int stage, int n_micro);
-pipe_schedule_t pipe_schedule_from_name(const char *name);
 /* Build and simulate the lists (with tags, and ordered as NCCL runs them); a failing simulation
  * ends every rank (exit 3) with its reason. */
 void pipe_create(pipe_t *p, gpt_t *m, const grid_t *g, int n_micro, pipe_schedule_t schedule,
