@@ -1,7 +1,12 @@
 #!/usr/bin/env python3
-"""Measures of the code's shape for issue notes: the largest files, functions over a length,
-README lines. Usage: house_metrics.py [root] [--limit 80]"""
+"""Measures of the code's shape: the largest files, functions over a length, README lines.
+Usage: house_metrics.py [root] [--limit 80] [--check]
+--check (validation/e2e/house_shape.sh, in make check): exit 1 naming each src/ file over 800
+lines whose first 60 lines do not say why it is one file ("Why one file ..." or "longer than
+~800 lines"), and each C function over --limit lines."""
 import os, re, sys
+
+WHY = re.compile(r"(?i)why one file|longer than ~?800")
 
 def functions(path):
     """(name, first line, lines) of each top-level function definition in a C file."""
@@ -60,5 +65,12 @@ def main():
         print(f"  {n:5d}  {p}:{ln} {name}")
     readme = os.path.join(root, "README.md")
     print(f"README.md lines: {sum(1 for _ in open(readme))}")
+    if "--check" in sys.argv:
+        bad = [f"{p}:1: {n} lines and no reason at its top (say 'Why one file ...' in its header)"
+               for n, p in files if n > 800 and not WHY.search("".join(open(os.path.join(root, p)).readlines()[:60]))]
+        bad += [f"{p}:{ln}: function {name} is {n} lines (at most {limit})" for n, p, name, ln in long]
+        for b in bad:
+            print("house_metrics: " + b)
+        sys.exit(1 if bad else 0)
 
 main()

@@ -37,7 +37,13 @@
  * Uses: config/namelist, config/schema (the &merge key table is checked by the configuration's
  * schema engine), config/config and model/params (the registry of the inputs' model),
  * tools/merge_methods, io/checkpoint (the inputs and the output, tensor by tensor), parallel/comm_host (agreement
- * on errors), core/. */
+ * on errors), core/.
+ *
+ * Why one file of ~1,300 lines: the program's parts (its key table, the checks of every input
+ * against the model before anything is allocated, the tensor loop over ranks, the provenance) are
+ * each used once and in this order; the methods are merge_methods.c, the file format
+ * io/checkpoint.c, the key checks config/schema.c.
+ */
 #include <errno.h>
 #include <fnmatch.h>
 #include <glob.h>
