@@ -204,6 +204,11 @@ const key_spec_t cfg_keys[] = {
     BOOL_KEY(G_LOG, "profile", profile, false),
     STR_KEY(G_LOG, "profile_steps", profile_steps, "", NULL), /* 'a:b' (check_profile_steps) */
     REAL_KEY(G_LOG, "carbon_intensity", carbon_intensity, 0, AT_LEAST(0), AT_MOST(1e5), WHY("gCO2/kWh")),
+    /* 0 = off, else above 1 (check_grad_explosion_ratio). 2: healthy 4-rank runs on 2 shared,
+     * oversubscribed cores reached 1.5 (ranks sharing a core are slower in earnest); on
+     * dedicated cores a healthy run stays near 1, and a rank twice as busy halves the job */
+    REAL_KEY(G_LOG, "straggler_ratio", straggler_ratio, 2, AT_LEAST(0), AT_MOST(1e6),
+             WHY("a rank's busy time over its peers' median")),
 
     /* &stage, repeated (config/stages.h): the fields of stages[stage_at]; a key not set in a
      * group is inherited (the defaults here are never used as values). Order: STAGE_* enum. */

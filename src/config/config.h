@@ -244,6 +244,7 @@ typedef struct config {
     char profile_steps[32]; /* 'a:b': the steps (1-based, inclusive) the timeline holds; '' = all */
     int64_t profile_first, profile_last; /* parsed profile_steps (0, 0 when '') */
     double carbon_intensity; /* gCO2/kWh for the emissions of the run's energy; 0 = not reported */
+    double straggler_ratio; /* a rank whose busy time is this x its peers' median is named; 0 = off */
 
     /* the choice keys above as enums (cfg_choices_t) */
     cfg_choices_t choice;

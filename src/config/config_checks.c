@@ -357,13 +357,23 @@ static int check_moe(parse_ctx_t *ctx, const config_t *cfg) {
     return 0;
 }
 
-/* A ratio of at most 1 would call every ordinary step an explosion. */
-static int check_grad_explosion_ratio(parse_ctx_t *ctx, const config_t *cfg) {
-    if (cfg->grad_explosion_ratio == 0 || cfg->grad_explosion_ratio > 1) return 0;
-    int k = cfg_key_index(G_TRAIN, "grad_explosion_ratio"), line, col;
+/* A threshold ratio of at most 1 would fire on ordinary values: every step an explosion (the
+ * gradient norm against its window's median), every run's slowest rank a straggler (a rank's
+ * busy time against its peers'). 0 = off. */
+static int check_ratio_off_or_above_1(parse_ctx_t *ctx, int g, const char *key, double v,
+                                      const char *what) {
+    if (v == 0 || v > 1) return 0;
+    int k = cfg_key_index(g, key), line, col;
     cfg_locate(ctx, k, k, &line, &col);
-    return cfg_error(ctx, line, col, "&train grad_explosion_ratio: must be 0 (off) or above 1 (a "
-                     "multiple of the median gradient norm), got %g", cfg->grad_explosion_ratio);
+    return cfg_error(ctx, line, col, "&%s %s: must be 0 (off) or above 1 (%s), got %g",
+                     cfg_group_names[g], key, what, v);
+}
+
+static int check_grad_explosion_ratio(parse_ctx_t *ctx, const config_t *cfg) {
+    return check_ratio_off_or_above_1(ctx, G_TRAIN, "grad_explosion_ratio", cfg->grad_explosion_ratio,
+                                      "a multiple of the median gradient norm") ||
+           check_ratio_off_or_above_1(ctx, G_LOG, "straggler_ratio", cfg->straggler_ratio,
+                                      "a multiple of the median busy time of a rank's peers");
 }
 
 /* &model dropout sets attn_dropout, resid_dropout and embd_dropout, each unless given itself. */

@@ -12,7 +12,9 @@
  * Points: startup (right after MPI_Init), setup (after the namelist, before the grid), data
  * (before the data files are checked), resume (before a checkpoint's tensors are read), save
  * (before a checkpoint's tensors are written), weights (before a weights file is written), step
- * (before the stop-signal check at the end of a step), stats (before the end-of-run gather),
+ * (before the stop-signal check at the end of a step), compute (inside a step, before the
+ * micro-batches' forward and backward: with sleepN a straggler, busy while the others wait for
+ * it), stats (before the end-of-run gather),
  * generate (before a generated token's logits are gathered).
  * Uses: libc. Used by: main, train/, io/. Costs one string compare per call when active, a
  * cached flag when not. */

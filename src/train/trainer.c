@@ -146,6 +146,7 @@ static int finish(trainer_t *tr) {
         printf("loss scaling: %lld overflowing steps skipped, final scale %g\n",
                (long long)tr->scaler.overflows, tr->scaler.scale);
     trainer_print_time_split(tr);
+    if (is_root(tr)) trainer_print_stragglers(tr);
     trainer_print_memory_table(tr);
     profiling_finish(&tr->prof, tr->rd.dir, &tr->metrics, tr->prog.step);
     return code;
@@ -175,6 +176,7 @@ int trainer_train(trainer_t *tr) {
         profiling_step_end(&tr->prof);
         const long faults = minor_faults_now() - faults0;
         comm_delta(&before, &delta);
+        trainer_watch_stragglers(tr, r.step, dt, &delta); /* all ranks: a small all-gather */
         /* The first step carries one-time costs (page faults, BLAS warm-up): keep it out of the ETA. */
         ema = tr->prog.step - first <= 2 ? dt : 0.9 * ema + 0.1 * dt;
         trainer_log_step(tr, &r, dt, ema * (cfg->max_steps - tr->prog.step), &delta, faults);

@@ -32,6 +32,7 @@
 #include "train/moe_log.h"
 #include "train/profiling.h"
 #include "train/rundir.h"
+#include "train/straggler.h"
 #include "train/zero.h"
 
 typedef struct trainer {
@@ -77,6 +78,10 @@ typedef struct trainer {
     double dp_blocking_ms;      /* one blocking all-reduce of all gradients, measured at setup */
     profiling_t prof;           /* timeline, counts per phase, energy (mode = 'train') */
     moe_log_t moelog;           /* the MoE blocks' step statistics (train/moe_log.h) */
+    straggler_t strag;          /* slow ranks named from the busy times (train/straggler.h) */
+    double *busy_all;           /* [world]: the step's busy times, gathered (NULL when off) */
+    char strag_line[96];        /* " | straggler r2@n2 x2.4" for the step line, or "" */
+    char strag_record[384];     /* ",\"straggler_rank\":2,...": the step record's members, or "" */
 } trainer_t;
 
 /* Everything a run needs, allocated once; data files are validated here (a bad file is one

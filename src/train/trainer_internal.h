@@ -62,6 +62,14 @@ void trainer_print_plan(const trainer_t *tr);
 /* One step's line (rank 0, every log_every) and metrics record. */
 void trainer_log_step(trainer_t *tr, const step_result_t *r, double dt, double eta,
                       const comm_stats_t *c, long faults);
+/* Stragglers (train/straggler.h): the peer groups gathered at setup (collective, training);
+ * after each step every rank's busy time (dt less the waits in c) gathered and judged, the
+ * step line's mark and record members set, a warning the first time a rank is named;
+ * at the end the largest ratio seen (rank 0). Off (no collective) with &log straggler_ratio 0
+ * or one rank. */
+void trainer_stragglers_setup(trainer_t *tr);
+void trainer_watch_stragglers(trainer_t *tr, int64_t step, double dt, const comm_stats_t *c);
+void trainer_print_stragglers(const trainer_t *tr);
 /* End of run: the per-rank communication summary, and the per-rank memory table. */
 void trainer_print_time_split(trainer_t *tr);
 void trainer_print_memory_table(const trainer_t *tr);

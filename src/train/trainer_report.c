@@ -1,12 +1,15 @@
 /* trainer_report.c — what the trainer prints and records: the startup summary (model, batch,
  * memory plan, pipeline layout, precision and storage, MFU reference), the step line and its
- * metrics record, and the end-of-run communication and memory tables. */
+ * metrics record, the stragglers (train/straggler.h: the busy times gathered, the mark, the
+ * warning), and the end-of-run communication and memory tables. */
 #include "train/trainer_internal.h"
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <omp.h>
 #include "core/alloc.h"
+#include "core/json.h"
 #include "core/fault.h"
 #include "parallel/comm_host.h"
 
@@ -153,16 +156,16 @@ void trainer_log_step(trainer_t *tr, const step_result_t *r, double dt, double e
     if (is_root(tr) && (r->step % tr->cfg->log_every == 0 || r->step == tr->cfg->max_steps ||
                         r->anomaly))
         printf("step %*lld/%d | loss %.4f | lr %.2e | norm %.3f | %7.1f ms | %8.0f tok/s | "
-               "MFU %4.1f%% (GEMM %3.0f%%) | peak %.0f MiB | ETA %s%s%s%s\n",
+               "MFU %4.1f%% (GEMM %3.0f%%) | peak %.0f MiB | ETA %s%s%s%s%s\n",
                (int)log10(tr->cfg->max_steps) + 1, (long long)r->step, tr->cfg->max_steps,
                r->loss, r->lr, r->norm, dt * 1e3, tok_s, 100.0 * mfu, 100.0 * gemm_util, peak, e, scale,
-               tr->moelog.line, event);
+               tr->moelog.line, tr->strag_line, event);
     metrics_write(&tr->metrics,
                   "\"step\":%lld,\"loss\":%s,\"lr\":%.9g,\"grad_norm\":%s,\"ms\":%.3f,"
                   "\"tokens_per_s\":%.1f,\"mfu\":%.5f,\"gemm_util\":%.5f,\"minor_faults\":%ld,\"rss_mib\":%.1f,\"peak_mib\":%.1f,\"tokens\":%lld,"
                   "\"skipped\":%lld,\"applied\":%s,\"ms_tp\":%.3f,\"ms_pp_wait\":%.3f,"
                   "\"ms_dp_wait\":%.3f,\"bytes_tp\":%.0f,\"bytes_pp\":%.0f,\"bytes_dp\":%.0f,"
-                  "\"loss_scale\":%.9g,\"overflow\":%s,\"stage\":%d,\"seq_len\":%d,\"global_batch\":%d%s%s%s",
+                  "\"loss_scale\":%.9g,\"overflow\":%s,\"stage\":%d,\"seq_len\":%d,\"global_batch\":%d%s%s%s%s",
                   (long long)r->step, metrics_num(n1, sizeof n1, r->loss), r->lr,
                   metrics_num(n2, sizeof n2, r->norm), dt * 1e3, tok_s, mfu, gemm_util, faults, mem, peak,
                   (long long)tr->prog.tokens_seen, (long long)tr->prog.skipped,
@@ -170,8 +173,70 @@ void trainer_log_step(trainer_t *tr, const step_result_t *r, double dt, double e
                   c->seconds[COMM_PP] * 1e3, c->seconds[COMM_DP] * 1e3, c->bytes[COMM_TP],
                   c->bytes[COMM_PP], c->bytes[COMM_DP], r->loss_scale,
                   r->overflow ? "true" : "false", tr->curric.cur + 1, tr->T, tr->global_batch,
-                  zl, tr->prof.record, tr->moelog.record ? tr->moelog.record : "");
+                  zl, tr->prof.record, tr->moelog.record ? tr->moelog.record : "", tr->strag_record);
     fflush(stdout);
+}
+
+/* ---------------------------------------------------------------- stragglers */
+
+/* Peers do the same work: the ranks of one pipeline stage (straggler.h). */
+void trainer_stragglers_setup(trainer_t *tr) {
+    const grid_t *g = tr->grid;
+    const double threshold = g->world_size >= 2 ? tr->cfg->straggler_ratio : 0.0;
+    if (threshold <= 0) return; /* off: no gather at all, on every rank alike */
+    int *stage = xrealloc_small(NULL, sizeof(int) * (size_t)g->world_size);
+    comm_allgather(&g->rank_pp, 1, MPI_INT, stage, MPI_COMM_WORLD, "straggler peer groups");
+    straggler_init(&tr->strag, g->world_size, stage, threshold);
+    free(stage);
+    tr->busy_all = xrealloc_small(NULL, sizeof(double) * (size_t)g->world_size);
+}
+
+/* Rank r's host, short (the provenance's rank_hosts, gathered at startup). */
+static void host_of(const trainer_t *tr, int r, char *out, size_t len) {
+    const provenance_field_t *f = provenance_find(&tr->provenance, "rank_hosts");
+    straggler_host_of(f ? f->text : NULL, r, out, len);
+}
+
+void trainer_watch_stragglers(trainer_t *tr, int64_t step, double dt, const comm_stats_t *c) {
+    tr->strag_line[0] = tr->strag_record[0] = '\0';
+    if (!tr->busy_all) return;
+    double waited = 0.0;
+    for (int k = 0; k < COMM_KINDS; k++) waited += c->seconds[k];
+    const double busy = dt > waited ? dt - waited : 0.0;
+    comm_allgather(&busy, 1, MPI_DOUBLE, tr->busy_all, MPI_COMM_WORLD, "straggler check");
+    const int r = straggler_push(&tr->strag, tr->busy_all);
+    if (r < 0) return;
+    char host[64], esc[160];
+    host_of(tr, r, host, sizeof host);
+    json_escape(esc, sizeof esc, host);
+    const double x = tr->strag.value;
+    snprintf(tr->strag_line, sizeof tr->strag_line, " | straggler r%d@%s x%.1f", r, host, x);
+    snprintf(tr->strag_record, sizeof tr->strag_record,
+             ",\"straggler_rank\":%d,\"straggler_host\":\"%s\",\"straggler_ratio\":%.4f", r, esc, x);
+    if (straggler_first_time(&tr->strag, r) && is_root(tr)) {
+        fprintf(stderr, "llmtrain: warning: step %lld: rank %d (host %s) is a straggler: its busy "
+                "time (step time less its waits for other ranks) is %.2f x the median of its "
+                "peers' (%s), the median over the last %d steps (&log straggler_ratio = %g)\n",
+                (long long)step, r, host, x,
+                tr->grid->pp > 1 && tr->grid->world_size > tr->grid->pp ? "the ranks of its pipeline stage"
+                                                                         : "the other ranks",
+                STRAGGLER_WINDOW, tr->strag.threshold);
+        fflush(stderr);
+    }
+}
+
+/* One line: the largest windowed ratio of the run, named or not (a healthy run's margin). */
+void trainer_print_stragglers(const trainer_t *tr) {
+    const straggler_t *s = &tr->strag;
+    if (!tr->busy_all || s->max_rank < 0) return;
+    int named = 0;
+    for (int r = 0; r < s->n; r++) named += s->warned[r];
+    char host[64];
+    host_of(tr, s->max_rank, host, sizeof host);
+    printf("stragglers: %d rank%s named; largest busy-time ratio to the peers' median %.2f "
+           "(rank %d@%s, step %ld of this start; median of %d steps; &log straggler_ratio = %g)\n",
+           named, named == 1 ? "" : "s", s->max_seen, s->max_rank, host, s->max_step,
+           STRAGGLER_WINDOW, s->threshold);
 }
 
 /* The communication summary of the run, one row per rank (gathered to rank 0): where the

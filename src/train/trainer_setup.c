@@ -465,6 +465,7 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
     tr->targets = xmalloc(sizeof(int) * (size_t)tr->accum * tr->micro_batch * tr->T);
     measure_rates(tr);
     if (cfg->choice.mode == CFG_MODE_TRAIN) profiling_setup(&tr->prof, cfg, grid, tr->accum);
+    if (cfg->choice.mode == CFG_MODE_TRAIN) trainer_stragglers_setup(tr);
     if (cfg->choice.mode == CFG_MODE_TRAIN && tr->has_train)
         trainer_begin_stages(tr); /* the step's stage */
     if (is_root(tr)) trainer_print_plan(tr);
@@ -473,6 +474,8 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
 void trainer_destroy(trainer_t *tr) {
     profiling_destroy(&tr->prof);
     moe_log_free(&tr->moelog);
+    straggler_destroy(&tr->strag);
+    free(tr->busy_all);
     metrics_close(&tr->metrics);
     dp_sync_destroy(&tr->dps);
     zero_destroy(&tr->zero);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include "core/alloc.h"
 #include "core/error.h"
+#include "core/fault.h"
 #include "core/prof.h"
 #include "io/checkpoint.h"
 #include "parallel/comm_host.h"
@@ -39,6 +40,9 @@ static double accumulate_gradients(trainer_t *tr) {
     gpt_train_pass(&tr->model, tr->prog.step,
                    (uint64_t)curric_sample_offset(tr->grid->rank_dp, tr->accum, B, 0));
     moe_stats_reset(tr->model.moe);
+    /* a slow rank for the straggler tests (LLMT_FAULT=compute@R:sleepN): busy time of its own,
+     * after the data agreement above, so the others wait for it inside the timed comm calls */
+    fault_point("compute", tr->grid->world_rank);
     double loss_sum = pipe_run(&tr->pipe, tr->inputs, tr->targets, tr->accum, B, T, true, dloss);
     gpt_eval_pass(&tr->model);
     dp_sync_finish(&tr->dps);

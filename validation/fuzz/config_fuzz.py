@@ -131,6 +131,7 @@ KEEP_DEFAULT = {
     ("log", "profile"): "timeline output only (trace_timeline.sh)",
     ("log", "profile_steps"): "needs profile",
     ("log", "carbon_intensity"): "reporting only",
+    ("log", "straggler_ratio"): "reporting only (straggler.sh); 0 or above 1, which a generic draw is not",
     ("stage", "until_tokens"): "until_step is drawn (one kind for all stages)",
     ("stage", "train_files"): "the stages draw from &data's source",
     ("stage", "mixture"): "the stages draw from &data's source",

@@ -1,0 +1,133 @@
+/* straggler.c — naming a straggler from the ranks' busy times (see straggler.h). */
+#include "train/straggler.h"
+#include <stdlib.h>
+#include <string.h>
+#include "core/alloc.h"
+
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double straggler_median(double *x, int n) {
+    if (n <= 0) return 0.0;
+    qsort(x, (size_t)n, sizeof *x, cmp_double);
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+/* by group, then busy time (then rank, so the order is total) */
+static int cmp_entry(const void *a, const void *b) {
+    const straggler_entry_t *x = a, *y = b;
+    if (x->group != y->group) return (x->group > y->group) - (x->group < y->group);
+    if (x->busy != y->busy) return (x->busy > y->busy) - (x->busy < y->busy);
+    return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+/* The median of the sorted run e[0, m) without its element at p (m >= 2). */
+static double median_without(const straggler_entry_t *e, int m, int p) {
+    const int k = m - 1;
+#define AT(i) e[(i) < p ? (i) : (i) + 1].busy
+    return k % 2 ? AT(k / 2) : 0.5 * (AT(k / 2 - 1) + AT(k / 2));
+#undef AT
+}
+
+void straggler_ratios(const double *busy, const int *group, int n, double *ratio,
+                      straggler_entry_t *scratch) {
+    for (int r = 0; r < n; r++) scratch[r] = (straggler_entry_t){group[r], r, busy[r]};
+    qsort(scratch, (size_t)n, sizeof *scratch, cmp_entry);
+    for (int a = 0; a < n;) {
+        int b = a;
+        while (b < n && scratch[b].group == scratch[a].group) b++;
+        for (int p = a; p < b; p++) {
+            const double med = b - a >= 2 ? median_without(scratch + a, b - a, p - a) : 0.0;
+            ratio[scratch[p].rank] = med > 0 ? scratch[p].busy / med : 1.0;
+        }
+        a = b;
+    }
+}
+
+void straggler_init(straggler_t *s, int n, const int *group, double threshold) {
+    memset(s, 0, sizeof *s);
+    s->n = n;
+    s->threshold = n >= 2 ? threshold : 0.0;
+    s->rank = s->worst_rank = s->max_rank = -1;
+    if (n < 1) return;
+    /* untracked: bookkeeping of a few doubles per rank, not one of the planned categories */
+    s->group = xrealloc_small(NULL, sizeof(int) * (size_t)n);
+    s->ratio = xrealloc_small(NULL, sizeof(double) * STRAGGLER_WINDOW * (size_t)n);
+    s->scratch = xrealloc_small(NULL, sizeof(straggler_entry_t) * (size_t)n);
+    s->warned = xrealloc_small(NULL, (size_t)n);
+    memset(s->warned, 0, (size_t)n);
+    /* a rank alone in its group has no peer doing the same work: then every rank is a peer */
+    for (int r = 0; r < n; r++) s->scratch[r] = (straggler_entry_t){group[r], r, 0.0};
+    qsort(s->scratch, (size_t)n, sizeof *s->scratch, cmp_entry);
+    bool lonely = false;
+    for (int a = 0, b; a < n && !lonely; a = b) {
+        for (b = a; b < n && s->scratch[b].group == s->scratch[a].group;) b++;
+        lonely = b - a == 1;
+    }
+    for (int r = 0; r < n; r++) s->group[r] = lonely ? 0 : group[r];
+}
+
+void straggler_destroy(straggler_t *s) {
+    free(s->group);
+    free(s->ratio);
+    free(s->scratch);
+    free(s->warned);
+    memset(s, 0, sizeof *s);
+}
+
+int straggler_push(straggler_t *s, const double *busy) {
+    s->rank = -1;
+    if (s->threshold <= 0) return -1;
+    if (++s->pushed <= STRAGGLER_WARMUP) return -1;
+    double *row = s->ratio + (size_t)(s->steps % STRAGGLER_WINDOW) * (size_t)s->n;
+    straggler_ratios(busy, s->group, s->n, row, s->scratch);
+    s->steps++;
+    s->worst_rank = -1;
+    s->worst = 0.0;
+    if (s->steps < STRAGGLER_WINDOW) return -1;
+    const int w = STRAGGLER_WINDOW;
+    for (int r = 0; r < s->n; r++) {
+        double last[STRAGGLER_WINDOW];
+        for (int i = 0; i < w; i++) last[i] = s->ratio[(size_t)i * (size_t)s->n + (size_t)r];
+        const double m = straggler_median(last, w);
+        if (s->worst_rank < 0 || m > s->worst) {
+            s->worst = m;
+            s->worst_rank = r;
+        }
+    }
+    if (s->max_rank < 0 || s->worst > s->max_seen) {
+        s->max_seen = s->worst;
+        s->max_rank = s->worst_rank;
+        s->max_step = s->pushed;
+    }
+    if (s->worst >= s->threshold) {
+        s->rank = s->worst_rank;
+        s->value = s->worst;
+    }
+    return s->rank;
+}
+
+bool straggler_first_time(straggler_t *s, int r) {
+    if (r < 0 || r >= s->n || s->warned[r]) return false;
+    s->warned[r] = 1;
+    return true;
+}
+
+void straggler_host_of(const char *joined, int rank, char *out, size_t len) {
+    if (len == 0) return;
+    const char *p = joined ? joined : "";
+    for (int i = 0; i < rank && p; i++) {
+        p = strchr(p, ',');
+        if (p) p++;
+    }
+    size_t n = p ? strcspn(p, ",.") : 0;
+    if (!p || n == 0) {
+        p = "?";
+        n = 1;
+    }
+    if (n >= len) n = len - 1;
+    memcpy(out, p, n);
+    out[n] = '\0';
+}
