@@ -31,7 +31,7 @@ static double median_without(const straggler_entry_t *e, int m, int p) {
 #undef AT
 }
 
-void straggler_ratios(const double *busy, const int *group, int n, double *ratio,
+void straggler_ratios(const double *busy, const int *group, int n, double *ratio, double *excess,
                       straggler_entry_t *scratch) {
     for (int r = 0; r < n; r++) scratch[r] = (straggler_entry_t){group[r], r, busy[r]};
     qsort(scratch, (size_t)n, sizeof *scratch, cmp_entry);
@@ -41,6 +41,7 @@ void straggler_ratios(const double *busy, const int *group, int n, double *ratio
         for (int p = a; p < b; p++) {
             const double med = b - a >= 2 ? median_without(scratch + a, b - a, p - a) : 0.0;
             ratio[scratch[p].rank] = med > 0 ? scratch[p].busy / med : 1.0;
+            if (excess) excess[scratch[p].rank] = b - a >= 2 ? scratch[p].busy - med : 0.0;
         }
         a = b;
     }
@@ -55,6 +56,7 @@ void straggler_init(straggler_t *s, int n, const int *group, double threshold) {
     /* untracked: bookkeeping of a few doubles per rank, not one of the planned categories */
     s->group = xrealloc_small(NULL, sizeof(int) * (size_t)n);
     s->ratio = xrealloc_small(NULL, sizeof(double) * STRAGGLER_WINDOW * (size_t)n);
+    s->excess = xrealloc_small(NULL, sizeof(double) * STRAGGLER_WINDOW * (size_t)n);
     s->scratch = xrealloc_small(NULL, sizeof(straggler_entry_t) * (size_t)n);
     s->warned = xrealloc_small(NULL, (size_t)n);
     memset(s->warned, 0, (size_t)n);
@@ -72,39 +74,47 @@ void straggler_init(straggler_t *s, int n, const int *group, double threshold) {
 void straggler_destroy(straggler_t *s) {
     free(s->group);
     free(s->ratio);
+    free(s->excess);
     free(s->scratch);
     free(s->warned);
     memset(s, 0, sizeof *s);
+}
+
+/* The median over the window of rank r's values in ring[STRAGGLER_WINDOW][n]. */
+static double window_median(const double *ring, int n, int r) {
+    double last[STRAGGLER_WINDOW];
+    for (int i = 0; i < STRAGGLER_WINDOW; i++) last[i] = ring[(size_t)i * (size_t)n + (size_t)r];
+    return straggler_median(last, STRAGGLER_WINDOW);
 }
 
 int straggler_push(straggler_t *s, const double *busy) {
     s->rank = -1;
     if (s->threshold <= 0) return -1;
     if (++s->pushed <= STRAGGLER_WARMUP) return -1;
-    double *row = s->ratio + (size_t)(s->steps % STRAGGLER_WINDOW) * (size_t)s->n;
-    straggler_ratios(busy, s->group, s->n, row, s->scratch);
+    const size_t slot = (size_t)(s->steps % STRAGGLER_WINDOW) * (size_t)s->n;
+    straggler_ratios(busy, s->group, s->n, s->ratio + slot, s->excess + slot, s->scratch);
     s->steps++;
     s->worst_rank = -1;
-    s->worst = 0.0;
+    s->worst = s->worst_excess = 0.0;
     if (s->steps < STRAGGLER_WINDOW) return -1;
-    const int w = STRAGGLER_WINDOW;
     for (int r = 0; r < s->n; r++) {
-        double last[STRAGGLER_WINDOW];
-        for (int i = 0; i < w; i++) last[i] = s->ratio[(size_t)i * (size_t)s->n + (size_t)r];
-        const double m = straggler_median(last, w);
+        const double m = window_median(s->ratio, s->n, r);
+        const double x = window_median(s->excess, s->n, r);
         if (s->worst_rank < 0 || m > s->worst) {
             s->worst = m;
             s->worst_rank = r;
+            s->worst_excess = x;
+        }
+        if (m >= s->threshold && x >= STRAGGLER_MIN_EXCESS_S && (s->rank < 0 || m > s->value)) {
+            s->rank = r;
+            s->value = m;
         }
     }
     if (s->max_rank < 0 || s->worst > s->max_seen) {
         s->max_seen = s->worst;
         s->max_rank = s->worst_rank;
         s->max_step = s->pushed;
-    }
-    if (s->worst >= s->threshold) {
-        s->rank = s->worst_rank;
-        s->value = s->worst;
+        s->max_excess = s->worst_excess;
     }
     return s->rank;
 }

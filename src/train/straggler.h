@@ -18,6 +18,11 @@
  * of the last 5 steps: one or two bad steps (a process descheduled on shared cores, a
  * rollback's reload) never name anyone, and a rank slowed from some step on is named at most 3
  * steps later (at the earliest at step WARMUP + WINDOW = 7 of a start).
+ * Floor: the rank's excess busy time over its peers' median (the time they wait for it, per
+ * step), as the median over the same window, must also reach STRAGGLER_MIN_EXCESS_S. On shared,
+ * oversubscribed cores the scheduler's slices (a few ms) made healthy 6 ms steps of a 4-rank run
+ * reach a ratio of 2.1; a rank that costs the others less than 10 ms a step is not worth a
+ * warning, and real steps (0.1 s and more) are far above the floor.
  *
  * Pure functions on a small state struct, unit-tested (validation/unit/test_straggler.c); the
  * trainer gathers the busy times (one all-gather of a double per step) and reports.
@@ -29,12 +34,14 @@
 
 #define STRAGGLER_WARMUP 2 /* the first steps of a start, not judged */
 #define STRAGGLER_WINDOW 5 /* steps whose median ratio decides (a full window) */
+#define STRAGGLER_MIN_EXCESS_S 0.010 /* seconds a step the others wait for it, at least */
 
 typedef struct straggler {
     int n;              /* ranks */
     double threshold;   /* &log straggler_ratio; 0 = off */
     int *group;         /* [n] each rank's peer group (0 .. n-1) */
     double *ratio;      /* [STRAGGLER_WINDOW][n]: the last steps' ratios, a ring */
+    double *excess;     /* [STRAGGLER_WINDOW][n]: busy time less the peers' median, a ring */
     struct straggler_entry *scratch; /* [n] */
     unsigned char *warned; /* [n]: named before (the warning is said once per rank) */
     long pushed;        /* steps pushed, warm-up included */
@@ -43,10 +50,12 @@ typedef struct straggler {
     int rank;           /* the rank named, or -1 */
     double value;       /* its windowed ratio */
     int worst_rank;     /* the largest windowed ratio, named or not (-1 before a full window) */
+    double worst_excess; /* its windowed excess (seconds) */
     double worst;
     /* over the run: the largest windowed ratio seen, for the end-of-run line */
     int max_rank;
     double max_seen;
+    double max_excess;  /* its windowed excess (seconds) */
     long max_step;      /* the push (1-based, warm-up included) that saw it */
 } straggler_t;
 
@@ -55,16 +64,18 @@ typedef struct straggler {
 void straggler_init(straggler_t *s, int n, const int *group, double threshold);
 void straggler_destroy(straggler_t *s);
 /* One step's ratios: ratio[r] = busy[r] / the median of busy over r's peers (group[r] equal,
- * r excluded); 1 where r has no peer or that median is not positive (no evidence). O(n log n):
+ * r excluded); 1 where r has no peer or that median is not positive (no evidence); and, when
+ * excess is not NULL, excess[r] = busy[r] less that median (0 without peers). O(n log n):
  * each group sorted once, the median without one element read off the sorted order. */
 typedef struct straggler_entry {
     int group, rank;
     double busy;
 } straggler_entry_t;
-void straggler_ratios(const double *busy, const int *group, int n, double *ratio,
+void straggler_ratios(const double *busy, const int *group, int n, double *ratio, double *excess,
                       straggler_entry_t *scratch);
 /* Push one step's busy times (seconds, [n], the same on every rank): updates the verdict and
- * returns the rank named (the largest windowed ratio at or above the threshold), or -1. */
+ * returns the rank named (the largest windowed ratio at or above the threshold whose windowed
+ * excess reaches the floor), or -1. */
 int straggler_push(straggler_t *s, const double *busy);
 /* Whether rank r is named for the first time (then it is remembered: true once per rank). */
 bool straggler_first_time(straggler_t *s, int r);

@@ -234,9 +234,10 @@ void trainer_print_stragglers(const trainer_t *tr) {
     char host[64];
     host_of(tr, s->max_rank, host, sizeof host);
     printf("stragglers: %d rank%s named; largest busy-time ratio to the peers' median %.2f "
-           "(rank %d@%s, step %ld of this start; median of %d steps; &log straggler_ratio = %g)\n",
+           "(rank %d@%s, step %ld of this start, %.1f ms a step above them; medians of %d steps; "
+           "named at &log straggler_ratio = %g and %.0f ms)\n",
            named, named == 1 ? "" : "s", s->max_seen, s->max_rank, host, s->max_step,
-           STRAGGLER_WINDOW, s->threshold);
+           s->max_excess * 1e3, STRAGGLER_WINDOW, s->threshold, STRAGGLER_MIN_EXCESS_S * 1e3);
 }
 
 /* The communication summary of the run, one row per rank (gathered to rank 0): where the

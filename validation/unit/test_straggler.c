@@ -3,7 +3,8 @@
  * qsort (exact, rel. 1e-12), the windowed median of the ratios; verdicts on healthy noisy ranks
  * (none over 2000 steps, the largest ratio printed), a rank slowed from some step on (named
  * within WINDOW steps, not before the warm-up and a full window), one- and two-step hiccups
- * (never named), peers by pipeline stage (an unbalanced stage is no straggler), threshold 0
+ * (never named), peers by pipeline stage (an unbalanced stage is no straggler), the floor on the
+ * excess busy time (a 3x ratio of 1 ms steps is not named, of 100 ms steps it is), threshold 0
  * (off), and the host list. */
 #include <math.h>
 #include <setjmp.h>
@@ -50,7 +51,7 @@ static void ratios_match_the_median_of_the_other_peers_1e_12(void **state) {
             double busy[N], ratio[N];
             for (int r = 0; r < N; r++) busy[r] = 0.1 + uniform();
             if (trial % 3 == 0) busy[3] = busy[5]; /* ties */
-            straggler_ratios(busy, groups[g], N, ratio, scratch);
+            straggler_ratios(busy, groups[g], N, ratio, NULL, scratch);
             for (int r = 0; r < N; r++) {
                 const double want = busy[r] / ref_peer_median(busy, groups[g], N, r);
                 if (fabs(ratio[r] - want) > 1e-12 * want)
@@ -64,12 +65,15 @@ static void two_peers_compare_with_each_other_and_no_peer_is_1(void **state) {
     (void)state;
     const int group[3] = {0, 0, 1};
     const double busy[3] = {1.0, 3.0, 5.0};
-    double ratio[3];
+    double ratio[3], excess[3];
     straggler_entry_t scratch[3];
-    straggler_ratios(busy, group, 3, ratio, scratch);
+    straggler_ratios(busy, group, 3, ratio, excess, scratch);
     assert_float_equal(ratio[0], 1.0 / 3.0, 1e-15);
     assert_float_equal(ratio[1], 3.0, 1e-15);
     assert_float_equal(ratio[2], 1.0, 0); /* alone in its group: no evidence */
+    assert_float_equal(excess[0], -2.0, 1e-15);
+    assert_float_equal(excess[1], 2.0, 1e-15);
+    assert_float_equal(excess[2], 0.0, 0);
 }
 
 /* n ranks with uniform noise of +-amp around 1; rank `slow` times `factor` from step `from`. */
@@ -177,6 +181,28 @@ static void an_unbalanced_pipeline_stage_is_no_straggler(void **state) {
     straggler_destroy(&all);
 }
 
+static void an_excess_below_the_floor_is_not_named_1ms_vs_100ms(void **state) {
+    (void)state;
+    int group[4] = {0};
+    straggler_t small, large;
+    straggler_init(&small, 4, group, 1.5);
+    straggler_init(&large, 4, group, 1.5);
+    const double ms[4] = {1e-3, 1e-3, 3e-3, 1e-3}, s100[4] = {0.1, 0.1, 0.3, 0.1};
+    int named_small = -1, named_large = -1;
+    for (int t = 0; t < 20; t++) {
+        const int a = straggler_push(&small, ms), b = straggler_push(&large, s100);
+        if (a >= 0) named_small = a;
+        if (b >= 0) named_large = b;
+    }
+    /* ratio 3 both times: 2 ms a step is under the floor (STRAGGLER_MIN_EXCESS_S), 200 ms is not */
+    assert_int_equal(named_small, -1);
+    assert_float_equal(small.max_seen, 3.0, 1e-12);
+    assert_float_equal(small.max_excess, 2e-3, 1e-12);
+    assert_int_equal(named_large, 2);
+    straggler_destroy(&small);
+    straggler_destroy(&large);
+}
+
 static void threshold_0_and_one_rank_are_off(void **state) {
     (void)state;
     int group[2] = {0, 0};
@@ -215,6 +241,7 @@ int main(void) {
         cmocka_unit_test(slowed_from_the_start_is_named_after_warm_up_and_a_full_window),
         cmocka_unit_test(two_slow_steps_in_five_never_name),
         cmocka_unit_test(an_unbalanced_pipeline_stage_is_no_straggler),
+        cmocka_unit_test(an_excess_below_the_floor_is_not_named_1ms_vs_100ms),
         cmocka_unit_test(threshold_0_and_one_rank_are_off),
         cmocka_unit_test(host_of_reads_the_ranks_field_short),
     };
