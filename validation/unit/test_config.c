@@ -591,7 +591,8 @@ static void moe_keys_are_parsed_and_checked(void **state) {
 }
 
 /* &log profile_steps: 'a:b' with 1 <= a <= b, only with profile = .true.; the window, the PAPI
- * list (checked against the library at startup) and the carbon intensity reach their fields. */
+ * list (checked against the library at startup) and the carbon intensity reach their fields;
+ * straggler_ratio is 0 or above 1. */
 static void profile_keys_are_parsed_and_checked(void **state) {
     (void)state;
     config_t c;
@@ -617,6 +618,19 @@ static void profile_keys_are_parsed_and_checked(void **state) {
                  "profile = .true. or remove the key");
     EXPECT_ERROR("&log carbon_intensity = -1 /\n" DATA,
                  PATH ":1:25: &log carbon_intensity: must be in [0, 100000], got -1 (gCO2/kWh)");
+    /* &log straggler_ratio: default 2, 0 = off, else above 1 (train/straggler.h) */
+    parse_ok("&log straggler_ratio = 0 /\n" DATA, &c);
+    assert_true(c.straggler_ratio == 0);
+    config_destroy(&c);
+    parse_ok("&log /\n" DATA, &c);
+    assert_true(c.straggler_ratio == 2);
+    config_destroy(&c);
+    EXPECT_ERROR("&log straggler_ratio = -1 /\n" DATA,
+                 PATH ":1:24: &log straggler_ratio: must be in [0, 1e+06], got -1 (a rank's busy time "
+                 "over its peers' median)");
+    EXPECT_ERROR("&log straggler_ratio = 1 /\n" DATA,
+                 PATH ":1:6: &log straggler_ratio: must be 0 (off) or above 1 (a multiple of the "
+                 "median busy time of a rank's peers), got 1");
 }
 
 /* ---- bounds with reasons, and sizes derived from several keys (item 5) --------------------- */
