@@ -87,8 +87,9 @@ const key_spec_t cfg_keys[] = {
     INT_KEY(G_MODEL, "n_head", n_head, 12, AT_LEAST(1)),
     INT_KEY(G_MODEL, "d_model", d_model, 768, AT_LEAST(1)),
     INT_KEY(G_MODEL, "d_ff", d_ff, 0, AT_LEAST(0)), /* 0 = 4 * d_model, resolved after parsing */
-    INT_KEY(G_MODEL, "vocab_size", vocab_size, 50257, AT_LEAST(1), AT_MOST(65536),
-            WHY("llm.c version-1 shards hold uint16 tokens")),
+    INT_KEY(G_MODEL, "vocab_size", vocab_size, 50257, AT_LEAST(1), AT_MOST(2147483520),
+            WHY("the padded vocabulary, vocab_size rounded up to a multiple of 128, is a 32-bit "
+                "integer (ids above 65535 need version-2 shards, uint32 ids)")),
     INT_KEY(G_MODEL, "seq_len", seq_len, 1024, AT_LEAST(1), AT_MOST(INT_MAX - 1),
             WHY("a window of seq_len + 1 tokens is counted in a 32-bit integer")),
     CHOICE_KEY(G_MODEL, "arch", arch, "gpt2", "gpt2|llama"),
@@ -240,7 +241,7 @@ void config_defaults(config_t *cfg) {
 int config_kv_heads(const config_t *cfg) { return cfg->n_kv_head > 0 ? cfg->n_kv_head : cfg->n_head; }
 
 /* In 64 bits: vocab_size + 127 would overflow an int near INT_MAX (validation bounds
- * vocab_size by 65536, but tools may call this on an unvalidated config). */
+ * vocab_size by INT_MAX / 128 * 128, but tools may call this on an unvalidated config). */
 int config_padded_vocab(const config_t *cfg) {
     long long padded = ((long long)cfg->vocab_size + 127) / 128 * 128;
     return padded > INT_MAX ? INT_MAX / 128 * 128 : (int)padded;

@@ -26,7 +26,7 @@ typedef struct sampler {
 } sampler_t;
 
 /* 0 on success; -1 with a message in err, e.g. "train_files: data/x.bin holds 60 tokens, fewer
- * than one window of seq_len + 1 = 65 tokens (...)". vocab_size in [1, 65536]: the limit of
+ * than one window of seq_len + 1 = 65 tokens (...)". vocab_size in [1, INT_MAX]: the limit of
  * sampler_fill's check (65536 lets every uint16 through). */
 int sampler_create(sampler_t *s, const shard_set_t *set, int seq_len, int vocab_size,
                    bool shuffle, uint64_t seed, char *err, size_t errlen);
@@ -39,8 +39,8 @@ void sampler_locate(const sampler_t *s, uint64_t sample, int *shard, uint64_t *o
  * token 50300 at position 12345 (token index in the shard) is >= &model vocab_size = 50257");
  * the buffers are then partly filled and must not be used. Only this rank knows: the trainer
  * agrees with the others before it trains (see open_data / check_windows in train/trainer.c).
- * Cost: the max of the window's T+1 tokens is folded into the copy loop (uint16 -> int inputs
- * and targets) and vectorised with it: in cache +2.5% over the copy alone (5.9 us per 16
+ * Cost: the max of the window's T+1 tokens is folded into the copy loop (uint16 or uint32 ->
+ * int inputs and targets) and vectorised with it: in cache +2.5% over the copy alone (5.9 us per 16
  * windows of T = 1024); with the windows read from DRAM, as in training, within noise (8.3 us
  * per micro-batch with or without it; validation/bench/bench_data_check.c). Always on. */
 int sampler_fill(const sampler_t *s, uint64_t first, int count, int *inputs, int *targets,

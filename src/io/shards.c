@@ -137,9 +137,31 @@ static const char *known_other_format(int32_t magic, const unsigned char *bytes,
     return NULL;
 }
 
-/* Check the llm.c header of a mapped file of `size` bytes; on success set the token count. */
+/* The message for a header that does not match the file's size: names the version field and
+ * the width it implies, and says when the body has exactly the other width's size. */
+static int size_mismatch(size_t size, const int32_t *h, const char *path, const char *what,
+                         char *err, size_t errlen) {
+    const size_t body = size - SHARD_HEADER_BYTES, n = (size_t)h[2];
+    const int width = h[1] == SHARD_VERSION_U32 ? 4 : 2, other = 6 - width;
+    if (body == n * (size_t)other)
+        return errf(err, errlen, "%s: %s: header version %d announces %d uint%d ids (%d bytes "
+                    "each) but the file holds %zu bytes of ids, %d uint%d ids: the header's version "
+                    "field disagrees with the width the ids were written in", what, path, h[1],
+                    h[2], 8 * width, width, body, h[2], 8 * other);
+    if (body < n * (size_t)width)
+        return errf(err, errlen, "%s: %s: truncated: header says %d tokens but file holds %zu "
+                    "(version %d: uint%d ids)", what, path, h[2], body / (size_t)width, h[1],
+                    8 * width);
+    return errf(err, errlen, "%s: %s: has %zu extra bytes after the %d tokens the header "
+                "announces (version %d, uint%d ids)", what, path, body - n * (size_t)width, h[2],
+                h[1], 8 * width);
+}
+
+/* Check the llm.c header of a mapped file of `size` bytes; on success set the token count and
+ * the id width (2 for version 1, 4 for version 2). */
 static int validate_header(const void *map, size_t size, const char *path, const char *what,
-                           cfg_data_format_t format, size_t *n_tokens, char *err, size_t errlen) {
+                           cfg_data_format_t format, size_t *n_tokens, int *width, char *err,
+                           size_t errlen) {
     const int32_t *h = map;
     int32_t magic = 0;
     memcpy(&magic, map, size < sizeof magic ? size : sizeof magic);
@@ -151,22 +173,15 @@ static int validate_header(const void *map, size_t size, const char *path, const
         return errf(err, errlen, "%s: %s: bad magic %d (expected %d)%s%s", what, path, magic,
                     SHARD_MAGIC, other ? ": this looks like " : "", other ? other : "");
     }
-    if (h[1] != SHARD_VERSION)
-        return errf(err, errlen, "%s: %s: unsupported shard version %d (expected %d%s)", what,
-                    path, h[1], SHARD_VERSION,
-                    h[1] == 2 ? "; version 2 holds uint32 tokens (llm.c LLaMA 3 data), this "
-                                "program reads uint16 GPT-2 tokens"
-                              : "");
+    if (h[1] != SHARD_VERSION_U16 && h[1] != SHARD_VERSION_U32)
+        return errf(err, errlen, "%s: %s: unsupported shard version %d (expected %d: uint16 ids, "
+                    "or %d: uint32 ids)", what, path, h[1], SHARD_VERSION_U16, SHARD_VERSION_U32);
     if (h[2] < 0)
         return errf(err, errlen, "%s: %s: header token count %d is negative", what, path, h[2]);
     if (h[2] == 0) return errf(err, errlen, "%s: %s: shard holds zero tokens", what, path);
-    size_t want = SHARD_HEADER_BYTES + (size_t)h[2] * sizeof(uint16_t);
-    if (size < want)
-        return errf(err, errlen, "%s: %s: truncated: header says %d tokens but file holds %zu",
-                    what, path, h[2], (size - SHARD_HEADER_BYTES) / sizeof(uint16_t));
-    if (size > want)
-        return errf(err, errlen, "%s: %s: has %zu extra bytes after the %d tokens the header "
-                    "announces", what, path, size - want, h[2]);
+    *width = h[1] == SHARD_VERSION_U32 ? 4 : 2;
+    if (size != SHARD_HEADER_BYTES + (size_t)h[2] * (size_t)*width)
+        return size_mismatch(size, h, path, what, err, errlen);
     *n_tokens = (size_t)h[2];
     return 0;
 }
@@ -215,16 +230,20 @@ static int shard_open(shard_t *s, const char *path, const char *what, cfg_data_f
         return errf(err, errlen, "%s: %s: cannot map: %s", what, path, strerror(mmap_errno));
     s->map = map;
     s->map_bytes = size;
+    s->width = 2;
     int rc = format == CFG_FORMAT_NANOGPT
                  ? validate_raw(map, size, path, what, &s->n_tokens, err, errlen)
-                 : validate_header(map, size, path, what, format, &s->n_tokens, err, errlen);
+                 : validate_header(map, size, path, what, format, &s->n_tokens, &s->width, err,
+                                   errlen);
     if (rc != 0) {
         munmap(map, size);
         s->map = NULL;
         return -1;
     }
     size_t header = format == CFG_FORMAT_NANOGPT ? 0 : SHARD_HEADER_BYTES;
-    s->tokens = (const uint16_t *)((const char *)map + header);
+    const void *ids = (const char *)map + header;
+    if (s->width == 4) s->tokens32 = ids;
+    else s->tokens = ids;
     return 0;
 }
 
@@ -249,6 +268,7 @@ int shard_set_open(shard_set_t *set, const char *patterns, const char *what,
         }
         set->n_shards = i + 1;
         set->n_tokens += set->shards[i].n_tokens;
+        set->token_bytes += set->shards[i].n_tokens * (size_t)set->shards[i].width;
     }
     path_list_free(&list);
     return 0;
@@ -294,11 +314,33 @@ size_t shard_find_token_at_least(const uint16_t *tok, size_t n, int limit) {
     return n;
 }
 
+uint32_t shard_max_token_u32(const uint32_t *tok, size_t n) {
+    uint32_t m = 0;
+    for (size_t i = 0; i < n; i++) m = tok[i] > m ? tok[i] : m;
+    return m;
+}
+
+size_t shard_find_token_at_least_u32(const uint32_t *tok, size_t n, int limit) {
+    if (limit <= 0) return 0;
+    for (size_t b = 0; b < n; b += SCAN_BLOCK) {
+        size_t len = n - b < SCAN_BLOCK ? n - b : SCAN_BLOCK;
+        if (shard_max_token_u32(tok + b, len) < (uint32_t)limit) continue;
+        for (size_t i = b;; i++)
+            if (tok[i] >= (uint32_t)limit) return i;
+    }
+    return n;
+}
+
+size_t shard_find_in(const shard_t *s, size_t lo, size_t hi, int limit) {
+    return lo + (s->tokens32 ? shard_find_token_at_least_u32(s->tokens32 + lo, hi - lo, limit)
+                             : shard_find_token_at_least(s->tokens + lo, hi - lo, limit));
+}
+
 int shard_bad_token_error(const shard_set_t *set, int shard, size_t pos, int vocab_size, char *err,
                           size_t errlen) {
     const shard_t *s = &set->shards[shard];
     return errf(err, errlen, "%s: %s: token %u at position %zu (token index in the shard) is >= "
-                "&model vocab_size = %d", set->what, s->path, (unsigned)s->tokens[pos], pos,
+                "&model vocab_size = %d", set->what, s->path, (unsigned)shard_token(s, pos), pos,
                 vocab_size);
 }
 
@@ -315,7 +357,7 @@ int shard_set_check_tokens(const shard_set_t *set, int vocab_size, int part, int
         if (first + s->n_tokens <= begin) continue;
         size_t lo = begin > first ? begin - first : 0;
         size_t hi = end - first < s->n_tokens ? end - first : s->n_tokens;
-        size_t pos = lo + shard_find_token_at_least(s->tokens + lo, hi - lo, vocab_size);
+        size_t pos = shard_find_in(s, lo, hi, vocab_size);
         if (pos < hi) return shard_bad_token_error(set, i, pos, vocab_size, err, errlen);
     }
     return 0;
@@ -323,22 +365,32 @@ int shard_set_check_tokens(const shard_set_t *set, int vocab_size, int part, int
 
 /* ---- writing ---------------------------------------------------------------------------- */
 
-int shard_write(const char *path, const uint16_t *tokens, size_t n_tokens) {
+/* Header (magic, version, count) and the ids of `width` bytes each, atomically. */
+static int write_ids(const char *path, const void *tokens, size_t n_tokens, int version,
+                     size_t width) {
     if (n_tokens == 0 || n_tokens > INT32_MAX) {
         errno = n_tokens == 0 ? EINVAL : EOVERFLOW; /* the header count is an int32 */
         return -1;
     }
     int32_t header[SHARD_HEADER_INTS] = {0};
     header[0] = SHARD_MAGIC;
-    header[1] = SHARD_VERSION;
+    header[1] = version;
     header[2] = (int32_t)n_tokens;
     /* Beside the target, fsync'd, renamed over it: a reader never sees half a shard. */
     atomic_file_t af;
     if (atomic_file_open(&af, path) != 0) return -1;
     if (atomic_file_write(&af, header, sizeof header) != 0 ||
-        atomic_file_write(&af, tokens, n_tokens * sizeof *tokens) != 0) {
+        atomic_file_write(&af, tokens, n_tokens * width) != 0) {
         atomic_file_abort(&af);
         return -1;
     }
     return atomic_file_commit(&af);
+}
+
+int shard_write(const char *path, const uint16_t *tokens, size_t n_tokens) {
+    return write_ids(path, tokens, n_tokens, SHARD_VERSION_U16, sizeof *tokens);
+}
+
+int shard_write_u32(const char *path, const uint32_t *tokens, size_t n_tokens) {
+    return write_ids(path, tokens, n_tokens, SHARD_VERSION_U32, sizeof *tokens);
 }

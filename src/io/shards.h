@@ -1,6 +1,8 @@
 /* shards.h — token shards, memory-mapped: llm.c's format, or nanoGPT's raw train.bin.
- * llm.c (&data format = 'llmc', and 'auto'): a header of 256 int32 (magic 20240520, version 1,
- * token count, rest 0), then `count` uint16 tokens. nanoGPT ('nanogpt'): no header, the whole
+ * llm.c (&data format = 'llmc', and 'auto'): a header of 256 int32 (magic 20240520, version,
+ * token count, rest 0), then `count` tokens: version 1 holds uint16 ids (GPT-2's vocabulary and
+ * any up to 65,536), version 2 uint32 ids (llm.c's Llama 3 data scripts; any vocabulary up to
+ * 2^31 - 1). Both are read; a shard set may mix them. nanoGPT ('nanogpt'): no header, the whole
  * file is little-endian uint16 tokens (what its prepare.py writes with np.memmap). 'auto'
  * requires the llm.c header (a headerless file has no magic to recognise it by) and refuses a
  * file that looks like raw uint16 tokens with a message suggesting format = 'nanogpt'.
@@ -15,13 +17,17 @@
 #include <stdint.h>
 
 #define SHARD_MAGIC 20240520
-#define SHARD_VERSION 1
+#define SHARD_VERSION_U16 1 /* uint16 ids: 0..65535 */
+#define SHARD_VERSION_U32 2 /* uint32 ids (llm.c's Llama 3 shards) */
 #define SHARD_HEADER_INTS 256
-#define SHARD_MAX_VOCAB 65536 /* uint16 tokens: ids 0..65535 */
+#define SHARD_U16_MAX_VOCAB 65536 /* the largest vocabulary version 1 (and nanoGPT) can hold */
 
+/* Exactly one of tokens / tokens32 is set, by the file's id width. */
 typedef struct shard {
     char path[512];
-    const uint16_t *tokens; /* mapped, after the header (if any) */
+    const uint16_t *tokens;   /* width 2: mapped, after the header (if any); else NULL */
+    const uint32_t *tokens32; /* width 4 (version 2): mapped, after the header; else NULL */
+    int width;                /* bytes per id: 2 or 4 */
     size_t n_tokens;
     void *map;              /* the whole mapping */
     size_t map_bytes;
@@ -31,6 +37,7 @@ typedef struct shard_set {
     shard_t *shards;
     int n_shards;
     size_t n_tokens;        /* total */
+    size_t token_bytes;     /* total bytes of the ids (2 or 4 per id, by shard) */
     char what[32];          /* the namelist key the set came from ("train_files"): messages */
 } shard_set_t;
 
@@ -75,8 +82,16 @@ int shard_set_check_tokens(const shard_set_t *set, int vocab_size, int part, int
                            char *err, size_t errlen);
 /* The largest token of tok[0, n) (0 when n = 0). Vectorised. */
 uint16_t shard_max_token(const uint16_t *tok, size_t n);
+uint32_t shard_max_token_u32(const uint32_t *tok, size_t n);
 /* The first index i < n with tok[i] >= limit, or n when there is none. Vectorised, early exit. */
 size_t shard_find_token_at_least(const uint16_t *tok, size_t n, int limit);
+size_t shard_find_token_at_least_u32(const uint32_t *tok, size_t n, int limit);
+/* Either width: the first index i in [lo, hi) of shard s with id >= limit, or hi. */
+size_t shard_find_in(const shard_t *s, size_t lo, size_t hi, int limit);
+/* Token i of shard s, whatever its width. */
+static inline uint32_t shard_token(const shard_t *s, size_t i) {
+    return s->tokens32 ? s->tokens32[i] : s->tokens[i];
+}
 /* The message for token `pos` of shard `shard` being >= vocab_size (format above); returns -1. */
 int shard_bad_token_error(const shard_set_t *set, int shard, size_t pos, int vocab_size, char *err,
                           size_t errlen);
@@ -84,6 +99,8 @@ int shard_bad_token_error(const shard_set_t *set, int shard, size_t pos, int voc
 /* Write an llm.c shard file (used by tests, llmprep and the demo): header + tokens, through
  * core/fileio's atomic writer (tmp file, fsync, rename, fsync of the directory), so a reader
  * never sees half a shard and a crash leaves the old file or the new one. 0, or -1 with errno
- * (EINVAL for zero tokens, EOVERFLOW for more than the int32 header count holds). */
+ * (EINVAL for zero tokens, EOVERFLOW for more than the int32 header count holds).
+ * shard_write: version 1 (uint16 ids); shard_write_u32: version 2 (uint32 ids). */
 int shard_write(const char *path, const uint16_t *tokens, size_t n_tokens);
+int shard_write_u32(const char *path, const uint32_t *tokens, size_t n_tokens);
 #endif

@@ -11,13 +11,17 @@
  * rest; each split into shards of at most --shard-tokens tokens: DIR/val_000000.bin ...,
  * DIR/train_000000.bin .... Beside them: DIR/tokenizer.tiktoken (the vocabulary as a rank file)
  * and DIR/manifest.json (token counts and sha256 per shard, totals, files, tokenizer).
+ * Shards are llm.c's version 1 (uint16 ids) when the vocabulary has at most 65,536 ids, else
+ * version 2 (uint32 ids, as llm.c's Llama 3 scripts write them); --shard-version 2 asks for
+ * version 2 with any vocabulary.
  *
  * Parallel: rank r takes the documents that start in its 1/P of the concatenated input bytes,
  * encodes them, and the ranks then exchange token ranges so that each shard is written whole by
  * one rank in global order: the output is byte-identical for any number of ranks. With
  * --train-vocab N every rank counts the words of its documents, rank 0 trains on the summed
  * counts (deterministic) and writes DIR/tokenizer.tiktoken, which every rank then loads.
- * Memory: each rank holds its tokens (2 bytes each, about half its share of the input).
+ * Memory: each rank holds its tokens (2 bytes each with version 1, 4 with version 2: about half
+ * or all of its share of the input).
  *
  * Uses: io/tokenizer, io/shards, core/ (errors, timers, fileio: make_dirs, atomic writes). */
 #include "core/error.h"
@@ -47,13 +51,16 @@
 
 static const char *usage =
     "usage: llmprep [--tokenizer PATH | --train-vocab N] --out DIR [--val-fraction F]\n"
-    "               [--shard-tokens N] [--doc-separator SEP] [--chunk-bytes N] FILES...\n"
+    "               [--shard-tokens N] [--shard-version 1|2] [--doc-separator SEP]\n"
+    "               [--chunk-bytes N] FILES...\n"
     "  --tokenizer PATH     vocabulary: a tiktoken rank file, or a directory / vocab.json with\n"
     "                       merges.txt beside it (default " DEFAULT_TOKENIZER ")\n"
     "  --train-vocab N      instead, train a byte-level BPE vocabulary of N ids on the input\n"
     "  --out DIR            output directory (created)\n"
     "  --val-fraction F     the first F of the tokens form the validation split (default 0.01)\n"
     "  --shard-tokens N     tokens per shard at most (default 100000000)\n"
+    "  --shard-version V    1: uint16 ids, 2: uint32 ids (default: 1 when the vocabulary has at\n"
+    "                       most 65536 ids, else 2; 1 is refused for a larger one)\n"
     "  --doc-separator SEP  split files into documents at SEP (C escapes, e.g. '\\n\\n');\n"
     "                       without it a file is a document\n"
     "  --chunk-bytes N      encode documents in slices of about N bytes (default 1048576)\n"
@@ -82,6 +89,7 @@ typedef struct prep_opts {
     uint32_t train_vocab;  /* 0: load --tokenizer */
     double val_fraction;
     uint64_t shard_tokens;
+    int shard_version;     /* 0: by the vocabulary; 1 or 2 as asked */
     size_t chunk_bytes;
     char sep[256];
     size_t sep_len;        /* 0: a file is a document */
@@ -104,7 +112,8 @@ typedef struct prep {
     size_t n_docs;
     uint64_t my_bytes;     /* bytes of this rank's documents */
     tokenizer_t *tok;
-    uint16_t *tokens;      /* this rank's tokens, in order */
+    void *tokens;          /* this rank's tokens, in order: uint16 or uint32 by `width` */
+    int width;             /* bytes per id: 2 (shard version 1) or 4 (version 2) */
     size_t n_tokens, cap_tokens;
 } prep_t;
 
@@ -153,6 +162,7 @@ static void parse_options(prep_opts_t *o, int argc, char **argv, int rank) {
         {"out", required_argument, 0, 'o'},         {"val-fraction", required_argument, 0, 'f'},
         {"shard-tokens", required_argument, 0, 's'}, {"doc-separator", required_argument, 0, 'd'},
         {"chunk-bytes", required_argument, 0, 'c'}, {"help", no_argument, 0, 'h'},
+        {"shard-version", required_argument, 0, 'w'},
         {"version", no_argument, 0, 'V'},           {0, 0, 0, 0}};
     *o = (prep_opts_t){.val_fraction = 0.01, .shard_tokens = 100000000, .chunk_bytes = 1 << 20};
     opterr = 0;
@@ -165,6 +175,7 @@ static void parse_options(prep_opts_t *o, int argc, char **argv, int rank) {
             break;
         case 'o': o->out = optarg; break;
         case 's': o->shard_tokens = parse_count("--shard-tokens", optarg, 1, INT32_MAX); break;
+        case 'w': o->shard_version = (int)parse_count("--shard-version", optarg, 1, 2); break;
         case 'c': o->chunk_bytes = parse_count("--chunk-bytes", optarg, 1, 1ull << 40); break;
         case 'd':
             o->sep_arg = optarg;
@@ -412,9 +423,13 @@ static void load_tokenizer(prep_t *p) {
     if (n_failed == p->size) fatal_user("--tokenizer: %s", err); /* the usual case */
     if (failed) fatal_user_here("--tokenizer: %s", err);       /* only some ranks */
     if (n_failed) MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));               /* wait for the abort */
-    if (tokenizer_vocab_size(p->tok) > 65536)
-        fatal_user("%s: %u token ids do not fit llm.c's uint16 shards (at most 65536)",
-                   path, tokenizer_vocab_size(p->tok));
+    const uint32_t n_ids = tokenizer_vocab_size(p->tok);
+    if (n_ids > SHARD_U16_MAX_VOCAB && p->o.shard_version == SHARD_VERSION_U16)
+        fatal_user("--shard-version 1: %s has %u token ids, more than version 1's uint16 ids hold "
+                   "(65536): use --shard-version 2 (uint32 ids) or leave it out", path, n_ids);
+    const bool wide = p->o.shard_version == SHARD_VERSION_U32 ||
+                      (p->o.shard_version == 0 && n_ids > SHARD_U16_MAX_VOCAB);
+    p->width = wide ? 4 : 2;
     char msg[MSG_LEN] = "";
     if (p->rank == 0 && !p->o.train_vocab && tokenizer_save(p->tok, saved) != 0)
         snprintf(msg, sizeof msg, "%s: cannot write: %s", saved, strerror(errno));
@@ -426,10 +441,11 @@ static void load_tokenizer(prep_t *p) {
 static void push_token(prep_t *p, uint32_t id) {
     if (p->n_tokens == p->cap_tokens) {
         p->cap_tokens = p->cap_tokens ? 2 * p->cap_tokens : 1 << 20;
-        p->tokens = realloc(p->tokens, p->cap_tokens * sizeof *p->tokens);
+        p->tokens = realloc(p->tokens, p->cap_tokens * (size_t)p->width);
         PTR_CHECK(p->tokens);
     }
-    p->tokens[p->n_tokens++] = (uint16_t)id;
+    if (p->width == 4) ((uint32_t *)p->tokens)[p->n_tokens++] = id;
+    else ((uint16_t *)p->tokens)[p->n_tokens++] = (uint16_t)id;
 }
 
 static void encode_slice(prep_t *p, const char *text, size_t len, void *arg) {
@@ -499,7 +515,10 @@ static uint64_t overlap(uint64_t a0, uint64_t a1, uint64_t b0, uint64_t b1, uint
 /* Shard s is written by rank s % P. Each round, every rank sends the parts of its tokens that
  * fall in the round's shards to their writers, and each writer assembles and writes its one. */
 static void write_round(prep_t *p, const shard_plan_t *plan, int first, int n, const uint64_t *off,
-                        uint16_t *buf, uint8_t (*sha)[32]) {
+                        char *buf, uint8_t (*sha)[32]) {
+    const size_t w_bytes = (size_t)p->width;
+    const MPI_Datatype id_type = p->width == 4 ? MPI_UINT32_T : MPI_UINT16_T;
+    const char *tokens = p->tokens;
     MPI_Request *req = calloc((size_t)(n + p->size), sizeof *req);
     PTR_CHECK(req);
     int nr = 0, mine = -1;
@@ -511,14 +530,16 @@ static void write_round(prep_t *p, const shard_plan_t *plan, int first, int n, c
             if (r != p->rank && w != p->rank) continue;
             len = overlap(sp->start, sp->start + sp->count, off[r], off[r + 1], &at);
             if (len == 0 || (r == p->rank && w == p->rank)) {
-                if (len) memcpy(buf + (at - sp->start), p->tokens + (at - off[r]), len * 2);
+                if (len)
+                    memcpy(buf + (at - sp->start) * w_bytes, tokens + (at - off[r]) * w_bytes,
+                           len * w_bytes);
                 continue;
             }
             if (r == p->rank) /* my part of someone else's shard */
-                MPI_CHECK(MPI_Isend(p->tokens + (at - off[r]), (int)len, MPI_UINT16_T, w, 7,
+                MPI_CHECK(MPI_Isend(tokens + (at - off[r]) * w_bytes, (int)len, id_type, w, 7,
                                     MPI_COMM_WORLD, &req[nr++]));
             else
-                MPI_CHECK(MPI_Irecv(buf + (at - sp->start), (int)len, MPI_UINT16_T, r, 7,
+                MPI_CHECK(MPI_Irecv(buf + (at - sp->start) * w_bytes, (int)len, id_type, r, 7,
                                     MPI_COMM_WORLD, &req[nr++]));
         }
         if (w == p->rank) mine = s;
@@ -528,7 +549,8 @@ static void write_round(prep_t *p, const shard_plan_t *plan, int first, int n, c
     if (mine < 0) return;
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", p->o.out, plan[mine].name);
-    if (shard_write(path, buf, plan[mine].count) != 0)
+    if ((p->width == 4 ? shard_write_u32(path, (const uint32_t *)buf, plan[mine].count)
+                       : shard_write(path, (const uint16_t *)buf, plan[mine].count)) != 0)
         fatal_user_here("%s: cannot write: %s", path, strerror(errno));
     shard_sha256(path, sha[mine]);
 }
@@ -562,7 +584,9 @@ static void write_manifest(const prep_t *p, const shard_plan_t *plan, const tota
         fatal_user_here("%s: cannot write: %s", af.tmp[0] ? af.tmp : path, strerror(errno));
     FILE *f = af.f;
     fprintf(f, "{\n  \"format\": \"llm.c token shards: 256 x int32 header (magic %d, version %d, "
-            "token count), then uint16 tokens\",\n", SHARD_MAGIC, SHARD_VERSION);
+            "token count), then uint%d tokens\",\n", SHARD_MAGIC,
+            p->width == 4 ? SHARD_VERSION_U32 : SHARD_VERSION_U16, 8 * p->width);
+    fprintf(f, "  \"shard_version\": %d,\n", p->width == 4 ? SHARD_VERSION_U32 : SHARD_VERSION_U16);
     fprintf(f, "  \"tokenizer\": \"tokenizer.tiktoken\",\n  \"tokenizer_source\": ");
     if (p->o.train_vocab) fprintf(f, "\"trained here: --train-vocab %u\",\n", p->o.train_vocab);
     else json_write_string(f, p->o.tokenizer), fputs(",\n", f);
@@ -607,7 +631,7 @@ static totals_t write_output(prep_t *p) {
     if (t.tokens == 0) fatal_user("no documents in the input (only separators?)");
     shard_plan_t *plan = plan_shards(p, t.tokens, &t.val, &t.n_shards);
     uint8_t(*sha)[32] = calloc((size_t)t.n_shards, 32), (*all)[32] = calloc((size_t)t.n_shards, 32);
-    uint16_t *buf = malloc((p->o.shard_tokens < t.tokens ? p->o.shard_tokens : t.tokens) * 2);
+    char *buf = malloc((p->o.shard_tokens < t.tokens ? p->o.shard_tokens : t.tokens) * (size_t)p->width);
     PTR_CHECK(sha);
     PTR_CHECK(all);
     PTR_CHECK(buf);

@@ -176,12 +176,12 @@ static void open_set(curriculum_t *c, const config_t *cfg, const grid_t *grid, i
     int bad = shard_set_open(set, c->set_patterns[i], what, cfg->choice.data_format, err,
                              sizeof err) != 0;
     agree(at, bad, err);
-    const double per_rank = 2.0 * (double)set->n_tokens / grid->world_size;
+    const double per_rank = (double)set->token_bytes / grid->world_size;
     if (per_rank > (double)SHARD_SCAN_MAX_BYTES_PER_RANK) {
         if (grid->world_rank == 0)
             printf("data: '%s' holds %.1f GiB of tokens: no startup scan above %.0f GiB per rank; every "
                    "window is checked against vocab_size as it is read\n", c->set_patterns[i],
-                   2.0 * (double)set->n_tokens / (1 << 30), (double)SHARD_SCAN_MAX_BYTES_PER_RANK / (1 << 30));
+                   (double)set->token_bytes / (1 << 30), (double)SHARD_SCAN_MAX_BYTES_PER_RANK / (1 << 30));
         return;
     }
     bad = shard_set_check_tokens(set, cfg->vocab_size, grid->world_rank, grid->world_size, err,

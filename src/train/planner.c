@@ -352,6 +352,16 @@ static void print_categories(const char *title, const mem_plan_t *p) {
     printf("; total %.1f MiB\n", p->total / 1048576.0);
 }
 
+/* The logits of one micro-batch: the head's one fp32 buffer (model/gpt.c, its activations
+ * category on the last pipeline stage), which a large vocabulary makes the largest single one. */
+static void plan_print_logits(const config_t *cfg, int mb) {
+    const int Vp = config_padded_vocab(cfg);
+    const double bytes = (double)mb * cfg->seq_len * (Vp / cfg->tp) * sizeof(float);
+    printf("  logits per micro-batch (fp32, the last stage's activations): micro_batch x seq_len x "
+           "padded vocabulary / tp = %d x %d x %d / %d = %.1f MiB per rank\n", mb, cfg->seq_len, Vp,
+           cfg->tp, bytes / 1048576.0);
+}
+
 /* The pipeline schedule of the grid: its lists (one line of compute actions per rank, the first
  * 24), the simulator's verdict, peak activations, bubble and messages under F = 1, B = 1, W = 1
  * (a chunk's actions 1/v of that). */
@@ -398,6 +408,7 @@ bool plan_print(const config_t *cfg, double limit, int ranks_per_node) {
     print_categories(title, &c);
     snprintf(title, sizeof title, "  the fullest rank (tp %d, pp stage %d):", w.tp_rank, w.pp_rank);
     print_categories(title, &w);
+    plan_print_logits(cfg, mb);
     if (cfg->device_memory)
         printf("  device = 'cuda': the categories are device memory; beside it in host memory "
                "(batches, transient copies%s) %.1f MiB on the fullest rank\n",

@@ -41,7 +41,7 @@ static void open_data(const trainer_t *tr, const char *patterns, const char *key
     char err[1024] = "";
     int bad = shard_set_open(set, patterns, key, cfg->choice.data_format, err, sizeof err) != 0;
     trainer_agree_data_error(cfg, MPI_COMM_WORLD, bad, err);
-    const double per_rank = 2.0 * (double)set->n_tokens / tr->grid->world_size;
+    const double per_rank = (double)set->token_bytes / tr->grid->world_size;
     if (per_rank <= (double)SHARD_SCAN_MAX_BYTES_PER_RANK) {
         bad = shard_set_check_tokens(set, cfg->vocab_size, tr->grid->world_rank,
                                      tr->grid->world_size, err, sizeof err) != 0;
@@ -49,7 +49,7 @@ static void open_data(const trainer_t *tr, const char *patterns, const char *key
     } else if (is_root(tr)) {
         printf("data: %s holds %.1f GiB of tokens, %.1f GiB per rank: no startup scan above %.0f "
                "GiB per rank; every window is checked against vocab_size as it is read\n", key,
-               2.0 * (double)set->n_tokens / (1 << 30), per_rank / (1 << 30),
+               (double)set->token_bytes / (1 << 30), per_rank / (1 << 30),
                (double)SHARD_SCAN_MAX_BYTES_PER_RANK / (1 << 30));
     }
     bad = sampler_create(s, set, cfg->seq_len, cfg->vocab_size, shuffle, (uint64_t)cfg->seed, err,

@@ -2,7 +2,7 @@
 # Bad data and impossible sizes are refused, never trained on (2 ranks): each case ends with exit
 # code 2 within 60 s, exactly one "llmtrain: error" line that names the file / position / key, and
 # no crash or MPI abort banner. Cases: a token id = vocab_size (the padding range) and one of
-# 65535 in a shard, vocab_size = 70000, a shard shorter than a window among good ones, val_files
+# 65535 in a shard, vocab_size = 2147483521, a shard shorter than a window among good ones, val_files
 # missing or matching nothing while val_every > 0, micro_batch * seq_len beyond 32 bits,
 # timeout_s = 1e-12, bucket_mb = 1e30, dp * tp * pp beyond 32 bits, a nanoGPT raw file without
 # &data format (refused with the hint) and with format = 'nanogpt' (trains, exit 0).
@@ -64,9 +64,9 @@ nml_with $g/pad.nml "s|data/tiny/train_\*.bin|$g/pad_0.bin|"
 check_case token_in_padding_range "pad_0.bin: token 500 at position 1234 (token index in the shard) is >= &model vocab_size = 500" $g/pad.nml
 nml_with $g/big.nml "s|data/tiny/train_\*.bin|$g/good_0.bin $g/big_0.bin|"
 check_case token_65535 "big_0.bin: token 65535 at position 777 (token index in the shard) is >= &model vocab_size = 500" $g/big.nml
-# 2. a vocabulary uint16 shards cannot hold
-nml_with $g/vocab.nml "s/vocab_size = 500/vocab_size = 70000/"
-check_case vocab_over_65536 "&model vocab_size: must be in [1, 65536], got 70000 (llm.c version-1 shards hold uint16 tokens)" $g/vocab.nml
+# 2. a vocabulary whose padded size (a multiple of 128) is not a 32-bit integer
+nml_with $g/vocab.nml "s/vocab_size = 500/vocab_size = 2147483521/"
+check_case vocab_past_int32 "&model vocab_size: must be in [1, 2147483520], got 2147483521 (the padded vocabulary" $g/vocab.nml
 # 3. a shard shorter than one window among good ones (today: silently skipped)
 nml_with $g/short.nml "s|data/tiny/train_\*.bin|$g/good_*.bin|"
 check_case short_shard_among_good "good_2.bin holds 20 tokens, fewer than one window of seq_len + 1 = 33 tokens" $g/short.nml

@@ -48,8 +48,9 @@ def load_windows(pattern, T):
     windows = []
     for f in files:
         head = np.fromfile(f, dtype=np.int32, count=256)
-        assert head[0] == 20240520 and head[1] == 1, f
-        toks = np.fromfile(f, dtype=np.uint16, offset=1024).astype(np.int64)
+        assert head[0] == 20240520 and head[1] in (1, 2), f  # version 2: uint32 ids
+        ids = np.uint16 if head[1] == 1 else np.uint32
+        toks = np.fromfile(f, dtype=ids, offset=1024).astype(np.int64)
         assert len(toks) == head[2], f
         for j in range((len(toks) - 1) // T):
             windows.append(toks[j * T: j * T + T + 1])

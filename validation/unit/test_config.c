@@ -421,7 +421,7 @@ static void every_range_bound_is_enforced_with_its_message(void **state) {
         {"&model n_head = 0 /", "&model n_head: must be >= 1, got 0"},
         {"&model d_model = 0 /", "&model d_model: must be >= 1, got 0"},
         {"&model d_ff = -1 /", "&model d_ff: must be >= 0, got -1"},
-        {"&model vocab_size = 0 /", "&model vocab_size: must be in [1, 65536], got 0"},
+        {"&model vocab_size = 0 /", "&model vocab_size: must be in [1, 2147483520], got 0"},
         {"&model seq_len = 0 /", "&model seq_len: must be in [1, 2147483646], got 0"},
         {"&model dropout = 1.0 /", "&model dropout: must be in [0, 1), got 1.0"},
         {"&model n_experts = -1 /", "&model n_experts: must be >= 0, got -1"},
@@ -640,9 +640,10 @@ static void profile_keys_are_parsed_and_checked(void **state) {
 static void converted_and_summed_keys_are_bounded_with_the_reason(void **state) {
     (void)state;
     static const struct { const char *text, *message, *ok; } cases[] = {
-        {"&model vocab_size = 70000 /",
-         PATH ":1:21: &model vocab_size: must be in [1, 65536], got 70000 (llm.c version-1 shards hold uint16 tokens)",
-         "&model vocab_size = 65536 /"},
+        {"&model vocab_size = 2147483521 /",
+         PATH ":1:21: &model vocab_size: must be in [1, 2147483520], got 2147483521 (the padded vocabulary, "
+         "vocab_size rounded up to a multiple of 128, is a 32-bit integer",
+         "&model vocab_size = 128256, d_model = 64, n_head = 4 /"},
         {"&model seq_len = 2147483647 /",
          "&model seq_len: must be in [1, 2147483646], got 2147483647 (a window of seq_len + 1 tokens is counted",
          "&model seq_len = 2048 /"},
@@ -761,6 +762,12 @@ static void padded_vocab_does_not_overflow_near_int_max(void **state) {
     assert_true(v > 0 && v % 128 == 0);
     c.vocab_size = 65536;
     assert_int_equal(config_padded_vocab(&c), 65536);
+    c.vocab_size = 2147483520; /* the largest valid: exactly a multiple of 128 */
+    assert_int_equal(config_padded_vocab(&c), 2147483520);
+    c.vocab_size = 128256; /* Llama 3 */
+    assert_int_equal(config_padded_vocab(&c), 128256);
+    c.vocab_size = 151646; /* Qwen 2 */
+    assert_int_equal(config_padded_vocab(&c), 151680);
 }
 
 /* Moved from main.c's refuse_unimplemented: a cross-key check with the lines of both keys. */

@@ -46,7 +46,7 @@ static void window_counts_are_floor_n_minus_1_over_T_per_shard(void **state) {
     make_shards(&set, len, 7);
     sampler_t s;
     char err[256] = "";
-    assert_int_equal(sampler_create(&s, &set, 8, SHARD_MAX_VOCAB, false, 1, err, sizeof err), 0);
+    assert_int_equal(sampler_create(&s, &set, 8, SHARD_U16_MAX_VOCAB, false, 1, err, sizeof err), 0);
     assert_int_equal(s.n_windows, 23);
     uint64_t first = 0;
     for (int i = 0; i < 7; i++) {
@@ -105,7 +105,7 @@ static void unshuffled_order_equals_llmc_dataloader_exactly(void **state) {
     make_shards(&set, len, 4);
     sampler_t s;
     char err[256] = "";
-    assert_int_equal(sampler_create(&s, &set, T, SHARD_MAX_VOCAB, false, 42, err, sizeof err), 0);
+    assert_int_equal(sampler_create(&s, &set, T, SHARD_U16_MAX_VOCAB, false, 42, err, sizeof err), 0);
     assert_int_equal(s.n_windows, (3 + 5 + 1 + 2) * B);
     llmc_loader_t L = {&set, B, T, 0, 0};
     int want_in[B * T], want_tg[B * T], in[B * T], tg[B * T];
@@ -206,7 +206,7 @@ static void shuffled_epoch_visits_every_window_once_in_a_new_order(void **state)
     make_shards(&set, len, 4);
     sampler_t s;
     char err[256] = "";
-    assert_int_equal(sampler_create(&s, &set, 12, SHARD_MAX_VOCAB, true, 1337, err, sizeof err), 0);
+    assert_int_equal(sampler_create(&s, &set, 12, SHARD_U16_MAX_VOCAB, true, 1337, err, sizeof err), 0);
     const uint64_t n = s.n_windows; /* 41 + 3 + 100 + 5 */
     assert_int_equal(n, 149);
     unsigned char *seen = calloc(n, 1);
@@ -252,10 +252,10 @@ static void too_short_shards_are_refused_with_message(void **state) {
     make_shards(&set, len, 2);
     sampler_t s;
     char err[512] = "";
-    assert_int_not_equal(sampler_create(&s, &set, 65, SHARD_MAX_VOCAB, false, 1, err, sizeof err), 0);
+    assert_int_not_equal(sampler_create(&s, &set, 65, SHARD_U16_MAX_VOCAB, false, 1, err, sizeof err), 0);
     printf("    message: %s\n", err);
     assert_non_null(strstr(err, "seq_len + 1 = 66"));
-    assert_int_equal(sampler_create(&s, &set, 63, SHARD_MAX_VOCAB, false, 1, err, sizeof err), 0);
+    assert_int_equal(sampler_create(&s, &set, 63, SHARD_U16_MAX_VOCAB, false, 1, err, sizeof err), 0);
     assert_int_equal(s.n_windows, 2);
     sampler_destroy(&s);
     shard_set_close(&set);
@@ -269,13 +269,13 @@ static void one_shard_shorter_than_a_window_is_named_not_skipped(void **state) {
     make_shards(&set, len, 4);
     sampler_t s;
     char err[512] = "", want[700];
-    assert_int_not_equal(sampler_create(&s, &set, 32, SHARD_MAX_VOCAB, false, 1, err, sizeof err), 0);
+    assert_int_not_equal(sampler_create(&s, &set, 32, SHARD_U16_MAX_VOCAB, false, 1, err, sizeof err), 0);
     snprintf(want, sizeof want, "train_files: %s/data_002.bin holds 20 tokens, fewer than one window of "
              "seq_len + 1 = 33 tokens", dir);
     if (!strstr(err, want)) fail_msg("message\n  %s\nlacks\n  %s", err, want);
     assert_null(s.shard_first_window);
     /* exactly one window's worth is enough */
-    assert_int_equal(sampler_create(&s, &set, 19, SHARD_MAX_VOCAB, false, 1, err, sizeof err), 0);
+    assert_int_equal(sampler_create(&s, &set, 19, SHARD_U16_MAX_VOCAB, false, 1, err, sizeof err), 0);
     sampler_destroy(&s);
     shard_set_close(&set);
 }
@@ -323,7 +323,7 @@ static void fill_refuses_the_window_with_a_token_at_or_above_vocab_size(void **s
         assert_int_equal(failures, 1);
         sampler_destroy(&s);
         /* the same data with vocab_size 65536: nothing is refused */
-        assert_int_equal(sampler_create(&s, &set, T, SHARD_MAX_VOCAB, false, 7, err, sizeof err), 0);
+        assert_int_equal(sampler_create(&s, &set, T, SHARD_U16_MAX_VOCAB, false, 7, err, sizeof err), 0);
         for (uint64_t w = 0; w < s.n_windows; w++) assert_int_equal(sampler_fill(&s, w, 1, in, tg, err, sizeof err), 0);
         sampler_destroy(&s);
         shard_set_close(&set);
@@ -350,6 +350,49 @@ static void fill_checks_the_last_target_token(void **state) {
     shard_set_close(&set);
 }
 
+/* Version-2 shards (uint32 ids): every window's inputs and targets are the ids written,
+ * above 65535 included, and a window holding an id >= vocab_size (or one above INT_MAX, which
+ * would turn negative as an int) is refused with the file and the position. */
+static void fill_reads_uint32_ids_and_refuses_ids_at_or_above_vocab_size(void **state) {
+    (void)state;
+    enum { N = 101, T = 10 };
+    uint32_t tok[N];
+    for (int k = 0; k < N; k++) tok[k] = 65000u + 37u * (uint32_t)k; /* 65000 .. 68700 */
+    char path[512], err[512] = "";
+    snprintf(path, sizeof path, "%s/w_000.bin", dir);
+    assert_int_equal(shard_write_u32(path, tok, N), 0);
+    shard_set_t set;
+    sampler_t s;
+    assert_int_equal(shard_set_open(&set, path, "train_files", CFG_FORMAT_AUTO, err, sizeof err), 0);
+    assert_int_equal(sampler_create(&s, &set, T, 70000, false, 1, err, sizeof err), 0);
+    int in[10 * T], tg[10 * T];
+    assert_int_equal(sampler_fill(&s, 0, 10, in, tg, err, sizeof err), 0);
+    for (int b = 0; b < 10; b++)
+        for (int t = 0; t < T; t++) {
+            assert_int_equal(in[b * T + t], (int)tok[b * T + t]);
+            assert_int_equal(tg[b * T + t], (int)tok[b * T + t + 1]);
+        }
+    sampler_destroy(&s);
+    /* vocab_size 68000: ids from position 82 on (65000 + 37 * 82 = 68034) are out of range */
+    assert_int_equal(sampler_create(&s, &set, T, 68000, false, 1, err, sizeof err), 0);
+    assert_int_equal(sampler_fill(&s, 0, 8, in, tg, err, sizeof err), 0);
+    assert_int_not_equal(sampler_fill(&s, 8, 1, in, tg, err, sizeof err), 0);
+    char want[700];
+    snprintf(want, sizeof want, "train_files: %s: token 68034 at position 82 (token index in the "
+             "shard) is >= &model vocab_size = 68000", path);
+    assert_string_equal(err, want);
+    sampler_destroy(&s);
+    shard_set_close(&set);
+    tok[55] = 4294967295u; /* as an int: -1 */
+    assert_int_equal(shard_write_u32(path, tok, N), 0);
+    assert_int_equal(shard_set_open(&set, path, "train_files", CFG_FORMAT_AUTO, err, sizeof err), 0);
+    assert_int_equal(sampler_create(&s, &set, T, 2147483647, false, 1, err, sizeof err), 0);
+    assert_int_not_equal(sampler_fill(&s, 5, 1, in, tg, err, sizeof err), 0);
+    assert_non_null(strstr(err, "token 4294967295 at position 55 "));
+    sampler_destroy(&s);
+    shard_set_close(&set);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(window_counts_are_floor_n_minus_1_over_T_per_shard, make_dir, remove_dir),
@@ -363,6 +406,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(one_shard_shorter_than_a_window_is_named_not_skipped, make_dir, remove_dir),
         cmocka_unit_test_setup_teardown(fill_refuses_the_window_with_a_token_at_or_above_vocab_size, make_dir, remove_dir),
         cmocka_unit_test_setup_teardown(fill_checks_the_last_target_token, make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(fill_reads_uint32_ids_and_refuses_ids_at_or_above_vocab_size, make_dir, remove_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -84,7 +84,7 @@ static void shard_write_then_open_round_trips_tokens_exactly(void **state) {
     assert_memory_equal(set.shards[0].tokens, tok, sizeof tok);
     const int32_t *h = set.shards[0].map;
     assert_int_equal(h[0], SHARD_MAGIC);
-    assert_int_equal(h[1], SHARD_VERSION);
+    assert_int_equal(h[1], SHARD_VERSION_U16);
     assert_int_equal(h[2], N);
     for (int i = 3; i < SHARD_HEADER_INTS; i++) assert_int_equal(h[i], 0);
     assert_int_equal(set.shards[0].map_bytes, SHARD_HEADER_INTS * 4 + 2 * N);
@@ -112,10 +112,91 @@ static void llmc_model_file_is_recognised_by_its_magic(void **state) {
 
 static void unsupported_version_is_refused(void **state) {
     (void)state;
-    write_raw("v2.bin", SHARD_MAGIC, 2, 10, 40, SHARD_HEADER_INTS * 4);
+    write_raw("v3.bin", SHARD_MAGIC, 3, 10, 40, SHARD_HEADER_INTS * 4);
     char p[512];
-    path_in_dir(p, sizeof p, "v2.bin");
-    expect_refused(p, "v2.bin: unsupported shard version 2", "expected 1");
+    path_in_dir(p, sizeof p, "v3.bin");
+    expect_refused(p, "v3.bin: unsupported shard version 3", "expected 1: uint16 ids, or 2: uint32 ids");
+}
+
+/* Version 2 (llm.c's Llama 3 shards): uint32 ids after the same header. Written, opened, read
+ * back through the mapping and, independently, with fread of the file's bytes. */
+static void version_2_shard_round_trips_uint32_ids_exactly(void **state) {
+    (void)state;
+    char path[512];
+    path_in_dir(path, sizeof path, "w.bin");
+    enum { N = 3000 };
+    uint32_t tok[N];
+    for (int i = 0; i < N; i++) tok[i] = (uint32_t)i * 2654435761u % 2147483647u;
+    tok[0] = 65535, tok[1] = 65536, tok[2] = 128255, tok[3] = 2147483646;
+    assert_int_equal(shard_write_u32(path, tok, N), 0);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    int32_t h[SHARD_HEADER_INTS];
+    uint32_t body[N + 1];
+    assert_int_equal(fread(h, sizeof h, 1, f), 1);
+    assert_int_equal(fread(body, 4, N + 1, f), N); /* exactly N ids, nothing after */
+    fclose(f);
+    assert_int_equal(h[0], 20240520);
+    assert_int_equal(h[1], 2);
+    assert_int_equal(h[2], N);
+    for (int i = 3; i < SHARD_HEADER_INTS; i++) assert_int_equal(h[i], 0);
+    assert_memory_equal(body, tok, sizeof tok);
+    shard_set_t set;
+    char err[512] = "";
+    assert_int_equal(shard_set_open(&set, path, "train_files", CFG_FORMAT_AUTO, err, sizeof err), 0);
+    assert_int_equal(set.n_tokens, N);
+    assert_int_equal(set.token_bytes, 4 * N);
+    assert_int_equal(set.shards[0].width, 4);
+    assert_null(set.shards[0].tokens);
+    assert_memory_equal(set.shards[0].tokens32, tok, sizeof tok);
+    assert_int_equal(set.shards[0].map_bytes, SHARD_HEADER_INTS * 4 + 4 * N);
+    for (int i = 0; i < N; i++) assert_int_equal(shard_token(&set.shards[0], (size_t)i), tok[i]);
+    assert_int_equal(shard_set_check_tokens(&set, 2147483647, 0, 1, err, sizeof err), 0);
+    shard_set_close(&set);
+}
+
+/* A set may mix the versions: each shard keeps its width, the totals add up. */
+static void a_set_mixes_version_1_and_version_2_shards(void **state) {
+    (void)state;
+    write_tokens("m_0.bin", 100, 3);
+    char path[512];
+    path_in_dir(path, sizeof path, "m_1.bin");
+    uint32_t t[50];
+    for (int i = 0; i < 50; i++) t[i] = 70000u + (uint32_t)i;
+    assert_int_equal(shard_write_u32(path, t, 50), 0);
+    shard_set_t set;
+    char p[512], err[512] = "";
+    path_in_dir(p, sizeof p, "m_*.bin");
+    assert_int_equal(shard_set_open(&set, p, "train_files", CFG_FORMAT_AUTO, err, sizeof err), 0);
+    assert_int_equal(set.n_tokens, 150);
+    assert_int_equal(set.token_bytes, 2 * 100 + 4 * 50);
+    assert_int_equal(set.shards[0].width, 2);
+    assert_int_equal(set.shards[1].width, 4);
+    assert_int_equal(shard_token(&set.shards[0], 1), 3 + 7);
+    assert_int_equal(shard_token(&set.shards[1], 49), 70049);
+    assert_int_equal(shard_set_check_tokens(&set, 70050, 0, 1, err, sizeof err), 0);
+    assert_int_not_equal(shard_set_check_tokens(&set, 70049, 0, 1, err, sizeof err), 0);
+    assert_non_null(strstr(err, "m_1.bin: token 70049 at position 49 (token index in the shard) is "
+                                ">= &model vocab_size = 70049"));
+    shard_set_close(&set);
+}
+
+/* A header whose version disagrees with the width of the body: named, with both widths. */
+static void version_disagreeing_with_the_body_width_is_refused(void **state) {
+    (void)state;
+    write_raw("v2_u16.bin", SHARD_MAGIC, 2, 10, 20, SHARD_HEADER_INTS * 4);
+    write_raw("v1_u32.bin", SHARD_MAGIC, 1, 10, 40, SHARD_HEADER_INTS * 4);
+    write_raw("v2_cut.bin", SHARD_MAGIC, 2, 10, 36, SHARD_HEADER_INTS * 4);
+    char p[512];
+    path_in_dir(p, sizeof p, "v2_u16.bin");
+    expect_refused(p, "v2_u16.bin: header version 2 announces 10 uint32 ids (4 bytes each) but the "
+                   "file holds 20 bytes of ids, 10 uint16 ids", "version field disagrees");
+    path_in_dir(p, sizeof p, "v1_u32.bin");
+    expect_refused(p, "v1_u32.bin: header version 1 announces 10 uint16 ids (2 bytes each) but the "
+                   "file holds 40 bytes of ids, 10 uint32 ids", "version field disagrees");
+    path_in_dir(p, sizeof p, "v2_cut.bin");
+    expect_refused(p, "v2_cut.bin: truncated: header says 10 tokens but file holds 9 (version 2: "
+                   "uint32 ids)", NULL);
 }
 
 static void file_shorter_than_header_is_truncated_header(void **state) {
@@ -333,6 +414,35 @@ static void vectorised_max_and_search_equal_a_scalar_loop(void **state) {
     free(t);
 }
 
+/* The uint32 scan against a plain loop, limits around 2^16 and up to INT_MAX. */
+static void vectorised_u32_max_and_search_equal_a_scalar_loop(void **state) {
+    (void)state;
+    enum { N = 70000 };
+    uint32_t *t = malloc(N * sizeof *t), x = 7;
+    for (size_t i = 0; i < N; i++) {
+        x = x * 1664525u + 1013904223u;
+        t[i] = x >> (i % 3 == 0 ? 1 : 14); /* some ids up to 2^31 - 1, most below 2^18 */
+    }
+    const int limits[] = {0, 1, 65536, 200000, 1 << 30, 2147483647};
+    for (size_t off = 0; off < 4; off++)
+        for (size_t n = 0; n <= 200; n++) {
+            uint32_t m = 0;
+            for (volatile size_t i = 0; i < n; i++) m = t[off + i] > m ? t[off + i] : m;
+            assert_int_equal(shard_max_token_u32(t + off, n), m);
+            for (int l = 0; l < 6; l++) {
+                size_t want = n;
+                for (size_t i = 0; i < n && want == n; i++)
+                    if (t[off + i] >= (uint32_t)limits[l]) want = i;
+                assert_int_equal(shard_find_token_at_least_u32(t + off, n, limits[l]), want);
+            }
+        }
+    for (size_t i = 0; i < N; i++) t[i] &= 0xffff;
+    t[N - 5] = 128255;
+    assert_int_equal(shard_find_token_at_least_u32(t, N, 65536), N - 5);
+    assert_int_equal(shard_find_token_at_least_u32(t, N, 128256), N);
+    free(t);
+}
+
 /* A set of 4 shards of 1000 tokens, all 7 except `bad` tokens of id `id` at global positions. */
 static void open_set_with_bad(shard_set_t *set, const size_t *bad, int n_bad, uint16_t id) {
     for (int s = 0; s < 4; s++) {
@@ -446,6 +556,10 @@ int main(void) {
         cmocka_unit_test_setup_teardown(bad_magic_is_refused_naming_found_and_expected, make_dir, remove_dir),
         cmocka_unit_test_setup_teardown(llmc_model_file_is_recognised_by_its_magic, make_dir, remove_dir),
         cmocka_unit_test_setup_teardown(unsupported_version_is_refused, make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(version_2_shard_round_trips_uint32_ids_exactly, make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(a_set_mixes_version_1_and_version_2_shards, make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(version_disagreeing_with_the_body_width_is_refused, make_dir, remove_dir),
+        cmocka_unit_test(vectorised_u32_max_and_search_equal_a_scalar_loop),
         cmocka_unit_test_setup_teardown(file_shorter_than_header_is_truncated_header, make_dir, remove_dir),
         cmocka_unit_test_setup_teardown(short_body_says_tokens_announced_and_held, make_dir, remove_dir),
         cmocka_unit_test_setup_teardown(extra_bytes_after_body_are_refused_with_count, make_dir, remove_dir),
