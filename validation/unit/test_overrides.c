@@ -164,8 +164,8 @@ static void range_violations_are_the_tables(void **state) {
     (void)state;
     EXPECT_ERROR("train.max_steps=-1", "command line argument 3 'train.max_steps=-1': &train max_steps: must be "
                  ">= 0, got -1", "");
-    EXPECT_ERROR("model.vocab_size=70000", "command line argument 3 'model.vocab_size=70000': &model vocab_size: "
-                 "must be in [1, 65536], got 70000 (llm.c version-1 shards hold uint16 tokens)", "");
+    EXPECT_ERROR("model.vocab_size=2147483521", "command line argument 3 'model.vocab_size=2147483521': &model "
+                 "vocab_size: must be in [1, 2147483520], got 2147483521 (the padded vocabulary", "");
     EXPECT_ERROR("train.beta1=1.0", "command line argument 3 'train.beta1=1.0': &train beta1: must be in [0, 1), "
                  "got 1.0", "");
     EXPECT_ERROR("parallel.dp=3000000000", "command line argument 3 'parallel.dp=3000000000': &parallel dp: "
