@@ -18,6 +18,7 @@
 #include "parallel/comm_host.h"
 #include "parallel/watchdog.h"
 #include "train/flat.h"
+#include "train/init_from.h"
 #include "train/planner.h"
 #include "train/runinfo.h"
 
@@ -238,16 +239,15 @@ static void record_provenance(trainer_t *tr) {
 }
 
 /* &run init_from: weights of any grid (or a checkpoint's model part), checked against the
- * namelist's model; any problem is one message and exit 2. */
+ * namelist's model, at the namelist's seq_len (train/init_from.h); any problem is one message
+ * and exit 2. */
 static void load_init_weights(trainer_t *tr) {
     const config_t *cfg = tr->cfg;
     float *host = xcalloc(tr->model.P.total, sizeof(float));
-    ckpt_meta_t want = {0, cfg->seed, cfg->vocab_size, config_padded_vocab(cfg), cfg->n_layer,
-                        cfg->n_head, cfg->d_model, cfg->d_ff, cfg->seq_len, NULL, "", NULL};
     char msg[COMM_MSG_MAX + 64];
     watchdog_enter_for("weights read", "all ranks", cfg->io_timeout_s);
-    int rc = ckpt_load(cfg->init_from, MPI_COMM_WORLD, tr->grid->tp_comm, tr->grid->ep_comm, &tr->model.P.ckpt, host,
-                       NULL, NULL, NULL, &want, NULL, msg, sizeof msg);
+    int rc = init_from_load(cfg, MPI_COMM_WORLD, tr->grid->tp_comm, tr->grid->ep_comm, &tr->model.P.ckpt,
+                            tr->model.P.total, host, msg, sizeof msg);
     watchdog_leave();
     if (rc != 0) {
         xfree(host);
