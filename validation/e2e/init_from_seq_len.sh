@@ -12,15 +12,16 @@
 #     init_from at seq_len 64: runs, its note printed, its step-0 weights equal the file's bit for
 #     bit, and its first loss is within 3% of the same weights' first loss at seq_len 32 (the same
 #     model on longer windows of the same data; an untrained model is 6% above).
+#     With another rope_theta in the namelist, a note names the file's (10000) and the one used.
 #  4. resume (not init_from) of a seq_len-64 checkpoint at seq_len 32: still refused, exit 2,
 #     naming seq_len.
 source "$(dirname "$0")/lib.bash"
 ulimit -c 0
 D=$TEST_DIR
-nml() { # name seq_len steps arch init_from [extra &train keys] [extra &checkpoint keys]
+nml() { # name seq_len steps arch init_from [extra &train keys] [extra &checkpoint keys] [extra &model keys]
     cat >"$D/$1.nml" <<NML
 &run name = '$1', out_dir = '$D', seed = 5, init_from = '$5' /
-&model arch = '$4', n_layer = 2, n_head = 4, d_model = 32, d_ff = 128, vocab_size = 500, seq_len = $2 /
+&model arch = '$4', n_layer = 2, n_head = 4, d_model = 32, d_ff = 128, vocab_size = 500, seq_len = $2 ${8:-} /
 &parallel tp = 2 /
 &train max_steps = $3, micro_batch = 2, global_batch = 4, lr = 3e-3, min_lr = 3e-4, warmup_steps = 1,
        lr_schedule = 'cosine', grad_clip = 1.0 ${6:-} /
@@ -77,6 +78,11 @@ run rope32again
 l64=$(losses "$D/rope64/metrics.jsonl" | head -1) l32=$(losses "$D/rope32again/metrics.jsonl" | head -1)
 awk -v a="$l64" -v b="$l32" 'BEGIN {e = (a - b) / b; if (e < 0) e = -e; printf "first loss at seq_len 64 %s, at 32 %s: rel. %.3f (tol 0.03)\n", a, b, e; exit !(e <= 0.03 && a > 0)}' ||
     fail "the RoPE model at seq_len 64 does not start where it left off"
+
+nml theta 64 1 llama "$R" "" "" ", rope_theta = 20000"
+run theta
+grep -F "init_from: $R was trained with rope_theta = 10000; this run uses the namelist's rope_theta = 20000" "$D/theta.log" ||
+    { cat "$D/theta.log"; fail "no note of the file's rope_theta"; }
 
 echo "== 4. resume keeps the strict check"
 nml resume32 32 8 gpt2 "" "" "resume = '$D/base64/ckpt_step00000004.h5'"
