@@ -42,7 +42,8 @@ def hf_config_to_cfg(hf, path):
 
 def common_checks(cfg, field, refuse, vocab_key):
     if not 1 <= cfg["vocab_size"] <= VOCAB_MAX:
-        refuse(vocab_key, "llmtrain's token shards hold at most %d ids" % VOCAB_MAX)
+        refuse(vocab_key, "llmtrain's &model vocab_size is at most %d (its padded vocabulary, a "
+               "multiple of 128, is a 32-bit integer)" % VOCAB_MAX)
     if cfg["d_model"] % cfg["n_head"]:
         refuse("num_attention_heads" if cfg["arch"] == "llama" else "n_head",
                "does not divide the model width")

@@ -14,7 +14,7 @@ import nml  # llmtrain's namelist reader, beside this file
 EXIT_USER = 2
 CKPT_FORMAT, CKPT_FORMAT_VERSION = "llmtrain-checkpoint", 1
 LN_EPS = 1e-5                  # llmtrain's layernorm epsilon (src/kernels/cpu/layernorm.c)
-VOCAB_MAX = 65536              # uint16 token shards
+VOCAB_MAX = 2147483520         # &model vocab_size at most: its padded vocabulary is an int32
 EOT_TEXT = "<|endoftext|>"
 ONNX_OPSET = 17                # LayerNormalization is an ONNX op from opset 17 on
 

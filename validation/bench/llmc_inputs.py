@@ -14,7 +14,8 @@ download:
     norms' weights 1, biases 0 (the time of a step does not depend on the values);
   - the train and val tokens in both layouts llm.c has used: version 3's
     dev/data/tinyshakespeare/tiny_shakespeare_{train,val}.bin (the 256 int32 header of llm.c's
-    shards, magic 20240520, then uint16 tokens: SHARD's own format, copied), and version 1's
+    shards, magic 20240520, then uint16 tokens: SHARD's ids, read from a version-1 (uint16) or
+    version-2 (uint32, all below 65536) shard), and version 1's
     data/tiny_shakespeare_{train,val}.bin (raw int32 tokens).
 VERSION is 3 for a train_gpt2.c that checks `model_header[1] != 3`, else 1 (run_bench.sh looks).
 """
@@ -54,7 +55,13 @@ def main():
     h = np.frombuffer(raw[:1024], np.int32)
     if h[0] != 20240520:
         sys.exit("llmc_inputs.py: %s is not an llm.c token shard (magic %d)" % (shard, h[0]))
-    tokens = np.frombuffer(raw[1024:1024 + 2 * int(h[2])], np.uint16)
+    if h[1] not in (1, 2):
+        sys.exit("llmc_inputs.py: %s: shard version %d (1: uint16 ids, 2: uint32 ids)" % (shard, h[1]))
+    ids = np.uint16 if h[1] == 1 else np.uint32  # version 2: llm.c's Llama 3 shards
+    tokens = np.frombuffer(raw[1024:1024 + np.dtype(ids).itemsize * int(h[2])], ids)
+    if tokens.size and int(tokens.max()) > 65535:
+        sys.exit("llmc_inputs.py: %s holds id %d: train_gpt2.c reads uint16 ids" % (shard, int(tokens.max())))
+    tokens = tokens.astype(np.uint16)
     n_val = min(len(tokens) // 10, 65536)
     parts = {"val": tokens[:n_val], "train": tokens[n_val:]}
     for d in ("dev/data/tinyshakespeare", "data"):
