@@ -7,7 +7,8 @@ capacity or dropless, shared experts, routers), the grid (dp, tp, pp, ep up to 8
 <= 4), the pipeline schedules, ZeRO 0-3, recompute, precision (fp32 / bf16 / fp16 with loss
 scaling, 16-bit weights and activations storage), dropout, label smoothing, z-loss, gradient
 accumulation, &stage curricula, data mixtures, validation, anomaly policies and the checkpoint
-cadence, and checks for each draw:
+cadence, the data's shard version (llm.c's 1: uint16 ids, or 2: uint32, data/tiny_v2 written
+at start), and checks for each draw:
 
   I1 grid invariance: the same configuration on 1 rank (dp = tp = pp = ep = 1, schedule 1f1b,
      ZeRO 0, the same micro-batch and global batch) gives the same per-step loss and gradient
@@ -70,6 +71,31 @@ KNOWN_FAILING = os.path.join(CORPUS, "KNOWN_FAILING")
 TOL = {"fp32": 1e-5, "bf16": 2e-2, "fp16": 1e-2}
 EVAL_ABS = 1e-6  # I4: eval prints the loss with 6 decimals
 WATCHDOG_S = 30   # &checkpoint timeout_s of every run: a hang ends as exit 4 within this
+
+# The tiny shards again as llm.c's version 2 (uint32 ids, the same tokens), written at start.
+TINY_V2 = "data/tiny_v2"
+
+
+def write_tiny_v2():
+    """data/tiny_v2/*.bin: each data/tiny shard with version 2 in its header and its uint16 ids
+    widened to uint32 (the standard library's array; both little-endian, as llm.c writes them)."""
+    import array
+    import glob
+    import struct
+    os.makedirs(os.path.join(ROOT, TINY_V2), exist_ok=True)
+    for src in sorted(glob.glob(os.path.join(ROOT, "data", "tiny", "*.bin"))):
+        raw = open(src, "rb").read()
+        magic, version, count = struct.unpack("<3i", raw[:12])
+        if magic != 20240520 or version != 1:
+            continue
+        ids = array.array("H", raw[1024:1024 + 2 * count])
+        wide = array.array("I", ids)
+        assert wide.itemsize == 4 and sys.byteorder == "little"
+        dst = os.path.join(ROOT, TINY_V2, os.path.basename(src))
+        with open(dst + ".tmp", "wb") as f:
+            f.write(struct.pack("<3i", magic, 2, count) + raw[12:1024] + wide.tobytes())
+        os.replace(dst + ".tmp", dst)
+
 
 # ---- the schema: which key is whose ---------------------------------------------------------
 
@@ -463,13 +489,14 @@ def construct(rng, f, schema, generic):
         if f["precision"] == "fp16":
             t["overflow_streak"] = ch([0, 32])
 
-    d = {"train_files": "data/tiny/train_*.bin"}
+    tiny = TINY_V2 if rng.random() < 0.25 else "data/tiny"  # llm.c's version-2 (uint32) shards
+    d = {"train_files": tiny + "/train_*.bin"}
     if rng.random() < 0.2:  # the two shards as a mixture
-        d = {"mixture": "data/tiny/train_000.bin:0.7, data/tiny/train_001.bin:0.3"}
+        d = {"mixture": "%s/train_000.bin:0.7, %s/train_001.bin:0.3" % (tiny, tiny)}
     if rng.random() < 0.3:
         d["shuffle"] = True
     if f["val"] == "on":
-        d["val_files"] = "data/tiny/val_*.bin"
+        d["val_files"] = ("data/tiny" if rng.random() < 0.5 else tiny) + "/val_*.bin"
         d["val_every"] = ch([e for e in (2, 3) if steps % e == 0] or [2]) if rng.random() < 0.7 else ch([2, 3])
         d["val_batches"] = ch([1, 3, 5, 2])
     k = ch([e for e in (2, 3) if -(-steps // e) <= 3])
@@ -945,6 +972,7 @@ def main():
     if stale:
         print("config_fuzz: keys in the tables that this llmtrain lacks (ignored): %s" % " ".join("%s.%s" % k for k in stale))
     os.makedirs(ctx.work, exist_ok=True)
+    write_tiny_v2()
     counts = {"ok": 0, "fail": 0, "bug": 0, "skip": 0}
     t0 = time.time()
     if args.covering or args.replay is not None:
