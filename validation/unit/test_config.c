@@ -711,6 +711,10 @@ static void derived_sizes_are_refused_naming_keys_and_numbers(void **state) {
         {"&model n_layer = 1, d_model = 16384, n_head = 128 /",
          "&model d_model: one rank would hold at least 4.062e+09 parameters (n_layer = 1, d_model = 16384, d_ff = 65536, "
          "vocab_size = 50257, tp = 1, pp = 1), more than 2147483647 (gradients are all-reduced with 32-bit MPI counts)"},
+        /* a vocabulary past the uint16 range is accepted; its wte counts, padded, in the bound */
+        {"&model vocab_size = 100000000 /",
+         "one rank would hold at least 7.689e+10 parameters (n_layer = 12, d_model = 768, d_ff = 3072, "
+         "vocab_size = 100000000, tp = 1, pp = 1), more than 2147483647"},
         {"&model n_layer = 96, d_model = 4096, n_head = 32 /\n&parallel pp = 2, tp = 4 /",
          "&model d_model: one rank would hold at least 2.417e+09 parameters"},
         /* activations linear in seq_len (attention keeps no T x T matrix: kernels/ops.h) */
