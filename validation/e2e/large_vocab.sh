@@ -12,6 +12,7 @@
 #     prints the same continuation.
 #  3. Bad input, 2 ranks, exit 2 and one message naming the file: a version-2 header over a uint16
 #     body (the header's version field), an id >= vocab_size in a version-2 shard.
+#  4. llmtrain --plan with vocab_size 128256 states the logits per micro-batch (computed here).
 source "$(dirname "$0")/lib.bash"
 ulimit -c 0
 D=$TEST_DIR
@@ -74,4 +75,16 @@ check_case header_width_disagrees "u16body_000.bin: header version 2 announces 3
 grep -qF "the header's version field disagrees" "$D/header_width_disagrees.err" || fail "no word of the version field"
 vocab_nml badid 2 "" "$D/bad_000.bin"
 check_case v2_id_past_vocab "bad_000.bin: token 70000 at position 1234 (token index in the shard) is >= &model vocab_size = 70000" "$D/badid.nml"
+# 4. --plan with Llama 3's vocabulary states the logits of a micro-batch: 4 x 1024 x 128256 / 2 floats
+cat >"$D/plan.nml" <<NML
+&model n_layer = 2, n_head = 4, d_model = 64, vocab_size = 128256, seq_len = 1024 /
+&train micro_batch = 4, global_batch = 8 /
+&parallel tp = 2 /
+&data train_files = '$D/big_*.bin' /
+NML
+./llmtrain --plan "$D/plan.nml" >"$D/plan.log" 2>&1
+want=$(awk 'BEGIN {printf "%.1f", 4 * 1024 * 128256 / 2 * 4 / 1048576}')
+grep -F "logits per micro-batch (fp32, the last stage's activations): micro_batch x seq_len x padded vocabulary / tp = 4 x 1024 x 128256 / 2 = $want MiB per rank" "$D/plan.log" ||
+    { cat "$D/plan.log"; fail "--plan does not state the logits ($want MiB)"; }
+echo "--plan, vocab_size 128256: logits $want MiB per rank and micro-batch"
 echo "large vocabulary on version-2 shards: PyTorch, tp 2 and bad input all agree"
