@@ -5,7 +5,7 @@
 #     weights file) equal the trained file with wpe cropped by h5py bit for bit, and PyTorch
 #     (validation/reference/gpt_reference.py, float64) on those h5py-cropped weights gives the
 #     step-0 loss (rel. <= 1e-5), every step-0 gradient (rel. L2 <= 1e-4) and 3 steps' losses and
-#     gradient norms (rel. <= 1e-4).
+#     gradient norms (rel. <= 1e-4). The same on pp 2 gives the same losses (rel. <= 1e-5).
 #  2. init_from at seq_len 128 from that 64-position file: exit 2, one message naming seq_len, 64
 #     and 128.
 #  3. a Llama-style model (arch = 'llama': RoPE, no position table) trained at seq_len 32, then
@@ -59,6 +59,11 @@ cp "$D/crop32/grads_step000000.h5" "$D/dump/grads.h5"
 losses "$D/crop32/metrics.jsonl" | head -1 >"$D/dump/loss.txt"
 $PYTHON validation/reference/gpt_reference.py --nml "$D/crop32.nml" --dump "$D/dump" \
     --metrics "$D/crop32/metrics.jsonl" || fail "the cropped run differs from PyTorch on the h5py-cropped weights"
+
+sed -e "s/tp = 2/pp = 2/" -e "s/name = 'crop32'/name = 'crop32pp'/" "$D/crop32.nml" >"$D/crop32pp.nml"
+run crop32pp # wpe is the first stage's alone: the others read none of it
+same_series "pp 2 vs tp 2, losses" 1e-5 <(losses "$D/crop32/metrics.jsonl") <(losses "$D/crop32pp/metrics.jsonl") ||
+    fail "the cropped run on pp 2 differs from tp 2"
 
 echo "== 2. learned positions: 64 -> 128 is refused"
 nml long128 128 3 gpt2 "$W"
