@@ -489,14 +489,19 @@ def construct(rng, f, schema, generic):
         if f["precision"] == "fp16":
             t["overflow_streak"] = ch([0, 32])
 
-    tiny = TINY_V2 if rng.random() < 0.25 else "data/tiny"  # llm.c's version-2 (uint32) shards
+    # llm.c's version-2 (uint32) shards, drawn from a side RNG keyed by the features and the next
+    # value of rng (peeked from a copy), so that adding this draw changed no other draw
+    peek = random.Random()
+    peek.setstate(rng.getstate())
+    side = random.Random("%s %r" % (json.dumps(f, sort_keys=True), peek.random()))
+    tiny = TINY_V2 if side.random() < 0.25 else "data/tiny"
     d = {"train_files": tiny + "/train_*.bin"}
     if rng.random() < 0.2:  # the two shards as a mixture
         d = {"mixture": "%s/train_000.bin:0.7, %s/train_001.bin:0.3" % (tiny, tiny)}
     if rng.random() < 0.3:
         d["shuffle"] = True
     if f["val"] == "on":
-        d["val_files"] = ("data/tiny" if rng.random() < 0.5 else tiny) + "/val_*.bin"
+        d["val_files"] = ("data/tiny" if side.random() < 0.5 else tiny) + "/val_*.bin"
         d["val_every"] = ch([e for e in (2, 3) if steps % e == 0] or [2]) if rng.random() < 0.7 else ch([2, 3])
         d["val_batches"] = ch([1, 3, 5, 2])
     k = ch([e for e in (2, 3) if -(-steps // e) <= 3])
