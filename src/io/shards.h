@@ -69,6 +69,9 @@ void shard_set_advise(const shard_set_t *set, bool random_access);
  *    validation/bench/bench_data_check.c on a 1 GiB set, one core of a 2-core AVX-512 VM, page
  *    cache warm, medians: 14-15 GB/s when the machine was quiet, 6-8 GB/s while others ran
  *    (memory bandwidth) -- 0.07 to 0.15 s per GiB. From a cold disk the reading dominates.
+ *    Version-2 shards (uint32 ids, shard_find_token_at_least_u32, vpmaxud) scan at the same
+ *    bytes per second: 128 Mi ids in memory, 3 runs beside uint16 at load 8 on the 2 cores,
+ *    5.5-8.3 GB/s against 4.3-10.8 GB/s; so the limit below counts bytes, not ids.
  *    Decision: the trainer scans when the set is at most SHARD_SCAN_MAX_BYTES_PER_RANK per rank
  *    (about 1 s warm, a few seconds cold) and says so when it skips a larger set.
  *  - the per-window check in sampler_fill (see sampler.h): always on. It costs nothing
