@@ -9,7 +9,24 @@
 #   llmt_check_allocation       the job's tasks, nodes and CPUs against LLMT_RANKS: a mismatch is
 #                               one message with the fix, exit 2, before anything starts; sets
 #                               LLMT_PER_NODE and LLMT_CPUS_PER_TASK
-#   llmt_srun NML [k=v ...]     srun llmtrain on the grid (returns llmtrain's exit code)
+#   llmt_srun NML [k=v ...]     srun llmtrain on the grid (returns llmtrain's exit code); with
+#                               LLMT_NODELIST set, on those nodes only; LLMT_OVERLAP=1: beside
+#                               a failed step that still holds the CPUs
+#   llmt_elastic NML [k=v ...]  llmt_srun through node failures, as &run elastic says (after
+#                               llmt_check_allocation): a lost node is named with its ranks;
+#                               'shrink' continues in the same allocation on the nodes that still
+#                               answer, dp shrunk (llmt_shrink_grid), from the newest checkpoint;
+#                               'wait' requeues the job, which waits for a whole set of nodes;
+#                               'off' ends the job (elastic.sbatch; an exit 75 requeues, as
+#                               requeue.sbatch does)
+#   llmt_live_nodes NODE...     the given nodes that still answer (a job step on each within
+#                               LLMT_PROBE_S seconds, default 15; Slurm's DOWN/NOT_RESPONDING
+#                               nodes without asking)
+#   llmt_shrink_grid N NML [k=v ...]  the largest node count n <= N, n >= &run min_nodes, on which
+#                               LLMT_PER_NODE ranks per node hold whole tp groups and a grid with
+#                               dp shrunk (tp, pp and the global batch kept) is one llmtrain
+#                               accepts: sets LLMT_NODES, LLMT_DP, LLMT_RANKS; none: exit 2
+#                               naming min_nodes and the node count
 #
 # Binding, one rule: Slurm allocates, llmtrain binds. srun starts the ranks unbound
 # (--cpu-bind=none) with LLMT_CPUS_PER_TASK CPUs each; llmtrain splits each node's cores evenly
@@ -74,13 +91,90 @@ llmt_check_allocation() {
 }
 
 llmt_srun() {
+    local where=()
+    [ -z "${LLMT_NODELIST:-}" ] || where=(--nodes="$LLMT_NODES" --nodelist="$LLMT_NODELIST")
+    # after a lost node the failed step holds its CPUs until Slurm declares the node down
+    [ -z "${LLMT_OVERLAP:-}" ] || where+=(--overlap)
     srun --mpi="${LLMT_SRUN_MPI:-pmix}" --ntasks="$LLMT_RANKS" --ntasks-per-node="$LLMT_PER_NODE" \
         --cpus-per-task="$LLMT_CPUS_PER_TASK" --cpu-bind=none --distribution=block \
-        --kill-on-bad-exit=1 "$LLMT_BIN" "$@" &
+        --kill-on-bad-exit=1 "${where[@]}" "$LLMT_BIN" "$@" &
     local pid=$!
     # wait returns early when a signal reaches this shell: wait again for the real exit code
     wait "$pid"
     local rc=$?
     while kill -0 "$pid" 2>/dev/null; do wait "$pid"; rc=$?; done
     return $rc
+}
+
+llmt_live_nodes() {
+    local n state pids=() names=() i
+    for n in "$@"; do
+        state=$(scontrol -o show node "$n" 2>/dev/null | sed -n 's/.* State=\([^ ]*\).*/\1/p')
+        case "$state" in *DOWN* | *NOT_RESPONDING* | *FAIL* | "") continue ;; esac
+        # a job step on the node: --overlap, since the failed step may still hold its CPUs
+        timeout -k 2 "${LLMT_PROBE_S:-15}" srun --overlap --nodes=1 --ntasks=1 --nodelist="$n" \
+            --kill-on-bad-exit=1 true >/dev/null 2>&1 &
+        pids+=($!) names+=("$n")
+    done
+    for i in "${!pids[@]}"; do wait "${pids[$i]}" && echo "${names[$i]}"; done
+    return 0
+}
+
+llmt_shrink_grid() {
+    local avail=$1 n dp tpp=$((LLMT_TP * LLMT_PP)) why=""
+    shift
+    for ((n = avail; n >= LLMT_MIN_NODES && n >= 1; n--)); do
+        [ $((n * LLMT_PER_NODE % tpp)) -eq 0 ] || { why="$why; $n nodes x $LLMT_PER_NODE ranks do not hold whole tp x pp = $tpp groups"; continue; }
+        dp=$((n * LLMT_PER_NODE / tpp))
+        [ "$dp" -le "$LLMT_DP_FULL" ] || continue
+        if "$LLMT_BIN" --grid "$@" parallel.dp="$dp" >/dev/null 2>"$LLMT_TMP/grid.err"; then
+            LLMT_NODES=$n LLMT_DP=$dp LLMT_RANKS=$((dp * tpp))
+            return 0
+        fi
+        why="$why; $n nodes (dp $dp): $(sed -n 's/^llmtrain: error: //p' "$LLMT_TMP/grid.err" | head -1)"
+    done
+    llmt_die "&run min_nodes = $LLMT_MIN_NODES: $avail node(s) left of the job's ${#LLMT_POOL_ALL[@]}, and no grid of $LLMT_MIN_NODES..$avail nodes with $LLMT_PER_NODE ranks each fits${why}; the checkpoints in $LLMT_RUN_DIR are untouched: resubmit with more nodes"
+}
+
+# the ranks on node number i (0-based, in the step's node order) of a block distribution
+llmt_node_ranks() { echo "$(($1 * LLMT_PER_NODE))-$((($1 + 1) * LLMT_PER_NODE - 1))"; }
+
+llmt_elastic() {
+    local rc used=() alive=() lost=() n i names
+    LLMT_TMP=$(mktemp -d) LLMT_DP_FULL=$LLMT_DP
+    mapfile -t LLMT_POOL_ALL < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
+    local pool=("${LLMT_POOL_ALL[@]}") extra=()
+    case "$LLMT_ELASTIC" in off | shrink | wait) ;; *) llmt_die "&run elastic = '$LLMT_ELASTIC' is not off, shrink or wait" ;; esac
+    echo "llmtrain job: &run elastic = '$LLMT_ELASTIC', min_nodes = $LLMT_MIN_NODES, nodes ${pool[*]}"
+    while :; do
+        used=("${pool[@]:0:$((LLMT_RANKS / LLMT_PER_NODE))}")
+        LLMT_NODES=${#used[@]} LLMT_NODELIST=$(IFS=,; echo "${used[*]}")
+        llmt_srun "$@" "${extra[@]}" parallel.dp="$LLMT_DP"
+        rc=$?
+        case $rc in 0 | 2 | 75) rm -rf "$LLMT_TMP"; return $rc ;; esac
+        mapfile -t alive < <(llmt_live_nodes "${pool[@]}")
+        lost=()
+        for i in "${!used[@]}"; do
+            [[ " ${alive[*]} " == *" ${used[$i]} "* ]] ||
+                lost+=("${used[$i]} (ranks $(llmt_node_ranks "$i") of dp $LLMT_DP x tp $LLMT_TP x pp $LLMT_PP)")
+        done
+        if [ ${#lost[@]} -eq 0 ]; then
+            echo "llmtrain job: llmtrain exited with $rc and every node answers: not a lost node, the job ends"
+            rm -rf "$LLMT_TMP"; return $rc
+        fi
+        names=$(printf '%s, ' "${lost[@]}")
+        echo "llmtrain job: lost node(s) ${names%, }: llmtrain exited with $rc; ${#alive[@]} of the job's ${#LLMT_POOL_ALL[@]} nodes answer (${alive[*]})"
+        case "$LLMT_ELASTIC" in
+            off) echo "llmtrain job: &run elastic = 'off': the job ends (shrink or wait to go on)"; rm -rf "$LLMT_TMP"; return $rc ;;
+            wait)
+                echo "llmtrain job: &run elastic = 'wait': requeueing job $SLURM_JOB_ID; it starts again when $SLURM_JOB_NUM_NODES nodes are free, from the newest checkpoint"
+                rm -rf "$LLMT_TMP"
+                scontrol requeue "$SLURM_JOB_ID" || llmt_die "scontrol requeue $SLURM_JOB_ID failed"
+                exit $rc ;;
+        esac
+        pool=("${alive[@]}")
+        llmt_shrink_grid "${#pool[@]}" "$@"
+        echo "llmtrain job: &run elastic = 'shrink': continuing on $LLMT_NODES node(s) ${pool[*]:0:$LLMT_NODES} from the newest checkpoint: dp $LLMT_DP_FULL -> $LLMT_DP (tp $LLMT_TP, pp $LLMT_PP, the global batch kept by more accumulation)"
+        extra=(checkpoint.resume="'auto'") LLMT_OVERLAP=1
+    done
 }

@@ -223,15 +223,15 @@ static int plan_only(const cli_t *cli, int rank) {
     return code;
 }
 
-/* llmtrain --grid input.nml [overrides]: the process grid the namelist asks for and its run
- * directory, as shell assignments (the jobscripts check the allocation against the grid before
- * starting anything, and find the run's outputs). */
+/* llmtrain --grid input.nml [overrides]: the process grid the namelist asks for, its &run elastic
+ * policy and its run directory, as shell assignments (the jobscripts check the allocation against
+ * the grid before starting anything, shrink it after a lost node, and find the run's outputs). */
 static int grid_only(const cli_t *cli, int rank) {
     config_t cfg;
     config_load_overrides(cli->namelist, &cli->overrides, &cfg);
     if (rank == 0) {
-        printf("LLMT_RANKS=%d LLMT_DP=%d LLMT_TP=%d LLMT_PP=%d LLMT_RUN_DIR='", cfg.dp * cfg.tp * cfg.pp,
-               cfg.dp, cfg.tp, cfg.pp);
+        printf("LLMT_RANKS=%d LLMT_DP=%d LLMT_TP=%d LLMT_PP=%d LLMT_ELASTIC=%s LLMT_MIN_NODES=%d LLMT_RUN_DIR='",
+               cfg.dp * cfg.tp * cfg.pp, cfg.dp, cfg.tp, cfg.pp, cfg.elastic, cfg.min_nodes);
         char dir[2 * CFG_STR + 2];
         snprintf(dir, sizeof dir, "%s/%s", cfg.out_dir, cfg.name); /* as train/rundir names it */
         for (const char *c = dir; *c; c++) fputs(*c == '\'' ? "'\\''" : (char[2]){*c, 0}, stdout);

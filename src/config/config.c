@@ -74,6 +74,8 @@ const key_spec_t cfg_keys[] = {
     STR_KEY(G_RUN, "init_from", init_from, "", NULL),
     REAL_KEY(G_RUN, "memory_limit_gb", memory_limit_gb, 0, AT_LEAST(0), AT_MOST(1e9)), /* 0 = the node's */
     REAL_KEY(G_RUN, "time_limit_min", time_limit_min, 0, AT_LEAST(0), AT_MOST(1e7)), /* 0 = the job's */
+    CHOICE_KEY(G_RUN, "elastic", elastic, "off", "off|shrink|wait"), /* jobscripts/elastic.sbatch */
+    INT_KEY(G_RUN, "min_nodes", min_nodes, 1, AT_LEAST(1), AT_MOST(1000000)),
     STR_KEY(G_RUN, "prompt", prompt, "", NULL),
     {.group = G_RUN, .key = "prompt_ids", .type = K_INT_ARRAY, FIELD(prompt_ids), .size = CFG_MAX_IDS,
      .count_offset = offsetof(config_t, n_prompt_ids), AT_LEAST(0)},

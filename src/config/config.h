@@ -66,6 +66,7 @@ typedef enum cfg_storage { CFG_STORAGE_AUTO, CFG_STORAGE_16BIT, CFG_STORAGE_FP32
 /* on_anomaly, on_spike, on_divergence ('' = on_anomaly's: on_spike and on_divergence only) */
 typedef enum cfg_policy { CFG_POLICY_INHERIT, CFG_POLICY_WARN, CFG_POLICY_SKIP, CFG_POLICY_ROLLBACK,
                           CFG_POLICY_ABORT } cfg_policy_t;
+typedef enum cfg_elastic { CFG_ELASTIC_OFF, CFG_ELASTIC_SHRINK, CFG_ELASTIC_WAIT } cfg_elastic_t;
 typedef enum cfg_data_format { CFG_FORMAT_AUTO, CFG_FORMAT_LLMC, CFG_FORMAT_NANOGPT } cfg_data_format_t;
 
 typedef struct cfg_choices {
@@ -89,6 +90,7 @@ typedef struct cfg_choices {
     cfg_storage_t weights_storage, activations_storage;
     cfg_policy_t on_anomaly, on_spike, on_divergence;
     cfg_data_format_t data_format;  /* &data format */
+    cfg_elastic_t elastic;          /* &run elastic (read by the jobscripts through --grid) */
 } cfg_choices_t;
 
 typedef struct config {
@@ -101,6 +103,8 @@ typedef struct config {
     char init_from[CFG_STR];/* HDF5 weights file to start from ('' = random init) */
     double memory_limit_gb; /* per rank; 0 = the node's memory shared by its ranks */
     double time_limit_min;  /* minutes from start; 0 = the Slurm job's end time, if any */
+    char elastic[16];       /* 'off' | 'shrink' | 'wait': after a lost node (jobscripts/elastic.sbatch) */
+    int min_nodes;          /* the fewest nodes elastic = 'shrink' continues on */
     int prompt_ids[CFG_MAX_IDS]; /* generate: prompt as token ids */
     int n_prompt_ids;       /* how many were given */
     char prompt[CFG_STR];   /* generate: a text prompt (needs &data tokenizer); wins over ids */

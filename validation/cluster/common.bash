@@ -43,3 +43,13 @@ cl_can_namespace() {
     if ! msg=$(ip link add "${LLMT_CLUSTER}-pb" type bridge 2>&1); then echo "cannot create a bridge: $msg"; return; fi
     ip link del "${LLMT_CLUSTER}-pb" 2>/dev/null
 }
+
+# cl_start_slurmd K: node K's slurmd, in the background: only the node's network namespace is
+# entered (not `ip netns exec`, which remounts /sys without the cgroup v1 hierarchy), then a UTS
+# namespace with its hostname; its config directory is $CL_DIR/conf/nK (up.sh writes it)
+cl_start_slurmd() {
+    local d=$CL_DIR/conf/n$1
+    SLURM_CONF=$d/slurm.conf nsenter --net="/var/run/netns/$(cl_netns "$1")" \
+        unshare --uts sh -c "hostname n$1 && exec slurmd -D -N n$1 -f $d/slurm.conf" \
+        >>"$CL_DIR/log/slurmd-n$1.out" 2>&1 </dev/null &
+}

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # kill-node.sh K — node K of the emulated cluster dies as a crashed node does: every process in
 # its network namespace (slurmd, slurmstepd, the ranks) is SIGKILLed at once, with no warning and
-# no cleanup; its link stays, but nothing answers. slurmctld marks it DOWN after SlurmdTimeout.
-# down.sh removes what is left.
+# no cleanup; its link stays, but nothing answers. slurmctld marks it DOWN after SlurmdTimeout
+# (30 s). revive-node.sh K brings it back; down.sh removes what is left.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/common.bash"

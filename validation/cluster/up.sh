@@ -7,6 +7,7 @@
 #
 #   eval "$(validation/cluster/up.sh 4)"    # then sbatch/srun/squeue/sinfo talk to it
 #   validation/cluster/kill-node.sh 3       # node 3 dies as a crashed node does (SIGKILL all)
+#   validation/cluster/revive-node.sh 3     # node 3 comes back (its slurmd starts again)
 #   validation/cluster/down.sh              # stops everything, removes namespaces and bridge
 #
 # Prints shell assignments (SLURM_CONF, OMPI_MCA_*) on stdout; progress goes to stderr.
@@ -60,7 +61,8 @@ for _ in $(seq 50); do [ -S "$CL_DIR/munge/munge.socket" ] && break; sleep 0.1; 
 [ -S "$CL_DIR/munge/munge.socket" ] || cl_die "munged made no socket: $(tail -2 "$CL_DIR/log/munged.log")"
 
 # --- slurm.conf: node CPUs are claimed, not measured (config_overrides): an 8-rank 3D job
-# fits on 2 nodes of this small machine; llmtrain then shares the real cores among the ranks ---
+# fits on 2 nodes of this small machine; llmtrain then shares the real cores among the ranks.
+# cred_expire=30 (default 120): a requeued job may start again after this many seconds ---
 cpus=${LLMT_CLUSTER_CPUS:-4}
 mem=$(awk -v n="$N" '/MemTotal/ {m = int($2 / 1024 * 0.8 / n); print (m < 500 ? 500 : m)}' /proc/meminfo)
 cat >"$CL_DIR/slurm.conf" <<CONF
@@ -72,7 +74,7 @@ SlurmdPort=$CL_SLURMD_PORT
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
-AuthInfo=socket=$CL_DIR/munge/munge.socket
+AuthInfo=socket=$CL_DIR/munge/munge.socket,cred_expire=30
 CredType=cred/munge
 StateSaveLocation=$CL_DIR/state
 SlurmdSpoolDir=$CL_DIR/spool/%n
@@ -99,7 +101,7 @@ KillWait=10
 InactiveLimit=0
 MessageTimeout=20
 SlurmctldTimeout=30
-SlurmdTimeout=60
+SlurmdTimeout=30
 TreeWidth=64
 NodeName=n[1-$N] NodeAddr=$CL_NET.[1-$N] CPUs=$cpus Boards=1 SocketsPerBoard=1 CoresPerSocket=$cpus ThreadsPerCore=1 RealMemory=$mem State=UNKNOWN
 PartitionName=cluster Nodes=n[1-$N] Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
@@ -120,9 +122,7 @@ for k in $(seq 1 "$N"); do
     mkdir -p "$d" "$CL_DIR/pmix/n$k" "$CL_DIR/spool/n$k"
     cp "$CL_DIR/slurm.conf" "$d/slurm.conf"
     echo "PMIxCliTmpDirBase=$CL_DIR/pmix/n$k" >"$d/mpi.conf"
-    SLURM_CONF=$d/slurm.conf nsenter --net="/var/run/netns/$(cl_netns "$k")" \
-        unshare --uts sh -c "hostname n$k && exec slurmd -D -N n$k -f $d/slurm.conf" \
-        >"$CL_DIR/log/slurmd-n$k.out" 2>&1 </dev/null &
+    cl_start_slurmd "$k"
 done
 
 export SLURM_CONF=$CL_DIR/slurm.conf
