@@ -212,7 +212,8 @@ static void enumerate(const config_t *cfg, const machine_t *mc, int devices, can
             const int first = cs->n;
             perf_t least;
             double params, fpt;
-            if (!least_memory(&c, mc, &least, &params, &fpt)) continue;
+            /* the code counts a rank's parameters in 32 bits (config/config_sizes.c) */
+            if (!least_memory(&c, mc, &least, &params, &fpt) || params > 2147483647.0) continue;
             cs->grids++;
             if (cs->least.memory_gib == 0 || least.memory_gib < cs->least.memory_gib) cs->least = least;
             grid_candidates(&c, mc, params, fpt, cs);
@@ -322,7 +323,8 @@ static int devices_that_fit(const config_t *cfg, const machine_t *mc, int device
                 ASSERT(config_set_choice(&c, "parallel", "schedule", "1f1b") == 0);
                 if (c.pp > c.n_layer || c.global_batch % c.dp || (c.ep > 1 && c.dp % c.ep)) continue;
                 double params, fpt;
-                if (least_memory(&c, mc, found, &params, &fpt) && found->fits) return n;
+                if (least_memory(&c, mc, found, &params, &fpt) && params <= 2147483647.0 && found->fits)
+                    return n;
             }
         }
     }
@@ -334,8 +336,8 @@ static int nothing_fits(const config_t *cfg, const machine_t *mc, int devices, c
     if (cs->n == 0)
         fatal_user("%s: --search %d on %s: no valid grid: tp must divide &model n_head, d_ff and the "
                    "padded vocabulary, pp at most n_layer, dp = %d / (tp x pp) must divide &train "
-                   "global_batch = %d, and %d devices per node must divide the device count or be a "
-                   "multiple of it", cfg->source_path, devices, mc->name, devices, cfg->global_batch,
+                   "global_batch = %d, at most 2^31-1 parameters on a rank, and %d devices per node must "
+                   "divide the device count or be a multiple of it", cfg->source_path, devices, mc->name, devices, cfg->global_batch,
                    mc->devices_per_node);
     char g[256], more[320] = "no power-of-two multiple up to 1024x fits either";
     perf_t f;
@@ -372,7 +374,6 @@ int perfplan_search(const config_t *in, const machine_t *mc, int devices, bool j
     qsort(cs.c, (size_t)cs.n, sizeof *cs.c, by_step);
     const int fit = plan_fastest(&cfg, mc, &cs);
     if (fit == 0) return nothing_fits(&cfg, mc, devices, &cs);
-    qsort(cs.c, (size_t)cs.n, sizeof *cs.c, by_step);
     const perf_t *best = NULL;
     for (int i = 0; i < cs.n && !best; i++)
         if (cs.c[i].planned && cs.c[i].p.fits) best = &cs.c[i].p;
