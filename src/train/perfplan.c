@@ -16,8 +16,9 @@
 
 /* ---- output ------------------------------------------------------------------------------- */
 
-static void json_one(const perf_t *p, const char *indent) {
-    printf("{\"dp\": %d, \"tp\": %d, \"pp\": %d, \"virtual_stages\": %d, \"micro_batch\": %d, "
+/* The fields of one prediction, without braces. */
+static void json_fields(const perf_t *p, const char *indent) {
+    printf("\"dp\": %d, \"tp\": %d, \"pp\": %d, \"virtual_stages\": %d, \"micro_batch\": %d, "
            "\"accumulation\": %d, \"recompute\": \"%s\", \"zero_stage\": %d, \"schedule\": \"%s\",\n"
            "%s \"step_s\": %.6g, \"tokens_per_s\": %.6g, \"tflops_per_device\": %.6g, \"mfu\": %.6g, "
            "\"memory_gib_per_device\": %.6g, \"fits\": %s, \"oversubscribed\": %s,\n%s \"parts\": {",
@@ -26,7 +27,13 @@ static void json_one(const perf_t *p, const char *indent) {
            p->fits ? "true" : "false", p->oversubscribed ? "true" : "false", indent);
     for (int i = 0; i < PERF_PARTS; i++)
         printf("%s\"%s\": %.6g", i ? ", " : "", perf_part_name((perf_part_t)i), p->part[i]);
-    printf("}}");
+    printf("}");
+}
+
+static void json_one(const perf_t *p, const char *indent) {
+    printf("{");
+    json_fields(p, indent);
+    printf("}");
 }
 
 static void json_head(const config_t *cfg, const machine_t *mc) {
@@ -78,7 +85,7 @@ int perfplan_print(const config_t *in, const machine_t *mc, bool json) {
     char g[256];
     if (json) {
         json_head(&cfg, mc);
-        json_one(&p, "");
+        json_fields(&p, "");
         printf("}\n");
     } else {
         printf("perf: %s on %s (%d devices per node): %s, precision '%s'\n", cfg.source_path, mc->name,
@@ -117,6 +124,7 @@ typedef struct cands {
     int n, cap;
     long tried;          /* configurations enumerated, valid or not */
     int grids, grids_out;/* valid grids; those whose least-memory setup does not fit */
+    int grids_over;      /* grids that would put more than 2^31-1 parameters on a rank */
     perf_t least;        /* the least-memory setup of all grids */
 } cands_t;
 
@@ -212,8 +220,11 @@ static void enumerate(const config_t *cfg, const machine_t *mc, int devices, can
             const int first = cs->n;
             perf_t least;
             double params, fpt;
-            /* the code counts a rank's parameters in 32 bits (config/config_sizes.c) */
-            if (!least_memory(&c, mc, &least, &params, &fpt) || params > 2147483647.0) continue;
+            if (!least_memory(&c, mc, &least, &params, &fpt)) continue;
+            if (params > 2147483647.0) { /* the code counts them in 32 bits (config_sizes.c) */
+                cs->grids_over++;
+                continue;
+            }
             cs->grids++;
             if (cs->least.memory_gib == 0 || least.memory_gib < cs->least.memory_gib) cs->least = least;
             grid_candidates(&c, mc, params, fpt, cs);
@@ -333,17 +344,21 @@ static int devices_that_fit(const config_t *cfg, const machine_t *mc, int device
 
 /* Nothing fits (or nothing is valid): the message and the smallest change, exit 2. */
 static int nothing_fits(const config_t *cfg, const machine_t *mc, int devices, const cands_t *cs) {
-    if (cs->n == 0)
+    if (cs->n == 0 && cs->grids_over == 0)
         fatal_user("%s: --search %d on %s: no valid grid: tp must divide &model n_head, d_ff and the "
                    "padded vocabulary, pp at most n_layer, dp = %d / (tp x pp) must divide &train "
-                   "global_batch = %d, at most 2^31-1 parameters on a rank, and %d devices per node must "
-                   "divide the device count or be a multiple of it", cfg->source_path, devices, mc->name, devices, cfg->global_batch,
+                   "global_batch = %d, and %d devices per node must divide the device count or be a "
+                   "multiple of it", cfg->source_path, devices, mc->name, devices, cfg->global_batch,
                    mc->devices_per_node);
     char g[256], more[320] = "no power-of-two multiple up to 1024x fits either";
     perf_t f;
     const int n = devices_that_fit(cfg, mc, devices, &f);
     if (n) snprintf(more, sizeof more, "the smallest change: %d devices (--search %d; e.g. %s: %.2f GiB)",
                     n, n, grid_text(&f, g, sizeof g), f.memory_gib);
+    if (cs->n == 0)
+        fatal_user("%s: --search %d on %s: every grid would put more than 2^31-1 parameters on a rank "
+                   "(the gradient reduction counts them in 32 bits); %s", cfg->source_path, devices,
+                   mc->name, more);
     fatal_user("%s: --search %d on %s: no configuration fits %.2f GiB per device; the least memory of "
                "any (micro_batch 1, recompute 'full', ZeRO 3 where dp > 1) is %.2f GiB (%s); %s",
                cfg->source_path, devices, mc->name, mc->memory_bytes / 1073741824.0,
