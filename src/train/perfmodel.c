@@ -270,18 +270,38 @@ static void slowest_stage(const pm_t *p, int v, stage_cost_t *out) {
     }
 }
 
-/* The pipeline's makespan: the schedule's own action lists under the stage's F, B, W. */
-static double pipeline_makespan(const config_t *cfg, int v, int accum, const stage_cost_t *st) {
-    if (cfg->pp == 1) return accum * (st->f + st->b + st->w);
-    const sched_kind_t k = sched_kind_of(cfg->choice.schedule);
+/* The micro-batches the simulator runs for m: m itself up to 6 p; beyond, 4 p + (m mod p) (a
+ * multiple of p where m is), the step's steady state then repeats one micro-batch's F, B and W
+ * per further micro-batch on every stage (test_perfmodel.c checks the extrapolation against
+ * the full simulation). */
+static int simulated_micro(int p, int m) {
+    return m <= 6 * p ? m : 4 * p + m % p;
+}
+
+static double simulate(sched_kind_t k, int p, int v, int m, const stage_cost_t *st) {
     schedule_t s;
-    sched_build(&s, k, cfg->pp, v, accum, true);
+    sched_build(&s, k, p, v, m, true);
     const sched_cost_t cost = {st->f, st->b, st->w};
     sched_sim_t sim;
     sched_simulate(&s, &cost, &sim);
     sched_destroy(&s);
     ASSERT(sim.ok);
     return sim.makespan;
+}
+
+/* The pipeline's makespan: the schedule's own action lists under the stage's F, B, W. */
+static double pipeline_makespan(const config_t *cfg, int v, int accum, const stage_cost_t *st) {
+    if (cfg->pp == 1) return accum * (st->f + st->b + st->w);
+    const sched_kind_t k = sched_kind_of(cfg->choice.schedule);
+    const int m = simulated_micro(cfg->pp, accum);
+    return simulate(k, cfg->pp, v, m, st) + (accum - m) * (st->f + st->b + st->w);
+}
+
+double perf_pipeline_s(sched_kind_t kind, int p, int v, int m, double f, double b, double w,
+                       bool extrapolate) {
+    const stage_cost_t st = {.f = f, .b = b, .w = w};
+    const int ms = extrapolate ? simulated_micro(p, m) : m;
+    return simulate(kind, p, v, ms, &st) + (m - ms) * (f + b + w);
 }
 
 /* Data-parallel reduction and ZeRO's gathers of the rank's `params` elements; `window`: the

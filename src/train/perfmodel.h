@@ -36,6 +36,7 @@
 #include <stddef.h>
 #include "config/config.h"
 #include "train/machine.h"
+#include "train/schedule.h"
 
 typedef enum {
     PERF_GEMM, PERF_ATTENTION, PERF_ELEMENTWISE, PERF_TP, PERF_RECOMPUTE, PERF_P2P, PERF_BUBBLE,
@@ -77,4 +78,9 @@ void perf_time(const config_t *cfg, const machine_t *mc, double params, double f
  * all-to-all of `bytes` (the whole) (n-1)/n bytes/bw + (n-1) lat. */
 double perf_allreduce_s(machine_collective_t alg, double bytes, int n, double bw, double lat);
 double perf_allgather_s(double bytes, int n, double bw, double lat);
+/* The pipeline's time of m micro-batches of a stage's F, B, W on p ranks (v chunks each): the
+ * schedule simulator's makespan; extrapolate: m beyond 6p simulated as 4p + m mod p and the
+ * rest added at f + b + w each (what perf_time does). */
+double perf_pipeline_s(sched_kind_t kind, int p, int v, int m, double f, double b, double w,
+                       bool extrapolate);
 #endif

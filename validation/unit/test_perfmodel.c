@@ -122,6 +122,24 @@ static void one_f_one_b_bubble_is_p_minus_1_over_m_plus_p_minus_1_1e9(void **sta
     }
 }
 
+static void long_pipelines_extrapolate_the_steady_state_exactly_1e12(void **state) {
+    (void)state;
+    const sched_kind_t kinds[] = {SCHED_GPIPE, SCHED_1F1B, SCHED_INTERLEAVED, SCHED_ZBH1};
+    for (int k = 0; k < 4; k++)
+        for (int p = 2; p <= 8; p *= 2)
+            for (int m = 7 * p; m <= 12 * p; m += 5 * p - 1) {
+                const int v = kinds[k] == SCHED_INTERLEAVED ? 2 : 1;
+                if (kinds[k] == SCHED_INTERLEAVED && m % p) continue;
+                const double full = perf_pipeline_s(kinds[k], p, v, m, 1.0, 2.3, 0.7, false);
+                const double fast = perf_pipeline_s(kinds[k], p, v, m, 1.0, 2.3, 0.7, true);
+                if (fabs(full - fast) > 1e-12 * full) {
+                    fprintf(stderr, "kind %d p %d m %d: simulated %.17g, extrapolated %.17g\n", k, p,
+                            m, full, fast);
+                    fail();
+                }
+            }
+}
+
 static void memory_is_the_planners_fullest_rank(void **state) {
     (void)state;
     machine_t m;
@@ -186,6 +204,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(gemm_rate_is_the_saturating_form_1e12),
         cmocka_unit_test(gemm_part_is_the_sum_of_the_layers_products_1e9),
         cmocka_unit_test(one_f_one_b_bubble_is_p_minus_1_over_m_plus_p_minus_1_1e9),
+        cmocka_unit_test(long_pipelines_extrapolate_the_steady_state_exactly_1e12),
         cmocka_unit_test(memory_is_the_planners_fullest_rank),
         cmocka_unit_test(bad_machine_files_name_the_key),
     };
