@@ -104,8 +104,8 @@ static double node_memory(void) {
 
 /* The file's comments: where each number comes from. */
 static void write_file(const char *path, const machine_t *m, const double *rate, double lat_s,
-                       double bw) {
-    char when[64], host[128] = "?", gemm[400], net[200];
+                       double bw, int world, double capacity, int slots) {
+    char when[64], host[128] = "?", gemm[400], net[200], dev[240];
     const time_t t = time(NULL);
     strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", gmtime(&t));
     gethostname(host, sizeof host - 1);
@@ -122,7 +122,10 @@ static void write_file(const char *path, const machine_t *m, const double *rate,
     c[6] = "fitted to the rates above (machine.h: rate = peak * (s/(s+h))^3, least squares in log)";
     c[7] = "MemTotal shared by devices_per_node ranks";
     c[8] = "measured: one rank's 64 MiB memcpy (read + write)";
-    c[9] = "cores online over OpenMP threads per rank";
+    snprintf(dev, sizeof dev, "measured: %d ranks computing at once delivered %.2f times one rank's "
+             "rate (other load on the cores counts); %d cores over OpenMP threads at most", world,
+             capacity, slots);
+    c[9] = dev;
     c[10] = "one node: more ranks than devices_per_node share its cores (oversubscribed)";
     c[11] = net;
     c[13] = "one node: the intra-node link again";
@@ -149,6 +152,12 @@ int calibrate_run(const char *out_path) {
         fit_gemm(rate, &R, &h);
         m.memory_bw = copy_bandwidth();
     }
+    /* every rank at once on the same product: the cores' capacity as it is now (other load on
+     * them counts), in units of one rank's rate */
+    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    const double mine = square_rate(ops_cpu(), 256);
+    double together = 0;
+    MPI_CHECK(MPI_Reduce(&mine, &together, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD));
     char *buf = xcalloc(4u << 20, 1);
     ping_pong(buf, 8, 200, rank); /* warm-up */
     const double lat = ping_pong(buf, 8, 2000, rank);
@@ -160,13 +169,15 @@ int calibrate_run(const char *out_path) {
         snprintf(m.name, sizeof m.name, "local");
         m.peak_bf16 = m.peak_fp16 = m.peak_fp32 = R;
         m.gemm_efficiency = 1.0, m.gemm_half_size = h;
-        m.devices_per_node = cores / threads > 0 ? (int)(cores / threads) : 1;
+        const int slots = cores / threads > 0 ? (int)(cores / threads) : 1;
+        const double capacity = together / rate[3]; /* rate[3]: one rank alone on 256^3 */
+        m.devices_per_node = (int)fmin(slots, fmax(1.0, floor(capacity + 0.5)));
         m.max_nodes = 1;
         m.memory_bytes = node_memory() / m.devices_per_node;
         const double bw = (4 << 20) / fmax(big - lat, 1e-9);
         m.intra_bw = m.inter_bw = bw, m.intra_lat = m.inter_lat = lat;
         m.collective = MACHINE_RING;
-        write_file(out_path, &m, rate, lat, bw);
+        write_file(out_path, &m, rate, lat, bw, world, capacity, slots);
         printf("calibrate: wrote %s: fp32 products up to %.3g GFLOP/s (half rate at %.0f), memory "
                "%.3g GB/s, MPI %.2f us and %.3g GB/s between ranks 0 and 1\n", out_path, R / 1e9, h,
                m.memory_bw / 1e9, lat * 1e6, bw / 1e9);
