@@ -29,7 +29,10 @@
 #include "parallel/grid.h"
 #include "parallel/topology.h"
 #include "parallel/watchdog.h"
+#include "train/calibrate.h"
 #include "train/checkpointing.h"
+#include "train/machine.h"
+#include "train/perfplan.h"
 #include "train/planner.h"
 #include "train/trainer.h"
 
@@ -42,6 +45,8 @@ static void usage(void) {
         "usage: srun ./llmtrain input.nml [group.key=value ...]\n"
         "       mpirun -np N ./llmtrain input.nml [group.key=value ...]\n"
         "       ./llmtrain --plan input.nml [group.key=value ...]\n"
+        "       ./llmtrain --plan input.nml --machine M.nml [--search N] [--json] [group.key=value ...]\n"
+        "       mpirun -np 2 ./llmtrain --calibrate [local.nml]\n"
         "       ./llmtrain --grid input.nml [group.key=value ...]\n"
         "       ./llmtrain --keys | --version | --help\n"
         "\n"
@@ -53,6 +58,13 @@ static void usage(void) {
         "                   range, choices); a later one wins; a string may omit its quotes:\n"
         "                     train.max_steps=20 run.name=short parallel.dp=2 'data.train_files=a*.bin'\n"
         "  --plan           on one process: the memory per rank and the setups that fit; trains nothing\n"
+        "  --machine M.nml  with --plan: the step time on the machine M describes (inputs/machines/),\n"
+        "                   part by part, tokens/s, TFLOP/s per device, MFU, memory; no GPU needed\n"
+        "  --search N       with --machine: the best dp x tp x pp, schedule, micro_batch, recompute\n"
+        "                   and zero_stage for N devices, and why the others lose\n"
+        "  --json           with --machine: one JSON object instead of the table\n"
+        "  --calibrate      measure this machine (products, memory, MPI between 2 ranks) and write\n"
+        "                   its machine file (default local.nml); docs/planning.md\n"
         "  --grid           print the grid and run directory as shell assignments LLMT_RANKS=..\n"
         "                   LLMT_DP=.. LLMT_TP=.. LLMT_PP=.. LLMT_RUN_DIR=.. (for jobscripts: the\n"
         "                   allocation is checked against it)\n"
@@ -71,13 +83,61 @@ static void usage(void) {
 }
 
 /* What the command line asks for. */
-typedef enum cli_action { CLI_RUN, CLI_PLAN, CLI_GRID, CLI_HELP, CLI_VERSION, CLI_KEYS } cli_action_t;
+typedef enum cli_action {
+    CLI_RUN, CLI_PLAN, CLI_GRID, CLI_HELP, CLI_VERSION, CLI_KEYS, CLI_CALIBRATE
+} cli_action_t;
 
 typedef struct cli {
     cli_action_t action;
     const char *namelist;
     config_args_t overrides; /* the arguments after the namelist */
+    const char *machine;     /* --plan --machine M.nml: the performance model on that machine */
+    int search;              /* --search N: the best grids of N devices (0: none) */
+    bool json;               /* --json */
 } cli_t;
+
+/* The value of option argv[i] (the next argument), or a refusal naming it. */
+static const char *option_value(int argc, char **argv, int i, const char *what) {
+    if (i + 1 >= argc || argv[i + 1][0] == '-')
+        fatal_user("option '%s' (command line argument %d) needs %s; see llmtrain --help", argv[i], i, what);
+    return argv[i + 1];
+}
+
+/* The options from argv[i] on, up to the first argument that is not one; returns its index. */
+static int parse_options(int argc, char **argv, int i, cli_t *cli) {
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--plan") || !strcmp(a, "--grid")) {
+            cli->action = !strcmp(a, "--plan") ? CLI_PLAN : CLI_GRID;
+        } else if (!strcmp(a, "--machine")) {
+            cli->machine = option_value(argc, argv, i++, "a machine file (inputs/machines/*.nml)");
+        } else if (!strcmp(a, "--search")) {
+            const char *v = option_value(argc, argv, i++, "a device count");
+            char *end;
+            const long n = strtol(v, &end, 10);
+            if (*end || n < 1 || n > 1 << 20)
+                fatal_user("option '--search %s': expected a device count from 1 to %d", v, 1 << 20);
+            cli->search = (int)n;
+        } else if (!strcmp(a, "--json")) {
+            cli->json = true;
+        } else if (!strcmp(a, "--calibrate")) {
+            cli->action = CLI_CALIBRATE;
+        } else {
+            fatal_user("unknown option '%s' (command line argument %d); see llmtrain --help", a, i);
+        }
+    }
+    return i;
+}
+
+/* The performance model's options go with --plan, and --search and --json with --machine. */
+static void check_options(const cli_t *cli) {
+    if ((cli->machine || cli->search || cli->json) && cli->action != CLI_PLAN)
+        fatal_user("--machine, --search and --json go with --plan: llmtrain --plan input.nml --machine "
+                   "M.nml [--search N] [--json]; see llmtrain --help");
+    if ((cli->search || cli->json) && !cli->machine)
+        fatal_user("--search and --json need --machine M.nml (the devices to plan for, "
+                   "inputs/machines/); see llmtrain --help");
+}
 
 /* Options, then the namelist file, then overrides. --help, --version and --keys win wherever they are;
  * any other argument starting with '-' that is not an option is an error naming it (every rank
@@ -89,23 +149,32 @@ static cli_t parse_command_line(int argc, char **argv) {
         if (!strcmp(argv[i], "--version")) return (cli_t){.action = CLI_VERSION};
         if (!strcmp(argv[i], "--keys")) return (cli_t){.action = CLI_KEYS};
     }
-    int i = 1;
-    for (; i < argc && argv[i][0] == '-'; i++) {
-        if (strcmp(argv[i], "--plan") != 0 && strcmp(argv[i], "--grid") != 0)
-            fatal_user("unknown option '%s' (command line argument %d); see llmtrain --help", argv[i], i);
-        cli.action = strcmp(argv[i], "--plan") == 0 ? CLI_PLAN : CLI_GRID;
+    int i = parse_options(argc, argv, 1, &cli);
+    if (cli.action == CLI_CALIBRATE) { /* llmtrain --calibrate [OUT.nml] */
+        if (argc > i + 1) fatal_user("--calibrate takes one output file at most; see llmtrain --help");
+        cli.namelist = i < argc ? argv[i] : "local.nml";
+        return cli;
     }
     if (i == argc) fatal_user("no namelist file given: llmtrain [--plan|--grid] input.nml [group.key=value ...]; "
                               "see llmtrain --help");
     cli.namelist = argv[i++];
+    /* --plan input.nml --machine M.nml --search N --json: these may follow the namelist too */
+    for (; i < argc && (!strcmp(argv[i], "--machine") || !strcmp(argv[i], "--search") ||
+                        !strcmp(argv[i], "--json")); i++)
+        i = parse_options(argc, argv, i, &cli) - 1;
+    check_options(&cli);
     for (int j = i; j < argc; j++) {
         if (argv[j][0] != '-') continue;
         if (!strcmp(argv[j], "--plan") || !strcmp(argv[j], "--grid"))
             fatal_user("option '%s' (command line argument %d) comes before the namelist file; "
                        "see llmtrain --help", argv[j], j);
+        if (!strcmp(argv[j], "--machine") || !strcmp(argv[j], "--search") || !strcmp(argv[j], "--json"))
+            fatal_user("option '%s' (command line argument %d) comes before the overrides; "
+                       "see llmtrain --help", argv[j], j);
         fatal_user("unknown option '%s' (command line argument %d); see llmtrain --help", argv[j], j);
     }
-    cli.overrides = (config_args_t){.args = (const char *const *)argv + i, .n = argc - i, .first_argno = i};
+    cli.overrides = (config_args_t){.args = (const char *const *)argv + i, .n = argc - i, .first_argno = i,
+                                    .plan_devices = cli.machine != NULL};
     return cli;
 }
 
@@ -212,7 +281,15 @@ static int plan_only(const cli_t *cli, int rank) {
     config_t cfg;
     config_load_overrides(cli->namelist, &cli->overrides, &cfg);
     int code = 0;
-    if (rank == 0) {
+    if (cli->machine) { /* the performance model on the described machine (train/perfplan.h) */
+        machine_t mc;
+        char err[1024];
+        if (machine_load(cli->machine, &mc, err, sizeof err) != 0) fatal_user("%s", err);
+        if (rank == 0 && cfg.overrides[0] && !cli->json) printf("overrides: %s\n", cfg.overrides);
+        if (rank == 0)
+            code = cli->search ? perfplan_search(&cfg, &mc, cli->search, cli->json)
+                               : perfplan_print(&cfg, &mc, cli->json);
+    } else if (rank == 0) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         int ranks = cfg.dp * cfg.tp * cfg.pp;
         int per_node = cores > 0 && cores < ranks ? (int)cores : ranks;
@@ -322,6 +399,7 @@ int main(int argc, char **argv) {
     if (cli.action != CLI_RUN) {
         int code = 0;
         if (cli.action == CLI_PLAN) code = plan_only(&cli, rank);
+        else if (cli.action == CLI_CALIBRATE) code = calibrate_run(cli.namelist);
         else if (cli.action == CLI_GRID) code = grid_only(&cli, rank);
         else if (rank == 0 && cli.action == CLI_HELP) usage();
         else if (rank == 0 && cli.action == CLI_KEYS) config_keys_json(stdout);

@@ -270,6 +270,8 @@ typedef struct config_args {
     const char *const *args;
     int n;
     int first_argno;
+    bool plan_devices; /* llmtrain --plan --machine: the machine file says what the devices are, so
+                          &run device = 'cuda' is accepted in a build without CUDA (planning only) */
 } config_args_t;
 
 /* config_parse, then the overrides (args may be NULL). */

@@ -70,6 +70,7 @@ typedef struct parse_ctx {
     const nl_group_t *group_at[N_GROUPS];
     const override_arg_t *over; /* the command-line overrides (lines < 0 point here) */
     struct env_snapshot *env;   /* where path variables come from (NULL: this process's getenv) */
+    bool plan_devices;          /* config_args_t.plan_devices */
 } parse_ctx_t;
 
 /* ---- the schema engine (config_schema.c) -------------------------------------------------- */

@@ -326,7 +326,8 @@ static int parse_into(const char *path, const char *text, const config_args_t *a
     snprintf(cfg->source_path, sizeof cfg->source_path, "%s", path ? path : "<namelist>");
     namelist_t nl;
     if (namelist_parse_keys(cfg->source_path, text, cfg_key_capacity, NULL, &nl, msg, msgsize) != 0) return -1;
-    parse_ctx_t ctx = {.path = cfg->source_path, .msg = msg, .msgsize = msgsize, .env = env};
+    parse_ctx_t ctx = {.path = cfg->source_path, .msg = msg, .msgsize = msgsize, .env = env,
+                       .plan_devices = args && args->plan_devices};
     int n_over = args ? args->n : 0;
     override_arg_t *over = xcalloc((size_t)n_over + 1, sizeof *over);
     int rc = 0;
@@ -405,7 +406,8 @@ static void broadcast_args(const config_args_t *in, config_args_t *out, char **p
         (*ptrs)[i] = *packed + at;
         at += (long long)strlen(*packed + at) + 1;
     }
-    *out = (config_args_t){.args = *ptrs, .n = (int)header[0], .first_argno = (int)header[1]};
+    *out = (config_args_t){.args = *ptrs, .n = (int)header[0], .first_argno = (int)header[1],
+                           .plan_devices = in && in->plan_devices}; /* every rank's own argv */
 }
 
 /* Whether any rank refused the namelist: the lowest such rank's message goes to every rank (into

@@ -270,6 +270,11 @@ static int assign_choice(parse_ctx_t *ctx, const key_spec_t *ks, const nl_value_
     format_choices(ks->choices, list, sizeof list);
     const char *g = cfg_group_names[ks->group];
     const char *use = strchr(ks->choices, '|') ? "use one of " : "use ";
+    if (ctx->plan_devices && ks->group == G_RUN && strcmp(ks->key, "device") == 0 &&
+        match_choice(ks->planned, v->s, canonical, sizeof canonical)) {
+        cfg_store_choice(cfg, ks, canonical); /* --plan --machine: the machine file's devices */
+        return 0;
+    }
     if (match_choice(ks->planned, v->s, NULL, 0))
         return cfg_error(ctx, v->line, v->col, "&%s %s: '%s': %s; %s%s", g, ks->key, v->s, ks->not_impl, use, list);
     return cfg_error(ctx, v->line, v->col, "&%s %s: '%s' is not one of %s", g, ks->key, v->s, list);

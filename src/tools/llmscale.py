@@ -5,6 +5,8 @@
                [--out DIR] [--launcher auto|mpirun|srun] [--peak-flops X] ...
     ./llmscale BASE.nml --ranks 1,2,4 ...     the same with grids dp = N / (tp * pp), the base's tp, pp
     ./llmscale --report --out DIR             rewrite the table and the plot of a study
+    ... --predict M.nml                       beside each measured row, the step time that
+                                              `llmtrain --plan run.nml --machine M.nml` predicts
 
 Each grid (DPxTPxPP, the order of &parallel dp, tp, pp) is one run of the base namelist for --steps
 steps: an srun job step inside the Slurm allocation (--exclusive: it gets its CPUs to itself, one
@@ -22,6 +24,10 @@ the rest, compute), the MFU, and the highest peak_mib; speedup = tokens/s over t
 (the fewest ranks), ideal = ranks / reference ranks, efficiency = speedup / ideal. Output in DIR:
 results.md, results.csv, scaling.png, study.json (the state: a rerun skips the runs that finished,
 runs the failed and missing ones), runs/<grid>/ (run.nml, run.log, llmtrain's run directory).
+With --predict M.nml (a machine file, docs/planning.md; `llmtrain --calibrate` writes this
+machine's), results.md gets a section with each row's predicted step time, predicted / measured,
+and whether the grid has more ranks than the machine has devices (oversubscribed), also written
+to predictions.csv.
 
 Python, like llmsweep (an orchestrator, not the training path). It imports from its own folder
 nml.py, the namelist reader and writer, and llmsweep.py for the launcher's command line, the
@@ -346,7 +352,7 @@ class Study:
             if row is not None:
                 self.doc["rows"][run["grid"]] = row
                 self.save()
-        rows = write_results(self.dir, self.doc, self.runs, self.args.warmup)
+        rows = write_results(self.dir, self.doc, self.runs, self.args.warmup, self.trainer, self.args.predict)
         if self.stop_signal is not None:
             print("llmscale: stopped by %s; state in %s (exit %d)"
                   % (signal.Signals(self.stop_signal).name, self.state_path, EXIT_STOPPED), flush=True)
@@ -534,11 +540,61 @@ def write_plot(out_dir, doc, rows, ref):
     plt.close(fig)
 
 
-def write_results(out_dir, doc, runs, warmup):
+def predict(trainer, machine, rows):
+    """The performance model's prediction of each finished row: `llmtrain --plan run.nml --machine
+    M --json` on the row's own namelist (rows without one, or refused, get the reason)."""
+    import json
+    import subprocess
+    out = []
+    for r in rows:
+        if r["status"] != "ok":
+            continue
+        nml = os.path.join(os.path.dirname(r["log"]), "run.nml")
+        p = subprocess.run(trainer + ["--plan", nml, "--machine", machine, "--json"], capture_output=True, text=True)
+        measured = r["stats"]["step_ms"]
+        try:
+            j = json.loads(p.stdout)
+            ms = 1e3 * j["step_s"]
+            out.append({"grid": r["grid"], "ranks": r["ranks"], "measured_ms": measured, "predicted_ms": ms,
+                        "ratio": ms / measured, "oversubscribed": j["oversubscribed"], "reason": ""})
+        except (ValueError, KeyError):
+            out.append({"grid": r["grid"], "ranks": r["ranks"], "measured_ms": measured, "predicted_ms": None,
+                        "ratio": None, "oversubscribed": None,
+                        "reason": (p.stderr.strip().splitlines() or ["exit %d" % p.returncode])[-1]})
+    return out
+
+
+def write_predictions(out_dir, machine, preds):
+    """predictions.csv, and a section of results.md."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["grid", "ranks", "measured_ms", "predicted_ms", "ratio", "oversubscribed", "reason"])
+    for q in preds:
+        w.writerow([q["grid"], q["ranks"], "%.3f" % q["measured_ms"], _fmt(q["predicted_ms"], "%.3f"),
+                    _fmt(q["ratio"], "%.4f"), "" if q["oversubscribed"] is None else int(q["oversubscribed"]),
+                    q["reason"]])
+    sw.atomic_write(os.path.join(out_dir, "predictions.csv"), buf.getvalue())
+    lines = ["", "## Predicted by the performance model (`llmtrain --plan run.nml --machine %s`)" % machine, "",
+             "| grid (dp x tp x pp) | ranks | measured step ms | predicted step ms | predicted / measured | oversubscribed |",
+             "|---|--:|--:|--:|--:|---|"]
+    for q in preds:
+        if q["predicted_ms"] is None:
+            lines.append("| %s | %d | %.2f | %s | | |" % (q["grid"], q["ranks"], q["measured_ms"], q["reason"]))
+            continue
+        lines.append("| %s | %d | %.2f | %.2f | %.2f | %s |" % (q["grid"], q["ranks"], q["measured_ms"],
+                                                            q["predicted_ms"], q["ratio"],
+                                                            "yes" if q["oversubscribed"] else "no"))
+    with open(os.path.join(out_dir, "results.md"), "a", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def write_results(out_dir, doc, runs, warmup, trainer=None, machine=None):
     rows, ref = table_rows(doc, runs, warmup)
     write_csv(out_dir, rows)
     write_markdown(out_dir, doc, rows, ref, warmup)
     write_plot(out_dir, doc, rows, ref)
+    if machine:
+        write_predictions(out_dir, machine, predict(trainer, machine, rows))
     return rows
 
 
@@ -576,13 +632,17 @@ def parse_args(argv):
     p.add_argument("--step-share", choices=("exclusive", "overlap"), default="exclusive",
                    help="srun --exclusive (a run's CPUs to itself) or --overlap (llmscale runs in a step) [exclusive]")
     p.add_argument("--report", action="store_true", help="rewrite results.md, results.csv, scaling.png of --out")
+    p.add_argument("--predict", default="", metavar="M.nml",
+                   help="a machine file: each row's predicted step time beside the measured one (docs/planning.md)")
     p.add_argument("--version", action="store_true", help="print the version")
     a = p.parse_args(argv)
     if a.version:
         return a
+    if a.predict and not os.path.isfile(a.predict):
+        p.error("--predict %s: no such machine file" % a.predict)
     if a.report:
         if a.base or a.grids or a.ranks:
-            p.error("--report takes only --out (and --warmup): it rewrites the results of a study")
+            p.error("--report takes only --out (and --warmup, --predict, --trainer): it rewrites the results of a study")
         return a
     if not a.base:
         p.error("the base namelist is missing")
@@ -617,7 +677,8 @@ def report_only(args):
         raise UserError("--warmup %d must be at least 0 and below the study's %d steps"
                         % (warmup, doc["settings"]["steps"]))
     runs = [doc["rows"].get(g) or {"grid": g} for g in doc["settings"]["grids"]]
-    rows = write_results(args.out, doc, [r for r in runs if "dp" in r], warmup)
+    rows = write_results(args.out, doc, [r for r in runs if "dp" in r], warmup,
+                         shlex.split(args.trainer or default_trainer()), args.predict)
     print("llmscale: wrote %s/results.md, results.csv, scaling.png (%d rows)" % (args.out, len(rows)))
     return EXIT_OK
 

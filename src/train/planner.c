@@ -194,6 +194,7 @@ void plan_rank(const config_t *cfg, int tp_rank, int pp_rank, int mb, int accum,
     if (cfg->device_memory)
         for (int c = 0; c < MEM_CATEGORIES; c++) out->host_total += out->host[c];
     out->step_seconds = step_seconds(cfg, &m, mb, accum, T, zero, (double)total);
+    out->params = (double)total, out->flops_per_token = gpt_flops_per_token(&m, T);
     gpt_destroy(&m);
 }
 

@@ -33,6 +33,8 @@ typedef struct mem_plan {
     int tp_rank, pp_rank;         /* the rank this plan is for (dp rank 0: the largest partition) */
     int micro_batch, accum;
     double step_seconds;          /* the cost model's step time */
+    double params;                /* the rank's parameters (its registry's elements) */
+    double flops_per_token;       /* model FLOPs per token, whole model (gpt_flops_per_token) */
 } mem_plan_t;
 
 /* The plan of one rank of cfg's grid (cfg's dp, tp, pp, zero_stage, recompute, precision) with

@@ -311,9 +311,31 @@ typedef struct sim {
     size_t n_msg, cap_msg;
     int *pc;
     double *clock, *busy;
+    /* indexes that give find_msg and slot_free_at the answers of a scan over msg[] without it
+     * (the same answers: a bucket lists its messages in the order they were sent) */
+    int n_tags, n_slots;   /* tags 2 * v * m; slots per rank (the largest list's) */
+    int *first, *last;     /* [p * n_tags]: a (dst, tag) bucket's first and last message, -1 */
+    int *next;             /* [cap_msg]: the bucket's next message, -1 */
+    int *pending;          /* [p * n_slots * 2]: (src, slot, direction): sends not yet received */
+    double *received;      /* [p * n_slots * 2]: the latest receive time of the received ones */
 } sim_t;
 
+static bool indexed(const sim_t *S, int tag, int slot) {
+    return tag >= 0 && tag < S->n_tags && slot >= 0 && slot < S->n_slots;
+}
+
+static int slot_key(const sim_t *S, int r, int slot, int dir_bwd) {
+    return (r * S->n_slots + slot) * 2 + dir_bwd;
+}
+
 static msg_t *find_msg(sim_t *S, int src, int dst, int tag) {
+    if (tag >= 0 && tag < S->n_tags) {
+        for (int i = S->first[dst * S->n_tags + tag]; i >= 0; i = S->next[i]) {
+            msg_t *m = &S->msg[i];
+            if (!m->consumed && m->src == src) return m;
+        }
+        return NULL;
+    }
     for (size_t i = 0; i < S->n_msg; i++) {
         msg_t *m = &S->msg[i];
         if (!m->consumed && m->src == src && m->dst == dst && m->tag == tag) return m;
@@ -326,6 +348,15 @@ static msg_t *find_msg(sim_t *S, int src, int dst, int tag) {
  * all were. */
 static bool slot_free_at(const sim_t *S, int r, int slot, int wait, double *t) {
     *t = 0;
+    if (slot >= 0 && slot < S->n_slots) {
+        for (int d = 0; d < 2; d++) {
+            if (!(wait & (d ? SCHED_WAIT_BWD : SCHED_WAIT_FWD))) continue;
+            const int k = slot_key(S, r, slot, d);
+            if (S->pending[k]) return false;
+            if (S->received[k] > *t) *t = S->received[k];
+        }
+        return true;
+    }
     for (size_t i = 0; i < S->n_msg; i++) {
         const msg_t *m = &S->msg[i];
         const int dir = m->tag % 2 ? SCHED_WAIT_BWD : SCHED_WAIT_FWD;
@@ -334,6 +365,35 @@ static bool slot_free_at(const sim_t *S, int r, int slot, int wait, double *t) {
         if (m->received > *t) *t = m->received;
     }
     return true;
+}
+
+/* Record a send in msg[] and the indexes. */
+static void post_msg(sim_t *S, const msg_t *m) {
+    if (S->n_msg == S->cap_msg) {
+        S->cap_msg = S->cap_msg ? 2 * S->cap_msg : 256;
+        S->msg = xrealloc_small(S->msg, S->cap_msg * sizeof(msg_t));
+        S->next = xrealloc_small(S->next, S->cap_msg * sizeof(int));
+    }
+    const int i = (int)S->n_msg++;
+    S->msg[i] = *m;
+    S->next[i] = -1;
+    if (m->tag >= 0 && m->tag < S->n_tags) {
+        const int b = m->dst * S->n_tags + m->tag;
+        if (S->last[b] >= 0) S->next[S->last[b]] = i;
+        else S->first[b] = i;
+        S->last[b] = i;
+    }
+    if (indexed(S, m->tag, m->slot)) S->pending[slot_key(S, m->src, m->slot, m->tag % 2 != 0)]++;
+}
+
+/* A message received at time t. */
+static void consume_msg(sim_t *S, msg_t *m, double t) {
+    m->consumed = true;
+    m->received = t;
+    if (!indexed(S, m->tag, m->slot)) return;
+    const int k = slot_key(S, m->src, m->slot, m->tag % 2 != 0);
+    S->pending[k]--;
+    if (t > S->received[k]) S->received[k] = t;
 }
 
 /* The costs are a whole stage's; a chunk holds 1/v of its layers. */
@@ -356,15 +416,10 @@ static bool sim_step(sim_t *S, int r) {
         msg_t *m = find_msg(S, a->peer, r, a->tag);
         if (!m) return false;
         if (m->sent > t) t = m->sent;
-        m->consumed = true;
-        m->received = t;
+        consume_msg(S, m, t);
     } else if (a->op == ACT_SEND_F || a->op == ACT_SEND_B) {
-        if (S->n_msg == S->cap_msg) {
-            S->cap_msg = S->cap_msg ? 2 * S->cap_msg : 256;
-            S->msg = xrealloc_small(S->msg, S->cap_msg * sizeof(msg_t));
-        }
-        msg_t m = {r, a->peer, a->tag, a->slot, t, 0, false};
-        S->msg[S->n_msg++] = m;
+        const msg_t m = {r, a->peer, a->tag, a->slot, t, 0, false};
+        post_msg(S, &m);
     } else {
         const double c = compute_cost(S, a->op);
         t += c;
@@ -378,6 +433,19 @@ static bool sim_step(sim_t *S, int r) {
 static const char *op_name(act_op_t op) {
     static const char *const n[] = {"F", "B", "W", "recv-F", "send-F", "recv-B", "send-B"};
     return n[op];
+}
+
+static void sim_index_create(sim_t *S) {
+    const schedule_t *s = S->s;
+    S->n_tags = 2 * s->v * s->m;
+    for (int r = 0; r < s->p; r++)
+        if (s->rank[r].n_slots > S->n_slots) S->n_slots = s->rank[r].n_slots;
+    const size_t buckets = (size_t)s->p * (size_t)S->n_tags, slots = (size_t)s->p * S->n_slots * 2;
+    S->first = xmalloc((buckets ? buckets : 1) * sizeof(int));
+    S->last = xmalloc((buckets ? buckets : 1) * sizeof(int));
+    for (size_t i = 0; i < buckets; i++) S->first[i] = S->last[i] = -1;
+    S->pending = xcalloc(slots ? slots : 1, sizeof(int));
+    S->received = xcalloc(slots ? slots : 1, sizeof(double));
 }
 
 /* Structure: every (chunk, micro) forwarded once, backwarded (and weight-gradient'ed when split)
@@ -445,8 +513,9 @@ static void report_unmatched(const sim_t *S, sched_sim_t *out) {
 void sched_simulate(const schedule_t *s, const sched_cost_t *cost, sched_sim_t *out) {
     memset(out, 0, sizeof *out);
     if (!check_structure(s, out)) return;
-    sim_t S = {s, cost, NULL, 0, 0, xcalloc((size_t)s->p, sizeof(int)),
-               xcalloc((size_t)s->p, sizeof(double)), xcalloc((size_t)s->p, sizeof(double))};
+    sim_t S = {.s = s, .cost = cost, .pc = xcalloc((size_t)s->p, sizeof(int)),
+               .clock = xcalloc((size_t)s->p, sizeof(double)), .busy = xcalloc((size_t)s->p, sizeof(double))};
+    sim_index_create(&S);
     int remaining = 0;
     for (int r = 0; r < s->p; r++) remaining += s->rank[r].n;
     bool progress = true;
@@ -468,6 +537,8 @@ void sched_simulate(const schedule_t *s, const sched_cost_t *cost, sched_sim_t *
     out->bubble = out->makespan > 0 ? 1.0 - busy / (s->p * out->makespan) : 0;
     out->messages = S.n_msg;
     free(S.msg);
+    free(S.next);
+    xfree(S.first), xfree(S.last), xfree(S.pending), xfree(S.received);
     xfree(S.pc);
     xfree(S.clock);
     xfree(S.busy);

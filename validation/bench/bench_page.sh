@@ -87,6 +87,7 @@ tmp=$PAGE.tmp
     part "Activation recomputation" "$BENCH_DIR/recompute.md"
     part "Memory: ZeRO × recomputation" "$BENCH_DIR/memory.md"
     part "Mixture of Experts" "$BENCH_DIR/moe.md"
+    part "Performance model against measurement" "$BENCH_DIR/perfmodel.md"
     part "Tokenizer" "$BENCH_DIR/tokenizer.md"
 } | cat -s >"$tmp" && mv "$tmp" "$PAGE" || { rm -f "$tmp"; echo "bench_page: could not write $PAGE" >&2; exit 1; }
 echo "bench_page: wrote $PAGE ($(wc -l <"$PAGE") lines) from the run of $when"
