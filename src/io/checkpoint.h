@@ -112,7 +112,49 @@ typedef struct ckpt_state {
 /* `owner` of ckpt_save / ckpt_write_weights: which of this rank's local tensors its replica
  * writes: the dense ones (dp rank 0), the expert tensors (expert-replica rank 0: with expert
  * parallelism each ep rank holds other experts), or none (0). */
+
+/* `owner` of ckpt_save / ckpt_write_weights: which of this rank's local tensors its replica
+ * writes: the dense ones (dp rank 0), the expert tensors (expert-replica rank 0: with expert
+ * parallelism each ep rank holds other experts), or none (0). */
 enum { CKPT_OWNS_DENSE = 1, CKPT_OWNS_EXPERTS = 2, CKPT_OWNS_ALL = 3 };
+
+/* ---- sharded I/O ------------------------------------------------------------------------------
+ * Each rank moves only the flat elements [lo, hi) of its local buffers (its ZeRO partition) and
+ * only the tensors `owner` gives it, in pieces of at most staging_floats elements: every piece
+ * is one collective H5Dwrite / H5Dread of the hyperslabs it covers (ranks with fewer pieces of a
+ * dataset join with empty selections). Groups: 0 the parameters (/model), 1 and 2 the AdamW
+ * moments m and v (/optimizer/adamw/m, /v). */
+typedef struct ckpt_io {
+    size_t lo[3], hi[3];   /* per group: the flat range this rank writes (save) or reads (load) */
+    MPI_Comm part_comm[3]; /* load: the ranks whose ranges together cover one copy of the flat
+                              buffer (MPI_COMM_SELF: this rank's range is all of it) */
+    int owner;             /* save: CKPT_OWNS_* above, the tensors this rank writes within [lo, hi) */
+    float *staging;        /* staging_floats floats (may be NULL when no callback uses it) */
+    size_t staging_floats; /* the largest piece, in elements */
+    /* save: flat elements [a, b) of group g; returns them (its own memory, or copied into
+     * staging) */
+    const float *(*fetch)(void *ctx, int g, size_t a, size_t b, float *staging);
+    /* load: where elements [a, b) of group g are read to (NULL or no callback: staging), and
+     * then (store, may be NULL: only verified) put in their place from there */
+    float *(*dest)(void *ctx, int g, size_t a, size_t b, float *staging);
+    void (*store)(void *ctx, int g, size_t a, size_t b, const float *buf);
+    void *ctx;
+    double peak_rss_mib;   /* out: this rank's largest resident size sampled between pieces */
+} ckpt_io_t;
+
+/* The smallest staging buffer, in elements: the longest row (last dimension) of any tensor. */
+size_t ckpt_staging_min_floats(const ckpt_tensors_t *P);
+/* This process's resident set size, in MiB (VmRSS; 0 when unknown). */
+double ckpt_rss_mib(void);
+
+/* ckpt_save / ckpt_load with sharded I/O (semantics as below); `with_optimizer` (save) or
+ * `groups` (load: 1 the parameters, 3 with the moments) says which groups move. */
+int ckpt_save_io(const char *path, MPI_Comm comm, MPI_Info info, const ckpt_tensors_t *P,
+                 ckpt_io_t *io, const ckpt_meta_t *meta, const ckpt_state_t *state,
+                 double *written, char *err, size_t errlen);
+int ckpt_load_io(const char *path, MPI_Comm comm, MPI_Comm copy_comm, MPI_Comm ep_comm,
+                 const ckpt_tensors_t *P, ckpt_io_t *io, int groups, ckpt_state_t *state,
+                 const ckpt_meta_t *expect, ckpt_meta_t *found, char *err, size_t errlen);
 
 /* Collective over comm. params (and m, v for a checkpoint, i.e. when state is not NULL) are host
  * copies of this rank's local flat buffers; a rank that is not an owner writes nothing and may

@@ -10,6 +10,7 @@
 #define LLMT_FLAT_H
 #include <stdbool.h>
 #include "config/config.h"
+#include "io/checkpoint.h"
 #include "model/gpt.h"
 #include "parallel/grid.h"
 #include "train/optimizer.h"
@@ -31,4 +32,25 @@ float *flat_host_params(const zero_t *z, const adamw_t *opt, const gpt_t *m, con
  * the master and the rounded copy), or (ZeRO-3) this rank's partition of them. */
 void flat_set_params_from_host(zero_t *z, adamw_t *opt, gpt_t *m, const ops_t *ops,
                                const float *host);
+
+/* Sharded checkpoint I/O (io/checkpoint.h's ckpt_io_t) of the run's flat buffers: every rank moves
+ * only its ZeRO partition of the parameters (the fp32 master with bf16/fp16) and of the AdamW
+ * moments, piece by piece through the staging buffer, straight from and to where they live (the
+ * device, or the host when offloaded). */
+typedef struct flat_io {
+    zero_t *z;
+    adamw_t *opt;
+    gpt_t *m;
+    const ops_t *ops;
+    float *host_params; /* load with 16-bit weights: the master's values (only the partition is
+                           touched), handed to the optimizer at the end */
+} flat_io_t;
+/* A save: every rank its partition [lo, hi) of each buffer, the tensors `owner` gives it. */
+void flat_save_io(ckpt_io_t *io, flat_io_t *f, int owner, float *staging, size_t staging_floats);
+/* A load into the model and optimizer (ckpt_load_io, then flat_load_finish): ZeRO >= 1 reads the
+ * partition (dp_comm: the group that together holds one copy), else all of the buffer. */
+void flat_load_io(ckpt_io_t *io, flat_io_t *f, MPI_Comm dp_comm, float *staging, size_t staging_floats);
+/* After a load of the parameters: the replicas and derived copies (ZeRO-1/2 all-gather, ZeRO-3
+ * gathered copies invalidated, the master or the 16-bit copy) follow. */
+void flat_load_finish(flat_io_t *f);
 #endif

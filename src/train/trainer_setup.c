@@ -17,6 +17,7 @@
 #include "kernels/ops_rate.h"
 #include "parallel/comm_host.h"
 #include "parallel/watchdog.h"
+#include "train/ckpt_memory.h"
 #include "train/flat.h"
 #include "train/planner.h"
 #include "train/runinfo.h"
@@ -241,20 +242,11 @@ static void record_provenance(trainer_t *tr) {
  * namelist's model; any problem is one message and exit 2. */
 static void load_init_weights(trainer_t *tr) {
     const config_t *cfg = tr->cfg;
-    float *host = xcalloc(tr->model.P.total, sizeof(float));
     ckpt_meta_t want = {0, cfg->seed, cfg->vocab_size, config_padded_vocab(cfg), cfg->n_layer,
                         cfg->n_head, cfg->d_model, cfg->d_ff, cfg->seq_len, NULL, "", NULL};
     char msg[COMM_MSG_MAX + 64];
-    watchdog_enter_for("weights read", "all ranks", cfg->io_timeout_s);
-    int rc = ckpt_load(cfg->init_from, MPI_COMM_WORLD, tr->grid->tp_comm, tr->grid->ep_comm, &tr->model.P.ckpt, host,
-                       NULL, NULL, NULL, &want, NULL, msg, sizeof msg);
-    watchdog_leave();
-    if (rc != 0) {
-        xfree(host);
+    if (ckpt_load_params(&tr->ckpt, cfg->init_from, &want, msg, sizeof msg) != 0)
         fatal_user("&run init_from: %s", msg);
-    }
-    flat_set_params_from_host(&tr->zero, &tr->opt, &tr->model, tr->ops, host);
-    xfree(host);
 }
 
 /* Why the schedule cannot run the micro-batches of some curriculum stage (each stage's
@@ -420,6 +412,9 @@ static void start_run(trainer_t *tr, ckpt_resumed_t *resumed) {
     anom_init(&tr->anom, &detectors);
     tr->anom_at_ckpt = tr->anom;
     open_metrics(tr, was_resumed);
+    if (was_resumed) /* what the load of the checkpoint cost in time and memory */
+        metrics_write(&tr->metrics, "\"step\":%lld,\"resume_load_s\":%.4f,\"load_peak_rss_mib\":%.1f",
+                      (long long)tr->prog.step, resumed->seconds, resumed->peak_rss_mib);
     open_tensorboard(tr);
     record_provenance(tr);
     if (cfg->choice.mode == CFG_MODE_TRAIN)
@@ -452,6 +447,7 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
     rundir_open(&tr->rd, cfg);
     rundir_check_fresh(&tr->rd, cfg);
     agree_memory_limits(tr);
+    ckpt_staging_setup(&tr->ckpt);
     ckpt_resumed_t resumed;
     ckpt_resume_find(&tr->ckpt, &resumed);
     batch_geometry(tr, resumed.found ? resumed.state.global_batch : 0);
@@ -469,6 +465,7 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
     if (cfg->choice.mode == CFG_MODE_TRAIN && tr->has_train)
         trainer_begin_stages(tr); /* the step's stage */
     if (is_root(tr)) trainer_print_plan(tr);
+    ckpt_peak_reset(); /* training's peak memory counts from here (setup's buffers do not) */
 }
 
 void trainer_destroy(trainer_t *tr) {

@@ -89,6 +89,9 @@ typedef struct zero {
  * stage needs. `stage` as configured (0..3). */
 void zero_create(zero_t *z, int stage, int dp, int rank, const comm_group_t *dp_group, size_t total,
                  const ops_t *ops);
+/* The partition [*lo, *hi) of dp rank `rank` of a flat buffer of `total` floats over dp ranks
+ * (what zero_create gives that rank). */
+void zero_partition(size_t total, int dp, int rank, size_t *lo, size_t *hi);
 /* Expert parallelism (ep > 1): the ep group and this rank's place in it (the fields above). */
 void zero_set_experts(zero_t *z, int ep, int rank_ep, const comm_group_t *ep_group);
 /* Stage >= 2: stage the gradients per micro-batch (possible when every micro-batch's backward

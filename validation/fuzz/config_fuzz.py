@@ -89,7 +89,7 @@ DRAWN = {
              "anomaly_window spike_zscore grad_explosion_ratio divergence_evals overflow_streak "
              "max_rollbacks inject_nan_step inject_overflow_step",
     "data": "shuffle val_every val_batches mixture",
-    "checkpoint": "every keep",
+    "checkpoint": "every keep staging_mb",
     "stage": "until_step seq_len global_batch lr min_lr warmup_steps lr_schedule",
 }
 # Keys the harness sets per run (names, paths, the mode of I4, the resume of I2, the watchdog).
@@ -474,6 +474,8 @@ def construct(rng, f, schema, generic):
         d["val_batches"] = ch([1, 3, 5, 2])
     k = ch([e for e in (2, 3) if -(-steps // e) <= 3])
     c = {"every": k, "keep": 3}
+    if rng.random() < 0.5:  # sharded checkpoint I/O in pieces of a few rows (0.01 MiB: 2621 floats)
+        c["staging_mb"] = ch([1, 0.01, 0.05])
 
     stages = []
     if f["stages"] == "two":
