@@ -25,9 +25,11 @@
  *                  train/runinfo.h): commit, dirty, compiler, build_date, library versions,
  *                  hosts, slurm_job_id, ... (the same values as run.json)
  * Written collectively through parallel HDF5 (MPI-IO, collective transfers): each element by
- * one rank only (dp rank 0; replicated tensors by tp rank 0; the tied wte by the first stage).
- * Read likewise: each rank reads exactly its own hyperslabs, so a file written on one grid
- * loads on any other, and every rank verifies the checksum of the copy it holds.
+ * one rank only (the rank whose flat range — its ZeRO partition, ckpt_io_t — holds it, among
+ * the owners: replicated tensors by tp rank 0, the tied wte by the first stage), in pieces of at
+ * most one staging buffer. Read likewise: each rank reads exactly its own hyperslabs, so a file
+ * written on one grid loads on any other, and the ranks that together read a copy verify its
+ * checksum.
  * Written to "<path>.tmp", flushed, and renamed (then the directory fsync'ed) when complete.
  * Nothing here exits on a bad file or a failed write: every problem is one message, the same
  * on every rank, so the caller can fall back to an older file or carry on without the save.
@@ -157,8 +159,8 @@ int ckpt_load_io(const char *path, MPI_Comm comm, MPI_Comm copy_comm, MPI_Comm e
                  const ckpt_meta_t *expect, ckpt_meta_t *found, char *err, size_t errlen);
 
 /* Collective over comm. params (and m, v for a checkpoint, i.e. when state is not NULL) are host
- * copies of this rank's local flat buffers; a rank that is not an owner writes nothing and may
- * pass NULL (ZeRO: only dp rank 0 assembles full copies). `owner`: CKPT_OWNS_* above.
+ * copies of this rank's whole local flat buffers (ckpt_save_io with views of them); a rank that
+ * is not an owner writes nothing and may pass NULL. `owner`: CKPT_OWNS_* above.
  * `info`: MPI-IO hints (MPI_INFO_NULL for none). Returns 0 with the bytes of tensor data in
  * *written, or -1 with one message in err on every rank: then nothing was published, the .tmp
  * file is gone and an earlier file of the same name is untouched. */

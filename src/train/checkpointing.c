@@ -327,6 +327,26 @@ static int save_sharded(ckpt_ctx_t *ck, const char *path, const ckpt_meta_t *met
     return rc;
 }
 
+int ckpt_write_weights_sharded(ckpt_ctx_t *ck, const char *path, const ckpt_meta_t *meta, char *msg,
+                               size_t len) {
+    zero_t *z = ck->zero;
+    adamw_finish(ck->opt); /* an offloaded update still in flight: done and uploaded */
+    size_t floats;
+    float *staging = staging_alloc(ck, z->hi - z->lo, &floats);
+    flat_io_t f = {.z = z, .opt = ck->opt, .m = ck->model, .ops = ck->ops};
+    ckpt_io_t io;
+    flat_save_io(&io, &f, save_owner(z), staging, floats);
+    double written;
+    watchdog_enter_for("weights write", "all ranks", ck->cfg->io_timeout_s);
+    prof_begin(PROF_CHECKPOINT, "weights write", -1, -1);
+    int rc = ckpt_save_io(path, MPI_COMM_WORLD, MPI_INFO_NULL, &ck->model->P.ckpt, &io, meta, NULL,
+                          &written, msg, len);
+    prof_end(PROF_CHECKPOINT, 0);
+    watchdog_leave();
+    xfree(staging);
+    return rc;
+}
+
 int ckpt_write_now(ckpt_ctx_t *ck, const char *why) {
     const config_t *cfg = ck->cfg;
     const char *dir = ck->rd->ckpt_dir;

@@ -110,6 +110,10 @@ void ckpt_resume_default(config_t *cfg, int world_rank);
  * its partition), and apply its state (step, data position, lineage). */
 void ckpt_resume_apply(ckpt_ctx_t *ck, ckpt_resumed_t *res);
 
+/* Collective: a weights file of the parameters (the fp32 master with bf16/fp16) at `path`, each
+ * rank its ZeRO partition through the staging buffer. 0, or -1 with one message in msg. */
+int ckpt_write_weights_sharded(ckpt_ctx_t *ck, const char *path, const ckpt_meta_t *meta, char *msg,
+                               size_t len);
 /* Collective: the parameters of a weights file or checkpoint of any grid (&run init_from) into
  * the model, each rank its ZeRO partition through the staging buffer, checked against `want`
  * (the namelist's model). 0, or -1 with one message in msg (the model is then half loaded). */

@@ -6,9 +6,12 @@
 # /model and /optimizer bit-identical, and every checksum attribute equal to numpy's checksum of
 # the dataset (validation/merge_reference.py). That file resumes with the same small staging on
 # (1,1,1) and on dp 2 x tp 2 x ZeRO-1, losses within 1e-5 relative of the 1-rank run, and on its
-# own grid bit-identically. staging_mb = 0.0001 (26 floats) and 1e6 (more than the node's free
+# own grid bit-identically. The MoE model of lib_moe.bash on dp 2 x ep 2 with ZeRO-1 (expert
+# tensors [E, rows, cols]: pieces cut them across experts and rows) writes with staging_mb =
+# 0.002 the same file, bit for bit, as with 64. staging_mb = 0.0001 (26 floats) and 1e6 (more than the node's free
 # memory) are refused with one message naming staging_mb, exit 2.
 source "$(dirname "$0")/lib.bash"
+source "$(dirname "$0")/lib_moe.bash"
 nml() { # name dp tp zero_stage staging_mb resume
     cat >"$TEST_DIR/$1.nml" <<NML
 &run name = '$1', out_dir = '$TEST_DIR', seed = 7 /
@@ -44,6 +47,20 @@ for n in names:
 print(f"{len(names)} datasets: not bit-identical with 524-float pieces: {differ}; checksums not "
       f"matching numpy: {bad}")
 sys.exit(0 if not differ and not bad and len(names) == 3 * len(a["model"]) else 1)
+PY
+moe_nml max_steps=2
+run_moe moe_ref 4 parallel.dp=4 parallel.ep=2 parallel.zero_stage=1 checkpoint.every=2
+run_moe moe_tiny 4 parallel.dp=4 parallel.ep=2 parallel.zero_stage=1 checkpoint.every=2 checkpoint.staging_mb=0.002
+$PYTHON - $TEST_DIR/moe_ref/ckpt_step00000002.h5 $TEST_DIR/moe_tiny/ckpt_step00000002.h5 <<'PY' || fail "MoE files differ"
+import sys, h5py
+a, b = (h5py.File(p, "r") for p in sys.argv[1:])
+names = []
+a.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) and n != "config" else None)
+differ = [n for n in names if a[n][()].tobytes() != b[n][()].tobytes() or a[n].attrs["checksum"] != b[n].attrs["checksum"]]
+experts = [n for n in names if a[n].ndim == 3]
+print(f"MoE: {len(names)} datasets ({len(experts)} of them 3-D expert tensors); not bit-identical "
+      f"with 524-float pieces: {differ}")
+sys.exit(0 if not differ and experts else 1)
 PY
 ck=$TEST_DIR/tiny/ckpt_step00000002.h5
 want=$(losses $TEST_DIR/ref1/metrics.jsonl | tail -2 | tr '\n' ' ')
