@@ -29,12 +29,6 @@ float *flat_host_copy(const zero_t *z, const ops_t *from, const float *full, con
     return host;
 }
 
-float *flat_host_params(const zero_t *z, const adamw_t *opt, const gpt_t *m, const ops_t *ops) {
-    if (opt->master) /* bf16/fp16: the fp32 master weights, laid out like the AdamW state */
-        return flat_host_copy(z, opt->state_ops, opt->master, opt->master, z->stage >= 1);
-    return flat_host_copy(z, ops, m->params, z->param_shard, z->stage >= 3);
-}
-
 void flat_set_params_from_host(zero_t *z, adamw_t *opt, gpt_t *m, const ops_t *ops,
                                const float *host) {
     if (m->wtype != DT_FP32) { /* 16-bit storage: the master from the host, the copy rounded

@@ -159,9 +159,6 @@ void zero_gather_to_root(const zero_t *z, const float *part, float *full) {
                        "ZeRO checkpoint gather");
 }
 
-void zero_take_partition(const zero_t *z, const float *full, float *part) {
-    memcpy(part, full + z->lo, (z->hi - z->lo) * sizeof(float));
-}
 
 /* ---- ZeRO-3: gathering the weights of a unit before its use --------------------------------- */
 

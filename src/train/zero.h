@@ -134,9 +134,8 @@ const gpt_weight_provider_t *zero3_provider(zero_t *z);
 void zero_attach(zero_t *z, gpt_t *m, bool resident);
 /* Stage 3: the parameters changed (an update, a load): every gathered copy is stale. */
 void zero3_invalidate(zero_t *z);
-/* Checkpoints: assemble a full flat host buffer on dp rank 0 from every rank's partition
- * (`part` holds [lo, hi) of this rank, host memory); `full` is written on dp rank 0 only (may be
- * NULL elsewhere). And the reverse on load: this rank's partition out of a full host buffer. */
+/* The gradient dump (&train dump_grads_step): assemble a full flat host buffer on dp rank 0 from
+ * every rank's partition (`part` holds [lo, hi) of this rank, host memory); `full` is written on
+ * dp rank 0 only (may be NULL elsewhere). Checkpoints never gather (train/flat.h's sharded I/O). */
 void zero_gather_to_root(const zero_t *z, const float *part, float *full);
-void zero_take_partition(const zero_t *z, const float *full, float *part);
 #endif
