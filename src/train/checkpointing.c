@@ -298,53 +298,49 @@ static int save_owner(const zero_t *z) {
     return CKPT_OWNS_EXPERTS | (z->ep <= 1 || z->rank_ep == 0 ? CKPT_OWNS_DENSE : 0);
 }
 
-/* The collective save: every rank its ZeRO partition of the parameters and moments, piece by
- * piece through the staging buffer, straight from where they live. The peaks: training's (any
- * rank's largest resident size before, kept over the run) and the save's (during it). */
-static int save_sharded(ckpt_ctx_t *ck, const char *path, const ckpt_meta_t *meta,
-                        const ckpt_state_t *st, double *written, double peak[2], char *msg, size_t len) {
+/* A collective write of the parameters (and, with st, the moments: a checkpoint) to path: every
+ * rank its ZeRO partition, piece by piece through the staging buffer, straight from where they
+ * live. *peak_rss: this rank's largest resident size sampled between the pieces. */
+static int write_sharded(ckpt_ctx_t *ck, const char *path, MPI_Info info, const ckpt_meta_t *meta,
+                         const ckpt_state_t *st, double *written, double *peak_rss, char *msg, size_t len) {
     zero_t *z = ck->zero;
     adamw_finish(ck->opt); /* an offloaded update still in flight: done and uploaded */
-    const double before = ckpt_max_over_ranks(ckpt_hwm_mib());
-    ck->train_peak_mib = before > ck->train_peak_mib ? before : ck->train_peak_mib;
-    ckpt_peak_reset();
     size_t floats;
     float *staging = staging_alloc(ck, z->hi - z->lo, &floats);
     flat_io_t f = {.z = z, .opt = ck->opt, .m = ck->model, .ops = ck->ops};
     ckpt_io_t io;
     flat_save_io(&io, &f, save_owner(z), staging, floats);
-    watchdog_enter_for("checkpoint write", "all ranks", ck->cfg->io_timeout_s);
-    prof_begin(PROF_CHECKPOINT, "checkpoint write", -1, -1);
-    int rc = ckpt_save_io(path, MPI_COMM_WORLD, *ck->io_hints, &ck->model->P.ckpt, &io, meta, st,
-                          written, msg, len);
+    const char *what = st ? "checkpoint write" : "weights write";
+    watchdog_enter_for(what, "all ranks", ck->cfg->io_timeout_s);
+    prof_begin(PROF_CHECKPOINT, what, -1, -1);
+    int rc = ckpt_save_io(path, MPI_COMM_WORLD, info, &ck->model->P.ckpt, &io, meta, st, written, msg, len);
     prof_end(PROF_CHECKPOINT, 0);
     watchdog_leave();
     xfree(staging);
+    *peak_rss = io.peak_rss_mib;
+    return rc;
+}
+
+/* A checkpoint, with the peaks: training's (any rank's largest resident size before it, kept
+ * over the run) in peak[0] and the save's (during it) in peak[1]. */
+static int save_sharded(ckpt_ctx_t *ck, const char *path, const ckpt_meta_t *meta,
+                        const ckpt_state_t *st, double *written, double peak[2], char *msg, size_t len) {
+    const double before = ckpt_max_over_ranks(ckpt_hwm_mib());
+    ck->train_peak_mib = before > ck->train_peak_mib ? before : ck->train_peak_mib;
+    ckpt_peak_reset();
+    double sampled;
+    int rc = write_sharded(ck, path, *ck->io_hints, meta, st, written, &sampled, msg, len);
     const double during = ckpt_hwm_mib();
     peak[0] = ck->train_peak_mib;
-    peak[1] = ckpt_max_over_ranks(during > io.peak_rss_mib ? during : io.peak_rss_mib);
+    peak[1] = ckpt_max_over_ranks(during > sampled ? during : sampled);
     ckpt_peak_reset(); /* training's peak from here on */
     return rc;
 }
 
 int ckpt_write_weights_sharded(ckpt_ctx_t *ck, const char *path, const ckpt_meta_t *meta, char *msg,
                                size_t len) {
-    zero_t *z = ck->zero;
-    adamw_finish(ck->opt); /* an offloaded update still in flight: done and uploaded */
-    size_t floats;
-    float *staging = staging_alloc(ck, z->hi - z->lo, &floats);
-    flat_io_t f = {.z = z, .opt = ck->opt, .m = ck->model, .ops = ck->ops};
-    ckpt_io_t io;
-    flat_save_io(&io, &f, save_owner(z), staging, floats);
-    double written;
-    watchdog_enter_for("weights write", "all ranks", ck->cfg->io_timeout_s);
-    prof_begin(PROF_CHECKPOINT, "weights write", -1, -1);
-    int rc = ckpt_save_io(path, MPI_COMM_WORLD, MPI_INFO_NULL, &ck->model->P.ckpt, &io, meta, NULL,
-                          &written, msg, len);
-    prof_end(PROF_CHECKPOINT, 0);
-    watchdog_leave();
-    xfree(staging);
-    return rc;
+    double written, sampled;
+    return write_sharded(ck, path, MPI_INFO_NULL, meta, NULL, &written, &sampled, msg, len);
 }
 
 int ckpt_write_now(ckpt_ctx_t *ck, const char *why) {
