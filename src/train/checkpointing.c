@@ -623,22 +623,6 @@ static double load_into_model(ckpt_ctx_t *ck, const char *path) {
     return peak;
 }
 
-int ckpt_load_params(ckpt_ctx_t *ck, const char *path, const ckpt_meta_t *want, char *msg, size_t len) {
-    zero_t *z = ck->zero;
-    flat_io_t f = {.z = z, .opt = ck->opt, .m = ck->model, .ops = ck->ops};
-    size_t floats;
-    float *staging = staging_alloc(ck, z->stage >= 1 ? z->hi - z->lo : z->total, &floats);
-    ckpt_io_t io;
-    flat_load_io(&io, &f, partition_comm(ck->grid), staging, floats);
-    watchdog_enter_for("weights read", "all ranks", ck->cfg->io_timeout_s);
-    int rc = ckpt_load_io(path, MPI_COMM_WORLD, ck->grid->tp_comm, ck->grid->ep_comm, &ck->model->P.ckpt,
-                          &io, 1, NULL, want, NULL, msg, len);
-    watchdog_leave();
-    xfree(staging);
-    flat_load_finish(&f);
-    return rc;
-}
-
 /* The model, optimizer, step, counters and fp16 scaler from the file load_candidate verified (a
  * resume or a rollback). */
 static void apply_loaded(ckpt_ctx_t *ck, ckpt_resumed_t *res) {

@@ -114,11 +114,6 @@ void ckpt_resume_apply(ckpt_ctx_t *ck, ckpt_resumed_t *res);
  * rank its ZeRO partition through the staging buffer. 0, or -1 with one message in msg. */
 int ckpt_write_weights_sharded(ckpt_ctx_t *ck, const char *path, const ckpt_meta_t *meta, char *msg,
                                size_t len);
-/* Collective: the parameters of a weights file or checkpoint of any grid (&run init_from) into
- * the model, each rank its ZeRO partition through the staging buffer, checked against `want`
- * (the namelist's model). 0, or -1 with one message in msg (the model is then half loaded). */
-int ckpt_load_params(ckpt_ctx_t *ck, const char *path, const ckpt_meta_t *want, char *msg, size_t len);
-
 /* Collective: reload the newest checkpoint this run wrote or resumed from (last_ckpt_path) into
  * the model and optimizer, as a resume would (step, counters, sample_pos, fp16 scaler): the
  * anomaly rollback. 0, or -1 with the reason in msg and nothing changed (the file is verified

@@ -242,11 +242,20 @@ static void record_provenance(trainer_t *tr) {
  * namelist's model; any problem is one message and exit 2. */
 static void load_init_weights(trainer_t *tr) {
     const config_t *cfg = tr->cfg;
+    float *host = xcalloc(tr->model.P.total, sizeof(float));
     ckpt_meta_t want = {0, cfg->seed, cfg->vocab_size, config_padded_vocab(cfg), cfg->n_layer,
                         cfg->n_head, cfg->d_model, cfg->d_ff, cfg->seq_len, NULL, "", NULL};
     char msg[COMM_MSG_MAX + 64];
-    if (ckpt_load_params(&tr->ckpt, cfg->init_from, &want, msg, sizeof msg) != 0)
+    watchdog_enter_for("weights read", "all ranks", cfg->io_timeout_s);
+    int rc = ckpt_load(cfg->init_from, MPI_COMM_WORLD, tr->grid->tp_comm, tr->grid->ep_comm, &tr->model.P.ckpt, host,
+                       NULL, NULL, NULL, &want, NULL, msg, sizeof msg);
+    watchdog_leave();
+    if (rc != 0) {
+        xfree(host);
         fatal_user("&run init_from: %s", msg);
+    }
+    flat_set_params_from_host(&tr->zero, &tr->opt, &tr->model, tr->ops, host);
+    xfree(host);
 }
 
 /* Why the schedule cannot run the micro-batches of some curriculum stage (each stage's
