@@ -474,8 +474,6 @@ def construct(rng, f, schema, generic):
         d["val_batches"] = ch([1, 3, 5, 2])
     k = ch([e for e in (2, 3) if -(-steps // e) <= 3])
     c = {"every": k, "keep": 3}
-    if rng.random() < 0.5:  # sharded checkpoint I/O in pieces of a few rows (0.01 MiB: 2621 floats)
-        c["staging_mb"] = ch([1, 0.01, 0.05])
 
     stages = []
     if f["stages"] == "two":
@@ -504,6 +502,10 @@ def construct(rng, f, schema, generic):
         if v is not None:
             groups.setdefault(g, {})[name] = v
             drawn_generic.append("%s.%s=%r" % (g, name, v))
+    # drawn last, so that every other value of a row is what it was before this key existed:
+    # sharded checkpoint I/O in pieces of a few rows (0.01 MiB: 2621 floats)
+    if rng.random() < 0.5:
+        c["staging_mb"] = ch([1, 0.01, 0.05])
     meta = {"stop": f["stop"], "generic": drawn_generic}
     return Draw(f, groups, stages, meta)
 
