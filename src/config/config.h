@@ -237,6 +237,7 @@ typedef struct config {
     bool save_weights;      /* write step-0 and final weights (weights_stepNNNNNN.h5) */
     int striping_factor;    /* Lustre: OSTs per checkpoint file (0 = file system default) */
     int striping_unit;      /* Lustre: stripe size in bytes (0 = default) */
+    double ckpt_staging_mb; /* the staging buffer of sharded checkpoint I/O, MiB */
 
     /* &log */
     int log_every;          /* key 'every' */

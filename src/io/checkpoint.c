@@ -78,42 +78,118 @@ static hid_t collective_dxpl(void) {
 
 /* ---- selections ----------------------------------------------------------------------------- */
 
-/* Select in `fspace` the union of this rank's hyperslabs of p (or nothing), and return the
- * matching memory space: the local shard as a flat array. HDF5 enumerates a selection in
- * row-major file order, which is exactly the row-major order of the local shard, also when
- * split_blocks = 3 (local rows are q part | k part | v part, in file order). < 0 on failure. */
-static hid_t select_local_shard(const ckpt_tensor_t *p, const ckpt_tensors_t *P, hid_t fspace,
-                                bool this_rank_moves_data) {
-    hsize_t local = p->numel > 0 ? (hsize_t)p->numel : 1;
+/* A piece of a local shard: local elements [a, b) of tensor p, in the local row-major order.
+ * HDF5 enumerates a selection in row-major file order, which is the row-major order of the local
+ * shard (also with split_blocks = 3: local rows are q part | k part | v part, in file order), and
+ * every dimension maps local to global coordinates increasingly; so any set of local elements,
+ * selected as file hyperslabs, is enumerated in local order. A range [a, b) of a row-major array
+ * is at most 5 boxes (a partial row, full rows, ... for 3 dimensions); each box is at most
+ * nblk file hyperslabs (its stretch of the split dimension cut at the blocks). */
+typedef struct box {
+    int64_t start[3], count[3];
+} box_t;
+#define PIECE_MAX_BOXES 16
+
+/* The local shape of p's shard: the blocks' counts, the split dimension's summed. */
+static void local_shape(const ckpt_tensor_t *p, int64_t L[3]) {
+    for (int d = 0; d < 3; d++) L[d] = d < p->ndim ? p->count[0][d] * (d == p->split_dim ? p->nblk : 1) : 1;
+}
+
+/* The boxes (local coordinates) of elements [a, b) of the sub-array of dimensions d.. at the
+ * place base[0..d) of the outer ones; appended to out[n..). */
+static int range_boxes(const int64_t L[3], int nd, int d, int64_t base[3], int64_t a, int64_t b,
+                       box_t *out, int n) {
+    if (a >= b) return n;
+    int64_t S = 1;
+    for (int k = d + 1; k < nd; k++) S *= L[k];
+    box_t x;
+    for (int k = 0; k < 3; k++) x.start[k] = k < d ? base[k] : 0, x.count[k] = k < d ? 1 : L[k];
+    if (d == nd - 1) {
+        x.start[d] = a, x.count[d] = b - a;
+        out[n++] = x;
+        return n;
+    }
+    if (a % S) { /* the head: a partial row */
+        const int64_t r = a / S, end = (r + 1) * S < b ? (r + 1) * S : b;
+        base[d] = r;
+        n = range_boxes(L, nd, d + 1, base, a - r * S, end - r * S, out, n);
+        a = end;
+    }
+    if (b / S > a / S && a < b) { /* full rows */
+        x.start[d] = a / S, x.count[d] = b / S - a / S;
+        out[n++] = x;
+        a = b / S * S;
+    }
+    if (a < b) { /* the tail: a partial row */
+        base[d] = a / S;
+        n = range_boxes(L, nd, d + 1, base, 0, b - a, out, n);
+    }
+    return n;
+}
+
+/* The file hyperslabs of local elements [a, b) of p: returns how many (<= PIECE_MAX_BOXES). */
+static int piece_boxes(const ckpt_tensor_t *p, size_t a, size_t b, box_t *out) {
+    int64_t L[3], base[3] = {0, 0, 0};
+    box_t local[6];
+    local_shape(p, L);
+    const int nl = range_boxes(L, p->ndim, 0, base, (int64_t)a, (int64_t)b, local, 0);
+    const int sd = p->split_dim, nblk = p->nblk;
+    const int64_t per = sd >= 0 ? p->count[0][sd] : 0;
+    int n = 0;
+    for (int i = 0; i < nl; i++)
+        for (int blk = 0; blk < (sd >= 0 ? nblk : 1); blk++) {
+            box_t g;
+            bool empty = false;
+            for (int d = 0; d < 3; d++) {
+                g.start[d] = local[i].start[d] + p->start[0][d], g.count[d] = local[i].count[d];
+                if (d != sd) continue;
+                const int64_t s = local[i].start[d] > blk * per ? local[i].start[d] : blk * per;
+                const int64_t e0 = local[i].start[d] + local[i].count[d], e = e0 < (blk + 1) * per ? e0 : (blk + 1) * per;
+                empty = e <= s;
+                g.start[d] = p->start[blk][d] + (s - blk * per), g.count[d] = e - s;
+            }
+            if (!empty) out[n++] = g;
+        }
+    ASSERT(n <= PIECE_MAX_BOXES);
+    return n;
+}
+
+/* Select in `fspace` the file elements of local elements [a, b) of p (nothing when a == b), and
+ * return the matching memory space: b - a floats. < 0 on failure. */
+static hid_t select_piece(const ckpt_tensor_t *p, hid_t fspace, size_t a, size_t b) {
+    hsize_t local = b > a ? (hsize_t)(b - a) : 1;
     hid_t mspace = H5Screate_simple(1, &local, NULL);
     if (mspace < 0) return -1;
-    if (!this_rank_moves_data || p->numel == 0) {
+    if (a >= b) {
         if (H5Sselect_none(fspace) < 0 || H5Sselect_none(mspace) < 0) goto fail;
         return mspace;
     }
-    (void)P;
-    const int nblk = p->nblk;
-    const int64_t(*start)[3] = p->start, (*count)[3] = p->count;
-    ASSERT(nblk >= 1 && nblk <= 3);
-    hsize_t total = 0;
-    for (int b = 0; b < nblk; b++) {
-        hsize_t st[3], ct[3], n = 1;
-        for (int d = 0; d < p->ndim; d++) {
-            st[d] = (hsize_t)start[b][d];
-            ct[d] = (hsize_t)count[b][d];
-            n *= ct[d];
-        }
-        if (H5Sselect_hyperslab(fspace, b == 0 ? H5S_SELECT_SET : H5S_SELECT_OR, st, NULL, ct,
-                                NULL) < 0)
+    box_t boxes[PIECE_MAX_BOXES];
+    const int nb = piece_boxes(p, a, b, boxes);
+    for (int i = 0; i < nb; i++) {
+        hsize_t st[3], ct[3];
+        for (int d = 0; d < 3; d++) st[d] = (hsize_t)boxes[i].start[d], ct[d] = (hsize_t)boxes[i].count[d];
+        if (H5Sselect_hyperslab(fspace, i == 0 ? H5S_SELECT_SET : H5S_SELECT_OR, st, NULL, ct, NULL) < 0)
             goto fail;
-        total += n;
     }
-    ASSERT(total == (hsize_t)p->numel); /* registry and hyperslabs agree */
-    ASSERT(H5Sget_select_npoints(fspace) == (hssize_t)p->numel);
+    ASSERT(H5Sget_select_npoints(fspace) == (hssize_t)(b - a)); /* registry and hyperslabs agree */
     return mspace;
 fail:
     H5Sclose(mspace);
     return -1;
+}
+
+/* The part [*a, *b) of p's local elements inside the flat range [lo, hi); false when empty. */
+static bool tensor_range(const ckpt_tensor_t *p, size_t lo, size_t hi, size_t *a, size_t *b) {
+    const size_t s = p->offset > lo ? p->offset : lo, e = p->offset + p->numel < hi ? p->offset + p->numel : hi;
+    if (s >= e || p->numel == 0) return false;
+    *a = s - p->offset, *b = e - p->offset;
+    return true;
+}
+
+/* Pieces of at most `piece` elements that [a, b) takes (0 when empty). */
+static int pieces_of(size_t a, size_t b, size_t piece) {
+    return b > a ? (int)((b - a + piece - 1) / piece) : 0;
 }
 
 static int64_t tensor_global_numel(const ckpt_tensor_t *p) {
@@ -138,17 +214,18 @@ static uint64_t mix64(uint64_t x) {
     return x ^ (x >> 31);
 }
 
-/* Sum over this rank's local elements of mix64(global index, value bits), mod 2^64. The sum
- * commutes, so the parts of any grid add up to the same number. */
-static uint64_t local_checksum(const ckpt_tensor_t *p, const ckpt_tensors_t *P, const float *x) {
+/* Sum over local elements j0 .. j0+n-1 of p (x[0..n)) of mix64(global index, value bits), mod
+ * 2^64. The sum commutes, so the pieces of any grid and partition add up to the same number. */
+static uint64_t range_checksum(const ckpt_tensor_t *p, const ckpt_tensors_t *P, size_t j0, size_t n,
+                               const float *x) {
     uint64_t sum = 0;
     int64_t gi[1024];
-    for (size_t j0 = 0; j0 < p->numel; j0 += 1024) {
-        const size_t n = p->numel - j0 < 1024 ? p->numel - j0 : 1024;
-        P->global_index(P, p, j0, n, gi);
-        for (size_t k = 0; k < n; k++) {
+    for (size_t k0 = 0; k0 < n; k0 += 1024) {
+        const size_t m = n - k0 < 1024 ? n - k0 : 1024;
+        P->global_index(P, p, j0 + k0, m, gi);
+        for (size_t k = 0; k < m; k++) {
             uint32_t bits;
-            memcpy(&bits, &x[j0 + k], sizeof bits);
+            memcpy(&bits, &x[k0 + k], sizeof bits);
             uint64_t g = (uint64_t)gi[k];
             sum += mix64(g * 0x9e3779b97f4a7c15ull ^ ((uint64_t)bits << 17) ^ bits);
         }
@@ -157,7 +234,7 @@ static uint64_t local_checksum(const ckpt_tensor_t *p, const ckpt_tensors_t *P, 
 }
 
 /* The checksum of a whole tensor in row-major order (global index = position): what
- * local_checksum gives for a rank that holds all of it (tp = 1). */
+ * range_checksum gives for a rank that holds all of it (tp = 1). */
 uint64_t ckpt_tensor_checksum(const float *x, size_t n) {
     uint64_t sum = 0;
     for (size_t j = 0; j < n; j++) {
@@ -253,6 +330,7 @@ double ckpt_file_bytes(const ckpt_tensors_t *P, bool with_optimizer) {
 typedef struct writer {
     MPI_Comm comm;
     const ckpt_tensors_t *P;
+    ckpt_io_t *io;
     int owner;
     hid_t dxpl;
     int bad;        /* this rank saw a failure (the first one is in msg) */
@@ -264,7 +342,10 @@ typedef struct writer {
 typedef struct pending {
     hid_t dset, mem_type;
     const ckpt_tensor_t *p;   /* NULL: the /config string, written by rank 0 */
-    const void *data;
+    const void *data;         /* the /config string */
+    int g;                    /* the tensor's group (ckpt_io_t) */
+    size_t a, b;              /* the local elements of p this rank writes (a == b: none) */
+    int pieces;               /* collective writes of the dataset: the most pieces of any rank */
     char object[96];
 } pending_t;
 
@@ -392,28 +473,47 @@ static void create_config_dataset(writer_t *w, hid_t file, const char *text, hid
 /* What a rank that writes nothing passes to the collective H5Dwrite (an empty selection). */
 static const float dummy_data = 0.0f;
 
+/* This rank's share of tensor p of group g: its elements in the io's range, when it writes p. */
+static void writer_share(const writer_t *w, const ckpt_tensor_t *p, int g, size_t *a, size_t *b) {
+    *a = *b = 0;
+    if (owns_copy(p, w->P, w->owner) && !tensor_range(p, w->io->lo[g], w->io->hi[g], a, b)) *a = *b = 0;
+}
+
+/* The checksum of this rank's share of p, through the staging buffer piece by piece. */
+static uint64_t share_checksum(writer_t *w, const ckpt_tensor_t *p, int g, size_t a, size_t b) {
+    uint64_t sum = 0;
+    const size_t piece = w->io->staging_floats;
+    for (size_t j = a; j < b; j += piece) {
+        const size_t e = b - j < piece ? b : j + piece;
+        const float *x = w->io->fetch(w->io->ctx, g, p->offset + j, p->offset + e, w->io->staging);
+        sum += range_checksum(p, w->P, j, e - j, x);
+    }
+    return sum;
+}
+
 /* Phase 1 for one tensor group: each dataset in its global shape with its checksum attribute
  * (the same value on every rank, as collective metadata requires). Returns its bytes. */
-static double create_tensor_group(writer_t *w, hid_t file, const char *name, const float *flat,
-                                  hid_t dcpl, pending_t *pd) {
+static double create_tensor_group(writer_t *w, hid_t file, const char *name, int g, hid_t dcpl,
+                                  pending_t *pd) {
     const int n = w->P->n;
-    for (int i = 0; i < n; i++) pd[i] = (pending_t){.dset = -1, .mem_type = H5T_NATIVE_FLOAT};
+    for (int i = 0; i < n; i++) pd[i] = (pending_t){.dset = -1, .mem_type = H5T_NATIVE_FLOAT, .g = g};
     hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
     W_TRY(w, lcpl, "creating a link property list for", name);
     if (lcpl >= 0) W_TRY(w, H5Pset_create_intermediate_group(lcpl, 1), "creating group", name);
     hid_t group = w->bad ? -1 : H5Gcreate2(file, name, lcpl, H5P_DEFAULT, H5P_DEFAULT);
     W_TRY(w, group, "creating group", name);
-    /* the checksums of every tensor in one reduction: sums of this rank's owned parts */
+    /* the checksums of every tensor in one reduction: sums of this rank's shares */
     uint64_t *sums = xcalloc((size_t)n, sizeof *sums);
-    for (int i = 0; i < n && flat; i++)
-        if (owns_copy(&w->P->t[i], w->P, w->owner))
-            sums[i] = local_checksum(&w->P->t[i], w->P, flat + w->P->t[i].offset);
+    for (int i = 0; i < n; i++) {
+        writer_share(w, &w->P->t[i], g, &pd[i].a, &pd[i].b);
+        pd[i].pieces = pieces_of(pd[i].a, pd[i].b, w->io->staging_floats);
+        if (pd[i].b > pd[i].a) sums[i] = share_checksum(w, &w->P->t[i], g, pd[i].a, pd[i].b);
+    }
     comm_allreduce(sums, n, MPI_UINT64_T, MPI_SUM, w->comm, "checkpoint write");
     double bytes = 0;
     for (int i = 0; i < n && group >= 0; i++) {
         const ckpt_tensor_t *p = &w->P->t[i];
         pd[i].p = p;
-        pd[i].data = flat ? flat + p->offset : (const void *)&dummy_data; /* non-writer: none read */
         snprintf(pd[i].object, sizeof pd[i].object, "/%s/%s", name, p->name);
         hsize_t dims[3];
         hid_t fspace = H5Screate_simple(global_dims(p, dims), dims, NULL);
@@ -433,25 +533,12 @@ static double create_tensor_group(writer_t *w, hid_t file, const char *name, con
     return bytes;
 }
 
-/* Phase 2 for one dataset: every rank takes part in the collective write (with an empty
- * selection when it writes nothing), then the ranks agree on the outcome. */
-static void write_pending(writer_t *w, const pending_t *pd, int rank) {
-    hid_t fspace = H5Dget_space(pd->dset), mspace = -1;
-    bool mine = pd->p ? owns_copy(pd->p, w->P, w->owner) : rank == 0;
-    if (fspace < 0) {
+/* Phase 2 for the /config string: rank 0 writes it, the others join with nothing. */
+static void write_config(writer_t *w, const pending_t *pd, int rank) {
+    hid_t fspace = H5Dget_space(pd->dset), mspace = H5Screate(H5S_SCALAR);
+    if (fspace < 0 || mspace < 0 ||
+        (rank != 0 && (H5Sselect_none(fspace) < 0 || H5Sselect_none(mspace) < 0)))
         w_fail(w, "selecting", pd->object);
-    } else if (pd->p) {
-        mspace = select_local_shard(pd->p, w->P, fspace, mine);
-    } else {
-        mspace = H5Screate(H5S_SCALAR);
-        if (mspace >= 0 && !mine && (H5Sselect_none(fspace) < 0 || H5Sselect_none(mspace) < 0)) {
-            H5Sclose(mspace);
-            mspace = -1;
-        }
-    }
-    if (fspace >= 0 && mspace < 0) w_fail(w, "selecting", pd->object);
-    /* a rank that failed to select still joins with an empty write: the call is collective */
-    if (fspace >= 0 && mspace < 0 && (mspace = H5Screate(H5S_NULL)) >= 0) H5Sselect_none(fspace);
     if (H5Dwrite(pd->dset, pd->mem_type, mspace >= 0 ? mspace : H5S_ALL, fspace >= 0 ? fspace : H5S_ALL,
                  w->dxpl, pd->data) < 0)
         w_fail(w, "writing dataset", pd->object);
@@ -460,14 +547,47 @@ static void write_pending(writer_t *w, const pending_t *pd, int rank) {
     w_agree(w);
 }
 
+/* Phase 2 for one tensor dataset: pd->pieces collective writes, each of at most one staging
+ * buffer of this rank's share (an empty selection once its share is written, or after a
+ * failure: the calls are collective), then the ranks agree on the outcome. */
+static void write_pending(writer_t *w, const pending_t *pd) {
+    const size_t piece = w->io->staging_floats;
+    for (int k = 0; k < pd->pieces; k++) {
+        size_t a = pd->a + (size_t)k * piece, b = a + piece < pd->b ? a + piece : pd->b;
+        if (a >= b || w->bad) a = b = 0;
+        const void *data = &dummy_data;
+        if (b > a) data = w->io->fetch(w->io->ctx, pd->g, pd->p->offset + a, pd->p->offset + b, w->io->staging);
+        hid_t fspace = H5Dget_space(pd->dset);
+        hid_t mspace = fspace < 0 ? -1 : select_piece(pd->p, fspace, a, b);
+        if (fspace < 0 || mspace < 0) w_fail(w, "selecting", pd->object);
+        /* a rank that failed to select still joins with an empty write: the call is collective */
+        if (fspace >= 0 && mspace < 0 && (mspace = H5Screate(H5S_NULL)) >= 0) H5Sselect_none(fspace);
+        if (H5Dwrite(pd->dset, H5T_NATIVE_FLOAT, mspace >= 0 ? mspace : H5S_ALL,
+                     fspace >= 0 ? fspace : H5S_ALL, w->dxpl, data) < 0)
+            w_fail(w, "writing dataset", pd->object);
+        if (mspace >= 0) H5Sclose(mspace);
+        if (fspace >= 0) H5Sclose(fspace);
+        const double rss = ckpt_rss_mib();
+        if (rss > w->io->peak_rss_mib) w->io->peak_rss_mib = rss;
+    }
+    w_agree(w);
+}
+
+/* Every rank writes a dataset in the same number of collective calls: the most pieces of any. */
+static void agree_pieces(writer_t *w, pending_t *pd, int n) {
+    int *k = xcalloc((size_t)(n > 0 ? n : 1), sizeof *k);
+    for (int i = 0; i < n; i++) k[i] = pd[i].pieces;
+    comm_allreduce(k, n, MPI_INT, MPI_MAX, w->comm, "checkpoint write");
+    for (int i = 0; i < n; i++) pd[i].pieces = k[i];
+    xfree(k);
+}
+
 /* Everything inside the open file; the caller closes it. Returns the tensor bytes. */
-static double write_contents(writer_t *w, hid_t file, int rank, const float *params,
-                             const float *m, const float *v, const ckpt_meta_t *meta,
+static double write_contents(writer_t *w, hid_t file, int rank, const ckpt_meta_t *meta,
                              const ckpt_state_t *state) {
     const char *text = meta->config_text ? meta->config_text : "";
     const bool config_as_attr = strlen(text) <= CKPT_CONFIG_ATTR_MAX;
     const int n = w->P->n, groups = state ? 3 : 1;
-    const float *flat[3] = {params, m, v};
     const char *names[3] = {"model", "optimizer/adamw/m", "optimizer/adamw/v"};
     pending_t *pd = xcalloc((size_t)(groups * n + 1), sizeof *pd), *config = &pd[groups * n];
     config->dset = -1;
@@ -481,11 +601,12 @@ static double write_contents(writer_t *w, hid_t file, int rank, const float *par
     if (!config_as_attr) create_config_dataset(w, file, text, dcpl, config);
     double bytes = 0;
     for (int g = 0; g < groups && w_agree(w) == 0; g++)
-        bytes += create_tensor_group(w, file, names[g], flat[g], dcpl, pd + g * n);
+        bytes += create_tensor_group(w, file, names[g], g, dcpl, pd + g * n);
     /* the end of phase 1: all metadata on disk before the first byte of data */
     if (w_agree(w) == 0) W_TRY(w, H5Fflush(file, H5F_SCOPE_GLOBAL), "flushing the metadata of", "the file");
-    if (w_agree(w) == 0 && config->dset >= 0) write_pending(w, config, rank);
-    for (int i = 0; i < groups * n && !w->agreed_bad; i++) write_pending(w, &pd[i], rank);
+    if (w_agree(w) == 0) agree_pieces(w, pd, groups * n);
+    if (!w->agreed_bad && config->dset >= 0) write_config(w, config, rank);
+    for (int i = 0; i < groups * n && !w->agreed_bad; i++) write_pending(w, &pd[i]);
     /* make the data durable before the rename publishes the file */
     if (w_agree(w) == 0) W_TRY(w, H5Fflush(file, H5F_SCOPE_GLOBAL), "flushing", "the file");
     for (int i = 0; i <= groups * n; i++)
@@ -496,9 +617,9 @@ static double write_contents(writer_t *w, hid_t file, int rank, const float *par
     return bytes;
 }
 
-int ckpt_save(const char *path, MPI_Comm comm, MPI_Info info, const ckpt_tensors_t *P,
-              const float *params, const float *m, const float *v, const ckpt_meta_t *meta,
-              const ckpt_state_t *state, int owner, double *written, char *err, size_t errlen) {
+int ckpt_save_io(const char *path, MPI_Comm comm, MPI_Info info, const ckpt_tensors_t *P,
+                 ckpt_io_t *io, const ckpt_meta_t *meta, const ckpt_state_t *state,
+                 double *written, char *err, size_t errlen) {
     int rank, world_rank;
     MPI_CHECK(MPI_Comm_rank(comm, &rank));
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
@@ -506,7 +627,8 @@ int ckpt_save(const char *path, MPI_Comm comm, MPI_Info info, const ckpt_tensors
     *written = 0;
     if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
         return errf(err, errlen, "%s: path too long", path);
-    writer_t w = {.comm = comm, .P = P, .owner = owner, .dxpl = -1};
+    ASSERT(io->staging_floats > 0);
+    writer_t w = {.comm = comm, .P = P, .io = io, .owner = io->owner, .dxpl = -1};
     hid_t fapl = mpio_fapl(comm, info, meta_block_bytes(P, state != NULL));
     W_TRY(&w, fapl, "setting up MPI-IO for", tmp);
     w.dxpl = collective_dxpl();
@@ -523,7 +645,7 @@ int ckpt_save(const char *path, MPI_Comm comm, MPI_Info info, const ckpt_tensors
     double bytes = 0;
     if (w_agree(&w) == 0) {
         fault_point(state ? "save" : "weights", world_rank);
-        bytes = write_contents(&w, file, rank, params, m, v, meta, state);
+        bytes = write_contents(&w, file, rank, meta, state);
     }
     if (file >= 0 && H5Fclose(file) < 0) w_fail(&w, "closing", tmp);
     if (w.dxpl >= 0) H5Pclose(w.dxpl);
@@ -542,6 +664,48 @@ int ckpt_save(const char *path, MPI_Comm comm, MPI_Info info, const ckpt_tensors
     }
     *written = bytes;
     return 0;
+}
+
+/* The flat buffers of ckpt_save / ckpt_load as a ckpt_io_t: whole host copies, no staging. */
+typedef struct flat_bufs {
+    float *g[3];
+} flat_bufs_t;
+
+static const float *flat_fetch(void *ctx, int g, size_t a, size_t b, float *staging) {
+    (void)b, (void)staging;
+    return ((flat_bufs_t *)ctx)->g[g] + a;
+}
+
+static float *flat_dest(void *ctx, int g, size_t a, size_t b, float *staging) {
+    (void)b, (void)staging;
+    return ((flat_bufs_t *)ctx)->g[g] + a;
+}
+
+/* The end of the flat local buffer the registry describes. */
+static size_t flat_end(const ckpt_tensors_t *P) {
+    size_t end = 0;
+    for (int i = 0; i < P->n; i++)
+        if (P->t[i].offset + P->t[i].numel > end) end = P->t[i].offset + P->t[i].numel;
+    return end;
+}
+
+/* Whole flat buffers, moved in pieces of this many elements (no copy: the pieces are views). */
+#define CKPT_FLAT_PIECE ((size_t)1 << 26)
+
+static ckpt_io_t flat_io(const ckpt_tensors_t *P, flat_bufs_t *bufs, int owner) {
+    ckpt_io_t io = {.owner = owner, .staging_floats = CKPT_FLAT_PIECE, .fetch = flat_fetch,
+                    .dest = flat_dest, .ctx = bufs};
+    for (int g = 0; g < 3; g++) io.lo[g] = 0, io.hi[g] = flat_end(P), io.part_comm[g] = MPI_COMM_SELF;
+    return io;
+}
+
+int ckpt_save(const char *path, MPI_Comm comm, MPI_Info info, const ckpt_tensors_t *P,
+              const float *params, const float *m, const float *v, const ckpt_meta_t *meta,
+              const ckpt_state_t *state, int owner, double *written, char *err, size_t errlen) {
+    /* a rank that writes nothing may pass NULL buffers */
+    flat_bufs_t bufs = {{(float *)params, (float *)m, (float *)v}};
+    ckpt_io_t io = flat_io(P, &bufs, params && (!state || (m && v)) ? owner : 0);
+    return ckpt_save_io(path, comm, info, P, &io, meta, state, written, err, errlen);
 }
 
 int ckpt_write_weights(const char *path, MPI_Comm comm, const ckpt_tensors_t *P, const float *flat,
@@ -574,6 +738,7 @@ typedef struct reader {
     hid_t dxpl;
     char *msg;
     size_t len;
+    ckpt_io_t *io; /* where the pieces go (NULL: metadata only, ckpt_peek) */
 } reader_t;
 
 /* A root attribute the format requires; a message naming it when missing or unreadable. */
@@ -712,19 +877,41 @@ typedef struct group_sums {
     int *held_here;           /* [P->n] this rank read elements of it */
 } group_sums_t;
 
+/* The pieces of this rank's range of p (group g), read one staging buffer at a time in
+ * `pieces` collective reads (empty ones after its range is done) and summed into *sum; 0, or
+ * -1 when a read failed (the rank goes on joining the collective reads). */
+static int read_pieces(reader_t *r, hid_t dset, const ckpt_tensor_t *p, int g, int pieces, uint64_t *sum) {
+    ckpt_io_t *io = r->io;
+    size_t a0 = 0, b0 = 0;
+    if (!tensor_range(p, io->lo[g], io->hi[g], &a0, &b0)) a0 = b0 = 0;
+    int bad = 0;
+    for (int k = 0; k < pieces; k++) {
+        size_t a = a0 + (size_t)k * io->staging_floats, b = a + io->staging_floats < b0 ? a + io->staging_floats : b0;
+        if (a >= b) a = b = 0;
+        float *buf = b > a && io->dest ? io->dest(io->ctx, g, p->offset + a, p->offset + b, io->staging) : NULL;
+        if (!buf) buf = b > a ? io->staging : (float *)&dummy_data;
+        hid_t fspace = H5Dget_space(dset);
+        hid_t mspace = fspace < 0 ? -1 : select_piece(p, fspace, a, b);
+        if (mspace < 0 || H5Dread(dset, H5T_NATIVE_FLOAT, mspace, fspace, r->dxpl, buf) < 0) bad = 1;
+        if (mspace >= 0) H5Sclose(mspace);
+        if (fspace >= 0) H5Sclose(fspace);
+        if (bad || b == a) continue;
+        *sum += range_checksum(p, r->P, a, b - a, buf);
+        if (io->store) io->store(io->ctx, g, p->offset + a, p->offset + b, buf);
+        const double rss = ckpt_rss_mib();
+        if (rss > io->peak_rss_mib) io->peak_rss_mib = rss;
+    }
+    return bad ? -1 : 0;
+}
+
 /* Read this rank's part of one tensor and its stored checksum; 0, or -1 on a local failure
  * (the message is made once the ranks agree). */
-static int read_param(reader_t *r, hid_t group, const char *gname, const ckpt_tensor_t *p,
-                      float *flat, group_sums_t *gs, int i) {
+static int read_param(reader_t *r, hid_t group, const char *gname, const ckpt_tensor_t *p, int g,
+                      int pieces, group_sums_t *gs, int i) {
     hid_t dset = open_param(r, group, gname, p);
     if (dset < 0) return -2; /* metadata problem: the same on every rank (collective metadata) */
-    int bad = 0;
-    hid_t fspace = H5Dget_space(dset);
-    hid_t mspace = fspace < 0 ? -1 : select_local_shard(p, r->P, fspace, true);
-    if (mspace < 0 || H5Dread(dset, H5T_NATIVE_FLOAT, mspace, fspace, r->dxpl, flat + p->offset) < 0)
-        bad = 1;
-    if (mspace >= 0) H5Sclose(mspace);
-    if (fspace >= 0) H5Sclose(fspace);
+    gs->local[i] = 0;
+    int bad = read_pieces(r, dset, p, g, pieces, &gs->local[i]);
     int rc = h5_read_num_attr(dset, "checksum", H5T_NATIVE_UINT64, &gs->stored[i]);
     H5Dclose(dset);
     if (rc != 0) {
@@ -732,16 +919,18 @@ static int read_param(reader_t *r, hid_t group, const char *gname, const ckpt_te
              gname, p->name, rc > 0 ? "no" : "an unreadable");
         return -2;
     }
-    gs->held_here[i] = p->numel > 0;
-    gs->local[i] = bad ? 0 : local_checksum(p, r->P, flat + p->offset);
+    gs->held_here[i] = p->held && p->numel > 0;
     return bad ? -1 : 0;
 }
 
 /* Every copy of every tensor this group read is verified: a tp-split tensor's checksum is
  * summed over the tp group (which together holds one copy), a replicated one stands alone; an
  * expert tensor's is then summed over the ep group too (each ep rank holds other experts). */
-static int verify_group(reader_t *r, const char *gname, group_sums_t *gs, int read_failed) {
+static int verify_group(reader_t *r, const char *gname, int g, group_sums_t *gs, int read_failed) {
     const int n = r->P->n;
+    /* ranks that read parts of the flat buffer (ZeRO partitions) first add up their parts */
+    if (r->io->part_comm[g] != MPI_COMM_SELF)
+        comm_allreduce(gs->local, n, MPI_UINT64_T, MPI_SUM, r->io->part_comm[g], "checkpoint read");
     uint64_t *split = xcalloc((size_t)n, sizeof *split), *experts = xcalloc((size_t)n, sizeof *experts);
     for (int i = 0; i < n; i++)
         if (r->P->t[i].split_dim >= 0) split[i] = gs->local[i];
@@ -786,7 +975,7 @@ static int check_no_extra(reader_t *r, hid_t group, const char *gname) {
     return 0;
 }
 
-static int read_tensor_group(reader_t *r, hid_t file, const char *gname, float *flat) {
+static int read_tensor_group(reader_t *r, hid_t file, const char *gname, int g) {
     if (H5Lexists(file, "optimizer", H5P_DEFAULT) <= 0 && strncmp(gname, "optimizer", 9) == 0)
         return errf(r->msg, r->len, "checkpoint %s: no optimizer state (a weights file, not a "
                     "checkpoint)", r->path);
@@ -796,13 +985,22 @@ static int read_tensor_group(reader_t *r, hid_t file, const char *gname, float *
     const int n = r->P->n;
     group_sums_t gs = {xcalloc((size_t)n, sizeof(uint64_t)), xcalloc((size_t)n, sizeof(uint64_t)),
                        xcalloc((size_t)n, sizeof(int))};
+    /* every rank reads a dataset in the same number of collective calls: the most of any */
+    int *pieces = xcalloc((size_t)(n > 0 ? n : 1), sizeof *pieces);
+    for (int i = 0; i < n; i++) {
+        size_t a, b;
+        if (tensor_range(&r->P->t[i], r->io->lo[g], r->io->hi[g], &a, &b))
+            pieces[i] = pieces_of(a, b, r->io->staging_floats);
+    }
+    comm_allreduce(pieces, n, MPI_INT, MPI_MAX, r->comm, "checkpoint read");
     int read_failed = 0;
     for (int i = 0; i < n && rc == 0; i++) {
-        int one = read_param(r, group, gname, &r->P->t[i], flat, &gs, i);
+        int one = read_param(r, group, gname, &r->P->t[i], g, pieces[i], &gs, i);
         if (one == -2) rc = -1; /* same on every rank: stop reading */
         if (one == -1) read_failed = 1;
     }
-    if (rc == 0) rc = verify_group(r, gname, &gs, read_failed);
+    if (rc == 0) rc = verify_group(r, gname, g, &gs, read_failed);
+    xfree(pieces);
     xfree(gs.stored);
     xfree(gs.local);
     xfree(gs.held_here);
@@ -944,14 +1142,15 @@ static int check_attrs(reader_t *r, hid_t file, const ckpt_meta_t *m, ckpt_state
     return 0;
 }
 
-int ckpt_load(const char *path, MPI_Comm comm, MPI_Comm copy_comm, MPI_Comm ep_comm, const ckpt_tensors_t *P,
-              float *params, float *m, float *v, ckpt_state_t *state, const ckpt_meta_t *expect,
-              ckpt_meta_t *found, char *err, size_t errlen) {
-    reader_t r = {path, comm, copy_comm, ep_comm, P, -1, err, errlen};
+int ckpt_load_io(const char *path, MPI_Comm comm, MPI_Comm copy_comm, MPI_Comm ep_comm,
+                 const ckpt_tensors_t *P, ckpt_io_t *io, int groups, ckpt_state_t *state,
+                 const ckpt_meta_t *expect, ckpt_meta_t *found, char *err, size_t errlen) {
+    reader_t r = {path, comm, copy_comm, ep_comm, P, -1, err, errlen, io};
     err[0] = '\0';
     ckpt_meta_t meta;
     int world_rank;
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
+    ASSERT(io->staging_floats > 0 && (groups == 1 || groups == 3));
     hid_t file = open_for_read(&r, MPI_INFO_NULL);
     int rc = file < 0 ? -1 : check_format(&r, file);
     if (rc == 0) rc = read_meta(&r, file, &meta);
@@ -963,9 +1162,8 @@ int ckpt_load(const char *path, MPI_Comm comm, MPI_Comm copy_comm, MPI_Comm ep_c
         r.dxpl = collective_dxpl();
         if (r.dxpl < 0) rc = errf(err, errlen, "checkpoint %s: cannot set up collective reads", path);
     }
-    if (rc == 0) rc = read_tensor_group(&r, file, "model", params);
-    if (rc == 0 && m) rc = read_tensor_group(&r, file, "optimizer/adamw/m", m);
-    if (rc == 0 && v) rc = read_tensor_group(&r, file, "optimizer/adamw/v", v);
+    const char *names[3] = {"model", "optimizer/adamw/m", "optimizer/adamw/v"};
+    for (int g = 0; g < groups && rc == 0; g++) rc = read_tensor_group(&r, file, names[g], g);
     if (r.dxpl >= 0) H5Pclose(r.dxpl);
     if (file >= 0) H5Fclose(file);
     /* every step above is decided alike on every rank; one last agreement makes sure of it */
@@ -976,10 +1174,37 @@ int ckpt_load(const char *path, MPI_Comm comm, MPI_Comm copy_comm, MPI_Comm ep_c
     return bad ? -1 : 0;
 }
 
+int ckpt_load(const char *path, MPI_Comm comm, MPI_Comm copy_comm, MPI_Comm ep_comm, const ckpt_tensors_t *P,
+              float *params, float *m, float *v, ckpt_state_t *state, const ckpt_meta_t *expect,
+              ckpt_meta_t *found, char *err, size_t errlen) {
+    flat_bufs_t bufs = {{params, m, v}};
+    ckpt_io_t io = flat_io(P, &bufs, 0);
+    return ckpt_load_io(path, comm, copy_comm, ep_comm, P, &io, m && v ? 3 : 1, state, expect, found,
+                        err, errlen);
+}
+
+size_t ckpt_staging_min_floats(const ckpt_tensors_t *P) {
+    size_t row = 1;
+    for (int i = 0; i < P->n; i++) {
+        const ckpt_tensor_t *t = &P->t[i];
+        if ((size_t)t->shape[t->ndim - 1] > row) row = (size_t)t->shape[t->ndim - 1];
+    }
+    return row;
+}
+
+double ckpt_rss_mib(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    long pages = 0, resident = 0;
+    if (!f) return 0;
+    int got = fscanf(f, "%ld %ld", &pages, &resident);
+    fclose(f);
+    return got == 2 ? (double)resident * (double)sysconf(_SC_PAGESIZE) / 1048576.0 : 0;
+}
+
 int ckpt_peek(const char *path, ckpt_peek_t *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     out->parent_step = -1;
-    reader_t r = {path, MPI_COMM_SELF, MPI_COMM_SELF, MPI_COMM_SELF, NULL, -1, err, errlen};
+    reader_t r = {path, MPI_COMM_SELF, MPI_COMM_SELF, MPI_COMM_SELF, NULL, -1, err, errlen, NULL};
     err[0] = '\0';
     /* a regular file, checked without waiting (HDF5's own open of a FIFO blocks forever); a
      * file that is not HDF5 makes HDF5 print nothing (errors are off in main.c) */

@@ -25,9 +25,11 @@
  *                  train/runinfo.h): commit, dirty, compiler, build_date, library versions,
  *                  hosts, slurm_job_id, ... (the same values as run.json)
  * Written collectively through parallel HDF5 (MPI-IO, collective transfers): each element by
- * one rank only (dp rank 0; replicated tensors by tp rank 0; the tied wte by the first stage).
- * Read likewise: each rank reads exactly its own hyperslabs, so a file written on one grid
- * loads on any other, and every rank verifies the checksum of the copy it holds.
+ * one rank only (the rank whose flat range — its ZeRO partition, ckpt_io_t — holds it, among
+ * the owners: replicated tensors by tp rank 0, the tied wte by the first stage), in pieces of at
+ * most one staging buffer. Read likewise: each rank reads exactly its own hyperslabs, so a file
+ * written on one grid loads on any other, and the ranks that together read a copy verify its
+ * checksum.
  * Written to "<path>.tmp", flushed, and renamed (then the directory fsync'ed) when complete.
  * Nothing here exits on a bad file or a failed write: every problem is one message, the same
  * on every rank, so the caller can fall back to an older file or carry on without the save.
@@ -112,11 +114,53 @@ typedef struct ckpt_state {
 /* `owner` of ckpt_save / ckpt_write_weights: which of this rank's local tensors its replica
  * writes: the dense ones (dp rank 0), the expert tensors (expert-replica rank 0: with expert
  * parallelism each ep rank holds other experts), or none (0). */
+
+/* `owner` of ckpt_save / ckpt_write_weights: which of this rank's local tensors its replica
+ * writes: the dense ones (dp rank 0), the expert tensors (expert-replica rank 0: with expert
+ * parallelism each ep rank holds other experts), or none (0). */
 enum { CKPT_OWNS_DENSE = 1, CKPT_OWNS_EXPERTS = 2, CKPT_OWNS_ALL = 3 };
 
+/* ---- sharded I/O ------------------------------------------------------------------------------
+ * Each rank moves only the flat elements [lo, hi) of its local buffers (its ZeRO partition) and
+ * only the tensors `owner` gives it, in pieces of at most staging_floats elements: every piece
+ * is one collective H5Dwrite / H5Dread of the hyperslabs it covers (ranks with fewer pieces of a
+ * dataset join with empty selections). Groups: 0 the parameters (/model), 1 and 2 the AdamW
+ * moments m and v (/optimizer/adamw/m, /v). */
+typedef struct ckpt_io {
+    size_t lo[3], hi[3];   /* per group: the flat range this rank writes (save) or reads (load) */
+    MPI_Comm part_comm[3]; /* load: the ranks whose ranges together cover one copy of the flat
+                              buffer (MPI_COMM_SELF: this rank's range is all of it) */
+    int owner;             /* save: CKPT_OWNS_* above, the tensors this rank writes within [lo, hi) */
+    float *staging;        /* staging_floats floats (may be NULL when no callback uses it) */
+    size_t staging_floats; /* the largest piece, in elements */
+    /* save: flat elements [a, b) of group g; returns them (its own memory, or copied into
+     * staging) */
+    const float *(*fetch)(void *ctx, int g, size_t a, size_t b, float *staging);
+    /* load: where elements [a, b) of group g are read to (NULL or no callback: staging), and
+     * then (store, may be NULL: only verified) put in their place from there */
+    float *(*dest)(void *ctx, int g, size_t a, size_t b, float *staging);
+    void (*store)(void *ctx, int g, size_t a, size_t b, const float *buf);
+    void *ctx;
+    double peak_rss_mib;   /* out: this rank's largest resident size sampled between pieces */
+} ckpt_io_t;
+
+/* The smallest staging buffer, in elements: the longest row (last dimension) of any tensor. */
+size_t ckpt_staging_min_floats(const ckpt_tensors_t *P);
+/* This process's resident set size, in MiB (VmRSS; 0 when unknown). */
+double ckpt_rss_mib(void);
+
+/* ckpt_save / ckpt_load with sharded I/O (semantics as below); `with_optimizer` (save) or
+ * `groups` (load: 1 the parameters, 3 with the moments) says which groups move. */
+int ckpt_save_io(const char *path, MPI_Comm comm, MPI_Info info, const ckpt_tensors_t *P,
+                 ckpt_io_t *io, const ckpt_meta_t *meta, const ckpt_state_t *state,
+                 double *written, char *err, size_t errlen);
+int ckpt_load_io(const char *path, MPI_Comm comm, MPI_Comm copy_comm, MPI_Comm ep_comm,
+                 const ckpt_tensors_t *P, ckpt_io_t *io, int groups, ckpt_state_t *state,
+                 const ckpt_meta_t *expect, ckpt_meta_t *found, char *err, size_t errlen);
+
 /* Collective over comm. params (and m, v for a checkpoint, i.e. when state is not NULL) are host
- * copies of this rank's local flat buffers; a rank that is not an owner writes nothing and may
- * pass NULL (ZeRO: only dp rank 0 assembles full copies). `owner`: CKPT_OWNS_* above.
+ * copies of this rank's whole local flat buffers (ckpt_save_io with views of them); a rank that
+ * is not an owner writes nothing and may pass NULL. `owner`: CKPT_OWNS_* above.
  * `info`: MPI-IO hints (MPI_INFO_NULL for none). Returns 0 with the bytes of tensor data in
  * *written, or -1 with one message in err on every rank: then nothing was published, the .tmp
  * file is gone and an earlier file of the same name is untouched. */

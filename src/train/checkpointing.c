@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
@@ -23,6 +24,7 @@
 #include "io/checkpoint.h"
 #include "parallel/comm_host.h"
 #include "parallel/watchdog.h"
+#include "train/ckpt_memory.h"
 #include "train/flat.h"
 #include "train/rundir.h"
 
@@ -100,6 +102,38 @@ static int64_t highest_seq(const ckpt_file_t *list, int n) {
         if (list[i].info.save_seq > top) top = list[i].info.save_seq;
     return top;
 }
+
+/* ---------------------------------------------------------------- memory and staging */
+
+void ckpt_staging_setup(ckpt_ctx_t *ck) {
+    const config_t *cfg = ck->cfg;
+    params_t P;
+    flat_rank_registry(&P, cfg, ck->grid);
+    const double floats = cfg->ckpt_staging_mb * 1048576.0 / sizeof(float);
+    unsigned long long row = ckpt_staging_min_floats(&P.ckpt);
+    params_destroy(&P);
+    double avail = world_rank() == 0 ? ckpt_available_mib() : 0;
+    comm_bcast(&avail, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD, "checkpoint staging");
+    comm_allreduce(&row, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD, "checkpoint staging");
+    if (floats < (double)row)
+        fatal_user("&checkpoint staging_mb = %g holds %.0f floats, less than one row of the widest "
+                   "tensor (%llu floats = %.4f MiB): give at least %.4f", cfg->ckpt_staging_mb,
+                   floor(floats), row, (double)row * sizeof(float) / 1048576.0,
+                   (double)row * sizeof(float) / 1048576.0);
+    if (avail >= 0 && cfg->ckpt_staging_mb > avail)
+        fatal_user("&checkpoint staging_mb = %g MiB is more than the node's free memory (%.0f MiB "
+                   "available): give less", cfg->ckpt_staging_mb, avail);
+    ck->staging_floats = (size_t)floats;
+}
+
+/* The staging buffer for a range of n floats: the configured size, or less when n is less. */
+static float *staging_alloc(const ckpt_ctx_t *ck, size_t n, size_t *floats) {
+    *floats = n < ck->staging_floats ? (n > 0 ? n : 1) : ck->staging_floats;
+    return xmalloc(*floats * sizeof(float));
+}
+
+/* The communicator of the ranks among which ZeRO partitions the flat buffer (zero.h). */
+static MPI_Comm partition_comm(const grid_t *g) { return g->ep > 1 ? g->edp_comm : g->dp_comm; }
 
 /* ---------------------------------------------------------------- saving */
 
@@ -258,6 +292,57 @@ int ckpt_owner(const grid_t *g) {
     return (g->rank_dp == 0 ? CKPT_OWNS_DENSE : 0) | (g->rank_edp == 0 ? CKPT_OWNS_EXPERTS : 0);
 }
 
+/* The tensors a rank writes within its partition: the expert tensors it holds, and the dense
+ * ones unless another ep rank holds the same (with expert parallelism ep rank 0 writes them). */
+static int save_owner(const zero_t *z) {
+    return CKPT_OWNS_EXPERTS | (z->ep <= 1 || z->rank_ep == 0 ? CKPT_OWNS_DENSE : 0);
+}
+
+/* A collective write of the parameters (and, with st, the moments: a checkpoint) to path: every
+ * rank its ZeRO partition, piece by piece through the staging buffer, straight from where they
+ * live. *peak_rss: this rank's largest resident size sampled between the pieces. */
+static int write_sharded(ckpt_ctx_t *ck, const char *path, MPI_Info info, const ckpt_meta_t *meta,
+                         const ckpt_state_t *st, double *written, double *peak_rss, char *msg, size_t len) {
+    zero_t *z = ck->zero;
+    adamw_finish(ck->opt); /* an offloaded update still in flight: done and uploaded */
+    size_t floats;
+    float *staging = staging_alloc(ck, z->hi - z->lo, &floats);
+    flat_io_t f = {.z = z, .opt = ck->opt, .m = ck->model, .ops = ck->ops};
+    ckpt_io_t io;
+    flat_save_io(&io, &f, save_owner(z), staging, floats);
+    const char *what = st ? "checkpoint write" : "weights write";
+    watchdog_enter_for(what, "all ranks", ck->cfg->io_timeout_s);
+    prof_begin(PROF_CHECKPOINT, what, -1, -1);
+    int rc = ckpt_save_io(path, MPI_COMM_WORLD, info, &ck->model->P.ckpt, &io, meta, st, written, msg, len);
+    prof_end(PROF_CHECKPOINT, 0);
+    watchdog_leave();
+    xfree(staging);
+    *peak_rss = io.peak_rss_mib;
+    return rc;
+}
+
+/* A checkpoint, with the peaks: training's (any rank's largest resident size before it, kept
+ * over the run) in peak[0] and the save's (during it) in peak[1]. */
+static int save_sharded(ckpt_ctx_t *ck, const char *path, const ckpt_meta_t *meta,
+                        const ckpt_state_t *st, double *written, double peak[2], char *msg, size_t len) {
+    const double before = ckpt_max_over_ranks(ckpt_hwm_mib());
+    ck->train_peak_mib = before > ck->train_peak_mib ? before : ck->train_peak_mib;
+    ckpt_peak_reset();
+    double sampled;
+    int rc = write_sharded(ck, path, *ck->io_hints, meta, st, written, &sampled, msg, len);
+    const double during = ckpt_hwm_mib();
+    peak[0] = ck->train_peak_mib;
+    peak[1] = ckpt_max_over_ranks(during > sampled ? during : sampled);
+    ckpt_peak_reset(); /* training's peak from here on */
+    return rc;
+}
+
+int ckpt_write_weights_sharded(ckpt_ctx_t *ck, const char *path, const ckpt_meta_t *meta, char *msg,
+                               size_t len) {
+    double written, sampled;
+    return write_sharded(ck, path, MPI_INFO_NULL, meta, NULL, &written, &sampled, msg, len);
+}
+
 int ckpt_write_now(ckpt_ctx_t *ck, const char *why) {
     const config_t *cfg = ck->cfg;
     const char *dir = ck->rd->ckpt_dir;
@@ -268,14 +353,6 @@ int ckpt_write_now(ckpt_ctx_t *ck, const char *why) {
         report_failed_save(ck, why, msg);
         return -1;
     }
-    gpt_t *m = ck->model;
-    const zero_t *z = ck->zero;
-    /* host copies in the flat layout; under ZeRO the partitions meet on dp rank 0 (the writer),
-     * the other dp ranks hold none */
-    adamw_finish(ck->opt); /* an offloaded update still in flight: done and uploaded */
-    float *p = flat_host_params(ck->zero, ck->opt, ck->model, ck->ops);
-    float *mm = flat_host_copy(ck->zero, ck->opt->state_ops, ck->opt->m, ck->opt->m, z->stage >= 1);
-    float *vv = flat_host_copy(ck->zero, ck->opt->state_ops, ck->opt->v, ck->opt->v, z->stage >= 1);
     ckpt_meta_t meta = model_meta(ck);
     ckpt_state_t st = {.tokens_seen = ck->prog->tokens_seen, .sample_pos = ck->prog->sample_pos, .adam_t = ck->opt->t,
                        .skipped = ck->prog->skipped, .global_batch = *ck->global_batch,
@@ -285,17 +362,9 @@ int ckpt_write_now(ckpt_ctx_t *ck, const char *why) {
                        .has_scaler = 1, .save_seq = ck->rd->last_seq + 1, .parent_seq = ck->rd->parent_seq,
                        .parent_step = ck->rd->parent_step};
     curric_save_state(ck->curric, &st);
-    double t0 = now_sec(), written = 0;
-    watchdog_enter_for("checkpoint write", "all ranks", cfg->io_timeout_s);
-    prof_begin(PROF_CHECKPOINT, "checkpoint write", -1, -1);
-    int rc = ckpt_save(path, MPI_COMM_WORLD, *ck->io_hints, &m->P.ckpt, p, mm, vv, &meta, &st,
-                       ckpt_owner(ck->grid), &written, msg, sizeof msg);
-    prof_end(PROF_CHECKPOINT, 0);
-    watchdog_leave();
+    double t0 = now_sec(), written = 0, peak[2];
+    int rc = save_sharded(ck, path, &meta, &st, &written, peak, msg, sizeof msg);
     double dt = now_sec() - t0;
-    xfree(p);
-    xfree(mm);
-    xfree(vv);
     if (rc != 0) {
         report_failed_save(ck, why, msg);
         return -1;
@@ -315,13 +384,16 @@ int ckpt_write_now(ckpt_ctx_t *ck, const char *why) {
                     "could not be updated: %s (resume = 'auto' still finds the newest file)\n",
                     path, strerror(errno));
         prune(ck->rd, dir, cfg->ckpt_keep, (long long)ck->prog->step);
-        printf("checkpoint: step %lld (%s) -> %s: %.1f MiB in %.2f s (%.0f MiB/s)\n",
-               (long long)ck->prog->step, why, path, written / 1048576.0, dt, written / 1048576.0 / dt);
+        printf("checkpoint: step %lld (%s) -> %s: %.1f MiB in %.2f s (%.0f MiB/s); peak memory %.0f "
+               "MiB during the save, %.0f MiB in training\n", (long long)ck->prog->step, why, path,
+               written / 1048576.0, dt, written / 1048576.0 / dt, peak[1], peak[0]);
         fflush(stdout);
     }
     comm_barrier(MPI_COMM_WORLD, "checkpoint housekeeping");
     metrics_write(ck->metrics, "\"step\":%lld,\"checkpoint\":\"%s\",\"ckpt_s\":%.4f,"
-                  "\"ckpt_mib\":%.3f", (long long)ck->prog->step, why, dt, written / 1048576.0);
+                  "\"ckpt_mib\":%.3f,\"save_peak_rss_mib\":%.1f,\"train_peak_rss_mib\":%.1f,"
+                  "\"staging_mib\":%.3f", (long long)ck->prog->step, why, dt, written / 1048576.0,
+                  peak[1], peak[0], (double)ck->staging_floats * sizeof(float) / 1048576.0);
     return 0;
 }
 
@@ -401,15 +473,26 @@ static char *resume_candidates(const ckpt_ctx_t *ck, const char *dir, int *n_out
     return out;
 }
 
-/* Read and verify one file into res; 0, or -1 with the reason in msg. */
+/* Read and verify one file's tensors and state into res (the tensors are verified, not kept):
+ * every rank streams its ZeRO partition (of the registry P, whose model may not exist yet)
+ * through the staging buffer. 0, or -1 with the reason in msg. */
 static int load_candidate(ckpt_ctx_t *ck, const params_t *P, const char *path, ckpt_resumed_t *res,
                           char *msg, size_t len) {
     const ckpt_meta_t want = model_meta(ck);
+    const grid_t *g = ck->grid;
+    const bool ep = g->ep > 1;
+    ckpt_io_t io;
+    memset(&io, 0, sizeof io);
+    size_t lo, hi;
+    zero_partition(P->total, ep ? g->edp : g->dp, ep ? g->rank_edp : g->rank_dp, &lo, &hi);
+    for (int k = 0; k < 3; k++) io.lo[k] = lo, io.hi[k] = hi, io.part_comm[k] = partition_comm(g);
+    io.staging = staging_alloc(ck, hi - lo, &io.staging_floats);
     double t0 = now_sec();
     watchdog_enter_for("checkpoint read", "all ranks", ck->cfg->io_timeout_s);
-    int rc = ckpt_load(path, MPI_COMM_WORLD, ck->grid->tp_comm, ck->grid->ep_comm, &P->ckpt, res->params, res->m, res->v,
-                       &res->state, &want, &res->meta, msg, len);
+    int rc = ckpt_load_io(path, MPI_COMM_WORLD, g->tp_comm, g->ep_comm, &P->ckpt, &io, 3, &res->state,
+                          &want, &res->meta, msg, len);
     watchdog_leave();
+    xfree(io.staging);
     if (rc != 0) return -1;
     static bool said; /* once per process: files of an older llmtrain */
     if (!res->state.attrs_checked && !said && world_rank() == 0)
@@ -472,9 +555,6 @@ void ckpt_resume_find(ckpt_ctx_t *ck, ckpt_resumed_t *res) {
     params_t P;
     flat_rank_registry(&P, cfg, ck->grid); /* interleaved: its chunks, as the model holds them */
     res->total = P.total;
-    res->params = xcalloc(P.total, sizeof(float));
-    res->m = xcalloc(P.total, sizeof(float));
-    res->v = xcalloc(P.total, sizeof(float));
     int n;
     char lineage[CKPT_RUN_ID_LEN], msg[COMM_MSG_MAX + 64];
     char *files = resume_candidates(ck, ck->rd->ckpt_dir, &n, lineage, sizeof lineage);
@@ -510,32 +590,44 @@ void ckpt_resume_find(ckpt_ctx_t *ck, ckpt_resumed_t *res) {
                 printf("resume = 'auto': %s in %s; starting from step 0\n",
                        n ? "no checkpoint passed verification" : "no checkpoint found", ck->rd->ckpt_dir);
         }
-        xfree(res->params);
-        xfree(res->m);
-        xfree(res->v);
-        res->params = res->m = res->v = NULL;
     }
     history_start(ck, res);
 }
 
-/* The model, optimizer, step, counters and fp16 scaler from what load_candidate read (a resume
- * or a rollback); the host copies stay with the caller. */
-static void apply_loaded(ckpt_ctx_t *ck, const ckpt_resumed_t *res) {
-    gpt_t *m = ck->model;
-    const zero_t *z = ck->zero;
-    ASSERT(res->total == m->P.total); /* the same registry as the model's */
-    adamw_finish(ck->opt); /* nothing of an earlier update may land on the loaded weights */
-    const size_t bytes = m->P.total * sizeof(float), part = (z->hi - z->lo) * sizeof(float);
-    /* every rank read the whole of its tp shard; under ZeRO it keeps its partition */
-    flat_set_params_from_host(ck->zero, ck->opt, ck->model, ck->ops, res->params); /* bf16/fp16: the file holds the master */
-    const ops_t *state = ck->opt->state_ops; /* the device, or the host when offloaded */
-    if (z->stage >= 1) {
-        state->to_device(ck->opt->m, res->m + z->lo, part);
-        state->to_device(ck->opt->v, res->v + z->lo, part);
-    } else {
-        state->to_device(ck->opt->m, res->m, bytes);
-        state->to_device(ck->opt->v, res->v, bytes);
-    }
+/* The tensors of a verified file into the model and optimizer: every rank reads its ZeRO
+ * partition (all of its buffers without ZeRO) piece by piece through the staging buffer, straight
+ * to where they live; then the replicas follow. The file was verified a moment ago: a failure now
+ * (it changed in between) leaves a half-loaded model, so it ends the run. Returns the largest
+ * resident size of any rank during the load. */
+static double load_into_model(ckpt_ctx_t *ck, const char *path) {
+    zero_t *z = ck->zero;
+    ckpt_peak_reset();
+    flat_io_t f = {.z = z, .opt = ck->opt, .m = ck->model, .ops = ck->ops};
+    size_t floats;
+    float *staging = staging_alloc(ck, z->stage >= 1 ? z->hi - z->lo : z->total, &floats);
+    ckpt_io_t io;
+    flat_load_io(&io, &f, partition_comm(ck->grid), staging, floats);
+    const ckpt_meta_t want = model_meta(ck);
+    ckpt_state_t st;
+    char msg[COMM_MSG_MAX + 64];
+    watchdog_enter_for("checkpoint read", "all ranks", ck->cfg->io_timeout_s);
+    int rc = ckpt_load_io(path, MPI_COMM_WORLD, ck->grid->tp_comm, ck->grid->ep_comm, &ck->model->P.ckpt,
+                          &io, 3, &st, &want, NULL, msg, sizeof msg);
+    watchdog_leave();
+    xfree(staging);
+    flat_load_finish(&f);
+    if (rc != 0) fatal_user("checkpoint %s changed after it was verified; the model is half loaded: %s", path, msg);
+    const double during = ckpt_hwm_mib();
+    const double peak = ckpt_max_over_ranks(during > io.peak_rss_mib ? during : io.peak_rss_mib);
+    ckpt_peak_reset();
+    return peak;
+}
+
+/* The model, optimizer, step, counters and fp16 scaler from the file load_candidate verified (a
+ * resume or a rollback). */
+static void apply_loaded(ckpt_ctx_t *ck, ckpt_resumed_t *res) {
+    ASSERT(res->total == ck->model->P.total); /* the same registry as the model's */
+    res->peak_rss_mib = load_into_model(ck, res->path);
     const ckpt_state_t *st = &res->state;
     ck->prog->step = res->meta.step;
     ck->prog->last_ckpt_step = ck->prog->step;
@@ -555,25 +647,19 @@ static void apply_loaded(ckpt_ctx_t *ck, const ckpt_resumed_t *res) {
     if (res->meta.run_id[0]) snprintf(ck->rd->run_id, sizeof ck->rd->run_id, "%s", res->meta.run_id);
 }
 
-static void free_loaded(ckpt_resumed_t *res) {
-    xfree(res->params);
-    xfree(res->m);
-    xfree(res->v);
-    memset(res, 0, sizeof *res);
-}
-
 void ckpt_resume_apply(ckpt_ctx_t *ck, ckpt_resumed_t *res) {
     if (!res->found) return;
+    double t0 = now_sec();
     apply_loaded(ck, res);
+    res->seconds += now_sec() - t0;
     const ckpt_state_t *st = &res->state;
     if (world_rank() == 0)
         printf("resume: %s: step %lld, %lld tokens seen, saved on grid dp %lld x tp %lld x pp %lld, "
-               "continuing on dp %d x tp %d x pp %d (read and verified %.1f MiB in %.2f s, %.0f "
-               "MiB/s)\n", res->path, (long long)ck->prog->step, (long long)st->tokens_seen,
-               (long long)st->grid_dp, (long long)st->grid_tp, (long long)st->grid_pp,
-               ck->grid->dp, ck->grid->tp, ck->grid->pp, res->mib, res->seconds,
-               res->mib / res->seconds);
-    free_loaded(res);
+               "continuing on dp %d x tp %d x pp %d (read and verified %.1f MiB twice in %.2f s, "
+               "%.0f MiB/s; peak memory %.0f MiB during the load)\n", res->path, (long long)ck->prog->step,
+               (long long)st->tokens_seen, (long long)st->grid_dp, (long long)st->grid_tp,
+               (long long)st->grid_pp, ck->grid->dp, ck->grid->tp, ck->grid->pp, res->mib, res->seconds,
+               2 * res->mib / res->seconds, res->peak_rss_mib);
 }
 
 int ckpt_rollback(ckpt_ctx_t *ck, char *msg, size_t len) {
@@ -581,13 +667,9 @@ int ckpt_rollback(ckpt_ctx_t *ck, char *msg, size_t len) {
     ckpt_resumed_t res;
     memset(&res, 0, sizeof res);
     res.total = P->total;
-    res.params = xcalloc(P->total, sizeof(float));
-    res.m = xcalloc(P->total, sizeof(float));
-    res.v = xcalloc(P->total, sizeof(float));
     int rc = ck->prog->last_ckpt_path[0] ? load_candidate(ck, P, ck->prog->last_ckpt_path, &res, msg, len) : -1;
     if (rc != 0 && !ck->prog->last_ckpt_path[0]) snprintf(msg, len, "no checkpoint file is known");
     if (rc == 0) apply_loaded(ck, &res);
-    free_loaded(&res);
     return rc;
 }
 

@@ -67,7 +67,15 @@ typedef struct ckpt_ctx {
     const MPI_Info *io_hints;   /* MPI-IO hints (set by main after setup) */
     const int *global_batch;    /* the current stage's */
     ckpt_progress_t *prog;
+    size_t staging_floats;      /* &checkpoint staging_mb, in floats (ckpt_staging_setup) */
+    double train_peak_mib;      /* the largest resident size of any rank in training so far */
 } ckpt_ctx_t;
+
+/* Collective: &checkpoint staging_mb checked against this rank's tensors (one row of the widest)
+ * and the node's free memory: one message naming staging_mb, exit 2; else its size in
+ * ck->staging_floats. Before anything reads or writes a checkpoint. */
+void ckpt_staging_setup(ckpt_ctx_t *ck);
+
 
 /* Write a checkpoint of the current step; `why` appears in the log and metrics ("every",
  * "final", "signal"). Returns 0, or -1 after reporting why it could not be written (on stderr
@@ -84,23 +92,28 @@ int ckpt_reserve_space(const char *dir, double need, char *msg, size_t len);
 typedef struct ckpt_resumed {
     bool found;
     char path[700];
-    float *params, *m, *v; /* host copies of this rank's local flat buffers [P.total] */
     size_t total;
     ckpt_state_t state;
     ckpt_meta_t meta;
     double seconds, mib;   /* how long reading and verifying took, and how much */
+    double peak_rss_mib;   /* the largest resident size of any rank while it was loaded */
 } ckpt_resumed_t;
 /* Collective: choose, read and verify the checkpoint &checkpoint resume asks for (nothing when
- * resume = 'none' or 'auto' finds none that verifies). */
+ * resume = 'none' or 'auto' finds none that verifies). Verifying streams every rank's partition
+ * through the staging buffer and keeps nothing: ckpt_resume_apply reads it again into the model. */
 void ckpt_resume_find(ckpt_ctx_t *ck, ckpt_resumed_t *res);
 /* A requeued Slurm job (SLURM_RESTART_COUNT > 0) whose namelist does not set &checkpoint resume
  * continues from its newest checkpoint (resume = 'auto'): starting over would log step 1 again
  * and rotate the good checkpoints away. Called once after config_load, before the echo. */
 void ckpt_resume_default(config_t *cfg, int world_rank);
-/* Put what ckpt_resume_find read into the model and optimizer (step, data position, lineage)
- * and free the host copies. */
+/* Read the file ckpt_resume_find chose into the model and optimizer, piece by piece (each rank
+ * its partition), and apply its state (step, data position, lineage). */
 void ckpt_resume_apply(ckpt_ctx_t *ck, ckpt_resumed_t *res);
 
+/* Collective: a weights file of the parameters (the fp32 master with bf16/fp16) at `path`, each
+ * rank its ZeRO partition through the staging buffer. 0, or -1 with one message in msg. */
+int ckpt_write_weights_sharded(ckpt_ctx_t *ck, const char *path, const ckpt_meta_t *meta, char *msg,
+                               size_t len);
 /* Collective: reload the newest checkpoint this run wrote or resumed from (last_ckpt_path) into
  * the model and optimizer, as a resume would (step, counters, sample_pos, fp16 scaler): the
  * anomaly rollback. 0, or -1 with the reason in msg and nothing changed (the file is verified

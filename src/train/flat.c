@@ -1,5 +1,6 @@
 /* flat.c — the rank's registry and host copies of its flat buffers (see flat.h). */
 #include "train/flat.h"
+#include <string.h>
 #include "core/alloc.h"
 #include "train/pipeline.h"
 
@@ -28,12 +29,6 @@ float *flat_host_copy(const zero_t *z, const ops_t *from, const float *full, con
     return host;
 }
 
-float *flat_host_params(const zero_t *z, const adamw_t *opt, const gpt_t *m, const ops_t *ops) {
-    if (opt->master) /* bf16/fp16: the fp32 master weights, laid out like the AdamW state */
-        return flat_host_copy(z, opt->state_ops, opt->master, opt->master, z->stage >= 1);
-    return flat_host_copy(z, ops, m->params, z->param_shard, z->stage >= 3);
-}
-
 void flat_set_params_from_host(zero_t *z, adamw_t *opt, gpt_t *m, const ops_t *ops,
                                const float *host) {
     if (m->wtype != DT_FP32) { /* 16-bit storage: the master from the host, the copy rounded
@@ -47,4 +42,69 @@ void flat_set_params_from_host(zero_t *z, adamw_t *opt, gpt_t *m, const ops_t *o
         ops->to_device(m->params, host, m->P.total * sizeof(float));
     zero3_invalidate(z);
     adamw_take_params(opt, m, z); /* bf16/fp16: master, rounded copy */
+}
+
+/* ---- sharded checkpoint I/O ---------------------------------------------------------------- */
+
+static const float *save_fetch(void *ctx, int g, size_t a, size_t b, float *staging) {
+    flat_io_t *f = ctx;
+    const size_t bytes = (b - a) * sizeof(float);
+    const adamw_t *opt = f->opt;
+    if (g == 0 && !opt->master) /* the model's fp32 weights (ZeRO-3: its partition) */
+        f->ops->to_host(staging, zero_param_at(f->z, f->m->params, a), bytes);
+    else /* the master (bf16/fp16) or a moment: laid out like the optimizer state */
+        opt->state_ops->to_host(staging, (g == 0 ? opt->master : g == 1 ? opt->m : opt->v) +
+                                              zero_state_index(f->z, a), bytes);
+    return staging;
+}
+
+void flat_save_io(ckpt_io_t *io, flat_io_t *f, int owner, float *staging, size_t staging_floats) {
+    memset(io, 0, sizeof *io);
+    for (int g = 0; g < 3; g++) io->lo[g] = f->z->lo, io->hi[g] = f->z->hi, io->part_comm[g] = MPI_COMM_SELF;
+    io->owner = owner;
+    io->staging = staging;
+    io->staging_floats = staging_floats;
+    io->fetch = save_fetch;
+    io->ctx = f;
+}
+
+static void load_store(void *ctx, int g, size_t a, size_t b, const float *buf) {
+    flat_io_t *f = ctx;
+    const size_t bytes = (b - a) * sizeof(float);
+    adamw_t *opt = f->opt;
+    if (g == 0 && f->m->wtype == DT_FP32) /* the model's weights (the master follows at the end) */
+        f->ops->to_device(zero_param_at(f->z, f->m->params, a), buf, bytes);
+    else if (g == 0) /* 16-bit weights: the master's values, handed over at the end */
+        memcpy(f->host_params + a, buf, bytes);
+    else
+        opt->state_ops->to_device((g == 1 ? opt->m : opt->v) + zero_state_index(f->z, a), buf, bytes);
+}
+
+void flat_load_io(ckpt_io_t *io, flat_io_t *f, MPI_Comm dp_comm, float *staging, size_t staging_floats) {
+    memset(io, 0, sizeof *io);
+    const zero_t *z = f->z;
+    const bool part = z->stage >= 1; /* the moments (and master) exist for the partition only */
+    for (int g = 0; g < 3; g++) {
+        io->lo[g] = part ? z->lo : 0;
+        io->hi[g] = part ? z->hi : z->total;
+        io->part_comm[g] = part ? dp_comm : MPI_COMM_SELF;
+    }
+    io->staging = staging;
+    io->staging_floats = staging_floats;
+    io->store = load_store;
+    io->ctx = f;
+    adamw_finish(f->opt); /* nothing of an earlier update may land on the loaded weights */
+    /* untouched pages cost nothing: the partition alone becomes resident */
+    f->host_params = f->m->wtype == DT_FP32 ? NULL : xmalloc(z->total * sizeof(float));
+}
+
+void flat_load_finish(flat_io_t *f) {
+    if (f->host_params) { /* the master from the file, the 16-bit copy rounded from it */
+        adamw_take_host_params(f->opt, f->m, f->z, f->host_params);
+        xfree(f->host_params);
+        f->host_params = NULL;
+        return;
+    }
+    zero_allgather_params(f->z, f->m->params); /* ZeRO-1/2: every partition; ZeRO-3: stale copies */
+    adamw_take_params(f->opt, f->m, f->z);     /* the master, when there is one */
 }

@@ -164,15 +164,16 @@ void plan_rank(const config_t *cfg, int tp_rank, int pp_rank, int mb, int accum,
     if (sched == SCHED_ZBH1) b[MEM_OPTIMIZER] += fl(postval_floats(state)); /* train/postval.c */
     if (cfg->choice.precision != CFG_PRECISION_FP32 || offload) opt[MEM_MASTER] += fl(state);
     if (offload) h[MEM_OPTIMIZER] += 2 * fl(state); /* the gradients' and weights' host staging */
-    /* train/trainer.c: the step's batches (host), and the largest transient buffer: the MFU
-     * measurement's matrices (the backend's), the initial weights, a resume's three copies, a
-     * checkpoint's three (or a weights file's one) on the writing rank (host) */
+    /* train/trainer.c: the step's batches (host), the largest transient buffer: the MFU matrices
+     * (the backend's), the initial weights (host; checkpoints stage less: train/checkpointing.c),
+     * and a resume with 16-bit weights: the master's values beside the staging buffer */
     h[MEM_WORKSPACE] += 2.0 * accum * mb * T * sizeof(int);
     const double N = (double)mb * T, C = cfg->d_model, F = cfg->d_ff;
     double mfu = 0, copies = total * 4.0;
     if (cfg->peak_flops <= 0) /* the MFU reference: 1024^3 and the MLP's product */
         mfu = fmax(3.0 * 1024 * 1024 * 4, (N * C + F * C + N * F) * 4);
-    if (cfg->ckpt_every > 0 || strcmp(cfg->resume, "none") != 0) copies = 3.0 * total * 4;
+    if (strcmp(cfg->resume, "none") != 0 && m.wtype != DT_FP32)
+        copies += fmin(cfg->ckpt_staging_mb * 1048576.0, 4.0 * (double)(zero >= 1 ? part : total));
     if (cfg->device_memory) { /* two memories: each holds its own largest */
         b[MEM_WORKSPACE] += mfu;
         h[MEM_WORKSPACE] += copies;

@@ -27,20 +27,12 @@ static int save_weights(trainer_t *tr, const char *tag) {
     if (!ckpt_reserve_space(tr->rd.dir, need, msg, sizeof msg)) {
         /* msg says why */
     } else {
-        adamw_finish(&tr->opt); /* an offloaded update still in flight: done and uploaded */
-        float *host = flat_host_params(&tr->zero, &tr->opt, &tr->model, tr->ops);
         ckpt_meta_t meta = {tr->prog.step, tr->cfg->seed, tr->model.V, tr->model.Vp, tr->cfg->n_layer,
                             tr->cfg->n_head, tr->cfg->d_model, tr->cfg->d_ff, tr->cfg->seq_len,
                             tr->config_text, "", &tr->provenance};
         snprintf(meta.run_id, sizeof meta.run_id, "%s", tr->rd.run_id);
-        /* One replica writes: dp rank 0 (tp shards are disjoint, so each tp rank writes its own). */
-        watchdog_enter_for("weights write", "all ranks", tr->cfg->io_timeout_s);
-        prof_begin(PROF_CHECKPOINT, "weights write", -1, -1);
-        rc = ckpt_write_weights(path, MPI_COMM_WORLD, &tr->model.P.ckpt, host, &meta,
-                                ckpt_owner(tr->grid), msg, sizeof msg);
-        prof_end(PROF_CHECKPOINT, 0);
-        watchdog_leave();
-        xfree(host);
+        /* every rank its ZeRO partition of its tp shard, through the staging buffer */
+        rc = ckpt_write_weights_sharded(&tr->ckpt, path, &meta, msg, sizeof msg);
     }
     if (rc == 0) {
         if (is_root(tr)) printf("weights: wrote %s\n", path);

@@ -17,6 +17,7 @@
 #include "kernels/ops_rate.h"
 #include "parallel/comm_host.h"
 #include "parallel/watchdog.h"
+#include "train/ckpt_memory.h"
 #include "train/flat.h"
 #include "train/init_from.h"
 #include "train/planner.h"
@@ -420,6 +421,9 @@ static void start_run(trainer_t *tr, ckpt_resumed_t *resumed) {
     anom_init(&tr->anom, &detectors);
     tr->anom_at_ckpt = tr->anom;
     open_metrics(tr, was_resumed);
+    if (was_resumed) /* what the load of the checkpoint cost in time and memory */
+        metrics_write(&tr->metrics, "\"step\":%lld,\"resume_load_s\":%.4f,\"load_peak_rss_mib\":%.1f",
+                      (long long)tr->prog.step, resumed->seconds, resumed->peak_rss_mib);
     open_tensorboard(tr);
     record_provenance(tr);
     if (cfg->choice.mode == CFG_MODE_TRAIN)
@@ -452,6 +456,7 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
     rundir_open(&tr->rd, cfg);
     rundir_check_fresh(&tr->rd, cfg);
     agree_memory_limits(tr);
+    ckpt_staging_setup(&tr->ckpt);
     ckpt_resumed_t resumed;
     ckpt_resume_find(&tr->ckpt, &resumed);
     batch_geometry(tr, resumed.found ? resumed.state.global_batch : 0);
@@ -469,6 +474,7 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
     if (cfg->choice.mode == CFG_MODE_TRAIN && tr->has_train)
         trainer_begin_stages(tr); /* the step's stage */
     if (is_root(tr)) trainer_print_plan(tr);
+    ckpt_peak_reset(); /* training's peak memory counts from here (setup's buffers do not) */
 }
 
 void trainer_destroy(trainer_t *tr) {

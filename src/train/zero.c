@@ -9,6 +9,19 @@
 /* Partitions start on 16-float (64-byte) boundaries like the parameters themselves. */
 #define ZERO_ALIGN 16
 
+/* Floats per partition: total / dp rounded up to the alignment. */
+static size_t partition_floats(size_t total, int dp) {
+    size_t s = (total + (size_t)dp - 1) / (size_t)dp;
+    return (s + ZERO_ALIGN - 1) / ZERO_ALIGN * ZERO_ALIGN;
+}
+
+void zero_partition(size_t total, int dp, int rank, size_t *lo, size_t *hi) {
+    const size_t shard = partition_floats(total, dp);
+    *lo = (size_t)rank * shard, *hi = *lo + shard;
+    if (*lo > total) *lo = total;
+    if (*hi > total) *hi = total;
+}
+
 void zero_create(zero_t *z, int stage, int dp, int rank, const comm_group_t *dp_group, size_t total,
                  const ops_t *ops) {
     memset(z, 0, sizeof *z);
@@ -18,14 +31,12 @@ void zero_create(zero_t *z, int stage, int dp, int rank, const comm_group_t *dp_
     z->dp_group = dp_group;
     z->total = total;
     z->ops = ops;
-    size_t s = (total + (size_t)dp - 1) / (size_t)dp;
-    z->shard = (s + ZERO_ALIGN - 1) / ZERO_ALIGN * ZERO_ALIGN;
+    z->shard = partition_floats(total, dp);
     z->counts = xcalloc((size_t)dp, sizeof(int));
     z->displs = xcalloc((size_t)dp, sizeof(int));
     for (int r = 0; r < dp; r++) {
-        size_t lo = (size_t)r * z->shard, hi = lo + z->shard;
-        if (lo > total) lo = total;
-        if (hi > total) hi = total;
+        size_t lo, hi;
+        zero_partition(total, dp, r, &lo, &hi);
         ASSERT(hi <= (size_t)INT_MAX); /* config bounds the local buffer below 2^31 floats */
         z->counts[r] = (int)(hi - lo);
         z->displs[r] = (int)lo;
@@ -148,9 +159,6 @@ void zero_gather_to_root(const zero_t *z, const float *part, float *full) {
                        "ZeRO checkpoint gather");
 }
 
-void zero_take_partition(const zero_t *z, const float *full, float *part) {
-    memcpy(part, full + z->lo, (z->hi - z->lo) * sizeof(float));
-}
 
 /* ---- ZeRO-3: gathering the weights of a unit before its use --------------------------------- */
 

@@ -89,6 +89,9 @@ typedef struct zero {
  * stage needs. `stage` as configured (0..3). */
 void zero_create(zero_t *z, int stage, int dp, int rank, const comm_group_t *dp_group, size_t total,
                  const ops_t *ops);
+/* The partition [*lo, *hi) of dp rank `rank` of a flat buffer of `total` floats over dp ranks
+ * (what zero_create gives that rank). */
+void zero_partition(size_t total, int dp, int rank, size_t *lo, size_t *hi);
 /* Expert parallelism (ep > 1): the ep group and this rank's place in it (the fields above). */
 void zero_set_experts(zero_t *z, int ep, int rank_ep, const comm_group_t *ep_group);
 /* Stage >= 2: stage the gradients per micro-batch (possible when every micro-batch's backward
@@ -131,9 +134,8 @@ const gpt_weight_provider_t *zero3_provider(zero_t *z);
 void zero_attach(zero_t *z, gpt_t *m, bool resident);
 /* Stage 3: the parameters changed (an update, a load): every gathered copy is stale. */
 void zero3_invalidate(zero_t *z);
-/* Checkpoints: assemble a full flat host buffer on dp rank 0 from every rank's partition
- * (`part` holds [lo, hi) of this rank, host memory); `full` is written on dp rank 0 only (may be
- * NULL elsewhere). And the reverse on load: this rank's partition out of a full host buffer. */
+/* The gradient dump (&train dump_grads_step): assemble a full flat host buffer on dp rank 0 from
+ * every rank's partition (`part` holds [lo, hi) of this rank, host memory); `full` is written on
+ * dp rank 0 only (may be NULL elsewhere). Checkpoints never gather (train/flat.h's sharded I/O). */
 void zero_gather_to_root(const zero_t *z, const float *part, float *full);
-void zero_take_partition(const zero_t *z, const float *full, float *part);
 #endif

@@ -115,7 +115,7 @@ DRAWN = {
              "anomaly_window spike_zscore grad_explosion_ratio divergence_evals overflow_streak "
              "max_rollbacks inject_nan_step inject_overflow_step",
     "data": "shuffle val_every val_batches mixture",
-    "checkpoint": "every keep",
+    "checkpoint": "every keep staging_mb",
     "stage": "until_step seq_len global_batch lr min_lr warmup_steps lr_schedule",
 }
 # Keys the harness sets per run (names, paths, the mode of I4, the resume of I2, the watchdog).
@@ -534,6 +534,10 @@ def construct(rng, f, schema, generic):
         if v is not None:
             groups.setdefault(g, {})[name] = v
             drawn_generic.append("%s.%s=%r" % (g, name, v))
+    # drawn last, so that every other value of a row is what it was before this key existed:
+    # sharded checkpoint I/O in pieces of a few rows (0.01 MiB: 2621 floats)
+    if rng.random() < 0.5:
+        c["staging_mb"] = ch([1, 0.01, 0.05])
     meta = {"stop": f["stop"], "generic": drawn_generic}
     return Draw(f, groups, stages, meta)
 
