@@ -117,6 +117,16 @@ static double bf16_operand_bytes(const config_t *cfg, int mb) {
     return 2.0 * (a + b);
 }
 
+/* 16-bit weights that the products do not read as they are (weights_storage = '16bit' with fp32
+ * products): the backend widens each to fp32 in a buffer of the largest matrix */
+static double widened_weights_bytes(const config_t *cfg, const gpt_t *m) {
+    if (m->wtype == DT_FP32 || gpt_product_type(MODEL_SPEC_OF(cfg), ops_cpu()) == m->wtype) return 0;
+    size_t widest = 0;
+    for (int i = 0; i < m->P.n; i++)
+        if (m->P.p[i].decay && m->P.p[i].numel > widest) widest = m->P.p[i].numel;
+    return fl(widest);
+}
+
 void plan_rank(const config_t *cfg, int tp_rank, int pp_rank, int mb, int accum, mem_plan_t *out) {
     memset(out, 0, sizeof *out);
     out->tp_rank = tp_rank;
@@ -183,14 +193,7 @@ void plan_rank(const config_t *cfg, int tp_rank, int pp_rank, int mb, int accum,
     /* kernels/cpu/matmul.c's bf16 operands, host memory (beside a GPU: its products are on the
      * device and these are not made; a small overestimate of the host's share) */
     if (gpt_product_type(MODEL_SPEC_OF(cfg), ops_cpu()) == DT_BF16) h[MEM_WORKSPACE] += bf16_operand_bytes(cfg, mb);
-    /* 16-bit weights that the products do not read as they are (weights_storage = '16bit'
-     * with fp32 products): the backend widens each to fp32 in a buffer of the largest matrix */
-    if (m.wtype != DT_FP32 && gpt_product_type(MODEL_SPEC_OF(cfg), ops_cpu()) != m.wtype) {
-        size_t widest = 0;
-        for (int i = 0; i < m.P.n; i++)
-            if (m.P.p[i].decay && m.P.p[i].numel > widest) widest = m.P.p[i].numel;
-        b[MEM_WORKSPACE] += fl(widest);
-    }
+    b[MEM_WORKSPACE] += widened_weights_bytes(cfg, &m);
     for (int c = 0; c < MEM_CATEGORIES; c++) out->total += b[c];
     if (cfg->device_memory)
         for (int c = 0; c < MEM_CATEGORIES; c++) out->host_total += out->host[c];
