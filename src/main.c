@@ -211,6 +211,7 @@ static void print_banner(const config_t *cfg, int world) {
 static int plan_only(const cli_t *cli, int rank) {
     config_t cfg;
     config_load_overrides(cli->namelist, &cli->overrides, &cfg);
+    model_spec_check(MODEL_SPEC_OF(&cfg), cfg.ep, &cfg.where);
     int code = 0;
     if (rank == 0) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -229,6 +230,7 @@ static int plan_only(const cli_t *cli, int rank) {
 static int grid_only(const cli_t *cli, int rank) {
     config_t cfg;
     config_load_overrides(cli->namelist, &cli->overrides, &cfg);
+    model_spec_check(MODEL_SPEC_OF(&cfg), cfg.ep, &cfg.where);
     if (rank == 0) {
         printf("LLMT_RANKS=%d LLMT_DP=%d LLMT_TP=%d LLMT_PP=%d LLMT_RUN_DIR='", cfg.dp * cfg.tp * cfg.pp,
                cfg.dp, cfg.tp, cfg.pp);
@@ -339,6 +341,7 @@ int main(int argc, char **argv) {
     watchdog_enter("reading the namelist", "all ranks");
     /* also refuses the keys of features not in this version, from the file or the overrides */
     config_load_overrides(cli.namelist, &cli.overrides, &cfg);
+    model_spec_check(MODEL_SPEC_OF(&cfg), cfg.ep, &cfg.where); /* the model's shape rules */
     ckpt_resume_default(&cfg, rank); /* a requeued job continues */
     watchdog_leave();
     watchdog_set_timeout(cfg.timeout_s);
