@@ -350,7 +350,7 @@ int main(int argc, char **argv) {
     watchdog_enter("building the process grid", "all ranks");
     grid_create(&grid, &cfg, MPI_COMM_WORLD);
     const model_spec_t spec = model_spec_from_config(&cfg);
-    model_spec_check_grid(&spec, grid.tp, grid.pp, cfg.source_path);
+    model_spec_check_grid(&spec, grid.tp, grid.pp, &cfg.where);
     watchdog_leave();
     name_communicators(&grid);
     topology_t topo;

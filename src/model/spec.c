@@ -75,24 +75,6 @@ model_spec_t model_spec_from_config(const config_t *cfg) {
     return s;
 }
 
-void model_spec_check_grid(const model_spec_t *s, int tp, int pp, const char *source) {
-    if (s->n_head % tp || s->d_ff % tp || s->padded_vocab % tp)
-        fatal_user("%s: &parallel tp = %d must divide &model n_head (%d), d_ff (%d) and the "
-                   "padded vocabulary (%d)", source, tp, s->n_head, s->d_ff, s->padded_vocab);
-    /* grouped-query attention: k/v heads split over tp, or replicated (one per rank) */
-    const int kv = s->n_kv_head;
-    if (kv >= tp ? kv % tp != 0 : tp % kv != 0)
-        fatal_user("%s: &model n_kv_head = %d and &parallel tp = %d: the k/v heads are split over "
-                   "tp when n_kv_head >= tp (tp must divide it) and replicated when n_kv_head < tp "
-                   "(n_kv_head must divide tp)", source, kv, tp);
-    if (s->n_experts > 0 && s->d_ff_expert % tp)
-        fatal_user("%s: &parallel tp = %d must divide &model d_ff_expert (%d): each expert's MLP is "
-                   "split over tp like the dense one", source, tp, s->d_ff_expert);
-    if (pp > s->n_layer)
-        fatal_user("%s: &parallel pp = %d exceeds &model n_layer = %d (each pipeline stage "
-                   "needs at least one layer)", source, pp, s->n_layer);
-}
-
 /* ---- the model's shape rules ------------------------------------------------------------ */
 
 /* Ends every rank with "<where keys a and b point>: <fmt ...>" (a, b: "group.key" split in two). */
@@ -143,4 +125,22 @@ void model_spec_check(const model_spec_t *s, int ep, const config_positions_t *w
     pair_rule(where, ep > 1 && moe && s->n_experts % ep != 0, "parallel", "ep", ep, "model", "n_experts",
               s->n_experts, "&parallel ep: ep = %d (%s) must divide n_experts = %d (%s): each ep rank holds "
               "whole experts");
+}
+
+void model_spec_check_grid(const model_spec_t *s, int tp, int pp, const config_positions_t *where) {
+    if (s->n_head % tp || s->d_ff % tp || s->padded_vocab % tp)
+        refuse(where, "parallel", "tp", "model", "n_head", "&parallel tp = %d must divide &model n_head (%d), "
+               "d_ff (%d) and the padded vocabulary (%d)", tp, s->n_head, s->d_ff, s->padded_vocab);
+    /* grouped-query attention: k/v heads split over tp, or replicated (one per rank) */
+    const int kv = s->n_kv_head;
+    if (kv >= tp ? kv % tp != 0 : tp % kv != 0)
+        refuse(where, "model", "n_kv_head", "parallel", "tp", "&model n_kv_head = %d and &parallel tp = %d: "
+               "the k/v heads are split over tp when n_kv_head >= tp (tp must divide it) and replicated "
+               "when n_kv_head < tp (n_kv_head must divide tp)", kv, tp);
+    if (s->n_experts > 0 && s->d_ff_expert % tp)
+        refuse(where, "parallel", "tp", "model", "d_ff_expert", "&parallel tp = %d must divide &model "
+               "d_ff_expert (%d): each expert's MLP is split over tp like the dense one", tp, s->d_ff_expert);
+    if (pp > s->n_layer)
+        refuse(where, "parallel", "pp", "model", "n_layer", "&parallel pp = %d exceeds &model n_layer = %d "
+               "(each pipeline stage needs at least one layer)", pp, s->n_layer);
 }

@@ -76,7 +76,7 @@ void model_spec_check(const model_spec_t *s, int ep, const config_positions_t *w
 
 /* The model's shape against a grid of tp x pp (every rank calls it with the same values, so its
  * fatal_user is collective): tp divides n_head, d_ff, the padded vocabulary and d_ff_expert;
- * the k/v heads split over tp or replicate; pp not above n_layer. `source`: the namelist's
- * path, for the message. */
-void model_spec_check_grid(const model_spec_t *s, int tp, int pp, const char *source);
+ * the k/v heads split over tp or replicate; pp not above n_layer. Messages point at the keys
+ * as model_spec_check's do (`where`: the configuration's positions). */
+void model_spec_check_grid(const model_spec_t *s, int tp, int pp, const config_positions_t *where);
 #endif

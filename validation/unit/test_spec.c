@@ -2,7 +2,8 @@
  * configuration keeps for them (config/config_where.c config_key_where). Reference: the rules as
  * spec.h states them, each message compared whole (the key, both values, where each came from,
  * and file:line:col of the first key given, else its group's header, else 1:1; an override's
- * label when an override gave it); each rule's edge, which must pass. Errors are caught through
+ * label when an override gave it); each rule's edge, which must pass; the grid rules
+ * (model_spec_check_grid) pointing at their keys alike. Errors are caught through
  * error_set_fatal_hook + longjmp (test_fatal.h), exit code 2. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -185,6 +186,40 @@ static void messages_point_at_the_keys_in_the_file_or_the_override(void **state)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_position_case(i, &cases[i]);
 }
 
+/* One grid case: its text parses; model_spec_check_grid on its tp and pp refuses it with `want`. */
+static void check_grid_case(size_t i, const char *body, const char *want) {
+    char text[256];
+    snprintf(text, sizeof text, "%s" DATA, body);
+    static config_t c; /* static: intact after the longjmp */
+    parse(text, 0, NULL, &c);
+    fatal_message[0] = '\0';
+    if (setjmp(fatal_jump) == 0) {
+        model_spec_check_grid(MODEL_SPEC_OF(&c), c.tp, c.pp, &c.where);
+        fail_msg("case %zu accepted", i);
+    }
+    const char *got = caught_user_error_text();
+    if (strcmp(got, want) != 0) fail_msg("case %zu:\n  got:      %s\n  expected: %s", i, got, want);
+    config_destroy(&c);
+}
+
+/* model_spec_check_grid: tp and pp against the model, pointing at the keys like the rules above. */
+static void grid_rules_point_at_the_keys(void **state) {
+    (void)state;
+    static const struct { const char *text, *want; } cases[] = {
+        {"&parallel tp = 5 /\n", PATH ":1:11: &parallel tp = 5 must divide &model n_head (12), d_ff (3072) and "
+                                 "the padded vocabulary (50304)"},
+        {"&model n_head = 12, n_kv_head = 3 /\n&parallel tp = 2 /\n",
+         PATH ":1:21: &model n_kv_head = 3 and &parallel tp = 2: the k/v heads are split over tp when n_kv_head "
+              ">= tp (tp must divide it) and replicated when n_kv_head < tp (n_kv_head must divide tp)"},
+        {"&model n_experts = 2, d_ff_expert = 30 /\n&parallel\n  tp = 4\n/\n",
+         PATH ":3:3: &parallel tp = 4 must divide &model d_ff_expert (30): each expert's MLP is split over tp "
+              "like the dense one"},
+        {"&model n_layer = 2 /\n&parallel pp = 3 /\n",
+         PATH ":2:11: &parallel pp = 3 exceeds &model n_layer = 2 (each pipeline stage needs at least one layer)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_grid_case(i, cases[i].text, cases[i].want);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     const struct CMUnitTest tests[] = {
@@ -192,6 +227,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(each_rule_refuses_a_hand_built_spec_with_its_message),
         cmocka_unit_test(the_edge_of_each_rule_passes),
         cmocka_unit_test(messages_point_at_the_keys_in_the_file_or_the_override),
+        cmocka_unit_test(grid_rules_point_at_the_keys),
     };
     int failed = cmocka_run_group_tests(tests, install_hook, NULL);
     MPI_Finalize();
