@@ -105,8 +105,8 @@ void model_spec_check(const model_spec_t *s, int ep, const config_positions_t *w
     pair_rule(where, s->d_model % s->n_head != 0, "model", "d_model", s->d_model, "model", "n_head", s->n_head,
               "&model d_model: d_model = %d (%s) must be divisible by n_head = %d (%s)");
     /* grouped-query attention: whole groups of query heads per k/v head */
-    pair_rule(where, s->n_kv_head > s->n_head || s->n_head % s->n_kv_head != 0, "model", "n_kv_head",
-              s->n_kv_head, "model", "n_head", s->n_head,
+    const bool kv_bad = s->n_kv_head < 1 || s->n_kv_head > s->n_head || s->n_head % s->n_kv_head != 0;
+    pair_rule(where, kv_bad, "model", "n_kv_head", s->n_kv_head, "model", "n_head", s->n_head,
               "&model n_kv_head: n_kv_head = %d (%s) must divide n_head = %d (%s)");
     /* RoPE rotates pairs of dimensions (i, i + hs/2) of each head */
     const int hs = s->d_model / s->n_head;

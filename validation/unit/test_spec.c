@@ -98,6 +98,9 @@ static void each_rule_refuses_a_hand_built_spec_with_its_message(void **state) {
     s = base_spec(), s.n_kv_head = 5;
     EXPECT_MESSAGE(refusal(&s, 1, &d.where), "<namelist>:1:1: &model n_kv_head: n_kv_head = 5 (default) must "
                                              "divide n_head = 12 (default)");
+    s = base_spec(), s.n_kv_head = 0; /* a spec not built by model_spec_from_config: no division by 0 */
+    EXPECT_MESSAGE(refusal(&s, 1, &d.where), "<namelist>:1:1: &model n_kv_head: n_kv_head = 0 (default) must "
+                                             "divide n_head = 12 (default)");
     s = base_spec(), s.n_kv_head = 24; /* more k/v heads than heads */
     EXPECT_MESSAGE(refusal(&s, 1, &d.where), "<namelist>:1:1: &model n_kv_head: n_kv_head = 24 (default) must "
                                              "divide n_head = 12 (default)");
