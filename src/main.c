@@ -280,6 +280,7 @@ static void print_banner(const config_t *cfg, int world) {
 static int plan_only(const cli_t *cli, int rank) {
     config_t cfg;
     config_load_overrides(cli->namelist, &cli->overrides, &cfg);
+    model_spec_check(MODEL_SPEC_OF(&cfg), cfg.ep, &cfg.where);
     int code = 0;
     if (cli->machine) { /* the performance model on the described machine (train/perfplan.h) */
         machine_t mc;
@@ -306,6 +307,7 @@ static int plan_only(const cli_t *cli, int rank) {
 static int grid_only(const cli_t *cli, int rank) {
     config_t cfg;
     config_load_overrides(cli->namelist, &cli->overrides, &cfg);
+    model_spec_check(MODEL_SPEC_OF(&cfg), cfg.ep, &cfg.where);
     if (rank == 0) {
         printf("LLMT_RANKS=%d LLMT_DP=%d LLMT_TP=%d LLMT_PP=%d LLMT_ELASTIC=%s LLMT_MIN_NODES=%d LLMT_RUN_DIR='",
                cfg.dp * cfg.tp * cfg.pp, cfg.dp, cfg.tp, cfg.pp, cfg.elastic, cfg.min_nodes);
@@ -417,6 +419,7 @@ int main(int argc, char **argv) {
     watchdog_enter("reading the namelist", "all ranks");
     /* also refuses the keys of features not in this version, from the file or the overrides */
     config_load_overrides(cli.namelist, &cli.overrides, &cfg);
+    model_spec_check(MODEL_SPEC_OF(&cfg), cfg.ep, &cfg.where); /* the model's shape rules */
     ckpt_resume_default(&cfg, rank); /* a requeued job continues */
     watchdog_leave();
     watchdog_set_timeout(cfg.timeout_s);
@@ -425,7 +428,7 @@ int main(int argc, char **argv) {
     watchdog_enter("building the process grid", "all ranks");
     grid_create(&grid, &cfg, MPI_COMM_WORLD);
     const model_spec_t spec = model_spec_from_config(&cfg);
-    model_spec_check_grid(&spec, grid.tp, grid.pp, cfg.source_path);
+    model_spec_check_grid(&spec, grid.tp, grid.pp, &cfg.where);
     watchdog_leave();
     name_communicators(&grid);
     topology_t topo;

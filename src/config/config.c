@@ -3,7 +3,8 @@
  * functions of config.h that read a configuration.
  *
  * One table drives defaults, assignment, range checks, error messages, --keys and the echo, so
- * a new key is one line in cfg_keys[] (plus a cross-key check in config_checks.c if it has one).
+ * a new key is one line in cfg_keys[] (plus a cross-key check in config_checks.c if it has one,
+ * or in model/spec.c model_spec_check if it is a rule on the model's shape).
  * The table is also the one place that says which keys (or string values) are in the contract
  * but not implemented yet (.not_impl): setting them to anything but the default is refused with
  * the file:line:col of the value, and a later feature only deletes its marker. A choice key
@@ -15,6 +16,7 @@
  *   config_checks.c  the checks that need more than one key, and the values derived from several
  *   config_sizes.c   sizes derived from several keys (counts that must fit 32 bits, bytes per rank)
  *   config_load.c    reading and broadcasting the file, overrides, ${VAR} in paths
+ *   config_where.c   where each key was set, kept after loading (config_key_where)
  *   config_json.c    the table as JSON (llmtrain --keys)
  *   config_echo.c    the effective configuration as a namelist
  * The syntax itself is namelist.c's. Uses: config_internal.h, core/. */

@@ -93,6 +93,33 @@ typedef struct cfg_choices {
     cfg_elastic_t elastic;          /* &run elastic (read by the jobscripts through --grid) */
 } cfg_choices_t;
 
+#define CFG_KEYS_MAX 256  /* more than the key table holds (config_internal.h's CFG_MAX_KEYS) */
+#define CFG_GROUPS_MAX 8  /* the namelist groups, &stage included */
+
+/* Where each key of a loaded configuration got its value, kept after loading (config_t.where)
+ * so that the rules that live above config/ point at the keys they name the way config's own
+ * messages do (model/spec.c: the model's shape rules). Read it through config_key_where; a
+ * configuration from config_defaults has every key at its default. */
+typedef struct config_positions {
+    char file[CFG_STR];          /* the namelist's path, as messages name it */
+    int line[CFG_KEYS_MAX], col[CFG_KEYS_MAX]; /* the file's entry of key k (0: none) */
+    int arg[CFG_KEYS_MAX];       /* i + 1: override i set key k, after the file (0: none) */
+    int argno[CFG_KEYS_MAX];     /* that override's position on the command line */
+    int group_line[CFG_GROUPS_MAX], group_col[CFG_GROUPS_MAX]; /* each group's header (0: none) */
+    char *labels;                /* owned: the overrides as messages name them, NUL-separated */
+} config_positions_t;
+
+/* One key's position (config_key_where). */
+typedef struct config_where {
+    const char *file;            /* the namelist's path */
+    int line, col;               /* the file's entry whose value the key holds; 0: none (the
+                                    default, or an override replaced it) */
+    int argno;                   /* > 0: the command-line argument whose value it holds */
+    const char *arg;             /* then how messages name it: "command line argument 2
+                                    'model.top_k=5'"; else NULL */
+    int group_line, group_col;   /* the header of the key's &group in the file; 0: none */
+} config_where_t;
+
 typedef struct config {
     /* &run */
     char name[CFG_STR];     /* run name; the run directory is out_dir/name */
@@ -256,6 +283,7 @@ typedef struct config {
 
     /* provenance */
     char source_path[CFG_STR];
+    config_positions_t where; /* where each key was set (config_key_where) */
     char *text;             /* the namelist text as read (owned) */
     char *overrides;        /* the command-line overrides as given, blank-separated; "" if none
                                (owned; echoed by config_to_namelist) */
@@ -309,6 +337,16 @@ int config_padded_vocab(const config_t *cfg);
  * and enum together (for code that tries other setups on a copy, and tests). 0, or -1 when the
  * key is not a choice key or the value not one of its choices (nothing changed). */
 int config_set_choice(config_t *cfg, const char *group, const char *key, const char *value);
+/* Where key `key` of &`group` got its value ("model", "n_head"; a name not in the key table is a
+ * bug: ASSERT). Every rank holds the same positions. */
+config_where_t config_key_where(const config_positions_t *where, const char *group, const char *key);
+/* "line 7", "command line argument 2" or "default": where w's value came from, as the messages
+ * that name several keys say it (buf: at least 32 bytes). */
+const char *config_where_text(const config_where_t *w, char buf[32]);
+/* The start of a message about a rule on keys a and b, pointing at the first of them that was
+ * given (a's first), else at the header of a's group, else b's, else the top of the file:
+ * "inputs/x.nml:3:5: " or "command line argument 2 'model.d_model=30': ". Returns buf. */
+char *config_where_start(const config_where_t *a, const config_where_t *b, char *buf, size_t size);
 /* Whether there is a weights copy that can be kept in 16-bit storage (&train weights_storage):
  * &train precision bf16 or fp16. */
 bool config_weights_16bit_possible(const config_t *cfg);

@@ -1,11 +1,13 @@
 /* config_checks.c — the checks that need more than one key, and the values derived from several.
  * Owns: where a value came from in messages (line, command-line argument or default), arch's
  * defaults of the Llama switches, dropout's of the three dropouts, d_ff / global_batch / resume
- * when not given, and every rule between keys (heads and widths, batch geometry, the
- * interleaved schedule, precision and its storage and loss-scaling keys, MoE, mode and its
- * inputs, the data mixture, profile steps); cfg_check_cross_keys runs them, then the &stage
- * checks (stages.c) and the sizes (config_sizes.c). Uses: config_internal.h, stages.h,
- * core/error.h. */
+ * when not given, and the rules between keys of the run (batch geometry, the interleaved
+ * schedule, precision and its storage and loss-scaling keys, ep within dp, mode and its inputs,
+ * the data mixture, profile steps); cfg_check_cross_keys runs them, then the &stage checks
+ * (stages.c) and the sizes (config_sizes.c). The rules on the model's shape (heads and widths,
+ * grouped-query attention, RoPE, the experts against top_k, the layers and ep) are the model's:
+ * model/spec.c model_spec_check, run by whoever builds the spec, with the positions this file's
+ * loader keeps (config_where.c). Uses: config_internal.h, stages.h, core/error.h. */
 #include "config/config.h"
 #include "config/config_internal.h"
 #include "config/stages.h"
@@ -19,11 +21,10 @@
 /* "line 7" if the file set key k, "command line argument 2" if an override did, else "default" —
  * cross-key messages name where each came from. */
 const char *cfg_provenance(const parse_ctx_t *ctx, int k, char buf[32]) {
-    if (!ctx->set_by[k]) return "default";
-    int line = ctx->set_by[k]->line;
-    if (line < 0) snprintf(buf, 32, "command line argument %d", ctx->over[-1 - line].argno);
-    else snprintf(buf, 32, "line %d", line);
-    return buf;
+    const nl_entry_t *e = ctx->set_by[k];
+    const config_where_t w = {.line = e && e->line > 0 ? e->line : 0,
+                              .argno = e && e->line < 0 ? ctx->over[-1 - e->line].argno : 0};
+    return config_where_text(&w, buf); /* the wording of the rules above config/ too */
 }
 
 /* Where to point for a check on keys a and b: the first one the file set, else a group header
@@ -36,17 +37,10 @@ void cfg_locate(const parse_ctx_t *ctx, int a, int b, int *line, int *col) {
     *col = e ? e->col : g ? g->col : 1;
 }
 
-static int check_heads_divide_width(parse_ctx_t *ctx, const config_t *cfg) {
-    if (cfg->d_model % cfg->n_head == 0) return 0;
-    int a = cfg_key_index(G_MODEL, "d_model"), b = cfg_key_index(G_MODEL, "n_head"), line, col;
-    char pa[32], pb[32];
-    cfg_locate(ctx, a, b, &line, &col);
-    return cfg_error(ctx, line, col, "&model d_model: d_model = %d (%s) must be divisible by n_head = %d (%s)",
-                     cfg->d_model, cfg_provenance(ctx, a, pa), cfg->n_head, cfg_provenance(ctx, b, pb));
-}
-
 /* &model arch = 'llama' sets the defaults of the switches it names; one set in the namelist or
- * on the command line keeps its value. n_kv_head = 0 means n_head. Runs before the checks. */
+ * on the command line keeps its value. n_kv_head = 0 means n_head. Runs before the checks.
+ * A default that depends on another key, like d_ff's and the dropouts': the configuration holds
+ * the resolved values, which the echo, --keys' users and the checkpoint attributes read. */
 static void resolve_arch(parse_ctx_t *ctx, config_t *cfg) {
     if (cfg->choice.arch == CFG_ARCH_LLAMA) {
         const struct { const char *key, *value; } strs[] = {
@@ -59,26 +53,6 @@ static void resolve_arch(parse_ctx_t *ctx, config_t *cfg) {
         if (!ctx->set_by[cfg_key_index(G_MODEL, "bias")]) cfg->bias = false;
     }
     if (cfg->n_kv_head == 0) cfg->n_kv_head = cfg->n_head;
-}
-
-/* Grouped-query attention: whole groups of query heads per k/v head. RoPE rotates pairs of
- * dimensions (i, i + hs/2) of each head: an even head size. */
-static int check_kv_heads_and_rope(parse_ctx_t *ctx, const config_t *cfg) {
-    int a = cfg_key_index(G_MODEL, "n_kv_head"), b = cfg_key_index(G_MODEL, "n_head"), line, col;
-    char pa[32], pb[32];
-    if (cfg->n_kv_head > cfg->n_head || cfg->n_head % cfg->n_kv_head != 0) {
-        cfg_locate(ctx, a, b, &line, &col);
-        return cfg_error(ctx, line, col, "&model n_kv_head: n_kv_head = %d (%s) must divide n_head = %d (%s)",
-                         cfg->n_kv_head, cfg_provenance(ctx, a, pa), cfg->n_head, cfg_provenance(ctx, b, pb));
-    }
-    const int hs = cfg->d_model / cfg->n_head;
-    if (cfg->choice.pos == CFG_POS_ROPE && hs % 2 != 0) {
-        a = cfg_key_index(G_MODEL, "pos");
-        cfg_locate(ctx, a, b, &line, &col);
-        return cfg_error(ctx, line, col, "&model pos: 'rope' needs an even head size, but d_model / n_head = "
-                         "%d / %d = %d", cfg->d_model, cfg->n_head, hs);
-    }
-    return 0;
 }
 
 static int check_global_batch(parse_ctx_t *ctx, const config_t *cfg) {
@@ -325,36 +299,16 @@ static int check_profile_steps(parse_ctx_t *ctx, config_t *cfg) {
     return 0;
 }
 
-/* Mixture of Experts: top_k of n_experts, moe_every within the model, ep dividing dp and
- * n_experts (each ep rank holds n_experts / ep whole experts of every MoE layer). */
-static int check_moe(parse_ctx_t *ctx, const config_t *cfg) {
-    int line, col, ne = cfg_key_index(G_MODEL, "n_experts");
+/* The expert-parallel group is made of data-parallel ranks: ep divides dp. (The rules between ep
+ * and the experts, like every rule on the model's shape, are the model's: model/spec.c.) */
+static int check_ep_divides_dp(parse_ctx_t *ctx, const config_t *cfg) {
+    if (cfg->dp % cfg->ep == 0) return 0;
+    int a = cfg_key_index(G_PARALLEL, "ep"), b = cfg_key_index(G_PARALLEL, "dp"), line, col;
     char pa[32], pb[32];
-    /* each rule: the two keys it names (a, b), their values, whether it is broken, the message */
-    const struct { int a, b, va, vb; bool bad; const char *fmt; } rules[] = {
-        {cfg_key_index(G_MODEL, "top_k"), ne, cfg->top_k_moe, cfg->n_experts,
-         cfg->n_experts > 0 && cfg->top_k_moe > cfg->n_experts,
-         "&model top_k: top_k = %d (%s) must be <= n_experts = %d (%s)"},
-        {cfg_key_index(G_MODEL, "moe_every"), cfg_key_index(G_MODEL, "n_layer"), cfg->moe_every, cfg->n_layer,
-         cfg->n_experts > 0 && cfg->moe_every > cfg->n_layer,
-         "&model moe_every: moe_every = %d (%s) must be <= n_layer = %d (%s) (block l is an MoE block "
-         "when l %% moe_every = moe_every - 1)"},
-        {cfg_key_index(G_PARALLEL, "ep"), cfg_key_index(G_PARALLEL, "dp"), cfg->ep, cfg->dp, cfg->dp % cfg->ep != 0,
-         "&parallel ep: ep = %d (%s) must divide dp = %d (%s): the expert-parallel group is made of "
-         "data-parallel ranks"},
-        {cfg_key_index(G_PARALLEL, "ep"), ne, cfg->ep, cfg->n_experts, cfg->ep > 1 && cfg->n_experts == 0,
-         "&parallel ep: ep = %d (%s) needs a Mixture-of-Experts model, but n_experts = %d (%s)"},
-        {cfg_key_index(G_PARALLEL, "ep"), ne, cfg->ep, cfg->n_experts,
-         cfg->ep > 1 && cfg->n_experts > 0 && cfg->n_experts % cfg->ep != 0,
-         "&parallel ep: ep = %d (%s) must divide n_experts = %d (%s): each ep rank holds whole experts"},
-    };
-    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
-        if (!rules[i].bad) continue;
-        cfg_locate(ctx, rules[i].a, rules[i].b, &line, &col);
-        return cfg_error(ctx, line, col, rules[i].fmt, rules[i].va, cfg_provenance(ctx, rules[i].a, pa),
-                         rules[i].vb, cfg_provenance(ctx, rules[i].b, pb));
-    }
-    return 0;
+    cfg_locate(ctx, a, b, &line, &col);
+    return cfg_error(ctx, line, col, "&parallel ep: ep = %d (%s) must divide dp = %d (%s): the "
+                     "expert-parallel group is made of data-parallel ranks", cfg->ep,
+                     cfg_provenance(ctx, a, pa), cfg->dp, cfg_provenance(ctx, b, pb));
 }
 
 /* A threshold ratio of at most 1 would fire on ordinary values: every step an explosion (the
@@ -406,12 +360,11 @@ static int resolve_derived(parse_ctx_t *ctx, config_t *cfg) {
 int cfg_check_cross_keys(parse_ctx_t *ctx, config_t *cfg) {
     if (cfg_expand_paths(ctx, cfg) != 0) return -1;
     resolve_arch(ctx, cfg);
-    if (check_loss_scaling(ctx, cfg) || check_heads_divide_width(ctx, cfg) || check_kv_heads_and_rope(ctx, cfg) ||
-        check_global_batch(ctx, cfg) ||
+    if (check_loss_scaling(ctx, cfg) || check_global_batch(ctx, cfg) ||
         check_min_lr(ctx, cfg) || check_mode_inputs(ctx, cfg) || check_prompt_in_vocab(ctx, cfg) ||
         check_generate_grid(ctx, cfg) || check_val_files(ctx, cfg) || check_recompute_layers(ctx, cfg) ||
         check_virtual_stages(ctx, cfg) || check_profile_steps(ctx, cfg) || check_grad_explosion_ratio(ctx, cfg) ||
-        check_data_mixture(ctx, cfg) || check_moe(ctx, cfg) || check_offload(ctx, cfg) ||
+        check_data_mixture(ctx, cfg) || check_ep_divides_dp(ctx, cfg) || check_offload(ctx, cfg) ||
         check_storage(ctx, cfg))
         return -1;
     if (resolve_derived(ctx, cfg) != 0) return -1;

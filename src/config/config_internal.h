@@ -2,7 +2,7 @@
  * the key table's types (config.c holds the table), the parse context every check writes its
  * message into, and the functions one file of config/ calls in another. The public interface
  * is config.h. Uses: namelist.h. Used by: config.c, config_schema.c, config_checks.c,
- * config_sizes.c, config_load.c, config_json.c, config_echo.c.
+ * config_sizes.c, config_load.c, config_where.c, config_json.c, config_echo.c.
  *
  * It names the configuration `struct config` (config.h's config_t) without including config.h,
  * so that config.c, which includes this header, and this header are not a cycle of units. */
@@ -116,6 +116,12 @@ int cfg_check_cross_keys(parse_ctx_t *ctx, struct config *cfg);
 /* ---- sizes (config_sizes.c) --------------------------------------------------------------- */
 
 int cfg_check_sizes(parse_ctx_t *ctx, const struct config *cfg);
+
+/* ---- positions kept after loading (config_where.c) --------------------------------------- */
+
+/* Copies where each key and group was set, and the n_over overrides' labels, into cfg->where
+ * (config_key_where reads them), once the parse has succeeded. */
+void cfg_keep_positions(const parse_ctx_t *ctx, int n_over, struct config *cfg);
 
 /* ---- path variables (config_load.c) ------------------------------------------------------- */
 

@@ -334,6 +334,7 @@ static int parse_into(const char *path, const char *text, const config_args_t *a
     for (int g = 0; g < nl.n_groups && rc == 0; g++) rc = cfg_apply_group(&ctx, &nl.groups[g], cfg);
     if (rc == 0) rc = apply_overrides(&ctx, over, args, cfg);
     if (rc == 0) rc = cfg_check_cross_keys(&ctx, cfg);
+    if (rc == 0) cfg_keep_positions(&ctx, n_over, cfg);
     for (int i = 0; i < n_over; i++) namelist_free(&over[i].nl);
     xfree(over);
     namelist_free(&nl);
@@ -473,6 +474,7 @@ void config_load_overrides(const char *path, const config_args_t *args, config_t
     if (init) agree_parse(rc, msg, sizeof msg);
     if (rc != 0 || msg[0] == '\1') {
         free(text);
+        if (rc == 0) config_destroy(cfg); /* parsed here, refused on another rank */
         fatal_user("%s", msg + (msg[0] == '\1'));
     }
     cfg->text = text; /* from xrealloc_small: config_destroy frees it with free() */
@@ -483,5 +485,6 @@ void config_load(const char *path, config_t *cfg) { config_load_overrides(path, 
 void config_destroy(config_t *cfg) {
     free(cfg->text); /* xstrdup / xrealloc_small memory, not an xmalloc block */
     free(cfg->overrides);
-    cfg->text = cfg->overrides = NULL;
+    free(cfg->where.labels);
+    cfg->text = cfg->overrides = cfg->where.labels = NULL;
 }

@@ -1,6 +1,9 @@
-/* spec.c — the model's specification from the run configuration (see spec.h). */
+/* spec.c — the model's specification from the run configuration, and the model's shape rules
+ * (see spec.h). */
 #include "model/spec.h"
 #include "core/error.h"
+#include <stdarg.h>
+#include <stdio.h>
 
 static model_storage_t storage(cfg_storage_t v) {
     return v == CFG_STORAGE_16BIT ? MODEL_STORE_16BIT : v == CFG_STORAGE_FP32 ? MODEL_STORE_FP32
@@ -72,20 +75,72 @@ model_spec_t model_spec_from_config(const config_t *cfg) {
     return s;
 }
 
-void model_spec_check_grid(const model_spec_t *s, int tp, int pp, const char *source) {
+/* ---- the model's shape rules ------------------------------------------------------------ */
+
+/* Ends every rank with "<where keys a and b point>: <fmt ...>" (a, b: "group.key" split in two). */
+__attribute__((format(printf, 6, 7)))
+static void refuse(const config_positions_t *where, const char *ga, const char *ka, const char *gb,
+                   const char *kb, const char *fmt, ...) {
+    const config_where_t wa = config_key_where(where, ga, ka), wb = config_key_where(where, gb, kb);
+    char start[400], body[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(body, sizeof body, fmt, ap);
+    va_end(ap);
+    fatal_user("%s%s", config_where_start(&wa, &wb, start, sizeof start), body);
+}
+
+/* A rule between two integer keys whose message says each value and where it came from:
+ * `fmt` takes va, a's provenance, vb, b's provenance. */
+static void pair_rule(const config_positions_t *where, bool broken, const char *ga, const char *ka, int va,
+                      const char *gb, const char *kb, int vb, const char *fmt) {
+    if (!broken) return;
+    const config_where_t wa = config_key_where(where, ga, ka), wb = config_key_where(where, gb, kb);
+    char pa[32], pb[32], body[512];
+    snprintf(body, sizeof body, fmt, va, config_where_text(&wa, pa), vb, config_where_text(&wb, pb));
+    refuse(where, ga, ka, gb, kb, "%s", body);
+}
+
+void model_spec_check(const model_spec_t *s, int ep, const config_positions_t *where) {
+    pair_rule(where, s->d_model % s->n_head != 0, "model", "d_model", s->d_model, "model", "n_head", s->n_head,
+              "&model d_model: d_model = %d (%s) must be divisible by n_head = %d (%s)");
+    /* grouped-query attention: whole groups of query heads per k/v head */
+    const bool kv_bad = s->n_kv_head < 1 || s->n_kv_head > s->n_head || s->n_head % s->n_kv_head != 0;
+    pair_rule(where, kv_bad, "model", "n_kv_head", s->n_kv_head, "model", "n_head", s->n_head,
+              "&model n_kv_head: n_kv_head = %d (%s) must divide n_head = %d (%s)");
+    /* RoPE rotates pairs of dimensions (i, i + hs/2) of each head */
+    const int hs = s->d_model / s->n_head;
+    if (s->rope && hs % 2 != 0)
+        refuse(where, "model", "pos", "model", "n_head", "&model pos: 'rope' needs an even head size, but "
+               "d_model / n_head = %d / %d = %d", s->d_model, s->n_head, hs);
+    const bool moe = s->n_experts > 0;
+    pair_rule(where, moe && s->top_k_moe > s->n_experts, "model", "top_k", s->top_k_moe, "model", "n_experts",
+              s->n_experts, "&model top_k: top_k = %d (%s) must be <= n_experts = %d (%s)");
+    pair_rule(where, moe && s->moe_every > s->n_layer, "model", "moe_every", s->moe_every, "model", "n_layer",
+              s->n_layer, "&model moe_every: moe_every = %d (%s) must be <= n_layer = %d (%s) (block l is "
+              "an MoE block when l %% moe_every = moe_every - 1)");
+    /* each ep rank holds n_experts / ep whole experts of every MoE layer */
+    pair_rule(where, ep > 1 && !moe, "parallel", "ep", ep, "model", "n_experts", s->n_experts,
+              "&parallel ep: ep = %d (%s) needs a Mixture-of-Experts model, but n_experts = %d (%s)");
+    pair_rule(where, ep > 1 && moe && s->n_experts % ep != 0, "parallel", "ep", ep, "model", "n_experts",
+              s->n_experts, "&parallel ep: ep = %d (%s) must divide n_experts = %d (%s): each ep rank holds "
+              "whole experts");
+}
+
+void model_spec_check_grid(const model_spec_t *s, int tp, int pp, const config_positions_t *where) {
     if (s->n_head % tp || s->d_ff % tp || s->padded_vocab % tp)
-        fatal_user("%s: &parallel tp = %d must divide &model n_head (%d), d_ff (%d) and the "
-                   "padded vocabulary (%d)", source, tp, s->n_head, s->d_ff, s->padded_vocab);
+        refuse(where, "parallel", "tp", "model", "n_head", "&parallel tp = %d must divide &model n_head (%d), "
+               "d_ff (%d) and the padded vocabulary (%d)", tp, s->n_head, s->d_ff, s->padded_vocab);
     /* grouped-query attention: k/v heads split over tp, or replicated (one per rank) */
     const int kv = s->n_kv_head;
     if (kv >= tp ? kv % tp != 0 : tp % kv != 0)
-        fatal_user("%s: &model n_kv_head = %d and &parallel tp = %d: the k/v heads are split over "
-                   "tp when n_kv_head >= tp (tp must divide it) and replicated when n_kv_head < tp "
-                   "(n_kv_head must divide tp)", source, kv, tp);
+        refuse(where, "model", "n_kv_head", "parallel", "tp", "&model n_kv_head = %d and &parallel tp = %d: "
+               "the k/v heads are split over tp when n_kv_head >= tp (tp must divide it) and replicated "
+               "when n_kv_head < tp (n_kv_head must divide tp)", kv, tp);
     if (s->n_experts > 0 && s->d_ff_expert % tp)
-        fatal_user("%s: &parallel tp = %d must divide &model d_ff_expert (%d): each expert's MLP is "
-                   "split over tp like the dense one", source, tp, s->d_ff_expert);
+        refuse(where, "parallel", "tp", "model", "d_ff_expert", "&parallel tp = %d must divide &model "
+               "d_ff_expert (%d): each expert's MLP is split over tp like the dense one", tp, s->d_ff_expert);
     if (pp > s->n_layer)
-        fatal_user("%s: &parallel pp = %d exceeds &model n_layer = %d (each pipeline stage "
-                   "needs at least one layer)", source, pp, s->n_layer);
+        refuse(where, "parallel", "pp", "model", "n_layer", "&parallel pp = %d exceeds &model n_layer = %d "
+               "(each pipeline stage needs at least one layer)", pp, s->n_layer);
 }

@@ -2,8 +2,10 @@
  * built once from it (model_spec_from_config), with the choice keys resolved (enums and flags)
  * and the derived sizes computed (k/v heads, padded vocabulary). gpt_create, the parameter
  * registry, the MoE blocks and the regularisers take this, never config_t.
- * The shape rules that tie the model to the process grid (tp divides the heads, the widths and
- * the padded vocabulary; pp not above the layers) are here too: model_spec_check_grid.
+ * The model's shape rules are here too: model_spec_check (heads and widths, grouped-query
+ * attention, RoPE, the experts against top_k, the layers and ep; messages with the namelist's
+ * file:line:col of the keys, from config/'s kept positions) and model_spec_check_grid (tp
+ * divides the heads, the widths and the padded vocabulary; pp not above the layers).
  * Owns: model_spec_t. Uses: config/ (to build it), kernels/precision.h, core/. Used by: model/,
  * train/, main.c, tools/. */
 #ifndef LLMT_MODEL_SPEC_H
@@ -62,9 +64,19 @@ dtype_t model_dtype_of(cfg_precision_t p);
  * only the configuration, e.g. params_create(&P, MODEL_SPEC_OF(&cfg), 1, 0). */
 #define MODEL_SPEC_OF(cfg) ((const model_spec_t[1]){model_spec_from_config(cfg)})
 
+/* The model's shape: n_head divides d_model; n_kv_head divides n_head; RoPE's head size is even;
+ * with experts, top_k <= n_experts and moe_every <= n_layer; ep > 1 only with experts, and ep
+ * divides n_experts. A broken rule ends every rank with one message, exit 2 (every rank calls it
+ * with the same values, so its fatal_user is collective), pointing at the keys it names the way
+ * config/'s own messages do: "inputs/x.nml:3:5: &model d_model: d_model = 100 (line 3) must be
+ * divisible by n_head = 12 (line 4)". `where`: the configuration's positions (config_t.where).
+ * Whoever builds the spec from a loaded configuration runs it first (main.c for every mode and
+ * for --plan and --grid, llmmerge for each model it reads). */
+void model_spec_check(const model_spec_t *s, int ep, const config_positions_t *where);
+
 /* The model's shape against a grid of tp x pp (every rank calls it with the same values, so its
  * fatal_user is collective): tp divides n_head, d_ff, the padded vocabulary and d_ff_expert;
- * the k/v heads split over tp or replicate; pp not above n_layer. `source`: the namelist's
- * path, for the message. */
-void model_spec_check_grid(const model_spec_t *s, int tp, int pp, const char *source);
+ * the k/v heads split over tp or replicate; pp not above n_layer. Messages point at the keys
+ * as model_spec_check's do (`where`: the configuration's positions). */
+void model_spec_check_grid(const model_spec_t *s, int tp, int pp, const config_positions_t *where);
 #endif

@@ -683,6 +683,7 @@ static void registry_create(params_t *P, const input_t *r, char *text) {
     snprintf(path, sizeof path, "%s (the &model of its namelist)", r->label);
     config_t cfg;
     config_parse(path, text, &cfg);
+    model_spec_check(MODEL_SPEC_OF(&cfg), cfg.ep, &cfg.where);
     const char *names[7];
     int32_t attr[7], want[7] = {cfg.vocab_size, config_padded_vocab(&cfg), cfg.n_layer, cfg.n_head,
                                 cfg.d_model, cfg.d_ff, cfg.seq_len};

@@ -5,10 +5,10 @@ It draws VALID configurations of tiny models (2-4 layers, d_model 32-64, seq_len
 steps) over the architecture (GPT-2 / Llama: GQA, RoPE, SwiGLU), dense and MoE blocks (top-k,
 capacity or dropless, shared experts, routers), the grid (dp, tp, pp, ep up to 8 ranks, most at
 <= 4), the pipeline schedules, ZeRO 0-3, recompute, precision (fp32 / bf16 / fp16 with loss
-scaling, 16-bit weights and activations storage), dropout, label smoothing, z-loss, gradient
-accumulation, &stage curricula, data mixtures, validation, anomaly policies and the checkpoint
-cadence, the data's shard version (llm.c's 1: uint16 ids, or 2: uint32, data/tiny_v2 written
-at start), and checks for each draw:
+scaling, 16-bit weights and activations storage, bf16 products native or emulated), dropout,
+label smoothing, z-loss, gradient accumulation, &stage curricula, data mixtures, validation,
+anomaly policies and the checkpoint cadence, the data's shard version (llm.c's 1: uint16 ids, or
+2: uint32, data/tiny_v2 written at start), and checks for each draw:
 
   I1 grid invariance: the same configuration on 1 rank (dp = tp = pp = ep = 1, schedule 1f1b,
      ZeRO 0, the same micro-batch and global batch) gives the same per-step loss and gradient
@@ -28,6 +28,19 @@ at start), and checks for each draw:
      exit 3 / 4 / a signal / the timeout is a product failure.
   I4 consistency: &run mode = 'eval' with init_from = the final weights file gives the
      validation loss the run logged at its last step (eval prints 6 decimals: |diff| <= 1e-6).
+  I5 generation: &run mode = 'generate' with init_from = the final weights file and a drawn
+     prompt_ids / max_new_tokens / temperature / top_k, on the draw's grid: with pp = 1 it ends
+     within the bound with exit 0 and prints max_new_tokens ids inside the vocabulary
+     ("generate: continuation: ..."); with pp > 1 it is refused as llmtrain promises
+     (docs/running.md: generation runs with pp = 1): exit 2, exactly one 'llmtrain: error' line,
+     naming &parallel pp. A pipeline draw takes, drawn, that refusal or generation on its dp x tp
+     with pp = 1 from the weights its pipeline saved (the pp = 1 promise).
+  Products (with I3, honesty): a bf16 draw's startup line "precision: bf16 products ..." says
+     what &train bf16_products asked: 'emulated' emulates; 'native' runs on the CPU's bf16
+     instructions, or says it emulates because this CPU (or another rank's) has none. With
+     LLMT_CPU_NO_BF16=1 in the fuzzer's environment every rank answers as a CPU without native
+     bf16 products would (the test hook of validation/e2e/mixed_cpus_agree.sh), so the 'native'
+     draws take that path. Both sides of I1 run the same products: the I1 tolerance is bf16's.
 
 Which configurations: every key of `llmtrain --keys` (the schema, config.c's table) is either
 drawn by the feature logic below (DRAWN), set by the harness (HARNESS), kept at its default for
@@ -118,9 +131,10 @@ DRAWN = {
     "checkpoint": "every keep staging_mb",
     "stage": "until_step seq_len global_batch lr min_lr warmup_steps lr_schedule",
 }
-# Keys the harness sets per run (names, paths, the mode of I4, the resume of I2, the watchdog).
+# Keys the harness sets per run (names, paths, the mode of I4 and I5 and the prompt and sampling
+# of I5, the resume of I2, the watchdog).
 HARNESS = {
-    "run": "name out_dir mode init_from",
+    "run": "name out_dir mode init_from prompt_ids max_new_tokens temperature top_k",
     "data": "train_files val_files",
     "checkpoint": "resume timeout_s",
     "log": "every",
@@ -130,11 +144,7 @@ KEEP_DEFAULT = {
     ("run", "device"): "a CPU build refuses 'cuda'",
     ("run", "memory_limit_gb"): "the planner's limit: tiny models fit the node's",
     ("run", "time_limit_min"): "a deadline stop is timing-dependent (SIGUSR1 covers the stop path)",
-    ("run", "prompt"): "generation only (needs a tokenizer file)",
-    ("run", "prompt_ids"): "generation only",
-    ("run", "max_new_tokens"): "generation only",
-    ("run", "temperature"): "generation only",
-    ("run", "top_k"): "generation only",
+    ("run", "prompt"): "a text prompt needs a tokenizer file (I5 draws prompt_ids)",
     ("model", "collapse_share"): "a warning threshold of the MoE log, no effect on the numbers",
     ("model", "collapse_steps"): "a warning threshold of the MoE log, no effect on the numbers",
     ("parallel", "bind"): "placement: 2 shared cores, oversubscribed",
@@ -228,6 +238,7 @@ FACTORS = {
     "zero": [0, 1, 2, 3],
     "recompute": ["none", "selective", "full"],
     "precision": ["fp32", "bf16", "fp16"],
+    "products": ["auto/emulated", "native"],  # &train bf16_products of a bf16 run
     "storage16": ["auto", "weights", "activations", "both"],
     "dropout": ["off", "on"],
     "smoothing": ["off", "on"],
@@ -261,6 +272,8 @@ def valid_partial(a, max_ranks):
         return False
     if g("storage16", "auto") != "auto" and g("precision") == "fp32":
         return False
+    if g("products") == "native" and g("precision", "bf16") != "bf16":
+        return False  # a bf16 key
     if g("offload") == "optimizer" and g("schedule") == "zb-h1":
         return False  # refused: ZB-H1's post-validation keeps device copies of the state
     return True
@@ -342,6 +355,11 @@ def covering_set(max_ranks=4, seed=20240527, candidates=40):
 
 # ---- a draw: factors -> a complete namelist -------------------------------------------------
 
+def values_text(v):
+    """One value, or a list of them (an array key: prompt_ids), as the namelist reads them."""
+    return ", ".join(nml.format_value(x) for x in v) if isinstance(v, list) else nml.format_value(v)
+
+
 class Draw:
     def __init__(self, features, groups, stages, meta):
         self.features, self.groups, self.stages, self.meta = features, groups, stages, meta
@@ -367,10 +385,10 @@ class Draw:
                 continue
             lines.append("&%s" % g)
             for k, v in groups[g].items():
-                lines.append("  %-20s = %s" % (k, nml.format_value(v)))
+                lines.append("  %-20s = %s" % (k, values_text(v)))
             lines.append("/")
         for st in self.stages:
-            lines.append("&stage " + ", ".join("%s = %s" % (k, nml.format_value(v)) for k, v in st.items()) + " /")
+            lines.append("&stage " + ", ".join("%s = %s" % (k, values_text(v)) for k, v in st.items()) + " /")
         return "\n".join(lines) + "\n"
 
     def ident(self):
@@ -459,8 +477,11 @@ def construct(rng, f, schema, generic):
         t["z_loss"] = 1e-3
     if f["offload"] == "optimizer":
         t["offload"] = "optimizer"
-    if f["precision"] == "bf16" and rng.random() < 0.4:
-        t["bf16_products"] = "emulated"
+    if f["precision"] == "bf16":  # 'auto' (not given): native where bf16 products are faster here
+        if f["products"] == "native":
+            t["bf16_products"] = "native"  # emulated, and said so, on a CPU without them
+        elif rng.random() < 0.5:
+            t["bf16_products"] = "emulated"
     if f["precision"] != "fp32":
         t["weights_storage"] = "16bit" if f["storage16"] in ("weights", "both") else ch(["auto", "fp32"])
         t["activations_storage"] = "16bit" if f["storage16"] in ("activations", "both") else ch(["auto", "fp32"])
@@ -819,6 +840,57 @@ def checkpoints(run_dir):
     return sorted(out)
 
 
+def check_products(draw, res):
+    """Products (with I3): a bf16 run's startup says the products &train bf16_products asked for,
+    or why it emulates. Returns what it said, for the summary ('' for other precisions)."""
+    if draw.get("train", "precision", "fp32") != "bf16":
+        return ""
+    asked = draw.get("train", "bf16_products", "auto")
+    mo = re.search(r"^precision: bf16 products (native|emulated)(.*)$", res.out, re.M)
+    if not mo:
+        raise Failure("I3", "a bf16 run printed no 'precision: bf16 products' line", [res])
+    used, why = mo.group(1), mo.group(2)
+    none_here = "no native products" in why  # this CPU's, or another rank's: every rank emulates
+    if (asked == "emulated" and used != "emulated") or (asked == "native" and used != "native" and not none_here):
+        raise Failure("I3", "&train bf16_products = '%s', but the startup says: %s" % (asked, mo.group(0)), [res])
+    return "bf16 products %s%s" % (used, " (asked 'native': none here)" if asked == "native" and none_here else
+                                   " (asked '%s')" % asked)
+
+
+def check_generate(ctx, draw, grid, ranks, steps_n, rng):
+    """I5: mode = 'generate' on the final weights. On a pp = 1 grid, the draw's; on a pipeline
+    grid, either the draw's (llmtrain's promise: a refusal) or the same dp x tp with pp = 1
+    (weights saved on any grid load there), drawn. Returns the summary."""
+    w = os.path.join(grid.run_dir, "weights_step%06d.h5" % steps_n)
+    vocab = draw.get("model", "vocab_size", 50257)
+    n_new = rng.choice([2, 4])
+    prompt = [rng.randrange(vocab) for _ in range(rng.choice([1, 3]))]
+    temp, top_k = rng.choice([(0.0, 0), (0.8, 0), (0.8, 20), (1.0, 5)])
+    ov = {("run", "mode"): "generate", ("run", "init_from"): w, ("run", "prompt_ids"): prompt,
+          ("run", "max_new_tokens"): n_new, ("run", "temperature"): temp, ("run", "top_k"): top_k,
+          ("checkpoint", "every"): None}
+    pp = draw.get("parallel", "pp", 1)
+    on_pp1 = pp > 1 and rng.random() < 0.5
+    if on_pp1:
+        ov.update({("parallel", "pp"): 1, ("parallel", "schedule"): None, ("parallel", "virtual_stages"): None})
+    gen = launch(ctx, draw, "generate", ranks // pp if on_pp1 else ranks, ov)
+    if pp > 1 and not on_pp1:  # llmtrain's promise: generation runs with pp = 1, a refusal otherwise
+        errs = gen.errors()
+        if gen.rc != 2 or len(errs) != 1 or "&parallel pp" not in errs[0] or "pp = 1" not in errs[0]:
+            raise Failure("I5", "mode = 'generate' on pp = %d: exit %s with %d error lines (want exit 2 and one "
+                          "message naming &parallel pp):\n%s" % (pp, gen.rc, len(errs), "\n".join(gen.out.splitlines()[-10:])),
+                          [grid, gen])
+        return "generate on pp %d refused (exit 2, one message)" % pp
+    check_ended(gen)
+    mo = re.search(r"^generate: continuation:((?: -?\d+)*)\s*$", gen.out, re.M)
+    ids = [int(x) for x in mo.group(1).split()] if mo else None
+    if ids is None or len(ids) != n_new or not all(0 <= i < vocab for i in ids):
+        raise Failure("I5", "mode = 'generate' (max_new_tokens = %d, vocab_size %d) printed %s"
+                      % (n_new, vocab, mo.group(0) if mo else "no 'generate: continuation:' line"), [grid, gen])
+    return "generate%s (temperature %g, top_k %d): %s -> %s" % (
+        " on pp 1 from pp %d's weights" % pp if on_pp1 else "", temp, top_k, prompt, ids)
+
+
 def check_draw(ctx, draw, rng):
     """Runs the invariants on one draw. Returns a list of (invariant, summary) passes; raises
     Failure on the first one broken."""
@@ -834,6 +906,9 @@ def check_draw(ctx, draw, rng):
     full = records(grid.run_dir)
     if len(full[0]) != steps_n:
         raise Failure("I3", "the run ended with %d step records, want %d" % (len(full[0]), steps_n), [grid])
+    products = check_products(draw, grid)
+    if products:
+        done.append(("products:", products))
     # I1
     if ranks > 1:
         ser = launch(ctx, draw, "serial", 1, serial_overrides(draw))
@@ -882,6 +957,7 @@ def check_draw(ctx, draw, rng):
             raise Failure("I4", "eval of the final weights: val_loss %s, the run logged %s at step %d (|diff| %.2e > %g)"
                           % (mo.group(1), vals[steps_n], steps_n, e, EVAL_ABS), [grid, ev])
         done.append(("I4", "eval %s = logged %s" % (mo.group(1), vals[steps_n])))
+    done.append(("I5", check_generate(ctx, draw, grid, ranks, steps_n, rng)))
     return done
 
 

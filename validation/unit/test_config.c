@@ -16,25 +16,35 @@
 #include <mpi.h>
 #include "config/config.h"
 #include "core/error.h"
+#include "model/spec.h"
 #include "test_fatal.h"
 
 #define PATH "inputs/x.nml"
 #define DATA "&data train_files = 'data/train_*.bin' /\n" /* the one key a training run needs */
 
+/* What llmtrain does with a namelist: the configuration's checks, then the model's shape rules
+ * (model/spec.c), which name the keys' positions the configuration kept. */
+static void read_namelist(const char *text, config_t *cfg) {
+    config_parse(PATH, text, cfg);
+    model_spec_check(MODEL_SPEC_OF(cfg), cfg->ep, &cfg->where);
+}
+
 static void parse_ok(const char *text, config_t *cfg) {
     if (setjmp(fatal_jump) != 0) fail_msg("unexpected error: %s\ntext:\n%s", fatal_message, text);
-    config_parse(PATH, text, cfg);
+    read_namelist(text, cfg);
 }
 
 /* Parses text that must fail; returns the message without the "llmtrain: error: " prefix. */
 static const char *parse_error(const char *text) {
-    config_t cfg;
+    static config_t cfg; /* static: intact after the longjmp */
+    memset(&cfg, 0, sizeof cfg);
     fatal_message[0] = '\0';
     if (setjmp(fatal_jump) == 0) {
-        config_parse(PATH, text, &cfg);
+        read_namelist(text, &cfg);
         config_destroy(&cfg);
         fail_msg("expected an error, but this parsed:\n%s", text);
     }
+    config_destroy(&cfg); /* a configuration the model's rules refused was parsed */
     return caught_user_error_text();
 }
 
@@ -941,7 +951,10 @@ static void assert_round_trip(config_t *c) {
     /* where &data keys were set: positions in the text, not values */
     back.mixture_line = c->mixture_line, back.mixture_col = c->mixture_col;
     back.train_files_line = c->train_files_line, back.train_files_col = c->train_files_col;
+    const config_positions_t where_back = back.where; /* likewise every key's (config_key_where) */
+    back.where = c->where;
     if (memcmp(c, &back, sizeof *c) != 0) fail_msg("config differs after a round trip through:\n%s", text);
+    back.where = where_back;
     c->text = saved_text;
     back.text = saved_back;
     c->overrides = saved_over;

@@ -18,6 +18,7 @@
 #include <mpi.h>
 #include "config/config.h"
 #include "core/error.h"
+#include "model/spec.h"
 #include "test_fatal.h"
 
 #define PATH "inputs/x.nml"
@@ -191,14 +192,17 @@ static void cross_key_checks_see_the_overrides_and_name_them(void **state) {
                  "(command line argument 3) must be <= lr = 0.003 (line 2)", "");
     EXPECT_ERROR("train.loss_scale=8", "command line argument 3 'train.loss_scale=8': &train loss_scale: loss "
                  "scaling is for precision = 'fp16'", "");
-    /* the file's keys checked against an override: d_model 64 does not divide by n_head 5 */
+    /* the file's keys checked against an override: d_model 64 does not divide by n_head 5 (the
+     * model's shape rule, model/spec.c, with the positions the configuration kept) */
     const char *args[] = {"model.d_model=64", "model.n_head=5"};
     config_args_t a = {.args = args, .n = 2, .first_argno = 2};
-    config_t c;
+    static config_t c; /* static: intact after the longjmp */
     if (setjmp(fatal_jump) == 0) {
         config_parse_overrides(PATH, FILE_TEXT, &a, &c);
+        model_spec_check(MODEL_SPEC_OF(&c), c.ep, &c.where);
         fail_msg("d_model 64, n_head 5 was accepted");
     }
+    config_destroy(&c);
     if (!strstr(fatal_message, "command line argument 2 'model.d_model=64': &model d_model: d_model = 64 "
                                "(command line argument 2) must be divisible by n_head = 5 (command line argument 3)"))
         fail_msg("got %s", fatal_message);
