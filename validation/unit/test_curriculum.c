@@ -195,7 +195,7 @@ static void bad_stages_are_one_message_at_file_line(void **state) {
            "t.nml:2:7: &data mixture: set train_files (line 2) or mixture, not both");
     EXPECT("&data mixture = 'a:-2' /\n", "t.nml:1:7: &data mixture: source 'a:-2': weight '-2' is not a number >= 0");
     const char *arg[] = {"stage.seq_len=8"};
-    config_args_t args = {arg, 1, 2};
+    config_args_t args = {.args = arg, .n = 1, .first_argno = 2};
     const char *got = parse_error(BASE, &args);
     if (!strstr(got, "command line argument 2 'stage.seq_len=8': &stage keys cannot be overridden"))
         fail_msg("override message: %s", got);
