@@ -9,21 +9,14 @@
 # that answer (dp 3 cannot hold the global batch of 16 with micro-batch 4: dp 2, accumulation 2)
 # from the newest checkpoint and completes; its steps after the restart are bit-identical to a
 # run started on dp 2 from that checkpoint (mpirun on one node). Then &run elastic = 'wait': node
-# n4 dies, the job is named the loss, requeues itself, waits, and continues on 4 nodes when the
+# n4 dies, the job names it, requeues itself, waits, and continues on 4 nodes when the
 # node is back (revive-node.sh), bit-identical to an uninterrupted run. Skipped, with the reason, where
 # namespaces cannot be made. Everything the cluster started is stopped on exit.
 source "$(dirname "$0")/lib.bash"
 [ -x ./llmtrain ] || fail "./llmtrain is not built (make)"
-export LLMT_CLUSTER=llmtel # not the default name: a cluster started by hand stays untouched
-CL=validation/cluster
-trap '$CL/down.sh >>"$TEST_DIR/down.log" 2>&1 || echo "down.sh failed: $(tail -3 "$TEST_DIR/down.log")"' EXIT
-env_lines=$($CL/up.sh 4 2>"$TEST_DIR/up.log")
-rc=$?
-if [ $rc -eq 77 ]; then echo "SKIP: $(grep -o 'cannot start here: .*' "$TEST_DIR/up.log")"; exit 77; fi
-[ $rc -eq 0 ] || { cat "$TEST_DIR/up.log"; fail "up.sh 4 failed (exit $rc)"; }
-eval "$env_lines"
-export PATH=$PWD:$PATH LLMT_PROBE_S=8
-unset LLMTRAIN_HOME LLMT_BIN
+source "$(dirname "$0")/lib_cluster.bash"
+cluster_start llmtel 4
+export LLMT_PROBE_S=8
 RUNS=$PWD/$TEST_DIR
 STEPS=90
 ARGS=(inputs/tiny.nml parallel.dp=4 train.global_batch=16 train.max_steps=$STEPS data.val_every=0
@@ -33,11 +26,7 @@ t0=$(date +%s)
 jid=$(LLMT_FAULT=step@0:sleep60 sbatch --parsable --nodes=4 --ntasks-per-node=1 --output="$RUNS/el-%j.out" \
       jobscripts/elastic.sbatch "${ARGS[@]}") || fail "sbatch refused elastic.sbatch"
 out=$RUNS/el-$jid.out
-for _ in $(seq 240); do
-    n=$(grep -c '"step"' "$RUNS/el/metrics.jsonl" 2>/dev/null)
-    [ "${n:-0}" -ge 24 ] && break
-    sleep 0.25
-done
+wait_steps "$RUNS/el/metrics.jsonl" 24
 [ -f "$RUNS/el/ckpt_step00000020.h5" ] || { tail -20 "$out"; fail "the run did not reach step 24 with a step-20 checkpoint"; }
 $CL/kill-node.sh 3 2>>"$TEST_DIR/up.log"
 t_kill=$(date +%s)
@@ -89,11 +78,7 @@ t0=$(date +%s)
 jid=$(LLMT_FAULT=step@0:sleep60 sbatch --parsable --nodes=4 --ntasks-per-node=1 --output="$RUNS/wait-%j.out" \
       jobscripts/elastic.sbatch "${ARGS[@]}" run.name=wait run.elastic="'wait'") || fail "sbatch refused elastic.sbatch (wait)"
 out=$RUNS/wait-$jid.out
-for _ in $(seq 240); do
-    n=$(grep -c '"step"' "$RUNS/wait/metrics.jsonl" 2>/dev/null)
-    [ "${n:-0}" -ge 24 ] && break
-    sleep 0.25
-done
+wait_steps "$RUNS/wait/metrics.jsonl" 24 || { tail -20 "$out"; fail "wait: the run did not reach step 24"; }
 $CL/kill-node.sh 4 2>>"$TEST_DIR/up.log"
 for _ in $(seq 240); do grep -q "requeueing job $jid" "$out" 2>/dev/null && break; sleep 0.5; done
 grep -q "lost node(s) n4 (ranks 3-3 of dp 4 x tp 1 x pp 1)" "$out" || { tail -20 "$out"; fail "wait: node n4 and its rank 3 not named"; }

@@ -12,17 +12,8 @@
 # cluster started is stopped on exit (down.sh in a trap), failure or not.
 source "$(dirname "$0")/lib.bash"
 [ -x ./llmtrain ] || fail "./llmtrain is not built (make)"
-export LLMT_CLUSTER=llmtest # not the default name: a cluster started by hand stays untouched
-CL=validation/cluster
-trap '$CL/down.sh >>"$TEST_DIR/down.log" 2>&1 || echo "down.sh failed: $(tail -3 "$TEST_DIR/down.log")"' EXIT
-env_lines=$($CL/up.sh 4 2>"$TEST_DIR/up.log")
-rc=$?
-if [ $rc -eq 77 ]; then echo "SKIP: $(grep -o 'cannot start here: .*' "$TEST_DIR/up.log")"; exit 77; fi
-[ $rc -eq 0 ] || { cat "$TEST_DIR/up.log"; fail "up.sh 4 failed (exit $rc)"; }
-eval "$env_lines"
-cat "$TEST_DIR/up.log"
-export PATH=$PWD:$PATH
-unset LLMTRAIN_HOME LLMT_BIN
+source "$(dirname "$0")/lib_cluster.bash"
+cluster_start llmtest 4
 RUNS=$PWD/$TEST_DIR
 COMMON=(inputs/tiny.nml parallel.dp=4 train.global_batch=16 train.max_steps=4 data.val_every=0
         log.every=1 checkpoint.every=2 run.out_dir="'$RUNS'")
@@ -38,16 +29,6 @@ submit() {
     ln -sf "$name-$jid.out" "$RUNS/$name.out"
     [ "$state" = COMPLETED ] || { tail -30 "$out"; fail "$name: job $jid on $nodes nodes ended $state"; }
     echo "$name: job $jid COMPLETED on $nodes nodes"
-}
-slurm_wait_gone() { # JOB SECONDS: the final state once the job has left the queue
-    local i s=""
-    for i in $(seq $(($2 * 2))); do
-        s=$(scontrol -o show job "$1" 2>/dev/null | sed -n 's/.* JobState=\([^ ]*\).*/\1/p')
-        case "$s" in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY) echo "$s"; return 0 ;; esac
-        sleep 0.5
-    done
-    scancel "$1" 2>/dev/null
-    echo "STILL_${s:-UNKNOWN}_AFTER_$2s"
 }
 # check_placement NAME NODES PER_NODE: the table lists NODES hosts n1.., local ranks 0..PER_NODE-1
 # on each, and exactly one aggregator ('yes') per host

@@ -1,0 +1,44 @@
+# lib_cluster.bash — the emulated cluster for the scenario tests (sourced after lib.bash, not run).
+#   cluster_start NAME N       validation/cluster/up.sh N as cluster NAME (LLMT_CLUSTER; not the
+#                              default name, so a cluster started by hand stays untouched), its
+#                              assignments in this shell, down.sh on exit whatever happens; exit
+#                              77 with up.sh's reason where namespaces cannot be made
+#   slurm_wait_gone JOB S      the job's final state once it has left the queue (else cancelled
+#                              after S seconds: STILL_<state>_AFTER_Ss)
+#   wait_steps FILE N          up to 60 s for N step records in metrics.jsonl FILE
+CL=validation/cluster
+
+cluster_start() {
+    export LLMT_CLUSTER=$1
+    trap '$CL/down.sh >>"$TEST_DIR/down.log" 2>&1 || echo "down.sh failed: $(tail -3 "$TEST_DIR/down.log")"' EXIT
+    local env_lines rc
+    env_lines=$($CL/up.sh "$2" 2>"$TEST_DIR/up.log")
+    rc=$?
+    if [ $rc -eq 77 ]; then echo "SKIP: $(grep -o 'cannot start here: .*' "$TEST_DIR/up.log")"; exit 77; fi
+    [ $rc -eq 0 ] || { cat "$TEST_DIR/up.log"; fail "up.sh $2 failed (exit $rc)"; }
+    eval "$env_lines"
+    cat "$TEST_DIR/up.log"
+    export PATH=$PWD:$PATH
+    unset LLMTRAIN_HOME LLMT_BIN
+}
+
+slurm_wait_gone() {
+    local i s=""
+    for i in $(seq $(($2 * 2))); do
+        s=$(scontrol -o show job "$1" 2>/dev/null | sed -n 's/.* JobState=\([^ ]*\).*/\1/p')
+        case "$s" in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY) echo "$s"; return 0 ;; esac
+        sleep 0.5
+    done
+    scancel "$1" 2>/dev/null
+    echo "STILL_${s:-UNKNOWN}_AFTER_$2s"
+}
+
+wait_steps() {
+    local n
+    for _ in $(seq 240); do
+        n=$(grep -c '"step"' "$1" 2>/dev/null)
+        [ "${n:-0}" -ge "$2" ] && return 0
+        sleep 0.25
+    done
+    return 1
+}
