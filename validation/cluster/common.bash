@@ -53,3 +53,13 @@ cl_start_slurmd() {
         unshare --uts sh -c "hostname n$1 && exec slurmd -D -N n$1 -f $d/slurm.conf" \
         >>"$CL_DIR/log/slurmd-n$1.out" 2>&1 </dev/null &
 }
+
+# cl_node_ns K SCRIPT: the namespace of node K of the cluster that is up; exit 2 with SCRIPT's usage
+# when K is not a node number or the node has no namespace
+cl_node_ns() {
+    [[ "$1" =~ ^[0-9]+$ ]] || cl_die "usage: $2 K (a node number, 1..N)" 2
+    local ns
+    ns=$(cl_netns "$1")
+    ip netns list | awk '{print $1}' | grep -qx "$ns" || cl_die "node $1 is not up (no namespace $ns)" 2
+    echo "$ns"
+}

@@ -7,9 +7,7 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/common.bash"
 K=${1:-}
-[[ "$K" =~ ^[0-9]+$ ]] || cl_die "usage: kill-node.sh K (a node number, 1..N)" 2
-ns=$(cl_netns "$K")
-ip netns list | awk '{print $1}' | grep -qx "$ns" || cl_die "node $K is not up (no namespace $ns)" 2
+ns=$(cl_node_ns "$K" kill-node.sh)
 # kill until the namespace is empty: a slurmd killed mid-fork could leave a child behind
 for _ in 1 2 3 4 5; do
     mapfile -t pids < <(ip netns pids "$ns")

@@ -7,9 +7,7 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/common.bash"
 K=${1:-}
-[[ "$K" =~ ^[0-9]+$ ]] || cl_die "usage: revive-node.sh K (a node number, 1..N)" 2
-ns=$(cl_netns "$K")
-ip netns list | awk '{print $1}' | grep -qx "$ns" || cl_die "node $K is not up (no namespace $ns)" 2
+ns=$(cl_node_ns "$K" revive-node.sh)
 [ -z "$(ip netns pids "$ns")" ] || cl_die "node n$K is running (processes in $ns): kill-node.sh $K first" 2
 # a rebooted node starts with empty local state: the killed steps' sockets and PMIx directories
 # (slurmd would refuse a later step with the same id: "Address already in use")

@@ -18,6 +18,15 @@ source "$(dirname "$0")/lib_cluster.bash"
 cluster_start llmtel 4
 export LLMT_PROBE_S=8
 RUNS=$PWD/$TEST_DIR
+# same_last_steps REF RUN N WHY: the last N step records of run REF and run RUN (loss, lr, gradient
+# norm as written) are the same text, N of them; else fail with WHY and the first differences
+same_last_steps() {
+    local want got
+    want=$(train_records "$RUNS/$1/metrics.jsonl" | grep '"step"' | tail -"$3")
+    got=$(train_records "$RUNS/$2/metrics.jsonl" | grep '"step"' | tail -"$3")
+    [ "$(echo "$want" | wc -l)" -eq "$3" ] && [ "$got" = "$want" ] ||
+        { diff <(echo "$want") <(echo "$got") | head; fail "$4"; }
+}
 STEPS=90
 ARGS=(inputs/tiny.nml parallel.dp=4 train.global_batch=16 train.max_steps=$STEPS data.val_every=0
       log.every=1 checkpoint.every=10 checkpoint.keep=100 checkpoint.timeout_s=10 checkpoint.io_timeout_s=10
@@ -62,11 +71,7 @@ grep -q "^batch: global 16 sequences = micro_batch 4 x accumulation 2 x dp 2" "$
 # the reference: a run started on dp 2 from that checkpoint (one node, mpirun)
 $MPIRUN -np 2 ./llmtrain "${ARGS[@]}" parallel.dp=2 run.name=ref run.elastic="'off'" checkpoint.resume="'$ck'" \
     >"$RUNS/ref.log" 2>&1 || { tail "$RUNS/ref.log"; fail "the dp 2 reference run from $ck failed"; }
-n=$((STEPS - k))
-want=$(train_records "$RUNS/ref/metrics.jsonl" | grep '"step"' | tail -$n)
-got=$(train_records "$RUNS/el/metrics.jsonl" | grep '"step"' | tail -$n)
-[ "$(echo "$want" | wc -l)" -eq $n ] && [ "$got" = "$want" ] ||
-    { diff <(echo "$want") <(echo "$got") | head; fail "steps $((k + 1))-$STEPS after the restart differ from the dp 2 run from $ck"; }
+same_last_steps ref el $((STEPS - k)) "steps $((k + 1))-$STEPS after the restart differ from the dp 2 run from $ck"
 echo "steps $((k + 1))-$STEPS on the survivors: loss, lr and gradient norm bit-identical to a dp 2 run from $ck"
 echo "timings (shrink): job $((t_end - t0)) s, kill to the end of the job $((t_end - t_kill)) s"
 
@@ -107,9 +112,5 @@ resumed=$(sed -n 's/^resume: \([^:]*\): step \([0-9]*\),.*continuing on dp 4 x .
 k=${resumed#* }
 $MPIRUN -np 4 ./llmtrain "${ARGS[@]}" run.name=ref4 run.elastic="'off'" >"$RUNS/ref4.log" 2>&1 ||
     { tail "$RUNS/ref4.log"; fail "the uninterrupted dp 4 reference failed"; }
-n=$((STEPS - k))
-want=$(train_records "$RUNS/ref4/metrics.jsonl" | grep '"step"' | tail -$n)
-got=$(train_records "$RUNS/wait/metrics.jsonl" | grep '"step"' | tail -$n)
-[ "$(echo "$want" | wc -l)" -eq $n ] && [ "$got" = "$want" ] ||
-    { diff <(echo "$want") <(echo "$got") | head; fail "wait: steps $((k + 1))-$STEPS differ from the uninterrupted dp 4 run"; }
+same_last_steps ref4 wait $((STEPS - k)) "wait: steps $((k + 1))-$STEPS differ from the uninterrupted dp 4 run"
 echo "wait: job $jid restarted ($restarts requeue(s)) on 4 nodes from step $k: steps $((k + 1))-$STEPS bit-identical to an uninterrupted dp 4 run ($(( $(date +%s) - t0 )) s)"
