@@ -17,6 +17,7 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/common.bash"
+source "$HERE/../slurm_conf.bash"
 
 N=${1:-4}
 [[ "$N" =~ ^[0-9]+$ ]] && [ "$N" -ge 1 ] && [ "$N" -le 64 ] || cl_die "up.sh N: N = '$N' is not a node count from 1 to 64" 2
@@ -51,8 +52,7 @@ done
 cl_say "network: bridge $CL_BR $CL_NET.0/24, host $CL_HOST_ADDR, nodes n1..n$N = $CL_NET.1..$CL_NET.$N"
 
 # --- munge: one key, one munged; its socket is a file, so every namespace reaches it ---
-dd if=/dev/urandom of="$CL_DIR/munge/munge.key" bs=1024 count=1 status=none
-chmod 700 "$CL_DIR/munge" && chmod 400 "$CL_DIR/munge/munge.key"
+munge_key_make "$CL_DIR/munge"
 munged --force --key-file="$CL_DIR/munge/munge.key" --socket="$CL_DIR/munge/munge.socket" \
     --pid-file="$CL_DIR/run/munged.pid" --log-file="$CL_DIR/log/munged.log" \
     --seed-file="$CL_DIR/munge/munged.seed" >"$CL_DIR/log/munged.out" 2>&1 ||
@@ -65,43 +65,9 @@ for _ in $(seq 50); do [ -S "$CL_DIR/munge/munge.socket" ] && break; sleep 0.1; 
 # cred_expire=30 (default 120): a requeued job may start again after this many seconds ---
 cpus=${LLMT_CLUSTER_CPUS:-4}
 mem=$(awk -v n="$N" '/MemTotal/ {m = int($2 / 1024 * 0.8 / n); print (m < 500 ? 500 : m)}' /proc/meminfo)
-cat >"$CL_DIR/slurm.conf" <<CONF
-# the emulated cluster '$LLMT_CLUSTER' of validation/cluster/up.sh ($N nodes)
-ClusterName=$LLMT_CLUSTER
-SlurmctldHost=$CL_CTL_HOST($CL_HOST_ADDR)
-SlurmctldPort=$CL_CTLD_PORT
-SlurmdPort=$CL_SLURMD_PORT
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-AuthInfo=socket=$CL_DIR/munge/munge.socket,cred_expire=30
-CredType=cred/munge
-StateSaveLocation=$CL_DIR/state
-SlurmdSpoolDir=$CL_DIR/spool/%n
-SlurmctldPidFile=$CL_DIR/run/slurmctld.pid
-SlurmdPidFile=$CL_DIR/run/slurmd-%n.pid
-SlurmctldLogFile=$CL_DIR/log/slurmctld.log
-SlurmdLogFile=$CL_DIR/log/slurmd-%n.log
-SlurmctldDebug=info
-SlurmdDebug=info
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-MpiDefault=pmix
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-SchedulerType=sched/builtin
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-ReturnToService=2
-SlurmdParameters=config_overrides
+slurm_conf_write "$CL_DIR/slurm.conf" "$CL_DIR" "$LLMT_CLUSTER" "$CL_CTL_HOST($CL_HOST_ADDR)" \
+    "$CL_CTLD_PORT" "$CL_SLURMD_PORT" 30 30 <<CONF
 FirstJobId=$((7000 + CL_HASH * 100))
-JobRequeue=1
-MinJobAge=600
-KillWait=10
-InactiveLimit=0
-MessageTimeout=20
-SlurmctldTimeout=30
-SlurmdTimeout=30
 TreeWidth=64
 NodeName=n[1-$N] NodeAddr=$CL_NET.[1-$N] CPUs=$cpus Boards=1 SocketsPerBoard=1 CoresPerSocket=$cpus ThreadsPerCore=1 RealMemory=$mem State=UNKNOWN
 PartitionName=cluster Nodes=n[1-$N] Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO

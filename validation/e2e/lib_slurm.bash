@@ -7,6 +7,7 @@
 #   slurm_stop       stop the daemons (also on exit: a trap)
 # Jobs run as root with MpiDefault=pmix, proctrack/linuxproc, no cgroups and no accounting.
 
+source "$(dirname "${BASH_SOURCE[0]}")/../slurm_conf.bash"
 SLURM_DIR=${SLURM_DIR:-/tmp/llmt-slurm-$$}
 SLURM_PIDS=()
 
@@ -24,50 +25,15 @@ slurm_write_conf() {
     [ "$c" -ge 8 ] || c=8
     node="CPUs=$c Boards=1 SocketsPerBoard=1 CoresPerSocket=$c ThreadsPerCore=1"
     port=$((20000 + ($$ % 4000) * 2)) # two ports of our own: ctld, then slurmd
-    mkdir -p "$SLURM_DIR"/{state,spool,log,munge}
-    cat >"$SLURM_DIR/slurm.conf" <<CONF
-ClusterName=llmtest
-SlurmctldHost=$host
-SlurmctldPort=$port
-SlurmdPort=$((port + 1))
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-AuthInfo=socket=$SLURM_DIR/munge/munge.socket
-CredType=cred/munge
-StateSaveLocation=$SLURM_DIR/state
-SlurmdSpoolDir=$SLURM_DIR/spool/%n
-SlurmctldPidFile=$SLURM_DIR/slurmctld.pid
-SlurmdPidFile=$SLURM_DIR/slurmd.pid
-SlurmctldLogFile=$SLURM_DIR/log/slurmctld.log
-SlurmdLogFile=$SLURM_DIR/log/slurmd.log
-SlurmctldDebug=info
-SlurmdDebug=info
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-MpiDefault=pmix
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-SchedulerType=sched/builtin
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-ReturnToService=2
-SlurmdParameters=config_overrides
-JobRequeue=1
-MinJobAge=600
-KillWait=10
-InactiveLimit=0
-MessageTimeout=20
-SlurmctldTimeout=30
-SlurmdTimeout=60
+    mkdir -p "$SLURM_DIR"/{state,spool,log,run,munge}
+    slurm_conf_write "$SLURM_DIR/slurm.conf" "$SLURM_DIR" llmtest "$host" "$port" $((port + 1)) 60 <<CONF
 NodeName=$host $node RealMemory=$mem State=UNKNOWN
 PartitionName=test Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 CONF
 }
 
 slurm_start_munge() {
-    dd if=/dev/urandom of="$SLURM_DIR/munge/munge.key" bs=1024 count=1 status=none
-    chmod 700 "$SLURM_DIR/munge" && chmod 400 "$SLURM_DIR/munge/munge.key"
+    munge_key_make "$SLURM_DIR/munge"
     munged --force --foreground --key-file="$SLURM_DIR/munge/munge.key" \
         --socket="$SLURM_DIR/munge/munge.socket" --pid-file="$SLURM_DIR/munge/munged.pid" \
         --log-file="$SLURM_DIR/log/munged.log" --seed-file="$SLURM_DIR/munge/munged.seed" \
