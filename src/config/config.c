@@ -215,6 +215,11 @@ const key_spec_t cfg_keys[] = {
      * dedicated cores a healthy run stays near 1, and a rank twice as busy halves the job */
     REAL_KEY(G_LOG, "straggler_ratio", straggler_ratio, 2, AT_LEAST(0), AT_MOST(1e6),
              WHY("a rank's busy time over its peers' median")),
+    /* a slow link between nodes (parallel/linkprobe.h): named at the same straggler_ratio */
+    INT_KEY(G_LOG, "link_probe_every", link_probe_every, 50, AT_LEAST(0), AT_MOST(1000000),
+            WHY("steps between probes of the links between nodes (3 nodes or more); 0 = off")),
+    INT_KEY(G_LOG, "link_probe_kib", link_probe_kib, 256, AT_LEAST(1), AT_MOST(65536),
+            WHY("KiB each node's first rank exchanges with each ring neighbour per probe")),
 
     /* &stage, repeated (config/stages.h): the fields of stages[stage_at]; a key not set in a
      * group is inherited (the defaults here are never used as values). Order: STAGE_* enum. */

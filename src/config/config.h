@@ -277,6 +277,8 @@ typedef struct config {
     int64_t profile_first, profile_last; /* parsed profile_steps (0, 0 when '') */
     double carbon_intensity; /* gCO2/kWh for the emissions of the run's energy; 0 = not reported */
     double straggler_ratio; /* a rank whose busy time is this x its peers' median is named; 0 = off */
+    int link_probe_every;   /* steps between link probes of a job on 3 nodes or more; 0 = off */
+    int link_probe_kib;     /* the probe's size (parallel/linkprobe.h) */
 
     /* the choice keys above as enums (cfg_choices_t) */
     cfg_choices_t choice;

@@ -385,6 +385,22 @@ void comm_allgather(const void *mine, int count, MPI_Datatype type, void *all, M
     unwatch(t0);
 }
 
+double comm_pingpong_bytes(void *buf, int bytes, int peer, int initiator, MPI_Comm comm,
+                           const char *phase) {
+    double t0 = enter(phase);
+    watch(phase, comm);
+    if (initiator) {
+        MPI_CHECK(MPI_Send(buf, bytes, MPI_BYTE, peer, 0, comm));
+        MPI_CHECK(MPI_Recv(buf, bytes, MPI_BYTE, peer, 0, comm, MPI_STATUS_IGNORE));
+    } else {
+        MPI_CHECK(MPI_Recv(buf, bytes, MPI_BYTE, peer, 0, comm, MPI_STATUS_IGNORE));
+        MPI_CHECK(MPI_Send(buf, bytes, MPI_BYTE, peer, 0, comm));
+    }
+    const double dt = now_sec() - t0;
+    unwatch(t0);
+    return initiator ? dt : 0.0;
+}
+
 void comm_split(MPI_Comm comm, int color, int key, MPI_Comm *out, const char *phase) {
     double t0 = enter(phase);
     watch(phase, comm);
@@ -408,6 +424,20 @@ int comm_node_size(MPI_Comm comm) {
     int rank, size;
     node_rank_size(comm, &rank, &size);
     return size;
+}
+
+int comm_node_first(MPI_Comm comm) {
+    MPI_Comm node;
+    int me, first;
+    double t0 = enter("finding a node's first rank");
+    watch("finding a node's first rank", comm);
+    MPI_CHECK(MPI_Comm_rank(comm, &me));
+    MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+    first = me;
+    MPI_CHECK(MPI_Bcast(&first, 1, MPI_INT, 0, node));
+    MPI_CHECK(MPI_Comm_free(&node));
+    unwatch(t0);
+    return first;
 }
 
 int comm_node_rank(MPI_Comm comm) {

@@ -33,11 +33,20 @@ void comm_gather(const void *mine, int count, MPI_Datatype type, void *all, int 
 void comm_allgather(const void *mine, int count, MPI_Datatype type, void *all, MPI_Comm comm,
                     const char *phase);
 void comm_split(MPI_Comm comm, int color, int key, MPI_Comm *out, const char *phase);
+/* A round trip of `bytes` bytes between this rank and `peer` of comm (parallel/linkprobe.c's
+ * probe of a link): the initiator sends, then receives the same size back, and gets the wall time
+ * in seconds; the other side receives, then sends back, and gets 0. Timed at the initiator, the
+ * time covers both directions' transfers (a send alone completes when the bytes are in the
+ * kernel's socket buffer, long before a slow link delivers them). */
+double comm_pingpong_bytes(void *buf, int bytes, int peer, int initiator, MPI_Comm comm,
+                           const char *phase);
 
 /* How many ranks of comm share this rank's node (collective). */
 int comm_node_size(MPI_Comm comm);
 /* This rank's index among the ranks of comm on its node (collective; 0 = the node's first). */
 int comm_node_rank(MPI_Comm comm);
+/* The rank in comm of the first rank of this rank's node (collective). */
+int comm_node_first(MPI_Comm comm);
 
 /* ---- errors that one rank may see alone ------------------------------------------------------
  * A file only some nodes can see, a directory one rank cannot write, a tokenizer one rank cannot

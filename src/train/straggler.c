@@ -141,3 +141,56 @@ void straggler_host_of(const char *joined, int rank, char *out, size_t len) {
     memcpy(out, p, n);
     out[n] = '\0';
 }
+
+/* ---------------------------------------------------------------- slow links */
+
+void link_watch_init(link_watch_t *w, int n_nodes, double threshold) {
+    memset(w, 0, sizeof *w);
+    w->n = n_nodes;
+    w->threshold = n_nodes >= 3 ? threshold : 0.0;
+    w->prev = w->worst = w->node = w->max_node = -1;
+    w->warned = xrealloc_small(NULL, (size_t)(n_nodes > 0 ? n_nodes : 1));
+    memset(w->warned, 0, (size_t)(n_nodes > 0 ? n_nodes : 1));
+}
+
+void link_watch_destroy(link_watch_t *w) {
+    free(w->warned);
+    w->warned = NULL;
+}
+
+int link_watch_push(link_watch_t *w, const double *node_s) {
+    w->node = w->worst = -1;
+    w->worst_ratio = 0.0;
+    if (w->n < 3) return -1;
+    w->probes++;
+    double *others = xrealloc_small(NULL, sizeof(double) * (size_t)(w->n - 1));
+    for (int k = 0; k < w->n; k++) {
+        for (int j = 0, m = 0; j < w->n; j++)
+            if (j != k) others[m++] = node_s[j];
+        const double med = straggler_median(others, w->n - 1);
+        const double ratio = med > 0 ? node_s[k] / med : 1.0;
+        if (ratio > w->worst_ratio) {
+            w->worst = k;
+            w->worst_ratio = ratio;
+            w->worst_s = node_s[k];
+            w->median_s = med;
+        }
+    }
+    free(others);
+    if (w->worst >= 0 && w->worst_ratio > w->max_ratio) {
+        w->max_ratio = w->worst_ratio;
+        w->max_node = w->worst;
+    }
+    const bool picked = w->threshold > 0 && w->worst >= 0 && w->worst_ratio >= w->threshold &&
+                        w->worst_s - w->median_s >= LINK_MIN_EXCESS_S;
+    const int pick = picked ? w->worst : -1;
+    if (pick >= 0 && pick == w->prev) w->node = pick;
+    w->prev = pick;
+    return w->node;
+}
+
+bool link_watch_first_time(link_watch_t *w, int k) {
+    if (k < 0 || k >= w->n || w->warned[k]) return false;
+    w->warned[k] = 1;
+    return true;
+}

@@ -84,4 +84,31 @@ double straggler_median(double *x, int n);
 /* Rank `rank`'s field of a comma-joined list ("n1,n1,n2,n2": the provenance's rank_hosts), the
  * part before its first '.' (a short host name), into out; "?" when the list has no such field. */
 void straggler_host_of(const char *joined, int rank, char *out, size_t len);
+
+/* ---- slow links (parallel/linkprobe.h measures each node's time, its faster ring edge) ------
+ * A probe's node ratio is the node's time over the median of the other nodes'; the largest ratio
+ * is picked when it reaches the threshold and the node's excess over that median reaches
+ * LINK_MIN_EXCESS_S (exchanges of a few hundred KiB take milliseconds; a loaded host's jitter is
+ * below that). A node is named when two probes in a row pick it: one slow probe (a burst of other
+ * traffic) names nobody. Off (names nobody) below three nodes or with threshold 0. */
+#define LINK_MIN_EXCESS_S 0.002
+typedef struct link_watch {
+    int n;                  /* nodes */
+    double threshold;       /* &log straggler_ratio */
+    int prev;               /* the node the previous probe picked, or -1 */
+    long probes;
+    /* the last probe: the node with the largest ratio, picked or not, and the node named (-1) */
+    int worst, node;
+    double worst_ratio, worst_s, median_s;
+    /* over the run */
+    int max_node;
+    double max_ratio;
+    unsigned char *warned;  /* [n]: named before */
+} link_watch_t;
+void link_watch_init(link_watch_t *w, int n_nodes, double threshold);
+void link_watch_destroy(link_watch_t *w);
+/* One probe's node times (seconds, [n]): returns the node named, or -1. */
+int link_watch_push(link_watch_t *w, const double *node_s);
+/* Whether node k is named for the first time (then remembered). */
+bool link_watch_first_time(link_watch_t *w, int k);
 #endif

@@ -18,6 +18,7 @@
 #include "io/shards.h"
 #include "model/gpt.h"
 #include "parallel/grid.h"
+#include "parallel/linkprobe.h"
 #include "train/anomaly.h"
 #include "train/checkpointing.h"
 #include "train/curriculum.h"
@@ -80,8 +81,10 @@ typedef struct trainer {
     moe_log_t moelog;           /* the MoE blocks' step statistics (train/moe_log.h) */
     straggler_t strag;          /* slow ranks named from the busy times (train/straggler.h) */
     double *busy_all;           /* [world]: the step's busy times, gathered (NULL when off) */
-    char strag_line[96];        /* " | straggler r2@n2 x2.4" for the step line, or "" */
-    char strag_record[384];     /* ",\"straggler_rank\":2,...": the step record's members, or "" */
+    linkprobe_t probe;          /* the links between nodes, timed (parallel/linkprobe.h) */
+    link_watch_t linkw;         /* ... and a slow one named (train/straggler.h) */
+    char strag_line[160];       /* " | straggler r2@n2 x2.4 | slow link n3 x9.8", or "" */
+    char strag_record[768];     /* ",\"straggler_rank\":2,...": the step record's members, or "" */
 } trainer_t;
 
 /* Everything a run needs, allocated once; data files are validated here (a bad file is one

@@ -184,6 +184,10 @@ void trainer_stragglers_setup(trainer_t *tr) {
     const grid_t *g = tr->grid;
     const double threshold = g->world_size >= 2 ? tr->cfg->straggler_ratio : 0.0;
     if (threshold <= 0) return; /* off: no gather at all, on every rank alike */
+    if (tr->cfg->link_probe_every > 0) {
+        linkprobe_init(&tr->probe, MPI_COMM_WORLD, (size_t)tr->cfg->link_probe_kib * 1024);
+        link_watch_init(&tr->linkw, tr->probe.n_nodes, threshold);
+    }
     int *stage = xrealloc_small(NULL, sizeof(int) * (size_t)g->world_size);
     comm_allgather(&g->rank_pp, 1, MPI_INT, stage, MPI_COMM_WORLD, "straggler peer groups");
     straggler_init(&tr->strag, g->world_size, stage, threshold);
@@ -197,9 +201,48 @@ static void host_of(const trainer_t *tr, int r, char *out, size_t len) {
     straggler_host_of(f ? f->text : NULL, r, out, len);
 }
 
+/* Every link_probe_every steps on 3 nodes or more: the nodes' link times (all ranks take part),
+ * a slow link named after two probes in a row; appended to the step line and record. */
+static void watch_links(trainer_t *tr, int64_t step) {
+    linkprobe_t *p = &tr->probe;
+    if (!p->active || step % tr->cfg->link_probe_every != 0) return;
+    double *t = xrealloc_small(NULL, sizeof(double) * (size_t)p->n_nodes);
+    linkprobe_run(p, MPI_COMM_WORLD, t);
+    link_watch_t *w = &tr->linkw;
+    const int k = link_watch_push(w, t);
+    free(t);
+    size_t n = strlen(tr->strag_record);
+    char esc[160];
+    json_escape(esc, sizeof esc, p->host[w->worst]);
+    snprintf(tr->strag_record + n, sizeof tr->strag_record - n,
+             ",\"link_probe_worst_host\":\"%s\",\"link_probe_worst_ratio\":%.4f,"
+             "\"link_probe_worst_ms\":%.3f,\"link_probe_median_ms\":%.3f",
+             esc, w->worst_ratio, w->worst_s * 1e3, w->median_s * 1e3);
+    if (k < 0) return;
+    n = strlen(tr->strag_record);
+    json_escape(esc, sizeof esc, p->host[k]);
+    snprintf(tr->strag_record + n, sizeof tr->strag_record - n,
+             ",\"straggler_link_rank\":%d,\"straggler_link_host\":\"%s\",\"straggler_link_ratio\":%.4f",
+             p->first_rank[k], esc, w->worst_ratio);
+    n = strlen(tr->strag_line);
+    snprintf(tr->strag_line + n, sizeof tr->strag_line - n, " | slow link %s x%.1f", p->host[k],
+             w->worst_ratio);
+    if (link_watch_first_time(w, k) && is_root(tr)) {
+        fprintf(stderr, "llmtrain: warning: step %lld: node %s (its first rank %d) is on a slow link: "
+                "exchanging %d KiB with its ring neighbours took %.1f ms, %.1f x the median of the "
+                "other nodes (%.1f ms), in two probes in a row (&log link_probe_every = %d, "
+                "straggler_ratio = %g)\n",
+                (long long)step, p->host[k], p->first_rank[k], tr->cfg->link_probe_kib,
+                w->worst_s * 1e3, w->worst_ratio, w->median_s * 1e3, tr->cfg->link_probe_every,
+                w->threshold);
+        fflush(stderr);
+    }
+}
+
 void trainer_watch_stragglers(trainer_t *tr, int64_t step, double dt, const comm_stats_t *c) {
     tr->strag_line[0] = tr->strag_record[0] = '\0';
     if (!tr->busy_all) return;
+    watch_links(tr, step);
     double waited = 0.0;
     for (int k = 0; k < COMM_KINDS; k++) waited += c->seconds[k];
     const double busy = dt > waited ? dt - waited : 0.0;
@@ -226,7 +269,22 @@ void trainer_watch_stragglers(trainer_t *tr, int64_t step, double dt, const comm
 }
 
 /* One line: the largest windowed ratio of the run, named or not (a healthy run's margin). */
+/* One line: the probes of the links between nodes, and the largest node ratio seen. */
+static void print_links(const trainer_t *tr) {
+    const link_watch_t *w = &tr->linkw;
+    if (!tr->probe.active || w->probes == 0 || w->max_node < 0) return;
+    int named = 0;
+    for (int k = 0; k < w->n; k++) named += w->warned[k];
+    printf("links: %ld probe%s of %d KiB between %d nodes, %d slow node%s named; largest ratio to "
+           "the other nodes' median %.2f (node %s; named at &log straggler_ratio = %g, two probes "
+           "in a row, %.0f ms above the median)\n",
+           w->probes, w->probes == 1 ? "" : "s", tr->cfg->link_probe_kib, w->n, named,
+           named == 1 ? "" : "s", w->max_ratio, tr->probe.host[w->max_node], w->threshold,
+           LINK_MIN_EXCESS_S * 1e3);
+}
+
 void trainer_print_stragglers(const trainer_t *tr) {
+    print_links(tr);
     const straggler_t *s = &tr->strag;
     if (!tr->busy_all || s->max_rank < 0) return;
     int named = 0;

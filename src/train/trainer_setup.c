@@ -482,6 +482,8 @@ void trainer_destroy(trainer_t *tr) {
     moe_log_free(&tr->moelog);
     straggler_destroy(&tr->strag);
     free(tr->busy_all);
+    link_watch_destroy(&tr->linkw);
+    linkprobe_free(&tr->probe);
     metrics_close(&tr->metrics);
     dp_sync_destroy(&tr->dps);
     zero_destroy(&tr->zero);

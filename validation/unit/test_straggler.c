@@ -232,6 +232,53 @@ static void host_of_reads_the_ranks_field_short(void **state) {
     assert_string_equal(h, "averyve");
 }
 
+/* ---- slow links: node times from parallel/linkprobe.c, named after two probes in a row */
+static void a_slow_link_is_named_at_the_second_probe_and_not_before(void **state) {
+    (void)state;
+    link_watch_t w;
+    link_watch_init(&w, 4, 2.0);
+    const double t[4] = {0.003, 0.0031, 0.040, 0.0029}; /* node 2: 13 x the others' median */
+    assert_int_equal(link_watch_push(&w, t), -1);        /* one probe names nobody */
+    assert_int_equal(w.worst, 2);
+    assert_float_equal(w.worst_ratio, 0.040 / 0.003, 1e-12);
+    assert_int_equal(link_watch_push(&w, t), 2);
+    assert_true(link_watch_first_time(&w, 2));
+    assert_false(link_watch_first_time(&w, 2));
+    link_watch_destroy(&w);
+}
+
+static void one_slow_probe_between_healthy_ones_names_nobody(void **state) {
+    (void)state;
+    link_watch_t w;
+    link_watch_init(&w, 5, 2.0);
+    const double ok[5] = {0.003, 0.0032, 0.0029, 0.0031, 0.003};
+    const double bad[5] = {0.003, 0.0032, 0.0029, 0.030, 0.003};
+    for (int i = 0; i < 50; i++) assert_int_equal(link_watch_push(&w, i % 2 ? bad : ok), -1);
+    assert_int_equal(w.max_node, 3);
+    link_watch_destroy(&w);
+}
+
+static void a_ratio_below_the_excess_floor_is_not_named(void **state) {
+    (void)state;
+    link_watch_t w;
+    link_watch_init(&w, 3, 2.0);
+    const double t[3] = {0.0001, 0.0001, 0.0009}; /* 9 x, but 0.8 ms above: below the floor */
+    for (int i = 0; i < 5; i++) assert_int_equal(link_watch_push(&w, t), -1);
+    link_watch_destroy(&w);
+}
+
+static void two_nodes_or_threshold_0_are_off(void **state) {
+    (void)state;
+    link_watch_t w;
+    const double t[3] = {0.003, 0.003, 0.100};
+    link_watch_init(&w, 2, 2.0);
+    for (int i = 0; i < 3; i++) assert_int_equal(link_watch_push(&w, t), -1);
+    link_watch_destroy(&w);
+    link_watch_init(&w, 3, 0.0);
+    for (int i = 0; i < 3; i++) assert_int_equal(link_watch_push(&w, t), -1);
+    link_watch_destroy(&w);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(ratios_match_the_median_of_the_other_peers_1e_12),
@@ -244,6 +291,10 @@ int main(void) {
         cmocka_unit_test(an_excess_below_the_floor_is_not_named_1ms_vs_100ms),
         cmocka_unit_test(threshold_0_and_one_rank_are_off),
         cmocka_unit_test(host_of_reads_the_ranks_field_short),
+        cmocka_unit_test(a_slow_link_is_named_at_the_second_probe_and_not_before),
+        cmocka_unit_test(one_slow_probe_between_healthy_ones_names_nobody),
+        cmocka_unit_test(a_ratio_below_the_excess_floor_is_not_named),
+        cmocka_unit_test(two_nodes_or_threshold_0_are_off),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
