@@ -3,7 +3,8 @@
 #   make check    run the test suite (installs missing dependencies first; last line: N passed, N failed)
 #   make check-unit  its first stage alone: dependencies, build, unit tests
 #   make deps     install missing Debian packages (as root), or say what to install
-#   make bench    benchmarks (not tests): tokens/s and GFLOP/s next to PyTorch
+#   make bench    benchmarks (not tests): tokens/s and GFLOP/s next to PyTorch; the performance
+#                 model against published runs (docs/planning.md, validation/bench/published_compare.py)
 #   make demo     install, build, prepare data, train a small model, show results
 #   make fuzz     fuzz the namelist parser and schema with libFuzzer (clang) for FUZZ_SECONDS
 #                 (default 300); a crashing input is kept in build/fuzz/crashes/ and printed
@@ -262,6 +263,7 @@ bench: llmtrain llmprep $(BUILD)/bench/bench_gemm
 	@MPIRUN="$(MPIRUN)" PYTHON="$(PYTHON)" bash validation/bench/run_bench.sh
 	@MPIRUN="$(MPIRUN)" PYTHON="$(PYTHON)" bash validation/bench/bench_tokenizer.sh
 	@bash validation/bench/bench_page.sh
+	@$(PYTHON) validation/bench/published_compare.py --search --doc docs/planning.md
 
 # docs: the generated pages of the manual (docs/namelist.md from the key table); make check's
 # validation/e2e/docs_current.sh fails when the committed page differs from what this writes.
