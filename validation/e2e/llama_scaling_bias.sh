@@ -8,7 +8,8 @@
 # gradient (the biases' included) rel. L2 <= 1e-4, losses and gradient norms of 8 AdamW steps rel.
 # <= 1e-4 (the biases nonzero after the first). Then the training path's step-0 gradients on tp 2
 # x pp 2 (kv heads and their biases split) and tp 4 (2 kv heads and their biases replicated over 4
-# ranks) against the same reference. A seq_len above &model sliding_window is refused naming both.
+# ranks) against the same reference, and 4 steps of ZeRO-3 on dp 2 x tp 2 (losses and gradient
+# norms). A seq_len above &model sliding_window is refused naming both.
 source "$(dirname "$0")/lib.bash"
 KEYS="arch = 'llama', n_kv_head = 2, rope_theta = 500000, qkv_bias = .true., rope_scaling = 'llama3', rope_scaling_factor = 8, rope_low_freq_factor = 1, rope_high_freq_factor = 4, rope_original_max_positions = 64"
 
@@ -42,6 +43,12 @@ echo "== training path on tp 2 x pp 2 (kv heads and biases split)"
 grid tp2pp2 4 "1, tp = 2, pp = 2"
 echo "== training path on tp 4 (2 kv heads and their biases replicated over 4 ranks)"
 grid tp4 4 "1, tp = 4"
+
+echo "== ZeRO-3 on dp 2 x tp 2: 4 AdamW steps against the reference"
+model_nml "$TEST_DIR/zero.nml" name=zero max_steps=4 warmup=2 val_every=0 "dp=2, tp = 2, zero_stage = 3"
+$MPIRUN -np 4 ./llmtrain "$TEST_DIR/zero.nml" >"$TEST_DIR/zero.log" 2>&1 || { tail -20 "$TEST_DIR/zero.log"; fail "zero failed"; }
+$PYTHON validation/reference/llama_reference.py --nml "$TEST_DIR/zero.nml" --dump "$TEST_DIR/ser.dump" \
+    --metrics "$TEST_DIR/zero/metrics.jsonl" || fail "ZeRO-3 on dp 2 x tp 2 differs from the PyTorch reference"
 
 echo "== seq_len above sliding_window is refused"
 model_nml "$TEST_DIR/sw.nml" name=sw max_steps=1
