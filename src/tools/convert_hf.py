@@ -142,6 +142,9 @@ def llama_config(hf, field, refuse, mtype):
         # full causal attention is the window's while seq_len <= sliding_window (&model refuses more)
         cfg["sliding_window"] = sw
         cfg["seq_len"] = min(cfg["seq_len"], sw)
+    if field("head_dim") is not None and field("head_dim") * H != cfg["d_model"]:
+        refuse("head_dim", "llmtrain's head size is hidden_size / num_attention_heads = %d / %d"
+               % (cfg["d_model"], H))
     if H % cfg["n_kv_head"]:
         refuse("num_key_value_heads", "does not divide num_attention_heads")
     if (cfg["d_model"] // H) % 2:

@@ -9,7 +9,8 @@
 # <= 1e-4 (the biases nonzero after the first). Then the training path's step-0 gradients on tp 2
 # x pp 2 (kv heads and their biases split) and tp 4 (2 kv heads and their biases replicated over 4
 # ranks) against the same reference, and 4 steps of ZeRO-3 on dp 2 x tp 2 (losses and gradient
-# norms). A seq_len above &model sliding_window is refused naming both.
+# norms); GPT-2's fused qkv with qkv_bias alone, 4 steps. A seq_len above &model sliding_window is
+# refused naming both.
 source "$(dirname "$0")/lib.bash"
 KEYS="arch = 'llama', n_kv_head = 2, rope_theta = 500000, qkv_bias = .true., rope_scaling = 'llama3', rope_scaling_factor = 8, rope_low_freq_factor = 1, rope_high_freq_factor = 4, rope_original_max_positions = 64"
 
@@ -30,6 +31,15 @@ for n in q k v; do h5ls "$TEST_DIR/ser.dump/weights.h5/model/h.1.attn.$n.b" >/de
 h5ls "$TEST_DIR/ser.dump/weights.h5/model/h.1.attn.proj.b" >/dev/null 2>&1 && fail "qkv_bias registered attn.proj.b"
 $PYTHON validation/reference/llama_reference.py --nml "$TEST_DIR/ser.nml" --dump "$TEST_DIR/ser.dump" \
     --metrics "$TEST_DIR/ser/metrics.jsonl" || fail "differs from the PyTorch reference"
+
+echo "== GPT-2's fused qkv with bias = .false., qkv_bias = .true. (attn.qkv.b alone), 4 steps"
+write_tiny_nml "$TEST_DIR/fused.nml" name=fused max_steps=4 warmup=2 val_every=0
+sed -i "s/seq_len = 32/seq_len = 32, bias = .false., qkv_bias = .true./" "$TEST_DIR/fused.nml"
+mkdir -p "$TEST_DIR/fused.dump"
+build/ref/gpt_dump "$TEST_DIR/fused.nml" "$TEST_DIR/fused.dump" >/dev/null || fail "gpt_dump (fused) failed"
+$MPIRUN -np 1 ./llmtrain "$TEST_DIR/fused.nml" >"$TEST_DIR/fused.log" 2>&1 || { tail "$TEST_DIR/fused.log"; fail "llmtrain (fused) failed"; }
+$PYTHON validation/reference/llama_reference.py --nml "$TEST_DIR/fused.nml" --dump "$TEST_DIR/fused.dump" \
+    --metrics "$TEST_DIR/fused/metrics.jsonl" || fail "fused qkv with qkv_bias differs from the PyTorch reference"
 
 grid() { # NAME NP GRID
     local nml=$TEST_DIR/$1.nml
