@@ -101,10 +101,18 @@ const key_spec_t cfg_keys[] = {
     REAL_KEY(G_MODEL, "norm_eps", norm_eps, 1e-5, ABOVE(0), BELOW(1)),
     CHOICE_KEY(G_MODEL, "pos", pos, "learned", "learned|rope"),
     REAL_KEY(G_MODEL, "rope_theta", rope_theta, 10000.0, ABOVE(1), AT_MOST(1e12)),
+    CHOICE_KEY(G_MODEL, "rope_scaling", rope_scaling, "none", "none|llama3"),
+    REAL_KEY(G_MODEL, "rope_scaling_factor", rope_scaling_factor, 8.0, AT_LEAST(1), AT_MOST(1e6)),
+    REAL_KEY(G_MODEL, "rope_low_freq_factor", rope_low_freq_factor, 1.0, ABOVE(0), AT_MOST(1e6)),
+    REAL_KEY(G_MODEL, "rope_high_freq_factor", rope_high_freq_factor, 4.0, ABOVE(0), AT_MOST(1e6)),
+    INT_KEY(G_MODEL, "rope_original_max_positions", rope_original_max_positions, 8192, AT_LEAST(1),
+            AT_MOST(INT_MAX - 1)),
+    INT_KEY(G_MODEL, "sliding_window", sliding_window, 0, AT_LEAST(0), AT_MOST(INT_MAX - 1)), /* 0 = none */
     CHOICE_KEY(G_MODEL, "mlp", mlp, "gelu", "gelu|swiglu"),
     INT_KEY(G_MODEL, "n_kv_head", n_kv_head, 0, AT_LEAST(0)), /* 0 = n_head, resolved after parsing */
     BOOL_KEY(G_MODEL, "tie_embeddings", tie_embeddings, true),
     BOOL_KEY(G_MODEL, "bias", bias, true),
+    BOOL_KEY(G_MODEL, "qkv_bias", qkv_bias, false),
     REAL_KEY(G_MODEL, "dropout", dropout, 0.0, AT_LEAST(0), BELOW(1)), /* the three below, unless given */
     REAL_KEY(G_MODEL, "attn_dropout", attn_dropout, 0.0, AT_LEAST(0), BELOW(1)),
     REAL_KEY(G_MODEL, "resid_dropout", resid_dropout, 0.0, AT_LEAST(0), BELOW(1)),

@@ -50,6 +50,7 @@ typedef enum cfg_arch { CFG_ARCH_GPT2, CFG_ARCH_LLAMA } cfg_arch_t;
 typedef enum cfg_norm { CFG_NORM_LAYERNORM, CFG_NORM_RMSNORM } cfg_norm_t;
 typedef enum cfg_pos { CFG_POS_LEARNED, CFG_POS_ROPE } cfg_pos_t;
 typedef enum cfg_mlp { CFG_MLP_GELU, CFG_MLP_SWIGLU } cfg_mlp_t;
+typedef enum cfg_rope_scaling { CFG_ROPE_SCALING_NONE, CFG_ROPE_SCALING_LLAMA3 } cfg_rope_scaling_t;
 typedef enum cfg_init { CFG_INIT_GPT2, CFG_INIT_XAVIER, CFG_INIT_KAIMING, CFG_INIT_SMALL } cfg_init_t;
 typedef enum cfg_depth_scaled { CFG_DEPTH_NONE, CFG_DEPTH_TOTAL, CFG_DEPTH_LAYER } cfg_depth_scaled_t;
 typedef enum cfg_drop_policy { CFG_DROP_PROBS, CFG_DROP_POSITION } cfg_drop_policy_t;
@@ -76,6 +77,7 @@ typedef struct cfg_choices {
     cfg_norm_t norm;                /* &model norm (after arch's default) */
     cfg_pos_t pos;                  /* &model pos (after arch's default) */
     cfg_mlp_t mlp;                  /* &model mlp (after arch's default) */
+    cfg_rope_scaling_t rope_scaling; /* &model rope_scaling */
     cfg_init_t init_scheme;         /* &model init */
     cfg_depth_scaled_t init_depth_scaled;
     cfg_drop_policy_t drop_policy;
@@ -150,10 +152,16 @@ typedef struct config {
     double norm_eps;        /* rmsnorm's epsilon (layernorm: 1e-5, fixed) */
     char pos[16];           /* 'learned' | 'rope' */
     double rope_theta;      /* RoPE base, default 10000 */
+    /* Llama 3.1's RoPE frequency adjustment (kernels/rope_math.h): 'none' | 'llama3' */
+    char rope_scaling[16];
+    double rope_scaling_factor, rope_low_freq_factor, rope_high_freq_factor;
+    int rope_original_max_positions;
+    int sliding_window;     /* Mistral's attention window: 0 = none; else seq_len must not exceed it */
     char mlp[16];           /* 'gelu' | 'swiglu' (d_ff: the width of gate and up) */
     int n_kv_head;          /* k/v heads (grouped-query attention); 0 in the file = n_head */
     bool tie_embeddings;    /* LM head = wte; .false.: a separate lm_head.w */
     bool bias;              /* biases in the linear layers */
+    bool qkv_bias;          /* biases on q, k, v only (Qwen 2); bias = .true. has them too */
     double dropout;         /* sets the three below, each unless given */
     double attn_dropout;    /* attention probabilities (inside the tiled attention) */
     double resid_dropout;   /* each residual branch's output (attention and MLP) */

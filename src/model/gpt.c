@@ -465,13 +465,13 @@ static void set_dims(gpt_t *m, const model_spec_t *spec, const gpt_parallel_t *p
     m->block_matrix = params_block_matrix(spec);
 }
 
-/* RoPE's angle tables [T, hs/2]: angle t * theta^(-2i/hs), computed in fp32 the way Hugging
- * Face's LlamaRotaryEmbedding does (inv_freq = 1 / theta^(2i/hs), then t * inv_freq). */
-static void fill_rope_tables(gpt_t *m, double theta) {
+/* RoPE's angle tables [T, hs/2]: angle t * inv_i in fp32, inv_i from kernels/rope_math.h (theta
+ * and Llama 3.1's rope_scaling), the way Hugging Face's LlamaRotaryEmbedding does it. */
+static void fill_rope_tables(gpt_t *m, const rope_freq_t *freq) {
     const int half = m->hs / 2;
     float *c = xmalloc((size_t)m->T * half * sizeof(float)), *s = xmalloc((size_t)m->T * half * sizeof(float));
     for (int i = 0; i < half; i++) {
-        const float inv = 1.0f / powf((float)theta, (float)(2 * i) / (float)m->hs);
+        const float inv = rope_inv_freq(freq, i, m->hs);
         for (int t = 0; t < m->T; t++) {
             const float a = (float)t * inv;
             c[(size_t)t * half + i] = cosf(a);
@@ -628,7 +628,7 @@ static void build(gpt_t *m, const model_spec_t *spec, const ops_t *ops, int B, i
     alloc_slots(m);
     alloc_head_and_scratch(m);
     gpt_reg_setup(m, spec);
-    if (m->rope && !dry_run) fill_rope_tables(m, spec->rope_theta);
+    if (m->rope && !dry_run) fill_rope_tables(m, &spec->rope_freq);
     use_chunk(m, 0);
 }
 

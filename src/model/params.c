@@ -109,7 +109,7 @@ static int block_specs(const model_spec_t *spec, int tp, int layer, param_spec_t
     const int64_t C = spec->d_model, F = spec->d_ff, hs = C / spec->n_head;
     const int64_t KV = (int64_t)spec->n_kv_head * hs;
     const float std = 0.02f, std_resid = 0.02f / sqrtf(2.0f * (float)spec->n_layer);
-    const bool ln = !spec->rmsnorm, bias = spec->bias;
+    const bool ln = !spec->rmsnorm, bias = spec->bias, qkv_bias = spec->bias || spec->qkv_bias;
     /* k/v heads split over tp when there are at least tp of them, else replicated */
     const int kv_split = spec->n_kv_head >= tp ? 0 : -1;
     int n = 0;
@@ -122,14 +122,14 @@ static int block_specs(const model_spec_t *spec, int tp, int layer, param_spec_t
     if (ln) SPEC("ln1.b", 1, C, 0, -1, 1, false, INIT_ZEROS, 0);
     if (params_fused_qkv(spec)) {
         SPEC("attn.qkv.w", 2, 3 * C, C, 0, 3, true, INIT_NORMAL, std);
-        if (bias) SPEC("attn.qkv.b", 1, 3 * C, 0, 0, 3, false, INIT_ZEROS, 0);
+        if (qkv_bias) SPEC("attn.qkv.b", 1, 3 * C, 0, 0, 3, false, INIT_ZEROS, 0);
     } else {
         SPEC("attn.q.w", 2, C, C, 0, 1, true, INIT_NORMAL, std);
-        if (bias) SPEC("attn.q.b", 1, C, 0, 0, 1, false, INIT_ZEROS, 0);
+        if (qkv_bias) SPEC("attn.q.b", 1, C, 0, 0, 1, false, INIT_ZEROS, 0);
         SPEC("attn.k.w", 2, KV, C, kv_split, 1, true, INIT_NORMAL, std);
-        if (bias) SPEC("attn.k.b", 1, KV, 0, kv_split, 1, false, INIT_ZEROS, 0);
+        if (qkv_bias) SPEC("attn.k.b", 1, KV, 0, kv_split, 1, false, INIT_ZEROS, 0);
         SPEC("attn.v.w", 2, KV, C, kv_split, 1, true, INIT_NORMAL, std);
-        if (bias) SPEC("attn.v.b", 1, KV, 0, kv_split, 1, false, INIT_ZEROS, 0);
+        if (qkv_bias) SPEC("attn.v.b", 1, KV, 0, kv_split, 1, false, INIT_ZEROS, 0);
     }
     SPEC("attn.proj.w", 2, C, C, 1, 1, true, INIT_NORMAL, std_resid);
     if (bias) SPEC("attn.proj.b", 1, C, 0, -1, 1, false, INIT_ZEROS, 0);

@@ -31,6 +31,14 @@ model_spec_t model_spec_from_config(const config_t *cfg) {
         .bias = cfg->bias,
         .norm_eps = cfg->norm_eps,
         .rope_theta = cfg->rope_theta,
+        .qkv_bias = cfg->qkv_bias,
+        .rope_freq = {.theta = cfg->rope_theta,
+                      .llama3 = cfg->choice.rope_scaling == CFG_ROPE_SCALING_LLAMA3,
+                      .factor = cfg->rope_scaling_factor,
+                      .low_freq_factor = cfg->rope_low_freq_factor,
+                      .high_freq_factor = cfg->rope_high_freq_factor,
+                      .original_max_positions = cfg->rope_original_max_positions},
+        .sliding_window = cfg->sliding_window,
         .init_scheme = cfg->choice.init_scheme == CFG_INIT_XAVIER   ? MODEL_INIT_XAVIER
                        : cfg->choice.init_scheme == CFG_INIT_KAIMING ? MODEL_INIT_KAIMING
                        : cfg->choice.init_scheme == CFG_INIT_SMALL   ? MODEL_INIT_SMALL
@@ -101,6 +109,23 @@ static void pair_rule(const config_positions_t *where, bool broken, const char *
     refuse(where, ga, ka, gb, kb, "%s", body);
 }
 
+/* Llama 3.1's rope_scaling and Mistral's sliding window. */
+static void rope_rules(const model_spec_t *s, const config_positions_t *where) {
+    const rope_freq_t *r = &s->rope_freq;
+    if (r->llama3 && !s->rope)
+        refuse(where, "model", "rope_scaling", "model", "pos", "&model rope_scaling = 'llama3' adjusts "
+               "RoPE's frequencies, but pos = 'learned' (set pos = 'rope' or arch = 'llama')");
+    if (r->llama3 && !(r->high_freq_factor > r->low_freq_factor))
+        refuse(where, "model", "rope_high_freq_factor", "model", "rope_low_freq_factor", "&model "
+               "rope_high_freq_factor = %g must exceed rope_low_freq_factor = %g (rope_scaling = 'llama3' "
+               "interpolates between them)", r->high_freq_factor, r->low_freq_factor);
+    /* full causal attention equals a sliding window of W positions while seq_len <= W */
+    pair_rule(where, s->sliding_window > 0 && s->seq_len > s->sliding_window, "model", "seq_len", s->seq_len,
+              "model", "sliding_window", s->sliding_window, "&model seq_len: seq_len = %d (%s) exceeds "
+              "sliding_window = %d (%s): llmtrain's attention is full causal attention, which is "
+              "Mistral's sliding-window attention only while seq_len <= sliding_window");
+}
+
 void model_spec_check(const model_spec_t *s, int ep, const config_positions_t *where) {
     pair_rule(where, s->d_model % s->n_head != 0, "model", "d_model", s->d_model, "model", "n_head", s->n_head,
               "&model d_model: d_model = %d (%s) must be divisible by n_head = %d (%s)");
@@ -113,6 +138,7 @@ void model_spec_check(const model_spec_t *s, int ep, const config_positions_t *w
     if (s->rope && hs % 2 != 0)
         refuse(where, "model", "pos", "model", "n_head", "&model pos: 'rope' needs an even head size, but "
                "d_model / n_head = %d / %d = %d", s->d_model, s->n_head, hs);
+    rope_rules(s, where);
     const bool moe = s->n_experts > 0;
     pair_rule(where, moe && s->top_k_moe > s->n_experts, "model", "top_k", s->top_k_moe, "model", "n_experts",
               s->n_experts, "&model top_k: top_k = %d (%s) must be <= n_experts = %d (%s)");

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include "config/config.h"
 #include "kernels/precision.h"
+#include "kernels/rope_math.h"
 
 typedef enum { MODEL_INIT_GPT2, MODEL_INIT_XAVIER, MODEL_INIT_KAIMING, MODEL_INIT_SMALL } model_init_t;
 typedef enum { MODEL_DEPTH_NONE, MODEL_DEPTH_TOTAL, MODEL_DEPTH_LAYER } model_depth_scale_t;
@@ -28,7 +29,10 @@ typedef struct model_spec {
     int padded_vocab;            /* vocab_size rounded up to a multiple of 128 */
     bool rmsnorm, rope, swiglu;  /* norm, pos, mlp */
     bool tie_embeddings, bias;
+    bool qkv_bias;               /* biases on q, k, v (Qwen 2); bias = .true. has them too */
     double norm_eps, rope_theta;
+    rope_freq_t rope_freq;       /* rope_theta and the rope_scaling keys (kernels/rope_math.h) */
+    int sliding_window;          /* 0 = none; seq_len may not exceed it */
     /* initialisation */
     model_init_t init_scheme;
     double init_std;

@@ -1,5 +1,6 @@
 """convert_hf — Hugging Face checkpoints for llmconvert: config.json to and from llmtrain's &model
-keys (GPT2LMHeadModel, LlamaForCausalLM; what cannot be converted is refused by name), and
+keys (GPT2LMHeadModel, LlamaForCausalLM with Llama 3.1's rope_scaling, MistralForCausalLM,
+Qwen2ForCausalLM; what cannot be converted is refused by name), and
 safetensors files read and written with numpy (read_hf, write_hf).
 Uses: convert_weights, numpy. Used by: llmconvert.
 """
@@ -9,8 +10,11 @@ import os
 import re
 import numpy as np
 
-from convert_weights import (GPT2_SWITCHES, hf_family, hf_names, LLAMA_SWITCHES, LN_EPS, need,
-                             param_shapes, SWITCH_DEFAULTS, UserError, VOCAB_MAX)
+from convert_weights import (EXTRA_DEFAULTS, GPT2_SWITCHES, hf_family, hf_names, LLAMA_SWITCHES, LN_EPS,
+                             need, param_shapes, SWITCH_DEFAULTS, UserError, VOCAB_MAX)
+
+# The Llama-like families: model_type -> the class config.json names
+LLAMA_LIKE = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM"}
 
 
 # ------------------------------------------------------------------ Hugging Face checkpoints
@@ -35,9 +39,10 @@ def hf_config_to_cfg(hf, path):
     mtype = field("model_type")
     if mtype == "gpt2":
         return gpt2_config(hf, field, refuse)
-    if mtype == "llama":
-        return llama_config(hf, field, refuse)
-    refuse("model_type", "llmconvert imports 'gpt2' (GPT2LMHeadModel) and 'llama' (LlamaForCausalLM)")
+    if mtype in LLAMA_LIKE:
+        return llama_config(hf, field, refuse, mtype)
+    refuse("model_type", "llmconvert imports 'gpt2' (GPT2LMHeadModel), 'llama' (LlamaForCausalLM), "
+           "'mistral' (MistralForCausalLM) and 'qwen2' (Qwen2ForCausalLM)")
 
 
 def common_checks(cfg, field, refuse, vocab_key):
@@ -76,31 +81,70 @@ def gpt2_config(hf, field, refuse):
     return cfg
 
 
-def llama_config(hf, field, refuse):
-    arch = field("architectures") or ["LlamaForCausalLM"]
-    if "LlamaForCausalLM" not in arch:
-        refuse("architectures", "only LlamaForCausalLM (the language-model head) is imported")
+def rope_scaling(hf, refuse):
+    """config.json's rope_scaling -> the &model rope_scaling keys (None, or Llama 3.1's 'llama3')."""
+    rs = hf.get("rope_scaling")
+    if rs is None:
+        return {}
+    kind = rs.get("rope_type", rs.get("type")) if isinstance(rs, dict) else None
+    if kind != "llama3":
+        refuse("rope_scaling", "llmtrain's rotary embedding knows no scaling and Llama 3.1's "
+               "{\"rope_type\": \"llama3\", ...} only")
+    keys = {"factor": "rope_scaling_factor", "low_freq_factor": "rope_low_freq_factor",
+            "high_freq_factor": "rope_high_freq_factor"}
+    out = {"rope_scaling": "llama3"}
+    for theirs, ours in keys.items():
+        if not isinstance(rs.get(theirs), (int, float)) or not rs[theirs] > 0:
+            refuse("rope_scaling", "its '%s' must be a positive number" % theirs)
+        out[ours] = float(rs[theirs])
+    L = rs.get("original_max_position_embeddings")
+    if type(L) is not int or L < 1:
+        refuse("rope_scaling", "its 'original_max_position_embeddings' must be a positive integer")
+    out["rope_original_max_positions"] = L
+    if not out["rope_high_freq_factor"] > out["rope_low_freq_factor"]:
+        refuse("rope_scaling", "its 'high_freq_factor' must exceed 'low_freq_factor'")
+    if out["rope_scaling_factor"] < 1:
+        refuse("rope_scaling", "its 'factor' must be at least 1")
+    return out
+
+
+def llama_config(hf, field, refuse, mtype):
+    cls = LLAMA_LIKE[mtype]
+    arch = field("architectures") or [cls]
+    if cls not in arch:
+        refuse("architectures", "only %s (the language-model head) is imported" % cls)
     if field("hidden_act", "silu") != "silu":
         refuse("hidden_act", "llmtrain's SwiGLU uses SiLU")
-    if field("rope_scaling") is not None:
-        refuse("rope_scaling", "llmtrain's rotary embedding has no scaling (theta only)")
     if field("attention_bias", False):
-        refuse("attention_bias", "llmtrain's Llama has no biases")
+        refuse("attention_bias", "llmtrain's Llama has biases on q, k, v alone (Qwen 2), not on o_proj")
     if field("mlp_bias", False):
-        refuse("mlp_bias", "llmtrain's Llama has no biases")
+        refuse("mlp_bias", "llmtrain's Llama has no MLP biases")
     if not float(field("rms_norm_eps", 1e-6)) > 0:
         refuse("rms_norm_eps", "must be positive")
     if int(field("pretraining_tp", 1)) != 1:
         refuse("pretraining_tp", "only 1 (the exact matrix products) is supported")
+    if mtype == "qwen2" and field("use_sliding_window", False):
+        refuse("use_sliding_window", "llmtrain's attention is full causal attention in every layer")
     H = int(field("num_attention_heads", 32))
-    cfg = dict(LLAMA_SWITCHES)
+    cfg = dict(LLAMA_SWITCHES, **EXTRA_DEFAULTS)
     cfg.update({"arch": "llama", "vocab_size": int(field("vocab_size", 32000)),
            "n_layer": int(field("num_hidden_layers", 32)), "n_head": H,
            "n_kv_head": int(field("num_key_value_heads") or H),
            "d_model": int(field("hidden_size", 4096)), "d_ff": int(field("intermediate_size", 11008)),
            "seq_len": int(field("max_position_embeddings", 2048)),
            "rope_theta": float(field("rope_theta", 10000.0)), "norm_eps": float(field("rms_norm_eps", 1e-6)),
-           "tie_embeddings": bool(field("tie_word_embeddings", False))})
+           "tie_embeddings": bool(field("tie_word_embeddings", False)), "qkv_bias": mtype == "qwen2"})
+    cfg.update(rope_scaling(hf, refuse))
+    if mtype == "mistral" and field("sliding_window") is not None:
+        sw = field("sliding_window")
+        if type(sw) is not int or sw < 1:
+            refuse("sliding_window", "must be a positive integer or null")
+        # full causal attention is the window's while seq_len <= sliding_window (&model refuses more)
+        cfg["sliding_window"] = sw
+        cfg["seq_len"] = min(cfg["seq_len"], sw)
+    if field("head_dim") is not None and field("head_dim") * H != cfg["d_model"]:
+        refuse("head_dim", "llmtrain's head size is hidden_size / num_attention_heads = %d / %d"
+               % (cfg["d_model"], H))
     if H % cfg["n_kv_head"]:
         refuse("num_key_value_heads", "does not divide num_attention_heads")
     if (cfg["d_model"] // H) % 2:
@@ -229,15 +273,30 @@ def hf_config_from_cfg(cfg, eot):
                 "scale_attn_by_inverse_layer_idx": False, "reorder_and_upcast_attn": False,
                 "tie_word_embeddings": True, "bos_token_id": eot, "eos_token_id": eot,
                 "torch_dtype": "float32"}
-    return {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
-            "vocab_size": cfg["vocab_size"], "hidden_size": cfg["d_model"],
-            "intermediate_size": cfg["d_ff"], "num_hidden_layers": cfg["n_layer"],
-            "num_attention_heads": cfg["n_head"], "num_key_value_heads": cfg["n_kv_head"],
-            "max_position_embeddings": cfg["seq_len"], "hidden_act": "silu", "rms_norm_eps": cfg["norm_eps"],
-            "rope_theta": cfg["rope_theta"], "rope_scaling": None, "attention_bias": False,
-            "attention_dropout": 0.0, "pretraining_tp": 1, "tie_word_embeddings": cfg["tie_embeddings"],
-            "initializer_range": 0.02, "use_cache": True, "bos_token_id": eot, "eos_token_id": eot,
-            "torch_dtype": "float32"}
+    hf = {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+          "vocab_size": cfg["vocab_size"], "hidden_size": cfg["d_model"],
+          "intermediate_size": cfg["d_ff"], "num_hidden_layers": cfg["n_layer"],
+          "num_attention_heads": cfg["n_head"], "num_key_value_heads": cfg["n_kv_head"],
+          "max_position_embeddings": cfg["seq_len"], "hidden_act": "silu", "rms_norm_eps": cfg["norm_eps"],
+          "rope_theta": cfg["rope_theta"], "rope_scaling": None, "attention_bias": False,
+          "attention_dropout": 0.0, "pretraining_tp": 1, "tie_word_embeddings": cfg["tie_embeddings"],
+          "initializer_range": 0.02, "use_cache": True, "bos_token_id": eot, "eos_token_id": eot,
+          "torch_dtype": "float32"}
+    if cfg.get("rope_scaling", "none") == "llama3":  # as Llama 3.1's config.json writes it
+        hf["rope_scaling"] = {"factor": cfg["rope_scaling_factor"], "low_freq_factor": cfg["rope_low_freq_factor"],
+                              "high_freq_factor": cfg["rope_high_freq_factor"],
+                              "original_max_position_embeddings": cfg["rope_original_max_positions"],
+                              "rope_type": "llama3"}
+    if cfg.get("qkv_bias"):  # Qwen2ForCausalLM's config.json (transformers >= 4.37)
+        for k in ("attention_bias", "pretraining_tp"):
+            del hf[k]
+        hf.update(architectures=["Qwen2ForCausalLM"], model_type="qwen2", use_sliding_window=False,
+                  sliding_window=cfg["seq_len"], max_window_layers=cfg["n_layer"])
+    elif cfg.get("sliding_window"):  # MistralForCausalLM's
+        for k in ("attention_bias", "pretraining_tp"):
+            del hf[k]
+        hf.update(architectures=["MistralForCausalLM"], model_type="mistral", sliding_window=cfg["sliding_window"])
+    return hf
 
 
 def write_hf(d, cfg, tensors, eot, src):

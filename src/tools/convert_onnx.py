@@ -7,7 +7,7 @@ import math
 import os
 import numpy as np
 
-from convert_weights import (fused_qkv, llmtrain_version, LN_EPS, ONNX_OPSET, UserError)
+from convert_weights import (fused_qkv, llmtrain_version, LN_EPS, ONNX_OPSET, rope_inv_freq, UserError)
 
 
 # ------------------------------------------------------------------ ONNX
@@ -97,7 +97,7 @@ def onnx_block(g, cfg, t, x, l, mask, rope):
     hd = C // H
     p = "h.%d." % l
     W = lambda name: g.init(name, np.ascontiguousarray(t[name].T))  # noqa: E731
-    lin = lambda x, name: onnx_linear(g, x, W(name + ".w"), g.init(name + ".b", t[name + ".b"]) if cfg["bias"] else None)  # noqa: E731
+    lin = lambda x, name: onnx_linear(g, x, W(name + ".w"), g.init(name + ".b", t[name + ".b"]) if name + ".b" in t else None)  # noqa: E731
     h = onnx_norm(g, cfg, x, p + "ln1.", t)
     if fused_qkv(cfg):
         q, k, v = g.op("Split", [lin(h, p + "attn.qkv"), g.const([C, C, C], np.int64)], n_out=3, axis=-1)
@@ -139,8 +139,8 @@ def build_onnx(cfg, t):
     rope = None
     if cfg["pos"] == "learned":
         x = g.op("Add", [x, g.op("Gather", [g.init("wpe", t["wpe"]), pos], axis=0)])
-    else:  # angle t * theta^(-2i/hd) for i < hd/2, repeated for the two halves (rotate-half)
-        inv = cfg["rope_theta"] ** (-np.arange(0, hd, 2, dtype=np.float64) / hd)
+    else:  # angle t * inv_i (theta^(-2i/hd), Llama 3.1's bands with rope_scaling) for i < hd/2,
+        inv = rope_inv_freq(cfg, hd)  # repeated for the two halves (rotate-half)
         ang = np.outer(np.arange(cfg["seq_len"], dtype=np.float64), inv)
         ang = np.concatenate([ang, ang], axis=1)
         rope = (g.op("Gather", [g.init("rope_cos", np.cos(ang).astype(np.float32)), pos], axis=0),

@@ -31,13 +31,34 @@ def need(cond, msg):
 # ------------------------------------------------------------------ the model in between
 # A model is (cfg, tensors). cfg holds llmtrain's &model keys: the sizes (vocab_size, n_layer,
 # n_head, n_kv_head, d_model, d_ff, seq_len) and the architecture switches (norm, norm_eps, pos,
-# rope_theta, mlp, tie_embeddings, bias; docs/model.md, "Llama-family options"). tensors maps
+# rope_theta, mlp, tie_embeddings, bias, qkv_bias, the rope_scaling keys, sliding_window;
+# docs/model.md, "Llama-family options"). tensors maps
 # llmtrain's parameter names to float32 arrays in llmtrain's global shapes, except that wte and
 # lm_head.w have vocab_size rows (no padding).
 
 GPT2_SWITCHES = {"norm": "layernorm", "pos": "learned", "mlp": "gelu", "tie_embeddings": True, "bias": True}
 LLAMA_SWITCHES = {"norm": "rmsnorm", "pos": "rope", "mlp": "swiglu", "tie_embeddings": False, "bias": False}
 SWITCH_DEFAULTS = {"norm_eps": 1e-5, "rope_theta": 10000.0}
+# Llama 3.1's rope_scaling, Qwen 2's q/k/v biases, Mistral's window: &model keys, these defaults
+ROPE_SCALING_DEFAULTS = {"rope_scaling": "none", "rope_scaling_factor": 8.0, "rope_low_freq_factor": 1.0,
+                         "rope_high_freq_factor": 4.0, "rope_original_max_positions": 8192}
+EXTRA_DEFAULTS = dict(ROPE_SCALING_DEFAULTS, qkv_bias=False, sliding_window=0)
+
+
+def rope_inv_freq(cfg, hs):
+    """RoPE's inverse frequencies theta^(-2i/hs) (float64, for the ONNX graph's angle tables); with
+    rope_scaling = 'llama3' Llama 3.1's bands as src/kernels/rope_math.h states them: wavelength w
+    = 2 pi / inv above L / low_freq_factor divided by factor, below L / high_freq_factor kept, and
+    between (1 - s) inv / factor + s inv, s = (L / w - low) / (high - low), L the original length."""
+    inv = cfg["rope_theta"] ** (-np.arange(0, hs, 2, dtype=np.float64) / hs)
+    if cfg.get("rope_scaling", "none") != "llama3":
+        return inv
+    L, factor = float(cfg["rope_original_max_positions"]), cfg["rope_scaling_factor"]
+    lo, hi = cfg["rope_low_freq_factor"], cfg["rope_high_freq_factor"]
+    wl = 2 * np.pi / inv
+    s = (L / wl - lo) / (hi - lo)
+    mid = (1 - s) * inv / factor + s * inv
+    return np.where(wl < L / hi, inv, np.where(wl > L / lo, inv / factor, mid))
 
 
 def padded_vocab(v):
@@ -67,11 +88,11 @@ def param_shapes(cfg):
         add(p + "ln1.b", (C,), ln_b)
         if fused_qkv(cfg):
             add(p + "attn.qkv.w", (3 * C, C), True)
-            add(p + "attn.qkv.b", (3 * C,), bias)
+            add(p + "attn.qkv.b", (3 * C,), bias or cfg.get("qkv_bias", False))
         else:
             for n, rows in (("q", H * hs), ("k", KV * hs), ("v", KV * hs)):
                 add(p + "attn.%s.w" % n, (rows, C), True)
-                add(p + "attn.%s.b" % n, (rows,), bias)
+                add(p + "attn.%s.b" % n, (rows,), bias or cfg.get("qkv_bias", False))
         add(p + "attn.proj.w", (C, C), True)
         add(p + "attn.proj.b", (C,), bias)
         add(p + "ln2.w", (C,), True)
@@ -115,8 +136,9 @@ def gpt2_names(n_layer):
 
 
 def llama_names(cfg):
-    """LlamaForCausalLM: [out, in] like llmtrain, and q_proj / k_proj rows already in the
-    rotate-half order of llmtrain's rope (docs/model.md, "Llama-family options")."""
+    """LlamaForCausalLM (and MistralForCausalLM, Qwen2ForCausalLM: the same names, Qwen 2 with
+    q/k/v biases): [out, in] like llmtrain, and q_proj / k_proj rows already in the rotate-half
+    order of llmtrain's rope (docs/model.md, "Llama-family options")."""
     m = {"wte": ("model.embed_tokens.weight", False), "lnf.w": ("model.norm.weight", False)}
     if not cfg["tie_embeddings"]:
         m["lm_head.w"] = ("lm_head.weight", False)
@@ -125,6 +147,8 @@ def llama_names(cfg):
              ("attn.proj.w", "self_attn.o_proj.weight"), ("ln2.w", "post_attention_layernorm.weight"),
              ("mlp.gate.w", "mlp.gate_proj.weight"), ("mlp.up.w", "mlp.up_proj.weight"),
              ("mlp.proj.w", "mlp.down_proj.weight")]
+    if cfg.get("qkv_bias"):
+        block += [("attn.%s.b" % n, "self_attn.%s_proj.bias" % n) for n in "qkv"]
     for l in range(cfg["n_layer"]):
         for ours, theirs in block:
             m["h.%d.%s" % (l, ours)] = ("model.layers.%d.%s" % (l, theirs), False)
@@ -269,18 +293,28 @@ def switches_from_config_text(text, path):
     arch = (namelist_value(text, "model", "arch") or "gpt2").lower()
     need(arch in ("gpt2", "llama"), "%s: &model arch = '%s': llmconvert knows 'gpt2' and 'llama'" % (path, arch))
     cfg = dict(GPT2_SWITCHES if arch == "gpt2" else LLAMA_SWITCHES, arch=arch, **SWITCH_DEFAULTS)
+    cfg.update(EXTRA_DEFAULTS)
     for k in ("norm", "pos", "mlp"):
         v = namelist_value(text, "model", k)
         if v:
             cfg[k] = v.lower()
-    for k in ("tie_embeddings", "bias"):
+    for k in ("tie_embeddings", "bias", "qkv_bias"):
         v = namelist_value(text, "model", k)
         if v:
             cfg[k] = logical(v)
-    for k in ("norm_eps", "rope_theta"):
+    for k in ("norm_eps", "rope_theta", "rope_scaling_factor", "rope_low_freq_factor", "rope_high_freq_factor"):
         v = namelist_value(text, "model", k)
         if v:
             cfg[k] = float(v.lower().replace("d", "e"))
+    for k in ("rope_original_max_positions", "sliding_window"):
+        v = namelist_value(text, "model", k)
+        if v:
+            cfg[k] = int(v)
+    v = namelist_value(text, "model", "rope_scaling")
+    if v:
+        cfg["rope_scaling"] = v.lower()
+    need(cfg["rope_scaling"] in ("none", "llama3"), "%s: &model rope_scaling = '%s': llmconvert knows "
+         "'none' and 'llama3'" % (path, cfg["rope_scaling"]))
     nkv = namelist_value(text, "model", "n_kv_head")
     cfg["n_kv_head"] = int(nkv) if nkv and int(nkv) > 0 else None
     need(cfg["norm"] in ("layernorm", "rmsnorm") and cfg["pos"] in ("learned", "rope") and
@@ -300,6 +334,15 @@ def model_namelist(cfg, init_from):
                      (cfg["norm"], cfg["norm_eps"], cfg["pos"], cfg["rope_theta"], cfg["mlp"]))
         lines.append("  n_kv_head = %d, tie_embeddings = %s, bias = %s" %
                      (cfg["n_kv_head"], b(cfg["tie_embeddings"]), b(cfg["bias"])))
+        if cfg.get("qkv_bias"):
+            lines.append("  qkv_bias = .true.")
+        if cfg.get("rope_scaling", "none") != "none":
+            lines.append("  rope_scaling = '%s', rope_scaling_factor = %r, rope_low_freq_factor = %r," %
+                         (cfg["rope_scaling"], cfg["rope_scaling_factor"], cfg["rope_low_freq_factor"]))
+            lines.append("  rope_high_freq_factor = %r, rope_original_max_positions = %d" %
+                         (cfg["rope_high_freq_factor"], cfg["rope_original_max_positions"]))
+        if cfg.get("sliding_window"):
+            lines.append("  sliding_window = %d" % cfg["sliding_window"])
     lines += ["/", "&run", "  init_from = '%s'" % init_from, "/"]
     return "\n".join(lines) + "\n"
 

@@ -17,7 +17,9 @@ and either of them to ONNX.
                                          IN is an llmtrain .h5 file or a Hugging Face directory
 
 Architectures: GPT-2 (GPT2LMHeadModel <-> llmtrain's GPT) and Llama (LlamaForCausalLM <->
-`&model arch = 'llama'`). Weights are fp32 in llmtrain's files; an fp16/bf16 Hugging Face
+`&model arch = 'llama'`; Llama 3.1's rope_scaling <-> &model rope_scaling = 'llama3';
+Qwen2ForCausalLM <-> qkv_bias = .true.; MistralForCausalLM <-> sliding_window, imported at a
+seq_len no longer than the window). Weights are fp32 in llmtrain's files; an fp16/bf16 Hugging Face
 checkpoint is widened on import (exactly), export writes fp32.
 
 Why Python and not C like the rest of llmtrain: this is file-format glue for the ecosystems that

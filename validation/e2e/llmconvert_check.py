@@ -3,7 +3,9 @@
 tiktoken, on files llmconvert and llmtrain wrote. Subcommands (each exits 1 with the numbers
 that differ):
 
-  make-hf DIR ARCH SEED [DTYPE]  a randomly initialised GPT2LMHeadModel / LlamaForCausalLM (every
+  make-hf DIR ARCH SEED [DTYPE]  a randomly initialised GPT2LMHeadModel / LlamaForCausalLM /
+                                 MistralForCausalLM (ARCH gpt2, llama, mistral), or a Llama 3.1
+                                 (llama3) / Qwen2ForCausalLM (qwen2) by ../reference/hf_newer.py (every
                                  tensor, biases and norms too, perturbed so a swapped or
                                  transposed one shows), saved with save_pretrained (safetensors),
                                  in float32 or DTYPE (bfloat16, float16)
@@ -32,6 +34,9 @@ import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
+import hf_newer  # noqa: E402  Llama 3.1's rope_scaling and Qwen 2 on transformers 4.36.2
+
 
 def fail(msg):
     print("FAIL: " + msg)
@@ -41,7 +46,15 @@ def fail(msg):
 def make_hf(d, arch, seed, dtype="float32"):
     import torch
     torch.manual_seed(int(seed))
-    if arch == "gpt2":
+    small = dict(num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, hidden_size=64,
+                 intermediate_size=160, vocab_size=500, max_position_embeddings=32, rms_norm_eps=1e-6,
+                 rope_theta=500000.0, tie_word_embeddings=False)
+    if arch in ("llama3", "qwen2"):
+        return hf_newer.make(d, arch, seed, small)
+    if arch == "mistral":  # its window 32 of 64 positions: imported as seq_len 32
+        from transformers import MistralConfig, MistralForCausalLM
+        m = MistralForCausalLM(MistralConfig(**dict(small, max_position_embeddings=64, sliding_window=32)))
+    elif arch == "gpt2":
         from transformers import GPT2Config, GPT2LMHeadModel
         cfg = GPT2Config(n_layer=2, n_head=4, n_embd=64, n_inner=256, vocab_size=500, n_positions=32)
         m = GPT2LMHeadModel(cfg)
@@ -78,9 +91,8 @@ def read_f32(path, shape):
 
 def hf_model(d):
     import torch
-    from transformers import AutoModelForCausalLM
     torch.set_grad_enabled(False)
-    return AutoModelForCausalLM.from_pretrained(d, torch_dtype=torch.float32).eval()
+    return hf_newer.load(d)
 
 
 def hf_logits(d, ids_path, B, T, out):

@@ -116,6 +116,8 @@ def write_tiny_v2():
 DRAWN = {
     "run": "seed",
     "model": "n_layer n_head d_model d_ff vocab_size seq_len arch norm norm_eps pos rope_theta mlp "
+             "rope_scaling rope_scaling_factor rope_low_freq_factor rope_high_freq_factor "
+             "rope_original_max_positions sliding_window qkv_bias "
              "n_kv_head tie_embeddings bias dropout attn_dropout resid_dropout embd_dropout init "
              "init_std init_depth_scaled n_experts top_k moe_every d_ff_expert capacity_factor "
              "drop_policy router_noise aux_loss_coef z_loss_coef n_shared_experts router",
@@ -416,6 +418,15 @@ def construct(rng, f, schema, generic):
                       ("mlp", ["gelu", "swiglu"]), ("tie_embeddings", [True, False]), ("bias", [True, False])):
         if rng.random() < 0.2:  # a switch against the arch's default
             m[key] = ch(vals)
+    if m.get("pos", "rope" if f["arch"] == "llama" else "learned") == "rope" and rng.random() < 0.3:
+        m["rope_scaling"] = "llama3"  # Llama 3.1's frequencies; all three bands at these sizes
+        m["rope_scaling_factor"] = ch([2.0, 8.0])
+        m["rope_low_freq_factor"], m["rope_high_freq_factor"] = ch([(1.0, 4.0), (0.5, 2.0)])
+        m["rope_original_max_positions"] = ch([16, 64])
+    if rng.random() < 0.2:  # Qwen 2's q/k/v biases (with bias = .false. the only biases)
+        m["qkv_bias"] = True
+    if rng.random() < 0.2:  # Mistral's window, accepted when it is not shorter than seq_len
+        m["sliding_window"] = ch([m["seq_len"], 4096])
     if rng.random() < 0.3:
         m["init"] = ch(["gpt2", "xavier", "kaiming", "small"])
         m["init_depth_scaled"] = ch(["none", "total", "layer"])

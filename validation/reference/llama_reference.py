@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """PyTorch reference for llmtrain's Llama-family options (float64, written independently of the
 C code): RMSNorm, rotary embeddings (rotate-half, as Hugging Face Llama), SwiGLU, grouped-query
-attention, untied LM head, no biases, and any mix of them with the GPT-2 pieces.
+attention, untied LM head, no biases, and any mix of them with the GPT-2 pieces; also Qwen 2's
+q/k/v biases (&model qkv_bias) and Llama 3.1's RoPE frequencies (&model rope_scaling = 'llama3',
+written here from Meta's apply_scaling / Hugging Face's _compute_llama3_parameters, in float64).
 
 The same checks as gpt_reference.py (whose namelist reader, data loader, LR schedule and
 AdamW loop it uses): step-0 loss rel. <= 1e-5, every step-0 gradient rel. L2 <= 1e-4, the
@@ -30,7 +32,28 @@ def arch_of(m):
     a["norm_eps"] = float(m.get("norm_eps", 1e-5))
     a["rope_theta"] = float(m.get("rope_theta", 10000.0))
     a["n_kv_head"] = int(m.get("n_kv_head", 0)) or int(m["n_head"])
+    a["qkv_bias"] = bool(m.get("qkv_bias", False)) or bool(a["bias"])
+    a["rope_scaling"] = str(m.get("rope_scaling", "none")).lower()
+    for k, d in (("rope_scaling_factor", 8.0), ("rope_low_freq_factor", 1.0), ("rope_high_freq_factor", 4.0),
+                 ("rope_original_max_positions", 8192)):
+        a[k] = float(m.get(k, d))
     return a
+
+
+def inv_freq(a, hs):
+    """RoPE's inverse frequencies theta^(-2i/hs); with rope_scaling = 'llama3' the low frequencies
+    (wavelength > L / low_freq_factor) divided by factor, the high ones (wavelength < L /
+    high_freq_factor) kept, and between them (1 - s) inv / factor + s inv with s = (L / wavelength
+    - low_freq_factor) / (high_freq_factor - low_freq_factor), L = original_max_positions."""
+    inv = 1.0 / a["rope_theta"] ** (torch.arange(0, hs, 2, dtype=torch.float64) / hs)
+    if a["rope_scaling"] != "llama3":
+        return inv
+    L, f, lo, hi = (a[k] for k in ("rope_original_max_positions", "rope_scaling_factor",
+                                   "rope_low_freq_factor", "rope_high_freq_factor"))
+    wl = 2 * math.pi / inv
+    s = (L / wl - lo) / (hi - lo)
+    mid = (1 - s) * inv / f + s * inv
+    return torch.where(wl < L / hi, inv, torch.where(wl > L / lo, inv / f, mid))
 
 
 def norm(x, P, name, a):
@@ -45,10 +68,10 @@ def linear(h, P, name):
     return y + P[name + ".b"] if name + ".b" in P else y
 
 
-def rope(x, theta):
+def rope(x, a):
     """x [B, NH, T, hs]: Hugging Face's apply_rotary_pos_emb (rotate_half), angles in float64."""
     T, hs = x.shape[-2], x.shape[-1]
-    inv = 1.0 / theta ** (torch.arange(0, hs, 2, dtype=torch.float64) / hs)
+    inv = inv_freq(a, hs)
     ang = torch.outer(torch.arange(T, dtype=torch.float64), inv)
     emb = torch.cat((ang, ang), dim=-1)
     x1, x2 = x[..., : hs // 2], x[..., hs // 2:]
@@ -89,7 +112,7 @@ def model_loss(P, idx, targets, L, NH, V, a, mlp=None):
         q = q.view(B, T, NH, hs).transpose(1, 2)
         k, v = (t.view(B, T, KV, hs).transpose(1, 2) for t in (k, v))
         if a["pos"] == "rope":
-            q, k = rope(q, a["rope_theta"]), rope(k, a["rope_theta"])
+            q, k = rope(q, a), rope(k, a)
         k, v = (t.repeat_interleave(NH // KV, dim=1) for t in (k, v))  # HF's repeat_kv
         att = (q @ k.transpose(-2, -1)) / math.sqrt(hs)
         att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
@@ -115,7 +138,7 @@ def expected_names(m, a):
     for l in range(L):
         for n in lin:
             names.add("h.%d.%s.w" % (l, n))
-            if a["bias"]:
+            if a["bias"] or (a["qkv_bias"] and n in ("attn.qkv", "attn.q", "attn.k", "attn.v")):
                 names.add("h.%d.%s.b" % (l, n))
         for n in ("ln1", "ln2"):
             names.add("h.%d.%s.w" % (l, n))
