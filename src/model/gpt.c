@@ -227,9 +227,11 @@ static float **act_ptr(gpt_layer_acts_t *a, int k) {
  * mean, GELU no up projection): it is not allocated and stays NULL. */
 static size_t act_numel(const gpt_t *m, int k) {
     const size_t N = (size_t)m->B * m->T, Cl = (size_t)m->NHl * m->hs;
+    const size_t Nl = m->sp ? N / (size_t)m->par.tp : N; /* the rank's token rows (gpt.h sp) */
     switch (k) {
-    case A_LN1_MEAN: case A_LN2_MEAN: return m->rmsnorm ? 0 : N;
-    case A_LN1_RSTD: case A_LN2_RSTD: return N;
+    case A_LN1_MEAN: case A_LN2_MEAN: return m->rmsnorm ? 0 : Nl;
+    case A_LN1_RSTD: case A_LN2_RSTD: return Nl;
+    case A_RES2: case A_RES3: return Nl * (size_t)m->C;
     case A_QKV: return m->fused_qkv ? N * 3 * Cl : N * (Cl + 2 * (size_t)m->KVl * m->hs);
     case A_FCU: return m->swiglu ? N * (size_t)m->Fl : 0;
     case A_ATTY: return N * Cl;
@@ -383,7 +385,7 @@ static void alloc_wqueue(gpt_t *m, gpt_slot_t *sl, int nl, size_t *bytes) {
 }
 
 static void alloc_slots(gpt_t *m) {
-    const size_t N = (size_t)m->B * m->T, C = m->C;
+    const size_t N = (size_t)m->B * m->T;
     const int nl = m->end_layer - m->first_layer;
     m->slot = xcalloc((size_t)m->par.n_slots, sizeof(gpt_slot_t));
     for (int s = 0; s < m->par.n_slots; s++) {
@@ -392,8 +394,8 @@ static void alloc_slots(gpt_t *m) {
         m->packed_bytes = 0; /* every slot holds the same: one slot's is kept */
         sl->tokens = balloc(m, N * sizeof(int), MEM_ACTIVATIONS);
         sl->targets = balloc(m, N * sizeof(int), MEM_ACTIVATIONS);
-        sl->input = falloc(m, N * C, &bytes);
-        sl->dout = falloc(m, N * C, &bytes);
+        sl->input = falloc(m, gpt_stage_floats(m, m->B, m->T), &bytes);
+        sl->dout = falloc(m, gpt_stage_floats(m, m->B, m->T), &bytes);
         sl->layer = xcalloc((size_t)(nl > 0 ? nl : 1), sizeof(gpt_layer_acts_t));
         for (int l = 0; l < nl; l++) {
             gpt_recompute_t r = l < m->n_recomputed ? m->recompute : GPT_RECOMPUTE_NONE;
@@ -409,8 +411,8 @@ static void alloc_head_and_scratch(gpt_t *m) {
     size_t *c = &m->head_bytes;
     if (m->has_head) {
         m->lnf = falloc(m, N * C, c);
-        m->lnf_mean = falloc(m, N, c);
-        m->lnf_rstd = falloc(m, N, c);
+        m->lnf_mean = falloc(m, m->sp ? N / (size_t)m->par.tp : N, c);
+        m->lnf_rstd = falloc(m, m->sp ? N / (size_t)m->par.tp : N, c);
         m->logits = falloc(m, N * (size_t)m->Vl, c);
         m->row_max = falloc(m, N, c);
         m->row_sumexp = falloc(m, N, c);
@@ -419,6 +421,10 @@ static void alloc_head_and_scratch(gpt_t *m) {
     }
     m->dC = falloc_in(m, N * C, c, MEM_WORKSPACE);
     m->dC2 = falloc_in(m, N * C, c, MEM_WORKSPACE);
+    if (m->sp) {
+        m->sp_full = falloc_in(m, N * C, c, MEM_WORKSPACE);
+        m->norm_grad = falloc_in(m, 2 * C, c, MEM_WORKSPACE);
+    }
     /* dbig: d(qkv) or d(q | k | v), d(fch) or SwiGLU's d(gate) | d(up) */
     const size_t mlp_in = (size_t)m->Fl * (m->swiglu ? 2 : 1);
     m->dbig = falloc_in(m, N * (3 * Cl > mlp_in ? 3 * Cl : mlp_in), c, MEM_WORKSPACE);
@@ -443,6 +449,7 @@ static void set_dims(gpt_t *m, const model_spec_t *spec, const gpt_parallel_t *p
     m->V = spec->vocab_size;
     m->Vp = spec->padded_vocab;
     m->par = *par;
+    m->sp = spec->sequence_parallel && par->tp > 1;
     m->NHl = m->NH / par->tp;
     m->Fl = m->F / par->tp;
     m->Vl = m->Vp / par->tp;
@@ -679,7 +686,8 @@ void gpt_destroy(gpt_t *m) {
     xfree(m->wvec_at);
     float *bufs[] = {m->params, m->grads, m->lnf, m->lnf_mean, m->lnf_rstd, m->logits,
                      m->row_max, m->row_sumexp, m->target_logit, m->losses, m->dC, m->dC2,
-                     m->dbig, m->attn_scratch, m->rope_cos, m->rope_sin, m->kv_grad};
+                     m->dbig, m->attn_scratch, m->rope_cos, m->rope_sin, m->kv_grad,
+                     m->sp_full, m->norm_grad};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) o->free(bufs[i]);
     moe_free(m->moe);
@@ -716,6 +724,59 @@ static void tp_sum(gpt_t *m, float *x, size_t n) {
 }
 
 static const float *tp_bias(const gpt_t *m, const float *b) { return m->par.tp_rank == 0 ? b : NULL; }
+
+/* ---- sequence parallelism (gpt.h sp): the rank's token rows of N, and the collectives that
+ * take the place of the all-reduces. Without sp every row is the rank's and the row-parallel
+ * sums are the all-reduce, as before. */
+
+static int sp_rows(const gpt_t *m, int N) { return m->sp ? N / m->par.tp : N; }
+
+/* The rank's rows inside a tensor of all N rows [N, C]. */
+static float *my_rows(const gpt_t *m, float *full, int N) {
+    return m->sp ? full + (size_t)m->par.tp_rank * sp_rows(m, N) * m->C : full;
+}
+
+/* After a norm wrote the rank's rows of full [N, C]: every rank's rows into every rank's. */
+static void sp_gather(gpt_t *m, float *full, int N) {
+    if (m->sp)
+        comm_allgather_inplace(full, (size_t)sp_rows(m, N) * m->C, m->par.tp_group, COMM_TP,
+                               "sp all-gather");
+}
+
+/* The gradient of the rank's rows local [N/tp, C] gathered to all N rows (in sp_full). */
+static const float *sp_gathered(gpt_t *m, const float *local, int N) {
+    if (!m->sp) return local;
+    m->ops->quantize_copy(my_rows(m, m->sp_full, N), local, (size_t)sp_rows(m, N) * m->C,
+                          DT_FP32); /* a plain copy */
+    sp_gather(m, m->sp_full, N);
+    return m->sp_full;
+}
+
+/* Where a row-parallel product (or the vocab-parallel embedding) writes its partial sum of the
+ * block output dst: dst itself, or under sp all N rows in sp_full ... */
+static float *row_out(const gpt_t *m, float *dst) { return m->sp ? m->sp_full : dst; }
+
+/* ... summed over tp: the all-reduce, or the reduce-scatter of the rank's rows into dst. */
+static void row_reduce(gpt_t *m, float *dst, int N) {
+    if (!m->sp) {
+        tp_sum(m, dst, (size_t)N * m->C);
+        return;
+    }
+    comm_reduce_scatter_block_sum(m->sp_full, dst, (size_t)sp_rows(m, N) * m->C, m->par.tp_group,
+                                  COMM_TP, "sp reduce-scatter");
+}
+
+/* A column-parallel input gradient dC [N, C] (partial over tp) summed: in place, or under sp
+ * the rank's rows reduce-scattered into local. Returns the summed rows. */
+static const float *col_grad(gpt_t *m, float *dC, float *local, int N) {
+    if (!m->sp) {
+        tp_sum(m, dC, (size_t)N * m->C);
+        return dC;
+    }
+    comm_reduce_scatter_block_sum(dC, local, (size_t)sp_rows(m, N) * m->C, m->par.tp_group,
+                                  COMM_TP, "sp reduce-scatter");
+    return local;
+}
 
 /* An activation saved for backward is now stored as the model's activation type (bf16/fp16:
  * rounded as a GPU would keep it; nothing for fp32). */
@@ -805,6 +866,28 @@ static void norm_backward(const gpt_t *m, float *dinp, float *dw, float *db, con
     else
         m->ops->layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, m->C,
                                    accumulate_dinp, first);
+}
+
+/* norm_backward on the rank's rows (N: the micro-batch's rows). Under sp the weight (and
+ * bias) gradient of those rows is partial: made in norm_grad, summed over tp, then added
+ * (overwritten on the first micro-batch), so every tp rank holds the replicated tensor's. */
+static void norm_backward_rows(gpt_t *m, float *dinp, float *dw, float *db, const float *dout,
+                               const float *inp, const float *w, const float *mean,
+                               const float *rstd, int N, bool accumulate_dinp, bool first) {
+    if (!m->sp) {
+        norm_backward(m, dinp, dw, db, dout, inp, w, mean, rstd, N, accumulate_dinp, first);
+        return;
+    }
+    const size_t C = m->C;
+    float *sw = m->norm_grad, *sb = db ? m->norm_grad + C : NULL;
+    norm_backward(m, dinp, sw, sb, dout, inp, w, mean, rstd, sp_rows(m, N), accumulate_dinp,
+                  true);
+    tp_sum(m, m->norm_grad, db ? 2 * C : C);
+    if (first) m->ops->zero(dw, C);
+    m->ops->add(dw, dw, sw, C);
+    if (!db) return;
+    if (first) m->ops->zero(db, C);
+    m->ops->add(db, db, sb, C);
 }
 
 /* res = a + b, then out = norm(res), both stored (layernorm: the one fused pass). */
@@ -993,49 +1076,52 @@ void gpt_embed(gpt_t *m, const gpt_pass_t *pass, const int *tokens, int B, int T
     m->ops->to_device(sl->tokens, tokens, (size_t)B * T * sizeof(int));
     need_weights(m, GPT_UNIT_EMBED, m->first_layer < m->end_layer ? m->first_layer : GPT_UNIT_NONE);
     /* vocab-parallel: each rank adds the rows it owns; rank 0 adds the positions (if learned) */
-    m->ops->embed_forward_w(sl->input, sl->tokens, m->gw.wte, m->gw.wpe, m->wtype, B, T, m->C,
-                            m->v_start, m->Vl, m->learned_pos && m->par.tp_rank == 0);
-    tp_sum(m, sl->input, (size_t)B * T * m->C);
+    m->ops->embed_forward_w(row_out(m, sl->input), sl->tokens, m->gw.wte, m->gw.wpe, m->wtype, B,
+                            T, m->C, m->v_start, m->Vl, m->learned_pos && m->par.tp_rank == 0);
+    row_reduce(m, sl->input, B * T);
     gpt_dropout(m, REG_EMBD, 0, B, T, sl->input, sl->input);
-    store(m, sl->input, (size_t)B * T * m->C);
+    store(m, sl->input, gpt_stage_floats(m, B, T));
 }
 
 /* One pre-norm block: res2 = res_in + attn(ln1(res_in)); res3 = res2 + mlp(ln2(res2)). */
 static void block_forward(gpt_t *m, int l, gpt_layer_acts_t *a, const float *res_in, int B,
                           int T) {
     const ops_t *o = m->ops;
-    const int N = B * T, C = m->C, Fl = m->Fl, Cl = m->NHl * m->hs;
+    const int N = B * T, Nl = sp_rows(m, N), C = m->C, Fl = m->Fl, Cl = m->NHl * m->hs;
     /* the next block this rank needs: the one after in a forward, the one before when the
      * forward is re-run inside the backward (recomputation) */
     const int next = m->recomputing ? l - 1 : l + 1;
     need_weights(m, l, next >= m->first_layer && next < m->end_layer ? next : GPT_UNIT_NONE);
     const gpt_layer_w_t w = m->lw[l];
-    norm_forward(m, a->ln1, a->ln1_mean, a->ln1_rstd, res_in, w.ln1w, w.ln1b, N);
-    store(m, a->ln1, (size_t)N * C);
+    norm_forward(m, my_rows(m, a->ln1, N), a->ln1_mean, a->ln1_rstd, res_in, w.ln1w, w.ln1b, Nl);
+    store(m, my_rows(m, a->ln1, N), (size_t)Nl * C);
+    sp_gather(m, a->ln1, N);
     qkv_forward(m, a, &w, B, T);
     attention_stored(m, l, a, B, T);
-    o->matmul_forward_w(a->res2, a->atty, w.projw, m->wtype, tp_bias(m, w.projb), N, Cl, C);
-    tp_sum(m, a->res2, (size_t)N * C);
+    o->matmul_forward_w(row_out(m, a->res2), a->atty, w.projw, m->wtype, tp_bias(m, w.projb), N,
+                        Cl, C);
+    row_reduce(m, a->res2, N);
     gpt_dropout(m, REG_ATTN_OUT, l, B, T, a->res2, a->res2);
     /* res2 += res_in and ln2 = norm(res2), both stored */
-    residual_norm_forward(m, a->res2, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, res_in, w.ln2w,
-                          w.ln2b, N);
+    residual_norm_forward(m, a->res2, my_rows(m, a->ln2, N), a->ln2_mean, a->ln2_rstd, a->res2,
+                          res_in, w.ln2w, w.ln2b, Nl);
+    sp_gather(m, a->ln2, N);
     /* a re-run for backward (recompute = 'full') needs nothing later; an MoE block's MLP keeps
      * its activations per slot, so its re-run ends here */
     const bool moe = is_moe(m, l);
     if (moe && !a->res3) return;
     if (moe) {
-        moe_forward(m->moe, l, a->moe, &w, a->ln2, B, T, a->res3);
+        moe_forward(m->moe, l, a->moe, &w, a->ln2, B, T, row_out(m, a->res3));
     } else {
         mlp_in_forward(m, a, &w, N);
         if (!a->res3) return;
-        o->matmul_forward_w(a->res3, a->fch_gelu, w.mprojw, m->wtype, tp_bias(m, w.mprojb), N, Fl,
-                            C);
+        o->matmul_forward_w(row_out(m, a->res3), a->fch_gelu, w.mprojw, m->wtype,
+                            tp_bias(m, w.mprojb), N, Fl, C);
     }
-    tp_sum(m, a->res3, (size_t)N * C);
+    row_reduce(m, a->res3, N);
     gpt_dropout(m, REG_MLP_OUT, l, B, T, a->res3, a->res3);
-    o->add(a->res3, a->res3, a->res2, (size_t)N * C);
-    store(m, a->res3, (size_t)N * C);
+    o->add(a->res3, a->res3, a->res2, (size_t)Nl * C);
+    store(m, a->res3, (size_t)Nl * C);
 }
 
 static const float *stage_output(const gpt_t *m, int s) {
@@ -1068,8 +1154,12 @@ static float head_forward(gpt_t *m, int s, const int *targets, int B, int T) {
     } else {
         need_weights(m, GPT_UNIT_FINAL, GPT_UNIT_NONE);
     }
-    norm_forward(m, m->lnf, m->lnf_mean, m->lnf_rstd, stage_output(m, s), m->gw.lnfw, m->gw.lnfb, N);
-    store(m, m->lnf, (size_t)N * m->C); /* the logits and the loss stay fp32 */
+    /* the head reads all N rows (gathered under sp): its vocab-parallel loss needs every row's
+     * logits of the rank's vocabulary shard */
+    norm_forward(m, my_rows(m, m->lnf, N), m->lnf_mean, m->lnf_rstd, stage_output(m, s),
+                 m->gw.lnfw, m->gw.lnfb, sp_rows(m, N));
+    store(m, my_rows(m, m->lnf, N), (size_t)sp_rows(m, N) * m->C); /* logits, loss stay fp32 */
+    sp_gather(m, m->lnf, N);
     o->matmul_forward_w(m->logits, m->lnf, m->tied ? m->gw.wte : m->gw.lm_head, m->wtype, NULL, N,
                         m->C, m->Vl);
     if (!targets) return 0.0f;
@@ -1110,9 +1200,9 @@ static void head_backward(gpt_t *m, int s, int B, int T, float dloss, bool first
                                   m->Vl, m->v_valid, m->v_start);
     o->matmul_backward_w(m->dC, m->tied ? m->gg.wte : m->gg.lm_head, NULL, m->logits, m->lnf,
                          m->tied ? m->gw.wte : m->gw.lm_head, m->wtype, N, C, m->Vl, false, first);
-    tp_sum(m, m->dC, (size_t)N * C);
-    norm_backward(m, sl->dout, m->gg.lnfw, m->gg.lnfb, m->dC, stage_output(m, s), m->gw.lnfw,
-                  m->lnf_mean, m->lnf_rstd, N, false, first);
+    const float *dn = col_grad(m, m->dC, m->dC2, N);
+    norm_backward_rows(m, sl->dout, m->gg.lnfw, m->gg.lnfb, dn, stage_output(m, s), m->gw.lnfw,
+                       m->lnf_mean, m->lnf_rstd, N, false, first);
     end_grads(m, GPT_UNIT_FINAL);
 }
 
@@ -1133,7 +1223,7 @@ static void block_backward(gpt_t *m, int l, gpt_layer_acts_t *a, const float *re
     first = first || m->grad_stage; /* staged: every micro-batch overwrites */
     const gpt_layer_w_t w = m->lw[l], g = m->lg[l];
     /* MLP: res3 = res2 + dropout(proj(act(fc(ln2(res2))))) (SwiGLU: act(gate(.), up(.))) */
-    const float *dmlp = gpt_dropout(m, REG_MLP_OUT, l, B, T, m->dC2, m->dres);
+    const float *dmlp = sp_gathered(m, gpt_dropout(m, REG_MLP_OUT, l, B, T, m->dC2, m->dres), N);
     if (is_moe(m, l)) {
         moe_backward(m->moe, l, a->moe, &w, &g, a->ln2, dmlp, B, T, first, m->dC);
     } else {
@@ -1141,18 +1231,19 @@ static void block_backward(gpt_t *m, int l, gpt_layer_acts_t *a, const float *re
                         false, first);
         mlp_in_backward(m, a, &w, &g, N, first);
     }
-    tp_sum(m, m->dC, (size_t)N * C); /* column-parallel input gradient: partial over tp */
-    norm_backward(m, m->dres, g.ln2w, g.ln2b, m->dC, a->res2, w.ln2w, a->ln2_mean, a->ln2_rstd,
-                  N, true, first);
+    /* column-parallel input gradient: partial over tp */
+    const float *dn = col_grad(m, m->dC, m->dC2, N);
+    norm_backward_rows(m, m->dres, g.ln2w, g.ln2b, dn, a->res2, w.ln2w, a->ln2_mean,
+                       a->ln2_rstd, N, true, first);
     /* attention: res2 = res_in + dropout(proj(attn(qkv(ln1(res_in))))) */
-    const float *dattn = gpt_dropout(m, REG_ATTN_OUT, l, B, T, m->dC, m->dres);
+    const float *dattn = sp_gathered(m, gpt_dropout(m, REG_ATTN_OUT, l, B, T, m->dC, m->dres), N);
     linear_backward(m, m->dC2, g.projw, g.projb, dattn, a->atty, w.projw, N, Cl, C, false,
                     first);
     attention_core_backward(m, l, a, B, T);
     qkv_backward(m, a, &w, &g, B, T, first);
-    tp_sum(m, m->dC, (size_t)N * C);
-    norm_backward(m, m->dres, g.ln1w, g.ln1b, m->dC, res_in, w.ln1w, a->ln1_mean, a->ln1_rstd,
-                  N, true, first);
+    dn = col_grad(m, m->dC, m->dC2, N);
+    norm_backward_rows(m, m->dres, g.ln1w, g.ln1b, dn, res_in, w.ln1w, a->ln1_mean, a->ln1_rstd,
+                       N, true, first);
     end_grads(m, l);
 }
 
@@ -1211,8 +1302,8 @@ void gpt_stage_backward(gpt_t *m, const gpt_pass_t *pass, int B, int T, bool fir
     if (first && m->learned_pos) m->ops->zero(m->gg.wpe, params_find(&m->P, "wpe")->numel);
     if (first && !head_began) m->ops->zero(m->gg.wte, params_find(&m->P, "wte")->numel);
     gpt_dropout(m, REG_EMBD, 0, B, T, m->dres, m->dres);
-    m->ops->embed_backward(m->gg.wte, m->gg.wpe, m->dres, sl->tokens, B, T, m->C, m->v_start,
-                           m->Vl, m->learned_pos);
+    m->ops->embed_backward(m->gg.wte, m->gg.wpe, sp_gathered(m, m->dres, B * T), sl->tokens, B, T,
+                           m->C, m->v_start, m->Vl, m->learned_pos);
     end_grads(m, GPT_UNIT_EMBED);
 }
 
@@ -1266,6 +1357,11 @@ void gpt_logits_row(gpt_t *m, int b, int t, int T, float *out) {
     memcpy(out, full, (size_t)m->V * sizeof(float));
     xfree(local);
     xfree(full);
+}
+
+size_t gpt_stage_floats(const gpt_t *m, int B, int T) {
+    ASSERT(!m->sp || (B * T) % m->par.tp == 0); /* config/ checks seq_len against tp */
+    return (size_t)sp_rows(m, B * T) * m->C;
 }
 
 double gpt_flops_per_token(const gpt_t *m, int T) {

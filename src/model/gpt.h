@@ -180,6 +180,14 @@ typedef struct gpt {
     float *kv_grad;                   /* replicated k/v: one tensor's gradient [KV hs, C + 1]
                                          of a micro-batch, summed over tp */
     int v_start, v_valid;             /* first vocab id of the local shard, real ids in it */
+    /* sequence parallelism (&parallel sequence_parallel, tp > 1): the residual stream (stage
+     * input, res2, res3, dout), the norms' statistics and dropout hold tp rank r's token rows
+     * [r N/tp, (r + 1) N/tp) of the micro-batch's N = B T; the norms' outputs (ln1, ln2, lnf)
+     * are gathered to all N rows for the column-parallel products; the row-parallel products'
+     * partial sums go to sp_full [N, C] and are reduce-scattered. norm_grad [2C]: a norm's
+     * weight (and bias) gradient of the local rows, summed over tp before it is added. */
+    bool sp;
+    float *sp_full, *norm_grad;
     int first_layer, end_layer;       /* this stage's blocks (of the chunk in use) */
     bool has_embed, has_head;         /* ... and whether that chunk embeds / runs the head */
     /* interleaved pipeline: the stage holds n_chunks chunks of chunk_layers blocks (chunk c is
@@ -330,6 +338,10 @@ void gpt_stage_backward(gpt_t *m, const gpt_pass_t *pass, int B, int T, bool fir
  * are computed (first: overwritten, else accumulated), calling the pass's on_layer_done after each
  * block's. The head's gradients are computed with the loss (gpt_head) in either case. */
 void gpt_stage_weight_grad(gpt_t *m, const gpt_pass_t *pass, bool first);
+
+/* Floats of the tensor a stage sends to the next (and its gradient back): B T C, or under
+ * sequence parallelism the rank's B T / tp rows. */
+size_t gpt_stage_floats(const gpt_t *m, int B, int T);
 
 /* ---- whole model on one stage (pp = 1): training references, eval, generation ---- */
 /* Forward on inputs[B*T] (host); with targets returns the mean loss, without them leaves the
