@@ -231,13 +231,12 @@ static size_t act_numel(const gpt_t *m, int k) {
     switch (k) {
     case A_LN1_MEAN: case A_LN2_MEAN: return m->rmsnorm ? 0 : Nl;
     case A_LN1_RSTD: case A_LN2_RSTD: return Nl;
-    case A_RES2: case A_RES3: return Nl * (size_t)m->C;
     case A_QKV: return m->fused_qkv ? N * 3 * Cl : N * (Cl + 2 * (size_t)m->KVl * m->hs);
     case A_FCU: return m->swiglu ? N * (size_t)m->Fl : 0;
     case A_ATTY: return N * Cl;
     case A_LSE: return (size_t)m->B * m->NHl * m->T; /* one per query row and head */
     case A_FCH: case A_FCH_GELU: return N * (size_t)m->Fl;
-    default: return N * (size_t)m->C;
+    default: return Nl * (size_t)m->C; /* ln1, res2, ln2, res3 */
     }
 }
 
@@ -371,7 +370,8 @@ static size_t wq_layer_floats(const gpt_t *m, int i, gpt_recompute_t r) {
     static const int xs[] = {A_LN1, A_ATTY, A_LN2, A_FCH_GELU};
     size_t x = 0;
     for (int j = 0; j < (dense ? 4 : 2); j++)
-        if (!act_kept(r, xs[j])) x += act_numel(m, xs[j]);
+        if (m->sp && (xs[j] == A_LN1 || xs[j] == A_LN2)) x += N * C; /* sp_ln's copy (gpt.h sp) */
+        else if (!act_kept(r, xs[j])) x += act_numel(m, xs[j]);
     return N * dy + x;
 }
 
@@ -423,6 +423,7 @@ static void alloc_head_and_scratch(gpt_t *m) {
     m->dC2 = falloc_in(m, N * C, c, MEM_WORKSPACE);
     if (m->sp) {
         m->sp_full = falloc_in(m, N * C, c, MEM_WORKSPACE);
+        m->sp_ln = falloc_in(m, N * C, c, MEM_WORKSPACE);
         m->norm_grad = falloc_in(m, 2 * C, c, MEM_WORKSPACE);
     }
     /* dbig: d(qkv) or d(q | k | v), d(fch) or SwiGLU's d(gate) | d(up) */
@@ -687,7 +688,7 @@ void gpt_destroy(gpt_t *m) {
     float *bufs[] = {m->params, m->grads, m->lnf, m->lnf_mean, m->lnf_rstd, m->logits,
                      m->row_max, m->row_sumexp, m->target_logit, m->losses, m->dC, m->dC2,
                      m->dbig, m->attn_scratch, m->rope_cos, m->rope_sin, m->kv_grad,
-                     m->sp_full, m->norm_grad};
+                     m->sp_full, m->sp_ln, m->norm_grad};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) o->free(bufs[i]);
     moe_free(m->moe);
@@ -743,13 +744,18 @@ static void sp_gather(gpt_t *m, float *full, int N) {
                                "sp all-gather");
 }
 
-/* The gradient of the rank's rows local [N/tp, C] gathered to all N rows (in sp_full). */
-static const float *sp_gathered(gpt_t *m, const float *local, int N) {
+/* The rank's rows local [N/tp, C] gathered to all N rows in full [N, C] (without sp: local). */
+static const float *sp_gather_to(gpt_t *m, float *full, const float *local, int N) {
     if (!m->sp) return local;
-    m->ops->quantize_copy(my_rows(m, m->sp_full, N), local, (size_t)sp_rows(m, N) * m->C,
+    m->ops->quantize_copy(my_rows(m, full, N), local, (size_t)sp_rows(m, N) * m->C,
                           DT_FP32); /* a plain copy */
-    sp_gather(m, m->sp_full, N);
-    return m->sp_full;
+    sp_gather(m, full, N);
+    return full;
+}
+
+/* A gradient of the rank's rows gathered (into sp_full), for a row-parallel product's backward. */
+static const float *sp_gathered(gpt_t *m, const float *local, int N) {
+    return sp_gather_to(m, m->sp_full, local, N);
 }
 
 /* Where a row-parallel product (or the vocab-parallel embedding) writes its partial sum of the
@@ -798,6 +804,7 @@ static const float *wq_copy(gpt_t *m, const float *src, size_t n) {
 /* Whether x is one of the slot's own tensors (else it is in the recompute scratch, which the
  * next block's recomputation overwrites). */
 static bool kept_per_slot(gpt_t *m, const float *x) {
+    if (m->sp && x == m->sp_ln) return false; /* a norm's output gathered (gpt.h sp) */
     for (int k = 0; k < N_ACTS; k++)
         if (x == *act_ptr(&m->shared, k)) return false;
     return true;
@@ -923,22 +930,22 @@ static const float *kv_weight_rows(const gpt_t *m, const float *w) {
     return gpt_weight_at(w, m->wtype, (size_t)m->kv_head0 * m->hs * m->C);
 }
 
-/* ln1 -> qkv (fused), or q, k, v (RoPE applied to q and k), stored. */
-static void qkv_forward(const gpt_t *m, gpt_layer_acts_t *a, const gpt_layer_w_t *w, int B,
-                        int T) {
+/* x = ln1 (all N rows) -> qkv (fused), or q, k, v (RoPE applied to q and k), stored. */
+static void qkv_forward(const gpt_t *m, gpt_layer_acts_t *a, const float *x,
+                        const gpt_layer_w_t *w, int B, int T) {
     const ops_t *o = m->ops;
     const int N = B * T, C = m->C, Cl = m->NHl * m->hs, KVl = m->KVl * m->hs;
     if (m->fused_qkv) {
-        o->matmul_forward_w(a->qkv, a->ln1, w->qkvw, m->wtype, w->qkvb, N, C, 3 * Cl);
+        o->matmul_forward_w(a->qkv, x, w->qkvw, m->wtype, w->qkvb, N, C, 3 * Cl);
         store(m, a->qkv, (size_t)N * 3 * Cl);
         return;
     }
     float *q, *k, *v;
     qkv_views(m, a->qkv, N, &q, &k, &v);
-    o->matmul_forward_w(q, a->ln1, w->qw, m->wtype, w->qb, N, C, Cl);
-    o->matmul_forward_w(k, a->ln1, kv_weight_rows(m, w->kw), m->wtype, kv_rows(m, w->kb, 1), N, C,
+    o->matmul_forward_w(q, x, w->qw, m->wtype, w->qb, N, C, Cl);
+    o->matmul_forward_w(k, x, kv_weight_rows(m, w->kw), m->wtype, kv_rows(m, w->kb, 1), N, C,
                         KVl);
-    o->matmul_forward_w(v, a->ln1, kv_weight_rows(m, w->vw), m->wtype, kv_rows(m, w->vb, 1), N, C,
+    o->matmul_forward_w(v, x, kv_weight_rows(m, w->vw), m->wtype, kv_rows(m, w->vb, 1), N, C,
                         KVl);
     if (m->rope) {
         o->rope_forward(q, m->rope_cos, m->rope_sin, B, T, m->NHl, m->hs);
@@ -968,12 +975,12 @@ static void kv_replicated_backward(gpt_t *m, float *dC, float *gw, float *gb, co
 
 /* Backward of qkv_forward from d(qkv) in m->dbig (RoPE undone in place): dC = d(ln1), partial
  * over tp (the caller sums it), and the weight gradients. */
-static void qkv_backward(gpt_t *m, gpt_layer_acts_t *a, const gpt_layer_w_t *w,
-                         const gpt_layer_w_t *g, int B, int T, bool first) {
+static void qkv_backward(gpt_t *m, const float *x,
+                         const gpt_layer_w_t *w, const gpt_layer_w_t *g, int B, int T, bool first) {
     const ops_t *o = m->ops;
     const int N = B * T, C = m->C, Cl = m->NHl * m->hs, KVl = m->KVl * m->hs;
     if (m->fused_qkv) {
-        linear_backward(m, m->dC, g->qkvw, g->qkvb, m->dbig, a->ln1, w->qkvw, N, C, 3 * Cl,
+        linear_backward(m, m->dC, g->qkvw, g->qkvb, m->dbig, x, w->qkvw, N, C, 3 * Cl,
                         false, first);
         return;
     }
@@ -983,14 +990,14 @@ static void qkv_backward(gpt_t *m, gpt_layer_acts_t *a, const gpt_layer_w_t *w,
         o->rope_backward(dq, m->rope_cos, m->rope_sin, B, T, m->NHl, m->hs);
         o->rope_backward(dk, m->rope_cos, m->rope_sin, B, T, m->KVl, m->hs);
     }
-    linear_backward(m, m->dC, g->qw, g->qb, dq, a->ln1, w->qw, N, C, Cl, false, first);
+    linear_backward(m, m->dC, g->qw, g->qb, dq, x, w->qw, N, C, Cl, false, first);
     if (m->kv_replicated) {
-        kv_replicated_backward(m, m->dC, g->kw, g->kb, dk, a->ln1, w->kw, N, first);
-        kv_replicated_backward(m, m->dC, g->vw, g->vb, dv, a->ln1, w->vw, N, first);
+        kv_replicated_backward(m, m->dC, g->kw, g->kb, dk, x, w->kw, N, first);
+        kv_replicated_backward(m, m->dC, g->vw, g->vb, dv, x, w->vw, N, first);
         return;
     }
-    linear_backward(m, m->dC, g->kw, g->kb, dk, a->ln1, w->kw, N, C, KVl, true, first);
-    linear_backward(m, m->dC, g->vw, g->vb, dv, a->ln1, w->vw, N, C, KVl, true, first);
+    linear_backward(m, m->dC, g->kw, g->kb, dk, x, w->kw, N, C, KVl, true, first);
+    linear_backward(m, m->dC, g->vw, g->vb, dv, x, w->vw, N, C, KVl, true, first);
 }
 
 /* The attention core and the MLP activation, with their outputs stored: the forward and the
@@ -1039,15 +1046,16 @@ static void mlp_act_stored(const gpt_t *m, gpt_layer_acts_t *a, int N) {
 }
 
 /* ln2 -> fch (GELU: fc; SwiGLU: gate, and up into fcu) -> the activation, stored. */
-static void mlp_in_forward(const gpt_t *m, gpt_layer_acts_t *a, const gpt_layer_w_t *w, int N) {
+static void mlp_in_forward(const gpt_t *m, gpt_layer_acts_t *a, const float *x,
+                           const gpt_layer_w_t *w, int N) {
     const int C = m->C, Fl = m->Fl;
     if (m->swiglu) {
-        m->ops->matmul_forward_w(a->fch, a->ln2, w->gatew, m->wtype, w->gateb, N, C, Fl);
+        m->ops->matmul_forward_w(a->fch, x, w->gatew, m->wtype, w->gateb, N, C, Fl);
         store(m, a->fch, (size_t)N * Fl);
-        m->ops->matmul_forward_w(a->fcu, a->ln2, w->fcw, m->wtype, w->fcb, N, C, Fl);
+        m->ops->matmul_forward_w(a->fcu, x, w->fcw, m->wtype, w->fcb, N, C, Fl);
         store(m, a->fcu, (size_t)N * Fl);
     } else {
-        m->ops->matmul_forward_w(a->fch, a->ln2, w->fcw, m->wtype, w->fcb, N, C, Fl);
+        m->ops->matmul_forward_w(a->fch, x, w->fcw, m->wtype, w->fcb, N, C, Fl);
         store(m, a->fch, (size_t)N * Fl);
     }
     mlp_act_stored(m, a, N);
@@ -1055,19 +1063,19 @@ static void mlp_in_forward(const gpt_t *m, gpt_layer_acts_t *a, const gpt_layer_
 
 /* Backward of mlp_in_forward from d(activation output) in m->dbig: dC = d(ln2), partial over
  * tp (the caller sums it). */
-static void mlp_in_backward(gpt_t *m, gpt_layer_acts_t *a, const gpt_layer_w_t *w,
-                            const gpt_layer_w_t *g, int N, bool first) {
+static void mlp_in_backward(gpt_t *m, gpt_layer_acts_t *a, const float *x,
+                            const gpt_layer_w_t *w, const gpt_layer_w_t *g, int N, bool first) {
     const ops_t *o = m->ops;
     const int C = m->C, Fl = m->Fl;
     if (!m->swiglu) {
         o->gelu_backward(m->dbig, a->fch, m->dbig, (size_t)N * Fl);
-        linear_backward(m, m->dC, g->fcw, g->fcb, m->dbig, a->ln2, w->fcw, N, C, Fl, false, first);
+        linear_backward(m, m->dC, g->fcw, g->fcb, m->dbig, x, w->fcw, N, C, Fl, false, first);
         return;
     }
     float *dgate = m->dbig, *dup = m->dbig + (size_t)N * Fl;
     o->swiglu_backward(dgate, dup, m->dbig, a->fch, a->fcu, (size_t)N * Fl);
-    linear_backward(m, m->dC, g->gatew, g->gateb, dgate, a->ln2, w->gatew, N, C, Fl, false, first);
-    linear_backward(m, m->dC, g->fcw, g->fcb, dup, a->ln2, w->fcw, N, C, Fl, true, first);
+    linear_backward(m, m->dC, g->gatew, g->gateb, dgate, x, w->gatew, N, C, Fl, false, first);
+    linear_backward(m, m->dC, g->fcw, g->fcb, dup, x, w->fcw, N, C, Fl, true, first);
 }
 
 void gpt_embed(gpt_t *m, const gpt_pass_t *pass, const int *tokens, int B, int T) {
@@ -1093,27 +1101,26 @@ static void block_forward(gpt_t *m, int l, gpt_layer_acts_t *a, const float *res
     const int next = m->recomputing ? l - 1 : l + 1;
     need_weights(m, l, next >= m->first_layer && next < m->end_layer ? next : GPT_UNIT_NONE);
     const gpt_layer_w_t w = m->lw[l];
-    norm_forward(m, my_rows(m, a->ln1, N), a->ln1_mean, a->ln1_rstd, res_in, w.ln1w, w.ln1b, Nl);
-    store(m, my_rows(m, a->ln1, N), (size_t)Nl * C);
-    sp_gather(m, a->ln1, N);
-    qkv_forward(m, a, &w, B, T);
+    norm_forward(m, a->ln1, a->ln1_mean, a->ln1_rstd, res_in, w.ln1w, w.ln1b, Nl);
+    store(m, a->ln1, (size_t)Nl * C);
+    qkv_forward(m, a, sp_gather_to(m, m->sp_ln, a->ln1, N), &w, B, T); /* all N rows */
     attention_stored(m, l, a, B, T);
     o->matmul_forward_w(row_out(m, a->res2), a->atty, w.projw, m->wtype, tp_bias(m, w.projb), N,
                         Cl, C);
     row_reduce(m, a->res2, N);
     gpt_dropout(m, REG_ATTN_OUT, l, B, T, a->res2, a->res2);
     /* res2 += res_in and ln2 = norm(res2), both stored */
-    residual_norm_forward(m, a->res2, my_rows(m, a->ln2, N), a->ln2_mean, a->ln2_rstd, a->res2,
-                          res_in, w.ln2w, w.ln2b, Nl);
-    sp_gather(m, a->ln2, N);
+    residual_norm_forward(m, a->res2, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, res_in, w.ln2w,
+                          w.ln2b, Nl);
+    const float *ln2 = sp_gather_to(m, m->sp_ln, a->ln2, N); /* all N rows */
     /* a re-run for backward (recompute = 'full') needs nothing later; an MoE block's MLP keeps
      * its activations per slot, so its re-run ends here */
     const bool moe = is_moe(m, l);
     if (moe && !a->res3) return;
     if (moe) {
-        moe_forward(m->moe, l, a->moe, &w, a->ln2, B, T, row_out(m, a->res3));
+        moe_forward(m->moe, l, a->moe, &w, ln2, B, T, row_out(m, a->res3));
     } else {
-        mlp_in_forward(m, a, &w, N);
+        mlp_in_forward(m, a, ln2, &w, N);
         if (!a->res3) return;
         o->matmul_forward_w(row_out(m, a->res3), a->fch_gelu, w.mprojw, m->wtype,
                             tp_bias(m, w.mprojb), N, Fl, C);
@@ -1224,12 +1231,13 @@ static void block_backward(gpt_t *m, int l, gpt_layer_acts_t *a, const float *re
     const gpt_layer_w_t w = m->lw[l], g = m->lg[l];
     /* MLP: res3 = res2 + dropout(proj(act(fc(ln2(res2))))) (SwiGLU: act(gate(.), up(.))) */
     const float *dmlp = sp_gathered(m, gpt_dropout(m, REG_MLP_OUT, l, B, T, m->dC2, m->dres), N);
+    const float *ln2 = sp_gather_to(m, m->sp_ln, a->ln2, N); /* all N rows again */
     if (is_moe(m, l)) {
-        moe_backward(m->moe, l, a->moe, &w, &g, a->ln2, dmlp, B, T, first, m->dC);
+        moe_backward(m->moe, l, a->moe, &w, &g, ln2, dmlp, B, T, first, m->dC);
     } else {
         linear_backward(m, m->dbig, g.mprojw, g.mprojb, dmlp, a->fch_gelu, w.mprojw, N, Fl, C,
                         false, first);
-        mlp_in_backward(m, a, &w, &g, N, first);
+        mlp_in_backward(m, a, ln2, &w, &g, N, first);
     }
     /* column-parallel input gradient: partial over tp */
     const float *dn = col_grad(m, m->dC, m->dC2, N);
@@ -1240,7 +1248,7 @@ static void block_backward(gpt_t *m, int l, gpt_layer_acts_t *a, const float *re
     linear_backward(m, m->dC2, g.projw, g.projb, dattn, a->atty, w.projw, N, Cl, C, false,
                     first);
     attention_core_backward(m, l, a, B, T);
-    qkv_backward(m, a, &w, &g, B, T, first);
+    qkv_backward(m, sp_gather_to(m, m->sp_ln, a->ln1, N), &w, &g, B, T, first);
     dn = col_grad(m, m->dC, m->dC2, N);
     norm_backward_rows(m, m->dres, g.ln1w, g.ln1b, dn, res_in, w.ln1w, a->ln1_mean, a->ln1_rstd,
                        N, true, first);

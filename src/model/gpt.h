@@ -181,13 +181,15 @@ typedef struct gpt {
                                          of a micro-batch, summed over tp */
     int v_start, v_valid;             /* first vocab id of the local shard, real ids in it */
     /* sequence parallelism (&parallel sequence_parallel, tp > 1): the residual stream (stage
-     * input, res2, res3, dout), the norms' statistics and dropout hold tp rank r's token rows
-     * [r N/tp, (r + 1) N/tp) of the micro-batch's N = B T; the norms' outputs (ln1, ln2, lnf)
-     * are gathered to all N rows for the column-parallel products; the row-parallel products'
-     * partial sums go to sp_full [N, C] and are reduce-scattered. norm_grad [2C]: a norm's
-     * weight (and bias) gradient of the local rows, summed over tp before it is added. */
+     * input, res2, res3, dout), the norms (ln1, ln2 and their statistics) and dropout hold tp
+     * rank r's token rows [r N/tp, (r + 1) N/tp) of the micro-batch's N = B T; a norm's output
+     * is gathered to all N rows in sp_ln [N, C] before the column-parallel products (again in
+     * backward, for their weight gradients); the row-parallel products' partial sums go to
+     * sp_full [N, C] and are reduce-scattered, and a gradient into them is gathered there. The
+     * head's lnf (one buffer, not per slot) is kept gathered. norm_grad [2C]: a norm's weight
+     * (and bias) gradient of the local rows, summed over tp before it is added. */
     bool sp;
-    float *sp_full, *norm_grad;
+    float *sp_full, *sp_ln, *norm_grad;
     int first_layer, end_layer;       /* this stage's blocks (of the chunk in use) */
     bool has_embed, has_head;         /* ... and whether that chunk embeds / runs the head */
     /* interleaved pipeline: the stage holds n_chunks chunks of chunk_layers blocks (chunk c is
