@@ -9,6 +9,9 @@
  *   wte           vocab-parallel embedding (rows summed over tp) and vocab-parallel
  *                 cross-entropy (row max / sum-exp / target logit all-reduced: the full logits
  *                 are never gathered).
+ *   sequence parallelism (&parallel sequence_parallel, gpt_t sp): the residual stream, norms
+ *                 and dropout on the rank's N/tp token rows; all-gather before the column-
+ *                 parallel products, reduce-scatter after the row-parallel ones.
  * A pipeline stage holds layers [first_layer, end_layer) (or, interleaved, n_chunks such
  * chunks: gpt_pass_t chunk); the first stage embeds, the last runs
  * the head and the loss. `n_slots` micro-batches can be in flight at once (pipeline schedules),

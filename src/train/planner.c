@@ -402,8 +402,8 @@ static void plan_print_sp(const config_t *cfg, int mb, int accum, const mem_plan
     mem_plan_t wo, co;
     plan_worst(off, mb, accum, &wo, &co);
     xfree(off);
-    printf("  sequence parallel on (tp %d): the residual stream, the norms' statistics and dropout "
-           "hold seq_len / tp = %d of each sequence's %d token rows per rank; fullest rank "
+    printf("  sequence parallel on (tp %d): the residual stream, the norms and dropout hold "
+           "seq_len / tp = %d of each sequence's %d token rows per rank; fullest rank "
            "activations %.2f MiB, workspace %.2f MiB (without sequence parallel: %.2f, %.2f)\n",
            cfg->tp, cfg->seq_len / cfg->tp, cfg->seq_len,
            w->bytes[MEM_ACTIVATIONS] / 1048576.0, w->bytes[MEM_WORKSPACE] / 1048576.0,

@@ -8,7 +8,10 @@
 # recomputation, dp 2 x tp 2 with ZeRO-2 and ZeRO-3; bf16 with 16-bit activation storage and
 # selective recomputation equal to the same run without sp (1e-5); an MoE model equal to its
 # run without sp. An sp run's step-3 checkpoint resumed gives the uninterrupted run's step records
-# bit for bit. sp with tp = 1, and seq_len not divisible by tp, are refused (exit 2, one message).
+# bit for bit. Memory (4 layers, d_model 64, seq_len 64, micro-batch 4, tp 2): planned = measured
+# per rank and category (0.1 MiB or 10%), activations lower with sp by at least 0.4 MiB (per block
+# ln1, res2, ln2, res3 and the norm statistics halve). sp with tp = 1, and seq_len not divisible
+# by tp, are refused (exit 2, one message naming the keys).
 source "$(dirname "$0")/lib.bash"
 ulimit -c 0
 nml() { # name arch
@@ -68,11 +71,9 @@ case_run l_zbh1sp llama 4 l_serial parallel.tp=2 parallel.pp=2 parallel.schedule
 case_run l_zero2sp llama 4 l_serial parallel.dp=2 parallel.tp=2 parallel.zero_stage=2 $SP
 case_run l_zero3sp llama 4 l_serial parallel.dp=2 parallel.tp=2 parallel.zero_stage=3 $SP
 
-echo "== GPT-2 with dropout 0.1 (masks keyed by global token): 1 rank, tp 2, tp 2 + sp, pp 2 + sp"
+echo "== GPT-2 with dropout 0.1 (masks keyed by global token): 1 rank, tp 2 + sp"
 case_run g_serial gpt2 1 -
-case_run g_tp2 gpt2 2 g_serial parallel.tp=2
 case_run g_tp2sp gpt2 2 g_serial parallel.tp=2 $SP
-case_run g_pp2sp gpt2 4 g_serial parallel.tp=2 parallel.pp=2 $SP
 
 echo "== bf16, 16-bit activation storage, selective recomputation: sp against no sp"
 BF="train.precision=bf16 train.activations_storage=16bit parallel.recompute=selective"
@@ -87,17 +88,45 @@ case_run m_tp2sp gpt2 2 m_tp2 parallel.tp=2 $MOE $SP
 echo "== resume the tp 2 + sp run's step-3 checkpoint: steps 4-6 bit-identical"
 nml l_resumed llama
 run l_resumed 2 parallel.tp=2 $SP "checkpoint.resume=$TEST_DIR/l_tp2sp/ckpt_step00000003.h5"
-diff <(grep '"step":[456],' "$TEST_DIR/l_tp2sp/metrics.jsonl" | grep -o '"loss":[^,]*,"[a-z_]*":[^,]*') \
-    <(grep '"step":[456],' "$TEST_DIR/l_resumed/metrics.jsonl" | grep -o '"loss":[^,]*,"[a-z_]*":[^,]*') ||
+steps456() { grep '"step":[456],"loss"' "$1" | grep -o '"loss":[^,]*,"lr":[^,]*,"grad_norm":[^,]*'; }
+diff <(steps456 "$TEST_DIR/l_tp2sp/metrics.jsonl") <(steps456 "$TEST_DIR/l_resumed/metrics.jsonl") ||
     fail "resumed sp run differs from the uninterrupted one"
-[ "$(grep -c '"step":[456],' "$TEST_DIR/l_resumed/metrics.jsonl")" -eq 3 ] || fail "resumed: not 3 steps"
+[ "$(steps456 "$TEST_DIR/l_resumed/metrics.jsonl" | wc -l)" -eq 3 ] || fail "resumed: not 3 steps"
 echo "ok  resumed: steps 4-6 identical"
+
+echo "== memory: planned = measured per rank and category, activations smaller with sp"
+for v in off on; do
+    nml mem_$v gpt2
+    sed -i "s/n_layer = 2, n_head = 4, d_model = 32, dropout = 0.1/n_layer = 4, n_head = 4, d_model = 64/; s/seq_len = 16/seq_len = 64/" "$TEST_DIR/mem_$v.nml"
+    run mem_$v 2 parallel.tp=2 train.max_steps=2 train.micro_batch=4 train.global_batch=4 \
+        checkpoint.every=0 "parallel.sequence_parallel=.$( [ $v = on ] && echo true || echo false )."
+done
+$PYTHON - "$TEST_DIR" <<'PY' || fail "sp memory: planned != measured, or no drop (above)"
+import re, sys
+d = sys.argv[1]
+cats = ["parameters", "gradients", "optimizer", "master", "activations", "comm", "workspace", "total"]
+act, bad = {}, 0
+for v in ("off", "on"):
+    rows = re.findall(r"^  (\d+) \((\d+),(\d+),(\d+)\)\s+(.*)$", open(f"{d}/mem_{v}.log").read(), re.M)
+    if len(rows) != 2: print(f"mem_{v}: no memory table of 2 ranks"); bad = 1; continue
+    for r, *_, rest in rows:
+        pairs = [tuple(map(float, p.split("/"))) for p in rest.split()[:8]]
+        for name, (meas, plan) in zip(cats, pairs):
+            if abs(plan - meas) > max(0.1, 0.1 * meas):
+                print(f"mem_{v} rank {r} {name}: measured {meas} MiB, planned {plan} MiB"); bad = 1
+        act[v] = pairs[4]
+print("activations per rank (measured/planned MiB): sp off %s, sp on %s" % (act.get("off"), act.get("on")))
+# per block and row: ln1, res2, ln2, res3 (4 C) and the norms' 4 statistics drop to 1/tp
+if not bad and not act["on"][0] < act["off"][0] - 0.4:
+    print("sp does not lower the activations by 0.4 MiB"); bad = 1
+sys.exit(bad)
+PY
 
 echo "== bad input"
 nml bad1 llama
-sed -i "s/&parallel dp = 1, tp = 1, pp = 1/&parallel dp = 1, tp = 1, pp = 1, sequence_parallel = .true./" "$TEST_DIR/bad1.nml"
-check_case sp_tp1 "sequence_parallel" "$TEST_DIR/bad1.nml" 1
+sed -i "s/tp = 1, pp = 1/tp = 1, pp = 1, sequence_parallel = .true./" "$TEST_DIR/bad1.nml"
+check_case sp_tp1 "&parallel sequence_parallel: .true. (line 3) needs tp > 1" "$TEST_DIR/bad1.nml" 1
 nml bad2 llama
 sed -i "s/seq_len = 16/seq_len = 18/; s/tp = 1, pp = 1/tp = 4, pp = 1, sequence_parallel = .true./" "$TEST_DIR/bad2.nml"
-check_case sp_seq_len "seq_len" "$TEST_DIR/bad2.nml" 4
+check_case sp_seq_len "&model seq_len: sequence_parallel (line 3) needs seq_len divisible by tp = 4" "$TEST_DIR/bad2.nml" 4
 echo "PASS"
