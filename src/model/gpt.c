@@ -1,8 +1,8 @@
-/* gpt.c — GPT-2 forward and backward over the op interface, with Megatron tensor parallelism
- * and pipeline stages (see gpt.h).
+/* gpt.c — GPT-2 forward and backward over the op interface, with Megatron tensor and sequence
+ * parallelism and pipeline stages (see gpt.h).
  * Notation: N = B*T rows, C = d_model, F = d_ff, NH heads of size hs, Vp padded vocabulary;
  * an `l` suffix means the local part under tensor parallelism (NHl = NH/tp, Fl = F/tp, ...).
- * Why one file of ~1,300 lines: each block's forward and its backward stand side by side, with the
+ * Why one file of ~1,400 lines: each block's forward and its backward stand side by side, with the
  * slot and recomputation bookkeeping they share, so that one can be read against the other;
  * the MoE blocks (moe.c), the regularisers (regularize.c), the registry (params.c) and the
  * spec (spec.c) are already their own files. */

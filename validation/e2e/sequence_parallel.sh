@@ -8,7 +8,8 @@
 # recomputation, dp 2 x tp 2 with ZeRO-2 and ZeRO-3; bf16 with 16-bit activation storage and
 # selective recomputation equal to the same run without sp (1e-5); an MoE model equal to its
 # run without sp. An sp run's step-3 checkpoint resumed gives the uninterrupted run's step records
-# bit for bit. Memory (4 layers, d_model 64, seq_len 64, micro-batch 4, tp 2): planned = measured
+# bit for bit. tp 2 + sp on the simulated device (LLMT_DEVSIM=1: the collectives through the
+# device transport's staged path) equals tp 2 without sp. Memory (4 layers, d_model 64, seq_len 64, micro-batch 4, tp 2): planned = measured
 # per rank and category (0.1 MiB or 10%), activations lower with sp by at least 0.4 MiB (per block
 # ln1, res2, ln2, res3 and the norm statistics halve). sp with tp = 1, and seq_len not divisible
 # by tp, are refused (exit 2, one message naming the keys).
@@ -64,6 +65,7 @@ case_run l_tp2 llama 2 l_serial parallel.tp=2
 case_run l_tp2sp llama 2 l_serial parallel.tp=2 $SP
 compare l_tp2 l_tp2sp
 ./llmtrain --plan "$TEST_DIR/l_tp2sp.nml" parallel.tp=2 $SP | grep "sequence parallel on" || fail "--plan does not say sp is on"
+LLMT_DEVSIM=1 case_run l_devsim llama 2 l_tp2 parallel.tp=2 $SP # collectives by the device transport
 case_run l_tp4sp llama 4 l_serial parallel.tp=4 $SP
 case_run l_pp2sp llama 4 l_serial parallel.tp=2 parallel.pp=2 $SP
 case_run l_zbh1sp llama 4 l_serial parallel.tp=2 parallel.pp=2 parallel.schedule=zb-h1 \
