@@ -142,6 +142,7 @@ const key_spec_t cfg_keys[] = {
     INT_KEY(G_PARALLEL, "virtual_stages", virtual_stages, 1, AT_LEAST(1)), /* interleaved */
     INT_KEY(G_PARALLEL, "zero_stage", zero_stage, 0, AT_LEAST(0), AT_MOST(3)),
     BOOL_KEY(G_PARALLEL, "zero3_resident", zero3_resident, false),
+    BOOL_KEY(G_PARALLEL, "sequence_parallel", sequence_parallel, false), /* tp > 1 */
     CHOICE_KEY(G_PARALLEL, "recompute", recompute, "none", "none|selective|full"),
     INT_KEY(G_PARALLEL, "recompute_layers", recompute_layers, -1, AT_LEAST(-1)), /* <= n_layer */
     CHOICE_KEY(G_PARALLEL, "bind", bind, "cores", "cores|none"),

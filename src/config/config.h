@@ -189,6 +189,7 @@ typedef struct config {
     int virtual_stages;
     int zero_stage;         /* 0..3 */
     bool zero3_resident;    /* ZeRO-3: gathered blocks stay until the next update (else rotate) */
+    bool sequence_parallel; /* tp > 1: norms, dropout, residual split along the tokens over tp */
     char recompute[16];     /* 'none' | 'selective' | 'full' */
     int recompute_layers;   /* recompute the first N blocks of each stage; -1 = all */
     double bucket_mb;

@@ -311,6 +311,33 @@ static int check_ep_divides_dp(parse_ctx_t *ctx, const config_t *cfg) {
                      cfg_provenance(ctx, a, pa), cfg->dp, cfg_provenance(ctx, b, pb));
 }
 
+/* Sequence parallelism splits the token rows of the tensor-parallel group: tp > 1, and every
+ * sequence length a run uses (&model seq_len, each &stage's) divisible by tp. Generation runs
+ * prompts of any length: it refuses it. */
+static int check_sequence_parallel(parse_ctx_t *ctx, const config_t *cfg) {
+    if (!cfg->sequence_parallel) return 0;
+    int k = cfg_key_index(G_PARALLEL, "sequence_parallel"), t = cfg_key_index(G_PARALLEL, "tp");
+    int s = cfg_key_index(G_MODEL, "seq_len"), line, col;
+    char pk[32], pt[32];
+    cfg_locate(ctx, k, t, &line, &col);
+    if (cfg->tp == 1)
+        return cfg_error(ctx, line, col, "&parallel sequence_parallel: .true. (%s) needs tp > 1, got "
+                         "tp = 1 (%s): it splits the tensor-parallel group's tokens",
+                         cfg_provenance(ctx, k, pk), cfg_provenance(ctx, t, pt));
+    if (cfg->choice.mode == CFG_MODE_GENERATE)
+        return cfg_error(ctx, line, col, "&parallel sequence_parallel: mode = 'generate' runs prompts "
+                         "of any length: set sequence_parallel = .false. (%s)", cfg_provenance(ctx, k, pk));
+    int bad = cfg->seq_len % cfg->tp ? cfg->seq_len : 0;
+    for (int i = 0; i < cfg->n_stages && !bad; i++)
+        if (cfg->stages[i].key_line[STAGE_SEQ_LEN] && cfg->stages[i].seq_len % cfg->tp)
+            bad = cfg->stages[i].seq_len;
+    if (!bad) return 0;
+    cfg_locate(ctx, s, t, &line, &col);
+    return cfg_error(ctx, line, col, "&model seq_len: sequence_parallel (%s) needs seq_len divisible "
+                     "by tp = %d (%s), got seq_len = %d%s", cfg_provenance(ctx, k, pk), cfg->tp,
+                     cfg_provenance(ctx, t, pt), bad, bad == cfg->seq_len ? "" : " (a &stage's)");
+}
+
 /* A threshold ratio of at most 1 would fire on ordinary values: every step an explosion (the
  * gradient norm against its window's median), every run's slowest rank a straggler (a rank's
  * busy time against its peers'). 0 = off. */
@@ -365,7 +392,7 @@ int cfg_check_cross_keys(parse_ctx_t *ctx, config_t *cfg) {
         check_generate_grid(ctx, cfg) || check_val_files(ctx, cfg) || check_recompute_layers(ctx, cfg) ||
         check_virtual_stages(ctx, cfg) || check_profile_steps(ctx, cfg) || check_grad_explosion_ratio(ctx, cfg) ||
         check_data_mixture(ctx, cfg) || check_ep_divides_dp(ctx, cfg) || check_offload(ctx, cfg) ||
-        check_storage(ctx, cfg))
+        check_storage(ctx, cfg) || check_sequence_parallel(ctx, cfg))
         return -1;
     if (resolve_derived(ctx, cfg) != 0) return -1;
     if (stages_check(cfg, ctx->msg, ctx->msgsize) != 0) return -1;

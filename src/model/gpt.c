@@ -1,8 +1,8 @@
-/* gpt.c — GPT-2 forward and backward over the op interface, with Megatron tensor parallelism
- * and pipeline stages (see gpt.h).
+/* gpt.c — GPT-2 forward and backward over the op interface, with Megatron tensor and sequence
+ * parallelism and pipeline stages (see gpt.h).
  * Notation: N = B*T rows, C = d_model, F = d_ff, NH heads of size hs, Vp padded vocabulary;
  * an `l` suffix means the local part under tensor parallelism (NHl = NH/tp, Fl = F/tp, ...).
- * Why one file of ~1,300 lines: each block's forward and its backward stand side by side, with the
+ * Why one file of ~1,400 lines: each block's forward and its backward stand side by side, with the
  * slot and recomputation bookkeeping they share, so that one can be read against the other;
  * the MoE blocks (moe.c), the regularisers (regularize.c), the registry (params.c) and the
  * spec (spec.c) are already their own files. */
@@ -227,15 +227,16 @@ static float **act_ptr(gpt_layer_acts_t *a, int k) {
  * mean, GELU no up projection): it is not allocated and stays NULL. */
 static size_t act_numel(const gpt_t *m, int k) {
     const size_t N = (size_t)m->B * m->T, Cl = (size_t)m->NHl * m->hs;
+    const size_t Nl = m->sp ? N / (size_t)m->par.tp : N; /* the rank's token rows (gpt.h sp) */
     switch (k) {
-    case A_LN1_MEAN: case A_LN2_MEAN: return m->rmsnorm ? 0 : N;
-    case A_LN1_RSTD: case A_LN2_RSTD: return N;
+    case A_LN1_MEAN: case A_LN2_MEAN: return m->rmsnorm ? 0 : Nl;
+    case A_LN1_RSTD: case A_LN2_RSTD: return Nl;
     case A_QKV: return m->fused_qkv ? N * 3 * Cl : N * (Cl + 2 * (size_t)m->KVl * m->hs);
     case A_FCU: return m->swiglu ? N * (size_t)m->Fl : 0;
     case A_ATTY: return N * Cl;
     case A_LSE: return (size_t)m->B * m->NHl * m->T; /* one per query row and head */
     case A_FCH: case A_FCH_GELU: return N * (size_t)m->Fl;
-    default: return N * (size_t)m->C;
+    default: return Nl * (size_t)m->C; /* ln1, res2, ln2, res3 */
     }
 }
 
@@ -369,7 +370,8 @@ static size_t wq_layer_floats(const gpt_t *m, int i, gpt_recompute_t r) {
     static const int xs[] = {A_LN1, A_ATTY, A_LN2, A_FCH_GELU};
     size_t x = 0;
     for (int j = 0; j < (dense ? 4 : 2); j++)
-        if (!act_kept(r, xs[j])) x += act_numel(m, xs[j]);
+        if (m->sp && (xs[j] == A_LN1 || xs[j] == A_LN2)) x += N * C; /* sp_ln's copy (gpt.h sp) */
+        else if (!act_kept(r, xs[j])) x += act_numel(m, xs[j]);
     return N * dy + x;
 }
 
@@ -383,7 +385,7 @@ static void alloc_wqueue(gpt_t *m, gpt_slot_t *sl, int nl, size_t *bytes) {
 }
 
 static void alloc_slots(gpt_t *m) {
-    const size_t N = (size_t)m->B * m->T, C = m->C;
+    const size_t N = (size_t)m->B * m->T;
     const int nl = m->end_layer - m->first_layer;
     m->slot = xcalloc((size_t)m->par.n_slots, sizeof(gpt_slot_t));
     for (int s = 0; s < m->par.n_slots; s++) {
@@ -392,8 +394,8 @@ static void alloc_slots(gpt_t *m) {
         m->packed_bytes = 0; /* every slot holds the same: one slot's is kept */
         sl->tokens = balloc(m, N * sizeof(int), MEM_ACTIVATIONS);
         sl->targets = balloc(m, N * sizeof(int), MEM_ACTIVATIONS);
-        sl->input = falloc(m, N * C, &bytes);
-        sl->dout = falloc(m, N * C, &bytes);
+        sl->input = falloc(m, gpt_stage_floats(m, m->B, m->T), &bytes);
+        sl->dout = falloc(m, gpt_stage_floats(m, m->B, m->T), &bytes);
         sl->layer = xcalloc((size_t)(nl > 0 ? nl : 1), sizeof(gpt_layer_acts_t));
         for (int l = 0; l < nl; l++) {
             gpt_recompute_t r = l < m->n_recomputed ? m->recompute : GPT_RECOMPUTE_NONE;
@@ -409,8 +411,8 @@ static void alloc_head_and_scratch(gpt_t *m) {
     size_t *c = &m->head_bytes;
     if (m->has_head) {
         m->lnf = falloc(m, N * C, c);
-        m->lnf_mean = falloc(m, N, c);
-        m->lnf_rstd = falloc(m, N, c);
+        m->lnf_mean = falloc(m, m->sp ? N / (size_t)m->par.tp : N, c);
+        m->lnf_rstd = falloc(m, m->sp ? N / (size_t)m->par.tp : N, c);
         m->logits = falloc(m, N * (size_t)m->Vl, c);
         m->row_max = falloc(m, N, c);
         m->row_sumexp = falloc(m, N, c);
@@ -419,6 +421,11 @@ static void alloc_head_and_scratch(gpt_t *m) {
     }
     m->dC = falloc_in(m, N * C, c, MEM_WORKSPACE);
     m->dC2 = falloc_in(m, N * C, c, MEM_WORKSPACE);
+    if (m->sp) {
+        m->sp_full = falloc_in(m, N * C, c, MEM_WORKSPACE);
+        m->sp_ln = falloc_in(m, N * C, c, MEM_WORKSPACE);
+        m->norm_grad = falloc_in(m, 2 * C, c, MEM_WORKSPACE);
+    }
     /* dbig: d(qkv) or d(q | k | v), d(fch) or SwiGLU's d(gate) | d(up) */
     const size_t mlp_in = (size_t)m->Fl * (m->swiglu ? 2 : 1);
     m->dbig = falloc_in(m, N * (3 * Cl > mlp_in ? 3 * Cl : mlp_in), c, MEM_WORKSPACE);
@@ -443,6 +450,7 @@ static void set_dims(gpt_t *m, const model_spec_t *spec, const gpt_parallel_t *p
     m->V = spec->vocab_size;
     m->Vp = spec->padded_vocab;
     m->par = *par;
+    m->sp = spec->sequence_parallel && par->tp > 1;
     m->NHl = m->NH / par->tp;
     m->Fl = m->F / par->tp;
     m->Vl = m->Vp / par->tp;
@@ -679,7 +687,8 @@ void gpt_destroy(gpt_t *m) {
     xfree(m->wvec_at);
     float *bufs[] = {m->params, m->grads, m->lnf, m->lnf_mean, m->lnf_rstd, m->logits,
                      m->row_max, m->row_sumexp, m->target_logit, m->losses, m->dC, m->dC2,
-                     m->dbig, m->attn_scratch, m->rope_cos, m->rope_sin, m->kv_grad};
+                     m->dbig, m->attn_scratch, m->rope_cos, m->rope_sin, m->kv_grad,
+                     m->sp_full, m->sp_ln, m->norm_grad};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) o->free(bufs[i]);
     moe_free(m->moe);
@@ -717,6 +726,64 @@ static void tp_sum(gpt_t *m, float *x, size_t n) {
 
 static const float *tp_bias(const gpt_t *m, const float *b) { return m->par.tp_rank == 0 ? b : NULL; }
 
+/* ---- sequence parallelism (gpt.h sp): the rank's token rows of N, and the collectives that
+ * take the place of the all-reduces. Without sp every row is the rank's and the row-parallel
+ * sums are the all-reduce, as before. */
+
+static int sp_rows(const gpt_t *m, int N) { return m->sp ? N / m->par.tp : N; }
+
+/* The rank's rows inside a tensor of all N rows [N, C]. */
+static float *my_rows(const gpt_t *m, float *full, int N) {
+    return m->sp ? full + (size_t)m->par.tp_rank * sp_rows(m, N) * m->C : full;
+}
+
+/* After a norm wrote the rank's rows of full [N, C]: every rank's rows into every rank's. */
+static void sp_gather(gpt_t *m, float *full, int N) {
+    if (m->sp)
+        comm_allgather_inplace(full, (size_t)sp_rows(m, N) * m->C, m->par.tp_group, COMM_TP,
+                               "sp all-gather");
+}
+
+/* The rank's rows local [N/tp, C] gathered to all N rows in full [N, C] (without sp: local). */
+static const float *sp_gather_to(gpt_t *m, float *full, const float *local, int N) {
+    if (!m->sp) return local;
+    m->ops->quantize_copy(my_rows(m, full, N), local, (size_t)sp_rows(m, N) * m->C,
+                          DT_FP32); /* a plain copy */
+    sp_gather(m, full, N);
+    return full;
+}
+
+/* A gradient of the rank's rows gathered (into sp_full), for a row-parallel product's backward. */
+static const float *sp_gathered(gpt_t *m, const float *local, int N) {
+    return sp_gather_to(m, m->sp_full, local, N);
+}
+
+/* Where a row-parallel product (or the vocab-parallel embedding) writes its partial sum of the
+ * block output dst: dst itself, or under sp all N rows in sp_full ... */
+static float *row_out(const gpt_t *m, float *dst) { return m->sp ? m->sp_full : dst; }
+
+/* ... summed over tp: the all-reduce, or the reduce-scatter of the rank's rows into dst. */
+static void row_reduce(gpt_t *m, float *dst, int N) {
+    if (!m->sp) {
+        tp_sum(m, dst, (size_t)N * m->C);
+        return;
+    }
+    comm_reduce_scatter_block_sum(m->sp_full, dst, (size_t)sp_rows(m, N) * m->C, m->par.tp_group,
+                                  COMM_TP, "sp reduce-scatter");
+}
+
+/* A column-parallel input gradient dC [N, C] (partial over tp) summed: in place, or under sp
+ * the rank's rows reduce-scattered into local. Returns the summed rows. */
+static const float *col_grad(gpt_t *m, float *dC, float *local, int N) {
+    if (!m->sp) {
+        tp_sum(m, dC, (size_t)N * m->C);
+        return dC;
+    }
+    comm_reduce_scatter_block_sum(dC, local, (size_t)sp_rows(m, N) * m->C, m->par.tp_group,
+                                  COMM_TP, "sp reduce-scatter");
+    return local;
+}
+
 /* An activation saved for backward is now stored as the model's activation type (bf16/fp16:
  * rounded as a GPU would keep it; nothing for fp32). */
 static void store(const gpt_t *m, float *x, size_t n) {
@@ -737,6 +804,7 @@ static const float *wq_copy(gpt_t *m, const float *src, size_t n) {
 /* Whether x is one of the slot's own tensors (else it is in the recompute scratch, which the
  * next block's recomputation overwrites). */
 static bool kept_per_slot(gpt_t *m, const float *x) {
+    if (m->sp && x == m->sp_ln) return false; /* a norm's output gathered (gpt.h sp) */
     for (int k = 0; k < N_ACTS; k++)
         if (x == *act_ptr(&m->shared, k)) return false;
     return true;
@@ -807,6 +875,28 @@ static void norm_backward(const gpt_t *m, float *dinp, float *dw, float *db, con
                                    accumulate_dinp, first);
 }
 
+/* norm_backward on the rank's rows (N: the micro-batch's rows). Under sp the weight (and
+ * bias) gradient of those rows is partial: made in norm_grad, summed over tp, then added
+ * (overwritten on the first micro-batch), so every tp rank holds the replicated tensor's. */
+static void norm_backward_rows(gpt_t *m, float *dinp, float *dw, float *db, const float *dout,
+                               const float *inp, const float *w, const float *mean,
+                               const float *rstd, int N, bool accumulate_dinp, bool first) {
+    if (!m->sp) {
+        norm_backward(m, dinp, dw, db, dout, inp, w, mean, rstd, N, accumulate_dinp, first);
+        return;
+    }
+    const size_t C = m->C;
+    float *sw = m->norm_grad, *sb = db ? m->norm_grad + C : NULL;
+    norm_backward(m, dinp, sw, sb, dout, inp, w, mean, rstd, sp_rows(m, N), accumulate_dinp,
+                  true);
+    tp_sum(m, m->norm_grad, db ? 2 * C : C);
+    if (first) m->ops->zero(dw, C);
+    m->ops->add(dw, dw, sw, C);
+    if (!db) return;
+    if (first) m->ops->zero(db, C);
+    m->ops->add(db, db, sb, C);
+}
+
 /* res = a + b, then out = norm(res), both stored (layernorm: the one fused pass). */
 static void residual_norm_forward(const gpt_t *m, float *res, float *out, float *mean,
                                   float *rstd, const float *a, const float *b, const float *w,
@@ -840,22 +930,22 @@ static const float *kv_weight_rows(const gpt_t *m, const float *w) {
     return gpt_weight_at(w, m->wtype, (size_t)m->kv_head0 * m->hs * m->C);
 }
 
-/* ln1 -> qkv (fused), or q, k, v (RoPE applied to q and k), stored. */
-static void qkv_forward(const gpt_t *m, gpt_layer_acts_t *a, const gpt_layer_w_t *w, int B,
-                        int T) {
+/* x = ln1 (all N rows) -> qkv (fused), or q, k, v (RoPE applied to q and k), stored. */
+static void qkv_forward(const gpt_t *m, gpt_layer_acts_t *a, const float *x,
+                        const gpt_layer_w_t *w, int B, int T) {
     const ops_t *o = m->ops;
     const int N = B * T, C = m->C, Cl = m->NHl * m->hs, KVl = m->KVl * m->hs;
     if (m->fused_qkv) {
-        o->matmul_forward_w(a->qkv, a->ln1, w->qkvw, m->wtype, w->qkvb, N, C, 3 * Cl);
+        o->matmul_forward_w(a->qkv, x, w->qkvw, m->wtype, w->qkvb, N, C, 3 * Cl);
         store(m, a->qkv, (size_t)N * 3 * Cl);
         return;
     }
     float *q, *k, *v;
     qkv_views(m, a->qkv, N, &q, &k, &v);
-    o->matmul_forward_w(q, a->ln1, w->qw, m->wtype, w->qb, N, C, Cl);
-    o->matmul_forward_w(k, a->ln1, kv_weight_rows(m, w->kw), m->wtype, kv_rows(m, w->kb, 1), N, C,
+    o->matmul_forward_w(q, x, w->qw, m->wtype, w->qb, N, C, Cl);
+    o->matmul_forward_w(k, x, kv_weight_rows(m, w->kw), m->wtype, kv_rows(m, w->kb, 1), N, C,
                         KVl);
-    o->matmul_forward_w(v, a->ln1, kv_weight_rows(m, w->vw), m->wtype, kv_rows(m, w->vb, 1), N, C,
+    o->matmul_forward_w(v, x, kv_weight_rows(m, w->vw), m->wtype, kv_rows(m, w->vb, 1), N, C,
                         KVl);
     if (m->rope) {
         o->rope_forward(q, m->rope_cos, m->rope_sin, B, T, m->NHl, m->hs);
@@ -885,12 +975,12 @@ static void kv_replicated_backward(gpt_t *m, float *dC, float *gw, float *gb, co
 
 /* Backward of qkv_forward from d(qkv) in m->dbig (RoPE undone in place): dC = d(ln1), partial
  * over tp (the caller sums it), and the weight gradients. */
-static void qkv_backward(gpt_t *m, gpt_layer_acts_t *a, const gpt_layer_w_t *w,
-                         const gpt_layer_w_t *g, int B, int T, bool first) {
+static void qkv_backward(gpt_t *m, const float *x,
+                         const gpt_layer_w_t *w, const gpt_layer_w_t *g, int B, int T, bool first) {
     const ops_t *o = m->ops;
     const int N = B * T, C = m->C, Cl = m->NHl * m->hs, KVl = m->KVl * m->hs;
     if (m->fused_qkv) {
-        linear_backward(m, m->dC, g->qkvw, g->qkvb, m->dbig, a->ln1, w->qkvw, N, C, 3 * Cl,
+        linear_backward(m, m->dC, g->qkvw, g->qkvb, m->dbig, x, w->qkvw, N, C, 3 * Cl,
                         false, first);
         return;
     }
@@ -900,14 +990,14 @@ static void qkv_backward(gpt_t *m, gpt_layer_acts_t *a, const gpt_layer_w_t *w,
         o->rope_backward(dq, m->rope_cos, m->rope_sin, B, T, m->NHl, m->hs);
         o->rope_backward(dk, m->rope_cos, m->rope_sin, B, T, m->KVl, m->hs);
     }
-    linear_backward(m, m->dC, g->qw, g->qb, dq, a->ln1, w->qw, N, C, Cl, false, first);
+    linear_backward(m, m->dC, g->qw, g->qb, dq, x, w->qw, N, C, Cl, false, first);
     if (m->kv_replicated) {
-        kv_replicated_backward(m, m->dC, g->kw, g->kb, dk, a->ln1, w->kw, N, first);
-        kv_replicated_backward(m, m->dC, g->vw, g->vb, dv, a->ln1, w->vw, N, first);
+        kv_replicated_backward(m, m->dC, g->kw, g->kb, dk, x, w->kw, N, first);
+        kv_replicated_backward(m, m->dC, g->vw, g->vb, dv, x, w->vw, N, first);
         return;
     }
-    linear_backward(m, m->dC, g->kw, g->kb, dk, a->ln1, w->kw, N, C, KVl, true, first);
-    linear_backward(m, m->dC, g->vw, g->vb, dv, a->ln1, w->vw, N, C, KVl, true, first);
+    linear_backward(m, m->dC, g->kw, g->kb, dk, x, w->kw, N, C, KVl, true, first);
+    linear_backward(m, m->dC, g->vw, g->vb, dv, x, w->vw, N, C, KVl, true, first);
 }
 
 /* The attention core and the MLP activation, with their outputs stored: the forward and the
@@ -956,15 +1046,16 @@ static void mlp_act_stored(const gpt_t *m, gpt_layer_acts_t *a, int N) {
 }
 
 /* ln2 -> fch (GELU: fc; SwiGLU: gate, and up into fcu) -> the activation, stored. */
-static void mlp_in_forward(const gpt_t *m, gpt_layer_acts_t *a, const gpt_layer_w_t *w, int N) {
+static void mlp_in_forward(const gpt_t *m, gpt_layer_acts_t *a, const float *x,
+                           const gpt_layer_w_t *w, int N) {
     const int C = m->C, Fl = m->Fl;
     if (m->swiglu) {
-        m->ops->matmul_forward_w(a->fch, a->ln2, w->gatew, m->wtype, w->gateb, N, C, Fl);
+        m->ops->matmul_forward_w(a->fch, x, w->gatew, m->wtype, w->gateb, N, C, Fl);
         store(m, a->fch, (size_t)N * Fl);
-        m->ops->matmul_forward_w(a->fcu, a->ln2, w->fcw, m->wtype, w->fcb, N, C, Fl);
+        m->ops->matmul_forward_w(a->fcu, x, w->fcw, m->wtype, w->fcb, N, C, Fl);
         store(m, a->fcu, (size_t)N * Fl);
     } else {
-        m->ops->matmul_forward_w(a->fch, a->ln2, w->fcw, m->wtype, w->fcb, N, C, Fl);
+        m->ops->matmul_forward_w(a->fch, x, w->fcw, m->wtype, w->fcb, N, C, Fl);
         store(m, a->fch, (size_t)N * Fl);
     }
     mlp_act_stored(m, a, N);
@@ -972,19 +1063,19 @@ static void mlp_in_forward(const gpt_t *m, gpt_layer_acts_t *a, const gpt_layer_
 
 /* Backward of mlp_in_forward from d(activation output) in m->dbig: dC = d(ln2), partial over
  * tp (the caller sums it). */
-static void mlp_in_backward(gpt_t *m, gpt_layer_acts_t *a, const gpt_layer_w_t *w,
-                            const gpt_layer_w_t *g, int N, bool first) {
+static void mlp_in_backward(gpt_t *m, gpt_layer_acts_t *a, const float *x,
+                            const gpt_layer_w_t *w, const gpt_layer_w_t *g, int N, bool first) {
     const ops_t *o = m->ops;
     const int C = m->C, Fl = m->Fl;
     if (!m->swiglu) {
         o->gelu_backward(m->dbig, a->fch, m->dbig, (size_t)N * Fl);
-        linear_backward(m, m->dC, g->fcw, g->fcb, m->dbig, a->ln2, w->fcw, N, C, Fl, false, first);
+        linear_backward(m, m->dC, g->fcw, g->fcb, m->dbig, x, w->fcw, N, C, Fl, false, first);
         return;
     }
     float *dgate = m->dbig, *dup = m->dbig + (size_t)N * Fl;
     o->swiglu_backward(dgate, dup, m->dbig, a->fch, a->fcu, (size_t)N * Fl);
-    linear_backward(m, m->dC, g->gatew, g->gateb, dgate, a->ln2, w->gatew, N, C, Fl, false, first);
-    linear_backward(m, m->dC, g->fcw, g->fcb, dup, a->ln2, w->fcw, N, C, Fl, true, first);
+    linear_backward(m, m->dC, g->gatew, g->gateb, dgate, x, w->gatew, N, C, Fl, false, first);
+    linear_backward(m, m->dC, g->fcw, g->fcb, dup, x, w->fcw, N, C, Fl, true, first);
 }
 
 void gpt_embed(gpt_t *m, const gpt_pass_t *pass, const int *tokens, int B, int T) {
@@ -993,49 +1084,51 @@ void gpt_embed(gpt_t *m, const gpt_pass_t *pass, const int *tokens, int B, int T
     m->ops->to_device(sl->tokens, tokens, (size_t)B * T * sizeof(int));
     need_weights(m, GPT_UNIT_EMBED, m->first_layer < m->end_layer ? m->first_layer : GPT_UNIT_NONE);
     /* vocab-parallel: each rank adds the rows it owns; rank 0 adds the positions (if learned) */
-    m->ops->embed_forward_w(sl->input, sl->tokens, m->gw.wte, m->gw.wpe, m->wtype, B, T, m->C,
-                            m->v_start, m->Vl, m->learned_pos && m->par.tp_rank == 0);
-    tp_sum(m, sl->input, (size_t)B * T * m->C);
+    m->ops->embed_forward_w(row_out(m, sl->input), sl->tokens, m->gw.wte, m->gw.wpe, m->wtype, B,
+                            T, m->C, m->v_start, m->Vl, m->learned_pos && m->par.tp_rank == 0);
+    row_reduce(m, sl->input, B * T);
     gpt_dropout(m, REG_EMBD, 0, B, T, sl->input, sl->input);
-    store(m, sl->input, (size_t)B * T * m->C);
+    store(m, sl->input, gpt_stage_floats(m, B, T));
 }
 
 /* One pre-norm block: res2 = res_in + attn(ln1(res_in)); res3 = res2 + mlp(ln2(res2)). */
 static void block_forward(gpt_t *m, int l, gpt_layer_acts_t *a, const float *res_in, int B,
                           int T) {
     const ops_t *o = m->ops;
-    const int N = B * T, C = m->C, Fl = m->Fl, Cl = m->NHl * m->hs;
+    const int N = B * T, Nl = sp_rows(m, N), C = m->C, Fl = m->Fl, Cl = m->NHl * m->hs;
     /* the next block this rank needs: the one after in a forward, the one before when the
      * forward is re-run inside the backward (recomputation) */
     const int next = m->recomputing ? l - 1 : l + 1;
     need_weights(m, l, next >= m->first_layer && next < m->end_layer ? next : GPT_UNIT_NONE);
     const gpt_layer_w_t w = m->lw[l];
-    norm_forward(m, a->ln1, a->ln1_mean, a->ln1_rstd, res_in, w.ln1w, w.ln1b, N);
-    store(m, a->ln1, (size_t)N * C);
-    qkv_forward(m, a, &w, B, T);
+    norm_forward(m, a->ln1, a->ln1_mean, a->ln1_rstd, res_in, w.ln1w, w.ln1b, Nl);
+    store(m, a->ln1, (size_t)Nl * C);
+    qkv_forward(m, a, sp_gather_to(m, m->sp_ln, a->ln1, N), &w, B, T); /* all N rows */
     attention_stored(m, l, a, B, T);
-    o->matmul_forward_w(a->res2, a->atty, w.projw, m->wtype, tp_bias(m, w.projb), N, Cl, C);
-    tp_sum(m, a->res2, (size_t)N * C);
+    o->matmul_forward_w(row_out(m, a->res2), a->atty, w.projw, m->wtype, tp_bias(m, w.projb), N,
+                        Cl, C);
+    row_reduce(m, a->res2, N);
     gpt_dropout(m, REG_ATTN_OUT, l, B, T, a->res2, a->res2);
     /* res2 += res_in and ln2 = norm(res2), both stored */
     residual_norm_forward(m, a->res2, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, res_in, w.ln2w,
-                          w.ln2b, N);
+                          w.ln2b, Nl);
+    const float *ln2 = sp_gather_to(m, m->sp_ln, a->ln2, N); /* all N rows */
     /* a re-run for backward (recompute = 'full') needs nothing later; an MoE block's MLP keeps
      * its activations per slot, so its re-run ends here */
     const bool moe = is_moe(m, l);
     if (moe && !a->res3) return;
     if (moe) {
-        moe_forward(m->moe, l, a->moe, &w, a->ln2, B, T, a->res3);
+        moe_forward(m->moe, l, a->moe, &w, ln2, B, T, row_out(m, a->res3));
     } else {
-        mlp_in_forward(m, a, &w, N);
+        mlp_in_forward(m, a, ln2, &w, N);
         if (!a->res3) return;
-        o->matmul_forward_w(a->res3, a->fch_gelu, w.mprojw, m->wtype, tp_bias(m, w.mprojb), N, Fl,
-                            C);
+        o->matmul_forward_w(row_out(m, a->res3), a->fch_gelu, w.mprojw, m->wtype,
+                            tp_bias(m, w.mprojb), N, Fl, C);
     }
-    tp_sum(m, a->res3, (size_t)N * C);
+    row_reduce(m, a->res3, N);
     gpt_dropout(m, REG_MLP_OUT, l, B, T, a->res3, a->res3);
-    o->add(a->res3, a->res3, a->res2, (size_t)N * C);
-    store(m, a->res3, (size_t)N * C);
+    o->add(a->res3, a->res3, a->res2, (size_t)Nl * C);
+    store(m, a->res3, (size_t)Nl * C);
 }
 
 static const float *stage_output(const gpt_t *m, int s) {
@@ -1068,8 +1161,12 @@ static float head_forward(gpt_t *m, int s, const int *targets, int B, int T) {
     } else {
         need_weights(m, GPT_UNIT_FINAL, GPT_UNIT_NONE);
     }
-    norm_forward(m, m->lnf, m->lnf_mean, m->lnf_rstd, stage_output(m, s), m->gw.lnfw, m->gw.lnfb, N);
-    store(m, m->lnf, (size_t)N * m->C); /* the logits and the loss stay fp32 */
+    /* the head reads all N rows (gathered under sp): its vocab-parallel loss needs every row's
+     * logits of the rank's vocabulary shard */
+    norm_forward(m, my_rows(m, m->lnf, N), m->lnf_mean, m->lnf_rstd, stage_output(m, s),
+                 m->gw.lnfw, m->gw.lnfb, sp_rows(m, N));
+    store(m, my_rows(m, m->lnf, N), (size_t)sp_rows(m, N) * m->C); /* logits, loss stay fp32 */
+    sp_gather(m, m->lnf, N);
     o->matmul_forward_w(m->logits, m->lnf, m->tied ? m->gw.wte : m->gw.lm_head, m->wtype, NULL, N,
                         m->C, m->Vl);
     if (!targets) return 0.0f;
@@ -1110,9 +1207,9 @@ static void head_backward(gpt_t *m, int s, int B, int T, float dloss, bool first
                                   m->Vl, m->v_valid, m->v_start);
     o->matmul_backward_w(m->dC, m->tied ? m->gg.wte : m->gg.lm_head, NULL, m->logits, m->lnf,
                          m->tied ? m->gw.wte : m->gw.lm_head, m->wtype, N, C, m->Vl, false, first);
-    tp_sum(m, m->dC, (size_t)N * C);
-    norm_backward(m, sl->dout, m->gg.lnfw, m->gg.lnfb, m->dC, stage_output(m, s), m->gw.lnfw,
-                  m->lnf_mean, m->lnf_rstd, N, false, first);
+    const float *dn = col_grad(m, m->dC, m->dC2, N);
+    norm_backward_rows(m, sl->dout, m->gg.lnfw, m->gg.lnfb, dn, stage_output(m, s), m->gw.lnfw,
+                       m->lnf_mean, m->lnf_rstd, N, false, first);
     end_grads(m, GPT_UNIT_FINAL);
 }
 
@@ -1133,26 +1230,28 @@ static void block_backward(gpt_t *m, int l, gpt_layer_acts_t *a, const float *re
     first = first || m->grad_stage; /* staged: every micro-batch overwrites */
     const gpt_layer_w_t w = m->lw[l], g = m->lg[l];
     /* MLP: res3 = res2 + dropout(proj(act(fc(ln2(res2))))) (SwiGLU: act(gate(.), up(.))) */
-    const float *dmlp = gpt_dropout(m, REG_MLP_OUT, l, B, T, m->dC2, m->dres);
+    const float *dmlp = sp_gathered(m, gpt_dropout(m, REG_MLP_OUT, l, B, T, m->dC2, m->dres), N);
+    const float *ln2 = sp_gather_to(m, m->sp_ln, a->ln2, N); /* all N rows again */
     if (is_moe(m, l)) {
-        moe_backward(m->moe, l, a->moe, &w, &g, a->ln2, dmlp, B, T, first, m->dC);
+        moe_backward(m->moe, l, a->moe, &w, &g, ln2, dmlp, B, T, first, m->dC);
     } else {
         linear_backward(m, m->dbig, g.mprojw, g.mprojb, dmlp, a->fch_gelu, w.mprojw, N, Fl, C,
                         false, first);
-        mlp_in_backward(m, a, &w, &g, N, first);
+        mlp_in_backward(m, a, ln2, &w, &g, N, first);
     }
-    tp_sum(m, m->dC, (size_t)N * C); /* column-parallel input gradient: partial over tp */
-    norm_backward(m, m->dres, g.ln2w, g.ln2b, m->dC, a->res2, w.ln2w, a->ln2_mean, a->ln2_rstd,
-                  N, true, first);
+    /* column-parallel input gradient: partial over tp */
+    const float *dn = col_grad(m, m->dC, m->dC2, N);
+    norm_backward_rows(m, m->dres, g.ln2w, g.ln2b, dn, a->res2, w.ln2w, a->ln2_mean,
+                       a->ln2_rstd, N, true, first);
     /* attention: res2 = res_in + dropout(proj(attn(qkv(ln1(res_in))))) */
-    const float *dattn = gpt_dropout(m, REG_ATTN_OUT, l, B, T, m->dC, m->dres);
+    const float *dattn = sp_gathered(m, gpt_dropout(m, REG_ATTN_OUT, l, B, T, m->dC, m->dres), N);
     linear_backward(m, m->dC2, g.projw, g.projb, dattn, a->atty, w.projw, N, Cl, C, false,
                     first);
     attention_core_backward(m, l, a, B, T);
-    qkv_backward(m, a, &w, &g, B, T, first);
-    tp_sum(m, m->dC, (size_t)N * C);
-    norm_backward(m, m->dres, g.ln1w, g.ln1b, m->dC, res_in, w.ln1w, a->ln1_mean, a->ln1_rstd,
-                  N, true, first);
+    qkv_backward(m, sp_gather_to(m, m->sp_ln, a->ln1, N), &w, &g, B, T, first);
+    dn = col_grad(m, m->dC, m->dC2, N);
+    norm_backward_rows(m, m->dres, g.ln1w, g.ln1b, dn, res_in, w.ln1w, a->ln1_mean, a->ln1_rstd,
+                       N, true, first);
     end_grads(m, l);
 }
 
@@ -1211,8 +1310,8 @@ void gpt_stage_backward(gpt_t *m, const gpt_pass_t *pass, int B, int T, bool fir
     if (first && m->learned_pos) m->ops->zero(m->gg.wpe, params_find(&m->P, "wpe")->numel);
     if (first && !head_began) m->ops->zero(m->gg.wte, params_find(&m->P, "wte")->numel);
     gpt_dropout(m, REG_EMBD, 0, B, T, m->dres, m->dres);
-    m->ops->embed_backward(m->gg.wte, m->gg.wpe, m->dres, sl->tokens, B, T, m->C, m->v_start,
-                           m->Vl, m->learned_pos);
+    m->ops->embed_backward(m->gg.wte, m->gg.wpe, sp_gathered(m, m->dres, B * T), sl->tokens, B, T,
+                           m->C, m->v_start, m->Vl, m->learned_pos);
     end_grads(m, GPT_UNIT_EMBED);
 }
 
@@ -1266,6 +1365,11 @@ void gpt_logits_row(gpt_t *m, int b, int t, int T, float *out) {
     memcpy(out, full, (size_t)m->V * sizeof(float));
     xfree(local);
     xfree(full);
+}
+
+size_t gpt_stage_floats(const gpt_t *m, int B, int T) {
+    ASSERT(!m->sp || (B * T) % m->par.tp == 0); /* config/ checks seq_len against tp */
+    return (size_t)sp_rows(m, B * T) * m->C;
 }
 
 double gpt_flops_per_token(const gpt_t *m, int T) {

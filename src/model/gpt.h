@@ -9,6 +9,9 @@
  *   wte           vocab-parallel embedding (rows summed over tp) and vocab-parallel
  *                 cross-entropy (row max / sum-exp / target logit all-reduced: the full logits
  *                 are never gathered).
+ *   sequence parallelism (&parallel sequence_parallel, gpt_t sp): the residual stream, norms
+ *                 and dropout on the rank's N/tp token rows; all-gather before the column-
+ *                 parallel products, reduce-scatter after the row-parallel ones.
  * A pipeline stage holds layers [first_layer, end_layer) (or, interleaved, n_chunks such
  * chunks: gpt_pass_t chunk); the first stage embeds, the last runs
  * the head and the loss. `n_slots` micro-batches can be in flight at once (pipeline schedules),
@@ -180,6 +183,16 @@ typedef struct gpt {
     float *kv_grad;                   /* replicated k/v: one tensor's gradient [KV hs, C + 1]
                                          of a micro-batch, summed over tp */
     int v_start, v_valid;             /* first vocab id of the local shard, real ids in it */
+    /* sequence parallelism (&parallel sequence_parallel, tp > 1): the residual stream (stage
+     * input, res2, res3, dout), the norms (ln1, ln2 and their statistics) and dropout hold tp
+     * rank r's token rows [r N/tp, (r + 1) N/tp) of the micro-batch's N = B T; a norm's output
+     * is gathered to all N rows in sp_ln [N, C] before the column-parallel products (again in
+     * backward, for their weight gradients); the row-parallel products' partial sums go to
+     * sp_full [N, C] and are reduce-scattered, and a gradient into them is gathered there. The
+     * head's lnf (one buffer, not per slot) is kept gathered. norm_grad [2C]: a norm's weight
+     * (and bias) gradient of the local rows, summed over tp before it is added. */
+    bool sp;
+    float *sp_full, *sp_ln, *norm_grad;
     int first_layer, end_layer;       /* this stage's blocks (of the chunk in use) */
     bool has_embed, has_head;         /* ... and whether that chunk embeds / runs the head */
     /* interleaved pipeline: the stage holds n_chunks chunks of chunk_layers blocks (chunk c is
@@ -330,6 +343,10 @@ void gpt_stage_backward(gpt_t *m, const gpt_pass_t *pass, int B, int T, bool fir
  * are computed (first: overwritten, else accumulated), calling the pass's on_layer_done after each
  * block's. The head's gradients are computed with the loss (gpt_head) in either case. */
 void gpt_stage_weight_grad(gpt_t *m, const gpt_pass_t *pass, bool first);
+
+/* Floats of the tensor a stage sends to the next (and its gradient back): B T C, or under
+ * sequence parallelism the rank's B T / tp rows. */
+size_t gpt_stage_floats(const gpt_t *m, int B, int T);
 
 /* ---- whole model on one stage (pp = 1): training references, eval, generation ---- */
 /* Forward on inputs[B*T] (host); with targets returns the mean loss, without them leaves the

@@ -56,8 +56,13 @@ const float *gpt_dropout(gpt_t *m, int site, int layer, int B, int T, float *out
                          const float *in) {
     const float p = site == REG_EMBD ? m->reg.embd_p : m->reg.resid_p;
     if (!m->reg.training || p <= 0) return in;
-    const dropout_mask_t mk = mask_for(m, site, layer, p, B, T);
-    m->ops->dropout_apply(out, in, (size_t)B * T, m->C, &mk);
+    dropout_mask_t mk = mask_for(m, site, layer, p, B, T);
+    size_t rows = (size_t)B * T;
+    if (m->sp) { /* the residual stream's rows of this tp rank (gpt.h sp), keyed globally */
+        rows /= (size_t)m->par.tp;
+        mk.row0 += (uint64_t)m->par.tp_rank * rows;
+    }
+    m->ops->dropout_apply(out, in, rows, m->C, &mk);
     return out;
 }
 

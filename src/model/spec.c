@@ -79,6 +79,7 @@ model_spec_t model_spec_from_config(const config_t *cfg) {
                      : cfg->choice.recompute == CFG_RECOMPUTE_FULL    ? MODEL_RECOMPUTE_FULL
                                                                       : MODEL_RECOMPUTE_NONE,
         .recompute_layers = cfg->recompute_layers,
+        .sequence_parallel = cfg->sequence_parallel,
     };
     return s;
 }

@@ -56,6 +56,7 @@ typedef struct model_spec {
     model_storage_t weights_storage, activations_storage;
     model_recompute_t recompute;
     int recompute_layers;
+    bool sequence_parallel;      /* &parallel sequence_parallel (config/ checked tp > 1) */
 } model_spec_t;
 
 /* The spec of cfg (validated by config/: every choice is one of its values), read from its

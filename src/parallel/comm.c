@@ -229,6 +229,39 @@ void comm_allgatherv_float(float *x, const int *counts, const int *displs, const
     charge(kind, t0, (double)counts[g->rank] * sizeof(float));
 }
 
+/* Equal pieces of n floats per rank of g (counts and displacements, freed by the caller). */
+static int *equal_pieces(size_t n, const comm_group_t *g) {
+    int *c = xmalloc(2 * (size_t)g->size * sizeof(int));
+    for (int r = 0; r < g->size; r++) c[r] = as_count(n), c[g->size + r] = as_count(n * (size_t)r);
+    return c;
+}
+
+void comm_allgather_inplace(float *all, size_t n, const comm_group_t *g, comm_kind_t kind,
+                            const char *phase) {
+    if (g->size == 1) return;
+    int *c = equal_pieces(n, g);
+    comm_allgatherv_float(all, c, c + g->size, g, kind, phase);
+    xfree(c);
+}
+
+void comm_reduce_scatter_block_sum(const float *x, float *out, size_t n, const comm_group_t *g,
+                                   comm_kind_t kind, const char *phase) {
+    ASSERT(g->size > 1);
+    double t0 = enter(phase);
+    if (g->t) {
+        int *c = equal_pieces(n, g);
+        void *ev = g->t->reduce_scatter(g->ctx, x, out, c);
+        xfree(c);
+        watchdog_enter(phase, g->peers);
+        device_wait(g, ev);
+    } else {
+        watchdog_enter(phase, g->peers);
+        MPI_CHECK(MPI_Reduce_scatter_block(x, out, as_count(n), MPI_FLOAT, MPI_SUM, g->mpi));
+    }
+    watchdog_leave();
+    charge(kind, t0, (double)n * g->size * sizeof(float));
+}
+
 void comm_half_pieces(const int *counts, const int *displs, int n, int *fcounts, int *fdispls) {
     for (int r = 0; r < n; r++) {
         ASSERT(counts[r] % 2 == 0 && displs[r] % 2 == 0); /* whole floats */

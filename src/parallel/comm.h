@@ -75,6 +75,15 @@ void comm_ireduce_scatter_sum(const float *x, float *out, const int *counts, con
  * x + displs[r] (ZeRO parameter partitions). */
 void comm_allgatherv_float(float *x, const int *counts, const int *displs, const comm_group_t *g,
                            comm_kind_t kind, const char *phase);
+/* Blocking all-gather of equal pieces, in place: rank r's n floats are already at all + r n
+ * (sequence parallelism's gather of token rows before a column-parallel product). */
+void comm_allgather_inplace(float *all, size_t n, const comm_group_t *g, comm_kind_t kind,
+                            const char *phase);
+/* Blocking sum reduce-scatter of equal pieces: x[size n] from every rank summed, rank r keeps
+ * elements [r n, (r + 1) n) in out[n] (sequence parallelism, after a row-parallel product).
+ * The group has more than one rank. */
+void comm_reduce_scatter_block_sum(const float *x, float *out, size_t n, const comm_group_t *g,
+                                   comm_kind_t kind, const char *phase);
 /* The same for 16-bit elements (a 16-bit weights copy): counts and displs count 16-bit elements
  * and must be even (ZeRO's pieces are multiples of 16); the pieces travel as pairs packed in
  * floats, which every transport copies bit for bit. */

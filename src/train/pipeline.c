@@ -147,7 +147,7 @@ static void weight_grad(pipe_t *p, run_t *r, const sched_act_t *a) {
 
 static void run_action(pipe_t *p, run_t *r, const sched_act_t *a) {
     gpt_slot_t *sl = &p->m->slot[a->slot];
-    const size_t NC = (size_t)r->B * r->T * (size_t)p->m->C;
+    const size_t NC = gpt_stage_floats(p->m, r->B, r->T); /* sequence parallel: the rank's rows */
     comm_req_t req;
     wait_slot(p, a);
     switch (a->op) {

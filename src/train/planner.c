@@ -392,6 +392,24 @@ static void plan_print_schedule(const config_t *cfg, int accum) {
     sched_destroy(&s);
 }
 
+/* Sequence parallelism on: what it saves, the fullest rank's activations and workspace against
+ * the same plan without it. */
+static void plan_print_sp(const config_t *cfg, int mb, int accum, const mem_plan_t *w) {
+    if (!cfg->sequence_parallel) return;
+    config_t *off = xmalloc(sizeof *off);
+    *off = *cfg;
+    off->sequence_parallel = false;
+    mem_plan_t wo, co;
+    plan_worst(off, mb, accum, &wo, &co);
+    xfree(off);
+    printf("  sequence parallel on (tp %d): the residual stream, the norms and dropout hold "
+           "seq_len / tp = %d of each sequence's %d token rows per rank; fullest rank "
+           "activations %.2f MiB, workspace %.2f MiB (without sequence parallel: %.2f, %.2f)\n",
+           cfg->tp, cfg->seq_len / cfg->tp, cfg->seq_len,
+           w->bytes[MEM_ACTIVATIONS] / 1048576.0, w->bytes[MEM_WORKSPACE] / 1048576.0,
+           wo.bytes[MEM_ACTIVATIONS] / 1048576.0, wo.bytes[MEM_WORKSPACE] / 1048576.0);
+}
+
 bool plan_print(const config_t *cfg, double limit, int ranks_per_node) {
     int mb = cfg->micro_batch;
     if (mb == 0) mb = plan_auto_micro_batch(cfg, limit);
@@ -414,6 +432,7 @@ bool plan_print(const config_t *cfg, double limit, int ranks_per_node) {
     snprintf(title, sizeof title, "  the fullest rank (tp %d, pp stage %d):", w.tp_rank, w.pp_rank);
     print_categories(title, &w);
     plan_print_logits(cfg, mb);
+    plan_print_sp(cfg, mb, accum, &w);
     if (cfg->device_memory)
         printf("  device = 'cuda': the categories are device memory; beside it in host memory "
                "(batches, transient copies%s) %.1f MiB on the fullest rank\n",

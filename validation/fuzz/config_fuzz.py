@@ -122,7 +122,7 @@ DRAWN = {
              "init_std init_depth_scaled n_experts top_k moe_every d_ff_expert capacity_factor "
              "drop_policy router_noise aux_loss_coef z_loss_coef n_shared_experts router",
     "parallel": "dp tp pp ep schedule virtual_stages zero_stage zero3_resident recompute "
-                "recompute_layers bucket_mb",
+                "recompute_layers bucket_mb sequence_parallel",
     "train": "max_steps global_batch micro_batch lr min_lr warmup_steps lr_schedule decay_fraction "
              "weight_decay beta1 beta2 eps grad_clip label_smoothing z_loss precision offload "
              "bf16_products weights_storage activations_storage loss_scale initial_loss_scale "
@@ -462,6 +462,8 @@ def construct(rng, f, schema, generic):
         p["zero_stage"] = f["zero"]
         if f["zero"] == 3 and rng.random() < 0.4:
             p["zero3_resident"] = True
+    if f["tp"] > 1 and rng.random() < 0.5:
+        p["sequence_parallel"] = True  # every drawn seq_len (and stage seq_len) divides by tp
     if f["recompute"] != "none":
         p["recompute"] = f["recompute"]
         if rng.random() < 0.4:
@@ -780,7 +782,8 @@ def serial_overrides(draw):
     """The 1-rank reference of I1: the same model, data and batches, dp = tp = pp = ep = 1."""
     ov = {("parallel", k): v for k, v in (("dp", 1), ("tp", 1), ("pp", 1))}
     ov.update({("parallel", "ep"): None, ("parallel", "schedule"): None, ("parallel", "virtual_stages"): None,
-               ("parallel", "zero_stage"): None, ("parallel", "zero3_resident"): None})
+               ("parallel", "zero_stage"): None, ("parallel", "zero3_resident"): None,
+               ("parallel", "sequence_parallel"): None})  # refused with tp = 1
     return ov
 
 
@@ -879,7 +882,8 @@ def check_generate(ctx, draw, grid, ranks, steps_n, rng):
     temp, top_k = rng.choice([(0.0, 0), (0.8, 0), (0.8, 20), (1.0, 5)])
     ov = {("run", "mode"): "generate", ("run", "init_from"): w, ("run", "prompt_ids"): prompt,
           ("run", "max_new_tokens"): n_new, ("run", "temperature"): temp, ("run", "top_k"): top_k,
-          ("checkpoint", "every"): None}
+          ("checkpoint", "every"): None,
+          ("parallel", "sequence_parallel"): None}  # generation refuses it (prompts of any length)
     pp = draw.get("parallel", "pp", 1)
     on_pp1 = pp > 1 and rng.random() < 0.5
     if on_pp1:
