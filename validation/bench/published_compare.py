@@ -26,7 +26,6 @@ Exit 0; 2 on bad input (a namelist without its `!@` keys, a page without the mar
 import argparse
 import glob
 import json
-import math
 import os
 import subprocess
 import sys
