@@ -274,6 +274,7 @@ typedef struct config {
     int striping_factor;    /* Lustre: OSTs per checkpoint file (0 = file system default) */
     int striping_unit;      /* Lustre: stripe size in bytes (0 = default) */
     double ckpt_staging_mb; /* the staging buffer of sharded checkpoint I/O, MiB */
+    bool ckpt_async;        /* key 'async': periodic saves written by a background thread */
 
     /* &log */
     int log_every;          /* key 'every' */

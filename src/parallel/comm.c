@@ -120,10 +120,16 @@ static int as_count(size_t n) {
     return (int)n;
 }
 
+/* Set on a helper thread that makes collectives of its own (comm_thread_unwatched): the
+ * watchdog, the timeline and the per-kind counts belong to the main thread. */
+static _Thread_local bool unwatched;
+
+void comm_thread_unwatched(void) { unwatched = true; }
+
 /* Every timed call begins with enter (a timeline phase and the start time) and ends with
  * charge or unwatch. */
 static double enter(const char *name) {
-    prof_begin(PROF_COMM, name, -1, -1);
+    if (!unwatched) prof_begin(PROF_COMM, name, -1, -1);
     return now_sec();
 }
 
@@ -369,10 +375,11 @@ void comm_allgather_float(const float *mine, int n, float *all, const comm_group
 /* ---- setup and bookkeeping collectives ---------------------------------------------------- */
 
 static void watch(const char *phase, MPI_Comm comm) {
-    watchdog_enter(phase, watchdog_peers_of(comm, ""));
+    if (!unwatched) watchdog_enter(phase, watchdog_peers_of(comm, ""));
 }
 
 static void unwatch(double t0) {
+    if (unwatched) return;
     watchdog_leave();
     stats.seconds[COMM_OTHER] += now_sec() - t0;
     stats.calls[COMM_OTHER]++;

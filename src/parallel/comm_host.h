@@ -23,6 +23,11 @@ MPI_Comm comm_group_mpi(const comm_group_t *g);
 const char *comm_group_peers(const comm_group_t *g);
 
 /* ---- setup and bookkeeping collectives ------------------------------------------------------ */
+/* The calling thread is a helper with a communicator of its own (train/ckpt_async's background
+ * checkpoint writer): its collectives below are made but neither watched (the watchdog has one
+ * writer, the main thread, which watches its own wait for the helper instead), put on the
+ * timeline nor counted in comm_stats. Needs MPI_THREAD_MULTIPLE. */
+void comm_thread_unwatched(void);
 void comm_barrier(MPI_Comm comm, const char *phase);
 void comm_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm,
                 const char *phase);

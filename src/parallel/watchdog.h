@@ -12,8 +12,8 @@
  *   llmtrain: watchdog: rank 3 waited 61.2 s in 'dp all-reduce' at step 17 for dp group ranks
  *   1,3,5,7 (timeout_s = 60): a peer is dead or hung; ending the job
  * to stderr and ends the process with _exit(LLMT_EXIT_HANG); the launcher then ends the other
- * ranks. The thread never calls MPI (MPI is initialised with MPI_THREAD_FUNNELED: only the main
- * thread may).
+ * ranks. The thread never calls MPI (of llmtrain's threads only the main thread and the
+ * background checkpoint writer do, the latter unwatched: comm_thread_unwatched).
  *
  * One writer: only the thread that called watchdog_start (the main thread) may call
  * enter/leave/set_step. Waits nest: an enter inside a wait in progress (a collective inside a

@@ -24,6 +24,7 @@
 #include "io/checkpoint.h"
 #include "parallel/comm_host.h"
 #include "parallel/watchdog.h"
+#include "train/ckpt_async.h"
 #include "train/ckpt_memory.h"
 #include "train/flat.h"
 #include "train/rundir.h"
@@ -265,17 +266,17 @@ static void prune(rundir_t *rd, const char *dir, int keep, long long just_writte
     fsync_dir_of(path);
 }
 
-static void report_failed_save(ckpt_ctx_t *ck, const char *why, const char *msg) {
+void ckpt_save_failed(ckpt_ctx_t *ck, const ckpt_save_t *s, const char *msg) {
     char esc[2048];
     if (world_rank() == 0) {
-        fprintf(stderr, "llmtrain: error: checkpoint at step %lld (%s) not written: %s; earlier "
-                "checkpoints are intact%s\n", (long long)ck->prog->step, why, msg,
-                strcmp(why, "every") == 0 ? "; training goes on" : "");
+        fprintf(stderr, "llmtrain: error: checkpoint at step %lld (%s) not written: %s%s; earlier "
+                "checkpoints are intact%s\n", (long long)s->step, s->why, msg,
+                s->async ? " (a background write)" : "", strcmp(s->why, "every") == 0 ? "; training goes on" : "");
         fflush(stderr);
     }
     json_escape(esc, sizeof esc, msg);
-    metrics_write(ck->metrics, "\"step\":%lld,\"checkpoint\":\"%s\",\"failed\":true,\"error\":\"%s\"",
-                  (long long)ck->prog->step, why, esc);
+    metrics_write(ck->metrics, "\"step\":%lld,\"checkpoint\":\"%s\",\"failed\":true,\"async\":%s,"
+                  "\"error\":\"%s\"", (long long)s->step, s->why, s->async ? "true" : "false", esc);
 }
 
 /* The model the namelist describes, for the files' attributes and the checks on load. */
@@ -294,7 +295,7 @@ int ckpt_owner(const grid_t *g) {
 
 /* The tensors a rank writes within its partition: the expert tensors it holds, and the dense
  * ones unless another ep rank holds the same (with expert parallelism ep rank 0 writes them). */
-static int save_owner(const zero_t *z) {
+int ckpt_save_owner(const zero_t *z) {
     return CKPT_OWNS_EXPERTS | (z->ep <= 1 || z->rank_ep == 0 ? CKPT_OWNS_DENSE : 0);
 }
 
@@ -309,7 +310,7 @@ static int write_sharded(ckpt_ctx_t *ck, const char *path, MPI_Info info, const 
     float *staging = staging_alloc(ck, z->hi - z->lo, &floats);
     flat_io_t f = {.z = z, .opt = ck->opt, .m = ck->model, .ops = ck->ops};
     ckpt_io_t io;
-    flat_save_io(&io, &f, save_owner(z), staging, floats);
+    flat_save_io(&io, &f, ckpt_save_owner(z), staging, floats);
     const char *what = st ? "checkpoint write" : "weights write";
     watchdog_enter_for(what, "all ranks", ck->cfg->io_timeout_s);
     prof_begin(PROF_CHECKPOINT, what, -1, -1);
@@ -339,61 +340,84 @@ static int save_sharded(ckpt_ctx_t *ck, const char *path, const ckpt_meta_t *met
 
 int ckpt_write_weights_sharded(ckpt_ctx_t *ck, const char *path, const ckpt_meta_t *meta, char *msg,
                                size_t len) {
+    ckpt_async_wait(ck); /* HDF5 is the background writer's until it is done */
     double written, sampled;
     return write_sharded(ck, path, MPI_INFO_NULL, meta, NULL, &written, &sampled, msg, len);
 }
 
-int ckpt_write_now(ckpt_ctx_t *ck, const char *why) {
-    const config_t *cfg = ck->cfg;
+int ckpt_save_prepare(ckpt_ctx_t *ck, const char *why, ckpt_save_t *s) {
+    memset(s, 0, sizeof *s);
+    s->why = why;
+    s->step = ck->prog->step;
+    ckpt_name(s->path, sizeof s->path, ck->rd->ckpt_dir, (long long)s->step);
+    char msg[COMM_MSG_MAX + 64];
+    if (!ckpt_reserve_space(ck->rd->ckpt_dir, ckpt_file_bytes(&ck->model->P.ckpt, true), msg, sizeof msg)) {
+        ckpt_save_failed(ck, s, msg);
+        return -1;
+    }
+    s->meta = model_meta(ck);
+    s->st = (ckpt_state_t){.tokens_seen = ck->prog->tokens_seen, .sample_pos = ck->prog->sample_pos,
+                           .adam_t = ck->opt->t, .skipped = ck->prog->skipped,
+                           .global_batch = *ck->global_batch, .loss_scale = ck->scaler->scale,
+                           .grid_dp = ck->grid->dp, .grid_tp = ck->grid->tp, .grid_pp = ck->grid->pp,
+                           .ls_growth = ck->scaler->growth_tracker,
+                           .ls_hysteresis = ck->scaler->hysteresis_tracker,
+                           .ls_overflows = ck->scaler->overflows, .has_scaler = 1,
+                           .save_seq = ck->rd->last_seq + 1, .parent_seq = ck->rd->parent_seq,
+                           .parent_step = ck->rd->parent_step};
+    curric_save_state(ck->curric, &s->st);
+    return 0;
+}
+
+void ckpt_save_commit(ckpt_ctx_t *ck, const ckpt_save_t *s) {
     const char *dir = ck->rd->ckpt_dir;
-    char path[PATH_LEN], msg[COMM_MSG_MAX + 64];
-    ckpt_name(path, sizeof path, dir, (long long)ck->prog->step);
-    const double need = ckpt_file_bytes(&ck->model->P.ckpt, true);
-    if (!ckpt_reserve_space(dir, need, msg, sizeof msg)) {
-        report_failed_save(ck, why, msg);
-        return -1;
-    }
-    ckpt_meta_t meta = model_meta(ck);
-    ckpt_state_t st = {.tokens_seen = ck->prog->tokens_seen, .sample_pos = ck->prog->sample_pos, .adam_t = ck->opt->t,
-                       .skipped = ck->prog->skipped, .global_batch = *ck->global_batch,
-                       .loss_scale = ck->scaler->scale, .grid_dp = ck->grid->dp, .grid_tp = ck->grid->tp,
-                       .grid_pp = ck->grid->pp, .ls_growth = ck->scaler->growth_tracker,
-                       .ls_hysteresis = ck->scaler->hysteresis_tracker, .ls_overflows = ck->scaler->overflows,
-                       .has_scaler = 1, .save_seq = ck->rd->last_seq + 1, .parent_seq = ck->rd->parent_seq,
-                       .parent_step = ck->rd->parent_step};
-    curric_save_state(ck->curric, &st);
-    double t0 = now_sec(), written = 0, peak[2];
-    int rc = save_sharded(ck, path, &meta, &st, &written, peak, msg, sizeof msg);
-    double dt = now_sec() - t0;
-    if (rc != 0) {
-        report_failed_save(ck, why, msg);
-        return -1;
-    }
-    ck->prog->last_ckpt_step = ck->prog->step;
-    ck->rd->last_seq = st.save_seq; /* the next save continues from this one */
-    ck->rd->parent_seq = st.save_seq;
-    ck->rd->parent_step = ck->prog->step;
+    ck->prog->last_ckpt_step = s->step;
+    ck->rd->last_seq = s->st.save_seq; /* the next save continues from this one */
+    ck->rd->parent_seq = s->st.save_seq;
+    ck->rd->parent_step = s->step;
     for (int i = 0; i < ck->rd->n_refused; i++) /* a refused file of this step was replaced */
-        if (ck->rd->refused_step[i] == (long long)ck->prog->step) ck->rd->refused_step[i] = -1;
-    deadline_note_save(ck->deadline, dt);
-    snprintf(ck->prog->last_ckpt_path, sizeof ck->prog->last_ckpt_path, "%s", path);
+        if (ck->rd->refused_step[i] == (long long)s->step) ck->rd->refused_step[i] = -1;
+    deadline_note_save(ck->deadline, s->write_s);
+    snprintf(ck->prog->last_ckpt_path, sizeof ck->prog->last_ckpt_path, "%s", s->path);
+    const double mib = s->written / 1048576.0, rate = s->write_s > 0 ? mib / s->write_s : 0;
     if (world_rank() == 0) {
-        const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+        const char *base = strrchr(s->path, '/') ? strrchr(s->path, '/') + 1 : s->path;
         if (write_latest(dir, base) != 0)
             fprintf(stderr, "llmtrain: warning: checkpoint %s written, but the 'latest' pointer "
                     "could not be updated: %s (resume = 'auto' still finds the newest file)\n",
-                    path, strerror(errno));
-        prune(ck->rd, dir, cfg->ckpt_keep, (long long)ck->prog->step);
-        printf("checkpoint: step %lld (%s) -> %s: %.1f MiB in %.2f s (%.0f MiB/s); peak memory %.0f "
-               "MiB during the save, %.0f MiB in training\n", (long long)ck->prog->step, why, path,
-               written / 1048576.0, dt, written / 1048576.0 / dt, peak[1], peak[0]);
+                    s->path, strerror(errno));
+        prune(ck->rd, dir, ck->cfg->ckpt_keep, (long long)s->step);
+        printf("checkpoint: step %lld (%s) -> %s: %.1f MiB in %.2f s (%.0f MiB/s%s); training "
+               "stalled %.3f s; peak memory %.0f MiB during the save, %.0f MiB in training\n",
+               (long long)s->step, s->why, s->path, mib, s->write_s, rate,
+               s->async ? ", in the background" : "", s->stall_s, s->peak[1], s->peak[0]);
         fflush(stdout);
     }
     comm_barrier(MPI_COMM_WORLD, "checkpoint housekeeping");
     metrics_write(ck->metrics, "\"step\":%lld,\"checkpoint\":\"%s\",\"ckpt_s\":%.4f,"
-                  "\"ckpt_mib\":%.3f,\"save_peak_rss_mib\":%.1f,\"train_peak_rss_mib\":%.1f,"
-                  "\"staging_mib\":%.3f", (long long)ck->prog->step, why, dt, written / 1048576.0,
-                  peak[1], peak[0], (double)ck->staging_floats * sizeof(float) / 1048576.0);
+                  "\"ckpt_mib\":%.3f,\"async\":%s,\"stall_s\":%.4f,\"write_s\":%.4f,\"mib_per_s\":%.1f,"
+                  "\"save_peak_rss_mib\":%.1f,\"train_peak_rss_mib\":%.1f,\"staging_mib\":%.3f",
+                  (long long)s->step, s->why, s->write_s, mib, s->async ? "true" : "false", s->stall_s,
+                  s->write_s, rate, s->peak[1], s->peak[0],
+                  (double)ck->staging_floats * sizeof(float) / 1048576.0);
+}
+
+int ckpt_write_now(ckpt_ctx_t *ck, const char *why) {
+    const double t0 = now_sec();
+    ckpt_async_wait(ck); /* the previous save first: nothing overtakes it */
+    ckpt_save_t s;
+    if (ckpt_save_prepare(ck, why, &s) != 0) return -1;
+    if (ck->async && strcmp(why, "every") == 0) return ckpt_async_start(ck, &s, t0);
+    char msg[COMM_MSG_MAX + 64];
+    const double t1 = now_sec();
+    int rc = save_sharded(ck, s.path, &s.meta, &s.st, &s.written, s.peak, msg, sizeof msg);
+    s.write_s = now_sec() - t1;
+    s.stall_s = now_sec() - t0;
+    if (rc != 0) {
+        ckpt_save_failed(ck, &s, msg);
+        return -1;
+    }
+    ckpt_save_commit(ck, &s);
     return 0;
 }
 
@@ -663,6 +687,7 @@ void ckpt_resume_apply(ckpt_ctx_t *ck, ckpt_resumed_t *res) {
 }
 
 int ckpt_rollback(ckpt_ctx_t *ck, char *msg, size_t len) {
+    ckpt_async_wait(ck); /* the newest checkpoint may be one being written */
     const params_t *P = &ck->model->P;
     ckpt_resumed_t res;
     memset(&res, 0, sizeof res);
@@ -672,108 +697,3 @@ int ckpt_rollback(ckpt_ctx_t *ck, char *msg, size_t len) {
     if (rc == 0) apply_loaded(ck, &res);
     return rc;
 }
-
-/* ---------------------------------------------------------------- stop signals */
-
-/* Set by the handler on whichever thread took the signal, read by the main thread: a lock-free
- * atomic (async-signal-safe), not a volatile. */
-static atomic_int stop_signal = 0;
-
-/* The thread that installed the handlers (main), which the SIGTERM handler wakes. */
-static pthread_t main_thread;
-
-/* After SIGTERM the launcher may stop reading our output: Open MPI's mpirun does as soon as it is
- * told to terminate, and a rank whose next step line meets a full pipe would block there until
- * it is killed, its checkpoint unwritten. So stdout and stderr stop blocking (fcntl is
- * async-signal-safe): a line nobody reads any more is dropped, the checkpoint and
- * metrics.jsonl (files) are complete. A write already blocked on the pipe does not see the flag:
- * the main thread gets SIGURG (pthread_kill is async-signal-safe), whose empty handler, installed
- * without SA_RESTART, ends that write with EINTR. SIGUSR1 leaves the output alone: mpirun
- * forwards it and goes on reading. */
-static void on_stop_signal(int sig) {
-    int saved = errno;
-    atomic_store_explicit(&stop_signal, sig, memory_order_relaxed);
-    if (sig == SIGTERM) {
-        for (int fd = 1; fd <= 2; fd++) {
-            int flags = fcntl(fd, F_GETFL);
-            if (flags >= 0) fcntl(fd, F_SETFL, flags | O_NONBLOCK);
-        }
-        pthread_kill(main_thread, SIGURG);
-    }
-    errno = saved;
-}
-
-static void on_wake(int sig) { (void)sig; }
-
-static void stop_set(sigset_t *set) {
-    sigemptyset(set);
-    sigaddset(set, SIGUSR1);
-    sigaddset(set, SIGTERM);
-}
-
-/* The one thread that takes the stop signals: it only waits, so the handler's frame lands on a
- * stack nobody computes on. */
-static void *signal_thread_main(void *arg) {
-    (void)arg;
-    for (;;) pause();
-    return NULL;
-}
-
-/* The main thread's alternate signal stack, for SIGURG: a wake-up may arrive in a GEMM. */
-static void main_thread_signal_stack(void) {
-    static char *stack;
-    long size = 64 * 1024;
-#ifdef _SC_SIGSTKSZ
-    const long need = sysconf(_SC_SIGSTKSZ); /* AVX-512 / AMX state makes frames large */
-    if (need > size / 4) size = 4 * need;
-#endif
-    if (!stack) stack = xrealloc_small(NULL, (size_t)size);
-    stack_t ss = {.ss_sp = stack, .ss_size = (size_t)size, .ss_flags = 0};
-    SYS_CHECK(sigaltstack(&ss, NULL));
-}
-
-/* A signal handler must not run on a thread's own stack while that thread is inside a GEMM. The
- * kernel writes the signal frame just below the interrupted stack pointer (past the 128-byte
- * red zone), and oneDNN 2.6's JIT sgemm keeps live data there: a SIGUSR1 arriving mid-product
- * corrupted the heap ("corrupted size vs. prev_size": the rank aborted with 134 instead of
- * checkpointing, 2 runs in 8 of run_directory.sh, and within seconds under a signal storm,
- * validation/unit/test_stop_signals.c). So the main thread blocks the stop signals before it
- * starts any thread (OpenMP workers, the watchdog, the heartbeat inherit the mask, also those
- * the OpenMP runtime creates later) and one idle thread takes them instead (threads Open MPI
- * started inside MPI_Init may take them too: they never run a GEMM). The one signal the main
- * thread takes, SIGURG (a wake-up from that handler), runs on its alternate stack. */
-void stop_signals_install(void) {
-    main_thread = pthread_self();
-    main_thread_signal_stack();
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_wake;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_ONSTACK; /* no SA_RESTART: the point is the EINTR */
-    SYS_CHECK(sigaction(SIGURG, &sa, NULL));
-    sa.sa_handler = on_stop_signal;
-    sa.sa_flags = SA_RESTART;
-    SYS_CHECK(sigaction(SIGUSR1, &sa, NULL));
-    SYS_CHECK(sigaction(SIGTERM, &sa, NULL));
-    /* A file-size limit (ulimit -f) makes write() fail with EFBIG, which a save reports and
-     * survives; the default action of SIGXFSZ would kill the rank instead. */
-    signal(SIGXFSZ, SIG_IGN);
-    sigset_t stop, takes;
-    stop_set(&stop);
-    PTHREAD_CHECK(pthread_sigmask(SIG_BLOCK, &stop, &takes));
-    sigdelset(&takes, SIGUSR1); /* the caller's mask, the stop signals open */
-    sigdelset(&takes, SIGTERM);
-    static pthread_t signal_thread; /* never joined: it waits until the process ends */
-    thread_start_masked(&signal_thread, signal_thread_main, NULL, &takes, "stop-signal thread");
-}
-
-int stop_signal_received(void) { return atomic_load_explicit(&stop_signal, memory_order_relaxed); }
-
-int stop_pending(MPI_Comm world, int also) {
-    const int got = stop_signal_received();
-    int sig = got > also ? got : also;
-    comm_allreduce(&sig, 1, MPI_INT, MPI_MAX, world, "stop-signal check");
-    return sig;
-}
-
-int stop_signal_pending(MPI_Comm world) { return stop_pending(world, 0); }

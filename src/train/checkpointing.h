@@ -16,7 +16,8 @@
  * its first save): step 0 in that lineage. resume = path loads exactly that file (any problem:
  * exit 2). The choice is made before the model exists, so the global
  * batch of the file actually used sets the batch geometry.
- * Also owns the SIGUSR1/SIGTERM flag. Works on the trainer's state through ckpt_ctx_t (the parts a
+ * Periodic saves (&checkpoint async) are written by a background thread: train/ckpt_async.
+ * The SIGUSR1/SIGTERM flag is train/stop_signals (included here for the trainer). Works on the trainer's state through ckpt_ctx_t (the parts a
  * checkpoint holds or a save touches), never on the trainer itself. Uses: train/flat,
  * train/curriculum, train/optimizer, train/zero, train/loss_scale, train/deadline, train/rundir,
  * io/checkpoint, io/metrics, parallel/comm. Used by: train/trainer, main. */
@@ -35,6 +36,7 @@
 #include "train/loss_scale.h"
 #include "train/optimizer.h"
 #include "train/rundir.h"
+#include "train/stop_signals.h"
 #include "train/zero.h"
 
 /* Where training stands: what a checkpoint records of the run's progress and a resume or a
@@ -69,6 +71,9 @@ typedef struct ckpt_ctx {
     ckpt_progress_t *prog;
     size_t staging_floats;      /* &checkpoint staging_mb, in floats (ckpt_staging_setup) */
     double train_peak_mib;      /* the largest resident size of any rank in training so far */
+    struct ckpt_async *async;   /* the background writer (train/ckpt_async), NULL: every save
+                                   synchronous (&checkpoint async = .false., or no
+                                   MPI_THREAD_MULTIPLE) */
 } ckpt_ctx_t;
 
 /* Collective: &checkpoint staging_mb checked against this rank's tensors (one row of the widest)
@@ -78,12 +83,40 @@ void ckpt_staging_setup(ckpt_ctx_t *ck);
 
 
 /* Write a checkpoint of the current step; `why` appears in the log and metrics ("every",
- * "final", "signal"). Returns 0, or -1 after reporting why it could not be written (on stderr
- * and as a metrics record; nothing earlier is lost). */
+ * "final", "signal"). A write still in flight is waited for first. Returns 0, or -1 after
+ * reporting why it could not be written (on stderr and as a metrics record; nothing earlier is
+ * lost). With the background writer (ck->async) a periodic save ("every") returns 0 once its
+ * snapshot is taken: its outcome is reported when it completes (train/ckpt_async.h). */
 int ckpt_write_now(ckpt_ctx_t *ck, const char *why);
+/* One save, from its decision to its outcome (shared with train/ckpt_async). */
+typedef struct ckpt_save {
+    char path[700];
+    const char *why;            /* "every", "final", "signal", "time limit" */
+    int64_t step;
+    bool async;                 /* written by the background thread */
+    ckpt_meta_t meta;
+    ckpt_state_t st;            /* the run's state at the step, as the file records it */
+    double written;             /* bytes of tensor data */
+    double stall_s;             /* the step's wait: the previous write, the space check, the
+                                   snapshot (synchronous: the whole save) */
+    double write_s;             /* the write itself, file created to file verified */
+    double peak[2];             /* the largest resident size of any rank in training, in the save */
+} ckpt_save_t;
+/* Collective: the file name, meta and state of a save of the current step, after the space check
+ * (0); or -1 after reporting why not (ckpt_save_failed). */
+int ckpt_save_prepare(ckpt_ctx_t *ck, const char *why, ckpt_save_t *s);
+/* Collective: a save written and verified becomes the newest: `latest`, pruning, the run's
+ * history, the line on stdout and the metrics record (stall_s, write_s, mib_per_s). */
+void ckpt_save_commit(ckpt_ctx_t *ck, const ckpt_save_t *s);
+/* A save that failed: the message (rank 0) and a metrics record; nothing else changes. */
+void ckpt_save_failed(ckpt_ctx_t *ck, const ckpt_save_t *s, const char *msg);
+
 /* What this rank's replica writes of a checkpoint (io/checkpoint.h CKPT_OWNS_*): the dense
  * tensors on dp rank 0, the expert tensors on every ep rank's first replica. */
 int ckpt_owner(const grid_t *g);
+/* What a rank writes within its ZeRO partition (io/checkpoint.h CKPT_OWNS_*): the expert tensors
+ * it holds, and the dense ones unless another ep rank holds the same. */
+int ckpt_save_owner(const zero_t *z);
 /* Collective: whether `need` bytes can be written in dir right now (free space, then a real
  * allocation, which also meets quotas and file-size limits); 0 with the reason in msg if not.
  * Checkpoints and weights files call it before any HDF5 call. */
@@ -120,18 +153,4 @@ int ckpt_write_weights_sharded(ckpt_ctx_t *ck, const char *path, const ckpt_meta
  * before anything is applied). */
 int ckpt_rollback(ckpt_ctx_t *ck, char *msg, size_t len);
 
-/* SIGUSR1 / SIGTERM: remembered from the moment main installs the handlers (setup included),
- * acted on at the next step boundary by every rank together. Call before any thread is
- * started: the calling thread, and every thread it starts from then on, block the two signals,
- * and one idle thread takes them (a handler must never interrupt a GEMM; see the .c). A
- * program it runs (popen) inherits them blocked. */
-void stop_signals_install(void);
-/* The stop signal this process has received (SIGUSR1 / SIGTERM), 0 if none; not collective. */
-int stop_signal_received(void);
-/* Collective (watched): whether any rank received a stop signal (and which). 0 if none. */
-int stop_signal_pending(MPI_Comm world);
-/* The same check with another reason to stop from this rank (STOP_TIME_LIMIT, or 0): the
- * largest reason of any rank wins, and every rank gets it. */
-#define STOP_TIME_LIMIT 1000
-int stop_pending(MPI_Comm world, int also);
 #endif

@@ -14,6 +14,7 @@
 #include "io/checkpoint.h"
 #include "parallel/comm_host.h"
 #include "parallel/watchdog.h"
+#include "train/ckpt_async.h"
 #include "train/flat.h"
 
 /* A weights file weights_<tag>.h5 in the run directory (space-checked, watched with the I/O
@@ -74,6 +75,7 @@ static int stop_for_signal(trainer_t *tr, int sig, const char *when) {
                  tr->deadline.source, deadline_margin(&tr->deadline));
     else
         snprintf(what, sizeof what, "received %s%s", name, when);
+    ckpt_async_wait(&tr->ckpt); /* a write in flight is finished (and is the newest) first */
     const bool untrained = tr->prog.step == 0 && tr->prog.last_ckpt_step < 0;
     int code = LLMT_EXIT_REQUEUE;
     if (!(tr->prog.last_ckpt_step == tr->prog.step || untrained)) {
@@ -101,12 +103,16 @@ static int stop_for_signal(trainer_t *tr, int sig, const char *when) {
  * the run must end now, else -1. */
 static int after_step(trainer_t *tr) {
     const config_t *cfg = tr->cfg;
+    if (ckpt_async_poll(&tr->ckpt) > 0) /* a background write completed: the rollback target */
+        tr->anom_at_ckpt = tr->anom_saving;
     /* After a rollback the step is that of the checkpoint just reloaded: nothing to write. A
      * failed save was reported and training goes on; a written one keeps the detectors' state
      * for a rollback to it. */
     if (cfg->ckpt_every > 0 && tr->prog.step % cfg->ckpt_every == 0 && tr->prog.step < cfg->max_steps &&
-        tr->prog.last_ckpt_step != tr->prog.step && ckpt_write_now(&tr->ckpt, "every") == 0)
-        tr->anom_at_ckpt = tr->anom;
+        tr->prog.last_ckpt_step != tr->prog.step && ckpt_write_now(&tr->ckpt, "every") == 0) {
+        tr->anom_saving = tr->anom; /* written in the background: it counts once committed */
+        if (!ckpt_async_pending(&tr->ckpt)) tr->anom_at_ckpt = tr->anom;
+    }
     fault_point("step", tr->grid->world_rank);
     /* rank 0's clock decides about the time limit; the verdict travels with the signals */
     const bool late = is_root(tr) && deadline_due(&tr->deadline, tr->grid->world_rank);
@@ -120,6 +126,7 @@ static int finish(trainer_t *tr) {
     const config_t *cfg = tr->cfg;
     if (tr->has_val && (cfg->val_every <= 0 || tr->prog.step % cfg->val_every != 0)) trainer_run_validation(tr);
     int code = 0;
+    ckpt_async_wait(&tr->ckpt); /* the last periodic save may be of this very step */
     if (cfg->ckpt_every > 0 && tr->prog.last_ckpt_step != tr->prog.step && ckpt_write_now(&tr->ckpt, "final") != 0)
         code = LLMT_EXIT_CKPT;
     char tag[32];

@@ -68,6 +68,7 @@ typedef struct trainer {
     ckpt_ctx_t ckpt;            /* what checkpointing sees of this trainer (set up once) */
     anom_state_t anom;          /* the anomaly detectors (anomaly.h) */
     anom_state_t anom_at_ckpt;  /* ... as they were at last_ckpt_step: a rollback restores them */
+    anom_state_t anom_saving;   /* ... as they were at the save a background write has in flight */
     int rollbacks;              /* anomaly rollbacks made by this process (&train max_rollbacks) */
     MPI_Info io_hints;          /* MPI-IO hints for checkpoint files */
     double peak_flops;          /* per rank: the hardware's peak (or &log peak_flops), for MFU */

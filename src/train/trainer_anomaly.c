@@ -2,6 +2,7 @@
  * policies: the messages and records, abort, skip, warn and the rollback to the last
  * checkpoint; the divergence detector on the validation loss during training. */
 #include "train/trainer_internal.h"
+#include "train/ckpt_async.h"
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -123,6 +124,8 @@ void trainer_report_anomaly(trainer_t *tr, const anom_event_t *e, const char *ou
 static bool roll_back(trainer_t *tr, anom_event_t *e, int64_t next_sample) {
     if (tr->rollbacks >= tr->cfg->max_rollbacks) abort_on_anomaly(tr, e, true);
     e->action = ANOM_SKIP;
+    if (ckpt_async_wait(&tr->ckpt) > 0) /* the newest checkpoint was being written */
+        tr->anom_at_ckpt = tr->anom_saving;
     if (tr->prog.last_ckpt_step < 0) {
         e->note = "no checkpoint to roll back to yet";
         return false;

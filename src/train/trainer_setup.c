@@ -4,6 +4,7 @@
  * pipeline, dp buckets, precision, optimizer), the initial weights or the resumed state, the
  * metrics and provenance, the rates MFU is measured against; and trainer_destroy. */
 #include "train/trainer_internal.h"
+#include "train/ckpt_async.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -474,10 +475,12 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
     if (cfg->choice.mode == CFG_MODE_TRAIN && tr->has_train)
         trainer_begin_stages(tr); /* the step's stage */
     if (is_root(tr)) trainer_print_plan(tr);
+    tr->ckpt.async = ckpt_async_create(&tr->ckpt); /* its snapshot: training's memory */
     ckpt_peak_reset(); /* training's peak memory counts from here (setup's buffers do not) */
 }
 
 void trainer_destroy(trainer_t *tr) {
+    ckpt_async_destroy(&tr->ckpt); /* a write in flight finishes and is reported */
     profiling_destroy(&tr->prof);
     moe_log_free(&tr->moelog);
     straggler_destroy(&tr->strag);

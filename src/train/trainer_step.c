@@ -10,6 +10,7 @@
 #include "core/fault.h"
 #include "core/prof.h"
 #include "io/checkpoint.h"
+#include "train/ckpt_async.h"
 #include "parallel/comm_host.h"
 #include "parallel/watchdog.h"
 #include "train/flat.h"
@@ -103,6 +104,7 @@ static void scale_reduced_grads(trainer_t *tr, float s) {
  * them on any grid. */
 static void dump_grads(trainer_t *tr) {
     char path[RUNDIR_PATH_MAX + 64], msg[COMM_MSG_MAX + 64];
+    ckpt_async_wait(&tr->ckpt); /* HDF5 is the background writer's until it is done */
     snprintf(path, sizeof path, "%s/grads_step%06lld.h5", tr->rd.dir, (long long)tr->prog.step);
     float *host =
         flat_host_copy(&tr->zero, tr->ops, tr->model.grads, tr->zero.grad_shard, tr->zero.stage >= 2);

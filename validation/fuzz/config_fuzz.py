@@ -130,7 +130,7 @@ DRAWN = {
              "anomaly_window spike_zscore grad_explosion_ratio divergence_evals overflow_streak "
              "max_rollbacks inject_nan_step inject_overflow_step",
     "data": "shuffle val_every val_batches mixture",
-    "checkpoint": "every keep staging_mb",
+    "checkpoint": "every keep staging_mb async",
     "stage": "until_step seq_len global_batch lr min_lr warmup_steps lr_schedule",
 }
 # Keys the harness sets per run (names, paths, the mode of I4 and I5 and the prompt and sampling
@@ -572,6 +572,9 @@ def construct(rng, f, schema, generic):
     # sharded checkpoint I/O in pieces of a few rows (0.01 MiB: 2621 floats)
     if rng.random() < 0.5:
         c["staging_mb"] = ch([1, 0.01, 0.05])
+    # periodic saves written in the background (the default) or synchronously: both ways, with
+    # the same resume invariance (I2)
+    c["async"] = rng.random() < 0.5
     meta = {"stop": f["stop"], "generic": drawn_generic}
     return Draw(f, groups, stages, meta)
 
