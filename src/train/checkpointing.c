@@ -24,7 +24,6 @@
 #include "io/checkpoint.h"
 #include "parallel/comm_host.h"
 #include "parallel/watchdog.h"
-#include "train/ckpt_async.h"
 #include "train/ckpt_memory.h"
 #include "train/flat.h"
 #include "train/rundir.h"
@@ -324,8 +323,8 @@ static int write_sharded(ckpt_ctx_t *ck, const char *path, MPI_Info info, const 
 
 /* A checkpoint, with the peaks: training's (any rank's largest resident size before it, kept
  * over the run) in peak[0] and the save's (during it) in peak[1]. */
-static int save_sharded(ckpt_ctx_t *ck, const char *path, const ckpt_meta_t *meta,
-                        const ckpt_state_t *st, double *written, double peak[2], char *msg, size_t len) {
+int ckpt_save_sharded(ckpt_ctx_t *ck, const char *path, const ckpt_meta_t *meta,
+                      const ckpt_state_t *st, double *written, double peak[2], char *msg, size_t len) {
     const double before = ckpt_max_over_ranks(ckpt_hwm_mib());
     ck->train_peak_mib = before > ck->train_peak_mib ? before : ck->train_peak_mib;
     ckpt_peak_reset();
@@ -340,7 +339,6 @@ static int save_sharded(ckpt_ctx_t *ck, const char *path, const ckpt_meta_t *met
 
 int ckpt_write_weights_sharded(ckpt_ctx_t *ck, const char *path, const ckpt_meta_t *meta, char *msg,
                                size_t len) {
-    ckpt_async_wait(ck); /* HDF5 is the background writer's until it is done */
     double written, sampled;
     return write_sharded(ck, path, MPI_INFO_NULL, meta, NULL, &written, &sampled, msg, len);
 }
@@ -400,25 +398,6 @@ void ckpt_save_commit(ckpt_ctx_t *ck, const ckpt_save_t *s) {
                   (long long)s->step, s->why, s->write_s, mib, s->async ? "true" : "false", s->stall_s,
                   s->write_s, rate, s->peak[1], s->peak[0],
                   (double)ck->staging_floats * sizeof(float) / 1048576.0);
-}
-
-int ckpt_write_now(ckpt_ctx_t *ck, const char *why) {
-    const double t0 = now_sec();
-    ckpt_async_wait(ck); /* the previous save first: nothing overtakes it */
-    ckpt_save_t s;
-    if (ckpt_save_prepare(ck, why, &s) != 0) return -1;
-    if (ck->async && strcmp(why, "every") == 0) return ckpt_async_start(ck, &s, t0);
-    char msg[COMM_MSG_MAX + 64];
-    const double t1 = now_sec();
-    int rc = save_sharded(ck, s.path, &s.meta, &s.st, &s.written, s.peak, msg, sizeof msg);
-    s.write_s = now_sec() - t1;
-    s.stall_s = now_sec() - t0;
-    if (rc != 0) {
-        ckpt_save_failed(ck, &s, msg);
-        return -1;
-    }
-    ckpt_save_commit(ck, &s);
-    return 0;
 }
 
 /* ---------------------------------------------------------------- choosing what to resume */
@@ -687,7 +666,6 @@ void ckpt_resume_apply(ckpt_ctx_t *ck, ckpt_resumed_t *res) {
 }
 
 int ckpt_rollback(ckpt_ctx_t *ck, char *msg, size_t len) {
-    ckpt_async_wait(ck); /* the newest checkpoint may be one being written */
     const params_t *P = &ck->model->P;
     ckpt_resumed_t res;
     memset(&res, 0, sizeof res);

@@ -16,7 +16,8 @@
  * its first save): step 0 in that lineage. resume = path loads exactly that file (any problem:
  * exit 2). The choice is made before the model exists, so the global
  * batch of the file actually used sets the batch geometry.
- * Periodic saves (&checkpoint async) are written by a background thread: train/ckpt_async.
+ * Saves are started by train/ckpt_async's ckpt_write_now: periodic ones (&checkpoint async)
+ * written there by a background thread, the others synchronously here (ckpt_save_sharded).
  * The SIGUSR1/SIGTERM flag is train/stop_signals (included here for the trainer). Works on the trainer's state through ckpt_ctx_t (the parts a
  * checkpoint holds or a save touches), never on the trainer itself. Uses: train/flat,
  * train/curriculum, train/optimizer, train/zero, train/loss_scale, train/deadline, train/rundir,
@@ -82,12 +83,6 @@ typedef struct ckpt_ctx {
 void ckpt_staging_setup(ckpt_ctx_t *ck);
 
 
-/* Write a checkpoint of the current step; `why` appears in the log and metrics ("every",
- * "final", "signal"). A write still in flight is waited for first. Returns 0, or -1 after
- * reporting why it could not be written (on stderr and as a metrics record; nothing earlier is
- * lost). With the background writer (ck->async) a periodic save ("every") returns 0 once its
- * snapshot is taken: its outcome is reported when it completes (train/ckpt_async.h). */
-int ckpt_write_now(ckpt_ctx_t *ck, const char *why);
 /* One save, from its decision to its outcome (shared with train/ckpt_async). */
 typedef struct ckpt_save {
     char path[700];
@@ -110,6 +105,11 @@ int ckpt_save_prepare(ckpt_ctx_t *ck, const char *why, ckpt_save_t *s);
 void ckpt_save_commit(ckpt_ctx_t *ck, const ckpt_save_t *s);
 /* A save that failed: the message (rank 0) and a metrics record; nothing else changes. */
 void ckpt_save_failed(ckpt_ctx_t *ck, const ckpt_save_t *s, const char *msg);
+/* Collective: the synchronous write of a checkpoint (every rank its partition through the
+ * staging buffer), with the peaks: training's in peak[0], the save's in peak[1]. 0, or -1 with
+ * the reason in msg. */
+int ckpt_save_sharded(ckpt_ctx_t *ck, const char *path, const ckpt_meta_t *meta,
+                      const ckpt_state_t *st, double *written, double peak[2], char *msg, size_t len);
 
 /* What this rank's replica writes of a checkpoint (io/checkpoint.h CKPT_OWNS_*): the dense
  * tensors on dp rank 0, the expert tensors on every ep rank's first replica. */
@@ -143,11 +143,11 @@ void ckpt_resume_default(config_t *cfg, int world_rank);
  * its partition), and apply its state (step, data position, lineage). */
 void ckpt_resume_apply(ckpt_ctx_t *ck, ckpt_resumed_t *res);
 
-/* Collective: a weights file of the parameters (the fp32 master with bf16/fp16) at `path`, each
+/* Collective: a weights file of the parameters (no write may be in flight: ckpt_async_wait) (the fp32 master with bf16/fp16) at `path`, each
  * rank its ZeRO partition through the staging buffer. 0, or -1 with one message in msg. */
 int ckpt_write_weights_sharded(ckpt_ctx_t *ck, const char *path, const ckpt_meta_t *meta, char *msg,
                                size_t len);
-/* Collective: reload the newest checkpoint this run wrote or resumed from (last_ckpt_path) into
+/* Collective (no write in flight: ckpt_async_wait): reload the newest checkpoint this run wrote or resumed from (last_ckpt_path) into
  * the model and optimizer, as a resume would (step, counters, sample_pos, fp16 scaler): the
  * anomaly rollback. 0, or -1 with the reason in msg and nothing changed (the file is verified
  * before anything is applied). */

@@ -184,3 +184,22 @@ void ckpt_async_destroy(ckpt_ctx_t *ck) {
     xfree(a);
     ck->async = NULL;
 }
+
+int ckpt_write_now(ckpt_ctx_t *ck, const char *why) {
+    const double t0 = now_sec();
+    ckpt_async_wait(ck); /* the previous save first: nothing overtakes it */
+    ckpt_save_t s;
+    if (ckpt_save_prepare(ck, why, &s) != 0) return -1;
+    if (ck->async && strcmp(why, "every") == 0) return ckpt_async_start(ck, &s, t0);
+    char msg[COMM_MSG_MAX + 64];
+    const double t1 = now_sec();
+    int rc = ckpt_save_sharded(ck, s.path, &s.meta, &s.st, &s.written, s.peak, msg, sizeof msg);
+    s.write_s = now_sec() - t1;
+    s.stall_s = now_sec() - t0;
+    if (rc != 0) {
+        ckpt_save_failed(ck, &s, msg);
+        return -1;
+    }
+    ckpt_save_commit(ck, &s);
+    return 0;
+}

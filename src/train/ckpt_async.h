@@ -20,6 +20,13 @@
 #include <stdbool.h>
 #include "train/checkpointing.h"
 
+/* Write a checkpoint of the current step; `why` appears in the log and metrics ("every",
+ * "final", "signal"). A write still in flight is waited for first. Returns 0, or -1 after
+ * reporting why it could not be written (on stderr and as a metrics record; nothing earlier is
+ * lost). With the background writer (ck->async) a periodic save ("every") returns 0 once its
+ * snapshot is taken: its outcome is reported when it completes (train/ckpt_async.h). */
+int ckpt_write_now(ckpt_ctx_t *ck, const char *why);
+
 /* Collective, at setup (after ckpt_staging_setup): the writer of ck's periodic saves, or NULL
  * (every save synchronous) when &checkpoint async is off, nothing saves periodically, or the MPI
  * library does not provide MPI_THREAD_MULTIPLE (one note from rank 0). The snapshot is

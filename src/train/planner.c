@@ -127,6 +127,16 @@ static double widened_weights_bytes(const config_t *cfg, const gpt_t *m) {
     return fl(widest);
 }
 
+/* train/ckpt_async.c: the background writer's snapshot of the partition (parameters, m, v) over
+ * the ranks ZeRO partitions among (dp, or dp / ep with expert parallelism), host memory held from
+ * setup to the end (a missing MPI_THREAD_MULTIPLE leaves it unallocated: an overestimate). */
+static double async_snapshot_bytes(const config_t *cfg, size_t total) {
+    if (!cfg->ckpt_async || cfg->ckpt_every <= 0 || cfg->choice.mode != CFG_MODE_TRAIN) return 0;
+    const size_t ranks = (size_t)(cfg->ep > 1 ? cfg->dp / cfg->ep : cfg->dp);
+    const size_t s = ((total + ranks - 1) / ranks + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS;
+    return 3 * fl(s < total ? s : total);
+}
+
 void plan_rank(const config_t *cfg, int tp_rank, int pp_rank, int mb, int accum, mem_plan_t *out) {
     memset(out, 0, sizeof *out);
     out->tp_rank = tp_rank;
@@ -174,14 +184,7 @@ void plan_rank(const config_t *cfg, int tp_rank, int pp_rank, int mb, int accum,
     if (sched == SCHED_ZBH1) b[MEM_OPTIMIZER] += fl(postval_floats(state)); /* train/postval.c */
     if (cfg->choice.precision != CFG_PRECISION_FP32 || offload) opt[MEM_MASTER] += fl(state);
     if (offload) h[MEM_OPTIMIZER] += 2 * fl(state); /* the gradients' and weights' host staging */
-    /* train/ckpt_async.c: the background writer's snapshot of the partition (parameters, m, v)
-     * over the ranks ZeRO partitions among (dp, or dp / ep with expert parallelism), held from
-     * setup to the end (a missing MPI_THREAD_MULTIPLE makes it unused: an overestimate) */
-    if (cfg->ckpt_async && cfg->ckpt_every > 0 && cfg->choice.mode == CFG_MODE_TRAIN) {
-        const int ranks = cfg->ep > 1 ? cfg->dp / cfg->ep : cfg->dp;
-        const size_t s = ((total + (size_t)ranks - 1) / (size_t)ranks + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS;
-        h[MEM_WORKSPACE] += 3 * fl(s < total ? s : total);
-    }
+    h[MEM_WORKSPACE] += async_snapshot_bytes(cfg, total);
     /* train/trainer.c: the step's batches (host), the largest transient buffer: the MFU matrices
      * (the backend's), the initial weights (host; checkpoints stage less: train/checkpointing.c),
      * and a resume with 16-bit weights: the master's values beside the staging buffer */

@@ -21,6 +21,7 @@
  * timeout). 0, or -1 after saying why it was not written. */
 static int save_weights(trainer_t *tr, const char *tag) {
     if (!tr->cfg->save_weights) return 0;
+    ckpt_async_wait(&tr->ckpt); /* HDF5 is the background writer's until it is done */
     char path[RUNDIR_PATH_MAX + 64], msg[COMM_MSG_MAX + 64];
     snprintf(path, sizeof path, "%s/weights_%s.h5", tr->rd.dir, tag);
     const double need = ckpt_file_bytes(&tr->model.P.ckpt, false);
