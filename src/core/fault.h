@@ -11,7 +11,9 @@
  * of a known length).
  * Points: startup (right after MPI_Init), setup (after the namelist, before the grid), data
  * (before the data files are checked), resume (before a checkpoint's tensors are read), save
- * (before a checkpoint's tensors are written), weights (before a weights file is written), step
+ * (before a checkpoint's tensors are written: with &checkpoint async, on the background writer
+ * while the next step trains), snapshot (before an asynchronous save copies the rank's state
+ * into its snapshot: inside the step that saves), weights (before a weights file is written), step
  * (before the stop-signal check at the end of a step), compute (inside a step, before the
  * micro-batches' forward and backward: with sleepN a straggler, busy while the others wait for
  * it), stats (before the end-of-run gather),

@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include "core/alloc.h"
 #include "core/error.h"
+#include "core/fault.h"
 #include "core/thread.h"
 #include "core/timer.h"
 #include "parallel/comm_host.h"
@@ -108,6 +109,7 @@ static void *writer_main(void *arg) {
 /* The partition as a save would write it, into the snapshot: one copy per group (from the device
  * where the state lives there). */
 static void take_snapshot(ckpt_ctx_t *ck, struct ckpt_async *a) {
+    fault_point("snapshot", world_rank());
     adamw_finish(ck->opt); /* an offloaded update still in flight: done and uploaded */
     flat_io_t f = {.z = ck->zero, .opt = ck->opt, .m = ck->model, .ops = ck->ops};
     ckpt_io_t io;

@@ -4,7 +4,11 @@
 #  2. SIGTERM during resume: exit 75; the checkpoint it resumed from is the state (no new save),
 #     and the next run resumes from it again.
 #  3. SIGUSR1 during a checkpoint save: the save completes, no second save, exit 75; the file is
-#     valid and the next run continues from it.
+#     valid and the next run continues from it. Three times: (a) an asynchronous save (the
+#     default), the signal inside the step's part of it (its snapshot); (b) the same save, the
+#     signal while its background write goes on during the next step: the write is drained
+#     (completed and verified), then that step is saved too (a signal saves the step it stops
+#     at) and the next run continues from it; (c) a synchronous save (async = .false.).
 #  4. SIGTERM sent to mpirun itself: Open MPI forwards it to the ranks after
 #     odls_base_sigkill_timeout seconds and kills them that many seconds later. With the window
 #     raised to 4 s (OMPI_MCA_odls_base_sigkill_timeout=4) the ranks finish their step, write the
@@ -13,14 +17,14 @@
 # so they arrive exactly inside the phase under test.
 source "$(dirname "$0")/lib.bash"
 ulimit -c 0
-nml() { # name max_steps every
+nml() { # name max_steps every [async]
     cat >"$TEST_DIR/$1.nml" <<NML
 &run name = '$1', out_dir = '$TEST_DIR', seed = 5 /
 &model n_layer = 2, n_head = 4, d_model = 64, d_ff = 256, vocab_size = 500, seq_len = 32 /
 &parallel tp = 2 /
 &train max_steps = $2, micro_batch = 4, global_batch = 8, lr = 3e-3 /
 &data train_files = 'data/tiny/train_*.bin' /
-&checkpoint every = $3, resume = 'auto', timeout_s = 30 /
+&checkpoint every = $3, resume = 'auto', timeout_s = 30, async = ${4:-.true.} /
 &log every = 1 /
 NML
 }
@@ -51,16 +55,39 @@ grep "received SIGTERM during setup at step 10: the checkpoint of this step exis
 $MPIRUN -np 2 ./llmtrain "$TEST_DIR/resume.nml" >"$TEST_DIR/resume.again.log" 2>&1 || fail "resume: run after the signal failed"
 grep -q "^resume: .*step 10," "$TEST_DIR/resume.again.log" || fail "resume: did not resume from step 10"
 
-echo "== 3. SIGUSR1 during a checkpoint save"
-nml save 20 5
-run_with_fault save save@0:usr1
+save_case() { # name fault async: a SIGUSR1 inside a save of step 5 whose checkpoint serves it
+    nml "$1" 20 5 "$3"
+    run_with_fault "$1" "$2"
+    rc=$?
+    log=$TEST_DIR/$1.$2.log
+    [ $rc -eq 75 ] || { tail "$log"; fail "$1: exit code $rc, expected 75"; }
+    grep "received SIGUSR1 at step 5: the checkpoint of this step exists" "$log" || fail "$1: no message about the signal"
+    [ "$(grep -c '^checkpoint:' "$log")" -eq 1 ] || fail "$1: expected exactly one checkpoint write"
+    $MPIRUN -np 2 ./llmtrain "$TEST_DIR/$1.nml" >"$TEST_DIR/$1.again.log" 2>&1 || fail "$1: resumed run failed"
+    grep -q "^resume: .*ckpt_step00000005.h5: step 5," "$TEST_DIR/$1.again.log" || fail "$1: did not resume from step 5"
+}
+echo "== 3a. SIGUSR1 during an asynchronous checkpoint save (its snapshot, inside the step)"
+save_case save snapshot@0:usr1 .true.
+grep -q "^checkpoint: step 5 (every) .*in the background" "$TEST_DIR/save.snapshot@0:usr1.log" ||
+    fail "save: the save of step 5 was not asynchronous"
+
+echo "== 3b. SIGUSR1 during the background write of a checkpoint (the next step trains)"
+nml bg 20 5 .true.
+run_with_fault bg save@0:usr1
 rc=$?
-log=$TEST_DIR/save.save@0:usr1.log
-[ $rc -eq 75 ] || { tail "$log"; fail "save: exit code $rc, expected 75"; }
-grep "received SIGUSR1 at step 5: the checkpoint of this step exists" "$log" || fail "save: no message about the signal"
-[ "$(grep -c '^checkpoint:' "$log")" -eq 1 ] || fail "save: expected exactly one checkpoint write"
-$MPIRUN -np 2 ./llmtrain "$TEST_DIR/save.nml" >"$TEST_DIR/save.again.log" 2>&1 || fail "save: resumed run failed"
-grep -q "^resume: .*ckpt_step00000005.h5: step 5," "$TEST_DIR/save.again.log" || fail "save: did not resume from step 5"
+log=$TEST_DIR/bg.save@0:usr1.log
+[ $rc -eq 75 ] || { tail "$log"; fail "bg: exit code $rc, expected 75"; }
+grep -q "^checkpoint: step 5 (every) .*in the background" "$log" || fail "bg: the write of step 5 was not drained and committed"
+grep "received SIGUSR1 at step 6: writing a checkpoint" "$log" || fail "bg: no message about the signal at step 6"
+grep -q "^checkpoint: step 6 (signal)" "$log" || fail "bg: the signal checkpoint of step 6 was not written"
+[ "$(steps_of bg)" = "5 6 " ] || fail "bg: checkpoints are '$(steps_of bg)', want '5 6 '"
+$MPIRUN -np 2 ./llmtrain "$TEST_DIR/bg.nml" >"$TEST_DIR/bg.again.log" 2>&1 || fail "bg: resumed run failed"
+grep -q "^resume: .*ckpt_step00000006.h5: step 6," "$TEST_DIR/bg.again.log" || fail "bg: did not resume from step 6"
+
+echo "== 3c. SIGUSR1 during a synchronous checkpoint save (async = .false.)"
+save_case sync save@0:usr1 .false.
+grep -q "^checkpoint: step 5 (every) .*in the background" "$TEST_DIR/sync.save@0:usr1.log" &&
+    fail "sync: the save of step 5 was asynchronous with async = .false."
 
 echo "== 4. SIGTERM to mpirun (Open MPI forwards it, then kills the ranks)"
 nml launcher 100000 0
