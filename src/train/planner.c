@@ -184,7 +184,6 @@ void plan_rank(const config_t *cfg, int tp_rank, int pp_rank, int mb, int accum,
     if (sched == SCHED_ZBH1) b[MEM_OPTIMIZER] += fl(postval_floats(state)); /* train/postval.c */
     if (cfg->choice.precision != CFG_PRECISION_FP32 || offload) opt[MEM_MASTER] += fl(state);
     if (offload) h[MEM_OPTIMIZER] += 2 * fl(state); /* the gradients' and weights' host staging */
-    h[MEM_WORKSPACE] += async_snapshot_bytes(cfg, total);
     /* train/trainer.c: the step's batches (host), the largest transient buffer: the MFU matrices
      * (the backend's), the initial weights (host; checkpoints stage less: train/checkpointing.c),
      * and a resume with 16-bit weights: the master's values beside the staging buffer */
@@ -195,11 +194,16 @@ void plan_rank(const config_t *cfg, int tp_rank, int pp_rank, int mb, int accum,
         mfu = fmax(3.0 * 1024 * 1024 * 4, (N * C + F * C + N * F) * 4);
     if (strcmp(cfg->resume, "none") != 0 && m.wtype != DT_FP32)
         copies += fmin(cfg->ckpt_staging_mb * 1048576.0, 4.0 * (double)(zero >= 1 ? part : total));
+    /* The snapshot is allocated at the end of setup, after those transients are gone; while it
+     * is held, a synchronous save (the final one) stages through at most staging_mb of the
+     * partition beside it. */
+    const double snapshot = async_snapshot_bytes(cfg, total);
+    const double held = snapshot > 0 ? snapshot + fmin(cfg->ckpt_staging_mb * 1048576.0, fl(part)) : 0;
     if (cfg->device_memory) { /* two memories: each holds its own largest */
         b[MEM_WORKSPACE] += mfu;
-        h[MEM_WORKSPACE] += copies;
+        h[MEM_WORKSPACE] += fmax(copies, held);
     } else {
-        b[MEM_WORKSPACE] += fmax(mfu, copies);
+        b[MEM_WORKSPACE] += fmax(fmax(mfu, copies), held);
     }
     /* kernels/cpu/matmul.c's bf16 operands, host memory (beside a GPU: its products are on the
      * device and these are not made; a small overestimate of the host's share) */
