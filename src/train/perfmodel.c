@@ -92,6 +92,8 @@ typedef struct pm {
     model_spec_t spec;
     double peak, over;      /* the products' peak; oversubscription factor (>= 1) */
     double N, T, C, F, hs, tp, abytes;
+    double rows;            /* the rows of the residual stream, norms and dropout (N / tp with
+                             * sequence parallelism) */
     double bw[3], lat[3];   /* tp, dp, pp groups' links */
 } pm_t;
 
@@ -133,6 +135,7 @@ static void pm_init(pm_t *p, const config_t *cfg, const machine_t *mc, int mb) {
     p->over = world > devices ? world / devices : 1.0;
     p->T = cfg->seq_len, p->N = (double)mb * cfg->seq_len, p->C = cfg->d_model, p->F = p->spec.d_ff;
     p->hs = p->C / cfg->n_head, p->tp = cfg->tp;
+    p->rows = cfg->sequence_parallel ? p->N / cfg->tp : p->N;
     p->abytes = (double)dtype_bytes(gpt_activations_type(&p->spec));
     group_link(p, cfg->tp, 1, &p->bw[0], &p->lat[0]);
     group_link(p, cfg->dp, cfg->tp, &p->bw[1], &p->lat[1]);
@@ -184,14 +187,17 @@ static void block_cost(const pm_t *p, bool moe, block_cost_t *b) {
     const double heads = s->n_head / tp, per = N / T * heads;
     b->att[0] = 2.0 * per * gemm_s(p, T, T, hs);
     b->att[1] = 2.5 * b->att[0];
-    /* two norms (read, write), two residual adds (two reads, a write), the activation function
-     * (read, write of the MLP's width) */
-    const double bytes = N * p->abytes * (10.0 * C + 2.0 * (moe ? 0 : p->F / tp));
+    /* two norms (read, write), two residual adds (two reads, a write) on the rank's rows of the
+     * residual stream, the activation function (read, write of the MLP's width) */
+    const double bytes = p->abytes * (10.0 * C * p->rows + 2.0 * N * (moe ? 0 : p->F / tp));
     b->elt[0] = bytes / p->mc->memory_bw * p->over;
     b->elt[1] = 2.0 * b->elt[0];
-    if (tp > 1) {
-        const double ar = 2.0 * perf_allreduce_s(p->mc->collective, N * C * GRAD_BYTES, (int)tp,
-                                                 p->bw[0], p->lat[0]);
+    if (tp > 1) { /* two all-reduces a pass; sequence parallelism: two all-gather/reduce-scatter
+                   * pairs of the same N x C activation */
+        const double x = N * C * GRAD_BYTES;
+        const double ar = p->cfg->sequence_parallel
+                              ? 4.0 * perf_allgather_s(x, (int)tp, p->bw[0], p->lat[0])
+                              : 2.0 * perf_allreduce_s(p->mc->collective, x, (int)tp, p->bw[0], p->lat[0]);
         b->tp[0] = ar, b->tp[1] = ar;
     }
 }
@@ -245,8 +251,8 @@ static void stage_cost(const pm_t *p, const int *first, int s, int v, stage_cost
         st->part[PERF_ELEMENTWISE] += x;
         st->f += h[0] + x, st->b += h[1], st->w += h[2];
     }
-    if (cfg->pp > 1) { /* each chunk receives and sends one activation each way */
-        const double msg = p->lat[2] + N * C * GRAD_BYTES / p->bw[2];
+    if (cfg->pp > 1) { /* each chunk receives and sends one activation (its rows) each way */
+        const double msg = p->lat[2] + p->rows * C * GRAD_BYTES / p->bw[2];
         st->part[PERF_P2P] += 2.0 * v * msg;
         st->f += v * msg, st->b += v * msg;
     }
@@ -359,7 +365,7 @@ void perf_time(const config_t *cfg, const machine_t *mc, double params, double f
     out->bubble_fraction = out->part[PERF_BUBBLE] / out->step_s;
     out->oversubscribed = p.over > 1;
     out->dp = cfg->dp, out->tp = cfg->tp, out->pp = cfg->pp, out->v = v;
-    out->mb = mb, out->accum = accum, out->zero = z;
+    out->mb = mb, out->accum = accum, out->zero = z, out->sp = cfg->sequence_parallel;
     snprintf(out->schedule, sizeof out->schedule, "%s", cfg->pp > 1 ? sched_kind_name(kind) : "none");
     snprintf(out->recompute, sizeof out->recompute, "%s", cfg->recompute);
 }

@@ -49,6 +49,7 @@ typedef struct perf {
     double memory_gib;        /* the fullest rank's plan (device memory on a GPU machine) */
     double bubble_fraction;   /* bubble / step */
     bool fits, oversubscribed;
+    bool sp;                  /* sequence parallelism */
     int dp, tp, pp, v, mb, accum, zero;
     char schedule[16], recompute[16];
 } perf_t;

@@ -19,10 +19,12 @@
 /* The fields of one prediction, without braces. */
 static void json_fields(const perf_t *p, const char *indent) {
     printf("\"dp\": %d, \"tp\": %d, \"pp\": %d, \"virtual_stages\": %d, \"micro_batch\": %d, "
-           "\"accumulation\": %d, \"recompute\": \"%s\", \"zero_stage\": %d, \"schedule\": \"%s\",\n"
+           "\"accumulation\": %d, \"recompute\": \"%s\", \"zero_stage\": %d, \"schedule\": \"%s\", "
+           "\"sequence_parallel\": %s,\n"
            "%s \"step_s\": %.6g, \"tokens_per_s\": %.6g, \"tflops_per_device\": %.6g, \"mfu\": %.6g, "
            "\"memory_gib_per_device\": %.6g, \"fits\": %s, \"oversubscribed\": %s,\n%s \"parts\": {",
-           p->dp, p->tp, p->pp, p->v, p->mb, p->accum, p->recompute, p->zero, p->schedule, indent,
+           p->dp, p->tp, p->pp, p->v, p->mb, p->accum, p->recompute, p->zero, p->schedule,
+           p->sp ? "true" : "false", indent,
            p->step_s, p->tokens_per_s, p->tflops_per_device, p->mfu, p->memory_gib,
            p->fits ? "true" : "false", p->oversubscribed ? "true" : "false", indent);
     for (int i = 0; i < PERF_PARTS; i++)
@@ -64,8 +66,9 @@ static void print_figures(const perf_t *p, const machine_t *mc) {
 static const char *grid_text(const perf_t *p, char *buf, size_t len) {
     char v[16] = "";
     if (p->v > 1) snprintf(v, sizeof v, " (v %d)", p->v);
-    snprintf(buf, len, "dp %d x tp %d x pp %d, schedule %s%s, micro_batch %d x %d, recompute '%s', "
-             "zero_stage %d", p->dp, p->tp, p->pp, p->schedule, v, p->mb, p->accum, p->recompute, p->zero);
+    snprintf(buf, len, "dp %d x tp %d x pp %d%s, schedule %s%s, micro_batch %d x %d, recompute '%s', "
+             "zero_stage %d", p->dp, p->tp, p->pp, p->sp ? " (sequence parallel)" : "", p->schedule, v,
+             p->mb, p->accum, p->recompute, p->zero);
     return buf;
 }
 
@@ -152,7 +155,12 @@ static int schedules(int pp, const char **name, int *v) {
     return 5;
 }
 
-/* Every (micro_batch, schedule, recompute, zero_stage) of one grid, timed. */
+/* Whether sequence parallelism can run on c's grid (tp > 1 dividing seq_len). */
+static bool sp_possible(const config_t *c) {
+    return c->tp > 1 && c->seq_len % c->tp == 0 && c->choice.mode != CFG_MODE_GENERATE;
+}
+
+/* Every (micro_batch, schedule, recompute, zero_stage, sequence_parallel) of one grid, timed. */
 static void grid_candidates(const config_t *c0, const machine_t *mc, double params, double fpt,
                             cands_t *cs) {
     static const char *const rec[] = {"none", "selective", "full"};
@@ -162,8 +170,11 @@ static void grid_candidates(const config_t *c0, const machine_t *mc, double para
     for (int i = 0; i < n_mb; i++)
         for (int s = 0; s < n_s; s++)
             for (int r = 0; r < 3; r++)
-                for (int z = 0; z <= (c0->dp > 1 ? 3 : 0); z++) {
+                for (int q = 0; q < 2 * (c0->dp > 1 ? 4 : 1); q++) {
+                    const int z = q / 2;
                     config_t c = *c0;
+                    c.sequence_parallel = q % 2;
+                    if (c.sequence_parallel && !sp_possible(&c)) continue;
                     c.micro_batch = mbs[i], c.zero_stage = z, c.virtual_stages = v[s];
                     c.recompute_layers = -1;
                     ASSERT(config_set_choice(&c, "parallel", "schedule", sn[s]) == 0);
@@ -182,7 +193,7 @@ static void grid_candidates(const config_t *c0, const machine_t *mc, double para
 static void config_of(const config_t *base, const perf_t *p, config_t *c) {
     *c = *base;
     c->dp = p->dp, c->tp = p->tp, c->pp = p->pp, c->micro_batch = p->mb, c->zero_stage = p->zero;
-    c->virtual_stages = p->v, c->recompute_layers = -1;
+    c->virtual_stages = p->v, c->recompute_layers = -1, c->sequence_parallel = p->sp;
     ASSERT(config_set_choice(c, "parallel", "schedule", p->pp > 1 ? p->schedule : "1f1b") == 0);
     ASSERT(config_set_choice(c, "parallel", "recompute", p->recompute) == 0);
 }
@@ -193,6 +204,7 @@ static bool least_memory(const config_t *c0, const machine_t *mc, perf_t *p, dou
                          double *fpt) {
     config_t c = *c0;
     c.micro_batch = 1, c.zero_stage = c.dp > 1 ? 3 : 0, c.recompute_layers = -1;
+    c.sequence_parallel = sp_possible(&c);
     ASSERT(config_set_choice(&c, "parallel", "recompute", "full") == 0);
     char why[400];
     if (perf_grid_error(&c, mc, why, sizeof why)) return false;
@@ -280,15 +292,15 @@ static void print_best(const cands_t *cs, const machine_t *mc, int devices) {
     printf("search: %d devices of %s (%d per node): %ld configurations, %d valid on %d grids; the "
            "fastest that fit (memory planned in order of predicted time):\n", devices, mc->name,
            mc->devices_per_node, cs->tried, cs->n, cs->grids);
-    printf("  %3s %5s %4s %4s %2s %12s %4s %6s %10s %4s %10s %11s %8s %6s %8s\n", "#", "dp", "tp", "pp",
-           "v", "schedule", "mb", "accum", "recompute", "zero", "step s", "tokens/s", "TFLOP/s", "MFU",
+    printf("  %3s %5s %4s %3s %4s %2s %12s %4s %6s %10s %4s %10s %11s %8s %6s %8s\n", "#", "dp", "tp",
+           "sp", "pp", "v", "schedule", "mb", "accum", "recompute", "zero", "step s", "tokens/s", "TFLOP/s", "MFU",
            "GiB");
     int shown = 0;
     for (int i = 0; i < cs->n && shown < KEEP; i++) {
         const perf_t *p = &cs->c[i].p;
         if (!cs->c[i].planned || !p->fits) continue;
-        printf("  %3d %5d %4d %4d %2d %12s %4d %6d %10s %4d %10.4g %11.4g %8.4g %5.1f%% %8.2f\n", ++shown,
-               p->dp, p->tp, p->pp, p->v, p->schedule, p->mb, p->accum, p->recompute, p->zero,
+        printf("  %3d %5d %4d %3s %4d %2d %12s %4d %6d %10s %4d %10.4g %11.4g %8.4g %5.1f%% %8.2f\n",
+               ++shown, p->dp, p->tp, p->sp ? "yes" : "no", p->pp, p->v, p->schedule, p->mb, p->accum, p->recompute, p->zero,
                p->step_s, p->tokens_per_s, p->tflops_per_device, 100 * p->mfu, p->memory_gib);
     }
 }
@@ -360,7 +372,7 @@ static int nothing_fits(const config_t *cfg, const machine_t *mc, int devices, c
                    "(the gradient reduction counts them in 32 bits); %s", cfg->source_path, devices,
                    mc->name, more);
     fatal_user("%s: --search %d on %s: no configuration fits %.2f GiB per device; the least memory of "
-               "any (micro_batch 1, recompute 'full', ZeRO 3 where dp > 1) is %.2f GiB (%s); %s",
+               "any (micro_batch 1, recompute 'full', ZeRO 3 where dp > 1, sequence parallelism where tp > 1) is %.2f GiB (%s); %s",
                cfg->source_path, devices, mc->name, mc->memory_bytes / 1073741824.0,
                cs->least.memory_gib, grid_text(&cs->least, g, sizeof g), more);
 }

@@ -9,7 +9,7 @@
 #   split the layers over pipeline stages (pp > 1);
 #   bad input, exit 2 with one message naming the key: a machine file missing a key, a zero
 #   rate, devices per node not dividing the grid, a search where nothing fits (2 GiB devices: the
-#   smallest change, 32 devices, found by searching 8, 16, 32), one where every grid would put
+#   smallest change, 16 devices with sequence parallelism on tp 8, found by searching 8, 16), one where every grid would put
 #   more than 2^31-1 parameters on a rank (GPT-3 on 8: 128 devices), --json without --machine.
 source "$(dirname "$0")/lib.bash"
 M=inputs/machines
@@ -34,7 +34,8 @@ $PYTHON - "$TEST_DIR/one.json" "$TEST_DIR/search.json" <<'PY' || fail "JSON chec
 import json, sys
 one, search = (json.load(open(p)) for p in sys.argv[1:3])
 keys = ["step_s", "tokens_per_s", "tflops_per_device", "mfu", "memory_gib_per_device", "fits",
-        "dp", "tp", "pp", "virtual_stages", "micro_batch", "recompute", "zero_stage", "schedule"]
+        "dp", "tp", "pp", "virtual_stages", "micro_batch", "recompute", "zero_stage", "schedule",
+        "sequence_parallel"]
 missing = [k for k in keys if k not in one]
 assert not missing, f"missing keys {missing}"
 assert (one["dp"], one["tp"], one["pp"]) == (4, 2, 2), one
@@ -49,6 +50,7 @@ steps = [x["step_s"] for x in c]
 assert steps == sorted(steps), steps
 for x in c:
     assert x["fits"] and x["dp"] * x["tp"] * x["pp"] == 16, x
+    assert x["sequence_parallel"] in (True, False) and (x["tp"] > 1 or not x["sequence_parallel"]), x
 print("json ok:", one["step_s"], "s;", len(c), "candidates, best", c[0]["step_s"], "s")
 PY
 # GPT-3-sized: 96 layers of d_model 12288, 2048 tokens, global batch 1536
@@ -85,7 +87,7 @@ sed 's/peak_tflops_bf16 = 989/peak_tflops_bf16 = 0/' $M/h100-sxm5-80gb.nml >"$TE
 expect_refusal zero "peak_tflops_bf16" ./llmtrain --plan "$TEST_DIR/gpt.nml" --machine "$TEST_DIR/zero.nml"
 expect_refusal dividing "devices_per_node" ./llmtrain --plan "$TEST_DIR/gpt.nml" --machine $M/h100-sxm5-80gb.nml parallel.dp=3 train.global_batch=48
 sed 's/memory_gib = 80/memory_gib = 2/' $M/h100-sxm5-80gb.nml >"$TEST_DIR/small.nml"
-expect_refusal nofit "no configuration fits 2.00 GiB.*the smallest change: 32 devices" ./llmtrain --plan "$TEST_DIR/gpt.nml" --machine "$TEST_DIR/small.nml" --search 4
+expect_refusal nofit "no configuration fits 2.00 GiB.*the smallest change: 16 devices" ./llmtrain --plan "$TEST_DIR/gpt.nml" --machine "$TEST_DIR/small.nml" --search 4
 expect_refusal params "2^31-1 parameters on a rank.*the smallest change: 128 devices" ./llmtrain --plan "$TEST_DIR/gpt3.nml" --machine $M/a100-sxm4-80gb.nml --search 8
 expect_refusal jsononly "need --machine" ./llmtrain --plan "$TEST_DIR/gpt.nml" --json
 grep "smallest change" "$TEST_DIR/nofit.log"

@@ -3,7 +3,10 @@
  * machine.h's efficiency form (1e-12), the GEMM part of a one-rank step as the sum of every
  * linear layer's three products written out here (1e-9), the 1F1B bubble of the schedule
  * simulator = (p-1)/(m+p-1) of the pipeline's time (1e-9), the memory = the planner's fullest
- * rank (exact); bad machine files refused with a message naming the key. */
+ * rank (exact); sequence parallelism: the residual stream's element-wise passes on N / tp rows
+ * (their time falls by exactly that share, 1e-9), the ring's all-gather + reduce-scatter pairs
+ * cost what its all-reduces did (1e-12), GEMMs unchanged, less memory; bad machine files refused
+ * with a message naming the key. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -155,6 +158,28 @@ static void memory_is_the_planners_fullest_rank(void **state) {
     config_destroy(&cfg);
 }
 
+static void sequence_parallel_cuts_the_residual_streams_passes_by_tp_1e9(void **state) {
+    (void)state;
+    machine_t m;
+    load_machine(&m);
+    perf_t p[2];
+    for (int sp = 0; sp < 2; sp++) {
+        config_t cfg, c;
+        tiny_config(&cfg, sp ? "&parallel tp = 2, sequence_parallel = .true. /\n" : "&parallel tp = 2 /\n");
+        perf_config_for(&cfg, &m, &c);
+        perf_predict(&c, &m, &p[sp]);
+        assert_int_equal(p[sp].sp, sp);
+        config_destroy(&cfg);
+    }
+    /* 10 C bytes a row of the residual stream (norms, adds), forward once and backward twice, on
+     * 4 blocks, 8 micro-batches of N = 32 rows, bf16 activations: half of those rows go */
+    const double N = 32, C = 64, saved = 8 * 4 * 3 * 2.0 * 10 * C * (N - N / 2) / (m.memory_bw);
+    close_to(p[0].part[PERF_ELEMENTWISE] - p[1].part[PERF_ELEMENTWISE], saved, 1e-9);
+    close_to(p[1].part[PERF_TP], p[0].part[PERF_TP], 1e-12);
+    close_to(p[1].part[PERF_GEMM], p[0].part[PERF_GEMM], 1e-12);
+    assert_true(p[1].memory_gib < p[0].memory_gib);
+}
+
 /* machine_load refuses `text` with a message containing `want`. */
 static void refused(const char *text, const char *want) {
     machine_t m;
@@ -206,6 +231,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(one_f_one_b_bubble_is_p_minus_1_over_m_plus_p_minus_1_1e9),
         cmocka_unit_test(long_pipelines_extrapolate_the_steady_state_exactly_1e12),
         cmocka_unit_test(memory_is_the_planners_fullest_rank),
+        cmocka_unit_test(sequence_parallel_cuts_the_residual_streams_passes_by_tp_1e9),
         cmocka_unit_test(bad_machine_files_name_the_key),
     };
     const int rc = cmocka_run_group_tests(tests, NULL, NULL);
