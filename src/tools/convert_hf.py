@@ -231,13 +231,11 @@ def safetensors_load(entry):
     path, dtype, shape, b, e = entry
     with open(path, "rb") as f:
         f.seek(b)
-        if dtype == "BF16":
-            raw = np.fromfile(f, dtype="<u2", count=(e - b) // 2)
-            x = (raw.astype(np.uint32) << 16).view(np.float32)
-        else:
-            t = np.dtype(SAFETENSORS_DTYPES[dtype])
-            x = np.fromfile(f, dtype=t, count=(e - b) // t.itemsize)
+        t = np.dtype("<u2" if dtype == "BF16" else SAFETENSORS_DTYPES[dtype])
+        x = np.fromfile(f, dtype=t, count=(e - b) // t.itemsize)
     need(x.nbytes == e - b, "%s: the data of a tensor ends early (truncated file?)" % path)
+    if dtype == "BF16":
+        x = (x.astype(np.uint32) << 16).view(np.float32)
     return x.reshape(shape)
 
 
