@@ -133,14 +133,17 @@ void plan_rank(const config_t *cfg, int tp_rank, int pp_rank, int mb, int accum,
     out->pp_rank = pp_rank;
     out->micro_batch = mb;
     out->accum = accum;
-    const int T = cfg->seq_len, dp = cfg->dp;
+    /* context parallelism: a rank holds T / cp tokens of each sequence; the weights are
+     * replicated (and ZeRO shards) over dp x cp */
+    const int T = cfg->seq_len / cfg->cp, dp = cfg->dp * cfg->cp;
     const int zero = dp > 1 ? cfg->zero_stage : 0;
     const pipe_schedule_t sched = sched_kind_of(cfg->choice.schedule);
     const bool staged = zero >= 2 && cfg->pp == 1 && sched == SCHED_1F1B;
     const int v = sched == SCHED_INTERLEAVED ? cfg->virtual_stages : 1;
     gpt_parallel_t par = {cfg->tp, tp_rank, cfg->pp, pp_rank, comm_group_self(),
                           pipe_slots_needed(sched, cfg->pp, v, pp_rank, accum), v,
-                          sched == SCHED_ZBH1, cfg->ep, 0, comm_group_self()};
+                          sched == SCHED_ZBH1, cfg->ep, 0, comm_group_self(), cfg->cp, 0,
+                          comm_group_self()};
     gpt_t m;
     gpt_plan(&m, MODEL_SPEC_OF(cfg), ops_cpu(), mb, T, &par, zero >= 3, staged);
     double *b = out->bytes;
