@@ -425,9 +425,15 @@ bool plan_print(const config_t *cfg, double limit, int ranks_per_node) {
     }
     const int accum = cfg->global_batch / (mb * cfg->dp) > 0 ? cfg->global_batch / (mb * cfg->dp) : 1;
     mem_plan_t w, c;
-    printf("plan: %s on dp %d x tp %d x pp %d, zero_stage %d, recompute '%s', precision '%s', "
-           "micro_batch %d x accumulation %d\n", cfg->source_path, cfg->dp, cfg->tp, cfg->pp,
+    char cp[32] = "";
+    if (cfg->cp > 1) snprintf(cp, sizeof cp, " x cp %d", cfg->cp);
+    printf("plan: %s on dp %d%s x tp %d x pp %d, zero_stage %d, recompute '%s', precision '%s', "
+           "micro_batch %d x accumulation %d\n", cfg->source_path, cfg->dp, cp, cfg->tp, cfg->pp,
            cfg->zero_stage, cfg->recompute, cfg->precision, mb, accum);
+    if (cfg->cp > 1)
+        printf("  context parallel: cp %d, each rank %d of each sequence's %d tokens (activations "
+               "1/cp), ZeRO over dp x cp = %d\n", cfg->cp, cfg->seq_len / cfg->cp, cfg->seq_len,
+               cfg->dp * cfg->cp);
     plan_worst(cfg, mb, accum, &w, &c);
     char title[160];
     snprintf(title, sizeof title, "  per rank, the largest of each category (MiB):");

@@ -103,6 +103,34 @@ diff <(steps34 "$TEST_DIR/r44/metrics.jsonl") <(steps34 "$TEST_DIR/l_cp4/metrics
     fail "cp 4 resumed on cp 4 differs from the uninterrupted cp 4 run"
 echo "ok  r44: steps 3-4 bit-identical to the uninterrupted cp 4 run"
 
+echo "== memory: planned = measured per rank and category; activations on cp 4 about 1/4 of cp 1's"
+for c in 1 4; do
+    nml mem$c gpt2
+    sed -i "s/d_model = 32/d_model = 64/; s/seq_len = 16/seq_len = 256/" "$TEST_DIR/mem$c.nml"
+    run mem$c $c parallel.cp=$c train.max_steps=1 checkpoint.every=0 data.val_every=0
+done
+./llmtrain --plan "$TEST_DIR/mem4.nml" parallel.cp=4 | grep "on dp 1 x cp 4 x tp 1 x pp 1" ||
+    fail "--plan does not show cp"
+$PYTHON - "$TEST_DIR" <<'PY' || fail "cp memory: planned != measured, or activations not ~1/cp (above)"
+import re, sys
+d = sys.argv[1]
+cats = ["parameters", "gradients", "optimizer", "master", "activations", "comm", "workspace", "total"]
+act, bad = {}, 0
+for c in (1, 4):
+    rows = re.findall(r"^  (\d+) \((\d+),(\d+),(\d+)\)\s+(.*)$", open(f"{d}/mem{c}.log").read(), re.M)
+    if len(rows) != c: print(f"mem{c}: no memory table of {c} ranks"); bad = 1; continue
+    for r, *_, rest in rows:
+        pairs = [tuple(map(float, p.split("/"))) for p in rest.split()[:8]]
+        for name, (meas, plan) in zip(cats, pairs):
+            if abs(plan - meas) > max(0.1, 0.1 * meas):
+                print(f"mem{c} rank {r} {name}: measured {meas} MiB, planned {plan} MiB"); bad = 1
+        act[c] = pairs[4][0]
+print("activations per rank, measured MiB: cp 1 %s, cp 4 %s" % (act.get(1), act.get(4)))
+if not bad and not act[4] <= act[1] / 4 + 0.15:
+    print("cp 4 does not hold about 1/4 of the activations"); bad = 1
+sys.exit(bad)
+PY
+
 echo "== bad input"
 bad() { # name want np sed-expression
     nml "$1" gpt2
