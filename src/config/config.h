@@ -185,6 +185,7 @@ typedef struct config {
 
     /* &parallel */
     int dp, tp, pp, ep;
+    int cp;                 /* context parallelism: each sequence over cp ranks (model/ring.c) */
     char schedule[16];      /* 'gpipe' | '1f1b' | 'interleaved' */
     int virtual_stages;
     int zero_stage;         /* 0..3 */
