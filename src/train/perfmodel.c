@@ -62,6 +62,11 @@ static const char *shape_error(const config_t *cfg, const model_spec_t *s, char 
 const char *perf_grid_error(const config_t *cfg, const machine_t *mc, char *buf, size_t len) {
     const model_spec_t spec = model_spec_from_config(cfg);
     if (shape_error(cfg, &spec, buf, len)) return buf;
+    if (cfg->cp > 1) {
+        snprintf(buf, len, "&parallel cp = %d: the performance model has no context parallelism "
+                 "(predict with cp = 1; --search tries dp x tp x pp only)", cfg->cp);
+        return buf;
+    }
     const int world = cfg->dp * cfg->tp * cfg->pp, dpn = mc->devices_per_node;
     if (world % dpn != 0 && dpn % world != 0) {
         snprintf(buf, len, "&machine devices_per_node = %d and the grid's %d ranks (dp %d x tp %d x pp "

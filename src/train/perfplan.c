@@ -392,6 +392,7 @@ static void json_search(const config_t *cfg, const machine_t *mc, const cands_t 
 int perfplan_search(const config_t *in, const machine_t *mc, int devices, bool json) {
     config_t cfg;
     perf_config_for(in, mc, &cfg);
+    cfg.cp = 1; /* the model has no context parallelism: the search spans dp x tp x pp */
     if (mc->max_nodes > 0 && devices > mc->max_nodes * mc->devices_per_node)
         fatal_user("--search %d: &machine %s has %d devices (max_nodes %d x devices_per_node %d)",
                    devices, mc->name, mc->max_nodes * mc->devices_per_node, mc->max_nodes,
