@@ -7,7 +7,8 @@
 # tp 2 x cp 2 with sequence parallelism, pp 2 x cp 2 with 1F1B, and the Llama on cp 2, cp 4 and
 # pp 2 x cp 2 with ZeRO-2 over dp x cp. The validation loss on cp 2 equals the one-process one
 # (1e-6). A cp 4 step-2 checkpoint resumed on cp 1, and a cp 1 one resumed on cp 4, give steps
-# 3-4 within 1e-6 of resuming on the grid that wrote it. Refused (exit 2, one message naming
+# 3-4 within 1e-6 of resuming on the grid that wrote it. A seq_len 1024 model refused on cp 1
+# under &run memory_limit_gb = 0.03 (planned 40 MiB per rank) trains on cp 4 (22.5 MiB). Refused (exit 2, one message naming
 # the key): cp not dividing seq_len / 2, mode = 'generate', MoE, dropout, a rank count that is
 # not dp x cp x tp x pp. (device = 'cuda' with cp is refused too, but a build without CUDA refuses
 # the device first.)
@@ -130,6 +131,20 @@ if not bad and not act[4] <= act[1] / 4 + 0.15:
     print("cp 4 does not hold about 1/4 of the activations"); bad = 1
 sys.exit(bad)
 PY
+
+echo "== a sequence whose activations do not fit &run memory_limit_gb on cp 1 trains on cp 4"
+nml fit gpt2
+sed -i "s/d_model = 32/d_model = 64/; s/seq_len = 16/seq_len = 1024/" "$TEST_DIR/fit.nml"
+# planned per rank: 40.0 MiB on cp 1 (activations 21.7), 22.5 MiB on cp 4; the limit: 30.7 MiB
+if timeout 60 $MPIRUN -np 1 ./llmtrain "$TEST_DIR/fit.nml" run.memory_limit_gb=0.03 train.max_steps=1 \
+        </dev/null >"$TEST_DIR/fit1.log" 2>&1; then
+    fail "cp 1 with seq_len 1024 started under memory_limit_gb = 0.03 (it should not fit)"
+fi
+grep -q "error: .*&run memory_limit_gb: this run needs" "$TEST_DIR/fit1.log" ||
+    { tail -5 "$TEST_DIR/fit1.log"; fail "cp 1: no message naming &run memory_limit_gb"; }
+run fit 4 parallel.cp=4 run.memory_limit_gb=0.03 train.max_steps=1 checkpoint.every=0 data.val_every=0
+[ "$(grep -c '"step"' "$TEST_DIR/fit/metrics.jsonl")" -ge 1 ] || fail "cp 4 under the limit trained no step"
+echo "ok  seq_len 1024: cp 1 refused under 0.03 GiB ($(grep -o 'needs [0-9.]* MiB' "$TEST_DIR/fit1.log")), cp 4 trains"
 
 echo "== bad input"
 bad() { # name want np sed-expression
