@@ -11,7 +11,8 @@ import re
 import numpy as np
 
 from convert_weights import (EXTRA_DEFAULTS, GPT2_SWITCHES, hf_family, hf_names, LLAMA_SWITCHES, LN_EPS,
-                             need, param_shapes, SWITCH_DEFAULTS, UserError, VOCAB_MAX)
+                             need, param_shapes, replaced_when_done, SWITCH_DEFAULTS, UserError,
+                             VOCAB_MAX)
 
 # The Llama-like families: model_type -> the class config.json names
 LLAMA_LIKE = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM"}
@@ -359,29 +360,20 @@ def write_safetensors(path, out, metadata):
         offset += nbytes
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)
-    tmp = path + ".tmp"
-    try:
-        with open(tmp, "wb") as f:
-            f.write(len(text).to_bytes(8, "little"))
-            f.write(text)
-            for theirs in sorted(out):
-                load, transposed, _ = out[theirs]
-                x = load()
-                x = np.ascontiguousarray(x.T if transposed else x, dtype="<f4")
-                need(list(x.shape) == header[theirs]["shape"], "%s: tensor '%s' has shape %s, not %s" %
-                     (path, theirs, list(x.shape), header[theirs]["shape"]))
-                f.write(x.data)
-                del x
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-    os.replace(tmp, path)
+    with replaced_when_done(path) as tmp, open(tmp, "wb") as f:
+        f.write(len(text).to_bytes(8, "little"))
+        f.write(text)
+        for theirs in sorted(out):
+            load, transposed, _ = out[theirs]
+            x = load()
+            x = np.ascontiguousarray(x.T if transposed else x, dtype="<f4")
+            need(list(x.shape) == header[theirs]["shape"], "%s: tensor '%s' has shape %s, not %s" %
+                 (path, theirs, list(x.shape), header[theirs]["shape"]))
+            f.write(x.data)
+            del x
 
 
 def write_json(path, obj):
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
+    with replaced_when_done(path) as tmp, open(tmp, "w") as f:
         json.dump(obj, f, indent=2, ensure_ascii=False)
         f.write("\n")
-    os.replace(tmp, path)

@@ -5,6 +5,7 @@ files (HDF5 via h5py: read_hdf5, write_hdf5, with the &model namelist and proven
 Uses: nml.py, numpy. Used by: convert_hf, convert_tokenizer, convert_onnx, llmconvert.
 """
 
+import contextlib
 import os
 import re
 import numpy as np
@@ -17,6 +18,20 @@ LN_EPS = 1e-5                  # llmtrain's layernorm epsilon (src/kernels/cpu/l
 VOCAB_MAX = 2147483520         # &model vocab_size at most: its padded vocabulary is an int32
 EOT_TEXT = "<|endoftext|>"
 ONNX_OPSET = 17                # LayerNormalization is an ONNX op from opset 17 on
+
+
+@contextlib.contextmanager
+def replaced_when_done(path):
+    """Yields path.tmp to write; it becomes path when the block completes and is removed when the
+    block raises (a corrupt input, a full disk), so no half-written file is ever left at path."""
+    tmp = path + ".tmp"
+    try:
+        yield tmp
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+    os.replace(tmp, path)
 
 
 class UserError(Exception):
@@ -379,30 +394,23 @@ def write_hdf5(path, cfg, tensors, config_text, provenance):
     (a corrupt input) removes the half-written file."""
     h5py = h5py_or_exit()
     Vp = padded_vocab(cfg["vocab_size"])
-    tmp = path + ".tmp"
-    try:
-        with h5py.File(tmp, "w") as f:
-            write_hdf5_attrs(f, cfg, Vp, config_text, provenance)
-            g = f.create_group("model")
-            for name, shape in param_shapes(cfg).items():
-                x = np.ascontiguousarray(tensors[name](), dtype=np.float32)
-                if name in ("wte", "lm_head.w"):  # zero rows below the vocabulary, not a padded copy
-                    d = g.create_dataset(name, shape=(Vp,) + x.shape[1:], dtype="<f4")
-                    d[:x.shape[0]] = x
-                    pad = np.zeros((Vp - x.shape[0],) + x.shape[1:], np.float32)
-                    if pad.size:
-                        d[x.shape[0]:] = pad
-                    total = tensor_checksum(x) + tensor_checksum(pad, start=x.size)
-                    d.attrs.create("checksum", total % (1 << 64), dtype="<u8")
-                else:
-                    d = g.create_dataset(name, data=x, dtype="<f4")
-                    d.attrs.create("checksum", tensor_checksum(x), dtype="<u8")
-                del x
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-    os.replace(tmp, path)
+    with replaced_when_done(path) as tmp, h5py.File(tmp, "w") as f:
+        write_hdf5_attrs(f, cfg, Vp, config_text, provenance)
+        g = f.create_group("model")
+        for name, shape in param_shapes(cfg).items():
+            x = np.ascontiguousarray(tensors[name](), dtype=np.float32)
+            if name in ("wte", "lm_head.w"):  # zero rows below the vocabulary, not a padded copy
+                d = g.create_dataset(name, shape=(Vp,) + x.shape[1:], dtype="<f4")
+                d[:x.shape[0]] = x
+                pad = np.zeros((Vp - x.shape[0],) + x.shape[1:], np.float32)
+                if pad.size:
+                    d[x.shape[0]:] = pad
+                total = tensor_checksum(x) + tensor_checksum(pad, start=x.size)
+                d.attrs.create("checksum", total % (1 << 64), dtype="<u8")
+            else:
+                d = g.create_dataset(name, data=x, dtype="<f4")
+                d.attrs.create("checksum", tensor_checksum(x), dtype="<u8")
+            del x
 
 
 def write_hdf5_attrs(f, cfg, Vp, config_text, provenance):

@@ -20,19 +20,6 @@ source "$(dirname "$0")/lib_cluster.bash"
 cluster_start llmtcut 4
 export LLMT_PROBE_S=8
 RUNS=$PWD/$TEST_DIR
-# watch_job JID OUT: until job JID leaves the queue (at most 240 s): sets state, t_named (when OUT
-# first named a lost node) and t_end
-watch_job() {
-    state="" t_named=""
-    for _ in $(seq 480); do
-        state=$(scontrol -o show job "$1" 2>/dev/null | sed -n 's/.* JobState=\([^ ]*\).*/\1/p')
-        case "$state" in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY) break ;; esac
-        grep -q "lost node" "$2" 2>/dev/null && [ -z "$t_named" ] && t_named=$(date +%s)
-        sleep 0.5
-    done
-    t_end=$(date +%s)
-    t_named=${t_named:-$t_end}
-}
 STEPS=60
 ARGS=(inputs/tiny.nml parallel.dp=4 train.global_batch=16 train.max_steps=$STEPS data.val_every=0
       log.every=1 checkpoint.every=10 checkpoint.keep=100 checkpoint.timeout_s=10 checkpoint.io_timeout_s=10
