@@ -65,7 +65,7 @@ void ring_attention_forward(const ring_t *r, const ops_t *o, const ring_layout_t
         comm_req_t send = COMM_REQ_NULL, recv = COMM_REQ_NULL;
         if (s < r->cp - 1) {
             comm_irecv(r->kv[cur ^ 1], n, prev, TAG_KV, r->group, &recv);
-            comm_isend(r->kv[cur], n, next, TAG_KV, r->group, COMM_OTHER, &send);
+            comm_isend(r->kv[cur], n, next, TAG_KV, r->group, COMM_CP, &send);
         }
         const int src = (r->rank - s + r->cp) % r->cp;
         for (int qh = 0; qh < 2; qh++)
@@ -77,8 +77,8 @@ void ring_attention_forward(const ring_t *r, const ops_t *o, const ring_layout_t
                 b.l = r->l + qh * c;
                 o->attention_block_forward(&b, scratch, scratch_floats);
             }
-        comm_wait(&send, COMM_OTHER);
-        comm_wait(&recv, COMM_OTHER);
+        comm_wait(&send, COMM_CP);
+        comm_wait(&recv, COMM_CP);
     }
     o->attention_block_finish(out, lse, r->l, L->B, L->T, L->NH, L->hs);
 }
@@ -96,7 +96,7 @@ void ring_attention_backward(const ring_t *r, const ops_t *o, const ring_layout_
         comm_req_t req[4] = {COMM_REQ_NULL, COMM_REQ_NULL, COMM_REQ_NULL, COMM_REQ_NULL};
         if (s < r->cp - 1) {
             comm_irecv(r->kv[cur ^ 1], n, prev, TAG_KV, r->group, &req[0]);
-            comm_isend(r->kv[cur], n, next, TAG_KV, r->group, COMM_OTHER, &req[1]);
+            comm_isend(r->kv[cur], n, next, TAG_KV, r->group, COMM_CP, &req[1]);
         }
         const int src = (r->rank - s + r->cp) % r->cp;
         for (int qh = 0; qh < 2; qh++)
@@ -113,8 +113,8 @@ void ring_attention_backward(const ring_t *r, const ops_t *o, const ring_layout_
                 o->attention_block_backward(&b, scratch, scratch_floats);
             }
         comm_irecv(r->dkv[cur ^ 1], n, prev, TAG_DKV, r->group, &req[2]);
-        comm_isend(r->dkv[cur], n, next, TAG_DKV, r->group, COMM_OTHER, &req[3]);
-        for (int i = 0; i < 4; i++) comm_wait(&req[i], COMM_OTHER);
+        comm_isend(r->dkv[cur], n, next, TAG_DKV, r->group, COMM_CP, &req[3]);
+        for (int i = 0; i < 4; i++) comm_wait(&req[i], COMM_CP);
     }
     /* after cp steps and the last hop, dkv[cur] is this rank's own accumulator */
     const size_t rows = (size_t)L->B * L->T;

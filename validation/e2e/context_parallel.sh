@@ -75,6 +75,17 @@ case_run l_cp2 llama 2 l1 parallel.cp=2
 case_run l_cp4 llama 4 l1 parallel.cp=4
 case_run l_pp2cp2 llama 4 l1 parallel.pp=2 parallel.cp=2 parallel.zero_stage=2
 
+echo "== bytes_cp: the ring's bytes per step equal the count of ring.c's messages"
+# per rank and step: n_layer x micro-batches x (3 cp - 2) blocks of B x T/cp x 2 x n_kv_head x hs
+# floats (forward: cp - 1 K/V sends; backward: cp - 1 K/V and cp dK/dV sends)
+for c in g_cp2:2:4 g_cp4:4:4 l_cp2:2:2 l_cp4:4:2; do
+    IFS=: read -r n cp kv <<<"$c"
+    want=$((2 * 2 * (3 * cp - 2) * 2 * (16 / cp) * 2 * kv * 8 * 4))
+    got=$(grep -o '"bytes_cp":[0-9]*' "$TEST_DIR/$n/metrics.jsonl" | sort -u | cut -d: -f2 | tr '\n' ' ')
+    [ "$got" = "$want " ] || fail "$n: bytes_cp per step '$got', expected $want"
+    echo "ok  $n: bytes_cp $want per step (every step)"
+done
+
 echo "== resume across cp: step-2 checkpoints of cp 4 and cp 1, steps 3-4 against the same grid"
 steps34() { grep '"step":[34],"loss"' "$1" | grep -o '"loss":[^,]*,"lr":[^,]*,"grad_norm":[^,]*'; }
 resume_case() { # name np ckpt-run [overrides]
