@@ -39,8 +39,8 @@
 #include "train/schedule.h"
 
 typedef enum {
-    PERF_GEMM, PERF_ATTENTION, PERF_ELEMENTWISE, PERF_TP, PERF_RECOMPUTE, PERF_P2P, PERF_BUBBLE,
-    PERF_DP, PERF_ZERO, PERF_OPTIMIZER, PERF_MOE, PERF_PARTS
+    PERF_GEMM, PERF_ATTENTION, PERF_ELEMENTWISE, PERF_TP, PERF_CP, PERF_RECOMPUTE, PERF_P2P,
+    PERF_BUBBLE, PERF_DP, PERF_ZERO, PERF_OPTIMIZER, PERF_MOE, PERF_PARTS
 } perf_part_t;
 
 typedef struct perf {
@@ -50,7 +50,7 @@ typedef struct perf {
     double bubble_fraction;   /* bubble / step */
     bool fits, oversubscribed;
     bool sp;                  /* sequence parallelism */
-    int dp, tp, pp, v, mb, accum, zero;
+    int dp, cp, tp, pp, v, mb, accum, zero;
     char schedule[16], recompute[16];
 } perf_t;
 
