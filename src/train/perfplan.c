@@ -169,7 +169,19 @@ static bool sp_possible(const config_t *c) {
     return c->tp > 1 && c->seq_len / c->cp % c->tp == 0 && c->choice.mode != CFG_MODE_GENERATE;
 }
 
-/* Every (micro_batch, schedule, recompute, zero_stage, sequence_parallel) of one grid, timed. */
+/* Whether micro_batch mb on c0's grid (cp > 1) is beaten by the same rows on a grid with less
+ * cp: k > 1 dividing mb and cp, and dp x k dividing the global batch. Then dp x k, cp / k and
+ * mb / k give every rank the same rows, accumulation, replica group and memory, the attention
+ * in fewer, longer query blocks (no slower at machine_gemm_rate), K/V messages of the same size
+ * on fewer ring steps (the cp part's terms grow with cp): never slower, never more memory. */
+static bool cp_dominated(const config_t *c0, int mb) {
+    for (int k = 2; k <= mb && k <= c0->cp; k++)
+        if (mb % k == 0 && c0->cp % k == 0 && c0->global_batch % (c0->dp * k) == 0) return true;
+    return false;
+}
+
+/* Every (micro_batch, schedule, recompute, zero_stage, sequence_parallel) of one grid, timed;
+ * with cp > 1 the micro-batches cp_dominated leaves out are not tried. */
 static void grid_candidates(const config_t *c0, const machine_t *mc, double params, double fpt,
                             cands_t *cs) {
     static const char *const rec[] = {"none", "selective", "full"};
@@ -177,7 +189,7 @@ static void grid_candidates(const config_t *c0, const machine_t *mc, double para
     const char *sn[5];
     const int n_mb = divisors(c0->global_batch / c0->dp, mbs, MAX_DIVISORS), n_s = schedules(c0->pp, sn, v);
     for (int i = 0; i < n_mb; i++)
-        for (int s = 0; s < n_s; s++)
+        for (int s = 0; s < n_s && !cp_dominated(c0, mbs[i]); s++)
             for (int r = 0; r < 3; r++)
                 for (int q = 0; q < 2 * (c0->dp * c0->cp > 1 ? 4 : 1); q++) {
                     const int z = q / 2;

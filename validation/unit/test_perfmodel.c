@@ -10,7 +10,8 @@
  * T / cp (every product's time by exactly (T/2 + h) / (T + h) of the saturating rate, the
  * attention's (Tl, T, hs) products alike, the element-wise passes by exactly 1/2), the ring's
  * exchange written out (overlapped forward, dK/dV hops not, 1e-9), 0 at cp 1; the replica
- * group dp x cp (ZeRO and optimizer of dp 1 x cp 2 = those of dp 2); a 7B-like model at
+ * group dp x cp (ZeRO and optimizer of dp 1 x cp 2 = those of dp 2); less cp on the same rows
+ * never slower, never more memory (what --search leaves out); a 7B-like model at
  * seq_len 262144 on 16 80 GiB devices: no cp 1 grid fits, the search picks cp > 1; bad machine
  * files refused with a message naming the key, grids the ring refuses named. */
 #include <math.h>
@@ -226,13 +227,14 @@ static void cp_1_gives_the_numbers_before_cp_1e12(void **state) {
                       3.2928000000000007e-05);
 }
 
-/* The prediction of a model of d_model 512, 8 heads, seq_len T, on the test machine. */
-static void predict_wide(const machine_t *m, int T, const char *parallel, perf_t *p) {
+/* The prediction of a model of d_model 512, 8 heads, seq_len T, micro_batch mb on the test
+ * machine. */
+static void predict_wide(const machine_t *m, int T, int mb, const char *parallel, perf_t *p) {
     char text[1024];
     snprintf(text, sizeof text,
              "&model n_layer = 4, n_head = 8, d_model = 512, vocab_size = 256, seq_len = %d /\n"
-             "&train global_batch = 8, micro_batch = 1, precision = 'bf16' /\n"
-             "&data train_files = 'x.bin' /\n&parallel %s /\n", T, parallel);
+             "&train global_batch = 8, micro_batch = %d, precision = 'bf16' /\n"
+             "&data train_files = 'x.bin' /\n&parallel %s /\n", T, mb, parallel);
     config_t cfg, c;
     config_parse("wide.nml", text, &cfg);
     perf_config_for(&cfg, m, &c);
@@ -250,8 +252,8 @@ static void cp_2_cuts_a_ranks_rows_by_cp_1e9(void **state) {
     machine_t m;
     load_machine(&m);
     perf_t one, two;
-    predict_wide(&m, 4096, "cp = 1", &one);
-    predict_wide(&m, 4096, "cp = 2", &two);
+    predict_wide(&m, 4096, 1, "cp = 1", &one);
+    predict_wide(&m, 4096, 1, "cp = 2", &two);
     const double h = m.gemm_half_size, share = (2048 + h) / (4096 + h);
     close_to(two.part[PERF_GEMM] / one.part[PERF_GEMM], share, 1e-9);
     close_to(two.part[PERF_ATTENTION] / one.part[PERF_ATTENTION], share, 1e-9);
@@ -273,6 +275,33 @@ static void cp_2_cuts_a_ranks_rows_by_cp_1e9(void **state) {
     const double att0 = 2 * 8 * 2 * (2048 + h) * (4096 + h) * (64 + h) / (m.peak_bf16 * m.gemm_efficiency);
     assert_true(msg < att0 / 2);
     close_to(two.part[PERF_CP], 8 * 4 * (7 * pass + 2 * msg), 1e-9);
+}
+
+/* What --search leaves out (perfplan.c cp_dominated): cp 4 with micro_batch 2 against dp 2 x
+ * cp 2 with micro_batch 1, cp 2 with micro_batch 2 against dp 2 x cp 1 with micro_batch 1: the
+ * same rows on every rank: the same linear products and element-wise passes (1e-12), attention
+ * on fewer, longer query blocks (faster at the saturating rate), a smaller cp part and step, no
+ * more memory. */
+static void less_cp_on_the_same_rows_is_never_worse_1e12(void **state) {
+    (void)state;
+    machine_t m;
+    load_machine(&m);
+    const char *grids[] = {"cp = 4", "dp = 2, cp = 2", "cp = 2", "dp = 2"};
+    const int mb[] = {2, 1, 2, 1};
+    perf_t p[4];
+    for (int i = 0; i < 4; i++) predict_wide(&m, 4096, mb[i], grids[i], &p[i]);
+    for (int i = 0; i < 4; i += 2) {
+        close_to(p[i + 1].part[PERF_GEMM], p[i].part[PERF_GEMM], 1e-12);
+        assert_true(p[i + 1].part[PERF_ATTENTION] < p[i].part[PERF_ATTENTION]); /* longer blocks */
+        close_to(p[i + 1].part[PERF_ELEMENTWISE], p[i].part[PERF_ELEMENTWISE], 1e-12);
+        if (!(p[i + 1].part[PERF_CP] < p[i].part[PERF_CP] && p[i + 1].step_s < p[i].step_s)) {
+            fprintf(stderr, "%s: cp %g s step %g s; %s: cp %g s step %g s\n", grids[i],
+                    p[i].part[PERF_CP], p[i].step_s, grids[i + 1], p[i + 1].part[PERF_CP],
+                    p[i + 1].step_s);
+            fail();
+        }
+        assert_true(p[i + 1].memory_gib <= p[i].memory_gib);
+    }
 }
 
 /* A short sequence: the block work is shorter than the message, the forward's send shows. */
@@ -431,6 +460,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(cp_1_gives_the_numbers_before_cp_1e12),
         cmocka_unit_test(cp_2_cuts_a_ranks_rows_by_cp_1e9),
         cmocka_unit_test(cp_forward_send_shows_beyond_short_blocks_1e9),
+        cmocka_unit_test(less_cp_on_the_same_rows_is_never_worse_1e12),
         cmocka_unit_test(cp_joins_the_replica_group_1e12),
         cmocka_unit_test(long_sequences_need_cp),
         cmocka_unit_test(bad_machine_files_name_the_key),
