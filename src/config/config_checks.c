@@ -338,55 +338,80 @@ static int check_sequence_parallel(parse_ctx_t *ctx, const config_t *cfg) {
                      cfg_provenance(ctx, t, pt), bad, bad == cfg->seq_len ? "" : " (a &stage's)");
 }
 
-/* One refusal of context parallelism, pointing at key `other` of group g (or at cp). */
-static int cp_refuse(parse_ctx_t *ctx, int g, const char *other, const char *fmt, const char *what) {
-    int k = cfg_key_index(G_PARALLEL, "cp"), o = other ? cfg_key_index(g, other) : k, line, col;
-    char pk[32];
-    cfg_locate(ctx, o, k, &line, &col);
+/* A broken rule of context parallelism: the key it points at (group g, `key`; NULL: cp itself)
+ * and why, the text after "&parallel cp: cp > 1 (...) ". */
+typedef struct cp_rule {
+    int g;
+    const char *key;
     char why[256];
-    snprintf(why, sizeof why, fmt, what);
-    return cfg_error(ctx, line, col, "&parallel cp: cp > 1 (%s) %s", cfg_provenance(ctx, k, pk), why);
+} cp_rule_t;
+
+static bool cp_broken(cp_rule_t *r, int g, const char *key, const char *why) {
+    r->g = g, r->key = key;
+    snprintf(r->why, sizeof r->why, "%s", why);
+    return true;
 }
 
 /* Context parallelism (model/ring.c) cuts each sequence into 2 cp chunks: seq_len / 2 divisible
  * by cp. What the ring does not carry is refused by name: generation (prompts of any length),
  * the experts (their routing and capacity are per micro-batch's tokens), the CUDA device (no
- * GPU kernel of the ring's blocks yet), dropout (masks are keyed by a contiguous token range),
- * a sliding window and a &stage's own seq_len. Runs after the dropouts are resolved. */
-static int check_context_parallel(parse_ctx_t *ctx, const config_t *cfg) {
-    if (cfg->cp == 1) return 0;
+ * GPU kernel of the ring's blocks yet; unless any_device), dropout (masks are keyed by a
+ * contiguous token range), a sliding window and a &stage's own seq_len. True and r filled when
+ * cfg (cp > 1, dropouts resolved) breaks one. */
+static bool cp_rule_broken(const config_t *cfg, bool any_device, cp_rule_t *r) {
+    if (cfg->cp == 1) return false;
     if (cfg->seq_len % (2 * cfg->cp)) {
-        char s[64];
-        snprintf(s, sizeof s, "%d", cfg->seq_len);
-        return cp_refuse(ctx, G_MODEL, "seq_len", "cuts each sequence into 2 cp chunks: seq_len / 2 "
-                         "must be divisible by cp, got seq_len = %s", s);
+        char s[200];
+        snprintf(s, sizeof s, "cuts each sequence into 2 cp chunks: seq_len / 2 must be divisible "
+                 "by cp, got seq_len = %d", cfg->seq_len);
+        return cp_broken(r, G_MODEL, "seq_len", s);
     }
     if (cfg->choice.mode == CFG_MODE_GENERATE)
-        return cp_refuse(ctx, G_RUN, "mode", "%s", "cannot run mode = 'generate' (prompts of any "
-                         "length): set &parallel cp = 1");
+        return cp_broken(r, G_RUN, "mode", "cannot run mode = 'generate' (prompts of any length): "
+                         "set &parallel cp = 1");
     if (cfg->n_experts > 0)
-        return cp_refuse(ctx, G_MODEL, "n_experts", "%s", "is not supported with Mixture-of-Experts "
-                         "blocks (&model n_experts > 0)");
-    if (cfg->choice.device == CFG_DEVICE_CUDA)
-        return cp_refuse(ctx, G_RUN, "device", "%s", "runs on device = 'cpu' only: the ring "
-                         "attention has no CUDA kernel yet");
+        return cp_broken(r, G_MODEL, "n_experts", "is not supported with Mixture-of-Experts blocks "
+                         "(&model n_experts > 0)");
+    if (!any_device && cfg->choice.device == CFG_DEVICE_CUDA)
+        return cp_broken(r, G_RUN, "device", "runs on device = 'cpu' only: the ring attention has "
+                         "no CUDA kernel yet");
     const char *drops[] = {"attn_dropout", "resid_dropout", "embd_dropout"};
     const double vals[] = {cfg->attn_dropout, cfg->resid_dropout, cfg->embd_dropout};
     for (int i = 0; i < 3; i++)
-        if (vals[i] > 0)
-            return cp_refuse(ctx, G_MODEL, drops[i], "is not supported with dropout: set &model %s "
-                             "= 0 (and dropout = 0)", drops[i]);
+        if (vals[i] > 0) {
+            char s[200];
+            snprintf(s, sizeof s, "is not supported with dropout: set &model %s = 0 (and dropout "
+                     "= 0)", drops[i]);
+            return cp_broken(r, G_MODEL, drops[i], s);
+        }
     if (cfg->sliding_window > 0)
-        return cp_refuse(ctx, G_MODEL, "sliding_window", "%s", "is not supported with &model "
-                         "sliding_window");
+        return cp_broken(r, G_MODEL, "sliding_window", "is not supported with &model sliding_window");
     if (cfg->sequence_parallel && cfg->seq_len / cfg->cp % cfg->tp)
-        return cp_refuse(ctx, G_PARALLEL, "sequence_parallel", "%s", "with sequence_parallel needs "
-                         "seq_len / cp divisible by tp (a rank's tokens split over tp)");
+        return cp_broken(r, G_PARALLEL, "sequence_parallel", "with sequence_parallel needs seq_len "
+                         "/ cp divisible by tp (a rank's tokens split over tp)");
     for (int i = 0; i < cfg->n_stages; i++)
         if (cfg->stages[i].key_line[STAGE_SEQ_LEN])
-            return cp_refuse(ctx, G_PARALLEL, NULL, "%s", "is not supported with a &stage's own "
-                             "seq_len (the curriculum's sequence length)");
-    return 0;
+            return cp_broken(r, G_PARALLEL, NULL, "is not supported with a &stage's own seq_len "
+                             "(the curriculum's sequence length)");
+    return false;
+}
+
+const char *config_cp_error(const config_t *cfg, bool any_device, char *buf, size_t len) {
+    cp_rule_t r;
+    if (!cp_rule_broken(cfg, any_device, &r)) return NULL;
+    snprintf(buf, len, "&parallel cp = %d: %s", cfg->cp, r.why);
+    return buf;
+}
+
+/* The refusal of a broken rule, pointing at its key (or at cp). Runs after the dropouts are
+ * resolved. */
+static int check_context_parallel(parse_ctx_t *ctx, const config_t *cfg) {
+    cp_rule_t r;
+    if (!cp_rule_broken(cfg, false, &r)) return 0;
+    int k = cfg_key_index(G_PARALLEL, "cp"), o = r.key ? cfg_key_index(r.g, r.key) : k, line, col;
+    char pk[32];
+    cfg_locate(ctx, o, k, &line, &col);
+    return cfg_error(ctx, line, col, "&parallel cp: cp > 1 (%s) %s", cfg_provenance(ctx, k, pk), r.why);
 }
 
 /* A threshold ratio of at most 1 would fire on ordinary values: every step an explosion (the

@@ -201,7 +201,9 @@ void plan_rank(const config_t *cfg, int tp_rank, int pp_rank, int mb, int accum,
     if (cfg->device_memory)
         for (int c = 0; c < MEM_CATEGORIES; c++) out->host_total += out->host[c];
     out->step_seconds = step_seconds(cfg, &m, mb, accum, T, zero, (double)total);
-    out->params = (double)total, out->flops_per_token = gpt_flops_per_token(&m, T);
+    /* the model FLOPs per token of the whole sequence (seq_len, not the rank's T / cp), as the
+     * trainer's step line counts them (trainer_setup.c) */
+    out->params = (double)total, out->flops_per_token = gpt_flops_per_token(&m, cfg->seq_len);
     gpt_destroy(&m);
 }
 
