@@ -355,8 +355,9 @@ static bool cp_broken(cp_rule_t *r, int g, const char *key, const char *why) {
 /* Context parallelism (model/ring.c) cuts each sequence into 2 cp chunks: seq_len / 2 divisible
  * by cp. What the ring does not carry is refused by name: generation (prompts of any length),
  * the experts (their routing and capacity are per micro-batch's tokens), the CUDA device (no
- * GPU kernel of the ring's blocks yet; unless any_device), dropout (masks are keyed by a
- * contiguous token range), a sliding window and a &stage's own seq_len. True and r filled when
+ * GPU kernel of the ring's blocks yet; unless any_device), attention dropout (the ring's block
+ * kernels draw no mask; resid_dropout and embd_dropout are keyed per global token and run), a
+ * sliding window and a &stage's own seq_len. True and r filled when
  * cfg (cp > 1, dropouts resolved) breaks one. */
 static bool cp_rule_broken(const config_t *cfg, bool any_device, cp_rule_t *r) {
     if (cfg->cp == 1) return false;
@@ -375,15 +376,9 @@ static bool cp_rule_broken(const config_t *cfg, bool any_device, cp_rule_t *r) {
     if (!any_device && cfg->choice.device == CFG_DEVICE_CUDA)
         return cp_broken(r, G_RUN, "device", "runs on device = 'cpu' only: the ring attention has "
                          "no CUDA kernel yet");
-    const char *drops[] = {"attn_dropout", "resid_dropout", "embd_dropout"};
-    const double vals[] = {cfg->attn_dropout, cfg->resid_dropout, cfg->embd_dropout};
-    for (int i = 0; i < 3; i++)
-        if (vals[i] > 0) {
-            char s[200];
-            snprintf(s, sizeof s, "is not supported with dropout: set &model %s = 0 (and dropout "
-                     "= 0)", drops[i]);
-            return cp_broken(r, G_MODEL, drops[i], s);
-        }
+    if (cfg->attn_dropout > 0) /* resid_dropout and embd_dropout are keyed per global token */
+        return cp_broken(r, G_MODEL, "attn_dropout", "is not supported with attention dropout: "
+                         "set &model attn_dropout = 0 (resid_dropout and embd_dropout run with cp)");
     if (cfg->sliding_window > 0)
         return cp_broken(r, G_MODEL, "sliding_window", "is not supported with &model sliding_window");
     if (cfg->sequence_parallel && cfg->seq_len / cfg->cp % cfg->tp)

@@ -4,13 +4,15 @@
 # SwiGLU) train 4 steps (micro-batch 2, global batch 4, seq_len 16) with the losses and gradient
 # norms of the one-process run within 1e-6 relative (fp32; the ring meets each query's keys in
 # another order than the one-process kernel): cp 2, cp 4, dp 2 x cp 2 with ZeRO-2, tp 2 x cp 2,
-# tp 2 x cp 2 with sequence parallelism, pp 2 x cp 2 with 1F1B, and the Llama on cp 2, cp 4 and
-# pp 2 x cp 2 with ZeRO-2 over dp x cp. The validation loss on cp 2 equals the one-process one
-# (1e-6). A cp 4 step-2 checkpoint resumed on cp 1, and a cp 1 one resumed on cp 4, give steps
-# 3-4 within 1e-6 of resuming on the grid that wrote it. A seq_len 1024 model refused on cp 1
-# under &run memory_limit_gb = 0.03 (planned 40 MiB per rank) trains on cp 4 (22.5 MiB). Refused (exit 2, one message naming
-# the key): cp not dividing seq_len / 2, mode = 'generate', MoE, dropout, a rank count that is
-# not dp x cp x tp x pp. (device = 'cuda' with cp is refused too, but a build without CUDA refuses
+# tp 2 x cp 2 with sequence parallelism, pp 2 x cp 2 with 1F1B, residual and embedding dropout
+# 0.2 on cp 2 and on tp 2 x cp 2 with sequence parallelism (masks keyed by global token), and the
+# Llama on cp 2, cp 4 and pp 2 x cp 2 with ZeRO-2 over dp x cp. The validation loss on cp 2
+# equals the one-process one (1e-6). A cp 4 step-2 checkpoint resumed on cp 1, and a cp 1 one
+# resumed on cp 4, give steps 3-4 within 1e-6 of resuming on the grid that wrote it. bytes_cp
+# per step equals the count of ring.c's messages. A seq_len 1024 model refused on cp 1 under
+# &run memory_limit_gb = 0.03 (planned 40 MiB per rank) trains on cp 4 (22.5 MiB). Refused
+# (exit 2, one message naming the key): cp not dividing seq_len / 2, mode = 'generate', MoE,
+# attention dropout, a rank count that is not dp x cp x tp x pp. (device = 'cuda' with cp is refused too, but a build without CUDA refuses
 # the device first.)
 source "$(dirname "$0")/lib.bash"
 ulimit -c 0
@@ -68,6 +70,12 @@ case_run g_dp2cp2 gpt2 4 g1 parallel.dp=2 parallel.cp=2 parallel.zero_stage=2
 case_run g_tp2cp2 gpt2 4 g1 parallel.tp=2 parallel.cp=2
 case_run g_sp gpt2 4 g1 parallel.tp=2 parallel.cp=2 parallel.sequence_parallel=.true.
 case_run g_pp2cp2 gpt2 4 g1 parallel.pp=2 parallel.cp=2 parallel.schedule=1f1b
+DROP=(model.resid_dropout=0.2 model.embd_dropout=0.2)
+case_run gd1 gpt2 1 - "${DROP[@]}"
+[ "$(losses "$TEST_DIR/gd1/metrics.jsonl")" != "$(losses "$TEST_DIR/g1/metrics.jsonl")" ] ||
+    fail "gd1: residual and embedding dropout 0.2 left the losses unchanged"
+case_run gd_cp2 gpt2 2 gd1 parallel.cp=2 "${DROP[@]}"
+case_run gd_sp gpt2 4 gd1 parallel.tp=2 parallel.cp=2 parallel.sequence_parallel=.true. "${DROP[@]}"
 
 echo "== Llama (GQA, RoPE): 1 rank against cp 2, cp 4, pp 2 x cp 2 with ZeRO-2 over dp x cp"
 case_run l1 llama 1 -
@@ -168,7 +176,7 @@ bad cp_seq_len "&parallel cp: cp > 1 (line 3) cuts each sequence into 2 cp chunk
 bad cp_generate "cannot run mode = 'generate'" 2 "s/seed = 7/seed = 7, mode = 'generate', prompt_ids = 1, 2, 3, init_from = 'none.h5'/; s/dp = 1,/dp = 1, cp = 2,/"
 bad cp_moe "is not supported with Mixture-of-Experts blocks (&model n_experts > 0)" 2 \
     "s/d_model = 32/d_model = 32, n_experts = 4, top_k = 2/; s/dp = 1,/dp = 1, cp = 2,/"
-bad cp_dropout "is not supported with dropout: set &model attn_dropout = 0" 2 \
+bad cp_dropout "is not supported with attention dropout: set &model attn_dropout = 0" 2 \
     "s/d_model = 32/d_model = 32, dropout = 0.1/; s/dp = 1,/dp = 1, cp = 2,/"
 bad cp_ranks "&parallel dp*cp*tp*pp = 1*2*1*1 = 2 does not equal the 4 MPI ranks" 4 "s/dp = 1,/dp = 1, cp = 2,/"
 echo "PASS"

@@ -262,8 +262,8 @@ def valid_partial(a, max_ranks):
     g = a.get
     if all(k in a for k in ("dp", "tp", "pp", "cp")) and a["dp"] * a["tp"] * a["pp"] * a["cp"] > max_ranks:
         return False
-    if g("cp", 1) > 1:  # refused with cp (config_checks.c): the experts, dropout, a &stage's seq_len
-        if g("moe", "dense") != "dense" or g("dropout", "off") == "on" or g("stages", "none") != "none":
+    if g("cp", 1) > 1:  # refused with cp (config_checks.c): the experts, a &stage's seq_len
+        if g("moe", "dense") != "dense" or g("stages", "none") != "none":
             return False
     if g("ep", 1) > 1:
         if "dp" in a and (a["dp"] < a["ep"] or a["dp"] % a["ep"]):
@@ -440,6 +440,8 @@ def construct(rng, f, schema, generic):
         m["dropout"] = ch([0.1, 0.2])
         if rng.random() < 0.4:
             m[ch(["attn_dropout", "resid_dropout", "embd_dropout"])] = ch([0.0, 0.3])
+        if f.get("cp", 1) > 1:  # the ring draws no attention mask (refused); the others run
+            m["attn_dropout"] = 0.0
     if f["moe"] != "dense":
         n_exp = ch([2, 4]) if f["ep"] <= 2 else 4
         m["n_experts"] = n_exp
