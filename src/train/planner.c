@@ -128,11 +128,13 @@ static double widened_weights_bytes(const config_t *cfg, const gpt_t *m) {
 }
 
 /* train/ckpt_async.c: the background writer's snapshot of the partition (parameters, m, v) over
- * the ranks ZeRO partitions among (dp, or dp / ep with expert parallelism), host memory held from
- * setup to the end (a missing MPI_THREAD_MULTIPLE leaves it unallocated: an overestimate). */
+ * the ranks ZeRO partitions among (dp x cp, or that / ep with expert parallelism), host memory
+ * held from setup to the end (a missing MPI_THREAD_MULTIPLE leaves it unallocated: an
+ * overestimate). */
 static double async_snapshot_bytes(const config_t *cfg, size_t total) {
     if (!cfg->ckpt_async || cfg->ckpt_every <= 0 || cfg->choice.mode != CFG_MODE_TRAIN) return 0;
-    const size_t ranks = (size_t)(cfg->ep > 1 ? cfg->dp / cfg->ep : cfg->dp);
+    const int dp = cfg->dp * cfg->cp; /* ZeRO shards over dp x cp */
+    const size_t ranks = (size_t)(cfg->ep > 1 ? dp / cfg->ep : dp);
     const size_t s = ((total + ranks - 1) / ranks + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS;
     return 3 * fl(s < total ? s : total);
 }
