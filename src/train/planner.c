@@ -130,13 +130,15 @@ static double widened_weights_bytes(const config_t *cfg, const gpt_t *m) {
 /* train/ckpt_async.c: the background writer's snapshot of the partition (parameters, m, v) over
  * the ranks ZeRO partitions among (dp x cp, or that / ep with expert parallelism), host memory
  * held from setup to the end (a missing MPI_THREAD_MULTIPLE leaves it unallocated: an
- * overestimate). */
-static double async_snapshot_bytes(const config_t *cfg, size_t total) {
+ * overestimate), and beside it the staging of a synchronous save (the final one: at most
+ * staging_mb of the partition `part`). It is allocated at the end of setup, after setup's
+ * transients are gone: it adds to the steps' memory, not to theirs. */
+static double async_held_bytes(const config_t *cfg, size_t total, size_t part) {
     if (!cfg->ckpt_async || cfg->ckpt_every <= 0 || cfg->choice.mode != CFG_MODE_TRAIN) return 0;
     const int dp = cfg->dp * cfg->cp; /* ZeRO shards over dp x cp */
     const size_t ranks = (size_t)(cfg->ep > 1 ? dp / cfg->ep : dp);
     const size_t s = ((total + ranks - 1) / ranks + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS;
-    return 3 * fl(s < total ? s : total);
+    return 3 * fl(s < total ? s : total) + fmin(cfg->ckpt_staging_mb * 1048576.0, fl(part));
 }
 
 void plan_rank(const config_t *cfg, int tp_rank, int pp_rank, int mb, int accum, mem_plan_t *out) {
@@ -199,17 +201,11 @@ void plan_rank(const config_t *cfg, int tp_rank, int pp_rank, int mb, int accum,
         mfu = fmax(3.0 * 1024 * 1024 * 4, (N * C + F * C + N * F) * 4);
     if (strcmp(cfg->resume, "none") != 0 && m.wtype != DT_FP32)
         copies += fmin(cfg->ckpt_staging_mb * 1048576.0, 4.0 * (double)(zero >= 1 ? part : total));
-    /* The snapshot is allocated at the end of setup, after those transients are gone; while it
-     * is held, a synchronous save (the final one) stages through at most staging_mb of the
-     * partition beside it. */
-    const double snapshot = async_snapshot_bytes(cfg, total);
-    const double held = snapshot > 0 ? snapshot + fmin(cfg->ckpt_staging_mb * 1048576.0, fl(part)) : 0;
-    if (cfg->device_memory) { /* two memories: each holds its own largest */
-        b[MEM_WORKSPACE] += mfu;
-        h[MEM_WORKSPACE] += fmax(copies, held);
-    } else {
+    const double held = async_held_bytes(cfg, total, part); /* after those transients */
+    if (cfg->device_memory) /* two memories: each holds its own largest */
+        b[MEM_WORKSPACE] += mfu, h[MEM_WORKSPACE] += fmax(copies, held);
+    else
         b[MEM_WORKSPACE] += fmax(fmax(mfu, copies), held);
-    }
     /* kernels/cpu/matmul.c's bf16 operands, host memory (beside a GPU: its products are on the
      * device and these are not made; a small overestimate of the host's share) */
     if (gpt_product_type(MODEL_SPEC_OF(cfg), ops_cpu()) == DT_BF16) h[MEM_WORKSPACE] += bf16_operand_bytes(cfg, mb);
