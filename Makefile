@@ -31,6 +31,7 @@ BUILD   := build-asan
 BIN_DIR := $(BUILD)/
 override CFLAGS  += $(SANITIZE_FLAGS)
 override LDFLAGS += $(SANITIZE_FLAGS)
+override CXXFLAGS += $(SANITIZE_FLAGS)
 else ifeq ($(CUDA),1)
 # CUDA=1: everything goes to build-cuda/ (or CUDA_BUILD: validation/gpu/bundle.sh builds the
 # GPU machine's binaries into build-gpu/ for a portable ISA), and every object knows
@@ -52,6 +53,8 @@ GEMM_SRC := src/kernels/cpu/gemm_$(GEMM).c
 # under the data path) and the .cu files are the CUDA build's.
 LIB_SRC := $(filter-out src/kernels/cpu/gemm_%.c src/parallel/comm_nccl.c src/train/device_open.c,$(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c))) \
            $(GEMM_SRC) src/kernels/cuda/device_plan.c
+# C++ sources: the SentencePiece shim (src/io/tokenizer_spm.cc, an extern "C" API), by CXX
+LIB_CXX := $(wildcard src/io/*.cc)
 ifeq ($(CUDA),1)
 LIB_SRC += src/kernels/cuda/device.c src/train/device_open.c src/parallel/comm_nccl.c
 CUDA_SRC := $(wildcard src/kernels/cuda/*.cu)
@@ -62,7 +65,7 @@ $(error Makefile.inc: CUDA = 1, but $(NVCC) does not exist: set CUDA_HOME (or NV
 endif
 endif
 endif
-LIB_OBJ := $(patsubst src/%.c,$(BUILD)/%.o,$(LIB_SRC)) $(CUDA_OBJ)
+LIB_OBJ := $(patsubst src/%.c,$(BUILD)/%.o,$(LIB_SRC)) $(patsubst src/%.cc,$(BUILD)/%.o,$(LIB_CXX)) $(CUDA_OBJ)
 LIB     := $(BUILD)/libllmtrain.a
 # Each GEMM library: its flags (from Makefile.inc), its header, and what to do when it is missing.
 onednn_CFLAGS = $(DNNL_CFLAGS)
@@ -95,8 +98,8 @@ endif
 $(error Makefile.inc: GEMM = $(GEMM), but <$($(GEMM)_HEADER)> with $(GEMM_LIBS) does not build: $($(GEMM)_HINT))
 endif
 endif
-ALL_CFLAGS = $(CFLAGS) -Isrc $(GEMM_CFLAGS) $(HDF5_CFLAGS) $(HWLOC_CFLAGS) $(PAPI_CFLAGS) $(PCRE2_CFLAGS)
-ALL_LIBS   = $(HDF5_LIBS) $(GEMM_LIBS) $(HWLOC_LIBS) $(PAPI_LIBS) $(PCRE2_LIBS) $(if $(filter 1,$(CUDA)),$(CUDA_LIBS)) -lm
+ALL_CFLAGS = $(CFLAGS) -Isrc $(GEMM_CFLAGS) $(HDF5_CFLAGS) $(HWLOC_CFLAGS) $(PAPI_CFLAGS) $(PCRE2_CFLAGS) $(JANSSON_CFLAGS)
+ALL_LIBS   = $(HDF5_LIBS) $(GEMM_LIBS) $(HWLOC_LIBS) $(PAPI_LIBS) $(PCRE2_LIBS) $(JANSSON_LIBS) $(SPM_LIBS) $(if $(filter 1,$(CUDA)),$(CUDA_LIBS)) -lm
 
 UNIT_SRC := $(wildcard validation/unit/test_*.c)
 UNIT_BIN := $(patsubst validation/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
@@ -142,6 +145,10 @@ $(LIB): $(LIB_OBJ)
 $(BUILD)/%.o: src/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/%.o: src/%.cc
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) -Isrc $(SPM_CFLAGS) -MMD -MP -c $< -o $@
 
 # The CUDA build's kernels (nvcc, both architectures of NVCC_GENCODE) and its plain-C files on the
 # CUDA runtime and NCCL APIs (device.c, comm_nccl.c: mpicc with the CUDA headers).
@@ -189,7 +196,7 @@ $(BUILD)/tests/cuda/test_comm_nccl_fake: validation/unit/cuda/test_comm_nccl_fak
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(CUDA_CFLAGS) $(CMOCKA_CFLAGS) -o $@ validation/unit/cuda/test_comm_nccl_fake.c \
 	    validation/unit/cuda/fake_nccl.c $(LIB) $(CMOCKA_LIBS) $(HDF5_LIBS) $(GEMM_LIBS) $(HWLOC_LIBS) \
-	    $(PAPI_LIBS) $(PCRE2_LIBS) -lm $(LDFLAGS)
+	    $(PAPI_LIBS) $(PCRE2_LIBS) $(JANSSON_LIBS) $(SPM_LIBS) -lm $(LDFLAGS)
 $(BUILD)/tests/cuda/%: validation/unit/cuda/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(CUDA_CFLAGS) $(CMOCKA_CFLAGS) -MMD -MP -o $@ $< $(LIB) $(CMOCKA_LIBS) $(ALL_LIBS) $(LDFLAGS)
