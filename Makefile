@@ -83,19 +83,29 @@ GEMM_CFLAGS := $($(GEMM)_CFLAGS)
 GEMM_LIBS   := $($(GEMM)_LIBS)
 # $(call gemm_builds,LIBRARY): "ok" when that library's header and libraries build a program.
 gemm_builds = $(shell printf '\043include <$($(1)_HEADER)>\nint main(void){return 0;}\n' | $(CC) $($(1)_CFLAGS) -x c - -o /dev/null $($(1)_LIBS) >/dev/null 2>&1 && echo ok)
-# A GEMM library that is not there is a build error (not 200 undefined references): on a machine
-# where Debian packages are missing (validation/deps.sh --missing), one line saying that `make deps`
+# $(call lib_builds,HEADER,CFLAGS,LIBS[,c++]): "ok" when that header and those libraries build a
+# program (in C++ when the fourth argument is given: SentencePiece's header is C++).
+lib_builds = $(shell printf '\043include <$(1)>\nint main(void){return 0;}\n' | $(if $(4),$(CXX) -x c++,$(CC) -x c) $(2) - -o /dev/null $(3) >/dev/null 2>&1 && echo ok)
+# "ok" when the tokenizer's libraries build: libjansson (tokenizer.json), libsentencepiece (.model)
+tok_builds = $(and $(call lib_builds,jansson.h,$(JANSSON_CFLAGS),$(JANSSON_LIBS)),$(call lib_builds,sentencepiece_processor.h,$(SPM_CFLAGS),$(SPM_LIBS),c++))
+# A GEMM library, or the tokenizer's libjansson or libsentencepiece, that is not there is a build
+# error (not 200 undefined references): on a machine where Debian packages are missing (validation/deps.sh --missing), one line saying that `make deps`
 # installs them; else one naming the Makefile.inc variable to set. Checked only when something is
 # built here: not for clean, nor for the goals that install the dependencies first and build in a
 # make started after that (deps, demo, check, check-unit).
 INSTALLING_GOALS := clean deps demo check check-unit
 ifeq ($(filter $(INSTALLING_GOALS),$(MAKECMDGOALS)),)
-ifneq ($(call gemm_builds,$(GEMM)),ok)
+GEMM_OK := $(call gemm_builds,$(GEMM))
+TOK_OK  := $(if $(GEMM_OK),$(call tok_builds))
+ifneq ($(TOK_OK),ok)
 MISSING_PACKAGES := $(shell bash validation/deps.sh --missing 2>/dev/null)
 ifneq ($(strip $(MISSING_PACKAGES)),)
 $(error llmtrain's dependencies are not installed ($(words $(MISSING_PACKAGES)) Debian packages missing: $(wordlist 1,6,$(MISSING_PACKAGES))$(if $(word 7,$(MISSING_PACKAGES)), ...)): run 'make deps' as root to install them (or 'make demo' / 'make check', which install them first; INSTALL for modules))
 endif
+ifneq ($(GEMM_OK),ok)
 $(error Makefile.inc: GEMM = $(GEMM), but <$($(GEMM)_HEADER)> with $(GEMM_LIBS) does not build: $($(GEMM)_HINT))
+endif
+$(error Makefile.inc: <jansson.h> with $(strip $(JANSSON_LIBS)) or <sentencepiece_processor.h> with $(strip $(SPM_LIBS)) does not build: install libjansson-dev and libsentencepiece-dev (make deps), or set JANSSON_CFLAGS, JANSSON_LIBS, SPM_CFLAGS, SPM_LIBS to where they are)
 endif
 endif
 ALL_CFLAGS = $(CFLAGS) -Isrc $(GEMM_CFLAGS) $(HDF5_CFLAGS) $(HWLOC_CFLAGS) $(PAPI_CFLAGS) $(PCRE2_CFLAGS) $(JANSSON_CFLAGS)

@@ -140,8 +140,8 @@ static long added_at(const tokenizer_t *tok, const uint8_t *text, size_t len, si
     long best = -1;
     for (size_t k = 0; k < hf->n_added; k++) {
         const added_tok_t *a = &hf->added[k];
-        if ((a->special && !all) || a->len > len - i || (best >= 0 && a->len <= hf->added[best].len))
-            continue;
+        bool shorter = best >= 0 && a->len <= hf->added[best].len;
+        if ((a->special && !all) || a->len > len - i || shorter) continue;
         if (memcmp(text + i, tok->id_bytes + a->off, a->len) == 0) best = (long)k;
     }
     return best;

@@ -344,8 +344,8 @@ typedef void (*slice_fn)(prep_t *p, const char *text, size_t len, void *arg);
 static void for_each_slice(prep_t *p, const doc_t *d, slice_fn fn, void *arg, progress_t *pr) {
     const char *text = file_map(p, d->file) + d->off;
     for (size_t s = 0, e; s < d->len; s = e) {
-        e = d->len - s <= p->o.chunk_bytes ? d->len
-                                           : tokenizer_cut(p->tok, text, d->len, s + p->o.chunk_bytes);
+        size_t want = s + p->o.chunk_bytes;
+        e = d->len - s <= p->o.chunk_bytes ? d->len : tokenizer_cut(p->tok, text, d->len, want);
         fn(p, text + s, e - s, arg);
         progress_add(pr, e - s, p->rank);
     }
