@@ -13,7 +13,6 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from compare_shards import read_stream  # noqa: E402
 
 
 def encoder(kind, path):
@@ -40,6 +39,8 @@ def encoder(kind, path):
 def main():
     kind, path, out_dir, files = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
     encode, doc_id, piece = encoder(kind, path)
+    # after the libraries: tiktoken_ref (through compare_shards) puts .deps/python first on sys.path
+    from compare_shards import read_stream
     ids, manifest = read_stream(out_dir)
     assert manifest["eot_token"] == doc_id, f"manifest eot_token {manifest['eot_token']}"
     pos = 0
