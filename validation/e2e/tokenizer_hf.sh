@@ -38,7 +38,8 @@ for fam in llama3 qwen2 gpt4o; do
     prep $T/$fam $T/$fam.json $DOCS
     compare json $T/$fam.json $T/$fam $DOCS
     cmp $T/$fam.json $T/$fam/tokenizer.json || fail "$fam: the out dir's tokenizer.json is not a copy"
-    grep -qF '"tokenizer_kind": "byte-level BPE (tokenizer.json)"' $T/$fam/manifest.json || fail "$fam: manifest tokenizer_kind"
+    grep -qF '"tokenizer_kind": "byte-level BPE (tokenizer.json)"' $T/$fam/manifest.json ||
+        fail "$fam: manifest tokenizer_kind"
 done
 
 $PYTHON validation/tokenizer/hf_make.py spm $T/spm $CORPUS || fail "training SentencePiece"
@@ -107,4 +108,5 @@ for f in $T/bad_corrupt.json $T/bad_wordpiece.json $T/bad_unigram.json $T/bad_cu
         { cat $T/bad.err; fail "$f: not one message naming the file"; }
     grep "^llmprep: error" $T/bad.err
 done
-echo "PASS: tokenizer.json (Llama 3, Qwen 2, GPT-4o patterns) and SentencePiece ids identical to the libraries; llmtrain reads them"
+echo "PASS: tokenizer.json (Llama 3, Qwen 2, GPT-4o patterns) and SentencePiece ids identical" \
+    "to the libraries; llmtrain reads them"

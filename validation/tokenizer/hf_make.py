@@ -5,10 +5,10 @@ usage: hf_make.py bpe FAMILY OUT.json TEXT...   byte-level BPE with the `tokeniz
        hf_make.py bad KIND OUT.json              a tokenizer.json llmtrain must refuse
        hf_make.py texts DIR N                    mixed.txt and N short fuzz documents in DIR
 
-FAMILY is llama3 (GPT-4's too), qwen2 or gpt4o: the pre-tokenizer regex of that family, as its published
-tokenizer.json holds it (Sequence [Split (Regex, Isolated), ByteLevel (use_regex false)]), with
-<|begin_of_text|> as the document token (TemplateProcessing), special tokens and a non-special
-added token. The vocabulary is trained on TEXT (about 1000 ids: a few seconds)."""
+FAMILY is llama3 (GPT-4's too), qwen2 or gpt4o: the pre-tokenizer regex of that family, as its
+published tokenizer.json holds it (Sequence [Split (Regex, Isolated), ByteLevel (use_regex
+false)]), with <|begin_of_text|> as the document token (TemplateProcessing), special tokens and
+a non-special added token. The vocabulary is trained on TEXT (about 1000 ids: a few seconds)."""
 import json
 import sys
 
@@ -50,7 +50,8 @@ def spm(prefix, texts):
     import sentencepiece as S
     S.SentencePieceTrainer.train(
         input=",".join(texts), model_prefix=prefix, model_type="bpe", vocab_size=1500,
-        character_coverage=0.9995, byte_fallback=True, split_digits=True, allow_whitespace_only_pieces=True,
+        character_coverage=0.9995, byte_fallback=True, split_digits=True,
+        allow_whitespace_only_pieces=True,
         normalization_rule_name="identity", remove_extra_whitespaces=False,
         add_dummy_prefix=True, unk_id=0, bos_id=1, eos_id=2, pad_id=-1,
         user_defined_symbols=["<tool_call>"], minloglevel=2)
