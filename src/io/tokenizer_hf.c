@@ -374,8 +374,12 @@ int tokenizer_load_hf(tokenizer_t **out, const char *path, char *err, size_t err
     json_t *root = json_loadb(buf, len, 0, &je);
     if (!json_is_object(root)) {
         free(buf);
-        json_decref(root);
-        return errf(err, errlen, "%s:%d: not a JSON object: %s", path, je.line, je.text);
+        if (root) {
+            json_decref(root);
+            return errf(err, errlen, "%s: not a JSON object (a tokenizer.json is one)", path);
+        }
+        return errf(err, errlen, "%s:%d: not valid JSON (a tokenizer.json): %s", path, je.line,
+                    je.text);
     }
     tokenizer_t *t = tokenizer_alloc(TOK_HF_BPE);
     t->hf = calloc(1, sizeof *t->hf);
