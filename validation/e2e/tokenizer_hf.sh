@@ -79,7 +79,10 @@ NML
     got=$(grep '^generate: prompt' $T/$1.log | sed 's/.*: //')
     want=$($PYTHON - "$3" "$2" "$PROMPT" <<'PY'
 import sys
+import os
 kind, path, text = sys.argv[1:4]
+if os.path.isdir(path):  # llmprep's output directory: the tokenizer kept there
+    path = os.path.join(path, "tokenizer.json" if kind == "json" else "tokenizer.model")
 if kind == "json":  # the prompt's special tokens are tokens, as llmtrain reads a prompt
     from tokenizers import Tokenizer
     ids = Tokenizer.from_file(path).encode(text, add_special_tokens=False).ids
@@ -93,7 +96,7 @@ PY
     echo "ok  generate with &data tokenizer = $2: the prompt's $(echo $got | wc -w) ids are the library's"
 }
 gen gen_json $T/llama3/tokenizer.json json 1024 $T/train/weights_step000003.h5
-gen gen_spm $T/spm/tokenizer.model spm 1536
+gen gen_spm $T/spm spm 1536 # the directory llmprep wrote: its tokenizer.model
 
 # files llmtrain cannot read: exit 2, one message naming the file
 for kind in corrupt wordpiece unigram; do
