@@ -292,7 +292,7 @@ static int plan_only(const cli_t *cli, int rank) {
                                : perfplan_print(&cfg, &mc, cli->json);
     } else if (rank == 0) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        int ranks = cfg.dp * cfg.tp * cfg.pp;
+        int ranks = cfg.dp * cfg.cp * cfg.tp * cfg.pp;
         int per_node = cores > 0 && cores < ranks ? (int)cores : ranks;
         if (cfg.overrides[0]) printf("overrides: %s\n", cfg.overrides);
         code = plan_print(&cfg, plan_limit_bytes(&cfg, per_node), per_node) ? 0 : LLMT_EXIT_USER;

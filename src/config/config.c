@@ -136,6 +136,7 @@ const key_spec_t cfg_keys[] = {
 
     INT_KEY(G_PARALLEL, "dp", dp, 1, AT_LEAST(1)),
     INT_KEY(G_PARALLEL, "tp", tp, 1, AT_LEAST(1)),
+    INT_KEY(G_PARALLEL, "cp", cp, 1, AT_LEAST(1), AT_MOST(4096)), /* divides seq_len / 2 */
     INT_KEY(G_PARALLEL, "pp", pp, 1, AT_LEAST(1)),
     INT_KEY(G_PARALLEL, "ep", ep, 1, AT_LEAST(1)), /* divides dp and n_experts */
     CHOICE_KEY(G_PARALLEL, "schedule", schedule, "1f1b", "1f1b|gpipe|interleaved|zb-h1"),

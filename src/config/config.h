@@ -185,6 +185,7 @@ typedef struct config {
 
     /* &parallel */
     int dp, tp, pp, ep;
+    int cp;                 /* context parallelism: each sequence over cp ranks (model/ring.c) */
     char schedule[16];      /* 'gpipe' | '1f1b' | 'interleaved' */
     int virtual_stages;
     int zero_stage;         /* 0..3 */
@@ -361,4 +362,8 @@ char *config_where_start(const config_where_t *a, const config_where_t *b, char 
 /* Whether there is a weights copy that can be kept in 16-bit storage (&train weights_storage):
  * &train precision bf16 or fp16. */
 bool config_weights_16bit_possible(const config_t *cfg);
+/* Why &parallel cp > 1 cannot run cfg (the parser's own rules, config_checks.c: seq_len / 2
+ * divisible by cp, no generation, experts, dropout, sliding window, &stage seq_len; device
+ * 'cpu' unless any_device), as "&parallel cp = N: why"; NULL when it can (or cp = 1). */
+const char *config_cp_error(const config_t *cfg, bool any_device, char *buf, size_t len);
 #endif

@@ -338,6 +338,77 @@ static int check_sequence_parallel(parse_ctx_t *ctx, const config_t *cfg) {
                      cfg_provenance(ctx, t, pt), bad, bad == cfg->seq_len ? "" : " (a &stage's)");
 }
 
+/* A broken rule of context parallelism: the key it points at (group g, `key`; NULL: cp itself)
+ * and why, the text after "&parallel cp: cp > 1 (...) ". */
+typedef struct cp_rule {
+    int g;
+    const char *key;
+    char why[256];
+} cp_rule_t;
+
+static bool cp_broken(cp_rule_t *r, int g, const char *key, const char *why) {
+    r->g = g, r->key = key;
+    snprintf(r->why, sizeof r->why, "%s", why);
+    return true;
+}
+
+/* Context parallelism (model/ring.c) cuts each sequence into 2 cp chunks: seq_len / 2 divisible
+ * by cp. What the ring does not carry is refused by name: generation (prompts of any length),
+ * the experts (their routing and capacity are per micro-batch's tokens), the CUDA device (no
+ * GPU kernel of the ring's blocks yet; unless any_device), attention dropout (the ring's block
+ * kernels draw no mask; resid_dropout and embd_dropout are keyed per global token and run), a
+ * sliding window and a &stage's own seq_len. True and r filled when
+ * cfg (cp > 1, dropouts resolved) breaks one. */
+static bool cp_rule_broken(const config_t *cfg, bool any_device, cp_rule_t *r) {
+    if (cfg->cp == 1) return false;
+    if (cfg->seq_len % (2 * cfg->cp)) {
+        char s[200];
+        snprintf(s, sizeof s, "cuts each sequence into 2 cp chunks: seq_len / 2 must be divisible "
+                 "by cp, got seq_len = %d", cfg->seq_len);
+        return cp_broken(r, G_MODEL, "seq_len", s);
+    }
+    if (cfg->choice.mode == CFG_MODE_GENERATE)
+        return cp_broken(r, G_RUN, "mode", "cannot run mode = 'generate' (prompts of any length): "
+                         "set &parallel cp = 1");
+    if (cfg->n_experts > 0)
+        return cp_broken(r, G_MODEL, "n_experts", "is not supported with Mixture-of-Experts blocks "
+                         "(&model n_experts > 0)");
+    if (!any_device && cfg->choice.device == CFG_DEVICE_CUDA)
+        return cp_broken(r, G_RUN, "device", "runs on device = 'cpu' only: the ring attention has "
+                         "no CUDA kernel yet");
+    if (cfg->attn_dropout > 0) /* resid_dropout and embd_dropout are keyed per global token */
+        return cp_broken(r, G_MODEL, "attn_dropout", "is not supported with attention dropout: "
+                         "set &model attn_dropout = 0 (resid_dropout and embd_dropout run with cp)");
+    if (cfg->sliding_window > 0)
+        return cp_broken(r, G_MODEL, "sliding_window", "is not supported with &model sliding_window");
+    if (cfg->sequence_parallel && cfg->seq_len / cfg->cp % cfg->tp)
+        return cp_broken(r, G_PARALLEL, "sequence_parallel", "with sequence_parallel needs seq_len "
+                         "/ cp divisible by tp (a rank's tokens split over tp)");
+    for (int i = 0; i < cfg->n_stages; i++)
+        if (cfg->stages[i].key_line[STAGE_SEQ_LEN])
+            return cp_broken(r, G_PARALLEL, NULL, "is not supported with a &stage's own seq_len "
+                             "(the curriculum's sequence length)");
+    return false;
+}
+
+const char *config_cp_error(const config_t *cfg, bool any_device, char *buf, size_t len) {
+    cp_rule_t r;
+    if (!cp_rule_broken(cfg, any_device, &r)) return NULL;
+    snprintf(buf, len, "&parallel cp = %d: %s", cfg->cp, r.why);
+    return buf;
+}
+
+/* The refusal of a broken rule, pointing at its key (or at cp). Runs after the dropouts are
+ * resolved. */
+static int check_context_parallel(parse_ctx_t *ctx, const config_t *cfg) {
+    cp_rule_t r;
+    if (!cp_rule_broken(cfg, false, &r)) return 0;
+    int k = cfg_key_index(G_PARALLEL, "cp"), o = r.key ? cfg_key_index(r.g, r.key) : k, line, col;
+    char pk[32];
+    cfg_locate(ctx, o, k, &line, &col);
+    return cfg_error(ctx, line, col, "&parallel cp: cp > 1 (%s) %s", cfg_provenance(ctx, k, pk), r.why);
+}
+
 /* A threshold ratio of at most 1 would fire on ordinary values: every step an explosion (the
  * gradient norm against its window's median), every run's slowest rank a straggler (a rank's
  * busy time against its peers'). 0 = off. */
@@ -394,7 +465,7 @@ int cfg_check_cross_keys(parse_ctx_t *ctx, config_t *cfg) {
         check_data_mixture(ctx, cfg) || check_ep_divides_dp(ctx, cfg) || check_offload(ctx, cfg) ||
         check_storage(ctx, cfg) || check_sequence_parallel(ctx, cfg))
         return -1;
-    if (resolve_derived(ctx, cfg) != 0) return -1;
+    if (resolve_derived(ctx, cfg) != 0 || check_context_parallel(ctx, cfg) != 0) return -1;
     if (stages_check(cfg, ctx->msg, ctx->msgsize) != 0) return -1;
     return cfg_check_sizes(ctx, cfg);
 }

@@ -33,6 +33,22 @@ typedef struct dropout_mask {
     uint32_t word3;       /* attention: global index of local head 0 (head h uses word3 + h) */
 } dropout_mask_t;
 
+/* One block of ring attention (context parallelism, model/ring.c): the query rows of one
+ * sequence chunk against the keys of one chunk, `rows` rows each. Pointers are at the chunk's
+ * first row of batch 0; rows of q / dq have stride ldq and batch stride bq (floats), of k, v,
+ * dk, dv ldkv and bkv, of out, dout ldo = NH*hs and bo. The per-row statistics m, l (forward)
+ * and lse (backward) are [B, NH, stat_ld] arrays, pointed at the chunk's first row. diag: the
+ * query and key chunks are the same positions (causal inside); otherwise every key is visible
+ * (the key chunk comes earlier in the sequence). Query head h reads k/v head h / (NH / NKV). */
+typedef struct attn_block {
+    const float *q, *k, *v, *dout;
+    float *dq, *dk, *dv, *out, *m, *l;
+    const float *lse;
+    int B, NH, NKV, hs, rows, ldq, ldkv, ldo, stat_ld;
+    size_t bq, bkv, bo;
+    bool diag;
+} attn_block_t;
+
 typedef struct ops {
     const char *name;
 
@@ -231,6 +247,23 @@ typedef struct ops {
                                    size_t scratch_floats, const float *dout, const float *q,
                                    const float *k, const float *v, const float *out,
                                    const float *lse, int B, int T, int NH, int NKV, int hs);
+
+    /* ---- ring attention's blocks (attn_block_t above; no dropout) ----
+     * forward: the online softmax over one more key block: with running max m, running sum l
+     * (l = 0: the row has seen no key yet) and the unnormalised output out, all updated in place
+     * (zero out and l before the first block). finish: out[B, T, NH*hs] /= l and lse = m +
+     * log(l) in place of m ([B, NH, T]), once every key block has been seen.
+     * backward: dq, dk, dv += the block's share, from lse (the finished forward's), out, dout.
+     * scratch as attention_forward's. */
+    void (*attention_block_forward)(const attn_block_t *blk, float *scratch, size_t scratch_floats);
+    void (*attention_block_finish)(float *out, float *m_lse, const float *l, int B, int T, int NH,
+                                   int hs);
+    void (*attention_block_backward)(const attn_block_t *blk, float *scratch,
+                                     size_t scratch_floats);
+    /* dst rows [rows, cols] with row stride ld_dst = src rows (stride ld_src), or += them with
+     * accumulate (packing the k | v columns of a layout for the ring, and back). */
+    void (*copy_rows)(float *dst, int ld_dst, const float *src, int ld_src, size_t rows, int cols,
+                      bool accumulate);
 
     /* ---- fused ops (each equals the composition of the ops above that it replaces) ----
      * residual + layernorm forward: res[N, C] = a + b, then out[N, C] = layernorm(res) with w, bias

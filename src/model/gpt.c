@@ -17,7 +17,7 @@
 
 gpt_parallel_t gpt_serial(void) {
     gpt_parallel_t p = {1, 0, 1, 0, comm_group_self(), 1, 1, false, 1, 0,
-                         comm_group_self()};
+                         comm_group_self(), 1, 0, comm_group_self()};
     return p;
 }
 
@@ -436,6 +436,10 @@ static void alloc_head_and_scratch(gpt_t *m) {
     if (m->kv_replicated) m->kv_grad = falloc_in(m, (size_t)m->KV * m->hs * (m->C + 1), c, MEM_WORKSPACE);
     /* the attention kernels' tiles: a few per thread, not T x T (ops.h) */
     m->attn_scratch_floats = m->ops->attention_scratch_floats(m->B, m->T, m->NHl, m->hs);
+    if (m->ring.cp > 1) {
+        float *mem = falloc_in(m, ring_floats(m->B, m->T, m->NHl, m->KVl, m->hs), c, MEM_WORKSPACE);
+        if (mem) ring_bind(&m->ring, mem, m->B, m->T, m->NHl, m->KVl, m->hs);
+    }
     m->attn_scratch = falloc_in(m, m->attn_scratch_floats, c, MEM_WORKSPACE);
     m->planned[MEM_WORKSPACE] += (double)N * sizeof(float);
     if (!m->dry_run) m->host_losses = xmalloc(N * sizeof(float));
@@ -451,6 +455,8 @@ static void set_dims(gpt_t *m, const model_spec_t *spec, const gpt_parallel_t *p
     m->Vp = spec->padded_vocab;
     m->par = *par;
     m->sp = spec->sequence_parallel && par->tp > 1;
+    m->ring = (ring_t){.cp = par->cp > 1 ? par->cp : 1, .rank = par->cp > 1 ? par->cp_rank : 0,
+                       .group = par->cp > 1 ? par->cp_group : NULL};
     m->NHl = m->NH / par->tp;
     m->Fl = m->F / par->tp;
     m->Vl = m->Vp / par->tp;
@@ -473,6 +479,11 @@ static void set_dims(gpt_t *m, const model_spec_t *spec, const gpt_parallel_t *p
     m->block_matrix = params_block_matrix(spec);
 }
 
+/* The global position of local row t of a sequence (model/ring.h; t without cp). */
+static int ring_position_of(const gpt_t *m, int t) {
+    return m->ring.cp > 1 ? ring_position(t, m->T, m->ring.cp, m->ring.rank) : t;
+}
+
 /* RoPE's angle tables [T, hs/2]: angle t * inv_i in fp32, inv_i from kernels/rope_math.h (theta
  * and Llama 3.1's rope_scaling), the way Hugging Face's LlamaRotaryEmbedding does it. */
 static void fill_rope_tables(gpt_t *m, const rope_freq_t *freq) {
@@ -480,8 +491,8 @@ static void fill_rope_tables(gpt_t *m, const rope_freq_t *freq) {
     float *c = xmalloc((size_t)m->T * half * sizeof(float)), *s = xmalloc((size_t)m->T * half * sizeof(float));
     for (int i = 0; i < half; i++) {
         const float inv = rope_inv_freq(freq, i, m->hs);
-        for (int t = 0; t < m->T; t++) {
-            const float a = (float)t * inv;
+        for (int t = 0; t < m->T; t++) { /* the global position (context parallelism) */
+            const float a = (float)ring_position_of(m, t) * inv;
             c[(size_t)t * half + i] = cosf(a);
             s[(size_t)t * half + i] = sinf(a);
         }
@@ -1000,6 +1011,24 @@ static void qkv_backward(gpt_t *m, const float *x,
     linear_backward(m, m->dC, g->vw, g->vb, dv, x, w->vw, N, C, KVl, true, first);
 }
 
+/* The views ring attention reads and writes: inside the fused qkv [N, 3 C/tp] (and d(qkv)), or
+ * the separate q, k, v planes (GQA). */
+static ring_layout_t ring_layout_of(const gpt_t *m, float *qkv, float *dqkv, int B, int T) {
+    const int Cl = m->NHl * m->hs, N = B * T;
+    ring_layout_t L = {.B = B, .T = T, .NH = m->NHl, .NKV = m->fused_qkv ? m->NHl : m->KVl,
+                       .hs = m->hs};
+    if (m->fused_qkv) {
+        L.q = qkv, L.k = qkv + Cl, L.v = qkv + 2 * Cl, L.ldq = L.ldkv = 3 * Cl;
+        if (dqkv) L.dq = dqkv, L.dk = dqkv + Cl, L.dv = dqkv + 2 * Cl;
+        return L;
+    }
+    float *q, *k, *v;
+    qkv_views(m, qkv, N, &q, &k, &v);
+    L.q = q, L.k = k, L.v = v, L.ldq = Cl, L.ldkv = m->KVl * m->hs;
+    if (dqkv) qkv_views(m, dqkv, N, &L.dq, &L.dk, &L.dv);
+    return L;
+}
+
 /* The attention core and the MLP activation, with their outputs stored: the forward and the
  * selective recomputation call the same two, so a recomputed tensor is bit-identical also in
  * bf16/fp16. */
@@ -1007,7 +1036,11 @@ static void attention_stored(const gpt_t *m, int l, gpt_layer_acts_t *a, int B, 
     const size_t N = (size_t)B * T;
     dropout_mask_t mk; /* attn_dropout: the probabilities' mask, keyed by global query head */
     const dropout_mask_t *drop = gpt_attn_mask(m, l, B, T, &mk);
-    if (m->fused_qkv) {
+    if (m->ring.cp > 1) { /* context parallelism: config/ refused dropout with it */
+        const ring_layout_t L = ring_layout_of(m, a->qkv, NULL, B, T);
+        ring_attention_forward(&m->ring, m->ops, &L, a->atty, a->lse, m->attn_scratch,
+                               m->attn_scratch_floats);
+    } else if (m->fused_qkv) {
         m->ops->attention_forward_dropout(a->atty, a->lse, m->attn_scratch,
                                           m->attn_scratch_floats, a->qkv, B, T, m->NHl, m->hs,
                                           drop);
@@ -1024,6 +1057,14 @@ static void attention_stored(const gpt_t *m, int l, gpt_layer_acts_t *a, int B, 
 static void attention_core_backward(const gpt_t *m, int l, gpt_layer_acts_t *a, int B, int T) {
     dropout_mask_t mk; /* the forward's mask, drawn again */
     const dropout_mask_t *drop = gpt_attn_mask(m, l, B, T, &mk);
+    if (m->ring.cp > 1) { /* d(qkv): dq accumulates over the ring's blocks */
+        const size_t N = (size_t)B * T, row = (size_t)m->NHl * m->hs + 2 * (size_t)m->KVl * m->hs;
+        m->ops->zero(m->dbig, N * (m->fused_qkv ? 3 * (size_t)m->NHl * m->hs : row));
+        const ring_layout_t L = ring_layout_of(m, a->qkv, m->dbig, B, T);
+        ring_attention_backward(&m->ring, m->ops, &L, m->dC2, a->atty, a->lse, m->attn_scratch,
+                                m->attn_scratch_floats);
+        return;
+    }
     if (m->fused_qkv) {
         m->ops->attention_backward_dropout(m->dbig, m->attn_scratch, m->attn_scratch_floats,
                                            m->dC2, a->qkv, a->atty, a->lse, B, T, m->NHl, m->hs,
@@ -1078,14 +1119,51 @@ static void mlp_in_backward(gpt_t *m, gpt_layer_acts_t *a, const float *x,
     linear_backward(m, m->dC, g->fcw, g->fcb, dup, x, w->fcw, N, C, Fl, true, first);
 }
 
+/* The embedding of B x T rows, each sequence's positions its own: 0 .. T-1, or with context
+ * parallelism (model/ring.h) the global positions of its two chunks, one call per chunk. */
+static void embed_rows_forward(gpt_t *m, float *out, const int *tokens, int B, int T) {
+    const bool pos = m->learned_pos && m->par.tp_rank == 0;
+    if (m->ring.cp == 1) {
+        m->ops->embed_forward_w(out, tokens, m->gw.wte, m->gw.wpe, m->wtype, B, T, m->C,
+                                m->v_start, m->Vl, pos);
+        return;
+    }
+    const int c = T / 2;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < 2; h++) {
+            const size_t row = (size_t)b * T + (size_t)h * c;
+            const float *wpe = pos ? gpt_weight_at(m->gw.wpe, m->wtype,
+                                                   (size_t)ring_position_of(m, h * c) * m->C)
+                                   : NULL;
+            m->ops->embed_forward_w(out + row * m->C, tokens + row, m->gw.wte, wpe, m->wtype, 1,
+                                    c, m->C, m->v_start, m->Vl, pos);
+        }
+}
+
+static void embed_rows_backward(gpt_t *m, const float *dout, const int *tokens, int B, int T) {
+    if (m->ring.cp == 1) {
+        m->ops->embed_backward(m->gg.wte, m->gg.wpe, dout, tokens, B, T, m->C, m->v_start, m->Vl,
+                               m->learned_pos);
+        return;
+    }
+    const int c = T / 2;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < 2; h++) {
+            const size_t row = (size_t)b * T + (size_t)h * c;
+            float *dwpe = m->learned_pos ? m->gg.wpe + (size_t)ring_position_of(m, h * c) * m->C
+                                         : NULL;
+            m->ops->embed_backward(m->gg.wte, dwpe, dout + row * m->C, tokens + row, 1, c, m->C,
+                                   m->v_start, m->Vl, m->learned_pos);
+        }
+}
+
 void gpt_embed(gpt_t *m, const gpt_pass_t *pass, const int *tokens, int B, int T) {
     gpt_slot_t *sl = begin_call(m, pass);
     ASSERT(m->has_embed && B <= m->B && T <= m->T);
     m->ops->to_device(sl->tokens, tokens, (size_t)B * T * sizeof(int));
     need_weights(m, GPT_UNIT_EMBED, m->first_layer < m->end_layer ? m->first_layer : GPT_UNIT_NONE);
     /* vocab-parallel: each rank adds the rows it owns; rank 0 adds the positions (if learned) */
-    m->ops->embed_forward_w(row_out(m, sl->input), sl->tokens, m->gw.wte, m->gw.wpe, m->wtype, B,
-                            T, m->C, m->v_start, m->Vl, m->learned_pos && m->par.tp_rank == 0);
+    embed_rows_forward(m, row_out(m, sl->input), sl->tokens, B, T);
     row_reduce(m, sl->input, B * T);
     gpt_dropout(m, REG_EMBD, 0, B, T, sl->input, sl->input);
     store(m, sl->input, gpt_stage_floats(m, B, T));
@@ -1310,8 +1388,7 @@ void gpt_stage_backward(gpt_t *m, const gpt_pass_t *pass, int B, int T, bool fir
     if (first && m->learned_pos) m->ops->zero(m->gg.wpe, params_find(&m->P, "wpe")->numel);
     if (first && !head_began) m->ops->zero(m->gg.wte, params_find(&m->P, "wte")->numel);
     gpt_dropout(m, REG_EMBD, 0, B, T, m->dres, m->dres);
-    m->ops->embed_backward(m->gg.wte, m->gg.wpe, sp_gathered(m, m->dres, B * T), sl->tokens, B, T,
-                           m->C, m->v_start, m->Vl, m->learned_pos);
+    embed_rows_backward(m, sp_gathered(m, m->dres, B * T), sl->tokens, B, T);
     end_grads(m, GPT_UNIT_EMBED);
 }
 

@@ -39,6 +39,7 @@
 #include "model/layer_w.h"
 #include "model/moe.h"
 #include "model/gpt_regular.h"
+#include "model/ring.h"
 #include "parallel/comm.h"
 
 /* How this rank takes part in the model: its tensor-parallel shard and pipeline stage. */
@@ -50,6 +51,10 @@ typedef struct gpt_parallel {
     bool split_backward; /* ZB-H1: the blocks' backward split into B and a deferred W */
     int ep, ep_rank;     /* expert parallelism (model/moe.h): 1, 0 without */
     const comm_group_t *ep_group; /* a 1-rank group when ep = 1 */
+    /* context parallelism (model/ring.h): the T rows a call gets are this rank's two chunks of
+     * each sequence; cp 0 or 1: none (cp_group unused) */
+    int cp, cp_rank;
+    const comm_group_t *cp_group;
 } gpt_parallel_t;
 
 /* One process, one micro-batch in flight. */
@@ -193,6 +198,9 @@ typedef struct gpt {
      * (and bias) gradient of the local rows, summed over tp before it is added. */
     bool sp;
     float *sp_full, *sp_ln, *norm_grad;
+    /* context parallelism (par.cp > 1): the ring's buffers; positions (RoPE's tables, wpe's
+     * rows) are the global ones of the local rows (ring_position) */
+    ring_t ring;
     int first_layer, end_layer;       /* this stage's blocks (of the chunk in use) */
     bool has_embed, has_head;         /* ... and whether that chunk embeds / runs the head */
     /* interleaved pipeline: the stage holds n_chunks chunks of chunk_layers blocks (chunk c is

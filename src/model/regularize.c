@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "model/gpt.h"
+#include "model/ring.h"
 #include "parallel/comm.h"
 
 void gpt_reg_setup(gpt_t *m, const model_spec_t *spec) {
@@ -57,12 +58,30 @@ const float *gpt_dropout(gpt_t *m, int site, int layer, int B, int T, float *out
     const float p = site == REG_EMBD ? m->reg.embd_p : m->reg.resid_p;
     if (!m->reg.training || p <= 0) return in;
     dropout_mask_t mk = mask_for(m, site, layer, p, B, T);
-    size_t rows = (size_t)B * T;
+    size_t lo = 0, hi = (size_t)B * T; /* this rank's rows of the B x T local rows */
     if (m->sp) { /* the residual stream's rows of this tp rank (gpt.h sp), keyed globally */
-        rows /= (size_t)m->par.tp;
-        mk.row0 += (uint64_t)m->par.tp_rank * rows;
+        const size_t rows = hi / (size_t)m->par.tp;
+        lo = (size_t)m->par.tp_rank * rows, hi = lo + rows;
     }
-    m->ops->dropout_apply(out, in, rows, m->C, &mk);
+    if (m->ring.cp <= 1) {
+        mk.row0 += lo;
+        m->ops->dropout_apply(out, in, hi - lo, m->C, &mk);
+        return out;
+    }
+    /* context parallelism: each sequence's local rows are two runs of T / 2 tokens at their
+     * chunks' global positions (ring.h), keyed as the one-process run keys them */
+    const int c = T / 2, Tg = T * m->ring.cp;
+    const uint64_t seq0 = mk.row0 / (uint64_t)T; /* mask_for's first sample */
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < 2; h++) {
+            const size_t r0 = (size_t)b * T + (size_t)h * c, a = r0 > lo ? r0 : lo;
+            const size_t e = r0 + c < hi ? r0 + c : hi;
+            if (a >= e) continue;
+            dropout_mask_t k = mk;
+            k.row0 = (seq0 + (uint64_t)b) * (uint64_t)Tg +
+                     (uint64_t)ring_position(h * c, T, m->ring.cp, m->ring.rank) + (a - r0);
+            m->ops->dropout_apply(out + (a - lo) * m->C, in + (a - lo) * m->C, e - a, m->C, &k);
+        }
     return out;
 }
 

@@ -22,12 +22,14 @@ static comm_stats_t stats;
 /* What the watchdog reports for a wait of each kind (the peers are the request's group's). */
 static const char *phase_of[COMM_KINDS] = {"tp all-reduce", "pp send/recv", "dp all-reduce",
                                            "embedding all-reduce", "all-reduce",
-                                           "expert all-to-all"};
+                                           "expert all-to-all", "cp ring send/recv"};
 /* Timeline names (core/prof.h): a non-blocking start, and the wait that finishes it. */
 static const char *start_of[COMM_KINDS] = {"tp start", "p2p send start", "dp all-reduce start",
-                                           "embedding all-reduce start", "start", "ep start"};
+                                           "embedding all-reduce start", "start", "ep start",
+                                           "cp ring start"};
 static const char *wait_of[COMM_KINDS] = {"tp wait", "p2p send wait", "dp all-reduce wait",
-                                          "embedding all-reduce wait", "wait", "ep wait"};
+                                          "embedding all-reduce wait", "wait", "ep wait",
+                                          "cp ring wait"};
 static void watch(const char *phase, MPI_Comm comm);
 static void unwatch(double t0);
 
@@ -35,7 +37,7 @@ comm_stats_t *comm_stats(void) { return &stats; }
 void comm_stats_reset(void) { memset(&stats, 0, sizeof stats); }
 
 const char *comm_kind_name(comm_kind_t k) {
-    static const char *names[COMM_KINDS] = {"tp", "pp", "dp", "embed", "other", "ep"};
+    static const char *names[COMM_KINDS] = {"tp", "pp", "dp", "embed", "other", "ep", "cp"};
     return names[k];
 }
 

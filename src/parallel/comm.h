@@ -21,7 +21,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-typedef enum { COMM_TP, COMM_PP, COMM_DP, COMM_EMBED, COMM_OTHER, COMM_EP, COMM_KINDS } comm_kind_t;
+typedef enum {
+    COMM_TP, COMM_PP, COMM_DP, COMM_EMBED, COMM_OTHER, COMM_EP,
+    COMM_CP, /* ring attention's K/V and dK/dV blocks around the cp group */
+    COMM_KINDS
+} comm_kind_t;
 
 typedef struct comm_stats {
     double seconds[COMM_KINDS]; /* time spent inside blocking calls / waits */

@@ -1,5 +1,10 @@
-/* grid.h — the process grid: world = pp x dp x tp ranks, tp varying fastest (tensor-parallel
- * peers share a node), pp slowest; the dp ranks further split into ep x edp for the experts.
+/* grid.h — the process grid: world = pp x dp x cp x tp ranks, tp varying fastest (tensor-parallel
+ * peers share a node), then cp (context parallelism: the ranks that share one sequence), pp
+ * slowest; the dp ranks further split into ep x edp for the experts.
+ * Every rank of a (tp, pp) coordinate holds the same weights, whether it differs in dp or in cp:
+ * `dp`, `rank_dp` and dp_comm are that replica group, dp x cp ranks (rank_dp = data rank x cp +
+ * cp rank), over which gradients are summed and ZeRO shards. The data-parallel coordinate alone
+ * (which samples a rank reads) is data_dp, rank_data; cp_comm joins a sequence's cp ranks.
  * Owns: the communicators, their data-path groups (parallel/comm.h) and this rank's coordinates.
  * Uses: core/, config/ (dp, tp, pp, ep), parallel/comm. The rules that tie the model's shape to
  * the grid are the model's (model/spec.c model_spec_check_grid).
@@ -12,8 +17,12 @@
 
 typedef struct grid {
     int world_size, world_rank;
-    int dp, tp, pp;
+    int dp, tp, pp;                /* dp: the replica group, &parallel dp x cp */
     int rank_dp, rank_tp, rank_pp;
+    int data_dp, rank_data;        /* &parallel dp and this rank's coordinate in it */
+    int cp, rank_cp;               /* &parallel cp and this rank's place in the sequence */
+    MPI_Comm cp_comm;
+    comm_group_t *cp_group;        /* a 1-rank group when cp = 1 */
     MPI_Comm dp_comm, tp_comm, pp_comm, mp_comm; /* mp = model parallel (tp x pp) */
     /* first and last pipeline stage of the same (dp, tp) coordinate, which both hold the tied
      * wte; MPI_COMM_NULL on middle stages (a 1-rank communicator when pp = 1) */

@@ -11,7 +11,8 @@ import re
 import numpy as np
 
 from convert_weights import (EXTRA_DEFAULTS, GPT2_SWITCHES, hf_family, hf_names, LLAMA_SWITCHES, LN_EPS,
-                             need, param_shapes, SWITCH_DEFAULTS, UserError, VOCAB_MAX)
+                             need, param_shapes, replaced_when_done, SWITCH_DEFAULTS, UserError,
+                             VOCAB_MAX)
 
 # The Llama-like families: model_type -> the class config.json names
 LLAMA_LIKE = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM"}
@@ -180,10 +181,10 @@ SAFETENSORS_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I
                       "I16": "<i2", "I8": "i1", "U8": "u1", "BOOL": "?"}
 
 
-def read_safetensors(path):
-    """name -> array of a .safetensors file (8-byte header length, JSON header, data); BF16 is
-    widened to float32 exactly (its bits are a float32's upper half), which numpy, and so
-    safetensors.numpy, cannot hold."""
+def scan_safetensors(path):
+    """name -> (path, dtype, shape, first byte, end byte) of the tensors of a .safetensors file (8-byte
+    header length, JSON header, data), every header entry checked against the file; no tensor data
+    is read (safetensors_loader reads one)."""
     with open(path, "rb") as f:
         head = f.read(8)
         need(len(head) == 8, "%s: not a safetensors file (shorter than its header)" % path)
@@ -193,9 +194,9 @@ def read_safetensors(path):
             header = json.loads(f.read(n))
         except ValueError as e:
             raise UserError("%s: not a safetensors file (header: %s)" % (path, e))
+        size = os.fstat(f.fileno()).st_size - 8 - n
     need(isinstance(header, dict), "%s: not a safetensors file (its header is a JSON %s, not an "
          "object of tensor name -> {dtype, shape, data_offsets})" % (path, type(header).__name__))
-    data = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + n)
     out = {}
     for name, h in header.items():
         if name == "__metadata__":
@@ -209,24 +210,43 @@ def read_safetensors(path):
              "%s: field 'shape' is %r, want a list of non-negative integers" % (where, shape))
         need(isinstance(dtype, str), "%s: field 'dtype' is %r, want a string such as \"F32\"" % (where, dtype))
         b, e = offs
-        need(0 <= b <= e <= data.size, "%s lies outside the file (field 'data_offsets' %r; truncated?)" % (where, offs))
-        raw = data[b:e]
+        need(0 <= b <= e <= size, "%s lies outside the file (field 'data_offsets' %r; truncated?)" % (where, offs))
         if dtype == "BF16":
             need((e - b) % 2 == 0, "%s: field 'data_offsets' spans %d bytes, not whole BF16 elements" % (where, e - b))
-            x = (raw.view("<u2").astype(np.uint32) << 16).view(np.float32)
+            count = (e - b) // 2
         else:
             need(dtype in SAFETENSORS_DTYPES, "%s: field 'dtype' is %s, which llmconvert does not read" % (where, dtype))
-            size = np.dtype(SAFETENSORS_DTYPES[dtype]).itemsize
-            need((e - b) % size == 0, "%s: field 'data_offsets' spans %d bytes, not whole %s elements" % (where, e - b, dtype))
-            x = raw.view(SAFETENSORS_DTYPES[dtype])
-        need(x.size == int(np.prod(h["shape"])), "%s: tensor '%s' has %d elements, its shape %s says %d" %
-             (path, name, x.size, h["shape"], int(np.prod(h["shape"]))))
-        out[name] = np.array(x.reshape(h["shape"]))
+            item = np.dtype(SAFETENSORS_DTYPES[dtype]).itemsize
+            need((e - b) % item == 0, "%s: field 'data_offsets' spans %d bytes, not whole %s elements" % (where, e - b, dtype))
+            count = (e - b) // item
+        need(count == int(np.prod(shape)), "%s: tensor '%s' has %d elements, its shape %s says %d" %
+             (path, name, count, shape, int(np.prod(shape))))
+        out[name] = (path, dtype, tuple(shape), 8 + n + b, 8 + n + e)
     return out
 
 
+def safetensors_load(entry):
+    """The array of one scan_safetensors entry, read from its file alone (no memory map, whose
+    pages would stay resident: a conversion holds a few tensors, never the file); BF16 is widened
+    to float32 exactly (its bits are a float32's upper half), which numpy cannot hold."""
+    path, dtype, shape, b, e = entry
+    with open(path, "rb") as f:
+        f.seek(b)
+        t = np.dtype("<u2" if dtype == "BF16" else SAFETENSORS_DTYPES[dtype])
+        x = np.fromfile(f, dtype=t, count=(e - b) // t.itemsize)
+    need(x.nbytes == e - b, "%s: the data of a tensor ends early (truncated file?)" % path)
+    if dtype == "BF16":
+        x = (x.astype(np.uint32) << 16).view(np.float32)
+    return x.reshape(shape)
+
+
+def is_floating(dtype):
+    return dtype == "BF16" or np.issubdtype(np.dtype(SAFETENSORS_DTYPES[dtype]), np.floating)
+
+
 def read_hf(d):
-    """A Hugging Face directory -> (cfg, tensors, source files)."""
+    """A Hugging Face directory -> (cfg, tensors, source files): names, dtypes and shapes checked
+    from the safetensors headers; the tensors are loaders (convert_weights.py)."""
     need(os.path.isdir(d), "%s: no such directory (a Hugging Face checkpoint: config.json + "
          "model.safetensors)" % d)
     cpath = os.path.join(d, "config.json")
@@ -235,7 +255,7 @@ def read_hf(d):
     files = safetensors_files(d)
     for p in files:
         need(os.path.isfile(p), "%s: no such file (named by the safetensors index)" % p)
-        raw.update(read_safetensors(p))
+        raw.update(scan_safetensors(p))
     prefix = "transformer." if hf_family(cfg) == "gpt2" else "model."
     if not any(k.startswith(prefix) for k in raw):  # saved from the bare GPT2Model / LlamaModel
         raw = {prefix + k: v for k, v in raw.items()}
@@ -243,16 +263,16 @@ def read_hf(d):
     shapes = param_shapes(cfg)
     for ours, (theirs, transposed) in hf_names(cfg, d).items():
         need(theirs in raw, "%s: tensor '%s' is missing" % (d, theirs))
-        x = raw.pop(theirs)
-        need(np.issubdtype(x.dtype, np.floating), "%s: tensor '%s' has dtype %s" % (d, theirs, x.dtype))
-        x = x.astype(np.float32).T if transposed else x.astype(np.float32)
-        need(tuple(x.shape) == shapes[ours], "%s: tensor '%s' has shape %s, config.json implies %s" %
-             (d, theirs, list(x.shape if not transposed else x.T.shape),
-              list(shapes[ours] if not transposed else shapes[ours][::-1])))
-        tensors[ours] = np.ascontiguousarray(x)
+        entry = raw.pop(theirs)
+        need(is_floating(entry[1]), "%s: tensor '%s' has dtype %s" %
+             (d, theirs, "bfloat16" if entry[1] == "BF16" else np.dtype(SAFETENSORS_DTYPES[entry[1]])))
+        shape = entry[2][::-1] if transposed else entry[2]
+        need(tuple(shape) == shapes[ours], "%s: tensor '%s' has shape %s, config.json "
+             "implies %s" % (d, theirs, list(entry[2]), list(shapes[ours] if not transposed else shapes[ours][::-1])))
+        tensors[ours] = hf_loader(entry, transposed)
     head = raw.pop("lm_head.weight", None)
-    if head is not None:
-        need(np.array_equal(head.astype(np.float32), tensors["wte"]),
+    if head is not None:  # two tensors at once, before anything is written
+        need(np.array_equal(safetensors_load(head).astype(np.float32), tensors["wte"]()),
              "%s: tensor 'lm_head.weight' differs from the token embedding, but config.json ties "
              "them (tie_word_embeddings)" % d)
     for k in list(raw):  # GPT-2's causal-mask buffers, saved by older transformers versions
@@ -260,6 +280,14 @@ def read_hf(d):
             raw.pop(k)
     need(not raw, "%s: tensor '%s' is not part of the model llmtrain builds" % (d, sorted(raw)[0] if raw else ""))
     return cfg, tensors, files
+
+
+def hf_loader(entry, transposed):
+    """The loader of one Hugging Face tensor in llmtrain's layout: float32, [out, in], contiguous."""
+    def load():
+        x = safetensors_load(entry).astype(np.float32)
+        return np.ascontiguousarray(x.T if transposed else x)
+    return load
 
 
 def hf_config_from_cfg(cfg, eot):
@@ -299,17 +327,17 @@ def hf_config_from_cfg(cfg, eot):
     return hf
 
 
-def write_hf(d, cfg, tensors, eot, src):
-    try:
-        from safetensors.numpy import save_file
-    except ImportError:
-        raise UserError("the Python package safetensors is not installed (bash validation/deps.sh)")
-    out = {}
+def write_hf_weights(d, cfg, tensors, src):
+    """model.safetensors (write_safetensors: tensor by tensor; a loader's error leaves none)."""
+    shapes, out = param_shapes(cfg), {}
     for ours, (theirs, transposed) in hf_names(cfg, src).items():
-        x = tensors[ours]
-        out[theirs] = np.ascontiguousarray(x.T if transposed else x)
+        out[theirs] = (tensors[ours], transposed, shapes[ours][::-1] if transposed else shapes[ours])
     # tied head: lm_head.weight is not stored (safetensors holds no aliases; transformers re-ties it)
-    save_file(out, os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
+    write_safetensors(os.path.join(d, "model.safetensors"), out, {"format": "pt"})
+
+
+def write_hf_config(d, cfg, eot):
+    """config.json and generation_config.json."""
     write_json(os.path.join(d, "config.json"), hf_config_from_cfg(cfg, eot))
     gen = {"_from_model_config": True}
     if eot is not None:
@@ -317,9 +345,35 @@ def write_hf(d, cfg, tensors, eot, src):
     write_json(os.path.join(d, "generation_config.json"), gen)
 
 
+def write_safetensors(path, out, metadata):
+    """A .safetensors file of float32 tensors, byte for byte what safetensors' save_file writes
+    (its header: compact JSON, __metadata__ first, then the tensors in name order with contiguous
+    data_offsets, padded with spaces to a multiple of 8; then the data in that order), but written
+    one tensor at a time: out maps each Hugging Face name to (llmtrain loader, transposed, its shape
+    in the file), so the header is written before any tensor is read. Written to path.tmp, renamed
+    when complete."""
+    header, offset = {"__metadata__": metadata}, 0
+    for theirs in sorted(out):
+        shape = [int(v) for v in out[theirs][2]]
+        nbytes = 4 * int(np.prod(shape))
+        header[theirs] = {"dtype": "F32", "shape": shape, "data_offsets": [offset, offset + nbytes]}
+        offset += nbytes
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with replaced_when_done(path) as tmp, open(tmp, "wb") as f:
+        f.write(len(text).to_bytes(8, "little"))
+        f.write(text)
+        for theirs in sorted(out):
+            load, transposed, _ = out[theirs]
+            x = load()
+            x = np.ascontiguousarray(x.T if transposed else x, dtype="<f4")
+            need(list(x.shape) == header[theirs]["shape"], "%s: tensor '%s' has shape %s, not %s" %
+                 (path, theirs, list(x.shape), header[theirs]["shape"]))
+            f.write(x.data)
+            del x
+
+
 def write_json(path, obj):
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
+    with replaced_when_done(path) as tmp, open(tmp, "w") as f:
         json.dump(obj, f, indent=2, ensure_ascii=False)
         f.write("\n")
-    os.replace(tmp, path)

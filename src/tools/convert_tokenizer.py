@@ -6,7 +6,7 @@ Uses: convert_weights, convert_hf (read_json, write_json). Used by: llmconvert.
 import base64
 import os
 
-from convert_weights import (EOT_TEXT, need, UserError)
+from convert_weights import (EOT_TEXT, need, replaced_when_done, UserError)
 from convert_hf import (read_json, write_json)
 
 
@@ -158,8 +158,6 @@ def hf_tokenizer_ranks(d):
 
 
 def write_tiktoken(path, tokens):
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
+    with replaced_when_done(path) as tmp, open(tmp, "wb") as f:
         for r, t in enumerate(tokens):
             f.write(base64.b64encode(t) + b" %d\n" % r)
-    os.replace(tmp, path)

@@ -5,6 +5,7 @@ files (HDF5 via h5py: read_hdf5, write_hdf5, with the &model namelist and proven
 Uses: nml.py, numpy. Used by: convert_hf, convert_tokenizer, convert_onnx, llmconvert.
 """
 
+import contextlib
 import os
 import re
 import numpy as np
@@ -17,6 +18,20 @@ LN_EPS = 1e-5                  # llmtrain's layernorm epsilon (src/kernels/cpu/l
 VOCAB_MAX = 2147483520         # &model vocab_size at most: its padded vocabulary is an int32
 EOT_TEXT = "<|endoftext|>"
 ONNX_OPSET = 17                # LayerNormalization is an ONNX op from opset 17 on
+
+
+@contextlib.contextmanager
+def replaced_when_done(path):
+    """Yields path.tmp to write; it becomes path when the block completes and is removed when the
+    block raises (a corrupt input, a full disk), so no half-written file is ever left at path."""
+    tmp = path + ".tmp"
+    try:
+        yield tmp
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+    os.replace(tmp, path)
 
 
 class UserError(Exception):
@@ -33,8 +48,10 @@ def need(cond, msg):
 # n_head, n_kv_head, d_model, d_ff, seq_len) and the architecture switches (norm, norm_eps, pos,
 # rope_theta, mlp, tie_embeddings, bias, qkv_bias, the rope_scaling keys, sliding_window;
 # docs/model.md, "Llama-family options"). tensors maps
-# llmtrain's parameter names to float32 arrays in llmtrain's global shapes, except that wte and
-# lm_head.w have vocab_size rows (no padding).
+# llmtrain's parameter names to loaders: functions of no arguments that read the tensor and return
+# it as a float32 array in llmtrain's global shape, except that wte and lm_head.w have vocab_size
+# rows (no padding). A conversion loads, converts and writes one tensor at a time, so its memory
+# is a few times the largest tensor, never the model (docs/llmconvert.md, "Memory").
 
 GPT2_SWITCHES = {"norm": "layernorm", "pos": "learned", "mlp": "gelu", "tie_embeddings": True, "bias": True}
 LLAMA_SWITCHES = {"norm": "rmsnorm", "pos": "rope", "mlp": "swiglu", "tie_embeddings": False, "bias": False}
@@ -168,16 +185,22 @@ def hf_names(cfg, what):
 C1, C2, GOLD = np.uint64(0xbf58476d1ce4e5b9), np.uint64(0x94d049bb133111eb), np.uint64(0x9e3779b97f4a7c15)
 
 
-def tensor_checksum(x):
+def tensor_checksum(x, start=0):
     """ckpt_tensor_checksum of src/io/checkpoint.c: sum mod 2^64 over the row-major elements of
-    mix64(index * golden ^ (bits << 17) ^ bits), mix64 being splitmix64's finaliser."""
+    mix64(index * golden ^ (bits << 17) ^ bits), mix64 being splitmix64's finaliser. x may be a
+    piece of a tensor whose first element has index `start`: the checksums of the pieces add up
+    (mod 2^64) to the tensor's. Worked in blocks of 2^20 elements (a few 8 MiB temporaries)."""
     bits_all = np.ascontiguousarray(x, dtype="<f4").reshape(-1).view("<u4")
     total = np.uint64(0)
-    step = 1 << 22
+    step = 1 << 20
     with np.errstate(over="ignore"):
         for lo in range(0, bits_all.size, step):
             b = bits_all[lo:lo + step].astype(np.uint64)
-            z = np.arange(lo, lo + b.size, dtype=np.uint64) * GOLD ^ (b << np.uint64(17)) ^ b
+            z = np.arange(start + lo, start + lo + b.size, dtype=np.uint64)
+            z *= GOLD
+            z ^= b
+            b <<= np.uint64(17)
+            z ^= b
             z ^= z >> np.uint64(30)
             z *= C1
             z ^= z >> np.uint64(27)
@@ -185,6 +208,12 @@ def tensor_checksum(x):
             z ^= z >> np.uint64(31)
             total += z.sum(dtype=np.uint64)
     return int(total)
+
+
+def load_all(tensors):
+    """name -> array of every tensor of a model whose tensors are loaders (read_hdf5, read_hf):
+    for what needs the whole model at once (the ONNX graph)."""
+    return {name: load() for name, load in tensors.items()}
 
 
 def llmtrain_version():
@@ -234,7 +263,8 @@ def h5py_or_exit():
 
 
 def read_hdf5(path):
-    """An llmtrain weights or checkpoint file -> (cfg, tensors, config text); checksums checked."""
+    """An llmtrain weights or checkpoint file -> (cfg, tensors, config text): names and shapes
+    checked here, each tensor's checksum when its loader reads it."""
     h5py = h5py_or_exit()
     need(os.path.isfile(path), "%s: no such file" % path)
     try:
@@ -265,7 +295,6 @@ def read_hdf5(path):
         g = f["model"]
         shapes = param_shapes(cfg)
         Vp = int(a["padded_vocab"])
-        tensors = {}
         for name in sorted(g.keys()):
             need(name in shapes, "%s: dataset /model/%s is not a parameter of the model its config "
                  "attribute describes" % (path, name))
@@ -275,12 +304,23 @@ def read_hdf5(path):
             want = (Vp,) + shape[1:] if name in ("wte", "lm_head.w") else shape
             need(d.shape == want, "%s: dataset /model/%s has shape %s, the model expects %s" %
                  (path, name, list(d.shape), list(want)))
-            x = np.asarray(d[...], dtype=np.float32)
             need("checksum" in d.attrs, "%s: dataset /model/%s has no checksum attribute" % (path, name))
+    tensors = {name: hdf5_loader(path, name, cfg["vocab_size"]) for name in shapes}
+    return cfg, tensors, text
+
+
+def hdf5_loader(path, name, vocab_size):
+    """The loader of dataset /model/<name> (read_hdf5): the whole dataset read, its checksum
+    verified, the padding rows of wte and lm_head.w dropped."""
+    def load():
+        h5py = h5py_or_exit()
+        with h5py.File(path, "r") as f:
+            d = f["model"][name]
+            x = np.asarray(d[...], dtype=np.float32)
             need(int(d.attrs["checksum"]) == tensor_checksum(x),
                  "%s: dataset /model/%s fails its checksum (corrupt file)" % (path, name))
-            tensors[name] = x[:cfg["vocab_size"]] if name in ("wte", "lm_head.w") else x
-    return cfg, tensors, text
+        return x[:vocab_size] if name in ("wte", "lm_head.w") else x
+    return load
 
 
 def logical(v):
@@ -349,32 +389,45 @@ def model_namelist(cfg, init_from):
 
 def write_hdf5(path, cfg, tensors, config_text, provenance):
     """A weights file as ckpt_write_weights writes it: /model/<name> float32 in global shapes
-    (wte padded with zero rows to a multiple of 128) each with its checksum, root attributes."""
+    (wte padded with zero rows to a multiple of 128) each with its checksum, root attributes.
+    Tensor by tensor: each is loaded, written and let go before the next; a loader's error
+    (a corrupt input) removes the half-written file."""
     h5py = h5py_or_exit()
     Vp = padded_vocab(cfg["vocab_size"])
-    tmp = path + ".tmp"
-    with h5py.File(tmp, "w") as f:
-        a = f.attrs
-        a["format"] = CKPT_FORMAT
-        a.create("format_version", CKPT_FORMAT_VERSION, dtype="<i4")
-        a["llmtrain_version"] = llmtrain_version()
-        a["kind"] = "weights"
-        a.create("step", 0, dtype="<i8")
-        a.create("seed", 0, dtype="<i8")
-        a.create("vocab_size", cfg["vocab_size"], dtype="<i4")
-        a.create("padded_vocab", Vp, dtype="<i4")
-        for k in ("n_layer", "n_head", "d_model", "d_ff", "seq_len"):
-            a.create(k, cfg[k], dtype="<i4")
-        a["run_id"] = provenance["run_id"]
-        a["config"] = config_text
-        p = f.create_group("provenance")
-        for k, v in provenance.items():
-            p.attrs[k] = v
+    with replaced_when_done(path) as tmp, h5py.File(tmp, "w") as f:
+        write_hdf5_attrs(f, cfg, Vp, config_text, provenance)
         g = f.create_group("model")
         for name, shape in param_shapes(cfg).items():
-            x = np.ascontiguousarray(tensors[name], dtype=np.float32)
-            if name in ("wte", "lm_head.w"):
-                x = np.concatenate([x, np.zeros((Vp - x.shape[0], x.shape[1]), np.float32)])
-            d = g.create_dataset(name, data=x, dtype="<f4")
-            d.attrs.create("checksum", tensor_checksum(x), dtype="<u8")
-    os.replace(tmp, path)
+            x = np.ascontiguousarray(tensors[name](), dtype=np.float32)
+            if name in ("wte", "lm_head.w"):  # zero rows below the vocabulary, not a padded copy
+                d = g.create_dataset(name, shape=(Vp,) + x.shape[1:], dtype="<f4")
+                d[:x.shape[0]] = x
+                pad = np.zeros((Vp - x.shape[0],) + x.shape[1:], np.float32)
+                if pad.size:
+                    d[x.shape[0]:] = pad
+                total = tensor_checksum(x) + tensor_checksum(pad, start=x.size)
+                d.attrs.create("checksum", total % (1 << 64), dtype="<u8")
+            else:
+                d = g.create_dataset(name, data=x, dtype="<f4")
+                d.attrs.create("checksum", tensor_checksum(x), dtype="<u8")
+            del x
+
+
+def write_hdf5_attrs(f, cfg, Vp, config_text, provenance):
+    """The root attributes and /provenance of a weights file (write_hdf5)."""
+    a = f.attrs
+    a["format"] = CKPT_FORMAT
+    a.create("format_version", CKPT_FORMAT_VERSION, dtype="<i4")
+    a["llmtrain_version"] = llmtrain_version()
+    a["kind"] = "weights"
+    a.create("step", 0, dtype="<i8")
+    a.create("seed", 0, dtype="<i8")
+    a.create("vocab_size", cfg["vocab_size"], dtype="<i4")
+    a.create("padded_vocab", Vp, dtype="<i4")
+    for k in ("n_layer", "n_head", "d_model", "d_ff", "seq_len"):
+        a.create(k, cfg[k], dtype="<i4")
+    a["run_id"] = provenance["run_id"]
+    a["config"] = config_text
+    p = f.create_group("provenance")
+    for k, v in provenance.items():
+        p.attrs[k] = v

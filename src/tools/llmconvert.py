@@ -50,13 +50,16 @@ import argparse
 import datetime
 import hashlib
 import os
+import shutil
 import sys
+import numpy as np
 
 sys.dont_write_bytecode = True  # no __pycache__ in src/tools
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from convert_weights import (EOT_TEXT, EXIT_USER, expand_env, hf_names, model_namelist,
-                             namelist_value, need, ONNX_OPSET, read_hdf5, UserError, write_hdf5)  # noqa: E402
-from convert_hf import (read_hf, write_hf)  # noqa: E402
+from convert_weights import (EOT_TEXT, EXIT_USER, expand_env, hf_names, load_all, model_namelist,
+                             namelist_value, need, ONNX_OPSET, param_shapes, read_hdf5, UserError,
+                             write_hdf5)  # noqa: E402
+from convert_hf import (read_hf, write_hf_config, write_hf_weights)  # noqa: E402
 from convert_tokenizer import (hf_tokenizer_ranks, load_ranks, merges_from_ranks,
                                write_hf_tokenizer, write_tiktoken)  # noqa: E402
 from convert_onnx import write_onnx  # noqa: E402
@@ -93,7 +96,8 @@ def to_hdf5(src, out):
     write_hdf5(out, cfg, tensors, snippet, prov)
     with open(stem(out) + ".nml", "w") as f:
         f.write(snippet)
-    print("llmconvert: %s (%s, %d parameters) -> %s" % (src, cfg["arch"], sum(x.size for x in tensors.values()), out))
+    n_params = sum(int(np.prod(v)) for v in param_shapes(cfg).values())
+    print("llmconvert: %s (%s, %d parameters) -> %s" % (src, cfg["arch"], n_params, out))
     print("llmconvert: tokenizer: %s" % ("%s.tiktoken (%d tokens)" % (stem(out), len(tokens)) if tokens else "none (%s)" % why))
     print("llmconvert: namelist keys (also in %s.nml):" % stem(out))
     sys.stdout.write(snippet)
@@ -122,9 +126,16 @@ def to_hf(src, out, tokenizer):
         need(len(tokens) < cfg["vocab_size"], "%s: the tokenizer has %d tokens + %s, more than the "
              "model's vocab_size %d" % (tok_path, len(tokens), EOT_TEXT, cfg["vocab_size"]))
     pairs = merges_from_ranks(tokens) if tokens is not None else None  # may refuse: before writing
+    made = not os.path.isdir(out)
     os.makedirs(out, exist_ok=True)
+    try:  # the weights first: a corrupt tensor (checked as it streams) leaves nothing written
+        write_hf_weights(out, cfg, tensors, src)
+    except UserError:
+        if made:
+            shutil.rmtree(out, ignore_errors=True)
+        raise
     eot = write_hf_tokenizer(out, tokens, pairs, cfg["seq_len"]) if tokens is not None else None
-    write_hf(out, cfg, tensors, eot, src)
+    write_hf_config(out, cfg, eot)
     print("llmconvert: %s (%s) -> %s (config.json, model.safetensors)" % (src, cfg["arch"], out))
     print("llmconvert: tokenizer: %s" % ("%s -> vocab.json, merges.txt, tokenizer.json" % tok_path if tokens else "none (%s)" % why))
 
@@ -134,7 +145,7 @@ def to_onnx(src, out):
         cfg, tensors, _ = read_hf(src)
     else:
         cfg, tensors, _ = read_hdf5(src)
-    write_onnx(out, cfg, tensors)
+    write_onnx(out, cfg, load_all(tensors))  # an ONNX graph is one protobuf: the whole model
     print("llmconvert: %s (%s) -> %s (opset %d, dynamic axes batch and sequence)" % (src, cfg["arch"], out, ONNX_OPSET))
 
 

@@ -17,8 +17,8 @@
                                 written (fp32), the weights copy written */
 
 static const char *const part_names[PERF_PARTS] = {
-    "gemm", "attention", "elementwise", "tp", "recompute", "p2p", "bubble", "dp", "zero", "optimizer",
-    "moe"};
+    "gemm", "attention", "elementwise", "tp", "cp", "recompute", "p2p", "bubble", "dp", "zero",
+    "optimizer", "moe"};
 
 const char *perf_part_name(perf_part_t p) { return part_names[p]; }
 
@@ -62,11 +62,16 @@ static const char *shape_error(const config_t *cfg, const model_spec_t *s, char 
 const char *perf_grid_error(const config_t *cfg, const machine_t *mc, char *buf, size_t len) {
     const model_spec_t spec = model_spec_from_config(cfg);
     if (shape_error(cfg, &spec, buf, len)) return buf;
-    const int world = cfg->dp * cfg->tp * cfg->pp, dpn = mc->devices_per_node;
+    /* the ring's rules are the parser's; the device's is not: the model times the ring on the
+     * machine's devices (the trainer runs it on device 'cpu' only, docs/planning.md) */
+    if (config_cp_error(cfg, true, buf, len)) return buf;
+    const int world = cfg->dp * cfg->cp * cfg->tp * cfg->pp, dpn = mc->devices_per_node;
     if (world % dpn != 0 && dpn % world != 0) {
-        snprintf(buf, len, "&machine devices_per_node = %d and the grid's %d ranks (dp %d x tp %d x pp "
-                 "%d): one must divide the other (whole nodes, or a part of one)", dpn, world, cfg->dp,
-                 cfg->tp, cfg->pp);
+        char cp[32] = "";
+        if (cfg->cp > 1) snprintf(cp, sizeof cp, " x cp %d", cfg->cp);
+        snprintf(buf, len, "&machine devices_per_node = %d and the grid's %d ranks (dp %d%s x tp %d x "
+                 "pp %d): one must divide the other (whole nodes, or a part of one)", dpn, world,
+                 cfg->dp, cp, cfg->tp, cfg->pp);
         return buf;
     }
     if (cfg->global_batch % cfg->dp != 0) {
@@ -91,9 +96,15 @@ typedef struct pm {
     const machine_t *mc;
     model_spec_t spec;
     double peak, over;      /* the products' peak; oversubscription factor (>= 1) */
-    double N, T, C, F, hs, tp, abytes;
-    double bw[3], lat[3];   /* tp, dp, pp groups' links */
+    double N, T, Tl, C, F, hs, tp, cp, abytes;  /* N: the rank's rows, mb x Tl; T: seq_len;
+                                                 * Tl: the rank's tokens a sequence, T / cp */
+    double rows;            /* the rows of the residual stream, norms and dropout (N / tp with
+                             * sequence parallelism) */
+    double bw[4], lat[4];   /* the links of the groups LINK_ */
 } pm_t;
+
+/* The groups whose links pm_t holds: tp, the replica group dp x cp (gradients, ZeRO), pp, cp. */
+enum { LINK_TP, LINK_DP, LINK_PP, LINK_CP };
 
 /* Seconds of one product out[M, N] = a[M, K] b[K, N]. */
 static double gemm_s(const pm_t *p, double M, double N, double K) {
@@ -107,11 +118,12 @@ static void linear(const pm_t *p, double rows, double in, double out, double t[3
     t[2] += gemm_s(p, out, in, rows);
 }
 
-/* The link of a group of n ranks, `stride` apart in the world order (tp fastest, then dp, then
- * pp): inside a node, or through the node's adapters shared by its devices. */
+/* The link of a group of n ranks, `stride` apart in the world order (parallel/grid.c: tp
+ * fastest, then cp, then dp, then pp): inside a node, or through the node's adapters shared by
+ * its devices. */
 static void group_link(const pm_t *p, int n, int stride, double *bw, double *lat) {
     const machine_t *mc = p->mc;
-    const int world = p->cfg->dp * p->cfg->tp * p->cfg->pp, dpn = mc->devices_per_node;
+    const int world = p->cfg->dp * p->cfg->cp * p->cfg->tp * p->cfg->pp, dpn = mc->devices_per_node;
     const bool one_node = (double)n * stride <= dpn || (mc->max_nodes == 1);
     if (one_node) {
         *bw = mc->intra_bw, *lat = mc->intra_lat;
@@ -128,21 +140,24 @@ static void pm_init(pm_t *p, const config_t *cfg, const machine_t *mc, int mb) {
     p->spec = model_spec_from_config(cfg);
     const dtype_t prod = gpt_product_type(&p->spec, ops_cpu());
     p->peak = prod == DT_BF16 ? mc->peak_bf16 : prod == DT_FP16 ? mc->peak_fp16 : mc->peak_fp32;
-    const double world = (double)cfg->dp * cfg->tp * cfg->pp;
+    const double world = (double)cfg->dp * cfg->cp * cfg->tp * cfg->pp;
     const double devices = mc->max_nodes > 0 ? (double)mc->max_nodes * mc->devices_per_node : world;
     p->over = world > devices ? world / devices : 1.0;
-    p->T = cfg->seq_len, p->N = (double)mb * cfg->seq_len, p->C = cfg->d_model, p->F = p->spec.d_ff;
-    p->hs = p->C / cfg->n_head, p->tp = cfg->tp;
+    p->T = cfg->seq_len, p->cp = cfg->cp, p->Tl = p->T / p->cp, p->N = (double)mb * p->Tl;
+    p->C = cfg->d_model, p->F = p->spec.d_ff, p->hs = p->C / cfg->n_head, p->tp = cfg->tp;
+    p->rows = cfg->sequence_parallel ? p->N / cfg->tp : p->N;
     p->abytes = (double)dtype_bytes(gpt_activations_type(&p->spec));
-    group_link(p, cfg->tp, 1, &p->bw[0], &p->lat[0]);
-    group_link(p, cfg->dp, cfg->tp, &p->bw[1], &p->lat[1]);
-    group_link(p, cfg->pp, cfg->tp * cfg->dp, &p->bw[2], &p->lat[2]);
+    const int replica = cfg->dp * cfg->cp;
+    group_link(p, cfg->tp, 1, &p->bw[LINK_TP], &p->lat[LINK_TP]);
+    group_link(p, replica, cfg->tp, &p->bw[LINK_DP], &p->lat[LINK_DP]);
+    group_link(p, cfg->pp, cfg->tp * replica, &p->bw[LINK_PP], &p->lat[LINK_PP]);
+    group_link(p, cfg->cp, cfg->tp, &p->bw[LINK_CP], &p->lat[LINK_CP]);
 }
 
 /* One block's costs per micro-batch: [0] forward, [1] backward (input gradient), [2] weight
  * gradient, by part. */
 typedef struct block_cost {
-    double gemm[3], att[2], elt[2], tp[2], moe[2];
+    double gemm[3], att[2], elt[2], tp[2], cp[2], moe[2];
 } block_cost_t;
 
 /* The MLP of an MoE block: router, the k chosen experts' products on the rows the rank's experts
@@ -167,6 +182,21 @@ static void moe_mlp(const pm_t *p, block_cost_t *b) {
     b->moe[0] += a2a, b->moe[1] += a2a;
 }
 
+/* Ring attention's exchange (model/ring.c) beyond the block work it overlaps with: cp steps a
+ * pass, each on a 1 / cp share of the attention. Forward: the next K/V block (the rank's Tl
+ * tokens of kv heads, fp32) is sent while the current one is worked on, cp - 1 sends: what
+ * exceeds the step's work shows. Backward: the K/V blocks travel the same way, and after each
+ * step's work its dK/dV accumulator (as large) is sent and waited for, cp hops, not overlapped.
+ * Both passes pack K and V into the ring's buffer (a read and a write); the backward also zeroes
+ * the accumulator and copies it home. */
+static void ring_exchange(const pm_t *p, double kv, block_cost_t *b) {
+    const double cp = p->cp, bw = p->bw[LINK_CP], lat = p->lat[LINK_CP];
+    const double floats = p->N * 2.0 * kv * p->hs, bytes = floats * GRAD_BYTES;
+    const double msg = lat + bytes / bw, pass = bytes / p->mc->memory_bw * p->over;
+    b->cp[0] = (cp - 1) * fmax(msg - b->att[0] / cp, 0.0) + 2.0 * pass;
+    b->cp[1] = (cp - 1) * fmax(msg - b->att[1] / cp, 0.0) + cp * msg + 5.0 * pass;
+}
+
 static void block_cost(const pm_t *p, bool moe, block_cost_t *b) {
     memset(b, 0, sizeof *b);
     const model_spec_t *s = &p->spec;
@@ -180,18 +210,24 @@ static void block_cost(const pm_t *p, bool moe, block_cost_t *b) {
         for (int i = 0; i < (s->swiglu ? 2 : 1); i++) linear(p, N, C, p->F / tp, b->gemm);
         linear(p, N, p->F / tp, C, b->gemm);
     }
-    /* QK^T and AV per head: (T, T, hs) products, mb x heads of them */
-    const double heads = s->n_head / tp, per = N / T * heads;
-    b->att[0] = 2.0 * per * gemm_s(p, T, T, hs);
+    /* QK^T and AV per head: (Tl, T, hs) products, mb x heads of them: the rank's T / cp queries
+     * over the sequence's keys, the balanced 1 / cp share of the causal work (model/ring.h) */
+    const double heads = s->n_head / tp, per = N / p->Tl * heads;
+    b->att[0] = 2.0 * per * gemm_s(p, p->Tl, T, hs);
     b->att[1] = 2.5 * b->att[0];
-    /* two norms (read, write), two residual adds (two reads, a write), the activation function
-     * (read, write of the MLP's width) */
-    const double bytes = N * p->abytes * (10.0 * C + 2.0 * (moe ? 0 : p->F / tp));
+    if (p->cp > 1) ring_exchange(p, kv, b);
+    /* two norms (read, write), two residual adds (two reads, a write) on the rank's rows of the
+     * residual stream, the activation function (read, write of the MLP's width) */
+    const double bytes = p->abytes * (10.0 * C * p->rows + 2.0 * N * (moe ? 0 : p->F / tp));
     b->elt[0] = bytes / p->mc->memory_bw * p->over;
     b->elt[1] = 2.0 * b->elt[0];
-    if (tp > 1) {
-        const double ar = 2.0 * perf_allreduce_s(p->mc->collective, N * C * GRAD_BYTES, (int)tp,
-                                                 p->bw[0], p->lat[0]);
+    if (tp > 1) { /* two all-reduces a pass; sequence parallelism: two all-gather/reduce-scatter
+                   * pairs of the same N x C activation */
+        const double x = N * C * GRAD_BYTES;
+        const double ar = p->cfg->sequence_parallel
+                              ? 4.0 * perf_allgather_s(x, (int)tp, p->bw[LINK_TP], p->lat[LINK_TP])
+                              : 2.0 * perf_allreduce_s(p->mc->collective, x, (int)tp, p->bw[LINK_TP],
+                                                       p->lat[LINK_TP]);
         b->tp[0] = ar, b->tp[1] = ar;
     }
 }
@@ -207,14 +243,16 @@ static void add_block(stage_cost_t *st, const block_cost_t *b, const pm_t *p, do
     st->part[PERF_ATTENTION] += b->att[0] + b->att[1];
     st->part[PERF_ELEMENTWISE] += b->elt[0] + b->elt[1];
     st->part[PERF_TP] += b->tp[0] + b->tp[1];
+    st->part[PERF_CP] += b->cp[0] + b->cp[1];
     st->part[PERF_MOE] += b->moe[0] + b->moe[1];
     const cfg_recompute_t r = p->cfg->choice.recompute;
-    double rec = 0;
-    if (r == CFG_RECOMPUTE_FULL) rec = b->gemm[0] + b->att[0] + b->elt[0] + b->tp[0] + b->moe[0];
-    else if (r == CFG_RECOMPUTE_SELECTIVE) rec = b->att[0];
+    const double fwd = b->gemm[0] + b->att[0] + b->elt[0] + b->tp[0] + b->cp[0] + b->moe[0];
+    double rec = 0; /* the recomputed attention forward is the ring's again, exchange included */
+    if (r == CFG_RECOMPUTE_FULL) rec = fwd;
+    else if (r == CFG_RECOMPUTE_SELECTIVE) rec = b->att[0] + b->cp[0];
     st->part[PERF_RECOMPUTE] += rec * recompute;
-    st->f += b->gemm[0] + b->att[0] + b->elt[0] + b->tp[0] + b->moe[0];
-    st->b += b->gemm[1] + b->att[1] + b->elt[1] + b->tp[1] + b->moe[1] + rec * recompute;
+    st->f += fwd;
+    st->b += b->gemm[1] + b->att[1] + b->elt[1] + b->tp[1] + b->cp[1] + b->moe[1] + rec * recompute;
     st->w += b->gemm[2];
 }
 
@@ -245,8 +283,8 @@ static void stage_cost(const pm_t *p, const int *first, int s, int v, stage_cost
         st->part[PERF_ELEMENTWISE] += x;
         st->f += h[0] + x, st->b += h[1], st->w += h[2];
     }
-    if (cfg->pp > 1) { /* each chunk receives and sends one activation each way */
-        const double msg = p->lat[2] + N * C * GRAD_BYTES / p->bw[2];
+    if (cfg->pp > 1) { /* each chunk receives and sends one activation (its rows) each way */
+        const double msg = p->lat[LINK_PP] + p->rows * C * GRAD_BYTES / p->bw[LINK_PP];
         st->part[PERF_P2P] += 2.0 * v * msg;
         st->f += v * msg, st->b += v * msg;
     }
@@ -304,15 +342,16 @@ double perf_pipeline_s(sched_kind_t kind, int p, int v, int m, double f, double 
     return simulate(kind, p, v, ms, &st) + (m - ms) * (f + b + w);
 }
 
-/* Data-parallel reduction and ZeRO's gathers of the rank's `params` elements; `window`: the
- * backward the reduction overlaps with, `compute`: the step's compute the gathers hide behind. */
+/* Data-parallel reduction and ZeRO's gathers of the rank's `params` elements over the replica
+ * group dp x cp (parallel/grid.c); `window`: the backward the reduction overlaps with,
+ * `compute`: the step's compute the gathers hide behind. */
 static void dp_and_zero(const pm_t *p, double params, double window, double compute, int accum,
                         double *dp, double *zero) {
     const config_t *cfg = p->cfg;
-    const int n = cfg->dp, z = n > 1 ? cfg->zero_stage : 0;
+    const int n = cfg->dp * cfg->cp, z = n > 1 ? cfg->zero_stage : 0;
     *dp = *zero = 0;
     if (n == 1) return;
-    const double g = params * GRAD_BYTES, bw = p->bw[1], lat = p->lat[1];
+    const double g = params * GRAD_BYTES, bw = p->bw[LINK_DP], lat = p->lat[LINK_DP];
     const double reduce = z >= 2 ? perf_allgather_s(g, n, bw, lat)
                                  : perf_allreduce_s(p->mc->collective, g, n, bw, lat);
     *dp = fmax(reduce - window, 0.0);
@@ -347,19 +386,19 @@ void perf_time(const config_t *cfg, const machine_t *mc, double params, double f
     for (int i = 0; i < PERF_PARTS; i++) out->part[i] = accum * st.part[i];
     out->part[PERF_BUBBLE] = makespan - busy;
     dp_and_zero(&p, params, st.b + st.w, busy, accum, &out->part[PERF_DP], &out->part[PERF_ZERO]);
-    const int z = cfg->dp > 1 ? cfg->zero_stage : 0;
-    const double elements = z >= 1 ? params / cfg->dp : params;
+    const int replica = cfg->dp * cfg->cp, z = replica > 1 ? cfg->zero_stage : 0;
+    const double elements = z >= 1 ? params / replica : params;
     out->part[PERF_OPTIMIZER] = elements * ADAMW_BYTES / mc->memory_bw * p.over;
     out->step_s = makespan + out->part[PERF_DP] + out->part[PERF_ZERO] + out->part[PERF_OPTIMIZER];
-    const double world = (double)cfg->dp * cfg->tp * cfg->pp;
+    const double world = (double)cfg->dp * cfg->cp * cfg->tp * cfg->pp;
     const double tokens = (double)cfg->global_batch * cfg->seq_len;
     out->tokens_per_s = tokens / out->step_s;
     out->tflops_per_device = flops_per_token * tokens / out->step_s / world / 1e12;
     out->mfu = out->tflops_per_device * 1e12 / p.peak;
     out->bubble_fraction = out->part[PERF_BUBBLE] / out->step_s;
     out->oversubscribed = p.over > 1;
-    out->dp = cfg->dp, out->tp = cfg->tp, out->pp = cfg->pp, out->v = v;
-    out->mb = mb, out->accum = accum, out->zero = z;
+    out->dp = cfg->dp, out->cp = cfg->cp, out->tp = cfg->tp, out->pp = cfg->pp, out->v = v;
+    out->mb = mb, out->accum = accum, out->zero = z, out->sp = cfg->sequence_parallel;
     snprintf(out->schedule, sizeof out->schedule, "%s", cfg->pp > 1 ? sched_kind_name(kind) : "none");
     snprintf(out->recompute, sizeof out->recompute, "%s", cfg->recompute);
 }
@@ -368,8 +407,8 @@ void perf_memory(const config_t *cfg, const machine_t *mc, perf_t *out, double *
                  double *flops_per_token) {
     const int mb = cfg->micro_batch, accum = cfg->global_batch / cfg->dp / mb;
     mem_plan_t mem;
-    memory_of(cfg, mb, accum, &mem);
-    const double world = (double)cfg->dp * cfg->tp * cfg->pp;
+    memory_of(cfg, mb, accum, &mem); /* plan_rank: T / cp tokens, ZeRO over dp x cp */
+    const double world = (double)cfg->dp * cfg->cp * cfg->tp * cfg->pp;
     const double devices = mc->max_nodes > 0 ? (double)mc->max_nodes * mc->devices_per_node : world;
     const double share = world > devices ? devices / world : 1.0; /* ranks sharing a device */
     out->memory_gib = mem.total / 1073741824.0;

@@ -18,11 +18,13 @@
 
 /* The fields of one prediction, without braces. */
 static void json_fields(const perf_t *p, const char *indent) {
-    printf("\"dp\": %d, \"tp\": %d, \"pp\": %d, \"virtual_stages\": %d, \"micro_batch\": %d, "
-           "\"accumulation\": %d, \"recompute\": \"%s\", \"zero_stage\": %d, \"schedule\": \"%s\",\n"
+    printf("\"dp\": %d, \"cp\": %d, \"tp\": %d, \"pp\": %d, \"virtual_stages\": %d, \"micro_batch\": %d, "
+           "\"accumulation\": %d, \"recompute\": \"%s\", \"zero_stage\": %d, \"schedule\": \"%s\", "
+           "\"sequence_parallel\": %s,\n"
            "%s \"step_s\": %.6g, \"tokens_per_s\": %.6g, \"tflops_per_device\": %.6g, \"mfu\": %.6g, "
            "\"memory_gib_per_device\": %.6g, \"fits\": %s, \"oversubscribed\": %s,\n%s \"parts\": {",
-           p->dp, p->tp, p->pp, p->v, p->mb, p->accum, p->recompute, p->zero, p->schedule, indent,
+           p->dp, p->cp, p->tp, p->pp, p->v, p->mb, p->accum, p->recompute, p->zero, p->schedule,
+           p->sp ? "true" : "false", indent,
            p->step_s, p->tokens_per_s, p->tflops_per_device, p->mfu, p->memory_gib,
            p->fits ? "true" : "false", p->oversubscribed ? "true" : "false", indent);
     for (int i = 0; i < PERF_PARTS; i++)
@@ -62,11 +64,20 @@ static void print_figures(const perf_t *p, const machine_t *mc) {
 }
 
 static const char *grid_text(const perf_t *p, char *buf, size_t len) {
-    char v[16] = "";
+    char v[16] = "", cp[24] = "";
     if (p->v > 1) snprintf(v, sizeof v, " (v %d)", p->v);
-    snprintf(buf, len, "dp %d x tp %d x pp %d, schedule %s%s, micro_batch %d x %d, recompute '%s', "
-             "zero_stage %d", p->dp, p->tp, p->pp, p->schedule, v, p->mb, p->accum, p->recompute, p->zero);
+    if (p->cp > 1) snprintf(cp, sizeof cp, " x cp %d", p->cp);
+    snprintf(buf, len, "dp %d%s x tp %d x pp %d%s, schedule %s%s, micro_batch %d x %d, recompute '%s', "
+             "zero_stage %d", p->dp, cp, p->tp, p->pp, p->sp ? " (sequence parallel)" : "", p->schedule,
+             v, p->mb, p->accum, p->recompute, p->zero);
     return buf;
+}
+
+/* cp > 1 on a GPU machine: the trainer's ring runs on device 'cpu' only (config/). */
+static void cp_note(const perf_t *p, const machine_t *mc) {
+    if (p->cp > 1 && mc->gpu)
+        printf("  note: cp %d is the ring attention timed on %s's devices; the trainer runs it on "
+               "device 'cpu' only (no CUDA kernel of the ring yet)\n", p->cp, mc->name);
 }
 
 /* ---- one configuration --------------------------------------------------------------------- */
@@ -94,6 +105,7 @@ int perfplan_print(const config_t *in, const machine_t *mc, bool json) {
         print_figures(&p, mc);
         if (p.bubble_fraction > 0) printf("  pipeline bubble: %.1f%% of the step (schedule simulator)\n",
                                           100.0 * p.bubble_fraction);
+        cp_note(&p, mc);
     }
     if (p.fits) return 0;
     char alt[256];
@@ -116,7 +128,7 @@ typedef struct cand {
 enum { REASON_BEST, REASON_MEMORY, REASON_BUBBLE, REASON_COMM, REASON_RECOMPUTE, REASON_COMPUTE,
        REASON_OPTIMIZER, N_REASONS };
 static const char *const reason_names[N_REASONS] = {
-    "best", "memory (does not fit)", "pipeline bubble", "communication (tp, dp, ZeRO, p2p, MoE)",
+    "best", "memory (does not fit)", "pipeline bubble", "communication (tp, cp, dp, ZeRO, p2p, MoE)",
     "recomputation", "compute (smaller, slower products)", "optimizer step"};
 
 typedef struct cands {
@@ -152,7 +164,24 @@ static int schedules(int pp, const char **name, int *v) {
     return 5;
 }
 
-/* Every (micro_batch, schedule, recompute, zero_stage) of one grid, timed. */
+/* Whether sequence parallelism can run on c's grid (tp > 1 dividing a rank's seq_len / cp). */
+static bool sp_possible(const config_t *c) {
+    return c->tp > 1 && c->seq_len / c->cp % c->tp == 0 && c->choice.mode != CFG_MODE_GENERATE;
+}
+
+/* Whether micro_batch mb on c0's grid (cp > 1) is beaten by the same rows on a grid with less
+ * cp: k > 1 dividing mb and cp, and dp x k dividing the global batch. Then dp x k, cp / k and
+ * mb / k give every rank the same rows, accumulation, replica group and memory, the attention
+ * in fewer, longer query blocks (no slower at machine_gemm_rate), K/V messages of the same size
+ * on fewer ring steps (the cp part's terms grow with cp): never slower, never more memory. */
+static bool cp_dominated(const config_t *c0, int mb) {
+    for (int k = 2; k <= mb && k <= c0->cp; k++)
+        if (mb % k == 0 && c0->cp % k == 0 && c0->global_batch % (c0->dp * k) == 0) return true;
+    return false;
+}
+
+/* Every (micro_batch, schedule, recompute, zero_stage, sequence_parallel) of one grid, timed;
+ * with cp > 1 the micro-batches cp_dominated leaves out are not tried. */
 static void grid_candidates(const config_t *c0, const machine_t *mc, double params, double fpt,
                             cands_t *cs) {
     static const char *const rec[] = {"none", "selective", "full"};
@@ -160,10 +189,13 @@ static void grid_candidates(const config_t *c0, const machine_t *mc, double para
     const char *sn[5];
     const int n_mb = divisors(c0->global_batch / c0->dp, mbs, MAX_DIVISORS), n_s = schedules(c0->pp, sn, v);
     for (int i = 0; i < n_mb; i++)
-        for (int s = 0; s < n_s; s++)
+        for (int s = 0; s < n_s && !cp_dominated(c0, mbs[i]); s++)
             for (int r = 0; r < 3; r++)
-                for (int z = 0; z <= (c0->dp > 1 ? 3 : 0); z++) {
+                for (int q = 0; q < 2 * (c0->dp * c0->cp > 1 ? 4 : 1); q++) {
+                    const int z = q / 2;
                     config_t c = *c0;
+                    c.sequence_parallel = q % 2;
+                    if (c.sequence_parallel && !sp_possible(&c)) continue;
                     c.micro_batch = mbs[i], c.zero_stage = z, c.virtual_stages = v[s];
                     c.recompute_layers = -1;
                     ASSERT(config_set_choice(&c, "parallel", "schedule", sn[s]) == 0);
@@ -181,18 +213,21 @@ static void grid_candidates(const config_t *c0, const machine_t *mc, double para
 /* The configuration of candidate p (cfg's model and batch, p's grid and choices). */
 static void config_of(const config_t *base, const perf_t *p, config_t *c) {
     *c = *base;
-    c->dp = p->dp, c->tp = p->tp, c->pp = p->pp, c->micro_batch = p->mb, c->zero_stage = p->zero;
-    c->virtual_stages = p->v, c->recompute_layers = -1;
+    c->dp = p->dp, c->cp = p->cp, c->tp = p->tp, c->pp = p->pp, c->micro_batch = p->mb;
+    c->zero_stage = p->zero;
+    c->virtual_stages = p->v, c->recompute_layers = -1, c->sequence_parallel = p->sp;
     ASSERT(config_set_choice(c, "parallel", "schedule", p->pp > 1 ? p->schedule : "1f1b") == 0);
     ASSERT(config_set_choice(c, "parallel", "recompute", p->recompute) == 0);
 }
 
-/* The grid's least-memory setup: micro_batch 1, recompute 'full', the highest ZeRO stage,
- * 1f1b; with the rank's parameters and the FLOPs per token. False when it cannot be scheduled. */
+/* The grid's least-memory setup: micro_batch 1, recompute 'full', the highest ZeRO stage (over
+ * dp x cp), sequence parallelism where it can, 1f1b; with the rank's parameters and the FLOPs
+ * per token. False when it cannot be scheduled. */
 static bool least_memory(const config_t *c0, const machine_t *mc, perf_t *p, double *params,
                          double *fpt) {
     config_t c = *c0;
-    c.micro_batch = 1, c.zero_stage = c.dp > 1 ? 3 : 0, c.recompute_layers = -1;
+    c.micro_batch = 1, c.zero_stage = c.dp * c.cp > 1 ? 3 : 0, c.recompute_layers = -1;
+    c.sequence_parallel = sp_possible(&c);
     ASSERT(config_set_choice(&c, "parallel", "recompute", "full") == 0);
     char why[400];
     if (perf_grid_error(&c, mc, why, sizeof why)) return false;
@@ -202,40 +237,70 @@ static bool least_memory(const config_t *c0, const machine_t *mc, perf_t *p, dou
     return true;
 }
 
-/* Every valid grid of `devices`: tp x pp dividing it, dp the rest. */
-static void enumerate(const config_t *cfg, const machine_t *mc, int devices, cands_t *cs) {
-    int tps[MAX_DIVISORS];
-    const int n_tp = divisors(devices, tps, MAX_DIVISORS);
+/* cfg on n devices as tp x pp x cp, dp the rest: micro_batch 1, 1f1b, no sequence parallelism. */
+static void grid_config(const config_t *cfg, int n, int tp, int pp, int cp, config_t *c) {
+    *c = *cfg;
+    c->tp = tp, c->pp = pp, c->cp = cp, c->dp = n / (tp * pp * cp);
+    c->micro_batch = 1, c->virtual_stages = 1, c->sequence_parallel = false;
+    ASSERT(config_set_choice(c, "parallel", "schedule", "1f1b") == 0);
+}
+
+/* The grids of n devices, tp x pp x cp dividing it and dp the rest, as (tp, pp, cp) in out, at
+ * most cap of them: those whose dp divides the global batch and the experts' ep, pp at most
+ * n_layer and cp the ring allows (config_cp_error, any device). */
+static int grids_of(const config_t *cfg, int n, int (*out)[3], int cap) {
+    int tps[MAX_DIVISORS], k = 0;
+    const int n_tp = divisors(n, tps, MAX_DIVISORS);
     for (int a = 0; a < n_tp; a++) {
         int pps[MAX_DIVISORS];
-        const int n_pp = divisors(devices / tps[a], pps, MAX_DIVISORS);
+        const int n_pp = divisors(n / tps[a], pps, MAX_DIVISORS);
         for (int b = 0; b < n_pp; b++) {
-            config_t c = *cfg;
-            c.tp = tps[a], c.pp = pps[b], c.dp = devices / (tps[a] * pps[b]);
-            c.micro_batch = 1, c.virtual_stages = 1;
-            ASSERT(config_set_choice(&c, "parallel", "schedule", "1f1b") == 0);
-            if (c.pp > c.n_layer || (c.ep > 1 && c.dp % c.ep)) continue;
-            char why[400];
-            if (c.global_batch % c.dp || perf_grid_error(&c, mc, why, sizeof why)) continue;
-            const int first = cs->n;
-            perf_t least;
-            double params, fpt;
-            if (!least_memory(&c, mc, &least, &params, &fpt)) continue;
-            if (params > 2147483647.0) { /* the code counts them in 32 bits (config_sizes.c) */
-                cs->grids_over++;
-                continue;
-            }
-            cs->grids++;
-            if (cs->least.memory_gib == 0 || least.memory_gib < cs->least.memory_gib) cs->least = least;
-            grid_candidates(&c, mc, params, fpt, cs);
-            if (least.fits) continue;
-            cs->grids_out++; /* nothing of this grid fits: no plan of its own needed */
-            for (int i = first; i < cs->n; i++) {
-                cs->c[i].planned = true, cs->c[i].reason = REASON_MEMORY;
-                cs->c[i].p.memory_gib = least.memory_gib; /* at least */
+            int cps[MAX_DIVISORS];
+            const int n_cp = divisors(n / (tps[a] * pps[b]), cps, MAX_DIVISORS);
+            for (int d = 0; d < n_cp && k < cap; d++) {
+                config_t c;
+                grid_config(cfg, n, tps[a], pps[b], cps[d], &c);
+                char why[400];
+                if (c.pp > c.n_layer || c.global_batch % c.dp || (c.ep > 1 && c.dp % c.ep) ||
+                    config_cp_error(&c, true, why, sizeof why))
+                    continue;
+                out[k][0] = tps[a], out[k][1] = pps[b], out[k][2] = cps[d], k++;
             }
         }
     }
+    return k;
+}
+
+#define MAX_GRIDS 4096
+
+/* Every valid grid of `devices`: tp x pp x cp dividing it, dp the rest. */
+static void enumerate(const config_t *cfg, const machine_t *mc, int devices, cands_t *cs) {
+    int (*grids)[3] = xmalloc(MAX_GRIDS * sizeof *grids);
+    const int n = grids_of(cfg, devices, grids, MAX_GRIDS);
+    for (int g = 0; g < n; g++) {
+        config_t c;
+        grid_config(cfg, devices, grids[g][0], grids[g][1], grids[g][2], &c);
+        char why[400];
+        if (perf_grid_error(&c, mc, why, sizeof why)) continue;
+        const int first = cs->n;
+        perf_t least;
+        double params, fpt;
+        if (!least_memory(&c, mc, &least, &params, &fpt)) continue;
+        if (params > 2147483647.0) { /* the code counts them in 32 bits (config_sizes.c) */
+            cs->grids_over++;
+            continue;
+        }
+        cs->grids++;
+        if (cs->least.memory_gib == 0 || least.memory_gib < cs->least.memory_gib) cs->least = least;
+        grid_candidates(&c, mc, params, fpt, cs);
+        if (least.fits) continue;
+        cs->grids_out++; /* nothing of this grid fits: no plan of its own needed */
+        for (int i = first; i < cs->n; i++) {
+            cs->c[i].planned = true, cs->c[i].reason = REASON_MEMORY;
+            cs->c[i].p.memory_gib = least.memory_gib; /* at least */
+        }
+    }
+    xfree(grids);
 }
 
 static int by_step(const void *a, const void *b) {
@@ -264,8 +329,8 @@ static int loss_reason(const perf_t *p, const perf_t *best) {
     const double *a = p->part, *b = best->part;
     double d[N_REASONS] = {0};
     d[REASON_BUBBLE] = a[PERF_BUBBLE] - b[PERF_BUBBLE];
-    d[REASON_COMM] = a[PERF_TP] + a[PERF_DP] + a[PERF_ZERO] + a[PERF_P2P] + a[PERF_MOE] -
-                     (b[PERF_TP] + b[PERF_DP] + b[PERF_ZERO] + b[PERF_P2P] + b[PERF_MOE]);
+    d[REASON_COMM] = a[PERF_TP] + a[PERF_CP] + a[PERF_DP] + a[PERF_ZERO] + a[PERF_P2P] + a[PERF_MOE] -
+                     (b[PERF_TP] + b[PERF_CP] + b[PERF_DP] + b[PERF_ZERO] + b[PERF_P2P] + b[PERF_MOE]);
     d[REASON_RECOMPUTE] = a[PERF_RECOMPUTE] - b[PERF_RECOMPUTE];
     d[REASON_COMPUTE] = a[PERF_GEMM] + a[PERF_ATTENTION] + a[PERF_ELEMENTWISE] -
                         (b[PERF_GEMM] + b[PERF_ATTENTION] + b[PERF_ELEMENTWISE]);
@@ -280,15 +345,15 @@ static void print_best(const cands_t *cs, const machine_t *mc, int devices) {
     printf("search: %d devices of %s (%d per node): %ld configurations, %d valid on %d grids; the "
            "fastest that fit (memory planned in order of predicted time):\n", devices, mc->name,
            mc->devices_per_node, cs->tried, cs->n, cs->grids);
-    printf("  %3s %5s %4s %4s %2s %12s %4s %6s %10s %4s %10s %11s %8s %6s %8s\n", "#", "dp", "tp", "pp",
-           "v", "schedule", "mb", "accum", "recompute", "zero", "step s", "tokens/s", "TFLOP/s", "MFU",
+    printf("  %3s %5s %4s %4s %3s %4s %2s %12s %4s %6s %10s %4s %10s %11s %8s %6s %8s\n", "#", "dp",
+           "cp", "tp", "sp", "pp", "v", "schedule", "mb", "accum", "recompute", "zero", "step s", "tokens/s", "TFLOP/s", "MFU",
            "GiB");
     int shown = 0;
     for (int i = 0; i < cs->n && shown < KEEP; i++) {
         const perf_t *p = &cs->c[i].p;
         if (!cs->c[i].planned || !p->fits) continue;
-        printf("  %3d %5d %4d %4d %2d %12s %4d %6d %10s %4d %10.4g %11.4g %8.4g %5.1f%% %8.2f\n", ++shown,
-               p->dp, p->tp, p->pp, p->v, p->schedule, p->mb, p->accum, p->recompute, p->zero,
+        printf("  %3d %5d %4d %4d %3s %4d %2d %12s %4d %6d %10s %4d %10.4g %11.4g %8.4g %5.1f%% %8.2f\n",
+               ++shown, p->dp, p->cp, p->tp, p->sp ? "yes" : "no", p->pp, p->v, p->schedule, p->mb, p->accum, p->recompute, p->zero,
                p->step_s, p->tokens_per_s, p->tflops_per_device, 100 * p->mfu, p->memory_gib);
     }
 }
@@ -320,34 +385,28 @@ static void print_losers(cands_t *cs, const perf_t *best) {
 /* The fewest devices, N x 2^k (k = 1..10), on which some grid's least-memory setup fits; 0 when
  * none does. */
 static int devices_that_fit(const config_t *cfg, const machine_t *mc, int devices, perf_t *found) {
-    for (int k = 1; k <= 10 && (long)devices << k <= 1 << 20; k++) {
-        const int n = devices << k;
-        int tps[MAX_DIVISORS];
-        const int n_tp = divisors(n, tps, MAX_DIVISORS);
-        for (int a = 0; a < n_tp; a++) {
-            int pps[MAX_DIVISORS];
-            const int n_pp = divisors(n / tps[a], pps, MAX_DIVISORS);
-            for (int b = 0; b < n_pp; b++) {
-                config_t c = *cfg;
-                c.tp = tps[a], c.pp = pps[b], c.dp = n / (tps[a] * pps[b]);
-                c.virtual_stages = 1;
-                ASSERT(config_set_choice(&c, "parallel", "schedule", "1f1b") == 0);
-                if (c.pp > c.n_layer || c.global_batch % c.dp || (c.ep > 1 && c.dp % c.ep)) continue;
-                double params, fpt;
-                if (least_memory(&c, mc, found, &params, &fpt) && params <= 2147483647.0 && found->fits)
-                    return n;
-            }
+    int (*grids)[3] = xmalloc(MAX_GRIDS * sizeof *grids);
+    int fit = 0;
+    for (int k = 1; k <= 10 && (long)devices << k <= 1 << 20 && !fit; k++) {
+        const int n = devices << k, count = grids_of(cfg, n, grids, MAX_GRIDS);
+        for (int g = 0; g < count && !fit; g++) {
+            config_t c;
+            grid_config(cfg, n, grids[g][0], grids[g][1], grids[g][2], &c);
+            double params, fpt;
+            if (least_memory(&c, mc, found, &params, &fpt) && params <= 2147483647.0 && found->fits)
+                fit = n;
         }
     }
-    return 0;
+    xfree(grids);
+    return fit;
 }
 
 /* Nothing fits (or nothing is valid): the message and the smallest change, exit 2. */
 static int nothing_fits(const config_t *cfg, const machine_t *mc, int devices, const cands_t *cs) {
     if (cs->n == 0 && cs->grids_over == 0)
         fatal_user("%s: --search %d on %s: no valid grid: tp must divide &model n_head, d_ff and the "
-                   "padded vocabulary, pp at most n_layer, dp = %d / (tp x pp) must divide &train "
-                   "global_batch = %d, and %d devices per node must divide the device count or be a "
+                   "padded vocabulary, pp at most n_layer, cp as the ring allows (seq_len / 2 divisible "
+                   "by it), dp = %d / (tp x pp x cp) must divide &train global_batch = %d, and %d devices per node must divide the device count or be a "
                    "multiple of it", cfg->source_path, devices, mc->name, devices, cfg->global_batch,
                    mc->devices_per_node);
     char g[256], more[320] = "no power-of-two multiple up to 1024x fits either";
@@ -360,7 +419,7 @@ static int nothing_fits(const config_t *cfg, const machine_t *mc, int devices, c
                    "(the gradient reduction counts them in 32 bits); %s", cfg->source_path, devices,
                    mc->name, more);
     fatal_user("%s: --search %d on %s: no configuration fits %.2f GiB per device; the least memory of "
-               "any (micro_batch 1, recompute 'full', ZeRO 3 where dp > 1) is %.2f GiB (%s); %s",
+               "any (micro_batch 1, recompute 'full', ZeRO 3 where dp x cp > 1, sequence parallelism where tp > 1) is %.2f GiB (%s); %s",
                cfg->source_path, devices, mc->name, mc->memory_bytes / 1073741824.0,
                cs->least.memory_gib, grid_text(&cs->least, g, sizeof g), more);
 }
@@ -400,6 +459,7 @@ int perfplan_search(const config_t *in, const machine_t *mc, int devices, bool j
         printf("#1: %s\n", grid_text(best, g, sizeof g));
         print_parts(best);
         print_figures(best, mc);
+        cp_note(best, mc);
         print_losers(&cs, best);
     }
     free(cs.c);

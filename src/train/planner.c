@@ -133,14 +133,17 @@ void plan_rank(const config_t *cfg, int tp_rank, int pp_rank, int mb, int accum,
     out->pp_rank = pp_rank;
     out->micro_batch = mb;
     out->accum = accum;
-    const int T = cfg->seq_len, dp = cfg->dp;
+    /* context parallelism: a rank holds T / cp tokens of each sequence; the weights are
+     * replicated (and ZeRO shards) over dp x cp */
+    const int T = cfg->seq_len / cfg->cp, dp = cfg->dp * cfg->cp;
     const int zero = dp > 1 ? cfg->zero_stage : 0;
     const pipe_schedule_t sched = sched_kind_of(cfg->choice.schedule);
     const bool staged = zero >= 2 && cfg->pp == 1 && sched == SCHED_1F1B;
     const int v = sched == SCHED_INTERLEAVED ? cfg->virtual_stages : 1;
     gpt_parallel_t par = {cfg->tp, tp_rank, cfg->pp, pp_rank, comm_group_self(),
                           pipe_slots_needed(sched, cfg->pp, v, pp_rank, accum), v,
-                          sched == SCHED_ZBH1, cfg->ep, 0, comm_group_self()};
+                          sched == SCHED_ZBH1, cfg->ep, 0, comm_group_self(), cfg->cp, 0,
+                          comm_group_self()};
     gpt_t m;
     gpt_plan(&m, MODEL_SPEC_OF(cfg), ops_cpu(), mb, T, &par, zero >= 3, staged);
     double *b = out->bytes;
@@ -198,7 +201,9 @@ void plan_rank(const config_t *cfg, int tp_rank, int pp_rank, int mb, int accum,
     if (cfg->device_memory)
         for (int c = 0; c < MEM_CATEGORIES; c++) out->host_total += out->host[c];
     out->step_seconds = step_seconds(cfg, &m, mb, accum, T, zero, (double)total);
-    out->params = (double)total, out->flops_per_token = gpt_flops_per_token(&m, T);
+    /* the model FLOPs per token of the whole sequence (seq_len, not the rank's T / cp), as the
+     * trainer's step line counts them (trainer_setup.c) */
+    out->params = (double)total, out->flops_per_token = gpt_flops_per_token(&m, cfg->seq_len);
     gpt_destroy(&m);
 }
 
@@ -422,9 +427,15 @@ bool plan_print(const config_t *cfg, double limit, int ranks_per_node) {
     }
     const int accum = cfg->global_batch / (mb * cfg->dp) > 0 ? cfg->global_batch / (mb * cfg->dp) : 1;
     mem_plan_t w, c;
-    printf("plan: %s on dp %d x tp %d x pp %d, zero_stage %d, recompute '%s', precision '%s', "
-           "micro_batch %d x accumulation %d\n", cfg->source_path, cfg->dp, cfg->tp, cfg->pp,
+    char cp[32] = "";
+    if (cfg->cp > 1) snprintf(cp, sizeof cp, " x cp %d", cfg->cp);
+    printf("plan: %s on dp %d%s x tp %d x pp %d, zero_stage %d, recompute '%s', precision '%s', "
+           "micro_batch %d x accumulation %d\n", cfg->source_path, cfg->dp, cp, cfg->tp, cfg->pp,
            cfg->zero_stage, cfg->recompute, cfg->precision, mb, accum);
+    if (cfg->cp > 1)
+        printf("  context parallel: cp %d, each rank %d of each sequence's %d tokens (activations "
+               "1/cp), ZeRO over dp x cp = %d\n", cfg->cp, cfg->seq_len / cfg->cp, cfg->seq_len,
+               cfg->dp * cfg->cp);
     plan_worst(cfg, mb, accum, &w, &c);
     char title[160];
     snprintf(title, sizeof title, "  per rank, the largest of each category (MiB):");

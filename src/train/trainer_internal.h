@@ -31,6 +31,9 @@ typedef struct step_result {
 /* ---- trainer_setup.c */
 /* A data error that only some ranks of `comm` saw: agreed, printed once, exit 2. */
 void trainer_agree_data_error(const config_t *cfg, MPI_Comm comm, int failed, const char *err);
+/* Context parallelism: n sequences of T tokens in x compacted in place to this rank's two
+ * chunks of each (model/ring.h); nothing without cp. */
+void trainer_cp_local(const trainer_t *tr, int *x, int n, int T);
 /* Where the memory limit comes from, for the messages. */
 const char *trainer_limit_source(const config_t *cfg);
 

@@ -138,6 +138,9 @@ void trainer_log_step(trainer_t *tr, const step_result_t *r, double dt, double e
     if (tr->model.moe) /* the experts' token exchange (all-to-all over the ep group) */
         zn += snprintf(zl + zn, sizeof zl - (size_t)zn, ",\"ms_ep\":%.3f,\"bytes_ep\":%.0f",
                        c->seconds[COMM_EP] * 1e3, c->bytes[COMM_EP]);
+    if (tr->grid->cp > 1) /* ring attention's block exchange around the cp group */
+        zn += snprintf(zl + zn, sizeof zl - (size_t)zn, ",\"ms_cp\":%.3f,\"bytes_cp\":%.0f",
+                       c->seconds[COMM_CP] * 1e3, c->bytes[COMM_CP]);
     if (tr->opt.off) { /* the step's forwards waiting for the previous step's host update */
         int ready, units;
         const double w = adamw_offload_wait(&tr->opt, &ready, &units);

@@ -339,13 +339,16 @@ static void create_model(trainer_t *tr, pipe_schedule_t sched, int v) {
     const ops_t *ops = tr->ops;
     gpt_parallel_t par = {grid->tp, grid->rank_tp, grid->pp, grid->rank_pp, grid->tp_group,
                           pipe_slots_needed(sched, grid->pp, v, grid->rank_pp, tr->accum), v,
-                          sched == SCHED_ZBH1, grid->ep, grid->rank_ep, grid->ep_group};
+                          sched == SCHED_ZBH1, grid->ep, grid->rank_ep, grid->ep_group,
+                          grid->cp, grid->rank_cp, grid->cp_group};
     /* ZeRO >= 2 stages the gradients per micro-batch where every micro-batch's backward ends
      * before the next begins (pp = 1, 1F1B); with pp > 1 they are reduced once per step */
     const bool ep = grid->ep > 1;
     const gpt_grad_provider_t *staging = zero_stage_grads(&tr->zero, grid->pp == 1 && !ep &&
                                                           sched == SCHED_1F1B);
-    gpt_create(&tr->model, MODEL_SPEC_OF(cfg), ops, tr->micro_batch, tr->T, &par, zero3_provider(&tr->zero),
+    /* context parallelism: the model sees this rank's T / cp rows of each sequence */
+    gpt_create(&tr->model, MODEL_SPEC_OF(cfg), ops, tr->micro_batch, tr->T / grid->cp, &par,
+               zero3_provider(&tr->zero),
                staging);
     zero_attach(&tr->zero, &tr->model, cfg->zero3_resident);
     pipe_create(&tr->pipe, &tr->model, grid, tr->accum, sched, v);

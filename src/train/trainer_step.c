@@ -5,6 +5,7 @@
 #include "train/trainer_internal.h"
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 #include "core/alloc.h"
 #include "core/error.h"
 #include "core/fault.h"
@@ -17,9 +18,24 @@
 /* Forward + backward over all micro-batches of this rank through the pipeline schedule; the
  * data-parallel buckets start during the last micro-batch's backward and finish here. Returns
  * the sum of the micro-batches' mean losses (last stage; 0 elsewhere). */
+/* Context parallelism (model/ring.h): n sequences of T tokens in x, each cut into 2 cp chunks,
+ * compacted in place to this rank's two chunks (T / cp tokens a sequence). Every destination
+ * lies at or before its source and the sources rise with the destinations, so nothing is
+ * overwritten before it is read. */
+void trainer_cp_local(const trainer_t *tr, int *x, int n, int T) {
+    const grid_t *g = tr->grid;
+    if (g->cp == 1) return;
+    const int Tl = T / g->cp, c = Tl / 2;
+    for (int s = 0; s < n; s++)
+        for (int h = 0; h < 2; h++)
+            memmove(x + (size_t)s * Tl + (size_t)h * c,
+                    x + (size_t)s * T + ring_position(h * c, Tl, g->cp, g->rank_cp),
+                    sizeof(int) * (size_t)c);
+}
+
 static double accumulate_gradients(trainer_t *tr) {
-    const int B = tr->micro_batch, T = tr->T;
-    const size_t BT = (size_t)B * T;
+    const int B = tr->micro_batch, Tg = tr->T, T = Tg / tr->grid->cp; /* T: this rank's tokens */
+    const size_t BT = (size_t)B * Tg;
     /* fp16: the loss gradient is scaled up (the optimizer divides it out again) */
     const float dloss = (float)(tr->scaler.scale / ((double)B * T * tr->accum * tr->grid->dp));
     char err[1024] = "";
@@ -27,18 +43,20 @@ static double accumulate_gradients(trainer_t *tr) {
     for (int a = 0; a < tr->accum && !bad; a++) {
         prof_begin(PROF_DATA, "data", a, -1);
         /* the global batch [sample_pos, sample_pos + G) cut into dp slices of accum micro-batches */
-        const int64_t first = curric_sample_offset(tr->grid->rank_dp, tr->accum, B, a);
+        const int64_t first = curric_sample_offset(tr->grid->rank_data, tr->accum, B, a);
         bad = curric_fill(&tr->curric, tr->prog.sample_pos, first, B, tr->inputs + a * BT,
                           tr->targets + a * BT, err, sizeof err) != 0;
         prof_end(PROF_DATA, 0);
     }
     trainer_agree_data_error(tr->cfg, tr->grid->dp_comm, bad, err);
+    trainer_cp_local(tr, tr->inputs, tr->accum * B, Tg);
+    trainer_cp_local(tr, tr->targets, tr->accum * B, Tg);
     zero_grads_begin_step(&tr->zero);
     /* dropout, label smoothing and z-loss: this pass only (masks keyed by step and by the
      * sample's index in the step's global batch: this rank's micro-batch 0 starts at its sample
      * offset, the one the data above was read from) */
     gpt_train_pass(&tr->model, tr->prog.step,
-                   (uint64_t)curric_sample_offset(tr->grid->rank_dp, tr->accum, B, 0));
+                   (uint64_t)curric_sample_offset(tr->grid->rank_data, tr->accum, B, 0));
     moe_stats_reset(tr->model.moe);
     /* a slow rank for the straggler tests (LLMT_FAULT=compute@R:sleepN): busy time of its own,
      * after the data agreement above, so the others wait for it inside the timed comm calls */

@@ -14,18 +14,22 @@ double trainer_validate(trainer_t *tr) {
      * leaves out. A bad window is agreed by every rank before the pass, so none is left waiting
      * in one. */
     char err[1024] = "";
-    const int dp = tr->grid->dp, passes = (n + dp - 1) / dp;
+    /* context parallelism: the cp ranks of a data rank read the same batch, each keeping its
+     * chunks (trainer_cp_local); each adds its rows' mean loss, so a batch is counted cp times */
+    const int dp = tr->grid->data_dp, cp = tr->grid->cp, passes = (n + dp - 1) / dp;
     for (int k = 0; k < passes; k++) {
-        const int i = tr->grid->rank_dp + k * dp;
+        const int i = tr->grid->rank_data + k * dp;
         const int bad = sampler_fill(&tr->val_sampler, (uint64_t)(i % n) * B, B, tr->inputs,
                                      tr->targets, err, sizeof err) != 0;
         trainer_agree_data_error(tr->cfg, MPI_COMM_WORLD, bad, err);
-        const double loss = pipe_run(&tr->pipe, tr->inputs, tr->targets, 1, B, T, false, 0.0f);
+        trainer_cp_local(tr, tr->inputs, B, T);
+        trainer_cp_local(tr, tr->targets, B, T);
+        const double loss = pipe_run(&tr->pipe, tr->inputs, tr->targets, 1, B, T / cp, false, 0.0f);
         if (i < n) sum += loss;
     }
     comm_allreduce_sum_double(&sum, 1, tr->grid->pp_group, COMM_OTHER);
     comm_allreduce_sum_double(&sum, 1, tr->grid->dp_group, COMM_OTHER);
-    return sum / n;
+    return sum / ((double)n * cp);
 }
 
 double trainer_run_validation(trainer_t *tr) {

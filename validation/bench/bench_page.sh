@@ -2,8 +2,8 @@
 # bench_page.sh — docs/benchmarks.md from what `make bench` wrote in build/bench/: the machine and
 # date of that run, then each part's results as the bench scripts wrote them (results.md: GEMM
 # rates, throughput beside PyTorch, the plain launch beside the best one, the targets;
-# pipeline.md, the checkpoint logs, recompute.md, memory.md, moe.md, tokenizer.md). A part the
-# run skipped (THROUGHPUT_ONLY=1, a failed script) is said to be missing, not left stale.
+# pipeline.md, the checkpoint logs, recompute.md, memory.md, moe.md, cp.md, tokenizer.md). A part
+# the run skipped (THROUGHPUT_ONLY=1, a failed script) is said to be missing, not left stale.
 # Run by `make bench` after the bench scripts; by hand: bash validation/bench/bench_page.sh
 # Settings (environment): BENCH_DIR (build/bench), PAGE (docs/benchmarks.md).
 set -u
@@ -87,6 +87,7 @@ tmp=$PAGE.tmp
     part "Activation recomputation" "$BENCH_DIR/recompute.md"
     part "Memory: ZeRO × recomputation" "$BENCH_DIR/memory.md"
     part "Mixture of Experts" "$BENCH_DIR/moe.md"
+    part "Context parallelism" "$BENCH_DIR/cp.md"
     part "Performance model against measurement" "$BENCH_DIR/perfmodel.md"
     part "Tokenizer" "$BENCH_DIR/tokenizer.md"
 } | cat -s >"$tmp" && mv "$tmp" "$PAGE" || { rm -f "$tmp"; echo "bench_page: could not write $PAGE" >&2; exit 1; }

@@ -159,8 +159,9 @@ def table(rows, trainer, search):
             confs += conf is not None
             srch = "%s / %s" % ("#%d" % grid if grid else "no", "#%d" % conf if conf else "no")
             if best and not conf:
-                srch += " (#1: %d x %d x %d, v %d, mb %d, %s, %s)" % (
-                    best["dp"], best["tp"], best["pp"], best["virtual_stages"], best["micro_batch"],
+                cp = ", cp %d" % best["cp"] if best.get("cp", 1) > 1 else ""
+                srch += " (#1: %d x %d x %d%s, v %d, mb %d, %s, %s)" % (
+                    best["dp"], best["tp"], best["pp"], cp, best["virtual_stages"], best["micro_batch"],
                     best["schedule"], best["recompute"])
         grid_text = "%d x %d x %d%s" % (r["dp"], r["tp"], r["pp"], " (%d)" % r["v"] if r["v"] > 1 else "")
         out.append("| %s | %s | %.1fB | %d | %s | %d x %d | %s | %s | %.3g | %.3g | %.2f | %s (%.1f) | %s | %s |" % (

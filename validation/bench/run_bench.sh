@@ -16,8 +16,8 @@
 #     build/bench/<lib>-tree (a copy of src/ and the Makefiles), the fp32 row of the first
 #     configuration with it (OTHER_STEPS steps).
 #  4. The other bench scripts (parallelism, checkpoints, recomputation, memory with
-#     MEMORY_ROUNDS rounds of MEMORY_STEPS steps, MoE, the performance model against llmscale's
-#     measurements); the Makefile runs the tokenizer's after this.
+#     MEMORY_ROUNDS rounds of MEMORY_STEPS steps, MoE, context parallelism, the performance model
+#     against llmscale's measurements); the Makefile runs the tokenizer's after this.
 # Everything together is meant to stay under 15 minutes on 2 cores: PyTorch is 5-20x slower per
 # step than llmtrain here, so it runs fewer steps (the last field of CONFIGS).
 # Writes build/bench/results.md (and gemm_*.txt, the runs' logs). Settings (environment):
@@ -417,6 +417,9 @@ ROUNDS=$MEMORY_ROUNDS STEPS=$MEMORY_STEPS bash validation/bench/memory_bench.sh
 echo
 progress "Mixture-of-Experts: dense vs MoE step time, memory vs ep, load balance (validation/bench/moe_bench.sh)"
 bash validation/bench/moe_bench.sh
+echo
+progress "context parallelism at seq_len 4096: cp 1, 2, 4 (validation/bench/cp_bench.sh)"
+bash validation/bench/cp_bench.sh
 echo
 progress "the performance model against llmscale's measurements (validation/bench/perf_model_bench.sh)"
 bash validation/bench/perf_model_bench.sh

@@ -7,6 +7,7 @@
 #
 #   eval "$(validation/cluster/up.sh 4)"    # then sbatch/srun/squeue/sinfo talk to it
 #   validation/cluster/kill-node.sh 3       # node 3 dies as a crashed node does (SIGKILL all)
+#   validation/cluster/kill-node.sh --link 3  # or its link is cut (veth down; it runs on, unreachable)
 #   validation/cluster/revive-node.sh 3     # node 3 comes back (its slurmd starts again)
 #   validation/cluster/down.sh              # stops everything, removes namespaces and bridge
 #

@@ -41,18 +41,11 @@ $CL/kill-node.sh 3 2>>"$TEST_DIR/up.log"
 t_kill=$(date +%s)
 before=$(ls "$RUNS/el"/ckpt_step*.h5 | sort)
 sha_before=$(sha256sum $before)
-state=""
-for _ in $(seq 480); do
-    state=$(scontrol -o show job "$jid" 2>/dev/null | sed -n 's/.* JobState=\([^ ]*\).*/\1/p')
-    case "$state" in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY) break ;; esac
-    grep -q "lost node" "$out" 2>/dev/null && [ -z "${t_named:-}" ] && t_named=$(date +%s)
-    sleep 0.5
-done
-t_end=$(date +%s)
+watch_job "$jid" "$out"
 [ "$state" = COMPLETED ] || { tail -40 "$out"; fail "the elastic job $jid ended $state (expected COMPLETED on the survivors)"; }
 grep "^llmtrain job:" "$out"
 grep -q "lost node(s) n3 (ranks 2-2 of dp 4 x tp 1 x pp 1)" "$out" || fail "the job output does not name node n3 and its rank 2"
-named=$(( ${t_named:-$t_end} - t_kill ))
+named=$((t_named - t_kill))
 [ "$named" -le 50 ] || fail "the lost node was named $named s after the kill (bound: watchdog 10 s + probe 8 s + 30 s)"
 echo "node n3 killed; named with its rank $named s later (watchdog 10 s, probe <= 8 s)"
 grep -q "continuing on 2 node(s) n1 n2 from the newest checkpoint: dp 4 -> 2" "$out" ||

@@ -8,7 +8,9 @@
 # share a node; the step records (loss, lr, gradient norm: 9 significant digits, the same text is
 # the same float) equal the same grid run by mpirun on one node; the 4-node dp run's step-2
 # checkpoint resumes on one node, on the same grid bit-identical to the 4-node steps 3-4 and on
-# 1 rank within 1e-5. Skipped, with the reason, where namespaces cannot be made. Everything the
+# 1 rank within 1e-5 (as checkpoint_resume_any_grid.sh); so does the 4-node 3D run's (dp 2 x tp 2
+# x pp 2, tp inside a node): on 8 ranks bit-identical, on 1 rank losses and gradient norms within
+# 1e-5. Skipped, with the reason, where namespaces cannot be made. Everything the
 # cluster started is stopped on exit (down.sh in a trap), failure or not.
 source "$(dirname "$0")/lib.bash"
 [ -x ./llmtrain ] || fail "./llmtrain is not built (make)"
@@ -110,5 +112,26 @@ $MPIRUN -np 1 ./llmtrain "${COMMON[@]}" parallel.dp=1 train.global_batch=0 run.n
 grep -q "^batch: global 16 sequences" "$RUNS/resume_1rank.log" || fail "resume_1rank did not keep the global batch of 16"
 same_series "resume_1rank losses, steps 3-4" 1e-5 <(losses "$RUNS/dp_4nodes/metrics.jsonl" | tail -2) \
     <(losses "$RUNS/resume_1rank/metrics.jsonl" | tail -2) || fail "resume on 1 rank: losses differ"
+# the 4-node 3D run's step-2 checkpoint (tp inside a node, dp and pp across) resumes on one node:
+# on the same grid (8 ranks) bit-identical to the 4-node steps 3-4, on 1 rank within 1e-5
+ck=$RUNS/3d_4nodes/ckpt_step00000002.h5
+[ -f "$ck" ] || fail "3d_4nodes wrote no step-2 checkpoint"
+$MPIRUN -np 8 ./llmtrain "${D3[@]}" run.name=3d_resume_1node checkpoint.resume="'$ck'" \
+    >"$RUNS/3d_resume_1node.log" 2>&1 || { tail "$RUNS/3d_resume_1node.log"; fail "3D resume on one node (8 ranks) failed"; }
+grep -q "^resume: .*step 2" "$RUNS/3d_resume_1node.log" || fail "3d_resume_1node did not resume from step 2"
+want=$(train_records "$RUNS/3d_4nodes/metrics.jsonl" | grep -E '"step":(3|4),')
+got=$(train_records "$RUNS/3d_resume_1node/metrics.jsonl" | grep -E '"step":(3|4),')
+[ "$(echo "$want" | grep -c '"step"')" -eq 2 ] && [ "$got" = "$want" ] ||
+    { diff <(echo "$want") <(echo "$got"); fail "3D resume on one node: steps 3-4 differ from the 4-node run"; }
+echo "3d_resume_1node: the 4-node 3D step-2 checkpoint resumed on 8 ranks of one node: steps 3-4 (loss, lr, gradient norm) bit-identical"
+$MPIRUN -np 1 ./llmtrain "${D3[@]}" parallel.dp=1 parallel.tp=1 parallel.pp=1 train.global_batch=0 \
+    run.name=3d_resume_1rank checkpoint.resume="'$ck'" >"$RUNS/3d_resume_1rank.log" 2>&1 ||
+    { tail "$RUNS/3d_resume_1rank.log"; fail "3D resume on 1 rank failed"; }
+grep -q "^resume: .*step 2" "$RUNS/3d_resume_1rank.log" || fail "3d_resume_1rank did not resume from step 2"
+grep -q "^batch: global 16 sequences" "$RUNS/3d_resume_1rank.log" || fail "3d_resume_1rank did not keep the global batch of 16"
+for what in losses norms; do
+    same_series "3d_resume_1rank $what, steps 3-4" 1e-5 <($what "$RUNS/3d_4nodes/metrics.jsonl" | tail -2) \
+        <($what "$RUNS/3d_resume_1rank/metrics.jsonl" | tail -2) || fail "3D resume on 1 rank: $what differ from the 4-node run"
+done
 t2=$(date +%s)
 echo "timings: cluster jobs $((t1 - t0)) s, one-node reference and resumes $((t2 - t1)) s"

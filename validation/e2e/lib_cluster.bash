@@ -42,3 +42,17 @@ wait_steps() {
     done
     return 1
 }
+
+# watch_job JOB OUT: waits (at most 240 s) until Slurm's job JOB has ended; sets state (its last
+# JobState), t_end, and t_named (when OUT first said "lost node"; t_end if it never did)
+watch_job() {
+    state="" t_named=""
+    for _ in $(seq 480); do
+        state=$(scontrol -o show job "$1" 2>/dev/null | sed -n 's/.* JobState=\([^ ]*\).*/\1/p')
+        case "$state" in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY) break ;; esac
+        grep -q "lost node" "$2" 2>/dev/null && [ -z "$t_named" ] && t_named=$(date +%s)
+        sleep 0.5
+    done
+    t_end=$(date +%s)
+    t_named=${t_named:-$t_end}
+}

@@ -121,7 +121,7 @@ DRAWN = {
              "n_kv_head tie_embeddings bias dropout attn_dropout resid_dropout embd_dropout init "
              "init_std init_depth_scaled n_experts top_k moe_every d_ff_expert capacity_factor "
              "drop_policy router_noise aux_loss_coef z_loss_coef n_shared_experts router",
-    "parallel": "dp tp pp ep schedule virtual_stages zero_stage zero3_resident recompute "
+    "parallel": "dp cp tp pp ep schedule virtual_stages zero_stage zero3_resident recompute "
                 "recompute_layers bucket_mb sequence_parallel",
     "train": "max_steps global_batch micro_batch lr min_lr warmup_steps lr_schedule decay_fraction "
              "weight_decay beta1 beta2 eps grad_clip label_smoothing z_loss precision offload "
@@ -234,6 +234,7 @@ FACTORS = {
     "moe": ["dense", "capacity", "dropless", "shared"],
     "dp": [1, 2],
     "tp": [1, 2],
+    "cp": [1, 2],
     "pp": [1, 2],
     "ep": [1, 2],
     "schedule": ["1f1b", "gpipe", "interleaved", "zb-h1"],
@@ -251,7 +252,7 @@ FACTORS = {
     "offload": ["none", "optimizer"],
     "stop": ["path", "usr1"],
 }
-RANDOM_EXTRA = {"dp": [4], "pp": [4], "tp": [4], "ep": [4]}  # random mode only (up to 8 ranks)
+RANDOM_EXTRA = {"dp": [4], "pp": [4], "tp": [4], "ep": [4], "cp": [4]}  # random mode only (up to 8 ranks)
 
 
 def valid_partial(a, max_ranks):
@@ -259,8 +260,11 @@ def valid_partial(a, max_ranks):
     meaningful is a constraint too: a schedule other than 1F1B only with pp >= 2, ZeRO only with
     dp >= 2."""
     g = a.get
-    if all(k in a for k in ("dp", "tp", "pp")) and a["dp"] * a["tp"] * a["pp"] > max_ranks:
+    if all(k in a for k in ("dp", "tp", "pp", "cp")) and a["dp"] * a["tp"] * a["pp"] * a["cp"] > max_ranks:
         return False
+    if g("cp", 1) > 1:  # refused with cp (config_checks.c): the experts, a &stage's seq_len
+        if g("moe", "dense") != "dense" or g("stages", "none") != "none":
+            return False
     if g("ep", 1) > 1:
         if "dp" in a and (a["dp"] < a["ep"] or a["dp"] % a["ep"]):
             return False
@@ -288,7 +292,7 @@ def random_features(rng, max_ranks, fixed=None):
             if f in a:
                 continue
             vals = vals + (RANDOM_EXTRA.get(f, []) if max_ranks > 4 else [])
-            if f in ("dp", "tp", "pp", "ep"):  # most draws at <= 4 ranks (2 cores)
+            if f in ("dp", "tp", "pp", "ep", "cp"):  # most draws at <= 4 ranks (2 cores)
                 w = [4 if v == 1 else 3 if v == 2 else 1 for v in vals]
                 a[f] = rng.choices(vals, w)[0]
             else:
@@ -370,7 +374,8 @@ class Draw:
         return self.groups.get(group, {}).get(key, default)
 
     def ranks(self):
-        return self.get("parallel", "dp", 1) * self.get("parallel", "tp", 1) * self.get("parallel", "pp", 1)
+        return (self.get("parallel", "dp", 1) * self.get("parallel", "tp", 1) * self.get("parallel", "pp", 1)
+                * self.get("parallel", "cp", 1))
 
     def namelist(self, overrides=None, header=""):
         """The namelist text; overrides {(group, key): value or None (removed)}."""
@@ -425,7 +430,7 @@ def construct(rng, f, schema, generic):
         m["rope_original_max_positions"] = ch([16, 64])
     if rng.random() < 0.2:  # Qwen 2's q/k/v biases (with bias = .false. the only biases)
         m["qkv_bias"] = True
-    if rng.random() < 0.2:  # Mistral's window, accepted when it is not shorter than seq_len
+    if rng.random() < 0.2 and f.get("cp", 1) == 1:  # Mistral's window (refused with cp > 1)
         m["sliding_window"] = ch([m["seq_len"], 4096])
     if rng.random() < 0.3:
         m["init"] = ch(["gpt2", "xavier", "kaiming", "small"])
@@ -435,6 +440,8 @@ def construct(rng, f, schema, generic):
         m["dropout"] = ch([0.1, 0.2])
         if rng.random() < 0.4:
             m[ch(["attn_dropout", "resid_dropout", "embd_dropout"])] = ch([0.0, 0.3])
+        if f.get("cp", 1) > 1:  # the ring draws no attention mask (refused); the others run
+            m["attn_dropout"] = 0.0
     if f["moe"] != "dense":
         n_exp = ch([2, 4]) if f["ep"] <= 2 else 4
         m["n_experts"] = n_exp
@@ -452,6 +459,8 @@ def construct(rng, f, schema, generic):
         m["aux_loss_coef"] = ch([0.0, 0.01, 0.1])
         m["z_loss_coef"] = ch([0.0, 0.001])
     p = {"dp": f["dp"], "tp": f["tp"], "pp": f["pp"]}
+    if f.get("cp", 1) > 1:
+        p["cp"] = f["cp"]  # every drawn seq_len (16, 24, 32) / 2 divides by cp (2, 4), / cp by tp
     if f["ep"] > 1:
         p["ep"] = f["ep"]
     if f["schedule"] != "1f1b" or rng.random() < 0.3:
@@ -780,7 +789,7 @@ def plan_ok(ctx, draw):
 
 def serial_overrides(draw):
     """The 1-rank reference of I1: the same model, data and batches, dp = tp = pp = ep = 1."""
-    ov = {("parallel", k): v for k, v in (("dp", 1), ("tp", 1), ("pp", 1))}
+    ov = {("parallel", k): v for k, v in (("dp", 1), ("tp", 1), ("pp", 1), ("cp", None))}
     ov.update({("parallel", "ep"): None, ("parallel", "schedule"): None, ("parallel", "virtual_stages"): None,
                ("parallel", "zero_stage"): None, ("parallel", "zero3_resident"): None,
                ("parallel", "sequence_parallel"): None})  # refused with tp = 1
@@ -883,7 +892,9 @@ def check_generate(ctx, draw, grid, ranks, steps_n, rng):
     ov = {("run", "mode"): "generate", ("run", "init_from"): w, ("run", "prompt_ids"): prompt,
           ("run", "max_new_tokens"): n_new, ("run", "temperature"): temp, ("run", "top_k"): top_k,
           ("checkpoint", "every"): None,
-          ("parallel", "sequence_parallel"): None}  # generation refuses it (prompts of any length)
+          ("parallel", "sequence_parallel"): None,  # generation refuses it (prompts of any length)
+          ("parallel", "cp"): None}  # ... and context parallelism: the same grid without cp
+    ranks //= draw.get("parallel", "cp", 1)
     pp = draw.get("parallel", "pp", 1)
     on_pp1 = pp > 1 and rng.random() < 0.5
     if on_pp1:
@@ -979,6 +990,8 @@ def check_draw(ctx, draw, rng):
 def grid_text(draw):
     p = draw.groups["parallel"]
     s = "dp%d tp%d pp%d" % (p.get("dp", 1), p.get("tp", 1), p.get("pp", 1))
+    if p.get("cp", 1) > 1:
+        s += " cp%d" % p["cp"]
     if p.get("ep", 1) > 1:
         s += " ep%d" % p["ep"]
     return s

@@ -41,6 +41,7 @@
 #include "kernels/cpu/gemm.h"
 #include <math.h>
 #include <omp.h>
+#include <string.h>
 
 /* Tile sizes. 128 x 128 (64 KiB a tile: two tiles and the q, k, v, dout rows they multiply
  * stay in L2) was the fastest of 64 x 64, 64 x 128, 128 x 64 and 128 x 128, forward + backward
@@ -73,6 +74,8 @@ typedef struct att_head {
     const dropout_mask_t *drop; /* NULL: no dropout */
     uint64_t row0;              /* global token of query 0 of this batch row (dropout) */
     uint32_t head;              /* global query head (dropout's counter word 3) */
+    bool full;                  /* ring block: every key visible (not causal) */
+    bool acc_q;                 /* ring block: add to dq from the first tile on */
 } att_head_t;
 
 /* Where the tensors of one call live: q, k, v with their row strides, NH query heads, NKV k/v
@@ -103,7 +106,7 @@ static att_head_t head_at(const att_layout_t *L, const float *out, const float *
                     lse + lse_offset(b, h, T, NH), NULL, NULL, NULL, T, hs, L->ldq, L->ldkv, NH * hs,
                     false, 1.0f / sqrtf((float)hs), L->drop,
                     L->drop ? L->drop->row0 + (uint64_t)b * T : 0,
-                    L->drop ? L->drop->word3 + (uint32_t)h : 0};
+                    L->drop ? L->drop->word3 + (uint32_t)h : 0, false, false};
     return a;
 }
 
@@ -308,7 +311,7 @@ static void tile_probs_and_grads(const att_head_t *h, int r0, int rows, int c0, 
              h->v + (size_t)c0 * ldkv, ldkv, 0.0f, ds, ATT_BK);
     for (int a = 0; a < rows; a++) {
         float *pa = p + (size_t)a * ATT_BK, *da = ds + (size_t)a * ATT_BK;
-        const int valid = min_int(cols, r0 + a - c0 + 1);
+        const int valid = h->full ? cols : min_int(cols, r0 + a - c0 + 1);
         const float lse = h->lse[r0 + a], Da = D[a], scale = h->scale;
         if (h->drop && valid > 0) {
             tile_row_dropout(h, pa, da, r0 + a, c0, valid, lse, Da, f);
@@ -339,7 +342,7 @@ static void tile_add_dkv(const att_head_t *h, int r0, int rows, int c0, int cols
 static void tile_add_dq(const att_head_t *h, int r0, int rows, int c0, int cols,
                         const float *ds) {
     gemm_f32(false, false, rows, h->hs, cols, 1.0f, ds, ATT_BK, h->k + (size_t)c0 * h->ldkv,
-             h->ldkv, c0 == 0 ? 0.0f : 1.0f, h->dq + (size_t)r0 * h->ldq, h->ldq);
+             h->ldkv, c0 == 0 && !h->acc_q ? 0.0f : 1.0f, h->dq + (size_t)r0 * h->ldq, h->ldq);
 }
 
 /* One head whole: query blocks outer, their key blocks up to the diagonal inner. */
@@ -348,7 +351,7 @@ static void backward_head(const att_head_t *h, float *scratch) {
     for (int r0 = 0; r0 < h->T; r0 += ATT_BQ) {
         const int rows = min_int(ATT_BQ, h->T - r0);
         row_dots(D, h, r0, rows);
-        for (int c0 = 0; c0 < r0 + rows; c0 += ATT_BK) {
+        for (int c0 = 0; c0 < (h->full ? h->T : r0 + rows); c0 += ATT_BK) {
             const int cols = min_int(ATT_BK, h->T - c0);
             tile_probs_and_grads(h, r0, rows, c0, cols, D, p, ds, scratch + ATT_DROP_ROW);
             tile_add_dkv(h, r0, rows, c0, cols, p, ds);
@@ -474,4 +477,98 @@ void cpu_attention_gqa_backward(float *dq, float *dk, float *dv, float *scratch,
                                 const float *lse, int B, int T, int NH, int NKV, int hs) {
     cpu_attention_gqa_backward_dropout(dq, dk, dv, scratch, scratch_floats, dout, q, k, v, out,
                                        lse, B, T, NH, NKV, hs, NULL);
+}
+
+/* ---------------------------------------------------------------- ring attention's blocks */
+
+/* Query block i of head h, batch b of a ring block: the online softmax of its rows over the
+ * block's keys, into the running m, l and the unnormalised out (online_softmax_row's `first`
+ * is a row that has seen no key yet: l = 0; out is zero then, so the product adds to it). */
+static void block_forward_query_block(const attn_block_t *k, int b, int h, int i, float *scratch) {
+    const int hs = k->hs, kvh = h / (k->NH / k->NKV), r0 = i * ATT_BQ;
+    const int rows = min_int(ATT_BQ, k->rows - r0);
+    const float *q = k->q + b * k->bq + (size_t)h * hs + (size_t)r0 * k->ldq;
+    const float *kk = k->k + b * k->bkv + (size_t)kvh * hs, *v = k->v + b * k->bkv + (size_t)kvh * hs;
+    float *o = k->out + b * k->bo + (size_t)h * hs + (size_t)r0 * k->ldo;
+    const size_t st = ((size_t)b * k->NH + h) * k->stat_ld + r0;
+    float *m = k->m + st, *l = k->l + st, *p = scratch;
+    const float scale = 1.0f / sqrtf((float)hs);
+    const int last_kb = k->diag ? (r0 + rows - 1) / ATT_BK : n_blocks(k->rows, ATT_BK) - 1;
+    for (int j = 0; j <= last_kb; j++) {
+        const int c0 = j * ATT_BK, cols = min_int(ATT_BK, k->rows - c0);
+        gemm_f32(false, true, rows, cols, hs, scale, q, k->ldq, kk + (size_t)c0 * k->ldkv, k->ldkv,
+                 0.0f, p, ATT_BK);
+        for (int a = 0; a < rows; a++)
+            online_softmax_row(p + (size_t)a * ATT_BK, k->diag ? min_int(cols, r0 + a - c0 + 1) : cols,
+                               cols, &m[a], &l[a], o + (size_t)a * k->ldo, hs, l[a] == 0.0f);
+        gemm_f32(false, false, rows, hs, cols, 1.0f, p, ATT_BK, v + (size_t)c0 * k->ldkv, k->ldkv,
+                 1.0f, o, k->ldo);
+    }
+}
+
+/* attention_block_forward: one unit per (batch, head, query block), each writing its own rows. */
+void cpu_attention_block_forward(const attn_block_t *blk, float *scratch, size_t scratch_floats) {
+    const int nq = n_blocks(blk->rows, ATT_BQ), NH = blk->NH, units = blk->B * NH * nq;
+    const int n_threads = scratch_threads(scratch_floats);
+    const tile_gemms_t gemms = tile_gemms_begin();
+#pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads)
+    for (int u = 0; u < units; u++)
+        block_forward_query_block(blk, u / (NH * nq), u / nq % NH, u % nq,
+                                  scratch + (size_t)omp_get_thread_num() * ATT_SCRATCH_PER_THREAD);
+    tile_gemms_end(gemms);
+}
+
+/* attention_block_finish: out[B, T, NH*hs] /= l; m_lse[B, NH, T] = m + log(l). */
+void cpu_attention_block_finish(float *out, float *m_lse, const float *l, int B, int T, int NH,
+                                int hs) {
+#pragma omp parallel for schedule(static)
+    for (int bh = 0; bh < B * NH; bh++) {
+        const int b = bh / NH, h = bh % NH;
+        for (int t = 0; t < T; t++) {
+            const size_t s = (size_t)bh * T + t;
+            float *o = out + ((size_t)b * T + t) * NH * hs + (size_t)h * hs;
+            const float inv = 1.0f / l[s];
+#pragma omp simd
+            for (int d = 0; d < hs; d++) o[d] *= inv;
+            m_lse[s] += logf(l[s]);
+        }
+    }
+}
+
+/* attention_block_backward: one unit per (batch, k/v head), its query heads in ascending order,
+ * each a whole head (backward_head, with every key visible unless diag), adding to dq, dk, dv. */
+void cpu_attention_block_backward(const attn_block_t *k, float *scratch, size_t scratch_floats) {
+    const int NH = k->NH, NKV = k->NKV, group = NH / NKV, hs = k->hs, pairs = k->B * NKV;
+    const int n_threads = scratch_threads(scratch_floats);
+    const tile_gemms_t gemms = tile_gemms_begin();
+#pragma omp parallel for schedule(static) num_threads(n_threads) if (pairs > 1)
+    for (int bk = 0; bk < pairs; bk++) {
+        const int b = bk / NKV, kvh = bk % NKV;
+        for (int h = kvh * group; h < (kvh + 1) * group; h++) {
+            const size_t qo = b * k->bq + (size_t)h * hs, ko = b * k->bkv + (size_t)kvh * hs;
+            const size_t oo = b * k->bo + (size_t)h * hs;
+            att_head_t hd = {k->q + qo, k->k + ko, k->v + ko, k->out + oo, k->dout + oo,
+                             k->lse + ((size_t)b * NH + h) * k->stat_ld, k->dq + qo, k->dk + ko,
+                             k->dv + ko, k->rows, hs, k->ldq, k->ldkv, k->ldo, true,
+                             1.0f / sqrtf((float)hs), NULL, 0, 0, !k->diag, true};
+            backward_head(&hd, scratch + (size_t)omp_get_thread_num() * ATT_SCRATCH_PER_THREAD);
+        }
+    }
+    tile_gemms_end(gemms);
+}
+
+/* copy_rows: dst[rows, cols] (stride ld_dst) = or += src (stride ld_src). */
+void cpu_copy_rows(float *dst, int ld_dst, const float *src, int ld_src, size_t rows, int cols,
+                   bool accumulate) {
+#pragma omp parallel for schedule(static)
+    for (size_t r = 0; r < rows; r++) {
+        float *d = dst + r * ld_dst;
+        const float *s = src + r * ld_src;
+        if (accumulate) {
+#pragma omp simd
+            for (int c = 0; c < cols; c++) d[c] += s[c];
+        } else {
+            memcpy(d, s, sizeof(float) * cols);
+        }
+    }
 }

@@ -94,6 +94,13 @@ void cpu_attention_gqa_backward_dropout(float *dq, float *dk, float *dv, float *
                                         const float *lse, int B, int T, int NH, int NKV, int hs,
                                         const dropout_mask_t *mask);
 
+void cpu_attention_block_forward(const attn_block_t *blk, float *scratch, size_t scratch_floats);
+void cpu_attention_block_finish(float *out, float *m_lse, const float *l, int B, int T, int NH,
+                                int hs);
+void cpu_attention_block_backward(const attn_block_t *blk, float *scratch, size_t scratch_floats);
+void cpu_copy_rows(float *dst, int ld_dst, const float *src, int ld_src, size_t rows, int cols,
+                   bool accumulate);
+
 /* ---- gelu.c ---- */
 void cpu_gelu_forward(float *out, const float *inp, size_t n);
 void cpu_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);

@@ -672,10 +672,40 @@ static void g_moe_combine_backward(float *din, float *dw, const float *dy, const
     leave();
 }
 
+static void g_block(const char *op, const attn_block_t *b, const float *scratch) {
+    const void *ptrs[] = {b->q, b->k, b->v, b->dout, b->dq, b->dk, b->dv, b->out, b->m, b->l, b->lse, scratch};
+    static const char *const names[] = {"q", "k", "v", "dout", "dq", "dk", "dv", "out", "m", "l", "lse", "scratch"};
+    enter(op, ptrs, names, 12);
+}
+static void g_attention_block_forward(const attn_block_t *b, float *scratch, size_t sf) {
+    g_block("attention_block_forward", b, scratch);
+    base->attention_block_forward(b, scratch, sf);
+    leave();
+}
+static void g_attention_block_backward(const attn_block_t *b, float *scratch, size_t sf) {
+    g_block("attention_block_backward", b, scratch);
+    base->attention_block_backward(b, scratch, sf);
+    leave();
+}
+static void g_attention_block_finish(float *out, float *m_lse, const float *l, int B, int T, int NH, int hs) {
+    const void *ptrs[] = {out, m_lse, l};
+    static const char *const names[] = {"out", "m_lse", "l"};
+    enter("attention_block_finish", ptrs, names, 3);
+    base->attention_block_finish(out, m_lse, l, B, T, NH, hs);
+    leave();
+}
+static void g_copy_rows(float *dst, int ld_dst, const float *src, int ld_src, size_t rows, int cols, bool acc) {
+    const void *ptrs[] = {dst, src};
+    static const char *const names[] = {"dst", "src"};
+    enter("copy_rows", ptrs, names, 2);
+    base->copy_rows(dst, ld_dst, src, ld_src, rows, cols, acc);
+    leave();
+}
+
 /* ---- the table ------------------------------------------------------------------------------- */
 
-/* The name and 61 ops: an op added to ops.h needs its wrapper here, or it would run unchecked. */
-_Static_assert(sizeof(ops_t) == 67 * sizeof(void *), "ops.h has a new op: wrap it in ops_devsim.c");
+/* The name and 70 ops: an op added to ops.h needs its wrapper here, or it would run unchecked. */
+_Static_assert(sizeof(ops_t) == 71 * sizeof(void *), "ops.h has a new op: wrap it in ops_devsim.c");
 
 /* Host memory to lock must be host memory. */
 static void g_host_register(void *host, size_t bytes) {
@@ -756,5 +786,9 @@ const ops_t *ops_devsim(const ops_t *cpu, size_t arena_bytes) {
     t.moe_gather_rows = g_moe_gather_rows;
     t.moe_scatter_add_rows = g_moe_scatter_add_rows;
     t.moe_combine_backward = g_moe_combine_backward;
+    t.attention_block_forward = g_attention_block_forward;
+    t.attention_block_backward = g_attention_block_backward;
+    t.attention_block_finish = g_attention_block_finish;
+    t.copy_rows = g_copy_rows;
     return &t;
 }
