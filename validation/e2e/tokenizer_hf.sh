@@ -4,8 +4,8 @@
 # fetched): byte-level BPE with the `tokenizers` library and the pre-tokenizer regex of Llama 3
 # (GPT-4's too), Qwen 2 and GPT-4o, with special tokens, a non-special added token and
 # <|begin_of_text|> as the document token; a SentencePiece BPE model with Llama 2's options
-# (byte fallback, split digits, a user-defined symbol) with the sentencepiece library. Documents:
-# the tokenizer corpus (English, code, many scripts, emoji, odd whitespace, \r\n, tabs), a mixed
+# (byte fallback, split digits, a user-defined symbol) and a unigram one (NFKC) with the
+# sentencepiece library. Documents: the tokenizer corpus (English, code, many scripts, emoji, odd whitespace, \r\n, tabs), a mixed
 # text with the added and special tokens as text, and 150 fuzz documents of white space, letters,
 # digits, emoji and tokens, encoded in 64-byte slices on 2 ranks. References: `tokenizers`
 # (tokenizer.json), sentencepiece's own encoder and transformers' LlamaTokenizerFast (.model).
@@ -47,6 +47,10 @@ prep $T/spm $T/spm.model $DOCS
 compare spm $T/spm.model $T/spm $DOCS
 cmp $T/spm.model $T/spm/tokenizer.model || fail "spm: the out dir's tokenizer.model is not a copy"
 grep -qF '"tokenizer_kind": "SentencePiece"' $T/spm/manifest.json || fail "spm: manifest tokenizer_kind"
+# a unigram model with NFKC normalization (T5's kind): the library does both
+$PYTHON validation/tokenizer/hf_make.py unigram $T/unigram $CORPUS || fail "training unigram"
+prep $T/unigram $T/unigram.model $DOCS
+compare spm $T/unigram.model $T/unigram $DOCS
 # transformers' conversion of a .model to LlamaTokenizerFast drops user-defined symbols
 # (<tool_call>), so that comparison takes the corpus only
 if $PYTHON -c "import transformers" 2>/dev/null; then

@@ -2,6 +2,7 @@
 
 usage: hf_make.py bpe FAMILY OUT.json TEXT...   byte-level BPE with the `tokenizers` library
        hf_make.py spm OUT_PREFIX TEXT...         SentencePiece BPE (Llama 2's options)
+       hf_make.py unigram OUT_PREFIX TEXT...     SentencePiece unigram, NFKC (T5's kind)
        hf_make.py bad KIND OUT.json              a tokenizer.json llmtrain must refuse
        hf_make.py texts DIR N                    mixed.txt and N short fuzz documents in DIR
 
@@ -81,6 +82,14 @@ def texts(out_dir, n):
         open(f"{out_dir}/fuzz_{i:03d}.txt", "w", newline="").write(s)
 
 
+def unigram(prefix, texts):
+    import sentencepiece as S
+    S.SentencePieceTrainer.train(
+        input=",".join(texts), model_prefix=prefix, model_type="unigram", vocab_size=1200,
+        character_coverage=0.9995, byte_fallback=True, normalization_rule_name="nmt_nfkc",
+        minloglevel=2)
+
+
 def bad(kind, out):
     if kind == "corrupt":
         open(out, "w").write('{"version": "1.0", "model": {"type": "BPE", "vocab": {"a": 0')
@@ -102,6 +111,8 @@ if __name__ == "__main__":
         bpe(sys.argv[2], sys.argv[3], sys.argv[4:])
     elif sys.argv[1] == "spm":
         spm(sys.argv[2], sys.argv[3:])
+    elif sys.argv[1] == "unigram":
+        unigram(sys.argv[2], sys.argv[3:])
     elif sys.argv[1] == "texts":
         texts(sys.argv[2], int(sys.argv[3]))
     else:
