@@ -7,8 +7,9 @@
 # (byte fallback, split digits, a user-defined symbol) and a unigram one (NFKC) with the
 # sentencepiece library. Documents: the tokenizer corpus (English, code, many scripts, emoji, odd
 # whitespace, \r\n, tabs), a mixed text with the added and special tokens as text, and 150 fuzz
-# documents of white space, letters, digits, emoji and tokens, encoded in 64-byte slices on 2 ranks. References: `tokenizers`
-# (tokenizer.json), sentencepiece's own encoder and transformers' LlamaTokenizerFast (.model).
+# documents of white space, letters, digits, emoji and tokens, encoded in 64-byte slices on 2
+# ranks. References: `tokenizers` (tokenizer.json), sentencepiece's own encoder and transformers'
+# LlamaTokenizerFast (.model).
 # Then a run of llmtrain on the shards with &data tokenizer: 3 training steps, and generation with
 # a text prompt whose ids are the library's. Bad files (corrupt JSON, WordPiece, Unigram, a cut
 # .model): exit 2 with one message naming the file.
