@@ -31,6 +31,7 @@ BUILD   := build-asan
 BIN_DIR := $(BUILD)/
 override CFLAGS  += $(SANITIZE_FLAGS)
 override LDFLAGS += $(SANITIZE_FLAGS)
+override CXXFLAGS += $(SANITIZE_FLAGS)
 else ifeq ($(CUDA),1)
 # CUDA=1: everything goes to build-cuda/ (or CUDA_BUILD: validation/gpu/bundle.sh builds the
 # GPU machine's binaries into build-gpu/ for a portable ISA), and every object knows
@@ -52,6 +53,8 @@ GEMM_SRC := src/kernels/cpu/gemm_$(GEMM).c
 # under the data path) and the .cu files are the CUDA build's.
 LIB_SRC := $(filter-out src/kernels/cpu/gemm_%.c src/parallel/comm_nccl.c src/train/device_open.c,$(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c))) \
            $(GEMM_SRC) src/kernels/cuda/device_plan.c
+# C++ sources: the SentencePiece shim (src/io/tokenizer_spm.cc, an extern "C" API), by CXX
+LIB_CXX := $(wildcard src/io/*.cc)
 ifeq ($(CUDA),1)
 LIB_SRC += src/kernels/cuda/device.c src/train/device_open.c src/parallel/comm_nccl.c
 CUDA_SRC := $(wildcard src/kernels/cuda/*.cu)
@@ -62,7 +65,7 @@ $(error Makefile.inc: CUDA = 1, but $(NVCC) does not exist: set CUDA_HOME (or NV
 endif
 endif
 endif
-LIB_OBJ := $(patsubst src/%.c,$(BUILD)/%.o,$(LIB_SRC)) $(CUDA_OBJ)
+LIB_OBJ := $(patsubst src/%.c,$(BUILD)/%.o,$(LIB_SRC)) $(patsubst src/%.cc,$(BUILD)/%.o,$(LIB_CXX)) $(CUDA_OBJ)
 LIB     := $(BUILD)/libllmtrain.a
 # Each GEMM library: its flags (from Makefile.inc), its header, and what to do when it is missing.
 onednn_CFLAGS = $(DNNL_CFLAGS)
@@ -80,23 +83,33 @@ GEMM_CFLAGS := $($(GEMM)_CFLAGS)
 GEMM_LIBS   := $($(GEMM)_LIBS)
 # $(call gemm_builds,LIBRARY): "ok" when that library's header and libraries build a program.
 gemm_builds = $(shell printf '\043include <$($(1)_HEADER)>\nint main(void){return 0;}\n' | $(CC) $($(1)_CFLAGS) -x c - -o /dev/null $($(1)_LIBS) >/dev/null 2>&1 && echo ok)
-# A GEMM library that is not there is a build error (not 200 undefined references): on a machine
-# where Debian packages are missing (validation/deps.sh --missing), one line saying that `make deps`
+# $(call lib_builds,HEADER,CFLAGS,LIBS[,c++]): "ok" when that header and those libraries build a
+# program (in C++ when the fourth argument is given: SentencePiece's header is C++).
+lib_builds = $(shell printf '\043include <$(1)>\nint main(void){return 0;}\n' | $(if $(4),$(CXX) -x c++,$(CC) -x c) $(2) - -o /dev/null $(3) >/dev/null 2>&1 && echo ok)
+# "ok" when the tokenizer's libraries build: libjansson (tokenizer.json), libsentencepiece (.model)
+tok_builds = $(and $(call lib_builds,jansson.h,$(JANSSON_CFLAGS),$(JANSSON_LIBS)),$(call lib_builds,sentencepiece_processor.h,$(SPM_CFLAGS),$(SPM_LIBS),c++))
+# A GEMM library, or the tokenizer's libjansson or libsentencepiece, that is not there is a build
+# error (not 200 undefined references): on a machine where Debian packages are missing (validation/deps.sh --missing), one line saying that `make deps`
 # installs them; else one naming the Makefile.inc variable to set. Checked only when something is
 # built here: not for clean, nor for the goals that install the dependencies first and build in a
 # make started after that (deps, demo, check, check-unit).
 INSTALLING_GOALS := clean deps demo check check-unit
 ifeq ($(filter $(INSTALLING_GOALS),$(MAKECMDGOALS)),)
-ifneq ($(call gemm_builds,$(GEMM)),ok)
+GEMM_OK := $(call gemm_builds,$(GEMM))
+TOK_OK  := $(if $(GEMM_OK),$(call tok_builds))
+ifneq ($(TOK_OK),ok)
 MISSING_PACKAGES := $(shell bash validation/deps.sh --missing 2>/dev/null)
 ifneq ($(strip $(MISSING_PACKAGES)),)
 $(error llmtrain's dependencies are not installed ($(words $(MISSING_PACKAGES)) Debian packages missing: $(wordlist 1,6,$(MISSING_PACKAGES))$(if $(word 7,$(MISSING_PACKAGES)), ...)): run 'make deps' as root to install them (or 'make demo' / 'make check', which install them first; INSTALL for modules))
 endif
+ifneq ($(GEMM_OK),ok)
 $(error Makefile.inc: GEMM = $(GEMM), but <$($(GEMM)_HEADER)> with $(GEMM_LIBS) does not build: $($(GEMM)_HINT))
 endif
+$(error Makefile.inc: <jansson.h> with $(strip $(JANSSON_LIBS)) or <sentencepiece_processor.h> with $(strip $(SPM_LIBS)) does not build: install libjansson-dev and libsentencepiece-dev (make deps), or set JANSSON_CFLAGS, JANSSON_LIBS, SPM_CFLAGS, SPM_LIBS to where they are)
 endif
-ALL_CFLAGS = $(CFLAGS) -Isrc $(GEMM_CFLAGS) $(HDF5_CFLAGS) $(HWLOC_CFLAGS) $(PAPI_CFLAGS) $(PCRE2_CFLAGS)
-ALL_LIBS   = $(HDF5_LIBS) $(GEMM_LIBS) $(HWLOC_LIBS) $(PAPI_LIBS) $(PCRE2_LIBS) $(if $(filter 1,$(CUDA)),$(CUDA_LIBS)) -lm
+endif
+ALL_CFLAGS = $(CFLAGS) -Isrc $(GEMM_CFLAGS) $(HDF5_CFLAGS) $(HWLOC_CFLAGS) $(PAPI_CFLAGS) $(PCRE2_CFLAGS) $(JANSSON_CFLAGS)
+ALL_LIBS   = $(HDF5_LIBS) $(GEMM_LIBS) $(HWLOC_LIBS) $(PAPI_LIBS) $(PCRE2_LIBS) $(JANSSON_LIBS) $(SPM_LIBS) $(if $(filter 1,$(CUDA)),$(CUDA_LIBS)) -lm
 
 UNIT_SRC := $(wildcard validation/unit/test_*.c)
 UNIT_BIN := $(patsubst validation/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
@@ -142,6 +155,10 @@ $(LIB): $(LIB_OBJ)
 $(BUILD)/%.o: src/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/%.o: src/%.cc
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) -Isrc $(SPM_CFLAGS) -MMD -MP -c $< -o $@
 
 # The CUDA build's kernels (nvcc, both architectures of NVCC_GENCODE) and its plain-C files on the
 # CUDA runtime and NCCL APIs (device.c, comm_nccl.c: mpicc with the CUDA headers).
@@ -189,7 +206,7 @@ $(BUILD)/tests/cuda/test_comm_nccl_fake: validation/unit/cuda/test_comm_nccl_fak
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(CUDA_CFLAGS) $(CMOCKA_CFLAGS) -o $@ validation/unit/cuda/test_comm_nccl_fake.c \
 	    validation/unit/cuda/fake_nccl.c $(LIB) $(CMOCKA_LIBS) $(HDF5_LIBS) $(GEMM_LIBS) $(HWLOC_LIBS) \
-	    $(PAPI_LIBS) $(PCRE2_LIBS) -lm $(LDFLAGS)
+	    $(PAPI_LIBS) $(PCRE2_LIBS) $(JANSSON_LIBS) $(SPM_LIBS) -lm $(LDFLAGS)
 $(BUILD)/tests/cuda/%: validation/unit/cuda/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(CUDA_CFLAGS) $(CMOCKA_CFLAGS) -MMD -MP -o $@ $< $(LIB) $(CMOCKA_LIBS) $(ALL_LIBS) $(LDFLAGS)

@@ -76,19 +76,26 @@ void ids_grow(tok_ids_t *v, size_t more) {
 
 /* ------------------------------------------------------------------ create, destroy */
 
-int tokenizer_from_vocab(tokenizer_t **out, vocab_t *v, char *err, size_t errlen) {
+tokenizer_t *tokenizer_alloc(tok_kind_t kind) {
     tokenizer_t *t = calloc(1, sizeof *t);
     PTR_CHECK(t);
-    if (pretok_init(&t->re, err, errlen) != 0) {
-        free(t);
+    t->kind = kind;
+    t->heap_threshold = 64;
+    t->cache = calloc(CACHE_SLOTS, sizeof *t->cache);
+    PTR_CHECK(t->cache);
+    return t;
+}
+
+int tokenizer_from_vocab(tokenizer_t **out, vocab_t *v, char *err, size_t errlen) {
+    tokenizer_t *t = tokenizer_alloc(TOK_TIKTOKEN);
+    if (pretok_init(&t->re, NULL, err, errlen) != 0) {
+        tokenizer_destroy(t);
         vocab_free(v);
         return -1;
     }
     t->v = *v;
+    t->cut_gpt2 = true;
     memset(v, 0, sizeof *v);
-    t->heap_threshold = 64;
-    t->cache = calloc(CACHE_SLOTS, sizeof *t->cache);
-    PTR_CHECK(t->cache);
     *out = t;
     return 0;
 }
@@ -97,6 +104,12 @@ void tokenizer_destroy(tokenizer_t *tok) {
     if (!tok) return;
     vocab_free(&tok->v);
     pretok_free(&tok->re);
+    hf_free(tok->hf);
+    spm_close(tok->spm);
+    free(tok->id_bytes);
+    free(tok->id_off);
+    free(tok->id_known);
+    free(tok->source);
     free(tok->parts);
     free(tok->cache);
     free(tok);
@@ -104,16 +117,43 @@ void tokenizer_destroy(tokenizer_t *tok) {
 
 /* ------------------------------------------------------------------ accessors */
 
-uint32_t tokenizer_n_ranks(const tokenizer_t *tok) { return tok->v.n; }
-uint32_t tokenizer_eot(const tokenizer_t *tok) { return tok->v.n; }
-uint32_t tokenizer_vocab_size(const tokenizer_t *tok) { return tok->v.n + 1; }
+/* tiktoken: ranks 0..n-1, then <|endoftext|>. A file that numbers its own ids: the ordinary
+ * tokens are those that are neither added tokens nor control pieces (tokenizer.h). */
+uint32_t tokenizer_n_ranks(const tokenizer_t *tok) {
+    if (tok->kind == TOK_TIKTOKEN) return tok->v.n;
+    if (tok->kind == TOK_HF_BPE) return tok->v.n;
+    return tok->n_ids;
+}
+uint32_t tokenizer_eot(const tokenizer_t *tok) {
+    return tok->kind == TOK_TIKTOKEN ? tok->v.n : tok->eot_id;
+}
+uint32_t tokenizer_vocab_size(const tokenizer_t *tok) {
+    return tok->kind == TOK_TIKTOKEN ? tok->v.n + 1 : tok->n_ids;
+}
 void tokenizer_set_heap_threshold(tokenizer_t *tok, size_t n) { tok->heap_threshold = n; }
 
 const char *tokenizer_token(const tokenizer_t *tok, uint32_t id, size_t *len) {
+    if (tok->kind != TOK_TIKTOKEN) {
+        if (id >= tok->n_ids || !tok->id_known[id]) return NULL;
+        *len = tok->id_off[id + 1] - tok->id_off[id];
+        return (const char *)tok->id_bytes + tok->id_off[id];
+    }
     if (id == tok->v.n) {
         *len = EOT_LEN;
         return TOKENIZER_EOT_TEXT;
     }
     if (id > tok->v.n) return NULL;
     return (const char *)vocab_tok(&tok->v, id, len);
+}
+
+const char *tokenizer_file_name(const tokenizer_t *tok) {
+    return tok->kind == TOK_HF_BPE ? "tokenizer.json"
+           : tok->kind == TOK_SPM  ? "tokenizer.model"
+                                   : "tokenizer.tiktoken";
+}
+
+const char *tokenizer_kind(const tokenizer_t *tok) {
+    return tok->kind == TOK_HF_BPE ? "byte-level BPE (tokenizer.json)"
+           : tok->kind == TOK_SPM  ? "SentencePiece"
+                                   : "byte-level BPE (tiktoken ranks)";
 }

@@ -1,4 +1,8 @@
-/* tokenizer.h — byte-level BPE exactly like GPT-2 / tiktoken: load, encode, decode, train, save.
+/* tokenizer.h — byte-level BPE exactly like GPT-2 / tiktoken: load, encode, decode, train, save;
+ * and the tokenizers of today's open models: Hugging Face tokenizer.json files of the byte-level
+ * BPE family (Llama 3, Qwen 2, GPT-4-style patterns) with ids exactly as the `tokenizers`
+ * library gives them, and SentencePiece models (Llama 2, Mistral) through the SentencePiece
+ * library itself.
  * Owns: a vocabulary of byte strings ranked by merge priority (rank = token id), the special
  * token <|endoftext|> (id = number of ranks: 50256 for GPT-2), GPT-2's pre-tokenising regular
  * expression (PCRE2, UTF + Unicode properties, JIT), and BPE training on word counts.
@@ -10,6 +14,23 @@
  *  - a directory, or a path to "vocab.json" with "merges.txt" beside it: Hugging Face's GPT-2
  *    files (bytes shown through GPT-2's bytes_to_unicode map). Ranks come from the merge order
  *    (256 bytes first), and vocab.json must agree with them, as tiktoken's own loader demands.
+ *  - "*.model": a SentencePiece model (any kind the library reads: BPE, unigram, word, char),
+ *    encoded and decoded by the library (tokenizer_spm.cc, a C++ shim); the document token
+ *    (tokenizer_eot) is its <s> (bos), else its </s>.
+ *  - a ".json" file that is not vocab.json (or a directory with tokenizer.json and no
+ *    vocab.json): a Hugging Face tokenizer.json (read with libjansson) of model.type "BPE" over
+ *    bytes: pre_tokenizer ByteLevel (use_regex: GPT-2's pattern) or Sequence [Split (a Regex,
+ *    behavior Isolated, not inverted), ByteLevel (use_regex false)], no normalizer, no dropout,
+ *    no subword prefix or suffix, all 256 bytes tokens. Ids are the file's; a word is merged as
+ *    the library merges it (by the rank of each adjacent pair in model.merges, then leftmost),
+ *    model.ignore_merges honoured. Added tokens (added_tokens) are found in the text first,
+ *    leftmost-longest; with flags = 0 only the non-special ones (the library with
+ *    encode_special_tokens = True), with TOKENIZER_ALLOW_SPECIAL all (its default). The
+ *    document token is the special token the post_processor's template puts first (Llama 3's
+ *    <|begin_of_text|>), else the added token <|endoftext|> (Qwen 2, GPT-2).
+ *    Refused, naming the file and field: another model.type, a normalizer (e.g. Qwen 2's NFC),
+ *    another pre_tokenizer, added tokens with lstrip/rstrip/single_word, merges that name
+ *    tokens model.vocab lacks.
  * A vocabulary that does not parse is refused with one message naming the file and line.
  *
  * Encoding is tiktoken's: split the text with GPT-2's pattern
@@ -52,8 +73,13 @@ int tokenizer_create(tokenizer_t **out, const char *path, char *err, size_t errl
 void tokenizer_destroy(tokenizer_t *tok); /* accepts NULL */
 
 uint32_t tokenizer_n_ranks(const tokenizer_t *tok);    /* ordinary tokens: ids 0..n_ranks-1 */
-uint32_t tokenizer_eot(const tokenizer_t *tok);        /* <|endoftext|> = n_ranks */
-uint32_t tokenizer_vocab_size(const tokenizer_t *tok); /* n_ranks + 1 */
+uint32_t tokenizer_eot(const tokenizer_t *tok);        /* <|endoftext|> = n_ranks; else the
+                                                          document token (see above) */
+uint32_t tokenizer_vocab_size(const tokenizer_t *tok); /* n_ranks + 1; else the file's ids */
+/* The name the vocabulary is saved under (tokenizer_save): "tokenizer.tiktoken",
+ * "tokenizer.json" or "tokenizer.model"; and its kind in words. */
+const char *tokenizer_file_name(const tokenizer_t *tok);
+const char *tokenizer_kind(const tokenizer_t *tok);
 /* The bytes of token `id` (the special token's text for the eot id); NULL if out of range. */
 const char *tokenizer_token(const tokenizer_t *tok, uint32_t id, size_t *len);
 
@@ -68,12 +94,18 @@ void tokenizer_encode(tokenizer_t *tok, const char *text, size_t len, unsigned f
  * ASCII non-space character follows (GPT-2's pattern always makes that "\n" a piece of its own,
  * after the rest of any whitespace run before it). Returns len when there is none. */
 size_t tokenizer_safe_cut(const char *text, size_t len, size_t from);
+/* The same for this tokenizer: GPT-2's pattern (tiktoken files, tokenizer.json with ByteLevel's
+ * own pattern) cuts as tokenizer_safe_cut; Llama 3's and Qwen 2's patterns just after a "\n"
+ * that an ASCII letter follows (no piece of theirs holds "\n" then a letter, and none looks
+ * behind); other patterns and SentencePiece (which adds its space at each start) never cut. */
+size_t tokenizer_cut(const tokenizer_t *tok, const char *text, size_t len, size_t from);
 /* Decode ids[0..n) into out (at most `cap` bytes written, no terminating NUL). Returns the number
  * of bytes the whole decoding needs, or SIZE_MAX when an id is not in the vocabulary. */
 size_t tokenizer_decode(const tokenizer_t *tok, const uint32_t *ids, size_t n, char *out,
                         size_t cap);
 
-/* Write the vocabulary as a tiktoken rank file (rank order; the special token is implied).
+/* Write the vocabulary as a tiktoken rank file (rank order; the special token is implied); a
+ * tokenizer.json or SentencePiece model is written as the bytes of the file it was read from.
  * Written atomically (core/fileio: "<path>.tmp", fsync, rename, fsync of the directory), so
  * a crash leaves the old file or the whole new one. 0 on success, -1 with errno. */
 int tokenizer_save(const tokenizer_t *tok, const char *path);

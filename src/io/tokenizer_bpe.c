@@ -178,9 +178,28 @@ static void encode_ordinary(tokenizer_t *tok, const uint8_t *text, size_t len, t
     while (piece_next(&it, &s, &e)) encode_piece(tok, text + s, e - s, out);
 }
 
+/* A SentencePiece model: the library encodes (it takes no special tokens from the text). */
+static void spm_encode_ids(tokenizer_t *tok, const char *text, size_t len, tok_ids_t *out) {
+    const int *ids;
+    size_t n;
+    char err[512];
+    if (spm_encode(tok->spm, text, len, &ids, &n, err, sizeof err) != 0)
+        die_call(__FILE__, __LINE__, "spm_encode", err);
+    ids_reserve(out, n);
+    for (size_t i = 0; i < n; i++) out->ids[out->n++] = (uint32_t)ids[i];
+}
+
 void tokenizer_encode(tokenizer_t *tok, const char *text, size_t len, unsigned flags,
                       tok_ids_t *out) {
     const uint8_t *p = (const uint8_t *)text, *end = p + len;
+    if (tok->kind == TOK_HF_BPE) {
+        hf_encode(tok, p, len, flags, out);
+        return;
+    }
+    if (tok->kind == TOK_SPM) {
+        spm_encode_ids(tok, text, len, out);
+        return;
+    }
     if (flags & TOKENIZER_ALLOW_SPECIAL) {
         const uint8_t *q;
         while ((q = memmem(p, (size_t)(end - p), TOKENIZER_EOT_TEXT, EOT_LEN)) != NULL) {
@@ -204,9 +223,28 @@ size_t tokenizer_safe_cut(const char *text, size_t len, size_t from) {
     return len;
 }
 
+size_t tokenizer_cut(const tokenizer_t *tok, const char *text, size_t len, size_t from) {
+    if (tok->cut_gpt2) return tokenizer_safe_cut(text, len, from);
+    if (!tok->cut_newline_letter) return len;
+    for (size_t p = from; p + 1 < len;) { /* just after a newline that an ASCII letter follows */
+        const char *nl = memchr(text + p, '\n', len - 1 - p);
+        if (!nl) break;
+        p = (size_t)(nl - text) + 1;
+        unsigned char next = (unsigned char)text[p];
+        if ((next | 0x20) >= 'a' && (next | 0x20) <= 'z') return p;
+    }
+    return len;
+}
+
 size_t tokenizer_decode(const tokenizer_t *tok, const uint32_t *ids, size_t n, char *out,
                         size_t cap) {
     size_t total = 0;
+    if (tok->kind == TOK_SPM) { /* the library joins the pieces (and drops its leading space) */
+        const char *text = spm_decode(tok->spm, ids, n, &total);
+        if (!text) return SIZE_MAX;
+        memcpy(out, text, total < cap ? total : cap);
+        return total;
+    }
     for (size_t i = 0; i < n; i++) {
         size_t len;
         const char *b = tokenizer_token(tok, ids[i], &len);

@@ -20,7 +20,7 @@
 /* ------------------------------------------------------------------ reading files, base64 */
 
 /* The whole file, NUL-terminated, through core/fileio; NULL with err naming the file. */
-static char *read_vocab_file(const char *path, size_t *len, char *err, size_t errlen) {
+char *read_vocab_file(const char *path, size_t *len, char *err, size_t errlen) {
     int e = 0;
     char *buf = file_read_whole(path, VOCAB_FILE_MAX, len, &e);
     if (buf) return buf;
@@ -245,7 +245,7 @@ static size_t utf8_encode(int cp, char *out) {
 }
 
 /* byte_of_cp[cp] = the byte GPT-2's alphabet shows as code point cp (< 324), or -1. */
-static void gpt2_alphabet(int byte_of_cp[324]) {
+void gpt2_alphabet(int byte_of_cp[324]) {
     int cp_of_byte[256];
     uint8_t order[256];
     gpt2_byte_map(cp_of_byte, order);
@@ -254,7 +254,7 @@ static void gpt2_alphabet(int byte_of_cp[324]) {
 }
 
 /* A token written in GPT-2's byte alphabet back to bytes. Returns the byte count or -1. */
-static long unicode_to_bytes(const int byte_of_cp[324], const char *s, size_t n, uint8_t *out) {
+long unicode_to_bytes(const int byte_of_cp[324], const char *s, size_t n, uint8_t *out) {
     long len = 0;
     for (size_t i = 0; i < n;) {
         int cp = 0;
@@ -521,10 +521,37 @@ int vocab_load(vocab_t *v, const char *path, char *err, size_t errlen) {
     return load_tiktoken(v, path, err, errlen);
 }
 
+static bool ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+static bool is_file(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
 /* The tokenizer object from a vocabulary file: here, beside the readers, so that tokenizer.c
- * (the object) calls nothing of this file and the arrow runs one way (formats -> object). */
+ * (the object) calls nothing of this file and the arrow runs one way (formats -> object).
+ * "*.model": SentencePiece; "*.json" other than vocab.json: tokenizer.json; a directory: its
+ * vocab.json + merges.txt, else its tokenizer.json, else its tokenizer.model. */
 int tokenizer_create(tokenizer_t **out, const char *path, char *err, size_t errlen) {
     *out = NULL;
+    struct stat st;
+    char sub[4096];
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(sub, sizeof sub, "%s/vocab.json", path);
+        if (!is_file(sub)) {
+            snprintf(sub, sizeof sub, "%s/tokenizer.json", path);
+            if (is_file(sub)) return tokenizer_load_hf(out, sub, err, errlen);
+            snprintf(sub, sizeof sub, "%s/tokenizer.model", path);
+            if (is_file(sub)) return tokenizer_load_spm(out, sub, err, errlen);
+        }
+    } else if (ends_with(path, ".model")) {
+        return tokenizer_load_spm(out, path, err, errlen);
+    } else if (ends_with(path, ".json") && !ends_with(path, "vocab.json")) {
+        return tokenizer_load_hf(out, path, err, errlen);
+    }
     vocab_t v = {0};
     if (vocab_load(&v, path, err, errlen) != 0) {
         vocab_free(&v);
@@ -540,6 +567,13 @@ int tokenizer_create(tokenizer_t **out, const char *path, char *err, size_t errl
 int tokenizer_save(const tokenizer_t *tok, const char *path) {
     atomic_file_t af;
     if (atomic_file_open(&af, path) != 0) return -1;
+    if (tok->source) { /* a tokenizer.json or SentencePiece model: its own bytes */
+        if (atomic_file_write(&af, tok->source, tok->source_len) != 0) {
+            atomic_file_abort(&af);
+            return -1;
+        }
+        return atomic_file_commit(&af);
+    }
     char *line = NULL;
     size_t cap = 0;
     int rc = 0;

@@ -16,11 +16,17 @@
  *   tokenizer_formats.c  vocabulary files: tiktoken rank files (base64), Hugging Face
  *                        vocab.json + merges.txt, tokenizer_create (a file's tokenizer),
  *                        and saving as a rank file; it calls tokenizer.c, never the reverse
- *   tokenizer_train.c    the word counter (count, pack, unpack) and BPE training */
+ *   tokenizer_train.c    the word counter (count, pack, unpack) and BPE training
+ *   tokenizer_hf.c       Hugging Face tokenizer.json (libjansson): its checks, the id table,
+ *                        the merges, the added tokens, the document token
+ *   tokenizer_hfbpe.c    encoding with a tokenizer.json: added tokens, then its pattern, then
+ *                        the merges in the order of the `tokenizers` library
+ *   tokenizer_spm.cc     the C++ shim over the SentencePiece library (tokenizer_spm.h) */
 #ifndef LLMT_TOKENIZER_INTERNAL_H
 #define LLMT_TOKENIZER_INTERNAL_H
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "io/tokenizer.h"
+#include "io/tokenizer_spm.h"
 #include <pcre2.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -125,8 +131,10 @@ typedef struct pretok {
     bool jit;
 } pretok_t;
 
-/* Compile GPT-2's pattern (JIT when available); 0, or -1 with err. (tokenizer_pretok.c) */
-int pretok_init(pretok_t *p, char *err, size_t errlen);
+/* Compile a pattern (NULL: GPT-2's) (JIT when available); 0, or -1 with err. A pattern given
+ * in Oniguruma's syntax (tokenizer.json) has its \s and \S spelled out as Unicode's White_Space
+ * first, as GPT-2's is, and must not match the empty string. (tokenizer_pretok.c) */
+int pretok_init(pretok_t *p, const char *pattern, char *err, size_t errlen);
 void pretok_free(pretok_t *p);
 
 /* Walks the pieces of a text: regex matches, and between them the runs of bytes no match
@@ -178,7 +186,56 @@ typedef struct bpe_part { /* one part of a piece being merged */
     uint32_t rank; /* rank of this part joined with the next one, or NO_RANK */
 } bpe_part_t;
 
+typedef enum tok_kind {
+    TOK_TIKTOKEN = 0, /* rank = id, GPT-2's pattern, <|endoftext|> after the ranks */
+    TOK_HF_BPE,       /* tokenizer.json: ids from the file, merges by pair (tokenizer_hf*.c) */
+    TOK_SPM           /* SentencePiece model through the library (tokenizer_spm.cc) */
+} tok_kind_t;
+
+typedef struct added_tok { /* a tokenizer.json added token: matched in the text before BPE */
+    uint32_t id;
+    uint32_t off, len;     /* its content: ids' bytes [off, off + len) */
+    bool special;
+} added_tok_t;
+
+typedef struct hf_sym { /* one symbol of a word being merged (the library's Symbol) */
+    uint32_t id;
+    int32_t prev, next;
+    uint32_t len;       /* 0: merged into its left neighbour */
+} hf_sym_t;
+
+typedef struct hf_merge { /* a heap entry (the library's Merge): smallest rank, then pos */
+    uint32_t rank, new_id;
+    uint32_t pos;
+} hf_merge_t;
+
+typedef struct hf_bpe {
+    uint32_t *rank_id;          /* tok->v's rank of a model token -> its id */
+    uint32_t byte_id[256];      /* the id of each single byte */
+    uint64_t *pair_key;         /* (left << 32 | right) -> pair_val (merge rank << 32 | new id) */
+    uint64_t *pair_val;
+    size_t pair_mask;
+    bool ignore_merges;         /* a word that is a token is that token (model.ignore_merges) */
+    added_tok_t *added;
+    size_t n_added;
+    bool first_any[256], first_plain[256]; /* first bytes of the added tokens: all, non-special */
+    hf_sym_t *sym;              /* scratch */
+    hf_merge_t *heap;
+    size_t cap;
+} hf_bpe_t;
+
 struct tokenizer {
+    tok_kind_t kind;
+    uint32_t n_ids, eot_id;    /* TOK_HF_BPE, TOK_SPM: ids 0..n_ids-1; the document token */
+    uint8_t *id_bytes;         /* TOK_HF_BPE, TOK_SPM: the bytes of each id */
+    uint32_t *id_off;          /* n_ids + 1 offsets into id_bytes */
+    uint8_t *id_known;         /* 0 for an id no token has */
+    char *source;              /* the file's bytes, saved as they are (tokenizer_save) */
+    size_t source_len;
+    bool cut_gpt2;             /* tokenizer_cut may cut as tokenizer_safe_cut (GPT-2's pattern) */
+    bool cut_newline_letter;   /* or after a newline that an ASCII letter follows */
+    hf_bpe_t *hf;
+    spm_t *spm;
     vocab_t v;
     pretok_t re;
     size_t heap_threshold;
@@ -189,6 +246,22 @@ struct tokenizer {
 
 /* Wrap a finished vocabulary (takes ownership of *v, also on failure). (tokenizer.c) */
 int tokenizer_from_vocab(tokenizer_t **out, vocab_t *v, char *err, size_t errlen);
+/* An empty object of the given kind with its cache (tokenizer.c). */
+tokenizer_t *tokenizer_alloc(tok_kind_t kind);
+
+/* A tokenizer.json (tokenizer_hf.c) and a SentencePiece model (tokenizer_spm_load in
+ * tokenizer_hf.c too, beside the other id tables): 0, or -1 with one message naming the file
+ * and the field in err. */
+int tokenizer_load_hf(tokenizer_t **out, const char *path, char *err, size_t errlen);
+int tokenizer_load_spm(tokenizer_t **out, const char *path, char *err, size_t errlen);
+/* Encode with a tokenizer.json's merges (tokenizer_hfbpe.c). */
+void hf_encode(tokenizer_t *tok, const uint8_t *text, size_t len, unsigned flags, tok_ids_t *out);
+void hf_free(hf_bpe_t *hf);
+
+/* Shared with tokenizer_formats.c: the whole file, GPT-2's byte alphabet and its decoding. */
+char *read_vocab_file(const char *path, size_t *len, char *err, size_t errlen);
+void gpt2_alphabet(int byte_of_cp[324]);
+long unicode_to_bytes(const int byte_of_cp[324], const char *s, size_t n, uint8_t *out);
 
 /* ------------------------------------------------------------------ id lists */
 

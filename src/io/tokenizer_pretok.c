@@ -6,6 +6,8 @@
  * Uses: core/error.h, PCRE2. */
 #include "io/tokenizer_internal.h"
 #include "core/error.h"
+#include <stdio.h>
+#include <stdlib.h>
 
 /* GPT-2's pattern for PCRE2. \s is spelled out as Unicode's White_Space, [\t-\r\x{85}\p{Z}]:
  * under PCRE2_UCP, \s also matches U+180E (PCRE2 follows \h there), which Unicode took out of
@@ -17,17 +19,57 @@
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" WS "\\p{L}\\p{N}]+" \
     "|[" WS "]+(?![^" WS "])|[" WS "]+"
 
-int pretok_init(pretok_t *p, char *err, size_t errlen) {
+/* A tokenizer.json pattern (Oniguruma syntax, as the `tokenizers` library compiles it) for
+ * PCRE2: \s and \S spelled out as White_Space, as in GPT-2's pattern above (Oniguruma's \s is
+ * White_Space; PCRE2's also takes U+180E). Everything else is the same in both syntaxes for
+ * the patterns in use (\p{L}, \p{N}, (?i:...), {1,3}, lookahead). NULL with err for \S inside
+ * a class, which this spelling cannot say. */
+static char *pattern_for_pcre2(const char *pat, char *err, size_t errlen) {
+    size_t n = strlen(pat), o = 0;
+    char *out = malloc(n * 16 + 1);
+    PTR_CHECK(out);
+    bool in_class = false;
+    for (size_t i = 0; i < n; i++) {
+        char c = pat[i];
+        if (c == '\\' && i + 1 < n && (pat[i + 1] == 's' || pat[i + 1] == 'S')) {
+            bool neg = pat[++i] == 'S';
+            if (neg && in_class) {
+                free(out);
+                errf(err, errlen, "\\S inside a character class is not supported");
+                return NULL;
+            }
+            o += (size_t)sprintf(out + o, in_class ? "%s" : neg ? "[^%s]" : "[%s]", WS);
+            continue;
+        }
+        out[o++] = c;
+        if (c == '\\' && i + 1 < n) out[o++] = pat[++i];
+        else if (c == '[' && !in_class) in_class = true;
+        else if (c == ']' && in_class) in_class = false;
+    }
+    out[o] = 0;
+    return out;
+}
+
+int pretok_init(pretok_t *p, const char *pattern, char *err, size_t errlen) {
     int ecode;
     PCRE2_SIZE eoff;
     memset(p, 0, sizeof *p);
-    p->code = pcre2_compile((PCRE2_SPTR)PCRE2_GPT2_PATTERN, PCRE2_ZERO_TERMINATED,
+    char *pat = pattern ? pattern_for_pcre2(pattern, err, errlen) : NULL;
+    if (pattern && !pat) return -1;
+    p->code = pcre2_compile((PCRE2_SPTR)(pat ? pat : PCRE2_GPT2_PATTERN), PCRE2_ZERO_TERMINATED,
                             PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &ecode, &eoff, NULL);
+    free(pat);
     if (!p->code) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(ecode, msg, sizeof msg);
-        return errf(err, errlen, "PCRE2 cannot compile GPT-2's pattern at %zu: %s",
-                    (size_t)eoff, (char *)msg);
+        return errf(err, errlen, "PCRE2 cannot compile the pattern at %zu: %s", (size_t)eoff,
+                    (char *)msg);
+    }
+    uint32_t min_len = 0;
+    pcre2_pattern_info(p->code, PCRE2_INFO_MINLENGTH, &min_len);
+    if (min_len == 0) {
+        pretok_free(p);
+        return errf(err, errlen, "the pattern can match the empty string");
     }
     p->md = pcre2_match_data_create_from_pattern(p->code, NULL);
     PTR_CHECK(p->md);

@@ -29,7 +29,7 @@ tok_counter_t *tok_counter_create(void) {
     tok_counter_t *c = calloc(1, sizeof *c);
     PTR_CHECK(c);
     char err[256];
-    if (pretok_init(&c->re, err, sizeof err) != 0) die_call(__FILE__, __LINE__, "pretok_init", err);
+    if (pretok_init(&c->re, NULL, err, sizeof err) != 0) die_call(__FILE__, __LINE__, "pretok_init", err);
     c->mask = 4095;
     c->slots = calloc(c->mask + 1, sizeof *c->slots);
     PTR_CHECK(c->slots);

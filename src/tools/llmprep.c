@@ -344,8 +344,8 @@ typedef void (*slice_fn)(prep_t *p, const char *text, size_t len, void *arg);
 static void for_each_slice(prep_t *p, const doc_t *d, slice_fn fn, void *arg, progress_t *pr) {
     const char *text = file_map(p, d->file) + d->off;
     for (size_t s = 0, e; s < d->len; s = e) {
-        e = d->len - s <= p->o.chunk_bytes ? d->len
-                                           : tokenizer_safe_cut(text, d->len, s + p->o.chunk_bytes);
+        size_t want = s + p->o.chunk_bytes;
+        e = d->len - s <= p->o.chunk_bytes ? d->len : tokenizer_cut(p->tok, text, d->len, want);
         fn(p, text + s, e - s, arg);
         progress_add(pr, e - s, p->rank);
     }
@@ -419,6 +419,8 @@ static void load_tokenizer(prep_t *p) {
     if (p->o.train_vocab) train_vocab(p, saved);
     const char *path = p->o.train_vocab ? saved : p->o.tokenizer;
     int failed = tokenizer_create(&p->tok, path, err, sizeof err) != 0, n_failed = 0;
+    if (!failed) /* a tokenizer.json or .model is kept under its own name */
+        snprintf(saved, sizeof saved, "%s/%s", p->o.out, tokenizer_file_name(p->tok));
     MPI_CHECK(MPI_Allreduce(&failed, &n_failed, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
     if (n_failed == p->size) fatal_user("--tokenizer: %s", err); /* the usual case */
     if (failed) fatal_user_here("--tokenizer: %s", err);       /* only some ranks */
@@ -587,7 +589,8 @@ static void write_manifest(const prep_t *p, const shard_plan_t *plan, const tota
             "token count), then uint%d tokens\",\n", SHARD_MAGIC,
             p->width == 4 ? SHARD_VERSION_U32 : SHARD_VERSION_U16, 8 * p->width);
     fprintf(f, "  \"shard_version\": %d,\n", p->width == 4 ? SHARD_VERSION_U32 : SHARD_VERSION_U16);
-    fprintf(f, "  \"tokenizer\": \"tokenizer.tiktoken\",\n  \"tokenizer_source\": ");
+    fprintf(f, "  \"tokenizer\": \"%s\",\n  \"tokenizer_kind\": \"%s\",\n  \"tokenizer_source\": ",
+            tokenizer_file_name(p->tok), tokenizer_kind(p->tok));
     if (p->o.train_vocab) fprintf(f, "\"trained here: --train-vocab %u\",\n", p->o.train_vocab);
     else json_write_string(f, p->o.tokenizer), fputs(",\n", f);
     fprintf(f, "  \"vocab_size\": %u,\n  \"eot_token\": %u,\n", tokenizer_vocab_size(p->tok),

@@ -51,8 +51,9 @@ tmp=$PAGE.tmp
     echo "\`checkpoint_bench.sh\` (checkpoint write and read bandwidth), \`recompute_bench.sh\`,"
     echo "\`memory_bench.sh\` (memory per category for ZeRO stages × recomputation, and the largest model"
     echo "the planner fits), \`moe_bench.sh\` (dense vs MoE, memory vs ep, load balance; its plot is"
-    echo "\`build/bench/moe/moe_balance.png\`) and \`bench_tokenizer.sh\` (against tiktoken; llmprep end to"
-    echo "end). Settings (steps, configurations, precisions) are environment variables listed there."
+    echo "\`build/bench/moe/moe_balance.png\`) and \`bench_tokenizer.sh\` (against tiktoken, tokenizers"
+    echo "and sentencepiece; llmprep end to end). Settings (steps, configurations, precisions) are"
+    echo "environment variables listed there."
     echo
     echo "## The run"
     echo

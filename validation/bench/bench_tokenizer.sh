@@ -4,7 +4,8 @@
 # Text (built once in build/bench/tokenizer_text.txt, about 8 MB): the licence texts and package
 # copyright files installed under /usr/share (English prose, lists, code-like notices) and the
 # tokenizer test corpus (code, numbers, many scripts, emoji, odd whitespace) repeated.
-# Also: llmprep end to end on 1 and 2 ranks. Writes build/bench/tokenizer.md.
+# Also: a tokenizer.json (Llama 3's pattern) against `tokenizers` and a SentencePiece model against
+# sentencepiece, the same text; llmprep end to end on 1 and 2 ranks. Writes build/bench/tokenizer.md.
 set -u
 cd "$(dirname "$0")/../.."
 : "${MPIRUN:=mpirun --oversubscribe}" "${PYTHON:=/usr/bin/python3}" "${REPEATS:=5}"
@@ -34,7 +35,7 @@ theirs=$($PYTHON validation/bench/bench_tokenizer.py $VOCAB $TEXT $REPEATS) || e
 echo "$ours"
 echo "$theirs"
 {
-    echo "| mode | llmtrain MB/s | tiktoken MB/s | ratio | same ids |"
+    echo "| mode | llmtrain MB/s | reference MB/s (tiktoken unless named) | ratio | same ids |"
     echo "|---|---|---|---|---|"
     for mode in one-string per-doc; do
         o=$(grep " $mode " <<<"$ours") t=$(grep " $mode " <<<"$theirs")
@@ -43,6 +44,25 @@ echo "$theirs"
         echo "| $mode | $om | $tm | $(awk -v a=$om -v b=$tm 'BEGIN{printf "%.2f", a/b}') | $same |"
     done
 } >$OUT/tokenizer.md
+# tokenizer.json and SentencePiece against their libraries: the test's tokenizers (trained on the
+# tokenizer corpus: Llama 3's pattern, 1000 ids; SentencePiece BPE with Llama 2's options, 1500)
+HF=$OUT/tokenizer_hf
+mkdir -p $HF
+$PYTHON validation/tokenizer/hf_make.py bpe llama3 $HF/llama3.json validation/tokenizer/corpus/*.txt &&
+    $PYTHON validation/tokenizer/hf_make.py spm $HF/spm validation/tokenizer/corpus/*.txt || exit 1
+for pair in "json $HF/llama3.json tokenizer.json" "spm $HF/spm.model SentencePiece"; do
+    set -- $pair
+    o_all=$($OUT/bench_tokenizer $2 $TEXT $REPEATS) || exit 1
+    t_all=$($PYTHON validation/bench/bench_tokenizer_hf.py $1 $2 $TEXT $REPEATS) || exit 1
+    echo "$o_all"
+    echo "$t_all"
+    for mode in one-string per-doc; do
+        o=$(grep " $mode " <<<"$o_all") t=$(grep " $mode " <<<"$t_all")
+        om=$(awk '{print $3}' <<<"$o") tm=$(awk '{print $3}' <<<"$t")
+        same=no; [ "$(awk '{print $NF}' <<<"$o")" = "$(awk '{print $NF}' <<<"$t")" ] && same=yes
+        echo "| $3 $mode (vs $(awk '{print $1}' <<<"$t")) | $om | $tm | $(awk -v a=$om -v b=$tm 'BEGIN{printf "%.2f", a/b}') | $same |"
+    done >>$OUT/tokenizer.md
+done
 echo "== llmprep end to end (doc separator: blank line)"
 for np in 1 2; do
     $MPIRUN -np $np ./llmprep --out $OUT/tokenizer_prep_np$np --doc-separator '\n\n' $TEXT | tail -1

@@ -377,6 +377,33 @@ static void broken_hugging_face_files_are_refused_naming_file_and_line(void **st
     expect_refused(in_dir("vocab.json"), "merges.txt", "No such file");
 }
 
+/* A tokenizer.json or SentencePiece model llmtrain does not reproduce: one message that names
+ * the file and the field (tokenizer_hf.c's checks; the ids themselves are checked against the
+ * libraries by validation/e2e/tokenizer_hf.sh). */
+static void unsupported_tokenizer_json_and_model_are_refused_naming_file_and_field(void **state) {
+    (void)state;
+#define BPE_MODEL "\"model\": {\"type\": \"BPE\", \"vocab\": {}, \"merges\": []}"
+    write_file("t.json", "{\"model\": {\"type\": \"BPE\",\n \"vocab\": {\"a\" 0}}}");
+    expect_refused(in_dir("t.json"), "t.json:2:", "not valid JSON");
+    write_file("t.json", "[1, 2]");
+    expect_refused(in_dir("t.json"), "t.json: not a JSON object", NULL);
+    write_file("t.json", "{\"version\": \"1.0\"}");
+    expect_refused(in_dir("t.json"), "t.json: model.type", "not a tokenizer.json");
+    write_file("t.json", "{\"model\": {\"type\": \"WordPiece\", \"vocab\": {}}}");
+    expect_refused(in_dir("t.json"), "t.json: model.type is 'WordPiece'", ".model");
+    write_file("t.json", "{\"model\": {\"type\": \"Unigram\", \"vocab\": []}}");
+    expect_refused(in_dir("t.json"), "t.json: model.type is 'Unigram'", "BPE");
+    write_file("t.json", "{\"model\": {\"type\": \"BPE\", \"byte_fallback\": true}}");
+    expect_refused(in_dir("t.json"), "t.json: model.byte_fallback", "not supported");
+    write_file("t.json", "{\"normalizer\": {\"type\": \"NFC\"}, " BPE_MODEL "}");
+    expect_refused(in_dir("t.json"), "t.json: normalizer is 'NFC'", "not supported");
+    write_file("t.json", "{\"pre_tokenizer\": {\"type\": \"Metaspace\"}, " BPE_MODEL "}");
+    expect_refused(in_dir("t.json"), "t.json: pre_tokenizer.type is 'Metaspace'", "Sequence");
+    write_file("t.model", "not a protobuf");
+    expect_refused(in_dir("t.model"), "t.model", "SentencePiece");
+#undef BPE_MODEL
+}
+
 static tokenizer_t *train_text(const char *text, uint32_t vocab_size) {
     tok_counter_t *c = tok_counter_create();
     tok_counter_add_text(c, text, strlen(text));
@@ -511,6 +538,7 @@ int main(void) {
         IN_TMP_DIR(hugging_face_files_load_like_the_rank_file),
         IN_TMP_DIR(broken_rank_files_are_refused_naming_file_and_line),
         IN_TMP_DIR(broken_hugging_face_files_are_refused_naming_file_and_line),
+        IN_TMP_DIR(unsupported_tokenizer_json_and_model_are_refused_naming_file_and_field),
         IN_TMP_DIR(training_merges_most_frequent_pair_ties_to_smaller_ids),
         IN_TMP_DIR(training_is_deterministic_and_independent_of_how_counts_are_split),
         IN_TMP_DIR(gpt2_vocab_gives_known_ids_and_saves_byte_identical),
