@@ -211,7 +211,7 @@ const key_spec_t cfg_keys[] = {
     INT_KEY(G_CHECKPOINT, "striping_factor", striping_factor, 0, AT_LEAST(0)),
     INT_KEY(G_CHECKPOINT, "striping_unit", striping_unit, 0, AT_LEAST(0)),
     REAL_KEY(G_CHECKPOINT, "staging_mb", ckpt_staging_mb, 64, ABOVE(0), AT_MOST(1e6)),
-    BOOL_KEY(G_CHECKPOINT, "async", ckpt_async, true),
+    BOOL_KEY(G_CHECKPOINT, "async", ckpt_async, false), /* unset: device = 'cuda' */
 
     INT_KEY(G_LOG, "every", log_every, 1, AT_LEAST(1)),
     BOOL_KEY(G_LOG, "jsonl", jsonl, true),

@@ -449,6 +449,10 @@ static int resolve_derived(parse_ctx_t *ctx, config_t *cfg) {
     resolve_dropout(ctx, cfg);
     cfg->global_batch_derived = cfg->global_batch == 0;
     cfg->device_memory = cfg->choice.device == CFG_DEVICE_CUDA;
+    /* &checkpoint async unset: on where a device computes (the rank's host cores wait for it),
+     * off on the CPU (the writer thread takes the cores the step computes on: docs/checkpoints.md) */
+    if (!ctx->set_by[cfg_key_index(G_CHECKPOINT, "async")])
+        cfg->ckpt_async = cfg->choice.device == CFG_DEVICE_CUDA;
     cfg->resume_given = cfg->resume[0] != '\0';
     if (!cfg->resume_given) snprintf(cfg->resume, sizeof cfg->resume, "none");
     if (cfg->global_batch == 0) cfg->global_batch = (int)global_batch;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Asynchronous checkpoints (&checkpoint async = .true., the default), 2 ranks, tp = 2, a save
-# every 4 steps of 12. The reference is one uninterrupted run (A); its periodic saves are written
+# Asynchronous checkpoints (&checkpoint async = .true.; the default with device = 'cuda'), 2
+# ranks, tp = 2, a save every 4 steps of 12. The reference is one uninterrupted run (A); its periodic saves are written
 # in the background while steps 5-7 and 9-11 train.
 #  1. A's periodic saves are asynchronous and their records carry async, stall_s, write_s and
 #     mib_per_s (the final save is synchronous: async false); `latest` names the final file.
@@ -27,7 +27,7 @@ nml() { # name [resume]
 &parallel tp = 2 /
 &train max_steps = 12, micro_batch = 4, global_batch = 8, lr = 3e-3 /
 &data train_files = 'data/tiny/train_*.bin' /
-&checkpoint every = 4, keep = 5, resume = '${2:-auto}', io_timeout_s = 20 /
+&checkpoint every = 4, keep = 5, resume = '${2:-auto}', io_timeout_s = 20, async = .true. /
 &log every = 1 /
 NML
 }

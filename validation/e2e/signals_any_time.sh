@@ -78,11 +78,15 @@ rc=$?
 log=$TEST_DIR/bg.save@0:usr1.log
 [ $rc -eq 75 ] || { tail "$log"; fail "bg: exit code $rc, expected 75"; }
 grep -q "^checkpoint: step 5 (every) .*in the background" "$log" || fail "bg: the write of step 5 was not drained and committed"
-grep "received SIGUSR1 at step 6: writing a checkpoint" "$log" || fail "bg: no message about the signal at step 6"
-grep -q "^checkpoint: step 6 (signal)" "$log" || fail "bg: the signal checkpoint of step 6 was not written"
-[ "$(steps_of bg)" = "5 6 " ] || fail "bg: checkpoints are '$(steps_of bg)', want '5 6 '"
+# the signal lands in whichever step trains while the writer runs (6, or later on a slow machine)
+k=$(sed -n 's/^received SIGUSR1 at step \([0-9]*\): writing a checkpoint.*/\1/p' "$log")
+[ -n "$k" ] && [ "$k" -gt 5 ] || { grep SIGUSR1 "$log"; fail "bg: no message about the signal in a step after 5"; }
+grep -q "^checkpoint: step $k (signal)" "$log" || fail "bg: the signal checkpoint of step $k was not written"
+[ "$(steps_of bg)" = "5 $k " ] || fail "bg: checkpoints are '$(steps_of bg)', want '5 $k '"
 $MPIRUN -np 2 ./llmtrain "$TEST_DIR/bg.nml" >"$TEST_DIR/bg.again.log" 2>&1 || fail "bg: resumed run failed"
-grep -q "^resume: .*ckpt_step00000006.h5: step 6," "$TEST_DIR/bg.again.log" || fail "bg: did not resume from step 6"
+grep -q "^resume: .*ckpt_step$(printf %08d "$k").h5: step $k," "$TEST_DIR/bg.again.log" ||
+    fail "bg: did not resume from step $k"
+echo "bg: SIGUSR1 in step $k during the write of step 5: drained, step $k saved, resumed from it"
 
 echo "== 3c. SIGUSR1 during a synchronous checkpoint save (async = .false.)"
 save_case sync save@0:usr1 .false.
