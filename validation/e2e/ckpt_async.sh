@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Asynchronous checkpoints (&checkpoint async = .true.; the default with device = 'cuda'), 2
-# ranks, tp = 2, a save every 4 steps of 12. The reference is one uninterrupted run (A); its periodic saves are written
-# in the background while steps 5-7 and 9-11 train.
+# ranks, tp = 2, a save every 4 steps of 12. The reference is one uninterrupted run (A); its
+# periodic saves are written in the background while steps 5-7 and 9-11 train.
 #  1. A's periodic saves are asynchronous and their records carry async, stall_s, write_s and
 #     mib_per_s (the final save is synchronous: async false); `latest` names the final file.
 #  2. resume from A's asynchronous checkpoint of step 8 (a new run directory) trains steps 9-12
