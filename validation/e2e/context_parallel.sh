@@ -6,14 +6,14 @@
 # another order than the one-process kernel): cp 2, cp 4, dp 2 x cp 2 with ZeRO-2, tp 2 x cp 2,
 # tp 2 x cp 2 with sequence parallelism, pp 2 x cp 2 with 1F1B, residual and embedding dropout
 # 0.2 on cp 2 and on tp 2 x cp 2 with sequence parallelism (masks keyed by global token), and the
-# Llama on cp 2, cp 4 and pp 2 x cp 2 with ZeRO-2 over dp x cp. The validation loss on cp 2
-# equals the one-process one (1e-6). A cp 4 step-2 checkpoint resumed on cp 1, and a cp 1 one
-# resumed on cp 4, give steps 3-4 within 1e-6 of resuming on the grid that wrote it. bytes_cp
-# per step equals the count of ring.c's messages. A seq_len 1024 model refused on cp 1 under
-# &run memory_limit_gb = 0.03 (planned 40 MiB per rank) trains on cp 4 (22.5 MiB). Refused
-# (exit 2, one message naming the key): cp not dividing seq_len / 2, mode = 'generate', MoE,
-# attention dropout, a rank count that is not dp x cp x tp x pp. (device = 'cuda' with cp is refused too, but a build without CUDA refuses
-# the device first.)
+# Llama on cp 2, cp 4, pp 2 x cp 2 with ZeRO-2 over dp x cp and tp 2 x cp 2 with sp. The
+# validation loss on cp 2 equals the one-process one (1e-6). A cp 4 step-2 checkpoint resumed on
+# cp 1, and a cp 1 one resumed on cp 4, give steps 3-4 within 1e-6 of resuming on the grid that
+# wrote it. bytes_cp per step equals the count of ring.c's messages. A seq_len 1024 model refused
+# on cp 1 under &run memory_limit_gb = 0.03 (planned 40 MiB per rank) trains on cp 4 (22.5 MiB).
+# Refused (exit 2, one message naming the key): cp not dividing seq_len / 2, mode = 'generate',
+# MoE, attention dropout, a rank count that is not dp x cp x tp x pp. (device = 'cuda' with cp is
+# refused too, but a build without CUDA refuses the device first.)
 source "$(dirname "$0")/lib.bash"
 ulimit -c 0
 nml() { # name arch
@@ -77,11 +77,12 @@ case_run gd1 gpt2 1 - "${DROP[@]}"
 case_run gd_cp2 gpt2 2 gd1 parallel.cp=2 "${DROP[@]}"
 case_run gd_sp gpt2 4 gd1 parallel.tp=2 parallel.cp=2 parallel.sequence_parallel=.true. "${DROP[@]}"
 
-echo "== Llama (GQA, RoPE): 1 rank against cp 2, cp 4, pp 2 x cp 2 with ZeRO-2 over dp x cp"
+echo "== Llama (GQA, RoPE): 1 rank against cp 2, cp 4, pp 2 x cp 2 ZeRO-2 (over dp x cp), tp 2 x cp 2 + sp"
 case_run l1 llama 1 -
 case_run l_cp2 llama 2 l1 parallel.cp=2
 case_run l_cp4 llama 4 l1 parallel.cp=4
 case_run l_pp2cp2 llama 4 l1 parallel.pp=2 parallel.cp=2 parallel.zero_stage=2
+case_run l_sp llama 4 l1 parallel.tp=2 parallel.cp=2 parallel.sequence_parallel=.true.
 
 echo "== bytes_cp: the ring's bytes per step equal the count of ring.c's messages"
 # per rank and step: n_layer x micro-batches x (3 cp - 2) blocks of B x T/cp x 2 x n_kv_head x hs
