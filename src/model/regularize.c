@@ -41,7 +41,8 @@ void gpt_train_pass(gpt_t *m, int64_t step, uint64_t sample_base) {
 void gpt_eval_pass(gpt_t *m) { m->reg.training = false; }
 
 /* The mask of (site, layer) in this pass: key from (seed, site, layer, step); row0 the global
- * token of the current micro-batch's first row. */
+ * token of the current micro-batch's first row (T: the rank's tokens of a sequence, T x cp the
+ * sequence's). */
 static dropout_mask_t mask_for(const gpt_t *m, int site, int layer, float p, int B, int T) {
     const gpt_regular_t *r = &m->reg;
     const uint64_t stream = (uint64_t)site << 56 | (uint64_t)(layer & 0xffff) << 40 |
@@ -49,7 +50,7 @@ static dropout_mask_t mask_for(const gpt_t *m, int site, int layer, float p, int
     const philox_key_t key = rng_key(r->seed, stream);
     const uint64_t sample0 = r->sample_base + (uint64_t)r->micro * (uint64_t)B;
     dropout_mask_t mk = {{key.v[0], key.v[1]}, (uint32_t)ldexp((double)p, 32),
-                         (float)(1.0 / (1.0 - (double)p)), sample0 * (uint64_t)T, 0, 0};
+                         (float)(1.0 / (1.0 - (double)p)), sample0 * (uint64_t)T * (uint64_t)m->ring.cp, 0, 0};
     return mk;
 }
 
@@ -71,14 +72,13 @@ const float *gpt_dropout(gpt_t *m, int site, int layer, int B, int T, float *out
     /* context parallelism: each sequence's local rows are two runs of T / 2 tokens at their
      * chunks' global positions (ring.h), keyed as the one-process run keys them */
     const int c = T / 2, Tg = T * m->ring.cp;
-    const uint64_t seq0 = mk.row0 / (uint64_t)T; /* mask_for's first sample */
     for (int b = 0; b < B; b++)
         for (int h = 0; h < 2; h++) {
             const size_t r0 = (size_t)b * T + (size_t)h * c, a = r0 > lo ? r0 : lo;
             const size_t e = r0 + c < hi ? r0 + c : hi;
             if (a >= e) continue;
             dropout_mask_t k = mk;
-            k.row0 = (seq0 + (uint64_t)b) * (uint64_t)Tg +
+            k.row0 = mk.row0 + (uint64_t)b * (uint64_t)Tg +
                      (uint64_t)ring_position(h * c, T, m->ring.cp, m->ring.rank) + (a - r0);
             m->ops->dropout_apply(out + (a - lo) * m->C, in + (a - lo) * m->C, e - a, m->C, &k);
         }
