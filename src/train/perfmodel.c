@@ -59,13 +59,18 @@ static const char *shape_error(const config_t *cfg, const model_spec_t *s, char 
     return buf;
 }
 
+/* The grid's ranks (dp x cp x tp x pp) and the ranks that hold the same weights (dp x cp: the
+ * gradient reduction's and ZeRO's group, parallel/grid.c). */
+static int ranks_of(const config_t *c) { return c->dp * c->cp * c->tp * c->pp; }
+static int replicas_of(const config_t *c) { return c->dp * c->cp; }
+
 const char *perf_grid_error(const config_t *cfg, const machine_t *mc, char *buf, size_t len) {
     const model_spec_t spec = model_spec_from_config(cfg);
     if (shape_error(cfg, &spec, buf, len)) return buf;
     /* the ring's rules are the parser's; the device's is not: the model times the ring on the
      * machine's devices (the trainer runs it on device 'cpu' only, docs/planning.md) */
     if (config_cp_error(cfg, true, buf, len)) return buf;
-    const int world = cfg->dp * cfg->cp * cfg->tp * cfg->pp, dpn = mc->devices_per_node;
+    const int world = ranks_of(cfg), dpn = mc->devices_per_node;
     if (world % dpn != 0 && dpn % world != 0) {
         char cp[32] = "";
         if (cfg->cp > 1) snprintf(cp, sizeof cp, " x cp %d", cfg->cp);
@@ -123,7 +128,7 @@ static void linear(const pm_t *p, double rows, double in, double out, double t[3
  * its devices. */
 static void group_link(const pm_t *p, int n, int stride, double *bw, double *lat) {
     const machine_t *mc = p->mc;
-    const int world = p->cfg->dp * p->cfg->cp * p->cfg->tp * p->cfg->pp, dpn = mc->devices_per_node;
+    const int world = ranks_of(p->cfg), dpn = mc->devices_per_node;
     const bool one_node = (double)n * stride <= dpn || (mc->max_nodes == 1);
     if (one_node) {
         *bw = mc->intra_bw, *lat = mc->intra_lat;
@@ -140,14 +145,14 @@ static void pm_init(pm_t *p, const config_t *cfg, const machine_t *mc, int mb) {
     p->spec = model_spec_from_config(cfg);
     const dtype_t prod = gpt_product_type(&p->spec, ops_cpu());
     p->peak = prod == DT_BF16 ? mc->peak_bf16 : prod == DT_FP16 ? mc->peak_fp16 : mc->peak_fp32;
-    const double world = (double)cfg->dp * cfg->cp * cfg->tp * cfg->pp;
+    const double world = ranks_of(cfg);
     const double devices = mc->max_nodes > 0 ? (double)mc->max_nodes * mc->devices_per_node : world;
     p->over = world > devices ? world / devices : 1.0;
     p->T = cfg->seq_len, p->cp = cfg->cp, p->Tl = p->T / p->cp, p->N = (double)mb * p->Tl;
     p->C = cfg->d_model, p->F = p->spec.d_ff, p->hs = p->C / cfg->n_head, p->tp = cfg->tp;
     p->rows = cfg->sequence_parallel ? p->N / cfg->tp : p->N;
     p->abytes = (double)dtype_bytes(gpt_activations_type(&p->spec));
-    const int replica = cfg->dp * cfg->cp;
+    const int replica = replicas_of(cfg);
     group_link(p, cfg->tp, 1, &p->bw[LINK_TP], &p->lat[LINK_TP]);
     group_link(p, replica, cfg->tp, &p->bw[LINK_DP], &p->lat[LINK_DP]);
     group_link(p, cfg->pp, cfg->tp * replica, &p->bw[LINK_PP], &p->lat[LINK_PP]);
@@ -348,7 +353,7 @@ double perf_pipeline_s(sched_kind_t kind, int p, int v, int m, double f, double 
 static void dp_and_zero(const pm_t *p, double params, double window, double compute, int accum,
                         double *dp, double *zero) {
     const config_t *cfg = p->cfg;
-    const int n = cfg->dp * cfg->cp, z = n > 1 ? cfg->zero_stage : 0;
+    const int n = replicas_of(cfg), z = n > 1 ? cfg->zero_stage : 0;
     *dp = *zero = 0;
     if (n == 1) return;
     const double g = params * GRAD_BYTES, bw = p->bw[LINK_DP], lat = p->lat[LINK_DP];
@@ -386,11 +391,11 @@ void perf_time(const config_t *cfg, const machine_t *mc, double params, double f
     for (int i = 0; i < PERF_PARTS; i++) out->part[i] = accum * st.part[i];
     out->part[PERF_BUBBLE] = makespan - busy;
     dp_and_zero(&p, params, st.b + st.w, busy, accum, &out->part[PERF_DP], &out->part[PERF_ZERO]);
-    const int replica = cfg->dp * cfg->cp, z = replica > 1 ? cfg->zero_stage : 0;
+    const int replica = replicas_of(cfg), z = replica > 1 ? cfg->zero_stage : 0;
     const double elements = z >= 1 ? params / replica : params;
     out->part[PERF_OPTIMIZER] = elements * ADAMW_BYTES / mc->memory_bw * p.over;
     out->step_s = makespan + out->part[PERF_DP] + out->part[PERF_ZERO] + out->part[PERF_OPTIMIZER];
-    const double world = (double)cfg->dp * cfg->cp * cfg->tp * cfg->pp;
+    const double world = ranks_of(cfg);
     const double tokens = (double)cfg->global_batch * cfg->seq_len;
     out->tokens_per_s = tokens / out->step_s;
     out->tflops_per_device = flops_per_token * tokens / out->step_s / world / 1e12;
@@ -408,7 +413,7 @@ void perf_memory(const config_t *cfg, const machine_t *mc, perf_t *out, double *
     const int mb = cfg->micro_batch, accum = cfg->global_batch / cfg->dp / mb;
     mem_plan_t mem;
     memory_of(cfg, mb, accum, &mem); /* plan_rank: T / cp tokens, ZeRO over dp x cp */
-    const double world = (double)cfg->dp * cfg->cp * cfg->tp * cfg->pp;
+    const double world = ranks_of(cfg);
     const double devices = mc->max_nodes > 0 ? (double)mc->max_nodes * mc->devices_per_node : world;
     const double share = world > devices ? devices / world : 1.0; /* ranks sharing a device */
     out->memory_gib = mem.total / 1073741824.0;
