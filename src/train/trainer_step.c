@@ -16,9 +16,6 @@
 #include "parallel/watchdog.h"
 #include "train/flat.h"
 
-/* Forward + backward over all micro-batches of this rank through the pipeline schedule; the
- * data-parallel buckets start during the last micro-batch's backward and finish here. Returns
- * the sum of the micro-batches' mean losses (last stage; 0 elsewhere). */
 /* Context parallelism (model/ring.h): n sequences of T tokens in x, each cut into 2 cp chunks,
  * compacted in place to this rank's two chunks (T / cp tokens a sequence). Every destination
  * lies at or before its source and the sources rise with the destinations, so nothing is
@@ -34,6 +31,9 @@ void trainer_cp_local(const trainer_t *tr, int *x, int n, int T) {
                     sizeof(int) * (size_t)c);
 }
 
+/* Forward + backward over all micro-batches of this rank through the pipeline schedule; the
+ * data-parallel buckets start during the last micro-batch's backward and finish here. Returns
+ * the sum of the micro-batches' mean losses (last stage; 0 elsewhere). */
 static double accumulate_gradients(trainer_t *tr) {
     const int B = tr->micro_batch, Tg = tr->T, T = Tg / tr->grid->cp; /* T: this rank's tokens */
     const size_t BT = (size_t)B * Tg;
