@@ -120,9 +120,7 @@ void tokenizer_destroy(tokenizer_t *tok) {
 /* tiktoken: ranks 0..n-1, then <|endoftext|>. A file that numbers its own ids: the ordinary
  * tokens are those that are neither added tokens nor control pieces (tokenizer.h). */
 uint32_t tokenizer_n_ranks(const tokenizer_t *tok) {
-    if (tok->kind == TOK_TIKTOKEN) return tok->v.n;
-    if (tok->kind == TOK_HF_BPE) return tok->v.n;
-    return tok->n_ids;
+    return tok->kind == TOK_SPM ? tok->n_ids : tok->v.n; /* BPE: the merge ranks */
 }
 uint32_t tokenizer_eot(const tokenizer_t *tok) {
     return tok->kind == TOK_TIKTOKEN ? tok->v.n : tok->eot_id;
