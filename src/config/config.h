@@ -367,4 +367,7 @@ bool config_weights_16bit_possible(const config_t *cfg);
  * divisible by cp, no generation, experts, dropout, sliding window, &stage seq_len; device
  * 'cpu' unless any_device), as "&parallel cp = N: why"; NULL when it can (or cp = 1). */
 const char *config_cp_error(const config_t *cfg, bool any_device, char *buf, size_t len);
+/* Why &parallel sequence_parallel cannot run cfg (the parser's rules: tp > 1, no generation,
+ * every seq_len divisible by tp), as one line in buf; NULL when it can or sp is off. */
+const char *config_sp_error(const config_t *cfg, char *buf, size_t len);
 #endif

@@ -312,30 +312,60 @@ static int check_ep_divides_dp(parse_ctx_t *ctx, const config_t *cfg) {
 }
 
 /* Sequence parallelism splits the token rows of the tensor-parallel group: tp > 1, and every
- * sequence length a run uses (&model seq_len, each &stage's) divisible by tp. Generation runs
- * prompts of any length: it refuses it. */
+ * sequence length a run uses (&model seq_len, each &stage's) divisible by tp (with cp > 1 the
+ * ring's rule asks seq_len / cp). Generation runs prompts of any length: refused. The rule cfg
+ * breaks (SP_OK: none, or sequence_parallel off), for the parser and config_sp_error; *bad: the
+ * seq_len not divisible by tp. */
+typedef enum { SP_OK, SP_NEEDS_TP, SP_GENERATE, SP_SEQ_LEN } sp_rule_t;
+
+static sp_rule_t sp_rule_broken(const config_t *cfg, int *bad) {
+    *bad = 0;
+    if (!cfg->sequence_parallel) return SP_OK;
+    if (cfg->tp == 1) return SP_NEEDS_TP;
+    if (cfg->choice.mode == CFG_MODE_GENERATE) return SP_GENERATE;
+    *bad = cfg->seq_len % cfg->tp ? cfg->seq_len : 0;
+    for (int i = 0; i < cfg->n_stages && !*bad; i++)
+        if (cfg->stages[i].key_line[STAGE_SEQ_LEN] && cfg->stages[i].seq_len % cfg->tp)
+            *bad = cfg->stages[i].seq_len;
+    return *bad ? SP_SEQ_LEN : SP_OK;
+}
+
+/* The refusal of a broken sequence-parallel rule, pointing at its key. */
 static int check_sequence_parallel(parse_ctx_t *ctx, const config_t *cfg) {
-    if (!cfg->sequence_parallel) return 0;
+    int bad;
+    const sp_rule_t r = sp_rule_broken(cfg, &bad);
+    if (r == SP_OK) return 0;
     int k = cfg_key_index(G_PARALLEL, "sequence_parallel"), t = cfg_key_index(G_PARALLEL, "tp");
     int s = cfg_key_index(G_MODEL, "seq_len"), line, col;
     char pk[32], pt[32];
     cfg_locate(ctx, k, t, &line, &col);
-    if (cfg->tp == 1)
+    if (r == SP_NEEDS_TP)
         return cfg_error(ctx, line, col, "&parallel sequence_parallel: .true. (%s) needs tp > 1, got "
                          "tp = 1 (%s): it splits the tensor-parallel group's tokens",
                          cfg_provenance(ctx, k, pk), cfg_provenance(ctx, t, pt));
-    if (cfg->choice.mode == CFG_MODE_GENERATE)
+    if (r == SP_GENERATE)
         return cfg_error(ctx, line, col, "&parallel sequence_parallel: mode = 'generate' runs prompts "
                          "of any length: set sequence_parallel = .false. (%s)", cfg_provenance(ctx, k, pk));
-    int bad = cfg->seq_len % cfg->tp ? cfg->seq_len : 0;
-    for (int i = 0; i < cfg->n_stages && !bad; i++)
-        if (cfg->stages[i].key_line[STAGE_SEQ_LEN] && cfg->stages[i].seq_len % cfg->tp)
-            bad = cfg->stages[i].seq_len;
-    if (!bad) return 0;
     cfg_locate(ctx, s, t, &line, &col);
     return cfg_error(ctx, line, col, "&model seq_len: sequence_parallel (%s) needs seq_len divisible "
                      "by tp = %d (%s), got seq_len = %d%s", cfg_provenance(ctx, k, pk), cfg->tp,
                      cfg_provenance(ctx, t, pt), bad, bad == cfg->seq_len ? "" : " (a &stage's)");
+}
+
+const char *config_sp_error(const config_t *cfg, char *buf, size_t len) {
+    int bad;
+    switch (sp_rule_broken(cfg, &bad)) {
+    case SP_OK: return NULL;
+    case SP_NEEDS_TP: snprintf(buf, len, "&parallel sequence_parallel needs tp > 1"); break;
+    case SP_GENERATE:
+        snprintf(buf, len, "&parallel sequence_parallel cannot run mode = 'generate'");
+        break;
+    case SP_SEQ_LEN:
+        snprintf(buf, len, "&parallel sequence_parallel needs seq_len divisible by tp = %d, got %d",
+                 cfg->tp, bad);
+        break;
+    }
+    return buf;
 }
 
 /* A broken rule of context parallelism: the key it points at (group g, `key`; NULL: cp itself)

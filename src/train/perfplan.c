@@ -164,11 +164,6 @@ static int schedules(int pp, const char **name, int *v) {
     return 5;
 }
 
-/* Whether sequence parallelism can run on c's grid (tp > 1 dividing a rank's seq_len / cp). */
-static bool sp_possible(const config_t *c) {
-    return c->tp > 1 && c->seq_len / c->cp % c->tp == 0 && c->choice.mode != CFG_MODE_GENERATE;
-}
-
 /* Whether micro_batch mb on c0's grid (cp > 1) is beaten by the same rows on a grid with less
  * cp: k > 1 dividing mb and cp, and dp x k dividing the global batch. Then dp x k, cp / k and
  * mb / k give every rank the same rows, accumulation, replica group and memory, the attention
@@ -195,13 +190,13 @@ static void grid_candidates(const config_t *c0, const machine_t *mc, double para
                     const int z = q / 2;
                     config_t c = *c0;
                     c.sequence_parallel = q % 2;
-                    if (c.sequence_parallel && !sp_possible(&c)) continue;
+                    char why[400];
+                    if (config_sp_error(&c, why, sizeof why)) continue;
                     c.micro_batch = mbs[i], c.zero_stage = z, c.virtual_stages = v[s];
                     c.recompute_layers = -1;
                     ASSERT(config_set_choice(&c, "parallel", "schedule", sn[s]) == 0);
                     ASSERT(config_set_choice(&c, "parallel", "recompute", rec[r]) == 0);
                     cs->tried++;
-                    char why[400];
                     if (perf_grid_error(&c, mc, why, sizeof why)) continue;
                     perf_t p;
                     memset(&p, 0, sizeof p);
@@ -227,9 +222,10 @@ static bool least_memory(const config_t *c0, const machine_t *mc, perf_t *p, dou
                          double *fpt) {
     config_t c = *c0;
     c.micro_batch = 1, c.zero_stage = c.dp * c.cp > 1 ? 3 : 0, c.recompute_layers = -1;
-    c.sequence_parallel = sp_possible(&c);
     ASSERT(config_set_choice(&c, "parallel", "recompute", "full") == 0);
     char why[400];
+    c.sequence_parallel = true; /* where the parser's rules (the ring's with cp) let it run */
+    c.sequence_parallel = !config_sp_error(&c, why, sizeof why) && !config_cp_error(&c, true, why, sizeof why);
     if (perf_grid_error(&c, mc, why, sizeof why)) return false;
     memset(p, 0, sizeof *p);
     perf_memory(&c, mc, p, params, fpt);
