@@ -13,14 +13,18 @@
 static void grid_validate(const config_t *cfg, int world) {
     const int dp = cfg->dp, tp = cfg->tp, pp = cfg->pp, cp = cfg->cp;
     const long long ranks = (long long)dp * tp * pp * cp; /* four ints: no overflow in 64 bits */
-    if (ranks != world && cp == 1)
-        fatal_user("%s: &parallel dp*tp*pp = %d*%d*%d = %lld does not equal the %d MPI ranks "
-                   "started; change dp, tp, pp or the rank count", cfg->source_path, dp, tp, pp,
-                   ranks, world);
-    if (ranks != world)
-        fatal_user("%s: &parallel dp*cp*tp*pp = %d*%d*%d*%d = %lld does not equal the %d MPI "
-                   "ranks started; change dp, cp, tp, pp or the rank count", cfg->source_path, dp,
-                   cp, tp, pp, ranks, world);
+    if (ranks == world) return;
+    char names[16], factors[64]; /* cp named only where it is used */
+    if (cp > 1) {
+        snprintf(names, sizeof names, "dp*cp*tp*pp");
+        snprintf(factors, sizeof factors, "%d*%d*%d*%d", dp, cp, tp, pp);
+    } else {
+        snprintf(names, sizeof names, "dp*tp*pp");
+        snprintf(factors, sizeof factors, "%d*%d*%d", dp, tp, pp);
+    }
+    fatal_user("%s: &parallel %s = %s = %lld does not equal the %d MPI ranks started; change dp, "
+               "%stp, pp or the rank count", cfg->source_path, names, factors, ranks, world,
+               cp > 1 ? "cp, " : "");
 }
 
 void grid_create(grid_t *g, const config_t *cfg, MPI_Comm world) {
