@@ -21,6 +21,7 @@ struct ckpt_async {
     size_t lo, hi;
     pthread_t thread;
     bool running;               /* main thread: a write started and not yet collected */
+    bool joined;                /* main thread: the writer of that write joined */
     atomic_int done;            /* the writer: its write has finished (either way) */
     /* the write in flight: set by the main thread before the thread starts, by the writer
      * until `done`, read by the main thread after it */
@@ -134,6 +135,7 @@ int ckpt_async_start(ckpt_ctx_t *ck, const ckpt_save_t *s, double t0) {
     a->rc = 0;
     a->msg[0] = '\0';
     atomic_store(&a->done, 0);
+    a->joined = false;
     sigset_t mask; /* the caller's: the stop signals stay blocked (train/stop_signals.c) */
     PTHREAD_CHECK(pthread_sigmask(SIG_BLOCK, NULL, &mask));
     a->save.stall_s = now_sec() - t0;
@@ -144,10 +146,11 @@ int ckpt_async_start(ckpt_ctx_t *ck, const ckpt_save_t *s, double t0) {
 
 bool ckpt_async_pending(const ckpt_ctx_t *ck) { return ck->async && ck->async->running; }
 
-/* The finished write's outcome, on every rank (the writer agreed on it over its communicator). */
+/* The write's outcome, on every rank (the writer agreed on it over its communicator), its thread
+ * joined (already by ckpt_async_wait, or here once `done` says it has ended). */
 static int collect(ckpt_ctx_t *ck) {
     struct ckpt_async *a = ck->async;
-    PTHREAD_CHECK(pthread_join(a->thread, NULL));
+    if (!a->joined) PTHREAD_CHECK(pthread_join(a->thread, NULL));
     a->running = false;
     if (a->rc != 0) {
         ckpt_save_failed(ck, &a->save, a->msg);
@@ -167,12 +170,16 @@ int ckpt_async_poll(ckpt_ctx_t *ck) {
 
 int ckpt_async_wait(ckpt_ctx_t *ck) {
     if (!ckpt_async_pending(ck)) return 0;
-    /* the caller's stall counts this wait: ckpt_write_now's stall_s starts before it */
-    if (!atomic_load(&ck->async->done)) {
+    /* the caller's stall counts this wait: ckpt_write_now's stall_s starts before it. The thread
+     * is joined under the watchdog (a hung writer ends the job naming it); collect's join is
+     * then immediate */
+    struct ckpt_async *a = ck->async;
+    if (!atomic_load(&a->done)) {
         watchdog_enter_for("waiting for the background checkpoint write", "this rank's writer thread",
                            ck->cfg->io_timeout_s);
-        while (!atomic_load(&ck->async->done)) usleep(1000);
+        PTHREAD_CHECK(pthread_join(a->thread, NULL));
         watchdog_leave();
+        a->joined = true;
     }
     return collect(ck);
 }
