@@ -406,7 +406,7 @@ echo
 progress "parallelism measurements (validation/bench/pipeline_bench.sh)"
 bash validation/bench/pipeline_bench.sh
 echo
-progress "checkpoint bandwidth (validation/bench/checkpoint_bench.sh)"
+progress "checkpoints of GPT-2 124M on tp 2 x pp 2 and dp 4 ZeRO-3: write vs dd, async stall, load, peak memory (validation/bench/checkpoint_bench.sh)"
 bash validation/bench/checkpoint_bench.sh
 echo
 progress "activation recomputation (validation/bench/recompute_bench.sh)"
