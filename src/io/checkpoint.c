@@ -67,13 +67,24 @@ static hid_t mpio_fapl(MPI_Comm comm, MPI_Info info, hsize_t meta_block) {
     return fapl;
 }
 
-static hid_t collective_dxpl(void) {
+/* A transfer list for MPI-IO data transfers of the given mode (collective or independent). */
+static hid_t transfer_dxpl(H5FD_mpio_xfer_t mode) {
     hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
-    if (dxpl >= 0 && H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE) < 0) {
+    if (dxpl >= 0 && H5Pset_dxpl_mpio(dxpl, mode) < 0) {
         H5Pclose(dxpl);
         return -1;
     }
     return dxpl;
+}
+
+/* How p's data moves. A rank's elements of a tensor that is whole on it or split by rows over
+ * tp (split_dim 0, or tp = 1) lie in whole rows of the file: each piece is a few contiguous file
+ * ranges, written and read independently, with no collective call per dataset (a ZeRO partition,
+ * an expert, a pipeline stage's tensors). A tensor split by columns over tp interleaves the tp
+ * ranks' pieces in every row: those move in collective calls, so MPI-IO can aggregate the short
+ * stretches into large accesses. The choice depends on p and tp only: the same on every rank. */
+static bool moves_collectively(const ckpt_tensors_t *P, const ckpt_tensor_t *p) {
+    return P->tp > 1 && p->split_dim > 0;
 }
 
 /* ---- selections ----------------------------------------------------------------------------- */
@@ -332,7 +343,7 @@ typedef struct writer {
     const ckpt_tensors_t *P;
     ckpt_io_t *io;
     int owner;
-    hid_t dxpl;
+    hid_t dxpl, dxpl_ind; /* collective and independent transfers (moves_collectively) */
     int bad;        /* this rank saw a failure (the first one is in msg) */
     int agreed_bad; /* some rank did, and every rank knows */
     char msg[1800];
@@ -345,7 +356,8 @@ typedef struct pending {
     const void *data;         /* the /config string */
     int g;                    /* the tensor's group (ckpt_io_t) */
     size_t a, b;              /* the local elements of p this rank writes (a == b: none) */
-    int pieces;               /* collective writes of the dataset: the most pieces of any rank */
+    int pieces;               /* writes of the dataset: this rank's pieces, or when it moves
+                                 collectively the most pieces of any rank */
     char object[96];
 } pending_t;
 
@@ -547,14 +559,17 @@ static void write_config(writer_t *w, const pending_t *pd, int rank) {
     w_agree(w);
 }
 
-/* Phase 2 for one tensor dataset: pd->pieces collective writes, each of at most one staging
- * buffer of this rank's share (an empty selection once its share is written, or after a
- * failure: the calls are collective), then the ranks agree on the outcome. */
+/* Phase 2 for one tensor dataset: pd->pieces writes, each of at most one staging buffer of this
+ * rank's share. Collective ones (moves_collectively) go on with an empty selection once its
+ * share is written or after a failure, as every rank calls them; independent ones stop. The
+ * ranks agree on the outcome once all datasets are written (write_contents). */
 static void write_pending(writer_t *w, const pending_t *pd) {
     const size_t piece = w->io->staging_floats;
+    const bool coll = moves_collectively(w->P, pd->p);
     for (int k = 0; k < pd->pieces; k++) {
         size_t a = pd->a + (size_t)k * piece, b = a + piece < pd->b ? a + piece : pd->b;
         if (a >= b || w->bad) a = b = 0;
+        if (!coll && a == b) break;
         const void *data = &dummy_data;
         if (b > a) data = w->io->fetch(w->io->ctx, pd->g, pd->p->offset + a, pd->p->offset + b, w->io->staging);
         hid_t fspace = H5Dget_space(pd->dset);
@@ -563,22 +578,23 @@ static void write_pending(writer_t *w, const pending_t *pd) {
         /* a rank that failed to select still joins with an empty write: the call is collective */
         if (fspace >= 0 && mspace < 0 && (mspace = H5Screate(H5S_NULL)) >= 0) H5Sselect_none(fspace);
         if (H5Dwrite(pd->dset, H5T_NATIVE_FLOAT, mspace >= 0 ? mspace : H5S_ALL,
-                     fspace >= 0 ? fspace : H5S_ALL, w->dxpl, data) < 0)
+                     fspace >= 0 ? fspace : H5S_ALL, coll ? w->dxpl : w->dxpl_ind, data) < 0)
             w_fail(w, "writing dataset", pd->object);
         if (mspace >= 0) H5Sclose(mspace);
         if (fspace >= 0) H5Sclose(fspace);
         const double rss = ckpt_rss_mib();
         if (rss > w->io->peak_rss_mib) w->io->peak_rss_mib = rss;
     }
-    w_agree(w);
 }
 
-/* Every rank writes a dataset in the same number of collective calls: the most pieces of any. */
+/* Every rank writes a dataset that moves collectively in the same number of calls: the most
+ * pieces of any. */
 static void agree_pieces(writer_t *w, pending_t *pd, int n) {
     int *k = xcalloc((size_t)(n > 0 ? n : 1), sizeof *k);
     for (int i = 0; i < n; i++) k[i] = pd[i].pieces;
     comm_allreduce(k, n, MPI_INT, MPI_MAX, w->comm, "checkpoint write");
-    for (int i = 0; i < n; i++) pd[i].pieces = k[i];
+    for (int i = 0; i < n; i++)
+        if (pd[i].p && moves_collectively(w->P, pd[i].p)) pd[i].pieces = k[i];
     xfree(k);
 }
 
@@ -628,11 +644,13 @@ int ckpt_save_io(const char *path, MPI_Comm comm, MPI_Info info, const ckpt_tens
     if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
         return errf(err, errlen, "%s: path too long", path);
     ASSERT(io->staging_floats > 0);
-    writer_t w = {.comm = comm, .P = P, .io = io, .owner = io->owner, .dxpl = -1};
+    writer_t w = {.comm = comm, .P = P, .io = io, .owner = io->owner, .dxpl = -1, .dxpl_ind = -1};
     hid_t fapl = mpio_fapl(comm, info, meta_block_bytes(P, state != NULL));
     W_TRY(&w, fapl, "setting up MPI-IO for", tmp);
-    w.dxpl = collective_dxpl();
+    w.dxpl = transfer_dxpl(H5FD_MPIO_COLLECTIVE);
     W_TRY(&w, w.dxpl, "setting up collective transfers for", tmp);
+    w.dxpl_ind = transfer_dxpl(H5FD_MPIO_INDEPENDENT);
+    W_TRY(&w, w.dxpl_ind, "setting up independent transfers for", tmp);
     hid_t file = w.bad ? -1 : H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
     if (file < 0 && !w.bad) {
         char why[512];
@@ -649,6 +667,7 @@ int ckpt_save_io(const char *path, MPI_Comm comm, MPI_Info info, const ckpt_tens
     }
     if (file >= 0 && H5Fclose(file) < 0) w_fail(&w, "closing", tmp);
     if (w.dxpl >= 0) H5Pclose(w.dxpl);
+    if (w.dxpl_ind >= 0) H5Pclose(w.dxpl_ind);
     /* A rank that saw nothing wrong joins the agreement with NULL; the failing rank's message
      * reaches every rank. */
     int failed = comm_agree(comm, "checkpoint write", w.bad ? w.msg : NULL, err, errlen);
@@ -735,7 +754,7 @@ typedef struct reader {
     const char *path;
     MPI_Comm comm, copy_comm, ep_comm;
     const ckpt_tensors_t *P;
-    hid_t dxpl;
+    hid_t dxpl, dxpl_ind; /* collective and independent transfers (moves_collectively) */
     char *msg;
     size_t len;
     ckpt_io_t *io; /* where the pieces go (NULL: metadata only, ckpt_peek) */
@@ -877,22 +896,26 @@ typedef struct group_sums {
     int *held_here;           /* [P->n] this rank read elements of it */
 } group_sums_t;
 
-/* The pieces of this rank's range of p (group g), read one staging buffer at a time in
- * `pieces` collective reads (empty ones after its range is done) and summed into *sum; 0, or
- * -1 when a read failed (the rank goes on joining the collective reads). */
+/* The pieces of this rank's range of p (group g), read one staging buffer at a time and summed
+ * into *sum: `pieces` reads, which when p moves collectively (moves_collectively) every rank
+ * makes (empty ones after its range is done, and after a failure); 0, or -1 when a read failed. */
 static int read_pieces(reader_t *r, hid_t dset, const ckpt_tensor_t *p, int g, int pieces, uint64_t *sum) {
     ckpt_io_t *io = r->io;
     size_t a0 = 0, b0 = 0;
     if (!tensor_range(p, io->lo[g], io->hi[g], &a0, &b0)) a0 = b0 = 0;
     int bad = 0;
+    const bool coll = moves_collectively(r->P, p);
     for (int k = 0; k < pieces; k++) {
         size_t a = a0 + (size_t)k * io->staging_floats, b = a + io->staging_floats < b0 ? a + io->staging_floats : b0;
         if (a >= b) a = b = 0;
+        if (!coll && (a == b || bad)) break;
         float *buf = b > a && io->dest ? io->dest(io->ctx, g, p->offset + a, p->offset + b, io->staging) : NULL;
         if (!buf) buf = b > a ? io->staging : (float *)&dummy_data;
         hid_t fspace = H5Dget_space(dset);
         hid_t mspace = fspace < 0 ? -1 : select_piece(p, fspace, a, b);
-        if (mspace < 0 || H5Dread(dset, H5T_NATIVE_FLOAT, mspace, fspace, r->dxpl, buf) < 0) bad = 1;
+        if (mspace < 0 || H5Dread(dset, H5T_NATIVE_FLOAT, mspace, fspace, coll ? r->dxpl : r->dxpl_ind,
+                                  buf) < 0)
+            bad = 1;
         if (mspace >= 0) H5Sclose(mspace);
         if (fspace >= 0) H5Sclose(fspace);
         if (bad || b == a) continue;
@@ -985,14 +1008,18 @@ static int read_tensor_group(reader_t *r, hid_t file, const char *gname, int g) 
     const int n = r->P->n;
     group_sums_t gs = {xcalloc((size_t)n, sizeof(uint64_t)), xcalloc((size_t)n, sizeof(uint64_t)),
                        xcalloc((size_t)n, sizeof(int))};
-    /* every rank reads a dataset in the same number of collective calls: the most of any */
-    int *pieces = xcalloc((size_t)(n > 0 ? n : 1), sizeof *pieces);
+    /* every rank reads a dataset that moves collectively in the same number of calls: the most
+     * of any; the others, its own pieces */
+    int *pieces = xcalloc((size_t)(n > 0 ? n : 1), sizeof *pieces), *mine = xcalloc((size_t)(n > 0 ? n : 1), sizeof *mine);
     for (int i = 0; i < n; i++) {
         size_t a, b;
         if (tensor_range(&r->P->t[i], r->io->lo[g], r->io->hi[g], &a, &b))
-            pieces[i] = pieces_of(a, b, r->io->staging_floats);
+            pieces[i] = mine[i] = pieces_of(a, b, r->io->staging_floats);
     }
     comm_allreduce(pieces, n, MPI_INT, MPI_MAX, r->comm, "checkpoint read");
+    for (int i = 0; i < n; i++)
+        if (!moves_collectively(r->P, &r->P->t[i])) pieces[i] = mine[i];
+    xfree(mine);
     int read_failed = 0;
     for (int i = 0; i < n && rc == 0; i++) {
         int one = read_param(r, group, gname, &r->P->t[i], g, pieces[i], &gs, i);
@@ -1145,7 +1172,8 @@ static int check_attrs(reader_t *r, hid_t file, const ckpt_meta_t *m, ckpt_state
 int ckpt_load_io(const char *path, MPI_Comm comm, MPI_Comm copy_comm, MPI_Comm ep_comm,
                  const ckpt_tensors_t *P, ckpt_io_t *io, int groups, ckpt_state_t *state,
                  const ckpt_meta_t *expect, ckpt_meta_t *found, char *err, size_t errlen) {
-    reader_t r = {path, comm, copy_comm, ep_comm, P, -1, err, errlen, io};
+    reader_t r = {.path = path, .comm = comm, .copy_comm = copy_comm, .ep_comm = ep_comm, .P = P,
+                  .dxpl = -1, .dxpl_ind = -1, .msg = err, .len = errlen, .io = io};
     err[0] = '\0';
     ckpt_meta_t meta;
     int world_rank;
@@ -1159,12 +1187,15 @@ int ckpt_load_io(const char *path, MPI_Comm comm, MPI_Comm copy_comm, MPI_Comm e
     if (rc == 0 && expect) rc = check_model(&r, &meta, expect);
     if (rc == 0) {
         fault_point("resume", world_rank);
-        r.dxpl = collective_dxpl();
-        if (r.dxpl < 0) rc = errf(err, errlen, "checkpoint %s: cannot set up collective reads", path);
+        r.dxpl = transfer_dxpl(H5FD_MPIO_COLLECTIVE);
+        r.dxpl_ind = transfer_dxpl(H5FD_MPIO_INDEPENDENT);
+        if (r.dxpl < 0 || r.dxpl_ind < 0)
+            rc = errf(err, errlen, "checkpoint %s: cannot set up MPI-IO reads", path);
     }
     const char *names[3] = {"model", "optimizer/adamw/m", "optimizer/adamw/v"};
     for (int g = 0; g < groups && rc == 0; g++) rc = read_tensor_group(&r, file, names[g], g);
     if (r.dxpl >= 0) H5Pclose(r.dxpl);
+    if (r.dxpl_ind >= 0) H5Pclose(r.dxpl_ind);
     if (file >= 0) H5Fclose(file);
     /* every step above is decided alike on every rank; one last agreement makes sure of it */
     int bad = rc != 0;
@@ -1204,7 +1235,8 @@ double ckpt_rss_mib(void) {
 int ckpt_peek(const char *path, ckpt_peek_t *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     out->parent_step = -1;
-    reader_t r = {path, MPI_COMM_SELF, MPI_COMM_SELF, MPI_COMM_SELF, NULL, -1, err, errlen, NULL};
+    reader_t r = {.path = path, .comm = MPI_COMM_SELF, .copy_comm = MPI_COMM_SELF, .ep_comm = MPI_COMM_SELF,
+                  .dxpl = -1, .dxpl_ind = -1, .msg = err, .len = errlen};
     err[0] = '\0';
     /* a regular file, checked without waiting (HDF5's own open of a FIFO blocks forever); a
      * file that is not HDF5 makes HDF5 print nothing (errors are off in main.c) */
