@@ -373,9 +373,9 @@ static bool cp_seq_len_broken(const config_t *cfg, int T, int stage, cp_rule_t *
 /* Context parallelism (model/ring.c) cuts each sequence into 2 cp chunks: seq_len / 2 divisible
  * by cp, &model's and every &stage's own (the ring's buffers are sized for &model's, the
  * largest). What the ring does not carry is refused by name: generation (prompts of any
- * length), the experts (their routing and capacity are per micro-batch's tokens), the CUDA
- * device (no GPU kernel of the ring's blocks yet; unless any_device). Attention dropout runs
- * (the blocks draw the mask at global positions), and so does a sliding window (full causal
+ * length), the CUDA device (no GPU kernel of the ring's blocks yet; unless any_device). The
+ * experts run (model/moe.c plans the whole micro-batch's routing over cp), and so do attention
+ * dropout (the blocks draw the mask at global positions) and a sliding window (full causal
  * attention while seq_len <= sliding_window, model/spec.c: the ring's too). True and r filled
  * when cfg (cp > 1, dropouts resolved) breaks one. */
 static bool cp_rule_broken(const config_t *cfg, bool any_device, cp_rule_t *r) {
@@ -387,9 +387,6 @@ static bool cp_rule_broken(const config_t *cfg, bool any_device, cp_rule_t *r) {
     if (cfg->choice.mode == CFG_MODE_GENERATE)
         return cp_broken(r, G_RUN, "mode", "cannot run mode = 'generate' (prompts of any length): "
                          "set &parallel cp = 1");
-    if (cfg->n_experts > 0)
-        return cp_broken(r, G_MODEL, "n_experts", "is not supported with Mixture-of-Experts blocks "
-                         "(&model n_experts > 0)");
     if (!any_device && cfg->choice.device == CFG_DEVICE_CUDA)
         return cp_broken(r, G_RUN, "device", "runs on device = 'cpu' only: the ring attention has "
                          "no CUDA kernel yet");

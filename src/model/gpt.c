@@ -198,7 +198,8 @@ static void setup_moe(gpt_t *m, const model_spec_t *spec, const gpt_parallel_t *
         .ops = m->ops, .C = m->C, .L = m->L, .N_max = m->B * m->T, .wtype = m->wtype,
         .swiglu = m->swiglu, .dry_run = m->dry_run, .tp = m->par.tp, .tp_rank = m->par.tp_rank,
         .tp_group = m->par.tp_group, .training = &m->reg.training, .model = m,
-        .alloc = moe_alloc_cb, .noise_key = moe_noise_key_cb};
+        .alloc = moe_alloc_cb, .noise_key = moe_noise_key_cb, .cp = m->ring.cp,
+        .cp_rank = m->ring.rank, .cp_group = m->ring.group};
     m->moe = moe_setup(&ctx, spec, par->ep, par->ep_rank, par->ep_group);
 }
 

@@ -262,9 +262,6 @@ def valid_partial(a, max_ranks):
     g = a.get
     if all(k in a for k in ("dp", "tp", "pp", "cp")) and a["dp"] * a["tp"] * a["pp"] * a["cp"] > max_ranks:
         return False
-    if g("cp", 1) > 1:  # refused with cp (config_checks.c): the experts
-        if g("moe", "dense") != "dense":
-            return False
     if g("ep", 1) > 1:
         if "dp" in a and (a["dp"] < a["ep"] or a["dp"] % a["ep"]):
             return False
