@@ -364,8 +364,8 @@ char *config_where_start(const config_where_t *a, const config_where_t *b, char 
  * &train precision bf16 or fp16. */
 bool config_weights_16bit_possible(const config_t *cfg);
 /* Why &parallel cp > 1 cannot run cfg (the parser's own rules, config_checks.c: seq_len / 2
- * divisible by cp, no generation, experts, dropout, sliding window, &stage seq_len; device
- * 'cpu' unless any_device), as "&parallel cp = N: why"; NULL when it can (or cp = 1). */
+ * and every &stage's own seq_len / 2 divisible by cp, no generation, no experts; device 'cpu'
+ * unless any_device), as "&parallel cp = N: why"; NULL when it can (or cp = 1). */
 const char *config_cp_error(const config_t *cfg, bool any_device, char *buf, size_t len);
 /* Why &parallel sequence_parallel cannot run cfg (the parser's rules: tp > 1, no generation,
  * every seq_len divisible by tp), as one line in buf; NULL when it can or sp is off. */

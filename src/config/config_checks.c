@@ -368,73 +368,84 @@ const char *config_sp_error(const config_t *cfg, char *buf, size_t len) {
     return buf;
 }
 
-/* A broken rule of context parallelism: the key it points at (group g, `key`; NULL: cp itself)
- * and why, the text after "&parallel cp: cp > 1 (...) ". */
+/* A broken rule of context parallelism: the key it points at (group g, `key`; NULL: cp itself;
+ * stage >= 0: that &stage's seq_len) and why, the text after "&parallel cp: cp > 1 (...) ". */
 typedef struct cp_rule {
-    int g;
+    int g, stage;
     const char *key;
     char why[256];
 } cp_rule_t;
 
 static bool cp_broken(cp_rule_t *r, int g, const char *key, const char *why) {
-    r->g = g, r->key = key;
+    r->g = g, r->key = key, r->stage = -1;
     snprintf(r->why, sizeof r->why, "%s", why);
     return true;
 }
 
+/* The rules of context parallelism on one sequence length T (&model's, or stage `stage`'s):
+ * 2 cp chunks, and with sequence parallelism T / cp split over tp. */
+static bool cp_seq_len_broken(const config_t *cfg, int T, int stage, cp_rule_t *r) {
+    char s[200];
+    const bool chunks = T % (2 * cfg->cp) == 0;
+    if (chunks && !(cfg->sequence_parallel && T / cfg->cp % cfg->tp)) return false;
+    if (!chunks)
+        snprintf(s, sizeof s, "cuts each sequence into 2 cp chunks: seq_len / 2 must be divisible "
+                 "by cp, got seq_len = %d", T);
+    else
+        snprintf(s, sizeof s, "with sequence_parallel needs seq_len / cp divisible by tp (a rank's "
+                 "tokens split over tp), got seq_len = %d", T);
+    if (chunks && stage < 0) cp_broken(r, G_PARALLEL, "sequence_parallel", s);
+    else cp_broken(r, G_MODEL, "seq_len", s);
+    r->stage = stage;
+    return true;
+}
+
 /* Context parallelism (model/ring.c) cuts each sequence into 2 cp chunks: seq_len / 2 divisible
- * by cp. What the ring does not carry is refused by name: generation (prompts of any length),
- * the experts (their routing and capacity are per micro-batch's tokens), the CUDA device (no
- * GPU kernel of the ring's blocks yet; unless any_device), attention dropout (the ring's block
- * kernels draw no mask; resid_dropout and embd_dropout are keyed per global token and run), a
- * sliding window and a &stage's own seq_len. True and r filled when
- * cfg (cp > 1, dropouts resolved) breaks one. */
+ * by cp, &model's and every &stage's own (the ring's buffers are sized for &model's, the
+ * largest). What the ring does not carry is refused by name: generation (prompts of any
+ * length), the CUDA device (no GPU kernel of the ring's blocks yet; unless any_device). The
+ * experts run (model/moe.c plans the whole micro-batch's routing over cp), and so do attention
+ * dropout (the blocks draw the mask at global positions) and a sliding window (full causal
+ * attention while seq_len <= sliding_window, model/spec.c: the ring's too). True and r filled
+ * when cfg (cp > 1, dropouts resolved) breaks one. */
 static bool cp_rule_broken(const config_t *cfg, bool any_device, cp_rule_t *r) {
     if (cfg->cp == 1) return false;
-    if (cfg->seq_len % (2 * cfg->cp)) {
-        char s[200];
-        snprintf(s, sizeof s, "cuts each sequence into 2 cp chunks: seq_len / 2 must be divisible "
-                 "by cp, got seq_len = %d", cfg->seq_len);
-        return cp_broken(r, G_MODEL, "seq_len", s);
-    }
+    if (cp_seq_len_broken(cfg, cfg->seq_len, -1, r)) return true;
+    for (int i = 0; i < cfg->n_stages; i++)
+        if (cfg->stages[i].key_line[STAGE_SEQ_LEN] && cp_seq_len_broken(cfg, cfg->stages[i].seq_len, i, r))
+            return true;
     if (cfg->choice.mode == CFG_MODE_GENERATE)
         return cp_broken(r, G_RUN, "mode", "cannot run mode = 'generate' (prompts of any length): "
                          "set &parallel cp = 1");
-    if (cfg->n_experts > 0)
-        return cp_broken(r, G_MODEL, "n_experts", "is not supported with Mixture-of-Experts blocks "
-                         "(&model n_experts > 0)");
     if (!any_device && cfg->choice.device == CFG_DEVICE_CUDA)
         return cp_broken(r, G_RUN, "device", "runs on device = 'cpu' only: the ring attention has "
                          "no CUDA kernel yet");
-    if (cfg->attn_dropout > 0) /* resid_dropout and embd_dropout are keyed per global token */
-        return cp_broken(r, G_MODEL, "attn_dropout", "is not supported with attention dropout: "
-                         "set &model attn_dropout = 0 (resid_dropout and embd_dropout run with cp)");
-    if (cfg->sliding_window > 0)
-        return cp_broken(r, G_MODEL, "sliding_window", "is not supported with &model sliding_window");
-    if (cfg->sequence_parallel && cfg->seq_len / cfg->cp % cfg->tp)
-        return cp_broken(r, G_PARALLEL, "sequence_parallel", "with sequence_parallel needs seq_len "
-                         "/ cp divisible by tp (a rank's tokens split over tp)");
-    for (int i = 0; i < cfg->n_stages; i++)
-        if (cfg->stages[i].key_line[STAGE_SEQ_LEN])
-            return cp_broken(r, G_PARALLEL, NULL, "is not supported with a &stage's own seq_len "
-                             "(the curriculum's sequence length)");
     return false;
 }
 
 const char *config_cp_error(const config_t *cfg, bool any_device, char *buf, size_t len) {
     cp_rule_t r;
     if (!cp_rule_broken(cfg, any_device, &r)) return NULL;
-    snprintf(buf, len, "&parallel cp = %d: %s", cfg->cp, r.why);
+    if (r.stage >= 0)
+        snprintf(buf, len, "&parallel cp = %d: &stage %d's seq_len: %s", cfg->cp, r.stage + 1, r.why);
+    else
+        snprintf(buf, len, "&parallel cp = %d: %s", cfg->cp, r.why);
     return buf;
 }
 
-/* The refusal of a broken rule, pointing at its key (or at cp). Runs after the dropouts are
- * resolved. */
+/* The refusal of a broken rule, pointing at its key (or at cp; a &stage's seq_len: at that
+ * key, named as stages.c names it). Runs after the dropouts are resolved. */
 static int check_context_parallel(parse_ctx_t *ctx, const config_t *cfg) {
     cp_rule_t r;
     if (!cp_rule_broken(cfg, false, &r)) return 0;
     int k = cfg_key_index(G_PARALLEL, "cp"), o = r.key ? cfg_key_index(r.g, r.key) : k, line, col;
     char pk[32];
+    if (r.stage >= 0) {
+        const cfg_stage_t *st = &cfg->stages[r.stage];
+        return cfg_error(ctx, st->key_line[STAGE_SEQ_LEN], st->key_col[STAGE_SEQ_LEN], "&stage "
+                         "seq_len (stage %d of %d): &parallel cp > 1 (%s) %s", r.stage + 1,
+                         cfg->n_stages, cfg_provenance(ctx, k, pk), r.why);
+    }
     cfg_locate(ctx, o, k, &line, &col);
     return cfg_error(ctx, line, col, "&parallel cp: cp > 1 (%s) %s", cfg_provenance(ctx, k, pk), r.why);
 }

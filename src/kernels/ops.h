@@ -47,6 +47,12 @@ typedef struct attn_block {
     int B, NH, NKV, hs, rows, ldq, ldkv, ldo, stat_ld;
     size_t bq, bkv, bo;
     bool diag;
+    /* attention dropout (NULL: none), as attention_forward_dropout's mask at global positions:
+     * query row t of batch b, key j, local head h masked at (drop->row0 + b seq + q_pos + t,
+     * k_pos + j, drop->word3 + h); q_pos, k_pos: the chunks' first global positions, seq: the
+     * tokens of a whole sequence */
+    const dropout_mask_t *drop;
+    uint64_t q_pos, k_pos, seq;
 } attn_block_t;
 
 typedef struct ops {
@@ -248,7 +254,8 @@ typedef struct ops {
                                    const float *k, const float *v, const float *out,
                                    const float *lse, int B, int T, int NH, int NKV, int hs);
 
-    /* ---- ring attention's blocks (attn_block_t above; no dropout) ----
+    /* ---- ring attention's blocks (attn_block_t above; dropout on the probabilities as
+     * attention_forward_dropout's, drawn at the block's global positions) ----
      * forward: the online softmax over one more key block: with running max m, running sum l
      * (l = 0: the row has seen no key yet) and the unnormalised output out, all updated in place
      * (zero out and l before the first block). finish: out[B, T, NH*hs] /= l and lse = m +

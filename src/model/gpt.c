@@ -198,7 +198,8 @@ static void setup_moe(gpt_t *m, const model_spec_t *spec, const gpt_parallel_t *
         .ops = m->ops, .C = m->C, .L = m->L, .N_max = m->B * m->T, .wtype = m->wtype,
         .swiglu = m->swiglu, .dry_run = m->dry_run, .tp = m->par.tp, .tp_rank = m->par.tp_rank,
         .tp_group = m->par.tp_group, .training = &m->reg.training, .model = m,
-        .alloc = moe_alloc_cb, .noise_key = moe_noise_key_cb};
+        .alloc = moe_alloc_cb, .noise_key = moe_noise_key_cb, .cp = m->ring.cp,
+        .cp_rank = m->ring.rank, .cp_group = m->ring.group};
     m->moe = moe_setup(&ctx, spec, par->ep, par->ep_rank, par->ep_group);
 }
 
@@ -479,28 +480,38 @@ static void set_dims(gpt_t *m, const model_spec_t *spec, const gpt_parallel_t *p
     m->block_matrix = params_block_matrix(spec);
 }
 
-/* The global position of local row t of a sequence (model/ring.h; t without cp). */
-static int ring_position_of(const gpt_t *m, int t) {
-    return m->ring.cp > 1 ? ring_position(t, m->T, m->ring.cp, m->ring.rank) : t;
+/* The global position of local row t of a sequence of T local rows (model/ring.h; t without
+ * cp). */
+static int ring_position_of(const gpt_t *m, int t, int T) {
+    return m->ring.cp > 1 ? ring_position(t, T, m->ring.cp, m->ring.rank) : t;
 }
 
-/* RoPE's angle tables [T, hs/2]: angle t * inv_i in fp32, inv_i from kernels/rope_math.h (theta
- * and Llama 3.1's rope_scaling), the way Hugging Face's LlamaRotaryEmbedding does it. */
-static void fill_rope_tables(gpt_t *m, const rope_freq_t *freq) {
+/* RoPE's angle tables for calls of T rows a sequence ([T, hs/2] of the [m->T, hs/2] held):
+ * angle (global position of row t) * inv_i in fp32, inv_i from kernels/rope_math.h (theta and
+ * Llama 3.1's rope_scaling), the way Hugging Face's LlamaRotaryEmbedding does it. */
+static void fill_rope_tables(gpt_t *m, int T) {
     const int half = m->hs / 2;
-    float *c = xmalloc((size_t)m->T * half * sizeof(float)), *s = xmalloc((size_t)m->T * half * sizeof(float));
+    float *c = xmalloc((size_t)T * half * sizeof(float)), *s = xmalloc((size_t)T * half * sizeof(float));
     for (int i = 0; i < half; i++) {
-        const float inv = rope_inv_freq(freq, i, m->hs);
-        for (int t = 0; t < m->T; t++) { /* the global position (context parallelism) */
-            const float a = (float)ring_position_of(m, t) * inv;
+        const float inv = rope_inv_freq(&m->rope_freq, i, m->hs);
+        for (int t = 0; t < T; t++) { /* the global position (context parallelism) */
+            const float a = (float)ring_position_of(m, t, T) * inv;
             c[(size_t)t * half + i] = cosf(a);
             s[(size_t)t * half + i] = sinf(a);
         }
     }
-    m->ops->to_device(m->rope_cos, c, (size_t)m->T * half * sizeof(float));
-    m->ops->to_device(m->rope_sin, s, (size_t)m->T * half * sizeof(float));
+    m->ops->to_device(m->rope_cos, c, (size_t)T * half * sizeof(float));
+    m->ops->to_device(m->rope_sin, s, (size_t)T * half * sizeof(float));
     xfree(c);
     xfree(s);
+    m->rope_T = T;
+}
+
+/* The tables for a call of T rows: without cp row t is position t whatever T is (filled once
+ * for m->T); with cp a shorter sequence (a &stage's seq_len) has its chunks elsewhere, so the
+ * tables are filled again when T changes (at a stage's boundary, and around validation). */
+static void rope_tables_for(gpt_t *m, int T) {
+    if (m->rope && m->ring.cp > 1 && T != m->rope_T && !m->dry_run) fill_rope_tables(m, T);
 }
 
 /* ---------------------------------------------------------------- the weights copy's storage */
@@ -647,7 +658,8 @@ static void build(gpt_t *m, const model_spec_t *spec, const ops_t *ops, int B, i
     alloc_slots(m);
     alloc_head_and_scratch(m);
     gpt_reg_setup(m, spec);
-    if (m->rope && !dry_run) fill_rope_tables(m, &spec->rope_freq);
+    m->rope_freq = spec->rope_freq;
+    if (m->rope && !dry_run) fill_rope_tables(m, m->T);
     use_chunk(m, 0);
 }
 
@@ -1036,8 +1048,9 @@ static void attention_stored(const gpt_t *m, int l, gpt_layer_acts_t *a, int B, 
     const size_t N = (size_t)B * T;
     dropout_mask_t mk; /* attn_dropout: the probabilities' mask, keyed by global query head */
     const dropout_mask_t *drop = gpt_attn_mask(m, l, B, T, &mk);
-    if (m->ring.cp > 1) { /* context parallelism: config/ refused dropout with it */
-        const ring_layout_t L = ring_layout_of(m, a->qkv, NULL, B, T);
+    if (m->ring.cp > 1) { /* context parallelism: the mask drawn at global positions */
+        ring_layout_t L = ring_layout_of(m, a->qkv, NULL, B, T);
+        L.drop = drop;
         ring_attention_forward(&m->ring, m->ops, &L, a->atty, a->lse, m->attn_scratch,
                                m->attn_scratch_floats);
     } else if (m->fused_qkv) {
@@ -1060,7 +1073,8 @@ static void attention_core_backward(const gpt_t *m, int l, gpt_layer_acts_t *a, 
     if (m->ring.cp > 1) { /* d(qkv): dq accumulates over the ring's blocks */
         const size_t N = (size_t)B * T, row = (size_t)m->NHl * m->hs + 2 * (size_t)m->KVl * m->hs;
         m->ops->zero(m->dbig, N * (m->fused_qkv ? 3 * (size_t)m->NHl * m->hs : row));
-        const ring_layout_t L = ring_layout_of(m, a->qkv, m->dbig, B, T);
+        ring_layout_t L = ring_layout_of(m, a->qkv, m->dbig, B, T);
+        L.drop = drop;
         ring_attention_backward(&m->ring, m->ops, &L, m->dC2, a->atty, a->lse, m->attn_scratch,
                                 m->attn_scratch_floats);
         return;
@@ -1133,7 +1147,7 @@ static void embed_rows_forward(gpt_t *m, float *out, const int *tokens, int B, i
         for (int h = 0; h < 2; h++) {
             const size_t row = (size_t)b * T + (size_t)h * c;
             const float *wpe = pos ? gpt_weight_at(m->gw.wpe, m->wtype,
-                                                   (size_t)ring_position_of(m, h * c) * m->C)
+                                                   (size_t)ring_position_of(m, h * c, T) * m->C)
                                    : NULL;
             m->ops->embed_forward_w(out + row * m->C, tokens + row, m->gw.wte, wpe, m->wtype, 1,
                                     c, m->C, m->v_start, m->Vl, pos);
@@ -1150,7 +1164,7 @@ static void embed_rows_backward(gpt_t *m, const float *dout, const int *tokens, 
     for (int b = 0; b < B; b++)
         for (int h = 0; h < 2; h++) {
             const size_t row = (size_t)b * T + (size_t)h * c;
-            float *dwpe = m->learned_pos ? m->gg.wpe + (size_t)ring_position_of(m, h * c) * m->C
+            float *dwpe = m->learned_pos ? m->gg.wpe + (size_t)ring_position_of(m, h * c, T) * m->C
                                          : NULL;
             m->ops->embed_backward(m->gg.wte, dwpe, dout + row * m->C, tokens + row, 1, c, m->C,
                                    m->v_start, m->Vl, m->learned_pos);
@@ -1218,6 +1232,7 @@ static const float *stage_output(const gpt_t *m, int s) {
 const float *gpt_stage_forward(gpt_t *m, const gpt_pass_t *pass, int B, int T) {
     ASSERT(B <= m->B && T <= m->T);
     gpt_slot_t *sl = begin_call(m, pass);
+    rope_tables_for(m, T);
     const float *res = sl->input;
     for (int l = m->first_layer; l < m->end_layer; l++) {
         gpt_layer_acts_t *a = &sl->layer[l - m->first_layer];
@@ -1361,6 +1376,7 @@ static void wq_end_layer(gpt_t *m, int l) {
 
 void gpt_stage_backward(gpt_t *m, const gpt_pass_t *pass, int B, int T, bool first) {
     gpt_slot_t *sl = begin_call(m, pass);
+    rope_tables_for(m, T);
     if (m->moe) m->moe->dloss = pass->dloss; /* the aux and z losses' weight */
     m->dres = sl->dout;
     ASSERT(!m->par.split_backward || !m->grad_stage); /* W writes the resident gradients */

@@ -184,6 +184,10 @@ typedef struct gpt {
                                          computes head kv_head0 (its query heads' one) */
     int kv_head0;
     float *rope_cos, *rope_sin;       /* [T, hs/2] RoPE angle tables */
+    rope_freq_t rope_freq;            /* their frequencies; rope_T: the rows a call has that
+                                         they were filled for (cp > 1: a row's position depends
+                                         on the call's T, a &stage's seq_len / cp) */
+    int rope_T;
     double block_matrix;              /* multiply-adds per token of a block's matrices */
     float *kv_grad;                   /* replicated k/v: one tensor's gradient [KV hs, C + 1]
                                          of a micro-batch, summed over tp */

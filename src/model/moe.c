@@ -8,6 +8,7 @@
 #include <string.h>
 #include "core/alloc.h"
 #include "core/error.h"
+#include "model/ring.h"
 #include "parallel/comm.h"
 
 /* ---------------------------------------------------------------- setup */
@@ -53,8 +54,9 @@ moe_t *moe_setup(const moe_ctx_t *ctx, const model_spec_t *spec, int ep, int ep_
     q->collapse_share = spec->moe_collapse_share;
     q->collapse_steps = spec->moe_collapse_steps;
     const int N = q->N_max = ctx->N_max, E = q->E, k = q->k, C = q->ctx.C;
-    /* each source rank sends an expert at most min(N, cap) rows (one per token) */
-    const int cap = moe_capacity(N, k, E, q->cf);
+    /* each source rank sends an expert at most min(N, cap) rows (one per token); the capacity
+     * is the whole micro-batch's (cp N tokens) */
+    const int cap = moe_capacity(N * ctx->cp, k, E, q->cf);
     const long per_src = (long)q->El * (cap < N ? cap : N);
     q->R_max = (int)(ep * (per_src < (long)N * k ? per_src : (long)N * k));
     const size_t Rm = (size_t)q->R_max, Nk = (size_t)N * k;
@@ -84,6 +86,15 @@ moe_t *moe_setup(const moe_ctx_t *ctx, const model_spec_t *spec, int ep, int ep_
     q->h_dgates = host(q, Nk, sizeof(float));
     q->h_bias = host(q, (size_t)E, sizeof(float));
     q->h_start = host(q, (size_t)ep * q->El, sizeof(int));
+    if (ctx->cp > 1) {
+        const size_t Na = (size_t)N * ctx->cp;
+        q->h_pack = host(q, (size_t)N * (k + E), sizeof(float));
+        q->h_packall = host(q, Na * (k + E), sizeof(float));
+        q->h_gidx = host(q, Na * k, sizeof(int));
+        q->h_local_of = host(q, Na, sizeof(int));
+        q->h_gprobs = host(q, Na * E, sizeof(float));
+        if (!ctx->dry_run) moe_plan_create(&q->gplan, (int)Na, E, k);
+    }
     q->stats = xcalloc((size_t)q->ctx.L, sizeof(moe_stats_t));
     q->collapsed_for = xcalloc((size_t)q->ctx.L, sizeof(int));
     for (int l = 0; l < q->ctx.L; l++)
@@ -98,8 +109,10 @@ void moe_free(moe_t *q) {
     if (!q->ctx.dry_run)
         for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) q->ctx.ops->free(dev[i]);
     void *hostp[] = {q->h_idx, q->h_probs, q->h_gates, q->h_lse, q->h_w, q->h_rows, q->h_perm,
-                     q->h_dgates, q->h_bias, q->h_start};
+                     q->h_dgates, q->h_bias, q->h_start, q->h_pack, q->h_packall, q->h_gidx,
+                     q->h_local_of, q->h_gprobs};
     for (size_t i = 0; i < sizeof hostp / sizeof hostp[0]; i++) xfree(hostp[i]);
+    if (q->gplan.load) moe_plan_destroy(&q->gplan);
     for (int l = 0; l < q->ctx.L; l++) xfree(q->stats[l].load);
     xfree(q->stats);
     xfree(q->collapsed_for);
@@ -312,6 +325,47 @@ static expert_w_t shared_view(const gpt_layer_w_t *w) {
 
 /* ---------------------------------------------------------------- routing */
 
+/* The router noise of the N = B T rows (forward: logits += ...; backward: dnoise from dlogits),
+ * keyed by global token: row0 + row, or with context parallelism each chunk's rows at their
+ * global positions (model/ring.h), one call per chunk. */
+static void noise_rows(const moe_t *q, const moe_acts_t *a, int B, int T, float *out,
+                       const float *in, bool forward) {
+    const ops_t *o = q->ctx.ops;
+    const int E = q->E, cp = q->ctx.cp, runs = cp > 1 ? 2 * B : 1, n = cp > 1 ? T / 2 : B * T;
+    for (int u = 0; u < runs; u++) { /* run u: rows [u n, (u + 1) n), batch row u / 2 */
+        const size_t r0 = (size_t)u * n * E;
+        const uint64_t row = cp == 1 ? a->row0 : a->row0 + (uint64_t)(u / 2) * T * cp +
+                             (uint64_t)ring_position(u % 2 * n, T, cp, q->ctx.cp_rank);
+        if (forward) o->moe_noise_forward(out + r0, a->noise + r0, n, E, q->noise, a->key, row);
+        else o->moe_noise_backward(out + r0, in + r0, a->noise + r0, n, E, q->noise, a->key, row);
+    }
+}
+
+/* Context parallelism: the plan of the whole micro-batch (its B sequences of cp T tokens, two
+ * chunks of each on every cp rank), as one rank builds it, cut to this rank's tokens. Every cp
+ * rank gathers every rank's choices and probabilities, lays them out in the sequences' token
+ * order and builds the same plan. */
+static void plan_over_cp(moe_t *q, moe_acts_t *a, int B, int T) {
+    const int cp = q->ctx.cp, N = B * T, E = q->E, k = q->k, w = k + E;
+    const size_t Tg = (size_t)T * cp;
+    for (int i = 0; i < N; i++) {
+        float *row = q->h_pack + (size_t)i * w;
+        for (int j = 0; j < k; j++) row[j] = (float)q->h_idx[(size_t)i * k + j]; /* exact: E < 2^24 */
+        memcpy(row + k, q->h_probs + (size_t)i * E, (size_t)E * sizeof(float));
+    }
+    comm_allgather_float(q->h_pack, N * w, q->h_packall, q->ctx.cp_group, COMM_CP);
+    for (int r = 0; r < cp; r++)
+        for (int i = 0; i < N; i++) {
+            const size_t t = (size_t)(i / T) * Tg + (size_t)ring_position(i % T, T, cp, r);
+            const float *row = q->h_packall + ((size_t)r * N + i) * w;
+            for (int j = 0; j < k; j++) q->h_gidx[t * k + j] = (int)row[j];
+            memcpy(q->h_gprobs + t * E, row + k, (size_t)E * sizeof(float));
+            q->h_local_of[t] = r == q->ctx.cp_rank ? i : -1;
+        }
+    moe_plan_build(&q->gplan, q->h_gidx, q->h_gprobs, N * cp, q->cf, q->policy);
+    moe_plan_restrict(&a->plan, &q->gplan, q->h_local_of, N);
+}
+
 static void route(moe_t *q, int layer, moe_acts_t *a, const gpt_layer_w_t *w, const float *x,
                   int B, int T) {
     const ops_t *o = q->ctx.ops;
@@ -326,13 +380,14 @@ static void route(moe_t *q, int layer, moe_acts_t *a, const gpt_layer_w_t *w, co
     a->noisy = q->noise > 0 && q->ctx.noise_key(q->ctx.model, layer, B, T, a->key, &a->row0);
     if (a->noisy) {
         o->matmul_forward_w(a->noise, x, w->noisew, q->ctx.wtype, NULL, N, C, E);
-        o->moe_noise_forward(q->logits, a->noise, N, E, q->noise, a->key, a->row0);
+        noise_rows(q, a, B, T, q->logits, NULL, true);
     }
     o->moe_softmax_topk(a->probs, a->lse, a->idx, a->gates, q->logits, N, E, k);
     o->to_host(q->h_idx, a->idx, (size_t)N * k * sizeof(int));
     o->to_host(q->h_probs, a->probs, (size_t)N * E * sizeof(float));
     o->to_host(q->h_gates, a->gates, (size_t)N * k * sizeof(float));
-    moe_plan_build(&a->plan, q->h_idx, q->h_probs, N, q->cf, q->policy);
+    if (q->ctx.cp > 1) plan_over_cp(q, a, B, T);
+    else moe_plan_build(&a->plan, q->h_idx, q->h_probs, N, q->cf, q->policy);
     for (int r = 0; r < a->plan.M; r++) {
         q->h_rows[r] = a->plan.token[r];
         q->h_w[r] = q->h_gates[a->plan.token[r] * k + a->plan.choice[r]];
@@ -341,18 +396,23 @@ static void route(moe_t *q, int layer, moe_acts_t *a, const gpt_layer_w_t *w, co
     o->to_device(a->wr, q->h_w, (size_t)a->plan.M * sizeof(float));
 }
 
-/* The micro-batch's aux loss, z-loss and router entropy (host, from the probabilities). */
+/* The micro-batch's aux loss (the whole micro-batch's: with cp from the gathered
+ * probabilities, every cp rank the same value), and this rank's tokens' loads, z-loss and
+ * router entropy (host, from the probabilities): summed over the world, each token counts once
+ * and each micro-batch's aux cp times in cp counted micro-batches. */
 static void count_stats(moe_t *q, int layer, const moe_acts_t *a, int N) {
     if (!*q->ctx.training || q->ctx.tp_rank != 0) return;
     moe_stats_t *s = &q->stats[layer];
     q->ctx.ops->to_host(q->h_lse, a->lse, (size_t)N * sizeof(float));
+    const int Na = N * q->ctx.cp;
+    const float *pa = q->ctx.cp > 1 ? q->h_gprobs : q->h_probs;
     double fp = 0, z = 0, ent = 0;
     for (int e = 0; e < q->E; e++) {
         double P = 0;
-        for (int i = 0; i < N; i++) P += q->h_probs[(size_t)i * q->E + e];
-        fp += (double)a->plan.load[e] / ((double)N * q->k) * (P / N);
-        s->load[e] += a->plan.load[e];
+        for (int i = 0; i < Na; i++) P += pa[(size_t)i * q->E + e];
+        fp += (double)a->plan.load[e] / ((double)Na * q->k) * (P / Na);
     }
+    for (size_t i = 0; i < (size_t)N * q->k; i++) s->load[q->h_idx[i]] += 1;
     for (int i = 0; i < N; i++) {
         z += (double)q->h_lse[i] * q->h_lse[i];
         for (int e = 0; e < q->E; e++) {
@@ -403,19 +463,20 @@ void moe_forward(moe_t *q, int layer, moe_acts_t *a, const gpt_layer_w_t *w, con
  * z-loss; the router (and noise) weight gradients; on tp rank 0 its input gradient added to
  * dx (every tp rank computes the same replicated router). */
 static void router_backward(moe_t *q, moe_acts_t *a, const gpt_layer_w_t *w,
-                            const gpt_layer_w_t *g, const float *x, int N, bool first,
+                            const gpt_layer_w_t *g, const float *x, int B, int T, bool first,
                             float *dx) {
     const ops_t *o = q->ctx.ops;
-    const int C = q->ctx.C, E = q->E, k = q->k;
-    /* the aux loss weighs each micro-batch like its mean cross-entropy: dloss * N */
+    const int C = q->ctx.C, E = q->E, k = q->k, N = B * T;
+    /* the aux loss weighs each micro-batch like its mean cross-entropy: dloss * N (f_e: the
+     * whole micro-batch's share, cp N tokens with context parallelism) */
     for (int e = 0; e < E; e++)
-        q->h_bias[e] = q->dloss * q->aux_coef * E * (float)a->plan.load[e] / ((float)N * k);
+        q->h_bias[e] = q->dloss * q->aux_coef * E * (float)a->plan.load[e] / ((float)N * q->ctx.cp * k);
     o->to_device(q->dbias, q->h_bias, (size_t)E * sizeof(float));
     o->moe_router_backward(q->dlogits, a->probs, a->lse, a->idx, a->gates, q->dgates, q->dbias,
                            q->dloss * q->z_coef, N, E, k);
     const bool input_grad = q->ctx.tp_rank == 0;
     if (a->noisy) {
-        o->moe_noise_backward(q->dnoise, q->dlogits, a->noise, N, E, q->noise, a->key, a->row0);
+        noise_rows(q, a, B, T, q->dnoise, q->dlogits, false);
         o->matmul_backward_w(input_grad ? dx : NULL, g->noisew, NULL, q->dnoise, x, w->noisew,
                              q->ctx.wtype, N, C, E, true, first);
     }
@@ -470,7 +531,7 @@ void moe_backward(moe_t *q, int layer, moe_acts_t *a, const gpt_layer_w_t *w,
     o->to_host(q->h_w, q->dw, (size_t)M * sizeof(float));
     for (int r = 0; r < M; r++) hdg[a->plan.token[r] * k + a->plan.choice[r]] = q->h_w[r];
     o->to_device(q->dgates, hdg, (size_t)N * k * sizeof(float));
-    router_backward(q, a, w, g, x, N, first, dx);
+    router_backward(q, a, w, g, x, B, T, first, dx);
 }
 
 /* ---------------------------------------------------------------- about the model */

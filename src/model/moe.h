@@ -13,6 +13,11 @@
  *   aux = aux_loss_coef * E * sum_e f_e P_e (f_e: share of the assignments routed to e, counted
  *         before dropping, a constant; P_e: mean router probability), and
  *   z   = z_loss_coef * mean(logsumexp(z)^2).
+ * Context parallelism (cp > 1): a micro-batch's sequences are spread over the cp group, so the
+ * cp ranks gather each other's choices and probabilities (host, an all-gather over cp), build
+ * the plan of the whole micro-batch in the sequences' token order (capacity, drops and the aux
+ * loss's f_e and P_e as on one rank) and each keeps its own tokens' part; the router noise is
+ * keyed by each chunk's global tokens.
  * Expert parallelism: the ep consecutive dp ranks of an ep group (parallel/grid.h) each hold
  * n_experts / ep experts of every MoE block. Each rank routes its own tokens and applies the
  * capacity to its own micro-batch (so the drops do not depend on ep), sends the per-expert
@@ -56,6 +61,10 @@ typedef struct moe_ctx {
     /* the router noise's Philox key and the global token of row 0 for `layer` in the current
      * slot; false outside training passes (model/gpt_regular.h gpt_router_noise_key) */
     bool (*noise_key)(const void *model, int layer, int B, int T, uint32_t key[2], uint64_t *row0);
+    /* context parallelism (model/ring.h): the cp ranks that hold the other chunks of the
+     * micro-batch's sequences; cp 1: none */
+    int cp, cp_rank;
+    const comm_group_t *cp_group;
 } moe_ctx_t;
 
 /* Routing statistics of one MoE block since the last moe_stats_reset (training passes). */
@@ -112,6 +121,11 @@ typedef struct moe {
     float *h_dgates, *h_bias;      /* host [N k], [E]: the router backward's inputs */
     int *h_rows, *h_perm;          /* host [N k], [R_max] x 2 */
     int *h_start;                  /* host [ep El]: first received row of each (source, expert) */
+    /* context parallelism: the whole micro-batch's routing gathered over cp (host) */
+    float *h_pack, *h_packall;     /* [N, k + E] this rank's choices | probabilities; [cp N, k + E] */
+    int *h_gidx, *h_local_of;      /* [cp N, k] in the sequences' token order; [cp N] -> local or -1 */
+    float *h_gprobs;               /* [cp N, E] likewise */
+    moe_plan_t gplan;              /* the whole micro-batch's plan */
     moe_stats_t *stats;            /* [n_layer] (MoE blocks only have load) */
     int *collapsed_for;            /* [n_layer] steps in a row one expert took > collapse_share */
     double collapse_share;

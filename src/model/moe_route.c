@@ -143,3 +143,24 @@ void moe_plan_build(moe_plan_t *p, const int *idx, const float *probs, int N, do
     p->M = M;
     p->dropped = N * p->k - M;
 }
+
+void moe_plan_restrict(moe_plan_t *p, const moe_plan_t *g, const int *local_of, int N) {
+    ASSERT(N >= 0 && N <= p->N_max && p->E == g->E && p->k == g->k);
+    p->N = N;
+    p->cap = g->cap;
+    memcpy(p->load, g->load, (size_t)g->E * sizeof *p->load);
+    int M = 0;
+    for (int e = 0; e < g->E; e++) {
+        p->offset[e] = M;
+        for (int r = g->offset[e]; r < g->offset[e + 1]; r++) {
+            const int t = local_of[g->token[r]];
+            if (t < 0) continue;
+            p->token[M] = t, p->choice[M] = g->choice[r];
+            M++;
+        }
+        p->kept[e] = M - p->offset[e];
+    }
+    p->offset[g->E] = M;
+    p->M = M;
+    p->dropped = N * p->k - M;
+}

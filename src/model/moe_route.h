@@ -40,4 +40,10 @@ void moe_plan_destroy(moe_plan_t *p);
 /* Fill p from idx[N, k] and probs[N, E] (host arrays; probs used by MOE_DROP_PROBS only). */
 void moe_plan_build(moe_plan_t *p, const int *idx, const float *probs, int N, double capacity_factor,
                     moe_drop_t policy);
+/* The part of plan g (built on a micro-batch's tokens that several ranks hold: context
+ * parallelism) that concerns this rank's N tokens: local_of[t] is the local index of g's token
+ * t, or -1. p keeps g's load (the whole micro-batch's, for the aux loss) and cap; kept, offset,
+ * token (local indices, ascending within an expert as g's), choice, M and dropped (of the N k
+ * local assignments) are this rank's. */
+void moe_plan_restrict(moe_plan_t *p, const moe_plan_t *g, const int *local_of, int N);
 #endif

@@ -42,7 +42,9 @@ static bool block_at(const ring_t *r, const ring_layout_t *L, int src, int qh, i
                         .v = kv + (size_t)kh * c * 2 * W + W, .B = L->B, .NH = L->NH,
                         .NKV = L->NKV, .hs = L->hs, .rows = c, .ldq = L->ldq, .ldkv = 2 * W,
                         .ldo = ldo, .stat_ld = L->T, .bq = (size_t)L->T * L->ldq,
-                        .bkv = (size_t)L->T * 2 * W, .bo = (size_t)L->T * ldo, .diag = kc == qc};
+                        .bkv = (size_t)L->T * 2 * W, .bo = (size_t)L->T * ldo, .diag = kc == qc,
+                        .drop = L->drop, .q_pos = (uint64_t)qc * c, .k_pos = (uint64_t)kc * c,
+                        .seq = (uint64_t)L->T * r->cp};
     return true;
 }
 

@@ -24,11 +24,14 @@ typedef struct ring {
 } ring_t;
 
 /* Where one call's tensors live: q [B, T, NH hs] rows of stride ldq, k, v [B, T, NKV hs] of
- * stride ldkv (views into a fused qkv, or separate tensors); the gradients alike (backward). */
+ * stride ldkv (views into a fused qkv, or separate tensors); the gradients alike (backward);
+ * the attention dropout's mask (NULL: none), row0 the global token of batch row 0's position 0
+ * (model/regularize.c gpt_attn_mask), drawn by the blocks at the chunks' global positions. */
 typedef struct ring_layout {
     const float *q, *k, *v;
     float *dq, *dk, *dv;
     int ldq, ldkv, B, T, NH, NKV, hs;
+    const dropout_mask_t *drop;
 } ring_layout_t;
 
 /* The global position of local row t (of T local rows) on cp rank `rank`. */

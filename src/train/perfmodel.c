@@ -166,7 +166,9 @@ typedef struct block_cost {
 } block_cost_t;
 
 /* The MLP of an MoE block: router, the k chosen experts' products on the rows the rank's experts
- * receive on average (N k ep / E each), shared experts; the all-to-all each way. */
+ * receive on average (N k ep / E each), shared experts; the all-to-all each way. With cp > 1
+ * the routing's all-gather over cp (model/moe.c: N (k + E) floats from each cp rank, once per
+ * block's forward) is left out: k + E floats a token, next to the C-wide rows exchanged. */
 static void moe_mlp(const pm_t *p, block_cost_t *b) {
     const model_spec_t *s = &p->spec;
     const double N = p->N, C = p->C, Fe = s->d_ff_expert / p->tp, k = s->top_k_moe;

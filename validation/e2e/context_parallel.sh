@@ -5,15 +5,23 @@
 # norms of the one-process run within 1e-6 relative (fp32; the ring meets each query's keys in
 # another order than the one-process kernel): cp 2, cp 4, dp 2 x cp 2 with ZeRO-2, tp 2 x cp 2,
 # tp 2 x cp 2 with sequence parallelism, pp 2 x cp 2 with 1F1B, residual and embedding dropout
-# 0.2 on cp 2 and on tp 2 x cp 2 with sequence parallelism (masks keyed by global token), and the
-# Llama on cp 2, cp 4, pp 2 x cp 2 with ZeRO-2 over dp x cp and tp 2 x cp 2 with sp. The
-# validation loss on cp 2 equals the one-process one (1e-6). A cp 4 step-2 checkpoint resumed on
-# cp 1, and a cp 1 one resumed on cp 4, give steps 3-4 within 1e-6 of resuming on the grid that
-# wrote it. bytes_cp per step equals the count of ring.c's messages. A seq_len 1024 model refused
+# 0.2 on cp 2 and on tp 2 x cp 2 with sequence parallelism (masks keyed by global token),
+# attention dropout 0.2 on cp 2, cp 4, tp 2 x cp 2 and pp 2 x cp 2 with full recomputation (the
+# blocks draw the one-process mask at global query and key positions), and the Llama on cp 2,
+# cp 4, pp 2 x cp 2 with ZeRO-2 over dp x cp and tp 2 x cp 2 with sp, with sliding_window =
+# seq_len on cp 2, with attention dropout on cp 2 and tp 2 x cp 2. A two-stage curriculum
+# (&stage seq_len 8 for steps 1-3, then 16) on cp 2 (GPT-2), cp 2, cp 4 and pp 2 x cp 2 (Llama)
+# against its one-process run. MoE (4 experts, top-2, capacity 1.0 with drops, router noise, aux
+# and z losses) on cp 2, cp 4, dp 2 x ep 2 x cp 2, tp 2 x cp 2 and (drop by position) cp 2, with
+# the aux loss within 1e-6 and the drop shares equal. Validation losses within 1e-6 too. A cp 4
+# step-2 checkpoint resumed on cp 1, and a cp 1 one resumed on cp 4, give steps 3-4 within 1e-6
+# of resuming on the grid that wrote it; the curriculum's cp 2 step-2 checkpoint resumed on cp 1
+# and cp 2 crosses the stage boundary within 1e-6 of the uninterrupted one-process curriculum.
+# bytes_cp per step equals the count of ring.c's messages. A seq_len 1024 model refused
 # on cp 1 under &run memory_limit_gb = 0.03 (planned 40 MiB per rank) trains on cp 4 (22.5 MiB).
-# Refused (exit 2, one message naming the key): cp not dividing seq_len / 2, mode = 'generate',
-# MoE, attention dropout, a rank count that is not dp x cp x tp x pp. (device = 'cuda' with cp is
-# refused too, but a build without CUDA refuses the device first.)
+# Refused (exit 2, one message naming the key): cp not dividing seq_len / 2 or a &stage's
+# seq_len / 2, mode = 'generate', a rank count that is not dp x cp x tp x pp. (device =
+# 'cuda' with cp is refused too, but a build without CUDA refuses the device first.)
 source "$(dirname "$0")/lib.bash"
 ulimit -c 0
 nml() { # name arch
@@ -77,12 +85,73 @@ case_run gd1 gpt2 1 - "${DROP[@]}"
 case_run gd_cp2 gpt2 2 gd1 parallel.cp=2 "${DROP[@]}"
 case_run gd_sp gpt2 4 gd1 parallel.tp=2 parallel.cp=2 parallel.sequence_parallel=.true. "${DROP[@]}"
 
+echo "== attention dropout 0.2 (masks at global query/key positions): 1 rank against cp 2, cp 4, tp 2 x cp 2, pp 2 x cp 2 + full recompute"
+ADROP=(model.attn_dropout=0.2)
+case_run ga1 gpt2 1 - "${ADROP[@]}"
+[ "$(losses "$TEST_DIR/ga1/metrics.jsonl")" != "$(losses "$TEST_DIR/g1/metrics.jsonl")" ] ||
+    fail "ga1: attention dropout 0.2 left the losses unchanged"
+case_run ga_cp2 gpt2 2 ga1 parallel.cp=2 "${ADROP[@]}"
+case_run ga_cp4 gpt2 4 ga1 parallel.cp=4 "${ADROP[@]}"
+case_run ga_tp2cp2 gpt2 4 ga1 parallel.tp=2 parallel.cp=2 "${ADROP[@]}"
+case_run ga_pp2cp2 gpt2 4 ga1 parallel.pp=2 parallel.cp=2 parallel.recompute=full "${ADROP[@]}"
+
 echo "== Llama (GQA, RoPE): 1 rank against cp 2, cp 4, pp 2 x cp 2 ZeRO-2 (over dp x cp), tp 2 x cp 2 + sp"
 case_run l1 llama 1 -
 case_run l_cp2 llama 2 l1 parallel.cp=2
 case_run l_cp4 llama 4 l1 parallel.cp=4
 case_run l_pp2cp2 llama 4 l1 parallel.pp=2 parallel.cp=2 parallel.zero_stage=2
 case_run l_sp llama 4 l1 parallel.tp=2 parallel.cp=2 parallel.sequence_parallel=.true.
+# sliding_window = seq_len: full causal attention (model/spec.c), the same model as l1's
+case_run l_sw llama 2 l1 parallel.cp=2 model.sliding_window=16
+echo "== Llama with attention dropout 0.2 (a query head's mask whichever k/v head it reads): cp 2, tp 2 x cp 2"
+case_run la1 llama 1 - "${ADROP[@]}"
+case_run la_cp2 llama 2 la1 parallel.cp=2 "${ADROP[@]}"
+case_run la_tp2cp2 llama 4 la1 parallel.tp=2 parallel.cp=2 "${ADROP[@]}"
+
+echo "== a curriculum (&stage seq_len 8 for steps 1-3, then &model's 16; validation at 16): 1 rank against cp 2, cp 4, pp 2 x cp 2"
+staged_nml() { # name arch: the namelist with two stages
+    nml "$1" "$2"
+    printf '&stage until_step = 3, seq_len = 8 /\n&stage /\n' >>"$TEST_DIR/$1.nml"
+}
+staged() { # name arch np reference [overrides]: case_run on the two-stage namelist
+    local n=$1 a=$2 np=$3 ref=$4; shift 4
+    staged_nml "$n" "$a"
+    run "$n" "$np" "$@"
+    grep -q "stage 2/2 begins at step 4: seq_len 16" "$TEST_DIR/$n.log" || fail "$n: no stage 2 at step 4"
+    [ "$(losses "$TEST_DIR/$n/metrics.jsonl" | wc -l)" -eq 4 ] || fail "$n: not 4 step records"
+    [ "$ref" = - ] || compare "$ref" "$n"
+}
+staged gs1 gpt2 1 -
+staged gs_cp2 gpt2 2 gs1 parallel.cp=2
+staged ls1 llama 1 -
+staged ls_cp2 llama 2 ls1 parallel.cp=2
+staged ls_cp4 llama 4 ls1 parallel.cp=4
+staged ls_pp2cp2 llama 4 ls1 parallel.pp=2 parallel.cp=2
+
+echo "== MoE (4 experts, top-2, capacity 1.0 dropping by probability or position, router noise, aux and z losses): 1 rank against cp 2, cp 4, dp 2 x ep 2 x cp 2, tp 2 x cp 2"
+MOE=(model.n_experts=4 model.top_k=2 model.capacity_factor=1.0 model.router_noise=0.5 model.aux_loss_coef=0.1
+     model.z_loss_coef=0.01)
+moe_field() { grep -o "\"$2\":[^,}]*" "$1" | cut -d: -f2; } # metrics field
+moe_case() { # name np reference [overrides]: case_run, and the step's aux loss and drop share
+    local n=$1 np=$2 ref=$3; shift 3
+    case_run "$n" gpt2 "$np" "$ref" "$@"
+    [ "$ref" = - ] && return
+    printf '%-12s ' "$n"
+    same_series "moe_aux_loss vs $ref" $TOL <(moe_field "$TEST_DIR/$ref/metrics.jsonl" moe_aux_loss) \
+        <(moe_field "$TEST_DIR/$n/metrics.jsonl" moe_aux_loss) | tr '\n' ' ' || fail "$n: aux losses differ from $ref"
+    diff <(moe_field "$TEST_DIR/$ref/metrics.jsonl" moe_dropped) <(moe_field "$TEST_DIR/$n/metrics.jsonl" moe_dropped) \
+        >/dev/null || fail "$n: dropped shares differ from $ref's: $(moe_field "$TEST_DIR/$n/metrics.jsonl" moe_dropped | tr '\n' ' ')"
+    echo "moe_dropped equal ($(moe_field "$TEST_DIR/$n/metrics.jsonl" moe_dropped | tr '\n' ' '))"
+}
+moe_case gm1 1 - "${MOE[@]}"
+moe_field "$TEST_DIR/gm1/metrics.jsonl" moe_dropped | awk '$1 > 0 { f = 1 } END { exit !f }' ||
+    fail "gm1: capacity 1.0 dropped no assignment (the drops are what the cp plan must reproduce)"
+moe_case gm_cp2 2 gm1 parallel.cp=2 "${MOE[@]}"
+moe_case gm_cp4 4 gm1 parallel.cp=4 "${MOE[@]}"
+moe_case gm_ep2cp2 4 gm1 parallel.dp=2 parallel.ep=2 parallel.cp=2 "${MOE[@]}"
+moe_case gm_tp2cp2 4 gm1 parallel.tp=2 parallel.cp=2 "${MOE[@]}"
+moe_case gmp1 1 - "${MOE[@]}" model.drop_policy=position
+moe_case gmp_cp2 2 gmp1 parallel.cp=2 "${MOE[@]}" model.drop_policy=position
 
 echo "== bytes_cp: the ring's bytes per step equal the count of ring.c's messages"
 # per rank and step: n_layer x micro-batches x (3 cp - 2) blocks of B x T/cp x 2 x n_kv_head x hs
@@ -123,6 +192,22 @@ done
 diff <(steps34 "$TEST_DIR/r44/metrics.jsonl") <(steps34 "$TEST_DIR/l_cp4/metrics.jsonl") ||
     fail "cp 4 resumed on cp 4 differs from the uninterrupted cp 4 run"
 echo "ok  r44: steps 3-4 bit-identical to the uninterrupted cp 4 run"
+
+echo "== resume across the stage boundary: the cp 2 curriculum's step-2 checkpoint on cp 1 and on cp 2"
+# steps 3 (stage 1's last, seq_len 8) and 4 (stage 2's first, seq_len 16) against the
+# uninterrupted one-process curriculum ls1
+for c in rs21:1 rs22:2; do
+    IFS=: read -r n cp <<<"$c"
+    staged_nml "$n" llama
+    run "$n" "$cp" "checkpoint.resume=$TEST_DIR/ls_cp2/ckpt_step00000002.h5" parallel.cp=$cp
+    [ "$(steps34 "$TEST_DIR/$n/metrics.jsonl" | wc -l)" -eq 2 ] || fail "$n: not 2 resumed steps"
+    grep -q "stage 2/2 begins at step 4: seq_len 16" "$TEST_DIR/$n.log" || fail "$n: no stage 2 at step 4"
+    printf '%-12s ' "$n"
+    same_series "steps 3-4 losses vs ls1" $TOL <(losses "$TEST_DIR/ls1/metrics.jsonl" | tail -2) \
+        <(losses "$TEST_DIR/$n/metrics.jsonl" | tail -2) | tr '\n' ' ' || fail "$n: resumed losses differ from ls1"
+    same_series "norms" $TOL <(norms "$TEST_DIR/ls1/metrics.jsonl" | tail -2) \
+        <(norms "$TEST_DIR/$n/metrics.jsonl" | tail -2) || fail "$n: resumed norms differ from ls1"
+done
 
 echo "== memory: planned = measured per rank and category; activations on cp 4 about 1/4 of cp 1's"
 for c in 1 4; do
@@ -175,9 +260,7 @@ bad() { # name want np sed-expression
 bad cp_seq_len "&parallel cp: cp > 1 (line 3) cuts each sequence into 2 cp chunks: seq_len / 2 must be divisible by cp, got seq_len = 20" 4 \
     "s/seq_len = 16/seq_len = 20/; s/dp = 1,/dp = 1, cp = 4,/"
 bad cp_generate "cannot run mode = 'generate'" 2 "s/seed = 7/seed = 7, mode = 'generate', prompt_ids = 1, 2, 3, init_from = 'none.h5'/; s/dp = 1,/dp = 1, cp = 2,/"
-bad cp_moe "is not supported with Mixture-of-Experts blocks (&model n_experts > 0)" 2 \
-    "s/d_model = 32/d_model = 32, n_experts = 4, top_k = 2/; s/dp = 1,/dp = 1, cp = 2,/"
-bad cp_dropout "is not supported with attention dropout: set &model attn_dropout = 0" 2 \
-    "s/d_model = 32/d_model = 32, dropout = 0.1/; s/dp = 1,/dp = 1, cp = 2,/"
+bad cp_stage "&stage seq_len (stage 1 of 2): &parallel cp > 1 (line 3) cuts each sequence into 2 cp chunks: seq_len / 2 must be divisible by cp, got seq_len = 12" 4 \
+    's/dp = 1,/dp = 1, cp = 4,/; $a \&stage until_step = 2, seq_len = 12 /\n\&stage /'
 bad cp_ranks "&parallel dp*cp*tp*pp = 1*2*1*1 = 2 does not equal the 4 MPI ranks" 4 "s/dp = 1,/dp = 1, cp = 2,/"
 echo "PASS"

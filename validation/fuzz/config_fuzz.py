@@ -262,9 +262,6 @@ def valid_partial(a, max_ranks):
     g = a.get
     if all(k in a for k in ("dp", "tp", "pp", "cp")) and a["dp"] * a["tp"] * a["pp"] * a["cp"] > max_ranks:
         return False
-    if g("cp", 1) > 1:  # refused with cp (config_checks.c): the experts, a &stage's seq_len
-        if g("moe", "dense") != "dense" or g("stages", "none") != "none":
-            return False
     if g("ep", 1) > 1:
         if "dp" in a and (a["dp"] < a["ep"] or a["dp"] % a["ep"]):
             return False
@@ -430,7 +427,7 @@ def construct(rng, f, schema, generic):
         m["rope_original_max_positions"] = ch([16, 64])
     if rng.random() < 0.2:  # Qwen 2's q/k/v biases (with bias = .false. the only biases)
         m["qkv_bias"] = True
-    if rng.random() < 0.2 and f.get("cp", 1) == 1:  # Mistral's window (refused with cp > 1)
+    if rng.random() < 0.2:  # Mistral's window
         m["sliding_window"] = ch([m["seq_len"], 4096])
     if rng.random() < 0.3:
         m["init"] = ch(["gpt2", "xavier", "kaiming", "small"])
@@ -440,8 +437,6 @@ def construct(rng, f, schema, generic):
         m["dropout"] = ch([0.1, 0.2])
         if rng.random() < 0.4:
             m[ch(["attn_dropout", "resid_dropout", "embd_dropout"])] = ch([0.0, 0.3])
-        if f.get("cp", 1) > 1:  # the ring draws no attention mask (refused); the others run
-            m["attn_dropout"] = 0.0
     if f["moe"] != "dense":
         n_exp = ch([2, 4]) if f["ep"] <= 2 else 4
         m["n_experts"] = n_exp
@@ -554,8 +549,11 @@ def construct(rng, f, schema, generic):
     if f["stages"] == "two":
         b = rng.randint(1, steps - 1)
         s1 = {"until_step": b}
-        if rng.random() < 0.6:
-            s1["seq_len"] = ch([8, m["seq_len"] // 2])
+        # a stage's seq_len: / 2 divisible by cp, / cp by tp with sequence parallelism
+        cp, tps = f.get("cp", 1), f["tp"] if p.get("sequence_parallel") else 1
+        lens = [n for n in (8, m["seq_len"] // 2) if n % (2 * cp) == 0 and n % tps == 0 and n // cp % tps == 0]
+        if rng.random() < 0.6 and lens:
+            s1["seq_len"] = ch(lens)
         if rng.random() < 0.5:
             s1["global_batch"] = gb * ch([1, 2])
         s2 = {}

@@ -1,6 +1,7 @@
 /* test_moe_route.c — unit tests of the MoE routing plan (model/moe_route.h): capacity, the
- * 'position' and 'probs' drop policies and the dispatch order. References: routings worked out
- * by hand (every field checked exactly), and on random routings a brute-force rule written from
+ * 'position' and 'probs' drop policies, the dispatch order and a plan cut to one rank's tokens
+ * (context parallelism). References: routings worked out by hand (every field checked
+ * exactly), and on random routings a brute-force rule written from
  * the header (an assignment is kept iff fewer than cap assignments of its expert go before it).
  * Needs no MPI. */
 #include <setjmp.h>
@@ -69,6 +70,29 @@ static void position_keeps_earliest_tokens_exact(void **state) {
     const int choice[] = {0, 1, 0, 1, /* e1 */ 1, 0, 1, 0, /* e2 */ 1, 0, 1};
     check_plan(&p, &(want_plan_t){4, 11, 1, a_load, kept, offset, token, choice});
     moe_plan_destroy(&p);
+}
+
+/* Context parallelism: the 'position' plan above cut to the odd tokens (t1, t3, t5 -> local 0,
+ * 1, 2) and to the even ones (t0, t2, t4 -> 0, 1, 2): each keeps the whole plan's load and cap,
+ * its own kept rows in the whole plan's order; the even half owns the one drop (t4's choice 0). */
+static void restrict_cuts_the_plan_to_local_tokens_exact(void **state) {
+    (void)state;
+    moe_plan_t g, p;
+    moe_plan_create(&g, A_N, A_E, A_K);
+    moe_plan_create(&p, A_N / 2, A_E, A_K);
+    moe_plan_build(&g, a_idx, a_probs, A_N, 1.0, MOE_DROP_POSITION);
+    const int odd_of[A_N] = {-1, 0, -1, 1, -1, 2}, even_of[A_N] = {0, -1, 1, -1, 2, -1};
+    moe_plan_restrict(&p, &g, odd_of, A_N / 2);
+    const int okept[] = {2, 2, 2}, ooff[] = {0, 2, 4, 6}, otok[] = {0, 1, 0, 2, 1, 2};
+    const int ochoice[] = {1, 1, 0, 0, 0, 1};
+    check_plan(&p, &(want_plan_t){4, 6, 0, a_load, okept, ooff, otok, ochoice});
+    assert_int_equal(p.N, A_N / 2);
+    moe_plan_restrict(&p, &g, even_of, A_N / 2);
+    const int ekept[] = {2, 2, 1}, eoff[] = {0, 2, 4, 5}, etok[] = {0, 1, 0, 2, 1};
+    const int echoice[] = {0, 0, 1, 1, 1};
+    check_plan(&p, &(want_plan_t){4, 5, 1, a_load, ekept, eoff, etok, echoice});
+    moe_plan_destroy(&p);
+    moe_plan_destroy(&g);
 }
 
 /* 'probs' keeps t4, t2, t0 and of the tie t1 = t3 the smaller, t1: listed 0, 1, 2, 4. */
@@ -219,6 +243,7 @@ int main(void) {
         cmocka_unit_test(top1_both_policies_exact),
         cmocka_unit_test(token_can_lose_both_choices_exact),
         cmocka_unit_test(random_routings_match_brute_force_exact),
+        cmocka_unit_test(restrict_cuts_the_plan_to_local_tokens_exact),
     };
     return cmocka_run_group_tests_name("moe_route", tests, NULL, NULL);
 }

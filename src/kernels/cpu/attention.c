@@ -34,7 +34,8 @@
  * head: with grouped-query attention the k/v head a query head shares does not enter the key)
  * before P v. Backward draws the same factors f per recomputed tile: dv += (f P)^T dout and
  * dS = scale * P * (f (dout v^T) - D), where D = rowsum(dout * out) still holds because
- * out = (f P) v. No mask is stored.
+ * out = (f P) v. No mask is stored. Ring attention's blocks (context parallelism) draw the
+ * same factors at their chunks' global query and key positions, so the masks are these.
  * Uses: gemm.h, dropout.c. */
 #include "kernels/cpu/cpu_kernels.h"
 #include "core/error.h"
@@ -76,6 +77,7 @@ typedef struct att_head {
     uint32_t head;              /* global query head (dropout's counter word 3) */
     bool full;                  /* ring block: every key visible (not causal) */
     bool acc_q;                 /* ring block: add to dq from the first tile on */
+    uint64_t key0;              /* ring block: global position of key 0 (dropout's column) */
 } att_head_t;
 
 /* Where the tensors of one call live: q, k, v with their row strides, NH query heads, NKV k/v
@@ -106,13 +108,13 @@ static att_head_t head_at(const att_layout_t *L, const float *out, const float *
                     lse + lse_offset(b, h, T, NH), NULL, NULL, NULL, T, hs, L->ldq, L->ldkv, NH * hs,
                     false, 1.0f / sqrtf((float)hs), L->drop,
                     L->drop ? L->drop->row0 + (uint64_t)b * T : 0,
-                    L->drop ? L->drop->word3 + (uint32_t)h : 0, false, false};
+                    L->drop ? L->drop->word3 + (uint32_t)h : 0, false, false, 0};
     return a;
 }
 
 /* Dropout: p[0, cols) *= the factors of query row t (local), keys [c0, c0 + cols). f: scratch. */
 static void drop_tile_row(const att_head_t *h, float *p, int t, int c0, int cols, float *f) {
-    cpu_dropout_factors(f, h->drop, h->row0 + (uint64_t)t, (uint64_t)c0, cols, h->head);
+    cpu_dropout_factors(f, h->drop, h->row0 + (uint64_t)t, h->key0 + (uint64_t)c0, cols, h->head);
 #pragma omp simd
     for (int j = 0; j < cols; j++) p[j] *= f[j];
 }
@@ -289,7 +291,7 @@ static void row_dots(float *D, const att_head_t *h, int r0, int rows) {
 static void tile_row_dropout(const att_head_t *h, float *pa, float *da, int t, int c0, int valid,
                              float lse, float Da, float *f) {
     const float scale = h->scale;
-    cpu_dropout_factors(f, h->drop, h->row0 + (uint64_t)t, (uint64_t)c0, valid, h->head);
+    cpu_dropout_factors(f, h->drop, h->row0 + (uint64_t)t, h->key0 + (uint64_t)c0, valid, h->head);
 #pragma omp simd
     for (int j = 0; j < valid; j++) {
         const float P = cpu_expf(pa[j] - lse);
@@ -481,9 +483,29 @@ void cpu_attention_gqa_backward(float *dq, float *dk, float *dv, float *scratch,
 
 /* ---------------------------------------------------------------- ring attention's blocks */
 
+/* Head h of batch b of a ring block as one head of the tiled kernel: its q, k, v, out, the
+ * dropout mask's row of its query 0 and column of its key 0 (the chunks' global positions). */
+static att_head_t block_head(const attn_block_t *k, int b, int h) {
+    const int hs = k->hs, kvh = h / (k->NH / k->NKV);
+    const size_t qo = b * k->bq + (size_t)h * hs, ko = b * k->bkv + (size_t)kvh * hs;
+    const size_t oo = b * k->bo + (size_t)h * hs;
+    att_head_t hd = {.q = k->q + qo, .k = k->k + ko, .v = k->v + ko, .out = k->out + oo,
+                     .T = k->rows, .hs = hs, .ldq = k->ldq, .ldkv = k->ldkv, .ldo = k->ldo,
+                     .scale = 1.0f / sqrtf((float)hs), .drop = k->drop, .full = !k->diag};
+    if (k->dout) hd.dout = k->dout + oo;
+    if (k->dq) hd.dq = k->dq + qo, hd.dk = k->dk + ko, hd.dv = k->dv + ko;
+    if (k->drop) {
+        hd.row0 = k->drop->row0 + (uint64_t)b * k->seq + k->q_pos;
+        hd.key0 = k->k_pos;
+        hd.head = k->drop->word3 + (uint32_t)h;
+    }
+    return hd;
+}
+
 /* Query block i of head h, batch b of a ring block: the online softmax of its rows over the
  * block's keys, into the running m, l and the unnormalised out (online_softmax_row's `first`
- * is a row that has seen no key yet: l = 0; out is zero then, so the product adds to it). */
+ * is a row that has seen no key yet: l = 0; out is zero then, so the product adds to it); with
+ * dropout, each row's probabilities masked after the statistics, as forward_query_block. */
 static void block_forward_query_block(const attn_block_t *k, int b, int h, int i, float *scratch) {
     const int hs = k->hs, kvh = h / (k->NH / k->NKV), r0 = i * ATT_BQ;
     const int rows = min_int(ATT_BQ, k->rows - r0);
@@ -493,14 +515,18 @@ static void block_forward_query_block(const attn_block_t *k, int b, int h, int i
     const size_t st = ((size_t)b * k->NH + h) * k->stat_ld + r0;
     float *m = k->m + st, *l = k->l + st, *p = scratch;
     const float scale = 1.0f / sqrtf((float)hs);
+    const att_head_t hd = block_head(k, b, h);
     const int last_kb = k->diag ? (r0 + rows - 1) / ATT_BK : n_blocks(k->rows, ATT_BK) - 1;
     for (int j = 0; j <= last_kb; j++) {
         const int c0 = j * ATT_BK, cols = min_int(ATT_BK, k->rows - c0);
         gemm_f32(false, true, rows, cols, hs, scale, q, k->ldq, kk + (size_t)c0 * k->ldkv, k->ldkv,
                  0.0f, p, ATT_BK);
-        for (int a = 0; a < rows; a++)
+        for (int a = 0; a < rows; a++) {
             online_softmax_row(p + (size_t)a * ATT_BK, k->diag ? min_int(cols, r0 + a - c0 + 1) : cols,
                                cols, &m[a], &l[a], o + (size_t)a * k->ldo, hs, l[a] == 0.0f);
+            if (k->drop) drop_tile_row(&hd, p + (size_t)a * ATT_BK, r0 + a, c0, cols,
+                                       scratch + ATT_DROP_ROW);
+        }
         gemm_f32(false, false, rows, hs, cols, 1.0f, p, ATT_BK, v + (size_t)c0 * k->ldkv, k->ldkv,
                  1.0f, o, k->ldo);
     }
@@ -536,21 +562,19 @@ void cpu_attention_block_finish(float *out, float *m_lse, const float *l, int B,
 }
 
 /* attention_block_backward: one unit per (batch, k/v head), its query heads in ascending order,
- * each a whole head (backward_head, with every key visible unless diag), adding to dq, dk, dv. */
+ * each a whole head (backward_head, with every key visible unless diag, the dropout mask drawn
+ * at the block's global positions), adding to dq, dk, dv. */
 void cpu_attention_block_backward(const attn_block_t *k, float *scratch, size_t scratch_floats) {
-    const int NH = k->NH, NKV = k->NKV, group = NH / NKV, hs = k->hs, pairs = k->B * NKV;
+    const int NH = k->NH, NKV = k->NKV, group = NH / NKV, pairs = k->B * NKV;
     const int n_threads = scratch_threads(scratch_floats);
     const tile_gemms_t gemms = tile_gemms_begin();
 #pragma omp parallel for schedule(static) num_threads(n_threads) if (pairs > 1)
     for (int bk = 0; bk < pairs; bk++) {
         const int b = bk / NKV, kvh = bk % NKV;
         for (int h = kvh * group; h < (kvh + 1) * group; h++) {
-            const size_t qo = b * k->bq + (size_t)h * hs, ko = b * k->bkv + (size_t)kvh * hs;
-            const size_t oo = b * k->bo + (size_t)h * hs;
-            att_head_t hd = {k->q + qo, k->k + ko, k->v + ko, k->out + oo, k->dout + oo,
-                             k->lse + ((size_t)b * NH + h) * k->stat_ld, k->dq + qo, k->dk + ko,
-                             k->dv + ko, k->rows, hs, k->ldq, k->ldkv, k->ldo, true,
-                             1.0f / sqrtf((float)hs), NULL, 0, 0, !k->diag, true};
+            att_head_t hd = block_head(k, b, h);
+            hd.lse = k->lse + ((size_t)b * NH + h) * k->stat_ld;
+            hd.acc_kv = hd.acc_q = true;
             backward_head(&hd, scratch + (size_t)omp_get_thread_num() * ATT_SCRATCH_PER_THREAD);
         }
     }
