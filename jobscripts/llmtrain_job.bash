@@ -22,6 +22,10 @@
 #   llmt_live_nodes NODE...     the given nodes that still answer (a job step on each within
 #                               LLMT_PROBE_S seconds, default 15; Slurm's DOWN/NOT_RESPONDING
 #                               nodes without asking)
+#   llmt_guard                  run by llmtrain's watchdog on each rank (LLMT_HANG_HOOK, set by
+#                               llmt_elastic: bash llmtrain_job.bash --guard): when the batch host
+#                               is the node that died, requeues the job ('shrink', 'wait') or
+#                               cancels it ('off'), since its batch script died with it
 #   llmt_shrink_grid N NML [k=v ...]  the largest node count n <= N, n >= &run min_nodes, on which
 #                               LLMT_PER_NODE ranks per node hold whole tp groups and a grid with
 #                               dp shrunk (tp, pp and the global batch kept) is one llmtrain
@@ -32,6 +36,9 @@
 # (--cpu-bind=none) with LLMT_CPUS_PER_TASK CPUs each; llmtrain splits each node's cores evenly
 # among the ranks on it (hwloc) and runs one OpenMP thread per core of its share.
 # srun --mpi=pmix is the default launch; a site with another PMI sets LLMT_SRUN_MPI (e.g. pmi2).
+
+# this file's absolute path: llmt_srun runs it on the nodes as the ranks' guard (llmt_guard)
+LLMT_JOB_LIB=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")
 
 llmt_die() { echo "llmtrain job: error: $*" >&2; exit 2; }
 
@@ -142,6 +149,11 @@ llmt_node_ranks() { echo "$(($1 * LLMT_PER_NODE))-$((($1 + 1) * LLMT_PER_NODE - 
 llmt_elastic() {
     local rc used=() alive=() lost=() n i names
     LLMT_TMP=$(mktemp -d) LLMT_DP_FULL=$LLMT_DP
+    # the ranks' guard (llmt_guard) watches this node, which runs the batch script
+    LLMT_GUARD_HOST=${SLURMD_NODENAME:-$(hostname -s)}
+    LLMT_JOB_OUT=$(scontrol show job "$SLURM_JOB_ID" 2>/dev/null | sed -n 's/^ *StdOut=//p')
+    LLMT_HANG_HOOK="bash $(printf %q "$LLMT_JOB_LIB") --guard" LLMT_HANG_HOOK_S=$((${LLMT_PROBE_S:-15} + 20))
+    export LLMT_GUARD_HOST LLMT_JOB_OUT LLMT_ELASTIC LLMT_HANG_HOOK LLMT_HANG_HOOK_S
     mapfile -t LLMT_POOL_ALL < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
     local pool=("${LLMT_POOL_ALL[@]}") extra=()
     case "$LLMT_ELASTIC" in off | shrink | wait) ;; *) llmt_die "&run elastic = '$LLMT_ELASTIC' is not off, shrink or wait" ;; esac
@@ -178,3 +190,42 @@ llmt_elastic() {
         extra=(checkpoint.resume="'auto'") LLMT_OVERLAP=1
     done
 }
+
+# llmt_guard: run by each rank's watchdog (LLMT_HANG_HOOK, set by llmt_elastic) when a wait of
+# llmtrain's outlasts &checkpoint timeout_s, before the rank ends: a peer is gone. The batch
+# script on LLMT_GUARD_HOST relaunches or ends the job after the step (llmt_elastic), unless
+# that node is the one that died: then nobody would (--no-kill keeps the job RUNNING until its
+# time limit). So one rank, the first of the step's first node other than the batch host, asks
+# whether the batch host and its own node answer (llmt_live_nodes, at most LLMT_PROBE_S); when
+# its own node does and the batch host does not (not when this node is the one cut off), it
+# requeues the job (&run elastic 'shrink' or 'wait': it starts again on its full node count from
+# the newest checkpoint) or cancels it ('off'), and says so in the job's output file
+# (LLMT_JOB_OUT; the ranks' own output went to the srun that died). The step ends as soon as
+# any rank ends (Slurm's PMIx plugin kills it), so the other ranks off the batch host wait for
+# the guard's answer (LLMT_PROBE_S + 10 s at most; killed with the step as soon as it ends).
+llmt_guard() {
+    local host=${SLURMD_NODENAME:-$(hostname -s)} guard alive out=${LLMT_JOB_OUT:-/dev/stderr}
+    [ -n "${LLMT_GUARD_HOST:-}" ] && [ "$host" != "$LLMT_GUARD_HOST" ] || return 0
+    guard=$(scontrol show hostnames "$SLURM_STEP_NODELIST" | grep -vx "$LLMT_GUARD_HOST" | head -1)
+    if [ "$host" != "$guard" ] || [ "${SLURM_LOCALID:-0}" -ne 0 ]; then
+        sleep $((${LLMT_PROBE_S:-15} + 10))
+        return 0
+    fi
+    # the batch host lost, not this node cut off: this node answers (through slurmctld) and it not
+    alive=" $(llmt_live_nodes "$LLMT_GUARD_HOST" "$host" | tr '\n' ' ')"
+    [[ "$alive" == *" $host "* && "$alive" != *" $LLMT_GUARD_HOST "* ]] || return 0
+    local what="requeueing job $SLURM_JOB_ID: it starts again when $SLURM_JOB_NUM_NODES nodes are free, from the newest checkpoint"
+    [ "$LLMT_ELASTIC" != off ] || what="&run elastic = 'off': cancelling job $SLURM_JOB_ID"
+    echo "llmtrain job: $(date '+%F %T') rank $LLMT_HANG_RANK on $host: llmtrain's watchdog found a peer gone and the batch host $LLMT_GUARD_HOST does not answer within ${LLMT_PROBE_S:-15} s (the batch script died with it): $what" >>"$out"
+    if [ "$LLMT_ELASTIC" = off ]; then
+        scancel "$SLURM_JOB_ID" >>"$out" 2>&1 || echo "llmtrain job: error: scancel $SLURM_JOB_ID failed on $host" >>"$out"
+    else
+        scontrol requeue "$SLURM_JOB_ID" >>"$out" 2>&1 || echo "llmtrain job: error: scontrol requeue $SLURM_JOB_ID failed on $host" >>"$out"
+    fi
+}
+
+# run as a program by llmtrain's watchdog: bash llmtrain_job.bash --guard
+if [ "${BASH_SOURCE[0]}" = "$0" ] && [ "${1:-}" = --guard ]; then
+    llmt_guard
+    exit 0
+fi

@@ -6,15 +6,19 @@
  * and unchanged around the copy. Every field is an atomic accessed with relaxed order between
  * the fences (Boehm's seqlock recipe), so the race is defined C11 and costs plain moves on x86. */
 #include "parallel/watchdog.h"
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include "core/alloc.h"
@@ -44,6 +48,18 @@ static struct {
     int world_rank;
     int depth;                      /* main thread only: nesting of enter/leave pairs */
 } dog = {.mutex = PTHREAD_MUTEX_INITIALIZER};
+
+extern char **environ;
+
+/* The hang hook (LLMT_HANG_HOOK), prepared by watchdog_start so that fire() only spawns and
+ * waits: the command, the environment it gets (this process's, plus LLMT_HANG_RANK), and how
+ * long fire() waits for it (LLMT_HANG_HOOK_S). */
+static struct {
+    char *cmd;      /* NULL: no hook */
+    char **env;
+    char *rank_var; /* "LLMT_HANG_RANK=r", the one string of env allocated here */
+    long long limit_ns;
+} hook;
 
 /* A coarse clock is a plain memory read in the vDSO (no system call even where the clock
  * source makes CLOCK_MONOTONIC one); its few-millisecond resolution is ample for timeouts. */
@@ -159,7 +175,81 @@ static void read_record(snapshot_t *s) {
     }
 }
 
-/* The wait named in `s` is over its timeout: say so and end the process. No MPI (not
+static void write_all(int fd, const char *text, int n) {
+    for (ssize_t off = 0, w; off < n; off += w)
+        if ((w = write(fd, text + off, (size_t)(n - off))) <= 0) break;
+}
+
+/* One line about the hang hook to stderr, from the watchdog thread (no stdio lock). */
+static void hook_say(const char *fmt, ...) {
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    write_all(STDERR_FILENO, msg, n < (int)sizeof msg ? n : (int)sizeof msg - 1);
+}
+
+/* Read LLMT_HANG_HOOK and LLMT_HANG_HOOK_S (main thread, at start: getenv and allocation are
+ * not for the moment the watchdog fires). */
+static void hook_setup(int world_rank) {
+    const char *cmd = getenv("LLMT_HANG_HOOK"), *limit = getenv("LLMT_HANG_HOOK_S");
+    if (!cmd || !cmd[0] || hook.cmd) return;
+    char *end = NULL;
+    double limit_s = limit && limit[0] ? strtod(limit, &end) : 60;
+    if (limit && limit[0] && (*end != '\0' || !(limit_s > 0) || limit_s > 86400)) {
+        fprintf(stderr, "llmtrain: warning: LLMT_HANG_HOOK_S=%s is not a number of seconds in "
+                        "(0, 86400]: the hang hook gets 60 s\n", limit);
+        limit_s = 60;
+    }
+    int n = 0;
+    while (environ[n]) n++;
+    hook.env = xcalloc((size_t)n + 2, sizeof *hook.env);
+    memcpy(hook.env, environ, (size_t)n * sizeof *hook.env);
+    char rank[32];
+    snprintf(rank, sizeof rank, "LLMT_HANG_RANK=%d", world_rank);
+    hook.env[n] = hook.rank_var = xstrdup(rank);
+    hook.limit_ns = (long long)(limit_s * 1e9);
+    hook.cmd = xstrdup(cmd);
+}
+
+/* Run the hang hook (sh -c "$LLMT_HANG_HOOK") and wait for it, at most LLMT_HANG_HOOK_S;
+ * one still running then is killed. Its signals are the defaults (this thread blocks them
+ * all). Nothing here may wait on a lock another thread could hold: spawn, waitpid, write. */
+static void run_hang_hook(void) {
+    if (!hook.cmd) return;
+    char sh[] = "sh", dash_c[] = "-c", *argv[] = {sh, dash_c, hook.cmd, NULL};
+    posix_spawnattr_t attr;
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    pid_t pid;
+    int rc = posix_spawnattr_init(&attr);
+    if (rc == 0) rc = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    if (rc == 0) rc = posix_spawnattr_setsigmask(&attr, &none);
+    if (rc == 0) rc = posix_spawnattr_setsigdefault(&attr, &all);
+    if (rc == 0) rc = posix_spawn(&pid, "/bin/sh", NULL, &attr, argv, hook.env);
+    posix_spawnattr_destroy(&attr);
+    if (rc != 0) {
+        hook_say("llmtrain: watchdog: rank %d: the hang hook (LLMT_HANG_HOOK) could not be "
+                 "started: %s\n", dog.world_rank, strerror(rc));
+        return;
+    }
+    long long deadline = coarse_ns() + hook.limit_ns;
+    for (;;) {
+        pid_t w = waitpid(pid, NULL, WNOHANG);
+        if (w == pid || (w < 0 && errno != EINTR)) return;
+        if (coarse_ns() > deadline) break;
+        nanosleep(&(struct timespec){.tv_nsec = 20000000}, NULL);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    hook_say("llmtrain: watchdog: rank %d: the hang hook (LLMT_HANG_HOOK) still ran after %g s "
+             "(LLMT_HANG_HOOK_S): killed\n", dog.world_rank, (double)hook.limit_ns * 1e-9);
+}
+
+/* The wait named in `s` is over its timeout: say so, run the hang hook, end the process. No MPI (not
  * initialised for threads) and no stdio lock we might wait on forever. */
 _Noreturn static void fire(const snapshot_t *s, long long now) {
     char msg[512], step_text[48];
@@ -180,8 +270,8 @@ _Noreturn static void fire(const snapshot_t *s, long long now) {
         fflush_unlocked(stdout);
         funlockfile(stdout);
     }
-    for (ssize_t off = 0, w; off < n; off += w)
-        if ((w = write(STDERR_FILENO, msg + off, (size_t)(n - off))) <= 0) break;
+    write_all(STDERR_FILENO, msg, n);
+    run_hang_hook();
     _exit(LLMT_EXIT_HANG);
 }
 
@@ -226,6 +316,7 @@ void watchdog_start(double timeout_s, int world_rank) {
     ASSERT(!dog.started);
     dog.world_rank = world_rank;
     dog.default_timeout_ns = timeout_s > 0 ? (long long)(timeout_s * 1e9) : 0;
+    hook_setup(world_rank);
     if (timeout_s <= 0) return; /* disabled: enter/leave still record, nobody reads */
     /* poll ten times per timeout, between every 50 ms and every second */
     double poll = timeout_s / 10;
@@ -246,9 +337,19 @@ void watchdog_start(double timeout_s, int world_rank) {
     dog.started = true;
 }
 
+static void hook_free(void) {
+    if (!hook.cmd) return;
+    free(hook.rank_var); /* xstrdup's strings are plain malloc ones */
+    xfree(hook.env);
+    free(hook.cmd);
+    hook.cmd = NULL;
+    hook.env = NULL;
+}
+
 void watchdog_stop(void) {
     if (!dog.started) {
         dog.default_timeout_ns = 0;
+        hook_free();
         return;
     }
     pthread_mutex_lock(&dog.mutex);
@@ -258,6 +359,7 @@ void watchdog_stop(void) {
     PTHREAD_CHECK(pthread_join(dog.thread, NULL));
     PTHREAD_CHECK(pthread_cond_destroy(&dog.wake));
     dog.started = false;
+    hook_free();
     dog.default_timeout_ns = 0;
     dog.depth = 0;
     watchdog_leave();

@@ -12,7 +12,10 @@
  *   llmtrain: watchdog: rank 3 waited 61.2 s in 'dp all-reduce' at step 17 for dp group ranks
  *   1,3,5,7 (timeout_s = 60): a peer is dead or hung; ending the job
  * to stderr and ends the process with _exit(LLMT_EXIT_HANG); the launcher then ends the other
- * ranks. The thread never calls MPI (of llmtrain's threads only the main thread and the
+ * ranks. Before that it runs the hang hook, if the environment has one at watchdog_start:
+ * LLMT_HANG_HOOK, a command for /bin/sh -c, with LLMT_HANG_RANK = the world rank, waited for at
+ * most LLMT_HANG_HOOK_S seconds (default 60; then SIGKILLed). jobscripts/elastic.sbatch uses it
+ * to requeue the job when the node of its batch script died (docs/cluster.md). The thread never calls MPI (of llmtrain's threads only the main thread and the
  * background checkpoint writer do, the latter unwatched: comm_thread_unwatched).
  *
  * One writer: only the thread that called watchdog_start (the main thread) may call

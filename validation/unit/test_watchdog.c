@@ -3,6 +3,8 @@
  * shorter one must not) and the message text (phase, step, peers, rank). Cases that may end
  * the process run in a forked child whose stderr comes back through a pipe. The cost case
  * times 1e6 enter/leave pairs with the watchdog running: under 1 us per pair on average.
+ * The hang hook (LLMT_HANG_HOOK) runs before the exit, with the rank, and is waited for (its
+ * file is written when the process is gone), at most LLMT_HANG_HOOK_S (then killed).
  * The fork cases run before MPI_Init; the peers-text cases after it. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -118,6 +120,25 @@ static void long_wait_long_texts(void) {
     sleep(3);
 }
 
+/* LLMT_HANG_HOOK: the hook closes its stderr (the test's pipe), so the pipe's end says nothing
+ * about it; only a watchdog that waited for it leaves its file written when the child is gone */
+#define HOOK_FILE "/tmp/llmt_test_watchdog_hook.txt"
+static void long_wait_with_hook(void) {
+    setenv("LLMT_HANG_HOOK", "exec 2>&-; sleep 0.4; echo \"hook ran on rank $LLMT_HANG_RANK\" >" HOOK_FILE, 1);
+    long_wait();
+}
+
+static void short_waits_with_hook(void) {
+    setenv("LLMT_HANG_HOOK", "echo \"hook ran\" >&2", 1);
+    short_waits(); /* ends with watchdog_stop, which frees the hook */
+}
+
+static void long_wait_with_slow_hook(void) {
+    setenv("LLMT_HANG_HOOK", "exec sleep 30", 1);
+    setenv("LLMT_HANG_HOOK_S", "0.3", 1);
+    long_wait();
+}
+
 /* ---- test cases ------------------------------------------------------------------------------ */
 
 static void watchdog_waits_shorter_than_timeout_0_5s_do_nothing(void **state) {
@@ -140,6 +161,41 @@ static void watchdog_wait_over_timeout_0_5s_exits_4_naming_phase_step_peers(void
     assert_non_null(strstr(r.err, "llmtrain: watchdog: rank 3 waited "));
     assert_non_null(strstr(r.err, "in 'test phase' at step 17 for rank 9 (timeout 0.5 s)"));
     assert_non_null(strstr(r.err, "a peer is dead or hung; ending the job\n"));
+}
+
+static void watchdog_hang_hook_runs_and_is_waited_for_before_exit_4(void **state) {
+    (void)state;
+    child_result_t r;
+    remove(HOOK_FILE);
+    run_child(long_wait_with_hook, &r);
+    assert_int_equal(r.exit_code, LLMT_EXIT_HANG);
+    assert_true(r.seconds >= 0.5 + 0.4 && r.seconds < 3.0);
+    assert_non_null(strstr(r.err, "in 'test phase' at step 17 for rank 9 (timeout 0.5 s)"));
+    char got[64] = "";
+    FILE *f = fopen(HOOK_FILE, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(got, sizeof got, f));
+    fclose(f);
+    remove(HOOK_FILE);
+    assert_string_equal(got, "hook ran on rank 3\n");
+}
+
+static void watchdog_hang_hook_not_run_without_a_hang(void **state) {
+    (void)state;
+    child_result_t r;
+    run_child(short_waits_with_hook, &r);
+    assert_int_equal(r.exit_code, 0);
+    assert_string_equal(r.err, "");
+}
+
+static void watchdog_hang_hook_over_LLMT_HANG_HOOK_S_0_3s_is_killed(void **state) {
+    (void)state;
+    child_result_t r;
+    run_child(long_wait_with_slow_hook, &r);
+    assert_int_equal(r.exit_code, LLMT_EXIT_HANG);
+    assert_true(r.seconds >= 0.5 + 0.3 && r.seconds < 3.0); /* not the hook's 30 s */
+    assert_non_null(strstr(r.err, "rank 3: the hang hook (LLMT_HANG_HOOK) still ran after 0.3 s "
+                                  "(LLMT_HANG_HOOK_S): killed\n"));
 }
 
 static void watchdog_enter_for_uses_its_own_timeout_0_3s(void **state) {
@@ -275,6 +331,9 @@ int main(int argc, char **argv) {
     const struct CMUnitTest no_mpi[] = {
         cmocka_unit_test(watchdog_waits_shorter_than_timeout_0_5s_do_nothing),
         cmocka_unit_test(watchdog_wait_over_timeout_0_5s_exits_4_naming_phase_step_peers),
+        cmocka_unit_test(watchdog_hang_hook_runs_and_is_waited_for_before_exit_4),
+        cmocka_unit_test(watchdog_hang_hook_not_run_without_a_hang),
+        cmocka_unit_test(watchdog_hang_hook_over_LLMT_HANG_HOOK_S_0_3s_is_killed),
         cmocka_unit_test(watchdog_enter_for_uses_its_own_timeout_0_3s),
         cmocka_unit_test(watchdog_timeout_0_is_disabled),
         cmocka_unit_test(watchdog_long_texts_are_cut_with_dots_and_copied),
