@@ -1,13 +1,15 @@
 /* tokenizer_hfbpe.c — encoding with a Hugging Face tokenizer.json (read by tokenizer_hf.c) so
  * that the ids are those of the `tokenizers` library: the added tokens are found first
- * (leftmost, then longest), the text between them is split by the file's pattern (the Split
- * pre-tokenizer, behavior Isolated: matches and the gaps between them are the pieces), and each
- * piece is merged as the library's BPE model merges a word (Word::merge_all): a min-heap of
- * (merge rank, position) over adjacent pairs of symbols, an entry dropped when its pair no
- * longer makes the same new id. model.ignore_merges: a piece that is a token is that token.
- * Uses: core/ (allocation, errors). */
+ * (leftmost, then longest: those not `normalized` in the text as given, then the NFC normalizer
+ * through libutf8proc, then the `normalized` ones), the text between them is split by the file's
+ * pattern (the Split pre-tokenizer, behavior Isolated: matches and the gaps between them are the
+ * pieces), and each piece is merged as the library's BPE model merges a word (Word::merge_all):
+ * a min-heap of (merge rank, position) over adjacent pairs of symbols, an entry dropped when its
+ * pair no longer makes the same new id. model.ignore_merges: a piece that is a token is that token.
+ * Uses: core/ (allocation, errors), libutf8proc. */
 #include "io/tokenizer_internal.h"
 #include "core/error.h"
+#include <utf8proc.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -134,31 +136,173 @@ static void hf_pieces(tokenizer_t *tok, const uint8_t *text, size_t len, tok_ids
     while (piece_next(&it, &s, &e)) hf_piece(tok, text + s, e - s, out);
 }
 
-/* The longest added token (special ones only when `all`) that starts at text[i]; -1 if none. */
-static long added_at(const tokenizer_t *tok, const uint8_t *text, size_t len, size_t i, bool all) {
-    const hf_bpe_t *hf = tok->hf;
+/* ------------------------------------------------------------------ NFC */
+
+/* The library's NFC (the unicode-normalization-alignments crate) has Unicode 9.0's tables: a
+ * character assigned since is to it unassigned, a starter that neither decomposes nor composes.
+ * These are the ones for which libutf8proc's later tables say otherwise (a combining class, a
+ * decomposition, or a part of one); they are copied as they are and each side normalized apart,
+ * as the library does. Sorted. */
+static const int32_t nfc_after_unicode9[] = {
+    /* 111 code points (libutf8proc 15.0.0; validation/tokenizer/nfc_unicode9.py) */
+    0x007FD, 0x00898, 0x00899, 0x0089A, 0x0089B, 0x0089C, 0x0089D, 0x0089E, 0x0089F, 0x008CA,
+    0x008CB, 0x008CC, 0x008CD, 0x008CE, 0x008CF, 0x008D0, 0x008D1, 0x008D2, 0x008D3, 0x009FE,
+    0x00C3C, 0x00D3B, 0x00D3C, 0x00EBA, 0x01715, 0x01ABF, 0x01AC0, 0x01AC1, 0x01AC2, 0x01AC3,
+    0x01AC4, 0x01AC5, 0x01AC6, 0x01AC7, 0x01AC8, 0x01AC9, 0x01ACA, 0x01ACB, 0x01ACC, 0x01ACD,
+    0x01ACE, 0x01DF6, 0x01DF7, 0x01DF8, 0x01DF9, 0x01DFA, 0x0A82C, 0x10D24, 0x10D25, 0x10D26,
+    0x10D27, 0x10EAB, 0x10EAC, 0x10EFD, 0x10EFE, 0x10EFF, 0x10F46, 0x10F47, 0x10F48, 0x10F49,
+    0x10F4A, 0x10F4B, 0x10F4C, 0x10F4D, 0x10F4E, 0x10F4F, 0x10F50, 0x10F82, 0x10F83, 0x10F84,
+    0x10F85, 0x11070, 0x1133B, 0x1145E, 0x11839, 0x1183A, 0x11930, 0x11935, 0x11938, 0x1193D,
+    0x1193E, 0x11943, 0x119E0, 0x11A34, 0x11A47, 0x11A99, 0x11D42, 0x11D44, 0x11D45, 0x11D97,
+    0x11F41, 0x11F42, 0x16FF0, 0x16FF1, 0x1E08F, 0x1E130, 0x1E131, 0x1E132, 0x1E133, 0x1E134,
+    0x1E135, 0x1E136, 0x1E2AE, 0x1E2EC, 0x1E2ED, 0x1E2EE, 0x1E2EF, 0x1E4EC, 0x1E4ED, 0x1E4EE,
+    0x1E4EF
+};
+
+static bool nfc_is_after_unicode9(int32_t cp) {
+    size_t lo = 0, hi = sizeof nfc_after_unicode9 / sizeof *nfc_after_unicode9;
+    if (cp < nfc_after_unicode9[0]) return false;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (nfc_after_unicode9[mid] < cp) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < sizeof nfc_after_unicode9 / sizeof *nfc_after_unicode9 &&
+           nfc_after_unicode9[lo] == cp;
+}
+
+/* Grow the scratch buffer *p of *cap elements of `size` bytes to hold n. */
+static void *grow(void *p, size_t *cap, size_t n, size_t size) {
+    if (n <= *cap) return p;
+    *cap = n > 2 * *cap ? n : 2 * *cap;
+    p = realloc(p, *cap * size);
+    PTR_CHECK(p);
+    return p;
+}
+
+/* Append the NFC of the valid UTF-8 text[0..n) to hf->nfc_out at *o: utf8proc_NFC's steps
+ * (utf8proc_map: decompose, reorder and compose, encode) into hf's scratch. */
+static void nfc_run(hf_bpe_t *hf, const uint8_t *text, size_t n, size_t *o) {
+    const utf8proc_option_t opt = UTF8PROC_STABLE | UTF8PROC_COMPOSE;
+    utf8proc_ssize_t m;
+    for (;;) {
+        m = utf8proc_decompose(text, (utf8proc_ssize_t)n, hf->nfc_cp,
+                               (utf8proc_ssize_t)hf->cap_nfc_cp, opt);
+        ASSERT(m >= 0); /* the caller checked the UTF-8 */
+        if ((size_t)m <= hf->cap_nfc_cp) break;
+        hf->nfc_cp = grow(hf->nfc_cp, &hf->cap_nfc_cp, (size_t)m, sizeof *hf->nfc_cp);
+    }
+    m = utf8proc_normalize_utf32(hf->nfc_cp, m, opt);
+    ASSERT(m >= 0);
+    hf->nfc_out = grow(hf->nfc_out, &hf->cap_nfc_out, *o + 4 * (size_t)m, 1);
+    for (utf8proc_ssize_t k = 0; k < m; k++)
+        *o += (size_t)utf8proc_encode_char(hf->nfc_cp[k], hf->nfc_out + *o);
+}
+
+/* The length of the UTF-8 character at text[i] that NFC may change (not ASCII, valid, known to
+ * Unicode 9.0 as it is now), or 0. */
+static size_t nfc_char(const uint8_t *text, size_t len, size_t i) {
+    utf8proc_int32_t cp = 0;
+    if (text[i] < 0x80) return 0;
+    utf8proc_ssize_t n = utf8proc_iterate(text + i, (utf8proc_ssize_t)(len - i), &cp);
+    return n > 0 && !nfc_is_after_unicode9(cp) ? (size_t)n : 0;
+}
+
+/* NFC changes only what is near a character outside ASCII: an ASCII character never combines
+ * with the one before it, so the text is cut before each ASCII character and only the runs of
+ * other characters, each with the ASCII character before it (a base that may take an accent),
+ * go through utf8proc. Bytes that are not UTF-8 (the library sees only valid UTF-8) and the
+ * characters of nfc_after_unicode9 are copied as they are and end a run. */
+const uint8_t *hf_nfc(hf_bpe_t *hf, const uint8_t *text, size_t len, size_t *out_len) {
+    size_t i = 0, o = 0;
+    while (i < len && text[i] < 0x80) i++;
+    *out_len = len;
+    if (i == len) return text;
+    hf->nfc_out = grow(hf->nfc_out, &hf->cap_nfc_out, len, 1);
+    memcpy(hf->nfc_out, text, i);
+    o = i;
+    while (i < len) {
+        size_t n = nfc_char(text, len, i);
+        if (n == 0) { /* ASCII, not UTF-8, or a character after Unicode 9.0: as it is */
+            utf8proc_int32_t cp = 0;
+            utf8proc_ssize_t k = text[i] < 0x80 ? 1
+                                 : utf8proc_iterate(text + i, (utf8proc_ssize_t)(len - i), &cp);
+            n = k > 0 ? (size_t)k : 1;
+            hf->nfc_out = grow(hf->nfc_out, &hf->cap_nfc_out, o + n, 1);
+            memcpy(hf->nfc_out + o, text + i, n);
+            o += n;
+            i += n;
+            continue;
+        }
+        size_t s = i > 0 && text[i - 1] < 0x80 ? i - 1 : i, e = i + n;
+        o -= i - s; /* the ASCII base goes through again */
+        while (e < len && (n = nfc_char(text, len, e)) > 0) e += n;
+        nfc_run(hf, text + s, e - s, &o);
+        i = e;
+    }
+    *out_len = o;
+    return hf->nfc_out;
+}
+
+/* ------------------------------------------------------------------ added tokens */
+
+/* The longest added token of one pass (normalized or not) whose pattern starts at text[i]; -1
+ * if none. Special tokens are found too: where they are not wanted the caller skips them. */
+static long added_at(const hf_bpe_t *hf, bool normalized, const uint8_t *text, size_t len,
+                     size_t i) {
     long best = -1;
     for (size_t k = 0; k < hf->n_added; k++) {
         const added_tok_t *a = &hf->added[k];
         bool shorter = best >= 0 && a->len <= hf->added[best].len;
-        if ((a->special && !all) || a->len > len - i || shorter) continue;
-        if (memcmp(text + i, tok->id_bytes + a->off, a->len) == 0) best = (long)k;
+        if (a->normalized != normalized || a->len > len - i || shorter) continue;
+        if (memcmp(text + i, hf->pat + a->off, a->len) == 0) best = (long)k;
     }
     return best;
 }
 
-void hf_encode(tokenizer_t *tok, const uint8_t *text, size_t len, unsigned flags, tok_ids_t *out) {
-    bool all = flags & TOKENIZER_ALLOW_SPECIAL;
-    const bool *first = all ? tok->hf->first_any : tok->hf->first_plain;
+static void split_added(tokenizer_t *tok, const uint8_t *text, size_t len, bool normalized,
+                        bool all, tok_ids_t *out);
+
+/* A stretch between the added tokens of one pass: after the first (tokens as written), the
+ * normalizer and the second (normalized tokens); after the second, the pieces. */
+static void between(tokenizer_t *tok, const uint8_t *text, size_t len, bool normalized, bool all,
+                    tok_ids_t *out) {
+    if (normalized) {
+        hf_pieces(tok, text, len, out);
+        return;
+    }
+    if (tok->hf->nfc) text = hf_nfc(tok->hf, text, len, &len);
+    split_added(tok, text, len, true, all, out);
+}
+
+/* One pass of the library's AddedVocabulary::extract_and_normalize: leftmost-longest matches of
+ * that pass's patterns (an Aho-Corasick automaton there); a special token when `all` is false
+ * is skipped and stays text (encode_special_tokens: its match is dropped, not searched again). */
+static void split_added(tokenizer_t *tok, const uint8_t *text, size_t len, bool normalized,
+                        bool all, tok_ids_t *out) {
+    const hf_bpe_t *hf = tok->hf;
+    const bool *first = normalized ? hf->first_norm : hf->first_raw;
     size_t start = 0;
     for (size_t i = 0; i < len; i++) {
         if (!first[text[i]]) continue;
-        long k = added_at(tok, text, len, i, all);
+        long k = added_at(hf, normalized, text, len, i);
         if (k < 0) continue;
-        hf_pieces(tok, text + start, i - start, out);
-        ids_push(out, tok->hf->added[k].id);
-        i += tok->hf->added[k].len - 1;
+        const added_tok_t *a = &hf->added[k];
+        if (a->special && !all) {
+            i += a->len - 1;
+            continue;
+        }
+        between(tok, text + start, i - start, normalized, all, out);
+        ids_push(out, a->id);
+        i += a->len - 1;
         start = i + 1;
     }
-    hf_pieces(tok, text + start, len - start, out);
+    between(tok, text + start, len - start, normalized, all, out);
+}
+
+/* The library's order: the added tokens that are not `normalized` are found in the text as
+ * given; each stretch between them is normalized (NFC), then searched for the `normalized` ones;
+ * what is left is pre-tokenized and merged. */
+void hf_encode(tokenizer_t *tok, const uint8_t *text, size_t len, unsigned flags, tok_ids_t *out) {
+    split_added(tok, text, len, false, flags & TOKENIZER_ALLOW_SPECIAL, out);
 }
