@@ -98,6 +98,7 @@ static int check_model(hf_load_t *L) {
                       NULL);
     }
     if (check_normalizer(L) != 0) return -1;
+    if (L->t->hf->nfc) hf_nfc_init(L->t->hf);
     L->t->hf->ignore_merges = json_is_true(json_object_get(L->model, "ignore_merges"));
     return 0;
 }
@@ -438,6 +439,7 @@ void hf_free(hf_bpe_t *hf) {
     free(hf->pair_val);
     free(hf->added);
     free(hf->pat);
+    free(hf->nfc_inert);
     free(hf->nfc_out);
     free(hf->nfc_cp);
     free(hf->sym);

@@ -199,47 +199,85 @@ static void nfc_run(hf_bpe_t *hf, const uint8_t *text, size_t n, size_t *o) {
         *o += (size_t)utf8proc_encode_char(hf->nfc_cp[k], hf->nfc_out + *o);
 }
 
-/* The length of the UTF-8 character at text[i] that NFC may change (not ASCII, valid, known to
- * Unicode 9.0 as it is now), or 0. */
-static size_t nfc_char(const uint8_t *text, size_t len, size_t i) {
-    utf8proc_int32_t cp = 0;
-    if (text[i] < 0x80) return 0;
-    utf8proc_ssize_t n = utf8proc_iterate(text + i, (utf8proc_ssize_t)(len - i), &cp);
-    return n > 0 && !nfc_is_after_unicode9(cp) ? (size_t)n : 0;
+/* A character NFC leaves alone whatever surrounds it: combining class 0, its own NFC, never the
+ * second of a composition (UAX #15's NFC_Quick_Check = Yes with ccc = 0: a text may be cut
+ * before it). The seconds are the characters after the first in a canonical decomposition
+ * (each step of one is a starter and one character more), Hangul's vowels and trailing
+ * consonants included. One bit per code point, built once per tokenizer from libutf8proc. */
+void hf_nfc_init(hf_bpe_t *hf) {
+    const utf8proc_option_t opt = UTF8PROC_STABLE | UTF8PROC_COMPOSE;
+    hf->nfc_inert = malloc(0x110000 / 8);
+    PTR_CHECK(hf->nfc_inert);
+    memset(hf->nfc_inert, 0xFF, 0x110000 / 8);
+    for (int32_t cp = 0x80; cp < 0x110000; cp++) {
+        const utf8proc_property_t *p = utf8proc_get_property(cp);
+        bool hangul = cp >= 0xAC00 && cp <= 0xD7A3; /* decomposed by rule, not by table */
+        if (p->combining_class != 0 || (cp >= 0xD800 && cp < 0xE000))
+            hf->nfc_inert[cp >> 3] &= (uint8_t)~(1u << (cp & 7));
+        if (p->decomp_seqindex == UINT16_MAX && !hangul) continue;
+        int32_t d[32];
+        int boundclass = 0;
+        utf8proc_ssize_t n = utf8proc_decompose_char(cp, d, 32, UTF8PROC_DECOMPOSE, &boundclass);
+        if (n <= 0 || n > 32 || (n == 1 && d[0] == cp)) continue; /* a compatibility one */
+        for (utf8proc_ssize_t k = 1; k < n; k++)
+            hf->nfc_inert[d[k] >> 3] &= (uint8_t)~(1u << (d[k] & 7));
+        if (utf8proc_normalize_utf32(d, n, opt) != 1 || d[0] != cp) /* not its own NFC */
+            hf->nfc_inert[cp >> 3] &= (uint8_t)~(1u << (cp & 7));
+    }
 }
 
-/* NFC changes only what is near a character outside ASCII: an ASCII character never combines
- * with the one before it, so the text is cut before each ASCII character and only the runs of
- * other characters, each with the ASCII character before it (a base that may take an accent),
- * go through utf8proc. Bytes that are not UTF-8 (the library sees only valid UTF-8) and the
- * characters of nfc_after_unicode9 are copied as they are and end a run. */
+typedef enum { NFC_INERT, NFC_KEEP, NFC_CHANGE } nfc_kind_t;
+
+/* What text[i] is to NFC, and its length *n: inert (above; ASCII is), kept as it is but no base
+ * for what follows (a byte that is not UTF-8, a character after Unicode 9.0), or one that may
+ * change or combine. */
+static nfc_kind_t nfc_kind(const hf_bpe_t *hf, const uint8_t *text, size_t len, size_t i,
+                           size_t *n) {
+    utf8proc_int32_t cp = 0;
+    *n = 1;
+    if (text[i] < 0x80) return NFC_INERT;
+    utf8proc_ssize_t k = utf8proc_iterate(text + i, (utf8proc_ssize_t)(len - i), &cp);
+    if (k <= 0) return NFC_KEEP;
+    *n = (size_t)k;
+    if (hf->nfc_inert[cp >> 3] >> (cp & 7) & 1) return NFC_INERT;
+    return nfc_is_after_unicode9(cp) ? NFC_KEEP : NFC_CHANGE;
+}
+
+/* An inert character never combines with the one before it, so the text is cut before each, and
+ * only the runs of other characters, each with the inert character before it (a base that may
+ * take an accent), go through utf8proc. Bytes that are not UTF-8 (the library sees only valid
+ * UTF-8) and the characters of nfc_after_unicode9 are copied as they are and end a run. */
 const uint8_t *hf_nfc(hf_bpe_t *hf, const uint8_t *text, size_t len, size_t *out_len) {
-    size_t i = 0, o = 0;
-    while (i < len && text[i] < 0x80) i++;
-    *out_len = len;
-    if (i == len) return text;
-    hf->nfc_out = grow(hf->nfc_out, &hf->cap_nfc_out, len, 1);
-    memcpy(hf->nfc_out, text, i);
-    o = i;
+    size_t i = 0, o = 0, done = 0; /* text[0..done) is in nfc_out[0..o) */
+    size_t base = SIZE_MAX, n;     /* the inert character just before text[i], if one is */
     while (i < len) {
-        size_t n = nfc_char(text, len, i);
-        if (n == 0) { /* ASCII, not UTF-8, or a character after Unicode 9.0: as it is */
-            utf8proc_int32_t cp = 0;
-            utf8proc_ssize_t k = text[i] < 0x80 ? 1
-                                 : utf8proc_iterate(text + i, (utf8proc_ssize_t)(len - i), &cp);
-            n = k > 0 ? (size_t)k : 1;
-            hf->nfc_out = grow(hf->nfc_out, &hf->cap_nfc_out, o + n, 1);
-            memcpy(hf->nfc_out + o, text + i, n);
-            o += n;
+        if (text[i] < 0x80) { /* a stretch of ASCII, the most common case: inert */
+            while (++i < len && text[i] < 0x80) {}
+            base = i - 1;
+            continue;
+        }
+        nfc_kind_t kind = nfc_kind(hf, text, len, i, &n);
+        if (kind != NFC_CHANGE) {
+            base = kind == NFC_INERT ? i : SIZE_MAX;
             i += n;
             continue;
         }
-        size_t s = i > 0 && text[i - 1] < 0x80 ? i - 1 : i, e = i + n;
-        o -= i - s; /* the ASCII base goes through again */
-        while (e < len && (n = nfc_char(text, len, e)) > 0) e += n;
+        size_t s = base != SIZE_MAX ? base : i, e = i + n;
+        while (e < len && nfc_kind(hf, text, len, e, &n) == NFC_CHANGE) e += n;
+        hf->nfc_out = grow(hf->nfc_out, &hf->cap_nfc_out, o + (s - done), 1);
+        memcpy(hf->nfc_out + o, text + done, s - done); /* what NFC leaves as it is */
+        o += s - done;
         nfc_run(hf, text + s, e - s, &o);
-        i = e;
+        done = i = e;
+        base = SIZE_MAX;
     }
+    if (done == 0) { /* nothing to normalize */
+        *out_len = len;
+        return text;
+    }
+    hf->nfc_out = grow(hf->nfc_out, &hf->cap_nfc_out, o + (len - done), 1);
+    memcpy(hf->nfc_out + o, text + done, len - done);
+    o += len - done;
     *out_len = o;
     return hf->nfc_out;
 }

@@ -226,6 +226,7 @@ typedef struct hf_bpe {
     hf_sym_t *sym;              /* scratch */
     hf_merge_t *heap;
     size_t cap;
+    uint8_t *nfc_inert;         /* NFC: a bit per code point, 1 when NFC leaves it alone */
     uint8_t *nfc_out;           /* scratch of hf_nfc: the normalized text, its code points */
     size_t cap_nfc_out;
     int32_t *nfc_cp;
@@ -268,6 +269,7 @@ void hf_encode(tokenizer_t *tok, const uint8_t *text, size_t len, unsigned flags
  * itself when it is ASCII, else hf's scratch (valid until the next call); *out_len its length.
  * Bytes that are not UTF-8 stay as they are. (tokenizer_hfbpe.c) */
 const uint8_t *hf_nfc(hf_bpe_t *hf, const uint8_t *text, size_t len, size_t *out_len);
+void hf_nfc_init(hf_bpe_t *hf); /* hf_nfc's table; once, before it */
 void hf_free(hf_bpe_t *hf);
 
 /* Shared with tokenizer_formats.c: the whole file, GPT-2's byte alphabet and its decoding. */
