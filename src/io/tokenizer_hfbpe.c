@@ -224,6 +224,10 @@ void hf_nfc_init(hf_bpe_t *hf) {
         if (utf8proc_normalize_utf32(d, n, opt) != 1 || d[0] != cp) /* not its own NFC */
             hf->nfc_inert[cp >> 3] &= (uint8_t)~(1u << (cp & 7));
     }
+    for (size_t k = 0; k < sizeof nfc_after_unicode9 / sizeof *nfc_after_unicode9; k++) {
+        int32_t cp = nfc_after_unicode9[k]; /* kept as they are, but no base (nfc_kind) */
+        hf->nfc_inert[cp >> 3] &= (uint8_t)~(1u << (cp & 7));
+    }
 }
 
 typedef enum { NFC_INERT, NFC_KEEP, NFC_CHANGE } nfc_kind_t;
