@@ -86,9 +86,10 @@ gemm_builds = $(shell printf '\043include <$($(1)_HEADER)>\nint main(void){retur
 # $(call lib_builds,HEADER,CFLAGS,LIBS[,c++]): "ok" when that header and those libraries build a
 # program (in C++ when the fourth argument is given: SentencePiece's header is C++).
 lib_builds = $(shell printf '\043include <$(1)>\nint main(void){return 0;}\n' | $(if $(4),$(CXX) -x c++,$(CC) -x c) $(2) - -o /dev/null $(3) >/dev/null 2>&1 && echo ok)
-# "ok" when the tokenizer's libraries build: libjansson (tokenizer.json), libsentencepiece (.model)
-tok_builds = $(and $(call lib_builds,jansson.h,$(JANSSON_CFLAGS),$(JANSSON_LIBS)),$(call lib_builds,sentencepiece_processor.h,$(SPM_CFLAGS),$(SPM_LIBS),c++))
-# A GEMM library, or the tokenizer's libjansson or libsentencepiece, that is not there is a build
+# "ok" when the tokenizer's libraries build: libjansson and libutf8proc (tokenizer.json, its NFC),
+# libsentencepiece (.model)
+tok_builds = $(and $(call lib_builds,jansson.h,$(JANSSON_CFLAGS),$(JANSSON_LIBS)),$(call lib_builds,utf8proc.h,$(UTF8PROC_CFLAGS),$(UTF8PROC_LIBS)),$(call lib_builds,sentencepiece_processor.h,$(SPM_CFLAGS),$(SPM_LIBS),c++))
+# A GEMM library, or the tokenizer's libjansson, libutf8proc or libsentencepiece, that is not there is a build
 # error (not 200 undefined references): on a machine where Debian packages are missing (validation/deps.sh --missing), one line saying that `make deps`
 # installs them; else one naming the Makefile.inc variable to set. Checked only when something is
 # built here: not for clean, nor for the goals that install the dependencies first and build in a
@@ -105,11 +106,11 @@ endif
 ifneq ($(GEMM_OK),ok)
 $(error Makefile.inc: GEMM = $(GEMM), but <$($(GEMM)_HEADER)> with $(GEMM_LIBS) does not build: $($(GEMM)_HINT))
 endif
-$(error Makefile.inc: <jansson.h> with $(strip $(JANSSON_LIBS)) or <sentencepiece_processor.h> with $(strip $(SPM_LIBS)) does not build: install libjansson-dev and libsentencepiece-dev (make deps), or set JANSSON_CFLAGS, JANSSON_LIBS, SPM_CFLAGS, SPM_LIBS to where they are)
+$(error Makefile.inc: <jansson.h> with $(strip $(JANSSON_LIBS)), <utf8proc.h> with $(strip $(UTF8PROC_LIBS)) or <sentencepiece_processor.h> with $(strip $(SPM_LIBS)) does not build: install libjansson-dev, libutf8proc-dev and libsentencepiece-dev (make deps), or set JANSSON_CFLAGS, JANSSON_LIBS, UTF8PROC_CFLAGS, UTF8PROC_LIBS, SPM_CFLAGS, SPM_LIBS to where they are)
 endif
 endif
-ALL_CFLAGS = $(CFLAGS) -Isrc $(GEMM_CFLAGS) $(HDF5_CFLAGS) $(HWLOC_CFLAGS) $(PAPI_CFLAGS) $(PCRE2_CFLAGS) $(JANSSON_CFLAGS)
-ALL_LIBS   = $(HDF5_LIBS) $(GEMM_LIBS) $(HWLOC_LIBS) $(PAPI_LIBS) $(PCRE2_LIBS) $(JANSSON_LIBS) $(SPM_LIBS) $(if $(filter 1,$(CUDA)),$(CUDA_LIBS)) -lm
+ALL_CFLAGS = $(CFLAGS) -Isrc $(GEMM_CFLAGS) $(HDF5_CFLAGS) $(HWLOC_CFLAGS) $(PAPI_CFLAGS) $(PCRE2_CFLAGS) $(JANSSON_CFLAGS) $(UTF8PROC_CFLAGS)
+ALL_LIBS   = $(HDF5_LIBS) $(GEMM_LIBS) $(HWLOC_LIBS) $(PAPI_LIBS) $(PCRE2_LIBS) $(JANSSON_LIBS) $(UTF8PROC_LIBS) $(SPM_LIBS) $(if $(filter 1,$(CUDA)),$(CUDA_LIBS)) -lm
 
 UNIT_SRC := $(wildcard validation/unit/test_*.c)
 UNIT_BIN := $(patsubst validation/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
@@ -206,7 +207,7 @@ $(BUILD)/tests/cuda/test_comm_nccl_fake: validation/unit/cuda/test_comm_nccl_fak
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(CUDA_CFLAGS) $(CMOCKA_CFLAGS) -o $@ validation/unit/cuda/test_comm_nccl_fake.c \
 	    validation/unit/cuda/fake_nccl.c $(LIB) $(CMOCKA_LIBS) $(HDF5_LIBS) $(GEMM_LIBS) $(HWLOC_LIBS) \
-	    $(PAPI_LIBS) $(PCRE2_LIBS) $(JANSSON_LIBS) $(SPM_LIBS) -lm $(LDFLAGS)
+	    $(PAPI_LIBS) $(PCRE2_LIBS) $(JANSSON_LIBS) $(UTF8PROC_LIBS) $(SPM_LIBS) -lm $(LDFLAGS)
 $(BUILD)/tests/cuda/%: validation/unit/cuda/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(CUDA_CFLAGS) $(CMOCKA_CFLAGS) -MMD -MP -o $@ $< $(LIB) $(CMOCKA_LIBS) $(ALL_LIBS) $(LDFLAGS)

@@ -13,8 +13,9 @@ PACKAGES="make gcc pkg-config openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf
 libhwloc-dev hwloc libpapi-dev libopenblas-dev libdnnl-dev libcmocka-dev python3 python3-numpy python3-h5py \
 python3-torch"
 PACKAGES="$PACKAGES libpcre2-dev python3-pip" # the tokenizer's regex (PCRE2); pip for tiktoken
-# tokenizer.json (jansson), SentencePiece models (the library; its Python module for the tests)
-PACKAGES="$PACKAGES libjansson-dev libsentencepiece-dev sentencepiece python3-sentencepiece"
+# tokenizer.json (jansson; utf8proc for its NFC normalizer), SentencePiece models (the library;
+# its Python module for the tests)
+PACKAGES="$PACKAGES libjansson-dev libutf8proc-dev libsentencepiece-dev sentencepiece python3-sentencepiece"
 PACKAGES="$PACKAGES fortunes" # the demo corpus (make demo)
 PACKAGES="$PACKAGES python3-matplotlib" # llmsweep's plots
 PACKAGES="$PACKAGES python3-protobuf python3-absl" # tensorboard's reader (validation/tensorboard_check.py)

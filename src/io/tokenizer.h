@@ -20,17 +20,21 @@
  *  - a ".json" file that is not vocab.json (or a directory with tokenizer.json and no
  *    vocab.json): a Hugging Face tokenizer.json (read with libjansson) of model.type "BPE" over
  *    bytes: pre_tokenizer ByteLevel (use_regex: GPT-2's pattern) or Sequence [Split (a Regex,
- *    behavior Isolated, not inverted), ByteLevel (use_regex false)], no normalizer, no dropout,
- *    no subword prefix or suffix, all 256 bytes tokens. Ids are the file's; a word is merged as
- *    the library merges it (by the rank of each adjacent pair in model.merges, then leftmost),
- *    model.ignore_merges honoured. Added tokens (added_tokens) are found in the text first,
- *    leftmost-longest; with flags = 0 only the non-special ones (the library with
- *    encode_special_tokens = True), with TOKENIZER_ALLOW_SPECIAL all (its default). The
+ *    behavior Isolated, not inverted), ByteLevel (use_regex false)], no normalizer or NFC
+ *    (Qwen 2's; alone or in a Sequence; libutf8proc), no dropout, no subword prefix or suffix,
+ *    all 256 bytes tokens. Ids are the file's; a word is merged as the library merges it (by
+ *    the rank of each adjacent pair in model.merges, then leftmost), model.ignore_merges
+ *    honoured. Added tokens (added_tokens) are found in the text first, leftmost-longest, as
+ *    the library does: those not `normalized` in the text as given, then after NFC the
+ *    `normalized` ones (their content in NFC too); with flags = 0 a special token found is
+ *    left as text (the library with encode_special_tokens = True), with
+ *    TOKENIZER_ALLOW_SPECIAL it is the token (its default). NFC is the library's: Unicode
+ *    9.0's tables, so the characters since then that would combine are left as they are. The
  *    document token is the special token the post_processor's template puts first (Llama 3's
  *    <|begin_of_text|>), else the added token <|endoftext|> (Qwen 2, GPT-2).
- *    Refused, naming the file and field: another model.type, a normalizer (e.g. Qwen 2's NFC),
- *    another pre_tokenizer, added tokens with lstrip/rstrip/single_word, merges that name
- *    tokens model.vocab lacks.
+ *    Refused, naming the file and field: another model.type, another normalizer (NFKC,
+ *    Lowercase, ...), another pre_tokenizer, added tokens with lstrip/rstrip/single_word,
+ *    merges that name tokens model.vocab lacks.
  * A vocabulary that does not parse is refused with one message naming the file and line.
  *
  * Encoding is tiktoken's: split the text with GPT-2's pattern

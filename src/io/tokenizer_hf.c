@@ -53,6 +53,32 @@ static bool jnone(const json_t *v) {
            (json_is_string(v) && json_string_value(v)[0] == 0);
 }
 
+/* The normalizer: none, NFC (Qwen 2's), or a Sequence of NFC only (NFC twice is NFC once). */
+static int check_normalizer(hf_load_t *L) {
+    json_t *n = json_object_get(L->root, "normalizer");
+    const char *type = jstr(n, "type");
+    if (jnone(n)) return 0;
+    if (type && strcmp(type, "Sequence") == 0) {
+        size_t i;
+        json_t *m;
+        json_array_foreach(json_object_get(n, "normalizers"), i, m) {
+            const char *mt = jstr(m, "type");
+            if (mt && strcmp(mt, "NFC") == 0) {
+                L->t->hf->nfc = true;
+                continue;
+            }
+            char field[64];
+            snprintf(field, sizeof field, "normalizer.normalizers[%zu].type", i);
+            return refuse(L, "%s is '%s': not supported (llmtrain applies NFC, Qwen 2's, alone "
+                          "or in a Sequence, and no other normalizer)", field, mt ? mt : "null");
+        }
+        return 0;
+    }
+    if (type && strcmp(type, "NFC") == 0) return L->t->hf->nfc = true, 0;
+    return refuse(L, "%s is '%s': not supported (llmtrain applies NFC, Qwen 2's, alone or in a "
+                  "Sequence, and no other normalizer)", "normalizer", type ? type : "null");
+}
+
 static int check_model(hf_load_t *L) {
     L->model = json_object_get(L->root, "model");
     const char *type = jstr(L->model, "type");
@@ -71,10 +97,8 @@ static int check_model(hf_load_t *L) {
         return refuse(L, "%s is set: not supported (byte-level BPE without it only)%s", field,
                       NULL);
     }
-    if (!jnone(json_object_get(L->root, "normalizer")))
-        return refuse(L, "%s is '%s': not supported (llmtrain applies no normalizer; Qwen 2's "
-                      "NFC is one)", "normalizer",
-                      jstr(json_object_get(L->root, "normalizer"), "type"));
+    if (check_normalizer(L) != 0) return -1;
+    if (L->t->hf->nfc) hf_nfc_init(L->t->hf);
     L->t->hf->ignore_merges = json_is_true(json_object_get(L->model, "ignore_merges"));
     return 0;
 }
@@ -169,10 +193,12 @@ static void put_vocab(hf_load_t *L, json_t *vocab, int byte_of_cp[324]) {
     free(tmp);
 }
 
-/* added_tokens: their content as bytes, their flags checked. */
+/* added_tokens: their content as bytes, their flags checked; what the text is searched for: the
+ * content as written, or in NFC for a `normalized` token when the normalizer is NFC (the
+ * library normalizes those patterns, AddedVocabulary::refresh_added_tokens). */
 static int put_added(hf_load_t *L, json_t *added) {
     hf_bpe_t *hf = L->t->hf;
-    size_t i;
+    size_t i, n_pat = 0, cap_pat = 0;
     json_t *a;
     hf->n_added = json_array_size(added);
     hf->added = calloc(hf->n_added ? hf->n_added : 1, sizeof *hf->added);
@@ -190,10 +216,17 @@ static int put_added(hf_load_t *L, json_t *added) {
         if (!c[0]) return refuse(L, "%s: an empty content%s", "added_tokens", NULL);
         pool_put(L, id, c, strlen(c));
         L->len_of[id] |= 1u << 31; /* an added token is matched whole, never made by BPE */
-        hf->added[i] = (added_tok_t){.id = id, .len = (uint32_t)strlen(c),
-                                     .special = json_is_true(json_object_get(a, "special"))};
-        hf->first_any[(uint8_t)c[0]] = true;
-        if (!hf->added[i].special) hf->first_plain[(uint8_t)c[0]] = true;
+        bool normalized = json_is_true(json_object_get(a, "normalized"));
+        size_t n = strlen(c);
+        const uint8_t *p = normalized && hf->nfc ? hf_nfc(hf, (const uint8_t *)c, n, &n)
+                                                 : (const uint8_t *)c;
+        if (n_pat + n > cap_pat) hf->pat = xrealloc_small(hf->pat, cap_pat = 2 * (n_pat + n));
+        memcpy(hf->pat + n_pat, p, n);
+        hf->added[i] = (added_tok_t){.id = id, .off = (uint32_t)n_pat, .len = (uint32_t)n,
+                                     .special = json_is_true(json_object_get(a, "special")),
+                                     .normalized = normalized};
+        (normalized ? hf->first_norm : hf->first_raw)[p[0]] = true;
+        n_pat += n;
     }
     return 0;
 }
@@ -349,19 +382,21 @@ static int load_parts(hf_load_t *L) {
     gpt2_alphabet(byte_of_cp);
     put_vocab(L, vocab, byte_of_cp);
     if (put_added(L, added) != 0 || lay_out_ids(L) != 0 || load_merges(L) != 0) return -1;
-    for (size_t k = 0; k < t->hf->n_added; k++) t->hf->added[k].off = t->id_off[t->hf->added[k].id];
     if (find_doc_token(L) != 0) return -1;
     char msg[256];
     if (pretok_init(&t->re, pattern, msg, sizeof msg) != 0)
         return refuse(L, "%s: %s", "pre_tokenizer.pretokenizers[0].pattern.Regex", msg);
-    bool plain_nl = false; /* a non-special added token with a newline: cutting could split it */
+    /* An added token with a newline: cutting could split it (a special one too: in llmprep's
+     * text the library skips its match as text, and no token is found inside it). NFC keeps
+     * both cuts: each is just before a "\n" or an ASCII letter, characters that never combine
+     * with what precedes them, so the NFC of the whole is the NFC of the two parts joined. */
+    bool token_nl = false;
     for (size_t k = 0; k < t->hf->n_added; k++)
-        plain_nl |= !t->hf->added[k].special &&
-                    memchr(t->id_bytes + t->hf->added[k].off, '\n', t->hf->added[k].len);
-    t->cut_newline_letter = pattern && !plain_nl &&
+        token_nl |= memchr(t->hf->pat + t->hf->added[k].off, '\n', t->hf->added[k].len) != NULL;
+    t->cut_newline_letter = pattern && !token_nl &&
                             (strcmp(pattern, LLAMA3_PATTERN) == 0 ||
                              strcmp(pattern, QWEN2_PATTERN) == 0);
-    t->cut_gpt2 = !pattern && !plain_nl;
+    t->cut_gpt2 = !pattern && !token_nl;
     return 0;
 }
 
@@ -403,6 +438,10 @@ void hf_free(hf_bpe_t *hf) {
     free(hf->pair_key);
     free(hf->pair_val);
     free(hf->added);
+    free(hf->pat);
+    free(hf->nfc_inert);
+    free(hf->nfc_out);
+    free(hf->nfc_cp);
     free(hf->sym);
     free(hf->heap);
     free(hf);

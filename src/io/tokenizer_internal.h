@@ -194,8 +194,10 @@ typedef enum tok_kind {
 
 typedef struct added_tok { /* a tokenizer.json added token: matched in the text before BPE */
     uint32_t id;
-    uint32_t off, len;     /* its content: ids' bytes [off, off + len) */
+    uint32_t off, len;     /* what is matched: hf->pat[off, off + len), its content as written,
+                              or in NFC when it is `normalized` and the normalizer is NFC */
     bool special;
+    bool normalized;       /* matched in the normalized text (else in the text as given) */
 } added_tok_t;
 
 typedef struct hf_sym { /* one symbol of a word being merged (the library's Symbol) */
@@ -216,12 +218,19 @@ typedef struct hf_bpe {
     uint64_t *pair_val;
     size_t pair_mask;
     bool ignore_merges;         /* a word that is a token is that token (model.ignore_merges) */
+    bool nfc;                   /* the normalizer is NFC (alone or in a Sequence) */
     added_tok_t *added;
     size_t n_added;
-    bool first_any[256], first_plain[256]; /* first bytes of the added tokens: all, non-special */
+    uint8_t *pat;               /* the added tokens' patterns */
+    bool first_raw[256], first_norm[256]; /* first bytes of the patterns: not normalized, normalized */
     hf_sym_t *sym;              /* scratch */
     hf_merge_t *heap;
     size_t cap;
+    uint8_t *nfc_inert;         /* NFC: a bit per code point, 1 when NFC leaves it alone */
+    uint8_t *nfc_out;           /* scratch of hf_nfc: the normalized text, its code points */
+    size_t cap_nfc_out;
+    int32_t *nfc_cp;
+    size_t cap_nfc_cp;
 } hf_bpe_t;
 
 struct tokenizer {
@@ -256,6 +265,11 @@ int tokenizer_load_hf(tokenizer_t **out, const char *path, char *err, size_t err
 int tokenizer_load_spm(tokenizer_t **out, const char *path, char *err, size_t errlen);
 /* Encode with a tokenizer.json's merges (tokenizer_hfbpe.c). */
 void hf_encode(tokenizer_t *tok, const uint8_t *text, size_t len, unsigned flags, tok_ids_t *out);
+/* text[0..len) in Unicode NFC (libutf8proc), as the library's NFC normalizer makes it: the text
+ * itself when it is ASCII, else hf's scratch (valid until the next call); *out_len its length.
+ * Bytes that are not UTF-8 stay as they are. (tokenizer_hfbpe.c) */
+const uint8_t *hf_nfc(hf_bpe_t *hf, const uint8_t *text, size_t len, size_t *out_len);
+void hf_nfc_init(hf_bpe_t *hf); /* hf_nfc's table; once, before it */
 void hf_free(hf_bpe_t *hf);
 
 /* Shared with tokenizer_formats.c: the whole file, GPT-2's byte alphabet and its decoding. */

@@ -4,8 +4,9 @@
 # Text (built once in build/bench/tokenizer_text.txt, about 8 MB): the licence texts and package
 # copyright files installed under /usr/share (English prose, lists, code-like notices) and the
 # tokenizer test corpus (code, numbers, many scripts, emoji, odd whitespace) repeated.
-# Also: a tokenizer.json (Llama 3's pattern) against `tokenizers` and a SentencePiece model against
-# sentencepiece, the same text; llmprep end to end on 1 and 2 ranks. Writes build/bench/tokenizer.md.
+# Also: a tokenizer.json (Llama 3's pattern; Qwen 2's without and with its NFC normalizer) against
+# `tokenizers` and a SentencePiece model against sentencepiece, the same text; llmprep end to end
+# on 1 and 2 ranks. Writes build/bench/tokenizer.md.
 set -u
 cd "$(dirname "$0")/../.."
 : "${MPIRUN:=mpirun --oversubscribe}" "${PYTHON:=/usr/bin/python3}" "${REPEATS:=5}"
@@ -45,12 +46,16 @@ echo "$theirs"
     done
 } >$OUT/tokenizer.md
 # tokenizer.json and SentencePiece against their libraries: the test's tokenizers (trained on the
-# tokenizer corpus: Llama 3's pattern, 1000 ids; SentencePiece BPE with Llama 2's options, 1500)
+# tokenizer corpus: Llama 3's pattern, 1000 ids; Qwen 2's without and with NFC, 1000 ids;
+# SentencePiece BPE with Llama 2's options, 1500)
 HF=$OUT/tokenizer_hf
 mkdir -p $HF
-$PYTHON validation/tokenizer/hf_make.py bpe llama3 $HF/llama3.json validation/tokenizer/corpus/*.txt &&
-    $PYTHON validation/tokenizer/hf_make.py spm $HF/spm validation/tokenizer/corpus/*.txt || exit 1
-for pair in "json $HF/llama3.json tokenizer.json" "spm $HF/spm.model SentencePiece"; do
+for fam in llama3 qwen2 qwen2nfc; do
+    $PYTHON validation/tokenizer/hf_make.py bpe $fam $HF/$fam.json validation/tokenizer/corpus/*.txt || exit 1
+done
+$PYTHON validation/tokenizer/hf_make.py spm $HF/spm validation/tokenizer/corpus/*.txt || exit 1
+for pair in "json $HF/llama3.json tokenizer.json" "json $HF/qwen2.json tokenizer.json(Qwen2)" \
+    "json $HF/qwen2nfc.json tokenizer.json(Qwen2+NFC)" "spm $HF/spm.model SentencePiece"; do
     set -- $pair
     o_all=$($OUT/bench_tokenizer $2 $TEXT $REPEATS) || exit 1
     t_all=$($PYTHON validation/bench/bench_tokenizer_hf.py $1 $2 $TEXT $REPEATS) || exit 1

@@ -3,16 +3,19 @@
 # to the reference libraries. Tokenizers of the real families are trained here (no real file is
 # fetched): byte-level BPE with the `tokenizers` library and the pre-tokenizer regex of Llama 3
 # (GPT-4's too), Qwen 2 and GPT-4o, with special tokens, a non-special added token and
-# <|begin_of_text|> as the document token; a SentencePiece BPE model with Llama 2's options
-# (byte fallback, split digits, a user-defined symbol) and a unigram one (NFKC) with the
-# sentencepiece library. Documents: the tokenizer corpus (English, code, many scripts, emoji, odd
-# whitespace, \r\n, tabs), a mixed text with the added and special tokens as text, and 150 fuzz
-# documents of white space, letters, digits, emoji and tokens, encoded in 64-byte slices on 2
-# ranks. References: `tokenizers` (tokenizer.json), sentencepiece's own encoder and transformers'
+# <|begin_of_text|> as the document token; Qwen 2's with its NFC normalizer and two `normalized`
+# added tokens; a SentencePiece BPE model with Llama 2's options (byte fallback, split digits, a
+# user-defined symbol) and a unigram one (NFKC) with the sentencepiece library. Documents: the
+# tokenizer corpus (English, code, many scripts, emoji, odd whitespace, \r\n, tabs), a mixed text
+# with the added and special tokens as text, a text of NFC's cases (decomposed and precomposed
+# letters, marks out of order, Hangul jamo, exclusions), and 150 fuzz documents of white space,
+# letters, digits, emoji, decomposed letters and tokens, encoded in 64-byte slices on 2 ranks;
+# for the NFC tokenizer also every code point below U+20000 alone, in NFD and after a base with
+# two marks (1.6 MB). References: `tokenizers` (tokenizer.json), sentencepiece's own encoder and transformers'
 # LlamaTokenizerFast (.model).
 # Then a run of llmtrain on the shards with &data tokenizer: 3 training steps, and generation with
-# a text prompt whose ids are the library's. Bad files (corrupt JSON, WordPiece, Unigram, a cut
-# .model): exit 2 with one message naming the file.
+# a text prompt whose ids are the library's. Bad files (corrupt JSON, WordPiece, Unigram, an NFKC
+# normalizer, a cut .model): exit 2 with one message naming the file.
 source "$(dirname "$0")/lib.bash"
 T=$TEST_DIR
 export PYTHONPATH=$PWD/.deps/python${PYTHONPATH:+:$PYTHONPATH}
@@ -23,7 +26,7 @@ C=validation/tokenizer/corpus
 mkdir -p $T/docs
 $PYTHON validation/tokenizer/hf_make.py texts $T/docs 150
 CORPUS=$(ls $C/*.txt)
-DOCS="$CORPUS $T/docs/mixed.txt $(ls $T/docs/fuzz_*.txt)"
+DOCS="$CORPUS $T/docs/mixed.txt $T/docs/nfc.txt $(ls $T/docs/fuzz_*.txt)"
 
 prep() { # OUT_DIR TOKENIZER FILES...
     local out=$1 tok=$2; shift 2
@@ -34,10 +37,12 @@ compare() { # KIND TOKENIZER OUT_DIR FILES...
     $PYTHON validation/tokenizer/hf_compare.py "$@" || fail "$1 $2: ids differ from the library"
 }
 
-for fam in llama3 qwen2 gpt4o; do
+for fam in llama3 qwen2 gpt4o qwen2nfc; do
     $PYTHON validation/tokenizer/hf_make.py bpe $fam $T/$fam.json $CORPUS || fail "training $fam"
-    prep $T/$fam $T/$fam.json $DOCS
-    compare json $T/$fam.json $T/$fam $DOCS
+    docs=$DOCS
+    [ $fam = qwen2nfc ] && docs="$DOCS $T/docs/unicode.txt"
+    prep $T/$fam $T/$fam.json $docs
+    compare json $T/$fam.json $T/$fam $docs
     cmp $T/$fam.json $T/$fam/tokenizer.json || fail "$fam: the out dir's tokenizer.json is not a copy"
     grep -qF '"tokenizer_kind": "byte-level BPE (tokenizer.json)"' $T/$fam/manifest.json ||
         fail "$fam: manifest tokenizer_kind"
@@ -104,11 +109,11 @@ gen gen_json $T/llama3/tokenizer.json json 1024 $T/train/weights_step000003.h5
 gen gen_spm $T/spm spm 1536 # the directory llmprep wrote: its tokenizer.model
 
 # files llmtrain cannot read: exit 2, one message naming the file
-for kind in corrupt wordpiece unigram; do
+for kind in corrupt wordpiece unigram nfkc; do
     $PYTHON validation/tokenizer/hf_make.py bad $kind $T/bad_$kind.json
 done
 head -c 200 $T/spm.model >$T/bad_cut.model
-for f in $T/bad_corrupt.json $T/bad_wordpiece.json $T/bad_unigram.json $T/bad_cut.model; do
+for f in $T/bad_corrupt.json $T/bad_wordpiece.json $T/bad_unigram.json $T/bad_nfkc.json $T/bad_cut.model; do
     timeout 60 $MPIRUN -np 2 ./llmprep --out $T/bad --tokenizer $f $C/english.txt >$T/bad.out 2>$T/bad.err
     rc=$?
     [ $rc -eq 2 ] || { cat $T/bad.out $T/bad.err; fail "$f: exit $rc, expected 2"; }
@@ -116,5 +121,5 @@ for f in $T/bad_corrupt.json $T/bad_wordpiece.json $T/bad_unigram.json $T/bad_cu
         { cat $T/bad.err; fail "$f: not one message naming the file"; }
     grep "^llmprep: error" $T/bad.err
 done
-echo "PASS: tokenizer.json (Llama 3, Qwen 2, GPT-4o patterns) and SentencePiece ids identical" \
+echo "PASS: tokenizer.json (Llama 3, Qwen 2 with and without NFC, GPT-4o patterns) and SentencePiece ids identical" \
     "to the libraries; llmtrain reads them"

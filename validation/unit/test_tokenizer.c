@@ -307,6 +307,52 @@ static void hugging_face_files_load_like_the_rank_file(void **state) {
     tokenizer_destroy(rt);
 }
 
+/* A tokenizer.json whose ids are the bytes (id b = byte b, no merges), <|endoftext|> 256, with the
+ * given normalizer and two added tokens: "e\u0301x" (normalized, 257), "A\u030a" (not, 258). */
+static tokenizer_t *bytes_tokenizer_json(const char *normalizer) {
+    FILE *f = fopen(in_dir("bytes.json"), "wb");
+    fprintf(f, "{\"normalizer\": %s,\n \"pre_tokenizer\": {\"type\": \"ByteLevel\", "
+               "\"add_prefix_space\": false, \"use_regex\": true},\n \"added_tokens\": [\n"
+               "{\"id\": 256, \"content\": \"<|endoftext|>\", \"special\": true, \"normalized\": false},\n"
+               "{\"id\": 257, \"content\": \"e\\u0301x\", \"special\": false, \"normalized\": true},\n"
+               "{\"id\": 258, \"content\": \"A\\u030a\", \"special\": false, \"normalized\": false}],\n"
+               " \"model\": {\"type\": \"BPE\", \"merges\": [], \"vocab\": {", normalizer);
+    for (int b = 0; b < 256; b++) {
+        fputs(b ? ", \"" : "\"", f);
+        if (b == '"' || b == '\\') fputc('\\', f);
+        put_gpt2_char(f, b);
+        fprintf(f, "\": %d", b);
+    }
+    fputs("}}}\n", f);
+    fclose(f);
+    return load(in_dir("bytes.json"));
+}
+
+/* NFC as the Unicode standard defines it (UAX #15; the library's own ids are compared on whole
+ * documents by validation/e2e/tokenizer_hf.sh): the ids are the bytes of the composed text. */
+static void nfc_normalizer_composes_before_tokens_and_pieces_per_unicode_nfc(void **state) {
+    (void)state;
+    tokenizer_t *t = bytes_tokenizer_json("{\"type\": \"NFC\"}");
+    EXPECT(t, "e\xcc\x81", 0, 0xc3, 0xa9);                  /* e + U+0301 -> U+00E9 */
+    EXPECT(t, "\xe2\x84\xab", 0, 0xc3, 0x85);               /* U+212B (a singleton) -> U+00C5 */
+    EXPECT(t, "\xe1\x84\x80\xe1\x85\xa1\xe1\x86\xa8", 0, 0xea, 0xb0, 0x81); /* jamo -> U+AC01 */
+    EXPECT(t, "a\xcc\x81\xcc\x96", 0, 0xc3, 0xa1, 0xcc, 0x96); /* reordered, a + U+0301 composed */
+    EXPECT(t, "\xe0\xa5\x98", 0, 0xe0, 0xa4, 0x95, 0xe0, 0xa4, 0xbc); /* U+0958: excluded */
+    EXPECT(t, "e\xff\xcc\x81", 0, 'e', 0xff, 0xcc, 0x81);   /* not UTF-8: a barrier, kept */
+    EXPECT(t, "a\xdf\xbd\xcc\x81", 0, 'a', 0xdf, 0xbd, 0xcc, 0x81); /* U+07FD: Unicode 11 */
+    EXPECT(t, "\xc3\xa9x e\xcc\x81x", 0, 257, 0x20, 257); /* a normalized token: after NFC */
+    EXPECT(t, "A\xcc\x8a \xc3\x85", 0, 258, 0x20, 0xc3, 0x85); /* not normalized: as written */
+    EXPECT(t, "<|endoftext|>", TOKENIZER_ALLOW_SPECIAL, 256);
+    tokenizer_destroy(t);
+    t = bytes_tokenizer_json("{\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"NFC\"}]}");
+    EXPECT(t, "e\xcc\x81", 0, 0xc3, 0xa9);
+    tokenizer_destroy(t);
+    t = bytes_tokenizer_json("null"); /* no normalizer: the bytes as they are */
+    EXPECT(t, "e\xcc\x81", 0, 'e', 0xcc, 0x81);
+    EXPECT(t, "e\xcc\x81x \xc3\xa9x", 0, 257, 0x20, 0xc3, 0xa9, 'x');
+    tokenizer_destroy(t);
+}
+
 /* Create a broken vocabulary and check the one message names the file, line and problem. */
 static void expect_refused(const char *path, const char *part1, const char *part2) {
     tokenizer_t *t = (tokenizer_t *)1;
@@ -395,8 +441,14 @@ static void unsupported_tokenizer_json_and_model_are_refused_naming_file_and_fie
     expect_refused(in_dir("t.json"), "t.json: model.type is 'Unigram'", "BPE");
     write_file("t.json", "{\"model\": {\"type\": \"BPE\", \"byte_fallback\": true}}");
     expect_refused(in_dir("t.json"), "t.json: model.byte_fallback", "not supported");
-    write_file("t.json", "{\"normalizer\": {\"type\": \"NFC\"}, " BPE_MODEL "}");
-    expect_refused(in_dir("t.json"), "t.json: normalizer is 'NFC'", "not supported");
+    write_file("t.json", "{\"normalizer\": {\"type\": \"NFKD\"}, " BPE_MODEL "}");
+    expect_refused(in_dir("t.json"), "t.json: normalizer is 'NFKD'", "not supported");
+    write_file("t.json", "{\"normalizer\": {\"type\": \"Lowercase\"}, " BPE_MODEL "}");
+    expect_refused(in_dir("t.json"), "t.json: normalizer is 'Lowercase'", "NFC");
+    write_file("t.json", "{\"normalizer\": {\"type\": \"Sequence\", \"normalizers\": "
+                         "[{\"type\": \"NFC\"}, {\"type\": \"Lowercase\"}]}, " BPE_MODEL "}");
+    expect_refused(in_dir("t.json"), "t.json: normalizer.normalizers[1].type is 'Lowercase'",
+                   "not supported");
     write_file("t.json", "{\"pre_tokenizer\": {\"type\": \"Metaspace\"}, " BPE_MODEL "}");
     expect_refused(in_dir("t.json"), "t.json: pre_tokenizer.type is 'Metaspace'", "Sequence");
     write_file("t.model", "not a protobuf");
@@ -536,6 +588,7 @@ int main(void) {
         IN_TMP_DIR(encoding_between_safe_cuts_equals_encoding_the_whole),
         IN_TMP_DIR(save_then_load_is_identical),
         IN_TMP_DIR(hugging_face_files_load_like_the_rank_file),
+        IN_TMP_DIR(nfc_normalizer_composes_before_tokens_and_pieces_per_unicode_nfc),
         IN_TMP_DIR(broken_rank_files_are_refused_naming_file_and_line),
         IN_TMP_DIR(broken_hugging_face_files_are_refused_naming_file_and_line),
         IN_TMP_DIR(unsupported_tokenizer_json_and_model_are_refused_naming_file_and_field),
