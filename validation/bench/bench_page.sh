@@ -2,7 +2,7 @@
 # bench_page.sh — docs/benchmarks.md from what `make bench` wrote in build/bench/: the machine and
 # date of that run, then each part's results as the bench scripts wrote them (results.md: GEMM
 # rates, throughput beside PyTorch, the plain launch beside the best one, the targets;
-# pipeline.md, the checkpoint logs, recompute.md, memory.md, moe.md, cp.md, tokenizer.md). A part
+# pipeline.md, the checkpoint logs, big_tensor.md, recompute.md, memory.md, moe.md, cp.md, tokenizer.md). A part
 # the run skipped (THROUGHPUT_ONLY=1, a failed script) is said to be missing, not left stale.
 # Run by `make bench` after the bench scripts; by hand: bash validation/bench/bench_page.sh
 # Settings (environment): BENCH_DIR (build/bench), PAGE (docs/benchmarks.md).
@@ -48,7 +48,8 @@ tmp=$PAGE.tmp
     echo "model's shapes through llmtrain's ops and as one library call; llmtrain's training throughput"
     echo "beside PyTorch eager on the same model, batch and threads; the plain \`mpirun -np 1\` launch"
     echo "beside the best one), \`pipeline_bench.sh\` (bubble, bytes and time split per communicator),"
-    echo "\`checkpoint_bench.sh\` (checkpoint write and read bandwidth), \`recompute_bench.sh\`,"
+    echo "\`checkpoint_bench.sh\` (checkpoint write and read bandwidth), \`big_tensor_bench.sh\` (one"
+    echo "tensor of 2^31 + 4096 elements written and read back), \`recompute_bench.sh\`,"
     echo "\`memory_bench.sh\` (memory per category for ZeRO stages × recomputation, and the largest model"
     echo "the planner fits), \`moe_bench.sh\` (dense vs MoE, memory vs ep, load balance; its plot is"
     echo "\`build/bench/moe/moe_balance.png\`) and \`bench_tokenizer.sh\` (against tiktoken, tokenizers"
@@ -85,6 +86,7 @@ tmp=$PAGE.tmp
         echo "Not measured in this run (no \`$BENCH_DIR/ckpt_write.log\` newer than its results.md)."
     fi
     echo
+    part "A tensor over 2^31 elements" "$BENCH_DIR/big_tensor.md"
     part "Activation recomputation" "$BENCH_DIR/recompute.md"
     part "Memory: ZeRO × recomputation" "$BENCH_DIR/memory.md"
     part "Mixture of Experts" "$BENCH_DIR/moe.md"
