@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include "core/alloc.h"
 #include "parallel/comm_host.h"
+#include "parallel/comm_chunks.h"
 #include "parallel/comm_transport.h"
 #include <limits.h>
 #include <stdio.h>
@@ -33,7 +34,6 @@ static const char *wait_of[COMM_KINDS] = {"tp wait", "p2p send wait", "dp all-re
                                           "cp ring wait"};
 static void watch(const char *phase, MPI_Comm comm);
 static void unwatch(double t0);
-static void read_max_count(void);
 
 comm_stats_t *comm_stats(void) { return &stats; }
 void comm_stats_reset(void) { memset(&stats, 0, sizeof stats); }
@@ -56,7 +56,7 @@ struct comm_group {
 comm_group_t *comm_group_create(MPI_Comm comm, const char *label) {
     ASSERT(comm != MPI_COMM_NULL);
     comm_group_t *g = xcalloc(1, sizeof *g);
-    read_max_count();
+    comm_chunks_init();
     g->mpi = comm;
     MPI_CHECK(MPI_Comm_size(comm, &g->size));
     MPI_CHECK(MPI_Comm_rank(comm, &g->rank));
@@ -119,170 +119,22 @@ static void device_wait(const comm_group_t *g, void *event) {
         if (polls > 256) sched_yield();
 }
 
-/* ---- MPI calls of any size --------------------------------------------------------------------
- * MPI 3's counts and displacements are int (Open MPI 4.1 has no MPI 4 large-count calls): one
- * call moves at most max_count elements, and a larger transfer is made of several calls on
- * contiguous runs, started in the same order on every rank (comm.h, comm_max_count). The calls
- * of a non-blocking transfer are collected in an mpi_calls_t that its comm_req_t keeps; a
- * blocking transfer makes its calls one after the other with MPI's blocking collectives (the
- * algorithms its unchunked call uses). */
-static size_t max_count = (size_t)INT_MAX;
-
-size_t comm_max_count(void) { return max_count; }
-
-/* LLMT_COMM_MAX_COUNT, once (the first group is made on the main thread before any helper). */
-static void read_max_count(void) {
-    static bool read;
-    if (read) return;
-    read = true;
-    const char *v = getenv("LLMT_COMM_MAX_COUNT");
-    if (!v || !*v) return;
-    char *end;
-    errno = 0;
-    const long long c = strtoll(v, &end, 10);
-    if (errno || *end || c < 1 || c > INT_MAX)
-        fatal_user_here("LLMT_COMM_MAX_COUNT must be an element count in [1, %d] (got '%s')",
-                        INT_MAX, v);
-    max_count = (size_t)c;
-}
-
-/* The calls of one non-blocking transfer: their requests, and the int counts and displacements
- * an MPI vector call reads until it finishes. Plain (untracked) allocations: a few words. */
-typedef struct mpi_calls {
-    MPI_Request *r;
-    int n, cap;
-    int *ints;
-} mpi_calls_t;
-
-/* The next request slot of l; NULL for a blocking transfer (l == NULL). */
-static MPI_Request *next_call(mpi_calls_t *l) {
-    if (!l) return NULL;
-    if (l->n == l->cap) {
-        l->cap = l->cap ? 2 * l->cap : 8;
-        l->r = xrealloc_small(l->r, (size_t)l->cap * sizeof(MPI_Request));
-    }
-    l->r[l->n] = MPI_REQUEST_NULL;
-    return &l->r[l->n++];
-}
-
-static mpi_calls_t *calls_new(void) {
-    mpi_calls_t *l = xrealloc_small(NULL, sizeof *l);
-    *l = (mpi_calls_t){0};
-    return l;
-}
-
-static void calls_free(mpi_calls_t *l) {
-    free(l->r);
-    free(l->ints);
-    free(l);
-}
+size_t comm_max_count(void) { return comm_chunks_limit(); }
 
 /* req now stands for the calls in l (none started: nothing pending). */
 static void calls_started(comm_req_t *req, const comm_group_t *g, mpi_calls_t *l) {
     *req = COMM_REQ_NULL;
     if (l->n == 0) {
-        calls_free(l);
+        comm_calls_free(l);
         return;
     }
     req->group = g;
     req->calls = l;
 }
 
-/* Elements [at, at + run) of a piece of n: the run of the chunk starting at `at`. */
-static int run_at(size_t n, size_t at) { return (int)(n - at < max_count ? n - at : max_count); }
-
-/* Whether pieces (counts, displs; NULL displs: consecutive) fit one MPI call: every displacement
- * and the total within max_count (Open MPI sums the counts in an int). */
-static bool pieces_fit(const size_t *counts, const size_t *displs, int size) {
-    size_t total = 0;
-    for (int r = 0; r < size; r++) {
-        if (displs && (displs[r] > max_count || counts[r] > max_count - displs[r])) return false;
-        total += counts[r];
-    }
-    return total <= max_count;
-}
-
-/* int copies of pieces that fit: counts into ints[0, size), displacements (or the prefix sums)
- * into ints[size, 2 size). */
-static int *int_pieces(const size_t *counts, const size_t *displs, int size, int *ints) {
-    size_t at = 0;
-    for (int r = 0; r < size; r++) {
-        ints[r] = (int)counts[r];
-        ints[size + r] = (int)(displs ? displs[r] : at);
-        at += counts[r];
-    }
-    return ints;
-}
-
-/* In-place all-reduce of x[0, n) in consecutive runs. */
-static void chunked_allreduce(float *x, size_t n, MPI_Op op, MPI_Comm comm, mpi_calls_t *l) {
-    for (size_t at = 0; at < n; at += max_count) {
-        MPI_Request *q = next_call(l);
-        if (q)
-            MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, x + at, run_at(n, at), MPI_FLOAT, op, comm, q));
-        else
-            MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x + at, run_at(n, at), MPI_FLOAT, op, comm));
-    }
-}
-
-/* Reduce-scatter as reduces: rank r's piece (at the prefix sum of counts in x) summed onto r,
- * into out, in runs. */
-static void chunked_reduce_scatter(const float *x, float *out, const size_t *counts,
-                                   const comm_group_t *g, mpi_calls_t *l) {
-    size_t displ = 0;
-    for (int r = 0; r < g->size; r++) {
-        for (size_t at = 0; at < counts[r]; at += max_count) {
-            float *into = r == g->rank ? out + at : NULL; /* read on the root only */
-            MPI_Request *q = next_call(l);
-            const int k = run_at(counts[r], at);
-            if (q)
-                MPI_CHECK(MPI_Ireduce(x + displ + at, into, k, MPI_FLOAT, MPI_SUM, r, g->mpi, q));
-            else
-                MPI_CHECK(MPI_Reduce(x + displ + at, into, k, MPI_FLOAT, MPI_SUM, r, g->mpi));
-        }
-        displ += counts[r];
-    }
-}
-
-/* All-gather as broadcasts: rank r's piece (mine on r, copied to all + displs[r] first) from r
- * to every rank, in runs. */
-static void chunked_allgatherv(const float *mine, float *all, const size_t *counts,
-                               const size_t *displs, const comm_group_t *g, mpi_calls_t *l) {
-    float *own = all + displs[g->rank];
-    if (mine != own && counts[g->rank] > 0) memcpy(own, mine, counts[g->rank] * sizeof(float));
-    for (int r = 0; r < g->size; r++)
-        for (size_t at = 0; at < counts[r]; at += max_count) {
-            MPI_Request *q = next_call(l);
-            float *x = all + displs[r] + at;
-            if (q)
-                MPI_CHECK(MPI_Ibcast(x, run_at(counts[r], at), MPI_FLOAT, r, g->mpi, q));
-            else
-                MPI_CHECK(MPI_Bcast(x, run_at(counts[r], at), MPI_FLOAT, r, g->mpi));
-        }
-}
-
-/* Consecutive messages of at most max_count floats (MPI keeps messages between two ranks with
- * the same tag in order, so the receiver's runs match the sender's). */
-static void chunked_send(const float *x, size_t n, int peer, int tag, MPI_Comm comm,
-                         mpi_calls_t *l) {
-    for (size_t at = 0; at < n; at += max_count)
-        MPI_CHECK(MPI_Isend(x + at, run_at(n, at), MPI_FLOAT, peer, tag, comm, next_call(l)));
-}
-
-static void chunked_recv(float *x, size_t n, int peer, int tag, MPI_Comm comm, mpi_calls_t *l) {
-    for (size_t at = 0; at < n; at += max_count)
-        MPI_CHECK(MPI_Irecv(x + at, run_at(n, at), MPI_FLOAT, peer, tag, comm, next_call(l)));
-}
-
-/* Waits for every call of l and frees it. */
-static void calls_wait(mpi_calls_t *l) {
-    MPI_CHECK(MPI_Waitall(l->n, l->r, MPI_STATUSES_IGNORE));
-    calls_free(l);
-}
-
 /* MPI counts are int: a count that reaches here fits one call (the callers chunk the rest). */
 static int as_count(size_t n) {
-    ASSERT(n <= max_count);
+    ASSERT(n <= comm_max_count());
     return (int)n;
 }
 
@@ -328,7 +180,7 @@ static void float_allreduce(float *x, size_t n, comm_op_t op, const comm_group_t
                             comm_kind_t kind) {
     if (g->size == 1) return;
     const MPI_Op mop = op == COMM_SUM ? MPI_SUM : MPI_MAX;
-    if (!g->t && n <= max_count) {
+    if (!g->t && n <= comm_max_count()) {
         mpi_allreduce(x, (int)n, MPI_FLOAT, sizeof(float), mop, g, kind);
         return;
     }
@@ -337,7 +189,7 @@ static void float_allreduce(float *x, size_t n, comm_op_t op, const comm_group_t
         device_finish(g, g->t->allreduce(g->ctx, x, n, op), kind);
     } else {
         watchdog_enter(phase_of[kind], g->peers);
-        chunked_allreduce(x, n, mop, g->mpi, NULL);
+        comm_chunked_allreduce(x, n, mop, g->mpi, NULL);
         watchdog_leave();
     }
     charge(kind, t0, (double)n * sizeof(float));
@@ -371,12 +223,12 @@ void comm_iallreduce_sum(float *x, size_t n, const comm_group_t *g, comm_kind_t 
     double t0 = enter(start_of[kind]);
     if (g->t) {
         device_started(req, g, g->t->allreduce(g->ctx, x, n, COMM_SUM));
-    } else if (n <= max_count) {
+    } else if (n <= comm_max_count()) {
         MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, x, (int)n, MPI_FLOAT, MPI_SUM, g->mpi,
                                  mpi_start(req, g)));
     } else {
-        mpi_calls_t *l = calls_new();
-        chunked_allreduce(x, n, MPI_SUM, g->mpi, l);
+        mpi_calls_t *l = comm_calls_new();
+        comm_chunked_allreduce(x, n, MPI_SUM, g->mpi, l);
         calls_started(req, g, l);
     }
     charge(kind, t0, (double)n * sizeof(float));
@@ -390,13 +242,13 @@ void comm_ireduce_scatter_sum(const float *x, float *out, const size_t *counts,
     if (g->t) {
         device_started(req, g, g->t->reduce_scatter(g->ctx, x, out, counts));
     } else {
-        mpi_calls_t *l = calls_new();
-        if (pieces_fit(counts, NULL, g->size)) {
+        mpi_calls_t *l = comm_calls_new();
+        if (comm_pieces_fit(counts, NULL, g->size)) {
             l->ints = xrealloc_small(NULL, 2 * (size_t)g->size * sizeof(int));
-            MPI_CHECK(MPI_Ireduce_scatter(x, out, int_pieces(counts, NULL, g->size, l->ints),
-                                          MPI_FLOAT, MPI_SUM, g->mpi, next_call(l)));
+            MPI_CHECK(MPI_Ireduce_scatter(x, out, comm_int_pieces(counts, NULL, g->size, l->ints),
+                                          MPI_FLOAT, MPI_SUM, g->mpi, comm_calls_next(l)));
         } else {
-            chunked_reduce_scatter(x, out, counts, g, l);
+            comm_chunked_reduce_scatter(x, out, counts, g->mpi, g->size, g->rank, l);
         }
         calls_started(req, g, l);
     }
@@ -411,17 +263,18 @@ void comm_allgatherv_float(float *x, const size_t *counts, const size_t *displs,
         void *ev = g->t->allgatherv(g->ctx, x + displs[g->rank], x, counts, displs);
         watchdog_enter(phase, g->peers);
         device_wait(g, ev);
-    } else if (pieces_fit(counts, displs, g->size)) {
+    } else if (comm_pieces_fit(counts, displs, g->size)) {
         int small[2 * 16];
         int *ints = g->size <= 16 ? small : xrealloc_small(NULL, 2 * (size_t)g->size * sizeof(int));
-        int_pieces(counts, displs, g->size, ints);
+        comm_int_pieces(counts, displs, g->size, ints);
         watchdog_enter(phase, g->peers);
         MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x, ints, ints + g->size,
                                  MPI_FLOAT, g->mpi));
         if (ints != small) free(ints);
     } else {
         watchdog_enter(phase, g->peers);
-        chunked_allgatherv(x + displs[g->rank], x, counts, displs, g, NULL);
+        comm_chunked_allgatherv(x + displs[g->rank], x, counts, displs, g->mpi, g->size, g->rank,
+                                NULL);
     }
     watchdog_leave();
     charge(kind, t0, (double)counts[g->rank] * sizeof(float));
@@ -452,13 +305,13 @@ void comm_reduce_scatter_block_sum(const float *x, float *out, size_t n, const c
         free(c);
         watchdog_enter(phase, g->peers);
         device_wait(g, ev);
-    } else if (n <= max_count / (size_t)g->size) {
+    } else if (n <= comm_max_count() / (size_t)g->size) {
         watchdog_enter(phase, g->peers);
         MPI_CHECK(MPI_Reduce_scatter_block(x, out, (int)n, MPI_FLOAT, MPI_SUM, g->mpi));
     } else {
         size_t *c = equal_pieces(n, g);
         watchdog_enter(phase, g->peers);
-        chunked_reduce_scatter(x, out, c, g, NULL);
+        comm_chunked_reduce_scatter(x, out, c, g->mpi, g->size, g->rank, NULL);
         free(c);
     }
     watchdog_leave();
@@ -491,14 +344,14 @@ void comm_iallgatherv_float(const float *mine, float *all, const size_t *counts,
     if (g->t) {
         device_started(req, g, g->t->allgatherv(g->ctx, mine, all, counts, displs));
     } else {
-        mpi_calls_t *l = calls_new();
-        if (pieces_fit(counts, displs, g->size)) {
+        mpi_calls_t *l = comm_calls_new();
+        if (comm_pieces_fit(counts, displs, g->size)) {
             l->ints = xrealloc_small(NULL, 2 * (size_t)g->size * sizeof(int));
-            int_pieces(counts, displs, g->size, l->ints);
+            comm_int_pieces(counts, displs, g->size, l->ints);
             MPI_CHECK(MPI_Iallgatherv(mine, l->ints[g->rank], MPI_FLOAT, all, l->ints,
-                                      l->ints + g->size, MPI_FLOAT, g->mpi, next_call(l)));
+                                      l->ints + g->size, MPI_FLOAT, g->mpi, comm_calls_next(l)));
         } else {
-            chunked_allgatherv(mine, all, counts, displs, g, l);
+            comm_chunked_allgatherv(mine, all, counts, displs, g->mpi, g->size, g->rank, l);
         }
         calls_started(req, g, l);
     }
@@ -512,22 +365,23 @@ void comm_gatherv_float(const float *mine, size_t count, float *all, const size_
                         const size_t *displs, int root, const comm_group_t *g, const char *phase) {
     double t0 = enter(phase);
     watch(phase, g->mpi);
-    if (pieces_fit(counts, displs, g->size)) {
+    if (comm_pieces_fit(counts, displs, g->size)) {
         int *ints = xrealloc_small(NULL, 2 * (size_t)g->size * sizeof(int));
-        int_pieces(counts, displs, g->size, ints);
+        comm_int_pieces(counts, displs, g->size, ints);
         MPI_CHECK(MPI_Gatherv(mine, as_count(count), MPI_FLOAT, all, ints, ints + g->size,
                               MPI_FLOAT, root, g->mpi));
         free(ints);
     } else { /* each rank's piece sent to the root in runs */
-        mpi_calls_t *l = calls_new();
+        mpi_calls_t *l = comm_calls_new();
         if (g->rank != root) {
-            chunked_send(mine, count, root, GATHER_TAG, g->mpi, l);
+            comm_chunked_send(mine, count, root, GATHER_TAG, g->mpi, l);
         } else {
             for (int r = 0; r < g->size; r++)
-                if (r != root) chunked_recv(all + displs[r], counts[r], r, GATHER_TAG, g->mpi, l);
+                if (r != root)
+                    comm_chunked_recv(all + displs[r], counts[r], r, GATHER_TAG, g->mpi, l);
             if (count > 0) memcpy(all + displs[root], mine, count * sizeof(float));
         }
-        calls_wait(l);
+        comm_calls_wait(l);
     }
     unwatch(t0);
 }
@@ -537,11 +391,11 @@ void comm_isend(const float *x, size_t n, int peer, int tag, const comm_group_t 
     double t0 = enter(start_of[kind]);
     if (g->t) { /* stream order matches sends to receives: the tag is not needed */
         device_started(req, g, g->t->send(g->ctx, x, n, peer));
-    } else if (n <= max_count) {
+    } else if (n <= comm_max_count()) {
         MPI_CHECK(MPI_Isend(x, (int)n, MPI_FLOAT, peer, tag, g->mpi, mpi_start(req, g)));
     } else {
-        mpi_calls_t *l = calls_new();
-        chunked_send(x, n, peer, tag, g->mpi, l);
+        mpi_calls_t *l = comm_calls_new();
+        comm_chunked_send(x, n, peer, tag, g->mpi, l);
         calls_started(req, g, l);
     }
     charge(kind, t0, (double)n * sizeof(float));
@@ -550,11 +404,11 @@ void comm_isend(const float *x, size_t n, int peer, int tag, const comm_group_t 
 void comm_irecv(float *x, size_t n, int peer, int tag, const comm_group_t *g, comm_req_t *req) {
     if (g->t) {
         device_started(req, g, g->t->recv(g->ctx, x, n, peer));
-    } else if (n <= max_count) {
+    } else if (n <= comm_max_count()) {
         MPI_CHECK(MPI_Irecv(x, (int)n, MPI_FLOAT, peer, tag, g->mpi, mpi_start(req, g)));
     } else {
-        mpi_calls_t *l = calls_new();
-        chunked_recv(x, n, peer, tag, g->mpi, l);
+        mpi_calls_t *l = comm_calls_new();
+        comm_chunked_recv(x, n, peer, tag, g->mpi, l);
         calls_started(req, g, l);
     }
 }
@@ -568,7 +422,7 @@ static void wait_named(comm_req_t *req, comm_kind_t kind, const char *name, doub
     if (req->on_device)
         device_wait(g, req->handle.ptr);
     else if (req->calls)
-        calls_wait(req->calls);
+        comm_calls_wait(req->calls);
     else
         MPI_CHECK(MPI_Wait(mpi_request(req), MPI_STATUS_IGNORE));
     watchdog_leave();
@@ -591,7 +445,7 @@ bool comm_test(comm_req_t *req) {
     } else if (req->calls) {
         mpi_calls_t *l = req->calls;
         MPI_CHECK(MPI_Testall(l->n, l->r, &done, MPI_STATUSES_IGNORE));
-        if (done) calls_free(l);
+        if (done) comm_calls_free(l);
     } else {
         MPI_CHECK(MPI_Test(mpi_request(req), &done, MPI_STATUS_IGNORE));
     }

@@ -37,8 +37,8 @@ static void assert_bits(const float *a, const float *b, size_t n, const char *wh
     if (n && memcmp(a, b, n * sizeof(float)) != 0)
         for (size_t i = 0; i < n; i++)
             if (memcmp(&a[i], &b[i], sizeof(float)) != 0)
-                fail_msg("%s, rank %d, element %zu: %.9g chunked, %.9g by one MPI call", what, rank, i,
-                         a[i], b[i]);
+                fail_msg("%s, rank %d, element %zu: %.9g chunked, %.9g by one MPI call", what,
+                         rank, i, a[i], b[i]);
 }
 
 /* uneven pieces of total: rank r gets 9r + 11, rank 1 none when size > 2, the last the rest */
