@@ -11,7 +11,7 @@
  *    after the work already enqueued on the compute stream (so it sees the results computed so
  *    far), and a request is an event on that stream. Blocking calls and waits poll the event
  *    (never a blocking device synchronisation), under the watchdog like every MPI wait.
- * Host scalars and counts (the _double and _int calls, comm_gatherv_float's checkpoint pieces)
+ * Host scalars and counts (the _double and _int calls, comm_gatherv_float's gradient dump)
  * always travel by MPI, whichever way the group's floats travel.
  *
  * Owns: the per-kind statistics and the groups. Uses: MPI (comm.c), core/, parallel/watchdog.
@@ -90,12 +90,12 @@ void comm_iallreduce_sum_double(double *x, int n, const comm_group_t *g, comm_ki
                                 comm_req_t *req);
 /* Non-blocking sum reduce-scatter of floats: x[0, sum(counts)) from every rank, summed; rank r
  * receives elements [displ_r, displ_r + counts[r]) into out (ZeRO-2/3 gradients). */
-void comm_ireduce_scatter_sum(const float *x, float *out, const size_t *counts, const comm_group_t *g,
-                              comm_kind_t kind, comm_req_t *req);
+void comm_ireduce_scatter_sum(const float *x, float *out, const size_t *counts,
+                              const comm_group_t *g, comm_kind_t kind, comm_req_t *req);
 /* Blocking all-gather of variable-sized float pieces, in place: rank r's piece is already at
  * x + displs[r] (ZeRO parameter partitions). */
-void comm_allgatherv_float(float *x, const size_t *counts, const size_t *displs, const comm_group_t *g,
-                           comm_kind_t kind, const char *phase);
+void comm_allgatherv_float(float *x, const size_t *counts, const size_t *displs,
+                           const comm_group_t *g, comm_kind_t kind, const char *phase);
 /* Blocking all-gather of equal pieces, in place: rank r's n floats are already at all + r n
  * (sequence parallelism's gather of token rows before a column-parallel product). */
 void comm_allgather_inplace(float *all, size_t n, const comm_group_t *g, comm_kind_t kind,
@@ -108,8 +108,8 @@ void comm_reduce_scatter_block_sum(const float *x, float *out, size_t n, const c
 /* The same for 16-bit elements (a 16-bit weights copy): counts and displs count 16-bit elements
  * and must be even (ZeRO's pieces are multiples of 16); the pieces travel as pairs packed in
  * floats, which every transport copies bit for bit. */
-void comm_allgatherv_half(void *x, const size_t *counts, const size_t *displs, const comm_group_t *g,
-                          comm_kind_t kind, const char *phase);
+void comm_allgatherv_half(void *x, const size_t *counts, const size_t *displs,
+                          const comm_group_t *g, comm_kind_t kind, const char *phase);
 /* Pieces of 16-bit elements (counts, displs; n ranks; each even) as the pieces of floats that
  * carry them in pairs (for the float calls, as comm_allgatherv_half does). */
 void comm_half_pieces(const size_t *counts, const size_t *displs, int n, size_t *fcounts,
@@ -119,7 +119,7 @@ void comm_half_pieces(const size_t *counts, const size_t *displs, int n, size_t 
 void comm_iallgatherv_float(const float *mine, float *all, const size_t *counts,
                             const size_t *displs, const comm_group_t *g, comm_kind_t kind,
                             comm_req_t *req);
-/* Blocking gather of variable-sized float pieces onto root (checkpoint writes under ZeRO): host
+/* Blocking gather of variable-sized float pieces onto root (the gradient dump under ZeRO): host
  * buffers, MPI. */
 void comm_gatherv_float(const float *mine, size_t count, float *all, const size_t *counts,
                         const size_t *displs, int root, const comm_group_t *g, const char *phase);
