@@ -277,7 +277,7 @@ check-unit:
 	@$(MAKE) --no-print-directory tests
 	@MPIRUN="$(MPIRUN)" PYTHON="$(PYTHON)" bash validation/run_tests.sh --unit
 
-bench: llmtrain llmprep $(BUILD)/bench/bench_gemm
+bench: llmtrain llmprep $(BUILD)/bench/bench_gemm $(BUILD)/bench/bench_big_tensor
 	@MPIRUN="$(MPIRUN)" PYTHON="$(PYTHON)" bash validation/bench/run_bench.sh
 	@MPIRUN="$(MPIRUN)" PYTHON="$(PYTHON)" bash validation/bench/bench_tokenizer.sh
 	@bash validation/bench/bench_page.sh
@@ -295,6 +295,12 @@ $(BUILD)/bench/bench_gemm: validation/bench/bench_gemm.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -o $@ $< $(LIB) $(ALL_LIBS) $(LDFLAGS)
 -include $(BUILD)/bench/bench_gemm.d
+# bench_big_tensor: one tensor over 2^31 elements written and read back through the checkpoint
+# I/O (validation/bench/bench_big_tensor.c); run by validation/bench/big_tensor_bench.sh.
+$(BUILD)/bench/bench_big_tensor: validation/bench/bench_big_tensor.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -o $@ $< $(LIB) $(ALL_LIBS) $(LDFLAGS)
+-include $(BUILD)/bench/bench_big_tensor.d
 
 demo:
 	@bash validation/deps.sh --if-missing

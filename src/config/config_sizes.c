@@ -1,6 +1,6 @@
 /* config_sizes.c — sizes derived from several keys, bounded before anything is allocated.
  * Owns: the counts that must fit the kernels' and MPI's 32-bit integers (ranks, tokens, heads
- * and activations per micro-batch, tokens per step, parameters per rank) and the 1 TiB per rank
+ * and activations per micro-batch, tokens per step) and the 1 TiB per rank
  * ceiling, each with a message naming the keys and where each came from.
  *
  * Why a second, hand-written count of the GPT here, beside the planner (train/planner.c):
@@ -10,10 +10,12 @@
  * few digits) while it is read, on every rank, with file:line:col, before a grid or a model
  * exists, and before the planner's own arithmetic could overflow. So what is here is not a
  * plan but a closed-form estimate of one rank's parameters and activations (rank_size_at_least:
- * the largest pipeline stage, alignment and scratch left out) used for two refusals only: more
- * than INT_MAX parameters on a rank (the gradient all-reduce counts them in 32 bits; the
- * estimate is GPT-2's block, so the Llama switches and grouped-query attention only shift it),
- * and more than 1 TiB per rank, a guard against typos rather than a memory check. It
+ * the largest pipeline stage, alignment and scratch left out; the estimate is GPT-2's block, so
+ * the Llama switches and grouped-query attention only shift it) used for one refusal only: more
+ * than 1 TiB per rank, a guard against typos rather than a memory check. A rank may hold more
+ * than 2^31 parameters: element counts are 64-bit through the registry, ZeRO's partitions and
+ * the checkpoint I/O, and communication splits what MPI's int counts cannot take in one call
+ * (parallel/comm.h, comm_max_count). It
  * differs in kind from the planner's: 16 bytes per parameter (fp32 weights, gradients, AdamW
  * m and v) and fp32 activations whatever &train precision, the storage keys and ZeRO say, so
  * for a 16-bit or ZeRO run it is not a bound of what the planner will find; whether a run
@@ -177,8 +179,8 @@ static int check_batch_sizes(parse_ctx_t *ctx, const config_t *cfg) {
     if (acts > INT_LIMIT) {
         int k[] = {mb, T, cfg_key_index(G_MODEL, "d_model")};
         return size_error(ctx, k, 3, "micro_batch * seq_len * d_model = %d * %d * %d = %.0f activations per "
-                          "micro-batch exceed %.0f (they are sent between pipeline stages and summed over tp "
-                          "in one MPI call, whose count is a 32-bit integer)", cfg->micro_batch, cfg->seq_len,
+                          "micro-batch exceed %.0f (the kernels take a micro-batch's rows and widths as 32-bit "
+                          "integers)", cfg->micro_batch, cfg->seq_len,
                           cfg->d_model, acts, INT_LIMIT);
     }
     const double step_tokens = (double)cfg->global_batch * cfg->seq_len;
@@ -200,19 +202,6 @@ static int check_rank_memory(parse_ctx_t *ctx, const config_t *cfg) {
     const int moe_keys[] = {cfg_key_index(G_MODEL, "n_experts"), cfg_key_index(G_MODEL, "d_ff_expert"),
                             cfg_key_index(G_MODEL, "d_model"), cfg_key_index(G_PARALLEL, "ep"),
                             cfg_key_index(G_PARALLEL, "tp"), cfg_key_index(G_PARALLEL, "pp")};
-    rank_size_t r = rank_size_at_least(cfg);
-    if (r.params > INT_LIMIT && cfg->n_experts > 0)
-        return size_error(ctx, moe_keys, 6, "one rank would hold at least %.4g parameters (n_layer = %d, d_model = "
-                          "%d, n_experts = %d, d_ff_expert = %d, moe_every = %d, ep = %d, tp = %d, pp = %d), more "
-                          "than %.0f (gradients are all-reduced with 32-bit MPI counts): use a larger &parallel "
-                          "ep, tp or pp, or fewer or narrower experts", r.params, cfg->n_layer, cfg->d_model,
-                          cfg->n_experts, cfg->d_ff_expert, cfg->moe_every, cfg->ep, cfg->tp, cfg->pp, INT_LIMIT);
-    if (r.params > INT_LIMIT)
-        return size_error(ctx, model_keys, 6, "one rank would hold at least %.4g parameters (n_layer = %d, d_model = "
-                          "%d, d_ff = %d, vocab_size = %d, tp = %d, pp = %d), more than %.0f (gradients are "
-                          "all-reduced with 32-bit MPI counts): use a larger &parallel tp or pp, or a smaller "
-                          "model", r.params, cfg->n_layer, cfg->d_model, cfg->d_ff, cfg->vocab_size, cfg->tp,
-                          cfg->pp, INT_LIMIT);
     double pbytes, abytes, total = rank_bytes_at_least(cfg, &pbytes, &abytes);
     if (total <= RANK_BYTES_LIMIT) return 0;
     char t[32], pb[32], ab[32];
@@ -223,11 +212,13 @@ static int check_rank_memory(parse_ctx_t *ctx, const config_t *cfg) {
                             cfg_key_index(G_MODEL, "d_model"), cfg_key_index(G_MODEL, "n_head"),
                             cfg_key_index(G_MODEL, "n_layer")};
     const bool acts = abytes > pbytes;
-    return size_error(ctx, acts ? act_keys : model_keys, acts ? 5 : 6,
+    const bool moe = !acts && cfg->n_experts > 0; /* the experts' keys first */
+    return size_error(ctx, acts ? act_keys : moe ? moe_keys : model_keys, acts ? 5 : 6,
                       "one rank needs at least %s (parameters, gradients and AdamW moments: %s; activations "
                       "for micro_batch = %d, seq_len = %d: %s), more than the 1 TiB llmtrain accepts per rank: "
-                      "use a smaller %s, a larger &parallel tp or pp%s", t, pb, cfg->micro_batch, cfg->seq_len, ab,
-                      acts ? "micro_batch or seq_len" : "model",
+                      "use a smaller %s, a larger &parallel %s%s", t, pb, cfg->micro_batch, cfg->seq_len, ab,
+                      acts ? "micro_batch or seq_len" : moe ? "model or fewer or narrower experts" : "model",
+                      moe ? "ep, tp or pp" : "tp or pp",
                       acts && cfg->choice.recompute != CFG_RECOMPUTE_FULL ? ", or &parallel recompute = 'full'" : "");
 }
 

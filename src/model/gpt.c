@@ -7,13 +7,11 @@
  * the MoE blocks (moe.c), the regularisers (regularize.c), the registry (params.c) and the
  * spec (spec.c) are already their own files. */
 #include "model/gpt.h"
-#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include "core/alloc.h"
 #include "core/error.h"
-#include "parallel/comm_host.h"
 
 gpt_parallel_t gpt_serial(void) {
     gpt_parallel_t p = {1, 0, 1, 0, comm_group_self(), 1, 1, false, 1, 0,
@@ -620,17 +618,6 @@ static void build(gpt_t *m, const model_spec_t *spec, const ops_t *ops, int B, i
     m->ops = ops;
     params_create_experts(&m->P, spec, par->tp, par->tp_rank, par->pp, par->pp_rank, par->chunks,
                           par->ep, par->ep_rank);
-    /* MPI counts are int: a stage whose local parameters exceed that cannot be reduced in one
-     * call (config bounds the per-rank size only from below when pp > 1: the layer partition
-     * lives here). The stages differ, so the ranks agree. */
-    char big[300];
-    if (m->P.total > INT_MAX)
-        snprintf(big, sizeof big, "pipeline stage %d holds %zu parameters per tp rank, more than "
-                 "2147483647 (32-bit MPI counts): use a larger &parallel tp or pp", par->pp_rank,
-                 m->P.total);
-    if (!dry_run)
-        comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, "model setup",
-                           m->P.total > INT_MAX ? big : NULL);
     m->first_layer = m->P.first_layer;
     m->end_layer = m->P.end_layer;
     m->stage_embed = m->has_embed = m->P.has_embed;

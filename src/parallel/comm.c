@@ -2,11 +2,13 @@
  * by a group's device transport (comm.h, comm_transport.h), and the MPI bookkeeping collectives
  * (comm_host.h). */
 #include "parallel/comm.h"
+#include <errno.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include "core/alloc.h"
 #include "parallel/comm_host.h"
+#include "parallel/comm_chunks.h"
 #include "parallel/comm_transport.h"
 #include <limits.h>
 #include <stdio.h>
@@ -54,6 +56,7 @@ struct comm_group {
 comm_group_t *comm_group_create(MPI_Comm comm, const char *label) {
     ASSERT(comm != MPI_COMM_NULL);
     comm_group_t *g = xcalloc(1, sizeof *g);
+    comm_chunks_init();
     g->mpi = comm;
     MPI_CHECK(MPI_Comm_size(comm, &g->size));
     MPI_CHECK(MPI_Comm_rank(comm, &g->rank));
@@ -116,9 +119,22 @@ static void device_wait(const comm_group_t *g, void *event) {
         if (polls > 256) sched_yield();
 }
 
-/* MPI counts are int: a larger buffer would need chunking; our buckets never come close. */
+size_t comm_max_count(void) { return comm_chunks_limit(); }
+
+/* req now stands for the calls in l (none started: nothing pending). */
+static void calls_started(comm_req_t *req, const comm_group_t *g, mpi_calls_t *l) {
+    *req = COMM_REQ_NULL;
+    if (l->n == 0) {
+        comm_calls_free(l);
+        return;
+    }
+    req->group = g;
+    req->calls = l;
+}
+
+/* MPI counts are int: a count that reaches here fits one call (the callers chunk the rest). */
 static int as_count(size_t n) {
-    ASSERT(n <= (size_t)INT_MAX);
+    ASSERT(n <= comm_max_count());
     return (int)n;
 }
 
@@ -163,13 +179,19 @@ static void mpi_allreduce(void *x, int count, MPI_Datatype type, size_t type_byt
 static void float_allreduce(float *x, size_t n, comm_op_t op, const comm_group_t *g,
                             comm_kind_t kind) {
     if (g->size == 1) return;
-    if (!g->t) {
-        mpi_allreduce(x, as_count(n), MPI_FLOAT, sizeof(float), op == COMM_SUM ? MPI_SUM : MPI_MAX,
-                      g, kind);
+    const MPI_Op mop = op == COMM_SUM ? MPI_SUM : MPI_MAX;
+    if (!g->t && n <= comm_max_count()) {
+        mpi_allreduce(x, (int)n, MPI_FLOAT, sizeof(float), mop, g, kind);
         return;
     }
     double t0 = enter(phase_of[kind]);
-    device_finish(g, g->t->allreduce(g->ctx, x, n, op), kind);
+    if (g->t) {
+        device_finish(g, g->t->allreduce(g->ctx, x, n, op), kind);
+    } else {
+        watchdog_enter(phase_of[kind], g->peers);
+        comm_chunked_allreduce(x, n, mop, g->mpi, NULL);
+        watchdog_leave();
+    }
     charge(kind, t0, (double)n * sizeof(float));
 }
 
@@ -199,57 +221,78 @@ void comm_iallreduce_sum(float *x, size_t n, const comm_group_t *g, comm_kind_t 
     *req = COMM_REQ_NULL;
     if (g->size == 1) return;
     double t0 = enter(start_of[kind]);
-    if (g->t)
+    if (g->t) {
         device_started(req, g, g->t->allreduce(g->ctx, x, n, COMM_SUM));
-    else
-        MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, x, as_count(n), MPI_FLOAT, MPI_SUM, g->mpi,
+    } else if (n <= comm_max_count()) {
+        MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, x, (int)n, MPI_FLOAT, MPI_SUM, g->mpi,
                                  mpi_start(req, g)));
+    } else {
+        mpi_calls_t *l = comm_calls_new();
+        comm_chunked_allreduce(x, n, MPI_SUM, g->mpi, l);
+        calls_started(req, g, l);
+    }
     charge(kind, t0, (double)n * sizeof(float));
 }
 
-void comm_ireduce_scatter_sum(const float *x, float *out, const int *counts, const comm_group_t *g,
-                              comm_kind_t kind, comm_req_t *req) {
+void comm_ireduce_scatter_sum(const float *x, float *out, const size_t *counts,
+                              const comm_group_t *g, comm_kind_t kind, comm_req_t *req) {
     *req = COMM_REQ_NULL;
     double t0 = enter(start_of[kind]), n = 0;
-    for (int r = 0; r < g->size; r++) n += counts[r];
-    if (g->t)
+    for (int r = 0; r < g->size; r++) n += (double)counts[r];
+    if (g->t) {
         device_started(req, g, g->t->reduce_scatter(g->ctx, x, out, counts));
-    else
-        MPI_CHECK(MPI_Ireduce_scatter(x, out, counts, MPI_FLOAT, MPI_SUM, g->mpi,
-                                      mpi_start(req, g)));
+    } else {
+        mpi_calls_t *l = comm_calls_new();
+        if (comm_pieces_fit(counts, NULL, g->size)) {
+            l->ints = xrealloc_small(NULL, 2 * (size_t)g->size * sizeof(int));
+            MPI_CHECK(MPI_Ireduce_scatter(x, out, comm_int_pieces(counts, NULL, g->size, l->ints),
+                                          MPI_FLOAT, MPI_SUM, g->mpi, comm_calls_next(l)));
+        } else {
+            comm_chunked_reduce_scatter(x, out, counts, g->mpi, g->size, g->rank, l);
+        }
+        calls_started(req, g, l);
+    }
     charge(kind, t0, n * sizeof(float));
 }
 
-void comm_allgatherv_float(float *x, const int *counts, const int *displs, const comm_group_t *g,
-                           comm_kind_t kind, const char *phase) {
+void comm_allgatherv_float(float *x, const size_t *counts, const size_t *displs,
+                           const comm_group_t *g, comm_kind_t kind, const char *phase) {
     if (g->size == 1) return;
     double t0 = enter(phase);
     if (g->t) {
         void *ev = g->t->allgatherv(g->ctx, x + displs[g->rank], x, counts, displs);
         watchdog_enter(phase, g->peers);
         device_wait(g, ev);
+    } else if (comm_pieces_fit(counts, displs, g->size)) {
+        int small[2 * 16];
+        int *ints = g->size <= 16 ? small : xrealloc_small(NULL, 2 * (size_t)g->size * sizeof(int));
+        comm_int_pieces(counts, displs, g->size, ints);
+        watchdog_enter(phase, g->peers);
+        MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x, ints, ints + g->size,
+                                 MPI_FLOAT, g->mpi));
+        if (ints != small) free(ints);
     } else {
         watchdog_enter(phase, g->peers);
-        MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x, counts, displs, MPI_FLOAT,
-                                 g->mpi));
+        comm_chunked_allgatherv(x + displs[g->rank], x, counts, displs, g->mpi, g->size, g->rank,
+                                NULL);
     }
     watchdog_leave();
     charge(kind, t0, (double)counts[g->rank] * sizeof(float));
 }
 
 /* Equal pieces of n floats per rank of g (counts and displacements, freed by the caller). */
-static int *equal_pieces(size_t n, const comm_group_t *g) {
-    int *c = xmalloc(2 * (size_t)g->size * sizeof(int));
-    for (int r = 0; r < g->size; r++) c[r] = as_count(n), c[g->size + r] = as_count(n * (size_t)r);
+static size_t *equal_pieces(size_t n, const comm_group_t *g) {
+    size_t *c = xrealloc_small(NULL, 2 * (size_t)g->size * sizeof(size_t));
+    for (int r = 0; r < g->size; r++) c[r] = n, c[g->size + r] = n * (size_t)r;
     return c;
 }
 
 void comm_allgather_inplace(float *all, size_t n, const comm_group_t *g, comm_kind_t kind,
                             const char *phase) {
     if (g->size == 1) return;
-    int *c = equal_pieces(n, g);
+    size_t *c = equal_pieces(n, g);
     comm_allgatherv_float(all, c, c + g->size, g, kind, phase);
-    xfree(c);
+    free(c);
 }
 
 void comm_reduce_scatter_block_sum(const float *x, float *out, size_t n, const comm_group_t *g,
@@ -257,20 +300,26 @@ void comm_reduce_scatter_block_sum(const float *x, float *out, size_t n, const c
     ASSERT(g->size > 1);
     double t0 = enter(phase);
     if (g->t) {
-        int *c = equal_pieces(n, g);
+        size_t *c = equal_pieces(n, g);
         void *ev = g->t->reduce_scatter(g->ctx, x, out, c);
-        xfree(c);
+        free(c);
         watchdog_enter(phase, g->peers);
         device_wait(g, ev);
-    } else {
+    } else if (n <= comm_max_count() / (size_t)g->size) {
         watchdog_enter(phase, g->peers);
-        MPI_CHECK(MPI_Reduce_scatter_block(x, out, as_count(n), MPI_FLOAT, MPI_SUM, g->mpi));
+        MPI_CHECK(MPI_Reduce_scatter_block(x, out, (int)n, MPI_FLOAT, MPI_SUM, g->mpi));
+    } else {
+        size_t *c = equal_pieces(n, g);
+        watchdog_enter(phase, g->peers);
+        comm_chunked_reduce_scatter(x, out, c, g->mpi, g->size, g->rank, NULL);
+        free(c);
     }
     watchdog_leave();
     charge(kind, t0, (double)n * g->size * sizeof(float));
 }
 
-void comm_half_pieces(const int *counts, const int *displs, int n, int *fcounts, int *fdispls) {
+void comm_half_pieces(const size_t *counts, const size_t *displs, int n, size_t *fcounts,
+                      size_t *fdispls) {
     for (int r = 0; r < n; r++) {
         ASSERT(counts[r] % 2 == 0 && displs[r] % 2 == 0); /* whole floats */
         fcounts[r] = counts[r] / 2;
@@ -278,49 +327,90 @@ void comm_half_pieces(const int *counts, const int *displs, int n, int *fcounts,
     }
 }
 
-void comm_allgatherv_half(void *x, const int *counts, const int *displs, const comm_group_t *g,
-                          comm_kind_t kind, const char *phase) {
+void comm_allgatherv_half(void *x, const size_t *counts, const size_t *displs,
+                          const comm_group_t *g, comm_kind_t kind, const char *phase) {
     if (g->size == 1) return;
-    int *pc = xmalloc(2 * (size_t)g->size * sizeof(int)), *pd = pc + g->size;
+    size_t *pc = xrealloc_small(NULL, 2 * (size_t)g->size * sizeof(size_t)), *pd = pc + g->size;
     comm_half_pieces(counts, displs, g->size, pc, pd);
     comm_allgatherv_float(x, pc, pd, g, kind, phase);
-    xfree(pc);
+    free(pc);
 }
 
-void comm_iallgatherv_float(const float *mine, float *all, const int *counts, const int *displs,
-                            const comm_group_t *g, comm_kind_t kind, comm_req_t *req) {
+void comm_iallgatherv_float(const float *mine, float *all, const size_t *counts,
+                            const size_t *displs, const comm_group_t *g, comm_kind_t kind,
+                            comm_req_t *req) {
+    *req = COMM_REQ_NULL;
     double t0 = enter(start_of[kind]);
-    if (g->t)
+    if (g->t) {
         device_started(req, g, g->t->allgatherv(g->ctx, mine, all, counts, displs));
-    else
-        MPI_CHECK(MPI_Iallgatherv(mine, counts[g->rank], MPI_FLOAT, all, counts, displs, MPI_FLOAT,
-                                  g->mpi, mpi_start(req, g)));
+    } else {
+        mpi_calls_t *l = comm_calls_new();
+        if (comm_pieces_fit(counts, displs, g->size)) {
+            l->ints = xrealloc_small(NULL, 2 * (size_t)g->size * sizeof(int));
+            comm_int_pieces(counts, displs, g->size, l->ints);
+            MPI_CHECK(MPI_Iallgatherv(mine, l->ints[g->rank], MPI_FLOAT, all, l->ints,
+                                      l->ints + g->size, MPI_FLOAT, g->mpi, comm_calls_next(l)));
+        } else {
+            comm_chunked_allgatherv(mine, all, counts, displs, g->mpi, g->size, g->rank, l);
+        }
+        calls_started(req, g, l);
+    }
     charge(kind, t0, (double)counts[g->rank] * sizeof(float));
 }
 
-void comm_gatherv_float(const float *mine, int count, float *all, const int *counts,
-                        const int *displs, int root, const comm_group_t *g, const char *phase) {
+/* The tag of comm_gatherv_float's chunked messages (no other point-to-point traffic uses it). */
+#define GATHER_TAG 0x4c47
+
+void comm_gatherv_float(const float *mine, size_t count, float *all, const size_t *counts,
+                        const size_t *displs, int root, const comm_group_t *g, const char *phase) {
     double t0 = enter(phase);
     watch(phase, g->mpi);
-    MPI_CHECK(MPI_Gatherv(mine, count, MPI_FLOAT, all, counts, displs, MPI_FLOAT, root, g->mpi));
+    if (comm_pieces_fit(counts, displs, g->size)) {
+        int *ints = xrealloc_small(NULL, 2 * (size_t)g->size * sizeof(int));
+        comm_int_pieces(counts, displs, g->size, ints);
+        MPI_CHECK(MPI_Gatherv(mine, as_count(count), MPI_FLOAT, all, ints, ints + g->size,
+                              MPI_FLOAT, root, g->mpi));
+        free(ints);
+    } else { /* each rank's piece sent to the root in runs */
+        mpi_calls_t *l = comm_calls_new();
+        if (g->rank != root) {
+            comm_chunked_send(mine, count, root, GATHER_TAG, g->mpi, l);
+        } else {
+            for (int r = 0; r < g->size; r++)
+                if (r != root)
+                    comm_chunked_recv(all + displs[r], counts[r], r, GATHER_TAG, g->mpi, l);
+            if (count > 0) memcpy(all + displs[root], mine, count * sizeof(float));
+        }
+        comm_calls_wait(l);
+    }
     unwatch(t0);
 }
 
 void comm_isend(const float *x, size_t n, int peer, int tag, const comm_group_t *g,
                 comm_kind_t kind, comm_req_t *req) {
     double t0 = enter(start_of[kind]);
-    if (g->t) /* stream order matches sends to receives: the tag is not needed */
+    if (g->t) { /* stream order matches sends to receives: the tag is not needed */
         device_started(req, g, g->t->send(g->ctx, x, n, peer));
-    else
-        MPI_CHECK(MPI_Isend(x, as_count(n), MPI_FLOAT, peer, tag, g->mpi, mpi_start(req, g)));
+    } else if (n <= comm_max_count()) {
+        MPI_CHECK(MPI_Isend(x, (int)n, MPI_FLOAT, peer, tag, g->mpi, mpi_start(req, g)));
+    } else {
+        mpi_calls_t *l = comm_calls_new();
+        comm_chunked_send(x, n, peer, tag, g->mpi, l);
+        calls_started(req, g, l);
+    }
     charge(kind, t0, (double)n * sizeof(float));
 }
 
 void comm_irecv(float *x, size_t n, int peer, int tag, const comm_group_t *g, comm_req_t *req) {
-    if (g->t)
+    if (g->t) {
         device_started(req, g, g->t->recv(g->ctx, x, n, peer));
-    else
-        MPI_CHECK(MPI_Irecv(x, as_count(n), MPI_FLOAT, peer, tag, g->mpi, mpi_start(req, g)));
+    } else if (n <= comm_max_count()) {
+        MPI_CHECK(MPI_Irecv(x, (int)n, MPI_FLOAT, peer, tag, g->mpi, mpi_start(req, g)));
+    } else {
+        mpi_calls_t *l = comm_calls_new();
+        comm_chunked_recv(x, n, peer, tag, g->mpi, l);
+        calls_started(req, g, l);
+    }
 }
 
 /* A wait charged to `kind` (time, not bytes: those were counted when it started). */
@@ -331,6 +421,8 @@ static void wait_named(comm_req_t *req, comm_kind_t kind, const char *name, doub
     watchdog_enter(phase_of[kind], g->peers);
     if (req->on_device)
         device_wait(g, req->handle.ptr);
+    else if (req->calls)
+        comm_calls_wait(req->calls);
     else
         MPI_CHECK(MPI_Wait(mpi_request(req), MPI_STATUS_IGNORE));
     watchdog_leave();
@@ -348,10 +440,15 @@ void comm_wait_recv(comm_req_t *req, size_t n) {
 bool comm_test(comm_req_t *req) {
     if (!comm_req_pending(req)) return true;
     int done = 0;
-    if (req->on_device)
+    if (req->on_device) {
         done = req->group->t->poll(req->group->ctx, req->handle.ptr);
-    else
+    } else if (req->calls) {
+        mpi_calls_t *l = req->calls;
+        MPI_CHECK(MPI_Testall(l->n, l->r, &done, MPI_STATUSES_IGNORE));
+        if (done) comm_calls_free(l);
+    } else {
         MPI_CHECK(MPI_Test(mpi_request(req), &done, MPI_STATUS_IGNORE));
+    }
     if (done) *req = COMM_REQ_NULL;
     return done;
 }
@@ -360,10 +457,9 @@ void comm_allgather_float(const float *mine, int n, float *all, const comm_group
                           comm_kind_t kind) {
     double t0 = enter("all-gather");
     if (g->t) {
-        int *counts = xmalloc(2 * (size_t)g->size * sizeof(int)), *displs = counts + g->size;
-        for (int r = 0; r < g->size; r++) counts[r] = n, displs[r] = r * n;
-        void *ev = g->t->allgatherv(g->ctx, mine, all, counts, displs);
-        xfree(counts);
+        size_t *c = equal_pieces((size_t)n, g);
+        void *ev = g->t->allgatherv(g->ctx, mine, all, c, c + g->size);
+        free(c);
         watchdog_enter("all-gather", g->peers);
         device_wait(g, ev);
     } else {

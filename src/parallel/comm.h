@@ -11,7 +11,7 @@
  *    after the work already enqueued on the compute stream (so it sees the results computed so
  *    far), and a request is an event on that stream. Blocking calls and waits poll the event
  *    (never a blocking device synchronisation), under the watchdog like every MPI wait.
- * Host scalars and counts (the _double and _int calls, comm_gatherv_float's checkpoint pieces)
+ * Host scalars and counts (the _double and _int calls, comm_gatherv_float's gradient dump)
  * always travel by MPI, whichever way the group's floats travel.
  *
  * Owns: the per-kind statistics and the groups. Uses: MPI (comm.c), core/, parallel/watchdog.
@@ -48,10 +48,15 @@ bool comm_group_on_device(const comm_group_t *g);
 const comm_group_t *comm_group_self(void);
 
 /* A transfer in flight. Zero-initialised (COMM_REQ_NULL) = nothing to wait for; comm_wait
- * leaves it so. The handle is an MPI request or the transport's event. */
+ * leaves it so. The handle is an MPI request or the transport's event. A transfer MPI makes in
+ * several calls (more elements than one MPI call takes: comm_max_count), or whose MPI call
+ * reads int counts until it finishes, keeps its requests and those counts in `calls` instead
+ * (comm.c's, freed when it finishes). A pending request is not copied: the copy waited for
+ * would free what the other still names. */
 typedef struct comm_req {
     const comm_group_t *group; /* NULL: nothing pending */
     int on_device;             /* 1: handle.ptr is the transport's event */
+    void *calls;               /* non-NULL: MPI's requests are there, not in the handle */
     union {
         void *ptr;
         long long word; /* an MPI_Request is a pointer in Open MPI, an int in MPICH */
@@ -59,6 +64,18 @@ typedef struct comm_req {
 } comm_req_t;
 #define COMM_REQ_NULL ((comm_req_t){0})
 static inline bool comm_req_pending(const comm_req_t *r) { return r->group != 0; }
+
+/* The most elements one MPI call moves (MPI 3 counts and displacements are int): INT_MAX, or
+ * the value of the environment variable LLMT_COMM_MAX_COUNT, read when the first group is made
+ * (a developer's test knob: a tiny model then goes through every chunked path). A transfer of
+ * more elements is made as several MPI calls, each on a contiguous run of at most this many:
+ * an all-reduce as consecutive chunks; a reduce-scatter as a reduce of each rank's piece onto
+ * it, chunked; an all-gather as a broadcast of each rank's piece from it, chunked; a
+ * point-to-point transfer as consecutive messages. The chunks are started in the same order on
+ * every rank; one request (comm_req_t) holds them all, so comm_wait and comm_test see the whole
+ * transfer, and the bytes and calls are counted once for it. A device transport takes size_t
+ * counts itself. */
+size_t comm_max_count(void);
 
 /* In-place sum / max all-reduce of n floats over g; no-op for a 1-rank group. */
 void comm_allreduce_sum(float *x, size_t n, const comm_group_t *g, comm_kind_t kind);
@@ -73,12 +90,12 @@ void comm_iallreduce_sum_double(double *x, int n, const comm_group_t *g, comm_ki
                                 comm_req_t *req);
 /* Non-blocking sum reduce-scatter of floats: x[0, sum(counts)) from every rank, summed; rank r
  * receives elements [displ_r, displ_r + counts[r]) into out (ZeRO-2/3 gradients). */
-void comm_ireduce_scatter_sum(const float *x, float *out, const int *counts, const comm_group_t *g,
-                              comm_kind_t kind, comm_req_t *req);
+void comm_ireduce_scatter_sum(const float *x, float *out, const size_t *counts,
+                              const comm_group_t *g, comm_kind_t kind, comm_req_t *req);
 /* Blocking all-gather of variable-sized float pieces, in place: rank r's piece is already at
  * x + displs[r] (ZeRO parameter partitions). */
-void comm_allgatherv_float(float *x, const int *counts, const int *displs, const comm_group_t *g,
-                           comm_kind_t kind, const char *phase);
+void comm_allgatherv_float(float *x, const size_t *counts, const size_t *displs,
+                           const comm_group_t *g, comm_kind_t kind, const char *phase);
 /* Blocking all-gather of equal pieces, in place: rank r's n floats are already at all + r n
  * (sequence parallelism's gather of token rows before a column-parallel product). */
 void comm_allgather_inplace(float *all, size_t n, const comm_group_t *g, comm_kind_t kind,
@@ -91,19 +108,21 @@ void comm_reduce_scatter_block_sum(const float *x, float *out, size_t n, const c
 /* The same for 16-bit elements (a 16-bit weights copy): counts and displs count 16-bit elements
  * and must be even (ZeRO's pieces are multiples of 16); the pieces travel as pairs packed in
  * floats, which every transport copies bit for bit. */
-void comm_allgatherv_half(void *x, const int *counts, const int *displs, const comm_group_t *g,
-                          comm_kind_t kind, const char *phase);
+void comm_allgatherv_half(void *x, const size_t *counts, const size_t *displs,
+                          const comm_group_t *g, comm_kind_t kind, const char *phase);
 /* Pieces of 16-bit elements (counts, displs; n ranks; each even) as the pieces of floats that
  * carry them in pairs (for the float calls, as comm_allgatherv_half does). */
-void comm_half_pieces(const int *counts, const int *displs, int n, int *fcounts, int *fdispls);
+void comm_half_pieces(const size_t *counts, const size_t *displs, int n, size_t *fcounts,
+                      size_t *fdispls);
 /* Non-blocking all-gather of variable-sized pieces: `mine` (counts[me] floats) into
  * all + displs[r] (ZeRO-3 layer gathers; finished by comm_wait). */
-void comm_iallgatherv_float(const float *mine, float *all, const int *counts, const int *displs,
-                            const comm_group_t *g, comm_kind_t kind, comm_req_t *req);
-/* Blocking gather of variable-sized float pieces onto root (checkpoint writes under ZeRO): host
+void comm_iallgatherv_float(const float *mine, float *all, const size_t *counts,
+                            const size_t *displs, const comm_group_t *g, comm_kind_t kind,
+                            comm_req_t *req);
+/* Blocking gather of variable-sized float pieces onto root (the gradient dump under ZeRO): host
  * buffers, MPI. */
-void comm_gatherv_float(const float *mine, int count, float *all, const int *counts,
-                        const int *displs, int root, const comm_group_t *g, const char *phase);
+void comm_gatherv_float(const float *mine, size_t count, float *all, const size_t *counts,
+                        const size_t *displs, int root, const comm_group_t *g, const char *phase);
 /* Non-blocking point-to-point of n floats to / from group rank `peer`. */
 void comm_isend(const float *x, size_t n, int peer, int tag, const comm_group_t *g,
                 comm_kind_t kind, comm_req_t *req);

@@ -94,46 +94,46 @@ static void *t_allreduce(void *ctx, float *x, size_t n, comm_op_t op) {
 }
 
 /* Whether the pieces are the equal, consecutive ones NCCL's own collectives take. */
-static bool equal_pieces(const nccl_group_t *q, const int *counts, const int *displs) {
+static bool equal_pieces(const nccl_group_t *q, const size_t *counts, const size_t *displs) {
     for (int r = 0; r < q->size; r++)
-        if (counts[r] != counts[0] || (displs && displs[r] != r * counts[0])) return false;
+        if (counts[r] != counts[0] || (displs && displs[r] != (size_t)r * counts[0])) return false;
     return true;
 }
 
-static void *t_reduce_scatter(void *ctx, const float *x, float *out, const int *counts) {
+static void *t_reduce_scatter(void *ctx, const float *x, float *out, const size_t *counts) {
     nccl_group_t *q = ctx;
     lane_t *l = collective_lane(q);
     after_compute(q, l);
     if (equal_pieces(q, counts, NULL)) {
-        NCCL_CHECK(ncclReduceScatter(x, out, (size_t)counts[0], ncclFloat32, ncclSum, l->comm,
+        NCCL_CHECK(ncclReduceScatter(x, out, counts[0], ncclFloat32, ncclSum, l->comm,
                                      l->stream));
     } else { /* ZeRO's last partition is shorter: one reduce onto each owner */
         size_t displ = 0;
         NCCL_CHECK(ncclGroupStart());
         for (int r = 0; r < q->size; r++) {
             if (counts[r] > 0) /* out is only written on the root */
-                NCCL_CHECK(ncclReduce(x + displ, out, (size_t)counts[r], ncclFloat32, ncclSum, r,
+                NCCL_CHECK(ncclReduce(x + displ, out, counts[r], ncclFloat32, ncclSum, r,
                                       l->comm, l->stream));
-            displ += (size_t)counts[r];
+            displ += counts[r];
         }
         NCCL_CHECK(ncclGroupEnd());
     }
     return finished(q, l);
 }
 
-static void *t_allgatherv(void *ctx, const float *mine, float *all, const int *counts,
-                          const int *displs) {
+static void *t_allgatherv(void *ctx, const float *mine, float *all, const size_t *counts,
+                          const size_t *displs) {
     nccl_group_t *q = ctx;
     lane_t *l = collective_lane(q);
     after_compute(q, l);
     if (equal_pieces(q, counts, displs)) {
-        NCCL_CHECK(ncclAllGather(mine, all, (size_t)counts[0], ncclFloat32, l->comm, l->stream));
+        NCCL_CHECK(ncclAllGather(mine, all, counts[0], ncclFloat32, l->comm, l->stream));
     } else { /* one broadcast from each rank of its piece */
         NCCL_CHECK(ncclGroupStart());
         for (int r = 0; r < q->size; r++)
             if (counts[r] > 0)
                 NCCL_CHECK(ncclBroadcast(r == q->rank ? (const void *)mine : all + displs[r],
-                                         all + displs[r], (size_t)counts[r], ncclFloat32, r,
+                                         all + displs[r], counts[r], ncclFloat32, r,
                                          l->comm, l->stream));
         NCCL_CHECK(ncclGroupEnd());
     }

@@ -19,6 +19,7 @@ typedef struct staged_op {
     float *dest;        /* device memory that receives out[0, dest_n) on completion */
     size_t dest_n;
     MPI_Datatype row;   /* alltoallv's rows */
+    int *ints;          /* the int counts and displacements MPI reads until the end */
 } staged_op_t;
 
 static long started, completed;
@@ -60,6 +61,25 @@ static int as_int(size_t n) {
     return (int)n;
 }
 
+/* int copies of size_t counts (and displacements; NULL: none), kept by o until it finishes. The
+ * staged transport is the simulated device's, for tests: one MPI call per operation, its
+ * counts within an int (comm.c chunks what travels by MPI on the host). */
+static int *op_ints(staged_op_t *o, const size_t *counts, const size_t *displs, int size) {
+    o->ints = xmalloc(2 * (size_t)size * sizeof(int));
+    for (int r = 0; r < size; r++) {
+        o->ints[r] = as_int(counts[r]);
+        o->ints[size + r] = displs ? as_int(displs[r]) : 0;
+    }
+    return o->ints;
+}
+
+static size_t extent_of(const size_t *counts, const size_t *displs, int size) {
+    size_t e = 0;
+    for (int r = 0; r < size; r++)
+        if (counts[r] > 0 && displs[r] + counts[r] > e) e = displs[r] + counts[r];
+    return e;
+}
+
 static void *s_allreduce(void *ctx, float *x, size_t n, comm_op_t op) {
     staged_group_t *s = ctx;
     staged_op_t *o = op_new();
@@ -71,31 +91,32 @@ static void *s_allreduce(void *ctx, float *x, size_t n, comm_op_t op) {
     return o;
 }
 
-static void *s_reduce_scatter(void *ctx, const float *x, float *out, const int *counts) {
+static void *s_reduce_scatter(void *ctx, const float *x, float *out, const size_t *counts) {
     staged_group_t *s = ctx;
     staged_op_t *o = op_new();
     size_t total = 0;
-    for (int r = 0; r < s->size; r++) total += (size_t)counts[r];
+    for (int r = 0; r < s->size; r++) total += counts[r];
     o->in = stage(s, x, total);
-    o->out = xmalloc(((size_t)counts[s->rank] + 1) * sizeof(float));
+    o->out = xmalloc((counts[s->rank] + 1) * sizeof(float));
     o->dest = out;
-    o->dest_n = (size_t)counts[s->rank];
-    MPI_CHECK(MPI_Ireduce_scatter(o->in, o->out, counts, MPI_FLOAT, MPI_SUM, s->comm,
-                                  &o->req[o->n_req++]));
+    o->dest_n = counts[s->rank];
+    MPI_CHECK(MPI_Ireduce_scatter(o->in, o->out, op_ints(o, counts, NULL, s->size), MPI_FLOAT,
+                                  MPI_SUM, s->comm, &o->req[o->n_req++]));
     return o;
 }
 
-static void *s_allgatherv(void *ctx, const float *mine, float *all, const int *counts,
-                          const int *displs) {
+static void *s_allgatherv(void *ctx, const float *mine, float *all, const size_t *counts,
+                          const size_t *displs) {
     staged_group_t *s = ctx;
     staged_op_t *o = op_new();
-    o->in = stage(s, mine, (size_t)counts[s->rank]);
+    o->in = stage(s, mine, counts[s->rank]);
     /* what lies between the pieces stays as it was: the staging starts as a copy */
-    o->dest_n = extent(counts, displs, s->size);
+    o->dest_n = extent_of(counts, displs, s->size);
     o->out = stage(s, all, o->dest_n);
     o->dest = all;
-    MPI_CHECK(MPI_Iallgatherv(o->in, counts[s->rank], MPI_FLOAT, o->out, counts, displs,
-                              MPI_FLOAT, s->comm, &o->req[o->n_req++]));
+    const int *c = op_ints(o, counts, displs, s->size);
+    MPI_CHECK(MPI_Iallgatherv(o->in, c[s->rank], MPI_FLOAT, o->out, c, c + s->size, MPI_FLOAT,
+                              s->comm, &o->req[o->n_req++]));
     return o;
 }
 
@@ -144,6 +165,7 @@ static int s_poll(void *ctx, void *event) {
     if (o->row != MPI_DATATYPE_NULL) MPI_CHECK(MPI_Type_free(&o->row));
     xfree(o->in);
     xfree(o->out);
+    xfree(o->ints);
     xfree(o);
     completed++;
     return 1;

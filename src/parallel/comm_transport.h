@@ -17,10 +17,10 @@ typedef struct comm_transport {
     /* Each returns the event that completes when the operation has (never NULL). */
     void *(*allreduce)(void *ctx, float *x, size_t n, comm_op_t op);
     /* rank r's elements [displ_r, displ_r + counts[r]) of the sum into out (displ = prefix sums) */
-    void *(*reduce_scatter)(void *ctx, const float *x, float *out, const int *counts);
+    void *(*reduce_scatter)(void *ctx, const float *x, float *out, const size_t *counts);
     /* `mine` (counts[me] floats; may be all + displs[me]) into all + displs[r] for every r */
-    void *(*allgatherv)(void *ctx, const float *mine, float *all, const int *counts,
-                        const int *displs);
+    void *(*allgatherv)(void *ctx, const float *mine, float *all, const size_t *counts,
+                        const size_t *displs);
     void *(*send)(void *ctx, const float *x, size_t n, int peer);
     void *(*recv)(void *ctx, float *x, size_t n, int peer);
     /* rows of `width` floats (counts, displacements in rows) */

@@ -12,11 +12,11 @@ static int param_ready_layer(const param_t *p) { return p->layer < 0 ? -1 : p->l
 /* ZeRO >= 2: the part of bucket [begin, end) in every dp rank's partition. */
 static void bucket_parts(dp_sync_t *d, dp_bucket_t *b) {
     const zero_t *z = d->z;
-    b->counts = xcalloc((size_t)z->dp, sizeof(int));
+    b->counts = xcalloc((size_t)z->dp, sizeof(size_t));
     for (int r = 0; r < z->dp; r++) {
-        size_t lo = (size_t)z->displs[r], hi = lo + (size_t)z->counts[r];
+        size_t lo = z->displs[r], hi = lo + z->counts[r];
         size_t a = b->begin > lo ? b->begin : lo, e = b->end < hi ? b->end : hi;
-        b->counts[r] = a < e ? (int)(e - a) : 0;
+        b->counts[r] = a < e ? e - a : 0;
     }
     size_t mine = b->begin > z->lo ? b->begin : z->lo;
     b->recv = z->grad_shard + (mine < z->hi ? mine - z->lo : 0);
@@ -112,6 +112,6 @@ void dp_sync_finish(dp_sync_t *d) {
         /* ZeRO >= 2 with ep > 1: a dense bucket's part was summed over one ep rank's replicas;
          * the ep group adds the other ep ranks' */
         if (d->z->stage >= 2 && d->z->ep > 1 && !b->experts && b->counts[d->z->rank] > 0)
-            comm_allreduce_sum(b->recv, (size_t)b->counts[d->z->rank], d->z->ep_group, COMM_DP);
+            comm_allreduce_sum(b->recv, b->counts[d->z->rank], d->z->ep_group, COMM_DP);
     }
 }

@@ -19,7 +19,7 @@ typedef struct dp_bucket {
     bool started;
     bool experts;       /* expert tensors only: reduced over their replicas (edp_group) */
     comm_req_t req;
-    int *counts;        /* ZeRO >= 2: [dp] the bucket's part in each dp rank's partition */
+    size_t *counts;     /* ZeRO >= 2: [dp] the bucket's part in each dp rank's partition */
     float *recv;        /* ZeRO >= 2: where this rank's part lands in grad_shard */
 } dp_bucket_t;
 

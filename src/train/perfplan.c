@@ -282,7 +282,9 @@ static void enumerate(const config_t *cfg, const machine_t *mc, int devices, can
         perf_t least;
         double params, fpt;
         if (!least_memory(&c, mc, &least, &params, &fpt)) continue;
-        if (params > 2147483647.0) { /* the code counts them in 32 bits (config_sizes.c) */
+        /* the search's range: llmtrain runs more than 2^31-1 parameters on a rank, but the model
+         * has been compared with published runs of at most that many (docs/planning.md) */
+        if (params > 2147483647.0) {
             cs->grids_over++;
             continue;
         }
@@ -412,8 +414,8 @@ static int nothing_fits(const config_t *cfg, const machine_t *mc, int devices, c
                     n, n, grid_text(&f, g, sizeof g), f.memory_gib);
     if (cs->n == 0)
         fatal_user("%s: --search %d on %s: every grid would put more than 2^31-1 parameters on a rank "
-                   "(the gradient reduction counts them in 32 bits); %s", cfg->source_path, devices,
-                   mc->name, more);
+                   "(beyond the runs the performance model has been compared with, which the search "
+                   "keeps to); %s", cfg->source_path, devices, mc->name, more);
     fatal_user("%s: --search %d on %s: no configuration fits %.2f GiB per device; the least memory of "
                "any (micro_batch 1, recompute 'full', ZeRO 3 where dp x cp > 1, sequence parallelism where tp > 1) is %.2f GiB (%s); %s",
                cfg->source_path, devices, mc->name, mc->memory_bytes / 1073741824.0,

@@ -32,17 +32,16 @@ void zero_create(zero_t *z, int stage, int dp, int rank, const comm_group_t *dp_
     z->total = total;
     z->ops = ops;
     z->shard = partition_floats(total, dp);
-    z->counts = xcalloc((size_t)dp, sizeof(int));
-    z->displs = xcalloc((size_t)dp, sizeof(int));
+    z->counts = xcalloc((size_t)dp, sizeof(size_t));
+    z->displs = xcalloc((size_t)dp, sizeof(size_t));
     for (int r = 0; r < dp; r++) {
         size_t lo, hi;
         zero_partition(total, dp, r, &lo, &hi);
-        ASSERT(hi <= (size_t)INT_MAX); /* config bounds the local buffer below 2^31 floats */
-        z->counts[r] = (int)(hi - lo);
-        z->displs[r] = (int)lo;
+        z->counts[r] = hi - lo;
+        z->displs[r] = lo;
     }
-    z->lo = (size_t)z->displs[rank];
-    z->hi = z->lo + (size_t)z->counts[rank];
+    z->lo = z->displs[rank];
+    z->hi = z->lo + z->counts[rank];
     const size_t n = z->hi - z->lo > 0 ? z->hi - z->lo : 1;
     if (z->stage >= 2) {
         z->grad_shard = ops->alloc(n * sizeof(float), MEM_GRADIENTS);
@@ -168,10 +167,10 @@ static void gbuf_init(zero_t *z, zero_gbuf_t *g, size_t floats) {
     g->unit = GPT_UNIT_NONE;
     g->req = COMM_REQ_NULL;
     g->buf = z->ops->alloc((floats ? floats : 1) * dtype_bytes(z->m->wtype), MEM_PARAMETERS);
-    g->counts = xcalloc((size_t)z->dp, sizeof(int));
-    g->displs = xcalloc((size_t)z->dp, sizeof(int));
-    g->hcounts = xcalloc((size_t)z->dp, sizeof(int));
-    g->hdispls = xcalloc((size_t)z->dp, sizeof(int));
+    g->counts = xcalloc((size_t)z->dp, sizeof(size_t));
+    g->displs = xcalloc((size_t)z->dp, sizeof(size_t));
+    g->hcounts = xcalloc((size_t)z->dp, sizeof(size_t));
+    g->hdispls = xcalloc((size_t)z->dp, sizeof(size_t));
 }
 
 /* Start gathering unit u (flat range [lo, hi)) into g: every dp rank contributes the part of the
@@ -182,10 +181,10 @@ static void gbuf_start(zero_t *z, zero_gbuf_t *g, int u) {
     g->unit = u;
     g->ready = false;
     for (int r = 0; r < z->dp; r++) {
-        size_t lo = (size_t)z->displs[r], hi = lo + (size_t)z->counts[r];
+        size_t lo = z->displs[r], hi = lo + z->counts[r];
         size_t a = g->lo > lo ? g->lo : lo, b = g->hi < hi ? g->hi : hi;
-        g->counts[r] = a < b ? (int)(b - a) : 0;
-        g->displs[r] = a < b ? (int)(a - g->lo) : 0;
+        g->counts[r] = a < b ? b - a : 0;
+        g->displs[r] = a < b ? a - g->lo : 0;
     }
     size_t mine = g->lo > z->lo ? g->lo : z->lo;
     const dtype_t t = z->m->wtype;
@@ -259,15 +258,15 @@ static void gstage_init(zero_t *z, zero_gstage_t *g, size_t floats) {
     g->req = COMM_REQ_NULL;
     g->buf = z->ops->alloc((floats ? floats : 1) * sizeof(float), MEM_GRADIENTS);
     g->recv = z->ops->alloc((floats ? floats : 1) * sizeof(float), MEM_COMM);
-    g->counts = xcalloc((size_t)z->dp, sizeof(int));
+    g->counts = xcalloc((size_t)z->dp, sizeof(size_t));
 }
 
 /* The pending reduce-scatter of g finished: its part joins the partition's gradient. */
 static void gstage_settle(zero_t *z, zero_gstage_t *g) {
     if (!comm_req_pending(&g->req)) return;
     comm_wait(&g->req, COMM_DP);
-    const int n = g->counts[z->rank];
-    if (n > 0) z->ops->add(z->grad_shard + g->part_lo, z->grad_shard + g->part_lo, g->recv, (size_t)n);
+    const size_t n = g->counts[z->rank];
+    if (n > 0) z->ops->add(z->grad_shard + g->part_lo, z->grad_shard + g->part_lo, g->recv, n);
 }
 
 static zero_gstage_t *gstage_of(zero_t *z, int u) {
@@ -283,9 +282,9 @@ static void grads_begin(void *ctx, int u) {
     gpt_unit_range(z->m, u, &g->lo, &g->hi);
     g->unit = u;
     for (int r = 0; r < z->dp; r++) {
-        size_t lo = (size_t)z->displs[r], hi = lo + (size_t)z->counts[r];
+        size_t lo = z->displs[r], hi = lo + z->counts[r];
         size_t a = g->lo > lo ? g->lo : lo, b = g->hi < hi ? g->hi : hi;
-        g->counts[r] = a < b ? (int)(b - a) : 0;
+        g->counts[r] = a < b ? b - a : 0;
         if (r == z->rank) g->part_lo = a < b ? a - z->lo : 0;
     }
     gpt_bind_grads(z->m, u, g->buf, g->lo);

@@ -33,8 +33,8 @@ typedef struct zero_gbuf {
     int unit;                /* GPT_UNIT_NONE when empty */
     bool ready;              /* holds this step's values */
     comm_req_t req;          /* a gather in flight into buf */
-    int *counts, *displs;    /* [dp] the pieces of the unit's range */
-    int *hcounts, *hdispls;  /* [dp] the same in pairs of 16-bit elements (a 16-bit copy) */
+    size_t *counts, *displs;   /* [dp] the pieces of the unit's range */
+    size_t *hcounts, *hdispls; /* [dp] the same in pairs of 16-bit elements (a 16-bit copy) */
 } zero_gbuf_t;
 
 /* ZeRO-2/3 with pp = 1: one unit's gradient of one micro-batch, reduce-scattered as soon as its
@@ -45,7 +45,7 @@ typedef struct zero_gstage {
     int unit;
     float *recv;             /* this rank's part of the reduced unit gradient */
     size_t part_lo;          /* ... which is grad_shard[part_lo, part_lo + counts[rank]) */
-    int *counts;             /* [dp] */
+    size_t *counts;          /* [dp] */
     comm_req_t req;
 } zero_gstage_t;
 
@@ -56,7 +56,7 @@ typedef struct zero {
     size_t total;           /* floats in the flat local buffer */
     size_t shard;           /* floats per partition (the last one may be shorter) */
     size_t lo, hi;          /* this rank's partition [lo, hi) */
-    int *counts, *displs;   /* [dp] every partition's size and start (MPI counts) */
+    size_t *counts, *displs; /* [dp] every partition's size and start */
     float *grad_shard;      /* stage >= 2: the reduced gradient of [lo, hi) */
     float *param_shard;     /* stage 3: the parameters of [lo, hi), of the model's weights
                                type (gpt.h wtype: 16-bit elements for a 16-bit copy; allocated

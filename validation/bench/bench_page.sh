@@ -2,8 +2,8 @@
 # bench_page.sh — docs/benchmarks.md from what `make bench` wrote in build/bench/: the machine and
 # date of that run, then each part's results as the bench scripts wrote them (results.md: GEMM
 # rates, throughput beside PyTorch, the plain launch beside the best one, the targets;
-# pipeline.md, checkpoint.md, recompute.md, memory.md, moe.md, cp.md, tokenizer.md). A part
-# the run skipped (THROUGHPUT_ONLY=1, a failed script) is said to be missing, not left stale.
+# pipeline.md, checkpoint.md, big_tensor.md, recompute.md, memory.md, moe.md, cp.md,
+# tokenizer.md). A part the run skipped (THROUGHPUT_ONLY=1, a failed script) is said to be missing, not left stale.
 # Run by `make bench` after the bench scripts; by hand: bash validation/bench/bench_page.sh
 # Settings (environment): BENCH_DIR (build/bench), PAGE (docs/benchmarks.md).
 set -u
@@ -49,7 +49,8 @@ tmp=$PAGE.tmp
     echo "beside PyTorch eager on the same model, batch and threads; the plain \`mpirun -np 1\` launch"
     echo "beside the best one), \`pipeline_bench.sh\` (bubble, bytes and time split per communicator),"
     echo "\`checkpoint_bench.sh\` (checkpoint write rate against dd, the stall of a background save,"
-    echo "load rate, peak memory during save and load), \`recompute_bench.sh\`,"
+    echo "load rate, peak memory during save and load), \`big_tensor_bench.sh\` (one tensor of"
+    echo "2^31 + 4096 elements written and read back), \`recompute_bench.sh\`,"
     echo "\`memory_bench.sh\` (memory per category for ZeRO stages × recomputation, and the largest model"
     echo "the planner fits), \`moe_bench.sh\` (dense vs MoE, memory vs ep, load balance; its plot is"
     echo "\`build/bench/moe/moe_balance.png\`) and \`bench_tokenizer.sh\` (against tiktoken, tokenizers"
@@ -76,6 +77,7 @@ tmp=$PAGE.tmp
     echo
     part "Parallelism" "$BENCH_DIR/pipeline.md"
     part "Checkpoints" "$BENCH_DIR/checkpoint.md"
+    part "A tensor over 2^31 elements" "$BENCH_DIR/big_tensor.md"
     part "Activation recomputation" "$BENCH_DIR/recompute.md"
     part "Memory: ZeRO × recomputation" "$BENCH_DIR/memory.md"
     part "Mixture of Experts" "$BENCH_DIR/moe.md"

@@ -15,7 +15,8 @@
 #  3. The other GEMM library (oneDNN / OpenBLAS), when installed: a second llmtrain built in
 #     build/bench/<lib>-tree (a copy of src/ and the Makefiles), the fp32 row of the first
 #     configuration with it (OTHER_STEPS steps).
-#  4. The other bench scripts (parallelism, checkpoints, recomputation, memory with
+#  4. The other bench scripts (parallelism, checkpoints, a tensor over 2^31 elements through the
+#     checkpoint I/O, recomputation, memory with
 #     MEMORY_ROUNDS rounds of MEMORY_STEPS steps, MoE, context parallelism, the performance model
 #     against llmscale's measurements); the Makefile runs the tokenizer's after this.
 # Everything together is meant to stay under 15 minutes on 2 cores: PyTorch is 5-20x slower per
@@ -408,6 +409,9 @@ bash validation/bench/pipeline_bench.sh
 echo
 progress "checkpoints of GPT-2 124M on tp 2 x pp 2 and dp 4 ZeRO-3: write vs dd, async stall, load, peak memory (validation/bench/checkpoint_bench.sh)"
 bash validation/bench/checkpoint_bench.sh
+echo
+progress "one tensor over 2^31 elements written and read back (validation/bench/big_tensor_bench.sh)"
+bash validation/bench/big_tensor_bench.sh
 echo
 progress "activation recomputation (validation/bench/recompute_bench.sh)"
 bash validation/bench/recompute_bench.sh

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Bad Mixture-of-Experts input: top_k > n_experts, ep not dividing dp, ep not dividing
 # n_experts, moe_every > n_layer, capacity_factor < 0, drop_policy and router outside their
-# choices, ep > 1 on a dense model, d_ff_expert not divisible by tp, experts past 2^31 parameters
+# choices, ep > 1 on a dense model, d_ff_expert not divisible by tp, experts past 1 TiB per rank
 # per rank. Each runs on the ranks its
 # grid needs (2) and must end within 30 s with exit code 2 on every rank (each rank's own exit
 # code is recorded by a wrapper around it, mpirun told not to kill the others when one exits),
@@ -64,13 +64,15 @@ moe_case ep_without_experts "&parallel ep: ep = 2" "s/dp = 2/dp = 2, ep = 2/; s/
 grep -qF "n_experts = 0" $g/ep_without_experts.err || fail "ep_without_experts: n_experts not named"
 moe_case d_ff_expert_vs_tp "d_ff_expert" "s/dp = 2/dp = 1, tp = 2/; s/global_batch = 8/global_batch = 4/; s/d_ff_expert = 64/d_ff_expert = 63/"
 grep -qF "tp = 2" $g/d_ff_expert_vs_tp.err || fail "d_ff_expert_vs_tp: tp not named"
-# experts whose parameters exceed a 32-bit count per rank (2 layers x 64 experts x 2 x 8192 x
-# 4096): refused by the configuration (it was left to the run, which failed with exit 3), also
-# under --plan, whose memory plan (memory_limit_gb = 4000) would otherwise say it fits
-moe_case experts_past_2g "one rank would hold at least" \
-    "s/n_experts = 4, top_k = 2, d_ff_expert = 64/n_experts = 64, top_k = 2, d_ff_expert = 8192/; s/d_model = 64/d_model = 4096/; s/n_head = 4/n_head = 32/"
-grep -qF "n_experts = 64, d_ff_expert = 8192" $g/experts_past_2g.err || fail "experts_past_2g: the experts are not named"
-sed -i "s/^&run/\&run memory_limit_gb = 4000,/" $g/experts_past_2g.nml
-./llmtrain --plan $g/experts_past_2g.nml >$g/experts_plan.out 2>&1 && fail "experts_past_2g: --plan says it fits"
-grep -qF "one rank would hold at least" $g/experts_plan.out || { tail -3 $g/experts_plan.out; fail "experts_past_2g: --plan gives no reason"; }
+# experts whose parameters, gradients and AdamW moments exceed the 1 TiB per rank the
+# configuration accepts (2 layers x 1024 experts x 2 x 8192 x 4096: 1.4e11 parameters; more than
+# 2^31 on a rank alone is accepted): refused by the configuration naming the experts' keys first,
+# also under --plan, whose memory plan (memory_limit_gb = 4000) would otherwise say it fits
+moe_case experts_past_1tib "more than the 1 TiB llmtrain accepts per rank" \
+    "s/n_experts = 4, top_k = 2, d_ff_expert = 64/n_experts = 1024, top_k = 2, d_ff_expert = 8192/; s/d_model = 64/d_model = 4096/; s/n_head = 4/n_head = 32/"
+grep -qF "use a smaller model or fewer or narrower experts, a larger &parallel ep, tp or pp (&model n_experts: line" \
+    $g/experts_past_1tib.err || fail "experts_past_1tib: the experts are not named"
+sed -i "s/^&run/\&run memory_limit_gb = 4000,/" $g/experts_past_1tib.nml
+./llmtrain --plan $g/experts_past_1tib.nml >$g/experts_plan.out 2>&1 && fail "experts_past_1tib: --plan says it fits"
+grep -qF "more than the 1 TiB llmtrain accepts per rank" $g/experts_plan.out || { tail -3 $g/experts_plan.out; fail "experts_past_1tib: --plan gives no reason"; }
 echo "PASS"

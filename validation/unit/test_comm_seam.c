@@ -72,10 +72,10 @@ static void assert_same(const float *a, const float *b, size_t n) {
 }
 
 /* uneven pieces: rank r gets 2r + 1 (+ the remainder on the last), one rank may get 0 */
-static void pieces(int size, int total, int *counts, int *displs) {
-    int at = 0;
+static void pieces(int size, size_t total, size_t *counts, size_t *displs) {
+    size_t at = 0;
     for (int r = 0; r < size; r++) {
-        counts[r] = r == size - 1 ? total - at : (size > 2 && r == 1 ? 0 : 2 * r + 1);
+        counts[r] = r == size - 1 ? total - at : (size > 2 && r == 1 ? 0 : 2 * (size_t)r + 1);
         displs[r] = at;
         at += counts[r];
     }
@@ -151,7 +151,7 @@ static void reduce_scatter_uneven_pieces_equal_mpis(void **state) {
     (void)state;
     pair_t p = pair_make();
     enum { TOTAL = 29 };
-    int counts[16], displs[16];
+    size_t counts[16], displs[16];
     pieces(p.size, TOTAL, counts, displs);
     float x[TOTAL], oa[TOTAL] = {0}, ob[TOTAL] = {0};
     fill(x, TOTAL, p.rank, 4);
@@ -160,7 +160,7 @@ static void reduce_scatter_uneven_pieces_equal_mpis(void **state) {
     comm_ireduce_scatter_sum(x, ob, counts, p.mpi, COMM_DP, &rb);
     comm_wait(&ra, COMM_DP);
     comm_wait(&rb, COMM_DP);
-    assert_same(oa, ob, (size_t)counts[p.rank]);
+    assert_same(oa, ob, counts[p.rank]);
     pair_free(&p);
 }
 
@@ -168,19 +168,19 @@ static void allgatherv_in_place_and_not_equal_mpis(void **state) {
     (void)state;
     pair_t p = pair_make();
     enum { TOTAL = 23 };
-    int counts[16], displs[16];
+    size_t counts[16], displs[16];
     pieces(p.size, TOTAL, counts, displs);
     float a[TOTAL], b[TOTAL];
     fill(a, TOTAL, -1, 0); /* what other ranks' pieces hold before: garbage */
     memcpy(b, a, sizeof a);
-    fill(a + displs[p.rank], (size_t)counts[p.rank], p.rank, 5);
-    fill(b + displs[p.rank], (size_t)counts[p.rank], p.rank, 5);
+    fill(a + displs[p.rank], counts[p.rank], p.rank, 5);
+    fill(b + displs[p.rank], counts[p.rank], p.rank, 5);
     comm_allgatherv_float(a, counts, displs, p.dev, COMM_DP, "test gather");
     comm_allgatherv_float(b, counts, displs, p.mpi, COMM_DP, "test gather");
     assert_same(a, b, TOTAL);
     /* not in place: mine from elsewhere into a fresh buffer */
     float mine[TOTAL], ca[TOTAL] = {0}, cb[TOTAL] = {0};
-    fill(mine, (size_t)counts[p.rank], p.rank, 6);
+    fill(mine, counts[p.rank], p.rank, 6);
     comm_req_t ra, rb;
     comm_iallgatherv_float(mine, ca, counts, displs, p.dev, COMM_DP, &ra);
     comm_iallgatherv_float(mine, cb, counts, displs, p.mpi, COMM_DP, &rb);
