@@ -58,12 +58,7 @@ grep -q "does not answer within 8 s (the batch script died with it): requeueing 
 [ "$requeued" -le 45 ] || fail "job $jid was requeued $requeued s after the kill (bound: watchdog 10 s + probe 8 s + 27 s)"
 echo "batch host n1 killed; job $jid requeued $requeued s later (watchdog 10 s, probe <= 8 s)"
 # the requeued job waits for 4 nodes: pending while n1 is down (Slurm marks it after SlurmdTimeout)
-why=""
-for _ in $(seq 240); do
-    why=$(scontrol -o show job "$jid" 2>/dev/null | grep -o 'JobState=PENDING Reason=[^ ]*DOWN[^ ]*')
-    [ -n "$why" ] && break
-    sleep 0.5
-done
+why=$(pending_on_down "$jid")
 [ -n "$why" ] || { scontrol -o show job "$jid"; fail "the requeued job is not pending on the down node"; }
 echo "requeued job $jid waits: $why ($(( $(date +%s) - t_kill )) s after the kill)"
 for f in $before; do [ -f "$f" ] || fail "checkpoint $f written before the kill is gone"; done

@@ -82,12 +82,7 @@ for _ in $(seq 240); do grep -q "requeueing job $jid" "$out" 2>/dev/null && brea
 grep -q "lost node(s) n4 (ranks 3-3 of dp 4 x tp 1 x pp 1)" "$out" || { tail -20 "$out"; fail "wait: node n4 and its rank 3 not named"; }
 grep -q "&run elastic = 'wait': requeueing job $jid" "$out" || { tail -20 "$out"; fail "wait: the job was not requeued"; }
 # the requeued job waits: pending while n4 is down (Slurm marks it after SlurmdTimeout)
-why=""
-for _ in $(seq 240); do
-    why=$(scontrol -o show job "$jid" 2>/dev/null | grep -o 'JobState=PENDING Reason=[^ ]*DOWN[^ ]*')
-    [ -n "$why" ] && break
-    sleep 0.5
-done
+why=$(pending_on_down "$jid")
 [ -n "$why" ] || { scontrol -o show job "$jid"; fail "wait: the requeued job is not pending on the down node"; }
 echo "wait: n4 lost and named; job $jid requeued and waiting: $why"
 $CL/revive-node.sh 4 2>>"$TEST_DIR/up.log" || fail "node n4 did not come back"

@@ -56,3 +56,15 @@ watch_job() {
     t_end=$(date +%s)
     t_named=${t_named:-$t_end}
 }
+
+# pending_on_down JOB: waits (at most 120 s) until requeued job JOB is pending on a down node
+# (Slurm marks one after SlurmdTimeout); prints "JobState=PENDING Reason=...", "" if it never was
+pending_on_down() {
+    local why=""
+    for _ in $(seq 240); do
+        why=$(scontrol -o show job "$1" 2>/dev/null | grep -o 'JobState=PENDING Reason=[^ ]*DOWN[^ ]*')
+        [ -n "$why" ] && break
+        sleep 0.5
+    done
+    echo "$why"
+}
