@@ -269,8 +269,7 @@ void params_create_chunks(params_t *P, const model_spec_t *spec, int tp, int tp_
 
 static void checkpoint_global_index(const ckpt_tensors_t *T, const ckpt_tensor_t *t, size_t j0,
                                     size_t n, int64_t *g) {
-    const param_t *p = t->src;
-    for (size_t k = 0; k < n; k++) g[k] = param_global_index(p, T->tp, T->tp_rank, j0 + k);
+    param_global_indices(t->src, T->tp, T->tp_rank, j0, n, g);
 }
 
 /* P->ckpt: the registry in io/checkpoint.h's terms (io knows no param_t). */
@@ -380,6 +379,21 @@ int64_t param_global_index(const param_t *p, int tp, int tp_rank, size_t local_i
     if (p->split_dim == 0) r = global_coord(p, tp, tp_rank, r);
     if (p->split_dim == 1) c = global_coord(p, tp, tp_rank, c);
     return r * p->shape[1] + c;
+}
+
+void param_global_indices(const param_t *p, int tp, int tp_rank, size_t j0, size_t n, int64_t *g) {
+    /* along the last dimension consecutive local elements are consecutive global ones, up to the
+     * end of the local row or, split on that dimension, of the rank's stretch of a block */
+    const int last = p->experts > 0 ? 2 : 1;
+    const int64_t width = p->local_shape[last];
+    const int64_t run = p->split_dim == last && tp > 1 ? width / p->split_blocks : width;
+    for (size_t k = 0; k < n;) {
+        const int64_t c = (int64_t)((j0 + k) % (size_t)width) % run;
+        const size_t m = (size_t)(run - c) < n - k ? (size_t)(run - c) : n - k;
+        const int64_t g0 = param_global_index(p, tp, tp_rank, j0 + k);
+        for (size_t q = 0; q < m; q++) g[k + q] = g0 + (int64_t)q;
+        k += m;
+    }
 }
 
 int param_hyperslabs(const param_t *p, int tp, int tp_rank, int64_t start[3][3],

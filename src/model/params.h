@@ -102,6 +102,9 @@ const param_t *params_find(const params_t *P, const char *name);
  * hyperslab this rank owns: for each dim, a list of `split_blocks` runs. Local element order is
  * row-major over the local shape. */
 int64_t param_global_index(const param_t *p, int tp, int tp_rank, size_t local_i);
+/* The same for local elements j0 .. j0+n-1 into g[0..n), a run along the last dimension at a time
+ * (the checkpoint checksums' indices). */
+void param_global_indices(const param_t *p, int tp, int tp_rank, size_t j0, size_t n, int64_t *g);
 /* The local shard as `nblk` hyperslab blocks: start[b][dim], count[b][dim] (nblk <= 3; dims
  * past ndim unused). An expert tensor's shard is one block (its experts, its tp part of each). */
 int param_hyperslabs(const param_t *p, int tp, int tp_rank, int64_t start[3][3],

@@ -116,6 +116,42 @@ static void hyperslabs_enumerate_local_elements_in_order(void **state) {
     }
 }
 
+/* param_global_indices (runs along the last dimension) equals param_global_index element by
+ * element, for windows that start and end anywhere, dense and expert tensors, tp 1, 2, 4. */
+static void global_indices_equal_the_elementwise_index(void **state) {
+    (void)state;
+    config_t cfg;
+    small_config(&cfg);
+    for (int moe = 0; moe < 2; moe++) {
+        if (moe) cfg.n_experts = 4, cfg.top_k_moe = 2, cfg.moe_every = 2, cfg.d_ff_expert = 32;
+        const int ep = moe ? 2 : 1;
+        for (int tp = 1; tp <= 4; tp *= 2)
+            for (int q = 0; q < tp * ep; q++) {
+                const int r = q % tp;
+                params_t P;
+                params_create_experts(&P, MODEL_SPEC_OF(&cfg), tp, r, 1, 0, 1, ep, q / tp);
+                for (int i = 0; i < P.n; i++) {
+                    const param_t *p = &P.p[i];
+                    if (!p->numel) continue;
+                    int64_t *g = xcalloc(p->numel, sizeof *g);
+                    const size_t windows[][2] = {{0, p->numel}, {1, p->numel - 1}, {p->numel / 3, p->numel / 2}, {p->numel - 1, 1}};
+                    for (int w = 0; w < 4; w++) {
+                        const size_t j0 = windows[w][0], n = windows[w][1] < p->numel - j0 ? windows[w][1] : p->numel - j0;
+                        param_global_indices(p, tp, r, j0, n, g);
+                        for (size_t k = 0; k < n; k++)
+                            if (g[k] != param_global_index(p, tp, r, j0 + k)) {
+                                print_error("%s tp=%d rank %d: element %zu: %lld, elementwise %lld\n", p->name, tp, r,
+                                            j0 + k, (long long)g[k], (long long)param_global_index(p, tp, r, j0 + k));
+                                fail();
+                            }
+                    }
+                    xfree(g);
+                }
+                params_destroy(&P);
+            }
+    }
+}
+
 static void shard_init_equals_slice_of_serial_init(void **state) {
     (void)state;
     config_t cfg;
@@ -247,6 +283,7 @@ int main(void) {
         cmocka_unit_test(decay_only_on_matrices_and_embeddings),
         cmocka_unit_test(tp_shards_tile_each_global_tensor_exactly_once),
         cmocka_unit_test(hyperslabs_enumerate_local_elements_in_order),
+        cmocka_unit_test(global_indices_equal_the_elementwise_index),
         cmocka_unit_test(shard_init_equals_slice_of_serial_init),
         cmocka_unit_test(expert_shards_tile_each_expert_tensor_exactly_once),
         cmocka_unit_test(gpt2_init_statistics_std_002_resid_scaled_norms_one_padding_zero),
