@@ -8,11 +8,13 @@
  * work (non-blocking send and receive). Backward passes K/V around again with a dK/dV
  * accumulator that travels with them and comes home after one more hop.
  * Owns: the ring's buffers (two K/V blocks, two dK/dV accumulators, the running sums).
- * Uses: kernels/ops.h, parallel/comm.h, core/. Used by: model/gpt.c. */
+ * Uses: kernels/ops.h, parallel/comm.h, core/. Used by: model/gpt.c; ring_keep_local by train/
+ * (a batch cut to this rank's chunks). */
 #ifndef LLMT_RING_H
 #define LLMT_RING_H
 #include <stdbool.h>
 #include <stddef.h>
+#include <string.h>
 #include "kernels/ops.h"
 #include "parallel/comm.h"
 
@@ -38,6 +40,18 @@ typedef struct ring_layout {
 static inline int ring_position(int t, int T, int cp, int rank) {
     const int c = T / 2;
     return t < c ? rank * c + t : (2 * cp - 1 - rank) * c + (t - c);
+}
+/* n sequences of T tokens in x, each cut into 2 cp chunks, compacted in place to cp rank
+ * `rank`'s two chunks (T / cp tokens a sequence); nothing when cp = 1. Every destination lies
+ * at or before its source and the sources rise with the destinations, so nothing is
+ * overwritten before it is read. */
+static inline void ring_keep_local(int *x, int n, int T, int cp, int rank) {
+    if (cp == 1) return;
+    const int Tl = T / cp, c = Tl / 2;
+    for (int s = 0; s < n; s++)
+        for (int h = 0; h < 2; h++)
+            memmove(x + (size_t)s * Tl + (size_t)h * c,
+                    x + (size_t)s * T + ring_position(h * c, Tl, cp, rank), sizeof(int) * (size_t)c);
 }
 /* The floats of the buffers ring_t holds for B x T local rows. */
 size_t ring_floats(int B, int T, int NH, int NKV, int hs);

@@ -23,7 +23,8 @@
  * the statistics (the caller says so), so one spike does not hide the next.
  * The state is a plain struct (no allocation; copying it is a snapshot: the trainer keeps the
  * one of its newest checkpoint and restores it on a rollback).
- * Owns: detector state, verdicts, policy names. Uses: config/. Used by: train/trainer. */
+ * Owns: detector state, verdicts, the event type, policy names. Uses: config/. Used by:
+ * train/trainer_anomaly, train/step_result.h, train/trainer. */
 #ifndef LLMT_ANOMALY_H
 #define LLMT_ANOMALY_H
 #include <stdbool.h>
@@ -74,6 +75,16 @@ typedef struct anom_verdict {
     double threshold;          /* what `value` exceeded (0 for nonfinite and the scaler's floor) */
     double reference;          /* spike: the median loss; grad_explosion: the median norm */
 } anom_verdict_t;
+
+/* An anomaly verdict and what was done about it (one metrics record, one line). */
+typedef struct anom_event {
+    int64_t step;          /* the step (1-based, as logged) whose values or validation fired */
+    double loss, norm;     /* that step's (for the message) */
+    anom_verdict_t v;
+    anom_action_t action;  /* what was done: a rollback that was not possible is a skip */
+    int64_t to_step;       /* the step rolled back to; -1 if none */
+    const char *note;      /* why the policy was not followed, or NULL */
+} anom_event_t;
 
 void anom_init(anom_state_t *s, const anom_config_t *c);
 /* The detectors' settings from &train. */

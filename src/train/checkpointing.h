@@ -21,7 +21,8 @@
  * The SIGUSR1/SIGTERM flag is train/stop_signals (included here for the trainer). Works on the trainer's state through ckpt_ctx_t (the parts a
  * checkpoint holds or a save touches), never on the trainer itself. Uses: train/flat,
  * train/curriculum, train/optimizer, train/zero, train/loss_scale, train/deadline, train/rundir,
- * io/checkpoint, io/metrics, parallel/comm. Used by: train/trainer, main. */
+ * io/checkpoint, io/metrics, parallel/comm. Used by: train/trainer, train/trainer_anomaly (a
+ * rollback), train/trainer_report (the progress), main. */
 #ifndef LLMT_CHECKPOINTING_H
 #define LLMT_CHECKPOINTING_H
 #include <stdbool.h>

@@ -160,6 +160,12 @@ static void agree(const char *prefix, int failed, const char *err) {
     comm_agree_or_exit(MPI_COMM_WORLD, LLMT_EXIT_USER, "checking the data", failed ? msg : NULL);
 }
 
+void curric_agree_data_error(const char *source_path, MPI_Comm comm, int failed, const char *err) {
+    char msg[1400];
+    if (failed) snprintf(msg, sizeof msg, "%s: &data %s", source_path, err);
+    comm_agree_or_exit(comm, LLMT_EXIT_USER, "checking the data", failed ? msg : NULL);
+}
+
 /* The first stage that reads set i, for messages. */
 static int first_stage_of(const curriculum_t *c, int i) {
     for (int s = 0; s < c->n_stages; s++)

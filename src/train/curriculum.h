@@ -17,11 +17,14 @@
  * buffers and pipeline slots are sized for the largest stage.
  * Owns: the plan, the shard sets of every source (each distinct pattern opened once), one
  * sampler per stage and source, the cursor. Uses: config/stages, io/mixture, io/sampler,
- * io/shards, train/lr, parallel/comm, io/metrics. Used by: train/trainer, train/checkpointing. */
+ * io/shards, train/lr, parallel/comm, io/metrics. Used by: train/trainer, train/checkpointing;
+ * train/trainer_report, train/trainer_validate and train/trainer_anomaly (batch_shape_t, the
+ * data-error agreement, the cursor). */
 #ifndef LLMT_CURRICULUM_H
 #define LLMT_CURRICULUM_H
 #include <stdbool.h>
 #include <stdint.h>
+#include <mpi.h>
 #include "config/stages.h"
 #include "io/sampler.h"
 #include "io/shards.h"
@@ -70,6 +73,12 @@ typedef struct curriculum {
     uint64_t seed;
 } curriculum_t;
 
+/* The batch geometry of the current stage (at setup: the largest stage's); micro_batch is the
+ * run's, the same in every stage. */
+typedef struct batch_shape {
+    int micro_batch, accum, global_batch, T;
+} batch_shape_t;
+
 struct ckpt_state;
 struct grid;
 struct metrics;
@@ -106,6 +115,10 @@ static inline int64_t curric_sample_offset(int rank_dp, int accum, int micro_bat
  * message. */
 int curric_fill(curriculum_t *c, int64_t step_sample, int64_t first, int B, int *inputs,
                 int *targets, char *err, size_t errlen);
+/* A data error that only some ranks of `comm` saw (each checks its own part or windows): all
+ * learn of it, the lowest such rank's message ("<source_path>: &data <err>") is printed once
+ * with its rank and host, and every rank exits 2. */
+void curric_agree_data_error(const char *source_path, MPI_Comm comm, int failed, const char *err);
 /* The step is done: the cursor moves past its samples. */
 void curric_commit(curriculum_t *c);
 /* The learning rate of optimizer step `step` (0-based) in the current stage. */

@@ -105,15 +105,13 @@ static int stop_for_signal(trainer_t *tr, int sig, const char *when) {
 static int after_step(trainer_t *tr) {
     const config_t *cfg = tr->cfg;
     if (ckpt_async_poll(&tr->ckpt) > 0) /* a background write completed: the rollback target */
-        tr->anom_at_ckpt = tr->anom_saving;
+        anom_handler_committed(&tr->anomaly);
     /* After a rollback the step is that of the checkpoint just reloaded: nothing to write. A
      * failed save was reported and training goes on; a written one keeps the detectors' state
      * for a rollback to it. */
     if (cfg->ckpt_every > 0 && tr->prog.step % cfg->ckpt_every == 0 && tr->prog.step < cfg->max_steps &&
-        tr->prog.last_ckpt_step != tr->prog.step && ckpt_write_now(&tr->ckpt, "every") == 0) {
-        tr->anom_saving = tr->anom; /* written in the background: it counts once committed */
-        if (!ckpt_async_pending(&tr->ckpt)) tr->anom_at_ckpt = tr->anom;
-    }
+        tr->prog.last_ckpt_step != tr->prog.step && ckpt_write_now(&tr->ckpt, "every") == 0)
+        anom_handler_saved(&tr->anomaly, ckpt_async_pending(&tr->ckpt));
     fault_point("step", tr->grid->world_rank);
     /* rank 0's clock decides about the time limit; the verdict travels with the signals */
     const bool late = is_root(tr) && deadline_due(&tr->deadline, tr->grid->world_rank);
@@ -125,7 +123,7 @@ static int after_step(trainer_t *tr) {
  * space first; either failing is exit code 5). */
 static int finish(trainer_t *tr) {
     const config_t *cfg = tr->cfg;
-    if (tr->has_val && (cfg->val_every <= 0 || tr->prog.step % cfg->val_every != 0)) trainer_run_validation(tr);
+    if (tr->has_val && (cfg->val_every <= 0 || tr->prog.step % cfg->val_every != 0)) val_run(&tr->val);
     int code = 0;
     ckpt_async_wait(&tr->ckpt); /* the last periodic save may be of this very step */
     if (cfg->ckpt_every > 0 && tr->prog.last_ckpt_step != tr->prog.step && ckpt_write_now(&tr->ckpt, "final") != 0)
@@ -136,18 +134,19 @@ static int finish(trainer_t *tr) {
     if (is_root(tr) && tr->prog.skipped)
         printf("anomalies: %lld of %lld steps skipped%s\n", (long long)tr->prog.skipped,
                (long long)tr->prog.step, tr->scaler.overflows ? "" : "");
-    if (is_root(tr) && tr->rollbacks)
+    const int rollbacks = tr->anomaly.rollbacks;
+    if (is_root(tr) && rollbacks)
         printf("anomalies: %d rollback%s to an earlier checkpoint (&train max_rollbacks = %d)\n",
-               tr->rollbacks, tr->rollbacks > 1 ? "s" : "", cfg->max_rollbacks);
+               rollbacks, rollbacks > 1 ? "s" : "", cfg->max_rollbacks);
     if (is_root(tr) && tr->post_validate)
         printf("post-validation: %lld of %lld optimistic updates undone (clipping, anomaly or "
                "overflow) and redone as checked\n", (long long)tr->pv.undone, (long long)tr->prog.step);
     if (is_root(tr) && tr->scaler.enabled)
         printf("loss scaling: %lld overflowing steps skipped, final scale %g\n",
                (long long)tr->scaler.overflows, tr->scaler.scale);
-    trainer_print_time_split(tr);
-    if (is_root(tr)) trainer_print_stragglers(tr);
-    trainer_print_memory_table(tr);
+    report_time_split(&tr->report);
+    if (is_root(tr)) report_print_stragglers(&tr->report);
+    report_memory_table(&tr->report);
     profiling_finish(&tr->prof, tr->rd.dir, &tr->metrics, tr->prog.step);
     return code;
 }
@@ -176,16 +175,18 @@ int trainer_train(trainer_t *tr) {
         profiling_step_end(&tr->prof);
         const long faults = minor_faults_now() - faults0;
         comm_delta(&before, &delta);
-        trainer_watch_stragglers(tr, r.step, dt, &delta); /* all ranks: a small all-gather */
+        report_watch_stragglers(&tr->report, r.step, dt, &delta); /* all ranks: a small all-gather */
         /* The first step carries one-time costs (page faults, BLAS warm-up): keep it out of the ETA. */
         ema = tr->prog.step - first <= 2 ? dt : 0.9 * ema + 0.1 * dt;
-        trainer_log_step(tr, &r, dt, ema * (cfg->max_steps - tr->prog.step), &delta, faults);
+        report_step(&tr->report, &r, dt, ema * (cfg->max_steps - tr->prog.step), &delta, faults);
         if (r.event.to_step < 0 && tr->has_val && cfg->val_every > 0 && tr->prog.step % cfg->val_every == 0)
-            trainer_validate_and_watch(tr);
+            anom_handler_validate(&tr->anomaly);
         int code = after_step(tr);
         if (code >= 0) return code;
     }
     return finish(tr);
 }
+
+double trainer_validate(trainer_t *tr) { return val_loss(&tr->val); }
 
 void trainer_generate(trainer_t *tr) { generate_run(tr->cfg, tr->grid, &tr->model); }

@@ -5,9 +5,11 @@
  * kernels/ops.h, kernels/ops_rate.h, config/, core/, and the other train/ modules, each through
  * its own narrow interface (checkpointing through ckpt_ctx_t, the curriculum through
  * curriculum_t); none of them includes this header. Used by: main.
- * The implementation is split by concern over trainer.c (the run loop), trainer_setup.c,
- * trainer_step.c, trainer_anomaly.c, trainer_validate.c and trainer_report.c, which share the
- * private trainer_internal.h. */
+ * The implementation is split by concern over trainer.c (the run loop), trainer_setup.c and
+ * trainer_step.c, which share the private trainer_internal.h; anomaly handling
+ * (trainer_anomaly.h), reporting (trainer_report.h) and validation (trainer_validate.h) see the
+ * run only through the narrow contexts setup builds for them (anom_ctx_t, report_ctx_t,
+ * val_ctx_t), never trainer_t. */
 #ifndef LLMT_TRAINER_H
 #define LLMT_TRAINER_H
 #include <stdint.h>
@@ -18,8 +20,6 @@
 #include "io/shards.h"
 #include "model/gpt.h"
 #include "parallel/grid.h"
-#include "parallel/linkprobe.h"
-#include "train/anomaly.h"
 #include "train/checkpointing.h"
 #include "train/curriculum.h"
 #include "train/deadline.h"
@@ -33,7 +33,9 @@
 #include "train/moe_log.h"
 #include "train/profiling.h"
 #include "train/rundir.h"
-#include "train/straggler.h"
+#include "train/trainer_anomaly.h"
+#include "train/trainer_report.h"
+#include "train/trainer_validate.h"
 #include "train/zero.h"
 
 typedef struct trainer {
@@ -56,9 +58,10 @@ typedef struct trainer {
     dp_sync_t dps;              /* bucketed data-parallel gradient all-reduce */
     shard_set_t val_set;
     sampler_t val_sampler;
+    val_ctx_t val;              /* what validation reads (train/trainer_validate.h) */
     curriculum_t curric;        /* the stages, the training data and its cursor */
     bool has_train, has_val;
-    int micro_batch, accum, global_batch, T; /* the current stage's (at setup: the largest) */
+    batch_shape_t shape;        /* the current stage's (at setup: the largest) */
     int *inputs, *targets;      /* host [accum][micro_batch * T]: one step's micro-batches */
     rundir_t rd;                /* the run and checkpoint directories, lock and lineage */
     char *config_text;          /* effective namelist, stored in weight files */
@@ -66,26 +69,14 @@ typedef struct trainer {
     provenance_t provenance;    /* the run's (train/runinfo), the same on every rank */
     ckpt_progress_t prog;       /* step, skipped, tokens_seen, sample_pos, the last checkpoint */
     ckpt_ctx_t ckpt;            /* what checkpointing sees of this trainer (set up once) */
-    anom_state_t anom;          /* the anomaly detectors (anomaly.h) */
-    anom_state_t anom_at_ckpt;  /* ... as they were at last_ckpt_step: a rollback restores them */
-    anom_state_t anom_saving;   /* ... as they were at the save a background write has in flight */
-    int rollbacks;              /* anomaly rollbacks made by this process (&train max_rollbacks) */
+    anom_handler_t anomaly;     /* the detectors, their policies, the rollbacks
+                                   (train/trainer_anomaly.h) */
     MPI_Info io_hints;          /* MPI-IO hints for checkpoint files */
-    double peak_flops;          /* per rank: the hardware's peak (or &log peak_flops), for MFU */
-    char peak_how[160];         /* how peak_flops was found, for the startup summary */
-    char cores[80];             /* this rank's cores ("2 cores (0-1)"), for the startup summary */
-    double gemm_flops;          /* per rank: the model's matmul as measured at startup */
     dtype_t products;           /* the products' type (choose_products: gpt_product_type) */
-    double flops_per_token;
-    double dp_blocking_ms;      /* one blocking all-reduce of all gradients, measured at setup */
     profiling_t prof;           /* timeline, counts per phase, energy (mode = 'train') */
     moe_log_t moelog;           /* the MoE blocks' step statistics (train/moe_log.h) */
-    straggler_t strag;          /* slow ranks named from the busy times (train/straggler.h) */
-    double *busy_all;           /* [world]: the step's busy times, gathered (NULL when off) */
-    linkprobe_t probe;          /* the links between nodes, timed (parallel/linkprobe.h) */
-    link_watch_t linkw;         /* ... and a slow one named (train/straggler.h) */
-    char strag_line[160];       /* " | straggler r2@n2 x2.4 | slow link n3 x9.8", or "" */
-    char strag_record[768];     /* ",\"straggler_rank\":2,...": the step record's members, or "" */
+    report_t report;            /* what reporting reads (pointers into this) and keeps
+                                   (train/trainer_report.h) */
 } trainer_t;
 
 /* Everything a run needs, allocated once; data files are validated here (a bad file is one

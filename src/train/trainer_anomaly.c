@@ -1,7 +1,8 @@
 /* trainer_anomaly.c — the anomaly detectors' verdicts (agreed by every rank) and their
  * policies: the messages and records, abort, skip, warn and the rollback to the last
- * checkpoint; the divergence detector on the validation loss during training. */
-#include "train/trainer_internal.h"
+ * checkpoint; the divergence detector on the validation loss during training
+ * (trainer_anomaly.h). */
+#include "train/trainer_anomaly.h"
 #include "train/ckpt_async.h"
 #include <errno.h>
 #include <math.h>
@@ -9,6 +10,22 @@
 #include <string.h>
 #include "core/error.h"
 #include "parallel/comm_host.h"
+
+static bool is_root(const anom_ctx_t *in) { return in->grid->world_rank == 0; }
+
+void anom_handler_init(anom_handler_t *h, const config_t *cfg) {
+    const anom_config_t detectors = anom_config_from(cfg);
+    anom_init(&h->now, &detectors);
+    h->at_ckpt = h->now;
+    h->rollbacks = 0;
+}
+
+void anom_handler_saved(anom_handler_t *h, bool in_background) {
+    h->saving = h->now; /* written in the background: it counts once committed */
+    if (!in_background) h->at_ckpt = h->now;
+}
+
+void anom_handler_committed(anom_handler_t *h) { h->at_ckpt = h->saving; }
 
 /* The verdict every rank acts on: each computes it from the same globally reduced values, and
  * one integer all-reduce makes sure (a rank that saw nothing takes the highest detector seen). */
@@ -37,8 +54,9 @@ static const char *policy_key(const config_t *cfg, anom_detector_t d, const char
 }
 
 /* What the detector saw, for messages: "loss 9.1 is 55.2 sigma above ...". */
-static void describe(const trainer_t *tr, const anom_event_t *e, char *buf, size_t len) {
-    const config_t *cfg = tr->cfg;
+static void describe(const anom_handler_t *h, const anom_event_t *e, char *buf, size_t len) {
+    const anom_ctx_t *in = &h->ctx;
+    const config_t *cfg = in->cfg;
     const anom_verdict_t *v = &e->v;
     switch (v->detector) {
     case ANOM_NONFINITE:
@@ -55,12 +73,12 @@ static void describe(const trainer_t *tr, const anom_event_t *e, char *buf, size
     case ANOM_SPIKE:
         snprintf(buf, len, "loss spike: loss %g is %.1f robust scales above the median %g of the "
                  "last %d losses (&train spike_zscore = %g)", e->loss, v->value, v->reference,
-                 tr->anom.c.window, v->threshold);
+                 h->now.c.window, v->threshold);
         break;
     case ANOM_GRAD_EXPLOSION:
         snprintf(buf, len, "gradient explosion: norm %g is %.1f x the median %g of the last %d "
                  "steps (&train grad_explosion_ratio = %g)", e->norm, v->value, v->reference,
-                 tr->anom.c.window, v->threshold);
+                 h->now.c.window, v->threshold);
         break;
     case ANOM_DIVERGENCE:
         snprintf(buf, len, "divergence: validation loss %g rose %.0f evaluations in a row (&train "
@@ -71,13 +89,14 @@ static void describe(const trainer_t *tr, const anom_event_t *e, char *buf, size
 }
 
 /* The event as one flat metrics record (the TensorBoard writer shows its strings as text). */
-static void record_anomaly(trainer_t *tr, const anom_event_t *e) {
+static void record_anomaly(const anom_handler_t *h, const anom_event_t *e) {
+    const anom_ctx_t *in = &h->ctx;
     char n1[32], n2[32], to[96] = "", note[160] = "";
     if (e->to_step >= 0)
         snprintf(to, sizeof to, ",\"to_step\":%lld,\"sample_pos\":%lld,\"rollbacks\":%d",
-                 (long long)e->to_step, (long long)tr->prog.sample_pos, tr->rollbacks);
+                 (long long)e->to_step, (long long)in->prog->sample_pos, h->rollbacks);
     if (e->note) snprintf(note, sizeof note, ",\"note\":\"%s\"", e->note);
-    metrics_write(&tr->metrics, "\"event\":\"anomaly\",\"detector\":\"%s\",\"step\":%lld,"
+    metrics_write(in->metrics, "\"event\":\"anomaly\",\"detector\":\"%s\",\"step\":%lld,"
                   "\"value\":%s,\"threshold\":%s,\"action\":\"%s\"%s%s",
                   anom_detector_name(e->v.detector), (long long)e->step,
                   metrics_num(n1, sizeof n1, e->v.value), metrics_num(n2, sizeof n2, e->v.threshold),
@@ -85,70 +104,74 @@ static void record_anomaly(trainer_t *tr, const anom_event_t *e) {
 }
 
 /* 'abort', or a rollback beyond &train max_rollbacks: the record, one message, exit 2. */
-_Noreturn static void abort_on_anomaly(trainer_t *tr, anom_event_t *e, bool rollbacks_used_up) {
+_Noreturn static void abort_on_anomaly(const anom_handler_t *h, anom_event_t *e,
+                                      bool rollbacks_used_up) {
+    const anom_ctx_t *in = &h->ctx;
     char what[300];
-    const char *value, *key = policy_key(tr->cfg, e->v.detector, &value);
-    describe(tr, e, what, sizeof what);
+    const char *value, *key = policy_key(in->cfg, e->v.detector, &value);
+    describe(h, e, what, sizeof what);
     e->action = ANOM_ABORT;
     e->note = rollbacks_used_up ? "max_rollbacks used up" : NULL;
-    record_anomaly(tr, e);
+    record_anomaly(h, e);
     if (rollbacks_used_up)
         fatal_user("step %lld: %s; stopping: &train %s = 'rollback' but the %d rollback%s that "
                    "&train max_rollbacks = %d allows %s been made", (long long)e->step, what, key,
-                   tr->rollbacks, tr->rollbacks == 1 ? "" : "s", tr->cfg->max_rollbacks,
-                   tr->rollbacks == 1 ? "has" : "have");
+                   h->rollbacks, h->rollbacks == 1 ? "" : "s", in->cfg->max_rollbacks,
+                   h->rollbacks == 1 ? "has" : "have");
     fatal_user("step %lld: %s; stopping because &train %s = 'abort'", (long long)e->step, what, key);
 }
 
 /* The line (stderr) and record of an event that did not end the run. */
-void trainer_report_anomaly(trainer_t *tr, const anom_event_t *e, const char *outcome) {
+void anom_handler_report(anom_handler_t *h, const anom_event_t *e, const char *outcome) {
+    const anom_ctx_t *in = &h->ctx;
     char what[300], done[200];
-    const char *value, *key = policy_key(tr->cfg, e->v.detector, &value);
-    describe(tr, e, what, sizeof what);
+    const char *value, *key = policy_key(in->cfg, e->v.detector, &value);
+    describe(h, e, what, sizeof what);
     if (e->to_step >= 0)
         snprintf(done, sizeof done, "rolled back to the checkpoint of step %lld; the samples up to "
                  "%lld (steps %lld..%lld) are skipped (rollback %d of at most %d)",
-                 (long long)e->to_step, (long long)tr->prog.sample_pos, (long long)e->to_step + 1,
-                 (long long)e->step, tr->rollbacks, tr->cfg->max_rollbacks);
+                 (long long)e->to_step, (long long)in->prog->sample_pos, (long long)e->to_step + 1,
+                 (long long)e->step, h->rollbacks, in->cfg->max_rollbacks);
     else snprintf(done, sizeof done, "%s%s%s", outcome, e->note ? ": " : "", e->note ? e->note : "");
-    if (is_root(tr))
+    if (is_root(in))
         fprintf(stderr, "llmtrain: warning: step %lld: %s: %s (%s = '%s')\n", (long long)e->step,
                 what, done, key, value);
-    record_anomaly(tr, e);
+    record_anomaly(h, e);
 }
 
 /* A rollback verdict: reload the newest checkpoint (step c) with the detector state it had and
  * continue the data at `next_sample` (the position after the window that fired, so the
  * samples of steps c+1..k are not seen again). No checkpoint yet, or one that does not load:
  * the step is skipped instead (said in the note). Returns whether it rolled back. */
-static bool roll_back(trainer_t *tr, anom_event_t *e, int64_t next_sample) {
-    if (tr->rollbacks >= tr->cfg->max_rollbacks) abort_on_anomaly(tr, e, true);
+static bool roll_back(anom_handler_t *h, anom_event_t *e, int64_t next_sample) {
+    const anom_ctx_t *in = &h->ctx;
+    if (h->rollbacks >= in->cfg->max_rollbacks) abort_on_anomaly(h, e, true);
     e->action = ANOM_SKIP;
-    if (ckpt_async_wait(&tr->ckpt) > 0) /* the newest checkpoint was being written */
-        tr->anom_at_ckpt = tr->anom_saving;
-    if (tr->prog.last_ckpt_step < 0) {
+    if (ckpt_async_wait(in->ckpt) > 0) /* the newest checkpoint was being written */
+        h->at_ckpt = h->saving;
+    if (in->prog->last_ckpt_step < 0) {
         e->note = "no checkpoint to roll back to yet";
         return false;
     }
     char msg[COMM_MSG_MAX + 64];
     curric_cursor_t keep; /* the data cursor at next_sample (the step's start or end) */
-    const bool have_cursor = curric_cursor_at(&tr->curric, next_sample, &keep);
+    const bool have_cursor = curric_cursor_at(in->curric, next_sample, &keep);
     ASSERT(have_cursor);
-    if (ckpt_rollback(&tr->ckpt, msg, sizeof msg) != 0) {
-        if (is_root(tr)) fprintf(stderr, "llmtrain: error: rollback: %s\n", msg);
+    if (ckpt_rollback(in->ckpt, msg, sizeof msg) != 0) {
+        if (is_root(in)) fprintf(stderr, "llmtrain: error: rollback: %s\n", msg);
         e->note = "the checkpoint could not be reloaded";
         return false;
     }
-    tr->rollbacks++;
+    h->rollbacks++;
     /* the records of the steps about to be redone are superseded, as after a resume */
-    if (metrics_supersede_open(&tr->metrics, (long long)tr->prog.step) < 0)
+    if (metrics_supersede_open(in->metrics, (long long)in->prog->step) < 0)
         fprintf(stderr, "llmtrain: warning: rollback: marking the superseded records of %s: %s\n",
-                tr->metrics.path, strerror(errno));
-    tr->anom = tr->anom_at_ckpt;
-    tr->prog.sample_pos = next_sample;
-    curric_set_cursor(&tr->curric, &keep, next_sample);
+                in->metrics->path, strerror(errno));
+    h->now = h->at_ckpt;
+    in->prog->sample_pos = next_sample;
+    curric_set_cursor(in->curric, &keep, next_sample);
     e->action = ANOM_ROLLBACK;
-    e->to_step = tr->prog.step;
+    e->to_step = in->prog->step;
     return true;
 }
 
@@ -156,35 +179,37 @@ static bool roll_back(trainer_t *tr, anom_event_t *e, int64_t next_sample) {
  * reloads (true: the step is over); skip and warn are left to the caller (r->event). The values
  * of an anomalous step are folded into the statistics only under 'warn' (the run goes on
  * from them). */
-bool trainer_step_anomaly(trainer_t *tr, step_result_t *r, bool at_floor, int64_t next_sample) {
-    const anom_step_in_t in = {r->loss, r->norm, r->overflow, at_floor};
+bool anom_handler_step(anom_handler_t *h, step_result_t *r, bool at_floor, int64_t next_sample) {
+    const anom_ctx_t *in = &h->ctx;
+    const anom_step_in_t values = {r->loss, r->norm, r->overflow, at_floor};
     anom_event_t *e = &r->event;
     e->step = r->step;
     e->loss = r->loss;
     e->norm = r->norm;
     e->to_step = -1;
-    e->v = agreed_verdict(anom_check_step(&tr->anom, &in));
+    e->v = agreed_verdict(anom_check_step(&h->now, &values));
     r->anomaly = e->v.detector != ANOM_NONE;
-    e->action = r->anomaly ? anom_action_for(tr->cfg, e->v.detector) : ANOM_WARN;
-    anom_observe_step(&tr->anom, &in, r->anomaly && e->action != ANOM_WARN);
+    e->action = r->anomaly ? anom_action_for(in->cfg, e->v.detector) : ANOM_WARN;
+    anom_observe_step(&h->now, &values, r->anomaly && e->action != ANOM_WARN);
     if (!r->anomaly) return false;
-    if (e->action == ANOM_ABORT) abort_on_anomaly(tr, e, false);
-    if (e->action != ANOM_ROLLBACK || !roll_back(tr, e, next_sample)) return false;
+    if (e->action == ANOM_ABORT) abort_on_anomaly(h, e, false);
+    if (e->action != ANOM_ROLLBACK || !roll_back(h, e, next_sample)) return false;
     r->applied = false;
-    trainer_report_anomaly(tr, e, NULL);
+    anom_handler_report(h, e, NULL);
     return true;
 }
 
 /* Validation during training, and the divergence detector on its loss (a rollback continues
  * the data where it is: after this step's samples). 'skip' has no update to drop here. */
-void trainer_validate_and_watch(trainer_t *tr) {
-    const double val = trainer_run_validation(tr);
-    anom_event_t e = {tr->prog.step, val, NAN, agreed_verdict(anom_observe_val(&tr->anom, val)),
+void anom_handler_validate(anom_handler_t *h) {
+    const anom_ctx_t *in = &h->ctx;
+    const double val = val_run(in->val);
+    anom_event_t e = {in->prog->step, val, NAN, agreed_verdict(anom_observe_val(&h->now, val)),
                       ANOM_WARN, -1, NULL};
     if (e.v.detector == ANOM_NONE) return;
-    e.action = anom_action_for(tr->cfg, e.v.detector);
-    if (e.action == ANOM_ABORT) abort_on_anomaly(tr, &e, false);
-    if (e.action == ANOM_ROLLBACK) roll_back(tr, &e, tr->prog.sample_pos);
+    e.action = anom_action_for(in->cfg, e.v.detector);
+    if (e.action == ANOM_ABORT) abort_on_anomaly(h, &e, false);
+    if (e.action == ANOM_ROLLBACK) roll_back(h, &e, in->prog->sample_pos);
     if (e.action == ANOM_SKIP && !e.note) e.note = "after a validation there is no update to skip";
-    trainer_report_anomaly(tr, &e, "training goes on");
+    anom_handler_report(h, &e, "training goes on");
 }

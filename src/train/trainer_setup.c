@@ -24,15 +24,6 @@
 #include "train/planner.h"
 #include "train/runinfo.h"
 
-/* A data error that only some ranks of `comm` saw (each checks its own part or windows): all
- * learn of it, the lowest such rank's message is printed once with its rank and host (its part
- * comes first, so it names the first bad token), and every rank exits 2. */
-void trainer_agree_data_error(const config_t *cfg, MPI_Comm comm, int failed, const char *err) {
-    char msg[1400];
-    if (failed) snprintf(msg, sizeof msg, "%s: &data %s", cfg->source_path, err);
-    comm_agree_or_exit(comm, LLMT_EXIT_USER, "checking the data", failed ? msg : NULL);
-}
-
 /* Open a set of shards, check every token id (each rank scans 1/world of the set, so the ranks
  * read it once together; sets above SHARD_SCAN_MAX_BYTES_PER_RANK per rank rely on the check of
  * every window in sampler_fill) and create its sampler. Every rank opens the files itself, and a
@@ -43,12 +34,12 @@ static void open_data(const trainer_t *tr, const char *patterns, const char *key
     const config_t *cfg = tr->cfg;
     char err[1024] = "";
     int bad = shard_set_open(set, patterns, key, cfg->choice.data_format, err, sizeof err) != 0;
-    trainer_agree_data_error(cfg, MPI_COMM_WORLD, bad, err);
+    curric_agree_data_error(cfg->source_path, MPI_COMM_WORLD, bad, err);
     const double per_rank = (double)set->token_bytes / tr->grid->world_size;
     if (per_rank <= (double)SHARD_SCAN_MAX_BYTES_PER_RANK) {
         bad = shard_set_check_tokens(set, cfg->vocab_size, tr->grid->world_rank,
                                      tr->grid->world_size, err, sizeof err) != 0;
-        trainer_agree_data_error(cfg, MPI_COMM_WORLD, bad, err);
+        curric_agree_data_error(cfg->source_path, MPI_COMM_WORLD, bad, err);
     } else if (is_root(tr)) {
         printf("data: %s holds %.1f GiB of tokens, %.1f GiB per rank: no startup scan above %.0f "
                "GiB per rank; every window is checked against vocab_size as it is read\n", key,
@@ -57,7 +48,7 @@ static void open_data(const trainer_t *tr, const char *patterns, const char *key
     }
     bad = sampler_create(s, set, cfg->seq_len, cfg->vocab_size, shuffle, (uint64_t)cfg->seed, err,
                          sizeof err) != 0;
-    trainer_agree_data_error(cfg, MPI_COMM_WORLD, bad, err);
+    curric_agree_data_error(cfg->source_path, MPI_COMM_WORLD, bad, err);
 }
 
 /* bf16 products on the CPU's bf16 instructions, or fp32 products of the bf16 values (the same
@@ -71,43 +62,37 @@ static void choose_products(trainer_t *tr) {
     ops->set_product_type(tr->products);
 }
 
-/* Where the limit comes from, for the messages: "&run memory_limit_gb", or what it is unset. */
-const char *trainer_limit_source(const config_t *cfg) {
-    if (cfg->memory_limit_gb > 0) return "&run memory_limit_gb";
-    return cfg->device_memory ? "&run memory_limit_gb unset: the device's memory: its free memory at startup less a reserve"
-                              : "&run memory_limit_gb unset: this node's memory shared by its ranks";
-}
-
 /* The global batch is the namelist's, or, when the namelist leaves it unset, that of the
  * checkpoint the run resumes from (the file actually used). */
 static void batch_geometry(trainer_t *tr, int64_t resumed) {
     const config_t *cfg = tr->cfg;
-    tr->T = cfg->seq_len;
+    tr->shape.T = cfg->seq_len;
     /* with stages the file holds its stage's batch, not the run's */
     if (!cfg->global_batch_derived || cfg->n_stages > 0 || resumed > INT32_MAX) resumed = 0;
-    tr->global_batch = resumed > 0 ? (int)resumed : cfg->global_batch;
-    tr->micro_batch = cfg->micro_batch;
-    if (tr->micro_batch == 0) { /* the largest that fits, chosen alike on every rank */
+    tr->shape.global_batch = resumed > 0 ? (int)resumed : cfg->global_batch;
+    tr->shape.micro_batch = cfg->micro_batch;
+    if (tr->shape.micro_batch == 0) { /* the largest that fits, chosen alike on every rank */
         config_t c = *cfg;
-        c.global_batch = tr->global_batch;
-        tr->micro_batch = plan_auto_micro_batch(&c, tr->memory_limit);
-        if (tr->micro_batch == 0) {
+        c.global_batch = tr->shape.global_batch;
+        tr->shape.micro_batch = plan_auto_micro_batch(&c, tr->memory_limit);
+        if (tr->shape.micro_batch == 0) {
             char hint[300] = "", limit[32];
             bool fits = plan_suggest(&c, tr->memory_limit, hint, sizeof hint);
             format_bytes(tr->memory_limit, limit);
             fatal_user("%s: &train micro_batch = 0: not even micro_batch = 1 fits the %s a rank may "
-                       "use (%s); %s%s", cfg->source_path, limit, trainer_limit_source(cfg),
+                       "use (%s); %s%s", cfg->source_path, limit, report_limit_source(cfg),
                        fits ? "the planner suggests " : "more ranks (tp, pp), a smaller model or a "
                        "larger limit are needed", hint);
         }
         if (is_root(tr))
             printf("batch: micro_batch = 0: the planner chose micro_batch %d (the largest that fits "
-                   "%.2f GiB per rank)\n", tr->micro_batch, tr->memory_limit / 1073741824.0);
+                   "%.2f GiB per rank)\n", tr->shape.micro_batch, tr->memory_limit / 1073741824.0);
     }
-    tr->accum = tr->global_batch / (tr->micro_batch * cfg->dp);
-    if (tr->accum * tr->micro_batch * cfg->dp != tr->global_batch || tr->accum < 1)
+    tr->shape.accum = tr->shape.global_batch / (tr->shape.micro_batch * cfg->dp);
+    const batch_shape_t *b = &tr->shape;
+    if (b->accum * b->micro_batch * cfg->dp != b->global_batch || b->accum < 1)
         fatal_user("%s: &train global_batch = %d must be a multiple of micro_batch * dp = %d * %d",
-                   cfg->source_path, tr->global_batch, tr->micro_batch, cfg->dp);
+                   cfg->source_path, tr->shape.global_batch, tr->shape.micro_batch, cfg->dp);
 }
 
 /* Before anything large is allocated: the planner's prediction for this rank against the limit
@@ -115,8 +100,9 @@ static void batch_geometry(trainer_t *tr, int64_t resumed) {
 static void check_fits(trainer_t *tr) {
     const config_t *cfg = tr->cfg;
     config_t c = *cfg;
-    c.global_batch = tr->global_batch;
-    plan_rank(&c, tr->grid->rank_tp, tr->grid->rank_pp, tr->micro_batch, tr->accum, &tr->plan);
+    c.global_batch = tr->shape.global_batch;
+    plan_rank(&c, tr->grid->rank_tp, tr->grid->rank_pp, tr->shape.micro_batch, tr->shape.accum,
+              &tr->plan);
     char msg[1400], hint[300] = "", part[MEM_CATEGORIES][32], total[32], limit[32];
     const char *mine = NULL;
     const bool offload = cfg->choice.offload == CFG_OFFLOAD_OPTIMIZER;
@@ -130,7 +116,7 @@ static void check_fits(trainer_t *tr) {
                  "workspace %s) but a rank may use %s (%s); %s%s (see llmtrain --plan %s)",
                  cfg->source_path, total, part[MEM_PARAMETERS], part[MEM_GRADIENTS],
                  part[MEM_OPTIMIZER], part[MEM_MASTER], part[MEM_ACTIVATIONS], part[MEM_COMM],
-                 part[MEM_WORKSPACE], limit, trainer_limit_source(cfg),
+                 part[MEM_WORKSPACE], limit, report_limit_source(cfg),
                  fits ? "the planner suggests " : "no zero_stage x recompute x micro_batch fits: more "
                  "ranks (tp, pp), a smaller model or a larger limit are needed", hint, cfg->source_path);
         mine = msg;
@@ -281,7 +267,7 @@ static const char *schedule_error(const trainer_t *tr, pipe_schedule_t sched, in
 static void setup_context(trainer_t *tr, const config_t *cfg, const grid_t *grid,
                           const ops_t *ops, const char *cores) {
     memset(tr, 0, sizeof *tr);
-    snprintf(tr->cores, sizeof tr->cores, "%s", cores ? cores : "its cores");
+    snprintf(tr->report.cores, sizeof tr->report.cores, "%s", cores ? cores : "its cores");
     tr->cfg = cfg;
     tr->grid = grid;
     tr->ops = ops;
@@ -296,7 +282,7 @@ static void setup_context(trainer_t *tr, const config_t *cfg, const grid_t *grid
                             .curric = &tr->curric, .rd = &tr->rd, .metrics = &tr->metrics,
                             .deadline = &tr->deadline, .provenance = &tr->provenance,
                             .config_text = tr->config_text, .io_hints = &tr->io_hints,
-                            .global_batch = &tr->global_batch, .prog = &tr->prog};
+                            .global_batch = &tr->shape.global_batch, .prog = &tr->prog};
 }
 
 /* The memory a rank may use: memory_limit_gb, else the node's memory / its ranks, or a
@@ -339,7 +325,7 @@ static void create_model(trainer_t *tr, pipe_schedule_t sched, int v) {
     const grid_t *grid = tr->grid;
     const ops_t *ops = tr->ops;
     gpt_parallel_t par = {grid->tp, grid->rank_tp, grid->pp, grid->rank_pp, grid->tp_group,
-                          pipe_slots_needed(sched, grid->pp, v, grid->rank_pp, tr->accum), v,
+                          pipe_slots_needed(sched, grid->pp, v, grid->rank_pp, tr->shape.accum), v,
                           sched == SCHED_ZBH1, grid->ep, grid->rank_ep, grid->ep_group,
                           grid->cp, grid->rank_cp, grid->cp_group};
     /* ZeRO >= 2 stages the gradients per micro-batch where every micro-batch's backward ends
@@ -348,11 +334,11 @@ static void create_model(trainer_t *tr, pipe_schedule_t sched, int v) {
     const gpt_grad_provider_t *staging = zero_stage_grads(&tr->zero, grid->pp == 1 && !ep &&
                                                           sched == SCHED_1F1B);
     /* context parallelism: the model sees this rank's T / cp rows of each sequence */
-    gpt_create(&tr->model, MODEL_SPEC_OF(cfg), ops, tr->micro_batch, tr->T / grid->cp, &par,
+    gpt_create(&tr->model, MODEL_SPEC_OF(cfg), ops, tr->shape.micro_batch, tr->shape.T / grid->cp, &par,
                zero3_provider(&tr->zero),
                staging);
     zero_attach(&tr->zero, &tr->model, cfg->zero3_resident);
-    pipe_create(&tr->pipe, &tr->model, grid, tr->accum, sched, v);
+    pipe_create(&tr->pipe, &tr->model, grid, tr->shape.accum, sched, v);
     dp_sync_create(&tr->dps, &tr->model, &tr->zero, grid->dp_group, grid->embed_group,
                    grid->ep > 1 ? grid->edp_group : grid->dp_group, grid->dp, cfg->bucket_mb);
     pipe_set_last_micro_hook(&tr->pipe, dp_sync_layer_done, &tr->dps);
@@ -419,11 +405,7 @@ static void start_run(trainer_t *tr, ckpt_resumed_t *resumed) {
     const config_t *cfg = tr->cfg;
     const bool was_resumed = resumed->found;
     ckpt_resume_apply(&tr->ckpt, resumed);
-    /* the detectors start afresh (their state is not in checkpoints: a resumed run warms up
-     * again), and that is also the state a rollback to the resumed checkpoint restores */
-    const anom_config_t detectors = anom_config_from(cfg);
-    anom_init(&tr->anom, &detectors);
-    tr->anom_at_ckpt = tr->anom;
+    anom_handler_init(&tr->anomaly, cfg); /* afresh: a resumed run warms up again */
     open_metrics(tr, was_resumed);
     if (was_resumed) /* what the load of the checkpoint cost in time and memory */
         metrics_write(&tr->metrics, "\"step\":%lld,\"resume_load_s\":%.4f,\"load_peak_rss_mib\":%.1f",
@@ -440,18 +422,39 @@ static void start_run(trainer_t *tr, ckpt_resumed_t *resumed) {
 static void measure_rates(trainer_t *tr) {
     const config_t *cfg = tr->cfg;
     const ops_t *ops = tr->ops;
-    tr->flops_per_token = gpt_flops_per_token(&tr->model, tr->T);
-    tr->dp_blocking_ms = measure_dp_allreduce_ms(tr);
-    tr->gemm_flops = cfg->peak_flops > 0 ? cfg->peak_flops
-                     : ops_best_gemm_rate(ops, tr->micro_batch * tr->T, cfg->d_model, cfg->d_ff);
-    tr->peak_flops = cfg->peak_flops > 0 ? cfg->peak_flops
-                     : ops->hardware_peak(tr->products, tr->peak_how,
-                                         sizeof tr->peak_how);
-    if (cfg->peak_flops > 0) snprintf(tr->peak_how, sizeof tr->peak_how, "&log peak_flops");
-    else if (tr->peak_flops < tr->gemm_flops) { /* a loaded core can under-measure: MFU <= 100% */
-        tr->peak_flops = tr->gemm_flops;
-        snprintf(tr->peak_how, sizeof tr->peak_how, "the GEMM rate: the FMA loop measured less");
+    report_t *rp = &tr->report;
+    rp->dp_blocking_ms = measure_dp_allreduce_ms(tr);
+    rp->gemm_flops = cfg->peak_flops > 0 ? cfg->peak_flops
+                     : ops_best_gemm_rate(ops, tr->shape.micro_batch * tr->shape.T, cfg->d_model, cfg->d_ff);
+    rp->peak_flops = cfg->peak_flops > 0 ? cfg->peak_flops
+                     : ops->hardware_peak(tr->products, rp->peak_how, sizeof rp->peak_how);
+    if (cfg->peak_flops > 0) snprintf(rp->peak_how, sizeof rp->peak_how, "&log peak_flops");
+    else if (rp->peak_flops < rp->gemm_flops) { /* a loaded core can under-measure: MFU <= 100% */
+        rp->peak_flops = rp->gemm_flops;
+        snprintf(rp->peak_how, sizeof rp->peak_how, "the GEMM rate: the FMA loop measured less");
     }
+}
+
+/* What reporting, validation and anomaly handling see of the trainer (pointers into it), once
+ * the model, the optimizer, the memory plan and the batch buffers exist. */
+static void setup_views(trainer_t *tr) {
+    tr->report.ctx = (report_ctx_t){.cfg = tr->cfg, .grid = tr->grid, .ops = tr->ops,
+                                    .model = &tr->model, .shape = &tr->shape, .prog = &tr->prog,
+                                    .plan = &tr->plan, .memory_limit = tr->memory_limit,
+                                    .host_limit = tr->host_limit, .precision = tr->precision,
+                                    .products = tr->products, .scaler = &tr->scaler,
+                                    .opt = &tr->opt, .pipe = &tr->pipe, .dps = &tr->dps,
+                                    .curric = &tr->curric, .prof = &tr->prof,
+                                    .moelog = &tr->moelog, .provenance = &tr->provenance,
+                                    .metrics = &tr->metrics};
+    tr->val = (val_ctx_t){.grid = tr->grid, .pipe = &tr->pipe, .sampler = &tr->val_sampler,
+                          .shape = &tr->shape, .inputs = tr->inputs, .targets = tr->targets,
+                          .val_batches = tr->cfg->val_batches,
+                          .source_path = tr->cfg->source_path, .step = &tr->prog.step,
+                          .metrics = &tr->metrics};
+    tr->anomaly.ctx = (anom_ctx_t){.cfg = tr->cfg, .grid = tr->grid, .ckpt = &tr->ckpt,
+                                   .prog = &tr->prog, .curric = &tr->curric,
+                                   .metrics = &tr->metrics, .val = &tr->val};
 }
 
 void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const ops_t *ops,
@@ -464,20 +467,22 @@ void trainer_setup(trainer_t *tr, const config_t *cfg, const grid_t *grid, const
     ckpt_resumed_t resumed;
     ckpt_resume_find(&tr->ckpt, &resumed);
     batch_geometry(tr, resumed.found ? resumed.state.global_batch : 0);
-    tr->accum = curric_plan(&tr->curric, cfg, tr->micro_batch, tr->global_batch);
+    tr->shape.accum = curric_plan(&tr->curric, cfg, tr->shape.micro_batch, tr->shape.global_batch);
     check_fits(tr);
     setup_data(tr);
     build_parallel(tr);
     init_weights(tr);
     start_run(tr, &resumed);
-    tr->inputs = xmalloc(sizeof(int) * (size_t)tr->accum * tr->micro_batch * tr->T);
-    tr->targets = xmalloc(sizeof(int) * (size_t)tr->accum * tr->micro_batch * tr->T);
+    const size_t batch_tokens = (size_t)tr->shape.accum * tr->shape.micro_batch * tr->shape.T;
+    tr->inputs = xmalloc(sizeof(int) * batch_tokens);
+    tr->targets = xmalloc(sizeof(int) * batch_tokens);
+    setup_views(tr);
     measure_rates(tr);
-    if (cfg->choice.mode == CFG_MODE_TRAIN) profiling_setup(&tr->prof, cfg, grid, tr->accum);
-    if (cfg->choice.mode == CFG_MODE_TRAIN) trainer_stragglers_setup(tr);
+    if (cfg->choice.mode == CFG_MODE_TRAIN) profiling_setup(&tr->prof, cfg, grid, tr->shape.accum);
+    if (cfg->choice.mode == CFG_MODE_TRAIN) report_stragglers_setup(&tr->report);
     if (cfg->choice.mode == CFG_MODE_TRAIN && tr->has_train)
         trainer_begin_stages(tr); /* the step's stage */
-    if (is_root(tr)) trainer_print_plan(tr);
+    if (is_root(tr)) report_print_plan(&tr->report);
     tr->ckpt.async = ckpt_async_create(&tr->ckpt); /* its snapshot: training's memory */
     ckpt_peak_reset(); /* training's peak memory counts from here (setup's buffers do not) */
 }
@@ -486,10 +491,7 @@ void trainer_destroy(trainer_t *tr) {
     ckpt_async_destroy(&tr->ckpt); /* a write in flight finishes and is reported */
     profiling_destroy(&tr->prof);
     moe_log_free(&tr->moelog);
-    straggler_destroy(&tr->strag);
-    free(tr->busy_all);
-    link_watch_destroy(&tr->linkw);
-    linkprobe_free(&tr->probe);
+    report_destroy(&tr->report);
     metrics_close(&tr->metrics);
     dp_sync_destroy(&tr->dps);
     zero_destroy(&tr->zero);

@@ -16,53 +16,41 @@
 #include "parallel/watchdog.h"
 #include "train/flat.h"
 
-/* Context parallelism (model/ring.h): n sequences of T tokens in x, each cut into 2 cp chunks,
- * compacted in place to this rank's two chunks (T / cp tokens a sequence). Every destination
- * lies at or before its source and the sources rise with the destinations, so nothing is
- * overwritten before it is read. */
-void trainer_cp_local(const trainer_t *tr, int *x, int n, int T) {
-    const grid_t *g = tr->grid;
-    if (g->cp == 1) return;
-    const int Tl = T / g->cp, c = Tl / 2;
-    for (int s = 0; s < n; s++)
-        for (int h = 0; h < 2; h++)
-            memmove(x + (size_t)s * Tl + (size_t)h * c,
-                    x + (size_t)s * T + ring_position(h * c, Tl, g->cp, g->rank_cp),
-                    sizeof(int) * (size_t)c);
-}
-
 /* Forward + backward over all micro-batches of this rank through the pipeline schedule; the
  * data-parallel buckets start during the last micro-batch's backward and finish here. Returns
  * the sum of the micro-batches' mean losses (last stage; 0 elsewhere). */
 static double accumulate_gradients(trainer_t *tr) {
-    const int B = tr->micro_batch, Tg = tr->T, T = Tg / tr->grid->cp; /* T: this rank's tokens */
+    const int B = tr->shape.micro_batch, Tg = tr->shape.T;
+    const int T = Tg / tr->grid->cp; /* this rank's tokens of a sequence */
     const size_t BT = (size_t)B * Tg;
     /* fp16: the loss gradient is scaled up (the optimizer divides it out again) */
-    const float dloss = (float)(tr->scaler.scale / ((double)B * T * tr->accum * tr->grid->dp));
+    const float dloss =
+        (float)(tr->scaler.scale / ((double)B * T * tr->shape.accum * tr->grid->dp));
     char err[1024] = "";
     int bad = 0;
-    for (int a = 0; a < tr->accum && !bad; a++) {
+    for (int a = 0; a < tr->shape.accum && !bad; a++) {
         prof_begin(PROF_DATA, "data", a, -1);
         /* the global batch [sample_pos, sample_pos + G) cut into dp slices of accum micro-batches */
-        const int64_t first = curric_sample_offset(tr->grid->rank_data, tr->accum, B, a);
+        const int64_t first = curric_sample_offset(tr->grid->rank_data, tr->shape.accum, B, a);
         bad = curric_fill(&tr->curric, tr->prog.sample_pos, first, B, tr->inputs + a * BT,
                           tr->targets + a * BT, err, sizeof err) != 0;
         prof_end(PROF_DATA, 0);
     }
-    trainer_agree_data_error(tr->cfg, tr->grid->dp_comm, bad, err);
-    trainer_cp_local(tr, tr->inputs, tr->accum * B, Tg);
-    trainer_cp_local(tr, tr->targets, tr->accum * B, Tg);
+    curric_agree_data_error(tr->cfg->source_path, tr->grid->dp_comm, bad, err);
+    ring_keep_local(tr->inputs, tr->shape.accum * B, Tg, tr->grid->cp, tr->grid->rank_cp);
+    ring_keep_local(tr->targets, tr->shape.accum * B, Tg, tr->grid->cp, tr->grid->rank_cp);
     zero_grads_begin_step(&tr->zero);
     /* dropout, label smoothing and z-loss: this pass only (masks keyed by step and by the
      * sample's index in the step's global batch: this rank's micro-batch 0 starts at its sample
      * offset, the one the data above was read from) */
     gpt_train_pass(&tr->model, tr->prog.step,
-                   (uint64_t)curric_sample_offset(tr->grid->rank_data, tr->accum, B, 0));
+                   (uint64_t)curric_sample_offset(tr->grid->rank_data, tr->shape.accum, B, 0));
     moe_stats_reset(tr->model.moe);
     /* a slow rank for the straggler tests (LLMT_FAULT=compute@R:sleepN): busy time of its own,
      * after the data agreement above, so the others wait for it inside the timed comm calls */
     fault_point("compute", tr->grid->world_rank);
-    double loss_sum = pipe_run(&tr->pipe, tr->inputs, tr->targets, tr->accum, B, T, true, dloss);
+    double loss_sum =
+        pipe_run(&tr->pipe, tr->inputs, tr->targets, tr->shape.accum, B, T, true, dloss);
     gpt_eval_pass(&tr->model);
     dp_sync_finish(&tr->dps);
     return loss_sum;
@@ -72,7 +60,7 @@ static double accumulate_gradients(trainer_t *tr) {
 static double global_loss(trainer_t *tr, double loss_sum) {
     comm_allreduce_sum_double(&loss_sum, 1, tr->grid->pp_group, COMM_OTHER);
     comm_allreduce_sum_double(&loss_sum, 1, tr->grid->dp_group, COMM_OTHER);
-    return loss_sum / (tr->accum * tr->grid->dp);
+    return loss_sum / (tr->shape.accum * tr->grid->dp);
 }
 
 /* The global gradient norm: each rank sums the reduced gradients of the elements it owns in the
@@ -107,7 +95,7 @@ static void inject_nonfinite(trainer_t *tr, float nan_value) {
 
 static bool spike_injected(const trainer_t *tr) {
     return tr->cfg->inject_spike_step >= 0 &&
-           tr->prog.sample_pos == (int64_t)tr->cfg->inject_spike_step * tr->global_batch;
+           tr->prog.sample_pos == (int64_t)tr->cfg->inject_spike_step * tr->shape.global_batch;
 }
 
 static void scale_reduced_grads(trainer_t *tr, float s) {
@@ -168,8 +156,8 @@ static void optimistic_update(trainer_t *tr, step_result_t *r, double loss_sum, 
     prof_end(PROF_OPTIMIZER, 0);
     double loss, z_loss, sq;
     postval_wait(&tr->pv, &loss, &z_loss, &sq);
-    r->loss = loss / (tr->accum * tr->grid->dp) * (spike ? SPIKE_FACTOR : 1.0);
-    r->z_loss = z_loss / (tr->accum * tr->grid->dp);
+    r->loss = loss / (tr->shape.accum * tr->grid->dp) * (spike ? SPIKE_FACTOR : 1.0);
+    r->z_loss = z_loss / (tr->shape.accum * tr->grid->dp);
     r->norm = sqrt(sq) / tr->scaler.scale;
 }
 
@@ -213,35 +201,36 @@ step_result_t trainer_step(trainer_t *tr) {
     else r.overflow = false;
     /* the data of this step is passed over by a rollback: training goes on after it (the
      * reloaded checkpoint replaces an optimistic update too) */
-    if (trainer_step_anomaly(tr, &r, at_floor, tr->prog.sample_pos + tr->global_batch)) return r;
+    if (anom_handler_step(&tr->anomaly, &r, at_floor, tr->prog.sample_pos + tr->shape.global_batch))
+        return r;
     r.applied = apply && !(r.anomaly && r.event.action == ANOM_SKIP);
     prof_begin(PROF_OPTIMIZER, "optimizer", -1, -1);
     settle_update(tr, &r, (float)(clip_scale(r.norm, cfg->grad_clip) / tr->scaler.scale),
                   (float)(1.0 / scale_used));
     if (!r.applied) tr->prog.skipped++;
     prof_end(PROF_OPTIMIZER, 0);
-    if (r.anomaly) trainer_report_anomaly(tr, &r.event, r.applied ? "update applied" : "update skipped");
+    if (r.anomaly)
+        anom_handler_report(&tr->anomaly, &r.event, r.applied ? "update applied" : "update skipped");
     tr->prog.step++;
-    tr->prog.sample_pos += tr->global_batch;
-    tr->prog.tokens_seen += (int64_t)tr->global_batch * tr->T;
+    tr->prog.sample_pos += tr->shape.global_batch;
+    tr->prog.tokens_seen += (int64_t)tr->shape.global_batch * tr->shape.T;
     curric_commit(&tr->curric);
     return r;
 }
 
 /* ---------------------------------------------------------------- curriculum stages */
 
-/* The trainer takes the stage's shape: sequence length, batch, accumulation, the pipeline's
- * micro-batch count and the FLOPs per token (attention grows with T). */
+/* The trainer takes the stage's shape: sequence length, batch, accumulation and the pipeline's
+ * micro-batch count (the step line's FLOPs per token follow the shape's T). */
 static void enter_stage(trainer_t *tr, int s) {
     const bool boundary = curric_enter(&tr->curric, s);
     const curric_stage_t *p = &tr->curric.stage[s];
-    tr->T = p->T;
-    tr->global_batch = p->global_batch;
-    tr->accum = p->accum;
+    tr->shape.T = p->T;
+    tr->shape.global_batch = p->global_batch;
+    tr->shape.accum = p->accum;
     pipe_set_micro_batches(&tr->pipe, p->accum); /* the action lists, not only the count */
-    tr->flops_per_token = gpt_flops_per_token(&tr->model, p->T);
     if (boundary)
-        curric_announce(&tr->curric, tr->prog.step, tr->micro_batch, tr->grid->dp, is_root(tr),
+        curric_announce(&tr->curric, tr->prog.step, tr->shape.micro_batch, tr->grid->dp, is_root(tr),
                         &tr->metrics);
 }
 
