@@ -1,13 +1,15 @@
-/* checkpoint.c — checkpoints and weights in one HDF5 file, written and read collectively (see
+/* checkpoint.c — checkpoints and weights in one HDF5 file, written and read in parallel (see
  * checkpoint.h). Every parameter is a dataset in its GLOBAL shape; each rank moves exactly the
  * hyperslabs its registry says it owns, so the file does not depend on the grid that wrote it.
  * All HDF5 calls that touch metadata (create, attributes) are made by every rank with the same
  * arguments, as parallel HDF5 requires; only the data selections differ between ranks.
  *
+ * Data moves independently where a rank's pieces are whole file rows and collectively where tp
+ * interleaves them (moves_collectively).
  * Failures: no HDF5 call here aborts. A rank that sees a failure records it and keeps making
  * the same collective calls as the others; the ranks agree on the outcome at fixed points (after
- * each dataset's creation, with each dataset's checksum, at the end), so they all stop at the
- * same place, close what is open and report one message. HDF5's automatic error printing is
+ * each tensor group's creation, with its checksums, after all data calls, at the end), so they
+ * all stop at the same place, close what is open and report one message. HDF5's automatic error printing is
  * off (main.c): the message carries the library's innermost reason instead.
  *
  * The last section is the serial, tensor-by-tensor reader and writer of the same format for
