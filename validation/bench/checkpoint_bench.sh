@@ -110,7 +110,7 @@ for line in open(os.path.join(d, "raw.txt")):
                    s2["train_peak_rss_mib"]))
     checks.append("%s: write %.2f× dd (target ≥ 0.8: %s); stall %.3f× the synchronous save's "
                   "(target ≤ 0.1: %s); peak during the save %.0f MiB vs %.0f MiB in training "
-                  "(+%.0f MiB, staging %.0f MiB)"
+                  "(%+.0f MiB, staging %.0f MiB)"
                   % (names[grid], write / float(dd), "met" if write / float(dd) >= 0.8 else "NOT met",
                      stall, "met" if stall <= 0.1 else "NOT met", s2["save_peak_rss_mib"],
                      s2["train_peak_rss_mib"], s2["save_peak_rss_mib"] - s2["train_peak_rss_mib"],
