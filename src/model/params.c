@@ -415,17 +415,25 @@ int param_hyperslabs(const param_t *p, int tp, int tp_rank, int64_t start[3][3],
 }
 
 void params_init(const params_t *P, float *flat, uint64_t seed) {
+    params_init_range(P, seed, 0, P->total, flat);
+}
+
+void params_init_range(const params_t *P, uint64_t seed, size_t lo, size_t hi, float *dst) {
+    memset(dst, 0, (hi - lo) * sizeof(float)); /* the alignment gaps between tensors */
     for (int i = 0; i < P->n; i++) {
         const param_t *p = &P->p[i];
-        float *x = flat + p->offset;
+        const size_t a = p->offset > lo ? p->offset : lo, b = p->offset + p->numel < hi ? p->offset + p->numel : hi;
+        if (a >= b) continue;
+        float *x = dst + (a - lo);
         philox_key_t key = rng_key(seed, rng_hash_str(p->name));
         #pragma omp parallel for schedule(static)
-        for (size_t j = 0; j < p->numel; j++) {
+        for (size_t j = a - p->offset; j < b - p->offset; j++) {
             int64_t g = param_global_index(p, P->tp, P->tp_rank, j);
             int64_t row = p->experts > 0 ? 0 : g / p->shape[1]; /* init_rows: wte's padding */
-            if (p->init == INIT_ONES) x[j] = 1.0f;
-            else if (p->init == INIT_ZEROS || row >= p->init_rows) x[j] = 0.0f;
-            else x[j] = p->init_std * rng_normal(key, (uint64_t)g);
+            float *out = x + (j - (a - p->offset));
+            if (p->init == INIT_ONES) *out = 1.0f;
+            else if (p->init == INIT_ZEROS || row >= p->init_rows) *out = 0.0f;
+            else *out = p->init_std * rng_normal(key, (uint64_t)g);
         }
     }
 }

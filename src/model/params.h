@@ -117,4 +117,7 @@ void params_apply_init_scheme(params_t *P, const model_spec_t *spec);
 /* Fill the flat local buffer with the grid-invariant init: N(0, std) keyed by
  * (seed, name, global element index); ones; zeros. Host memory. */
 void params_init(const params_t *P, float *flat, uint64_t seed);
+/* The same values for elements [lo, hi) of the flat local buffer only, into dst[0, hi - lo) (a
+ * ZeRO partition drawn piece by piece: no rank draws or holds more than its range). */
+void params_init_range(const params_t *P, uint64_t seed, size_t lo, size_t hi, float *dst);
 #endif

@@ -108,3 +108,19 @@ void flat_load_finish(flat_io_t *f) {
     zero_allgather_params(f->z, f->m->params); /* ZeRO-1/2: every partition; ZeRO-3: stale copies */
     adamw_take_params(f->opt, f->m, f->z);     /* the master, when there is one */
 }
+
+void flat_init_params(flat_io_t *f, uint64_t seed, size_t piece) {
+    const zero_t *z = f->z;
+    const size_t lo = z->stage >= 1 ? z->lo : 0, hi = z->stage >= 1 ? z->hi : z->total;
+    piece = hi - lo < piece ? (hi > lo ? hi - lo : 1) : piece;
+    float *staging = xmalloc(piece * sizeof(float));
+    ckpt_io_t io;
+    flat_load_io(&io, f, MPI_COMM_SELF, staging, piece);
+    for (size_t a = lo; a < hi; a += piece) {
+        const size_t b = hi - a < piece ? hi : a + piece;
+        params_init_range(&f->m->P, seed, a, b, staging);
+        io.store(io.ctx, 0, a, b, staging);
+    }
+    xfree(staging);
+    flat_load_finish(f);
+}

@@ -44,6 +44,10 @@ typedef struct flat_io {
     float *host_params; /* load with 16-bit weights: the master's values (only the partition is
                            touched), handed to the optimizer at the end */
 } flat_io_t;
+/* The seeded grid-invariant init (params_init's values) into the model and optimizer as a load
+ * places a checkpoint's: ZeRO >= 1 draws the rank's partition only, in pieces of `piece` floats,
+ * then the replicas follow (flat_load_finish); no host copy of the stage. */
+void flat_init_params(flat_io_t *f, uint64_t seed, size_t piece);
 /* A save: every rank its partition [lo, hi) of each buffer, the tensors `owner` gives it. */
 void flat_save_io(ckpt_io_t *io, flat_io_t *f, int owner, float *staging, size_t staging_floats);
 /* A load into the model and optimizer (ckpt_load_io, then flat_load_finish): ZeRO >= 1 reads the

@@ -192,15 +192,17 @@ void plan_rank(const config_t *cfg, int tp_rank, int pp_rank, int mb, int accum,
     if (cfg->choice.precision != CFG_PRECISION_FP32 || offload) opt[MEM_MASTER] += fl(state);
     if (offload) h[MEM_OPTIMIZER] += 2 * fl(state); /* the gradients' and weights' host staging */
     /* train/trainer.c: the step's batches (host), the largest transient buffer: the MFU matrices
-     * (the backend's), the initial weights (host; checkpoints stage less: train/checkpointing.c),
-     * and a resume with 16-bit weights: the master's values beside the staging buffer */
+     * (the backend's), or what setup and a load stage on the host: the seeded init and a
+     * checkpoint's load move the rank's range (its ZeRO partition, all without ZeRO) through one
+     * staging buffer, with 16-bit weights beside the master's values of that range
+     * (train/flat.c); &run init_from builds the stage's whole fp32 copy */
     h[MEM_WORKSPACE] += 2.0 * accum * mb * T * sizeof(int);
     const double N = (double)mb * T, C = cfg->d_model, F = cfg->d_ff;
-    double mfu = 0, copies = total * 4.0;
+    const double range = 4.0 * (double)(zero >= 1 ? part : total);
+    const double staged_load = fmin(cfg->ckpt_staging_mb * 1048576.0, range) + (m.wtype != DT_FP32 ? range : 0);
+    double mfu = 0, copies = cfg->init_from[0] ? fmax(total * 4.0, staged_load) : staged_load;
     if (cfg->peak_flops <= 0) /* the MFU reference: 1024^3 and the MLP's product */
         mfu = fmax(3.0 * 1024 * 1024 * 4, (N * C + F * C + N * F) * 4);
-    if (strcmp(cfg->resume, "none") != 0 && m.wtype != DT_FP32)
-        copies += fmin(cfg->ckpt_staging_mb * 1048576.0, 4.0 * (double)(zero >= 1 ? part : total));
     const double held = async_held_bytes(cfg, total, part); /* after those transients */
     if (cfg->device_memory) /* two memories: each holds its own largest */
         b[MEM_WORKSPACE] += mfu, h[MEM_WORKSPACE] += fmax(copies, held);

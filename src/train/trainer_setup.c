@@ -393,10 +393,8 @@ static void init_weights(trainer_t *tr) {
         load_init_weights(tr);
         return;
     }
-    float *host = xcalloc(tr->model.P.total, sizeof(float));
-    params_init(&tr->model.P, host, (uint64_t)tr->cfg->seed);
-    flat_set_params_from_host(&tr->zero, &tr->opt, &tr->model, tr->ops, host);
-    xfree(host);
+    flat_io_t f = {.z = &tr->zero, .opt = &tr->opt, .m = &tr->model, .ops = tr->ops};
+    flat_init_params(&f, (uint64_t)tr->cfg->seed, tr->ckpt.staging_floats);
 }
 
 /* The resumed state (if any) applied, the detectors started, then what the run writes: the
