@@ -126,8 +126,7 @@ void ckpt_staging_setup(ckpt_ctx_t *ck) {
     ck->staging_floats = (size_t)floats;
 }
 
-/* The staging buffer for a range of n floats: the configured size, or less when n is less. */
-static float *staging_alloc(const ckpt_ctx_t *ck, size_t n, size_t *floats) {
+float *ckpt_staging_alloc(const ckpt_ctx_t *ck, size_t n, size_t *floats) {
     *floats = n < ck->staging_floats ? (n > 0 ? n : 1) : ck->staging_floats;
     return xmalloc(*floats * sizeof(float));
 }
@@ -306,7 +305,7 @@ static int write_sharded(ckpt_ctx_t *ck, const char *path, MPI_Info info, const 
     zero_t *z = ck->zero;
     adamw_finish(ck->opt); /* an offloaded update still in flight: done and uploaded */
     size_t floats;
-    float *staging = staging_alloc(ck, z->hi - z->lo, &floats);
+    float *staging = ckpt_staging_alloc(ck, z->hi - z->lo, &floats);
     flat_io_t f = {.z = z, .opt = ck->opt, .m = ck->model, .ops = ck->ops};
     ckpt_io_t io;
     flat_save_io(&io, &f, ckpt_save_owner(z), staging, floats);
@@ -489,7 +488,7 @@ static int load_candidate(ckpt_ctx_t *ck, const params_t *P, const char *path, c
     size_t lo, hi;
     zero_partition(P->total, ep ? g->edp : g->dp, ep ? g->rank_edp : g->rank_dp, &lo, &hi);
     for (int k = 0; k < 3; k++) io.lo[k] = lo, io.hi[k] = hi, io.part_comm[k] = partition_comm(g);
-    io.staging = staging_alloc(ck, hi - lo, &io.staging_floats);
+    io.staging = ckpt_staging_alloc(ck, hi - lo, &io.staging_floats);
     double t0 = now_sec();
     watchdog_enter_for("checkpoint read", "all ranks", ck->cfg->io_timeout_s);
     int rc = ckpt_load_io(path, MPI_COMM_WORLD, g->tp_comm, g->ep_comm, &P->ckpt, &io, 3, &res->state,
@@ -606,8 +605,9 @@ static double load_into_model(ckpt_ctx_t *ck, const char *path) {
     zero_t *z = ck->zero;
     ckpt_peak_reset();
     flat_io_t f = {.z = z, .opt = ck->opt, .m = ck->model, .ops = ck->ops};
-    size_t floats;
-    float *staging = staging_alloc(ck, z->stage >= 1 ? z->hi - z->lo : z->total, &floats);
+    size_t floats, lo, hi;
+    flat_load_range(z, &lo, &hi);
+    float *staging = ckpt_staging_alloc(ck, hi - lo, &floats);
     ckpt_io_t io;
     flat_load_io(&io, &f, partition_comm(ck->grid), staging, floats);
     const ckpt_meta_t want = model_meta(ck);

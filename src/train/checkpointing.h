@@ -82,6 +82,9 @@ typedef struct ckpt_ctx {
  * and the node's free memory: one message naming staging_mb, exit 2; else its size in
  * ck->staging_floats. Before anything reads or writes a checkpoint. */
 void ckpt_staging_setup(ckpt_ctx_t *ck);
+/* The staging buffer for a range of n floats: the configured size, or less when n is less (the
+ * floats it holds in *floats); xfree it. */
+float *ckpt_staging_alloc(const ckpt_ctx_t *ck, size_t n, size_t *floats);
 
 
 /* One save, from its decision to its outcome (shared with train/ckpt_async). */

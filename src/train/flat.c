@@ -83,11 +83,12 @@ static void load_store(void *ctx, int g, size_t a, size_t b, const float *buf) {
 void flat_load_io(ckpt_io_t *io, flat_io_t *f, MPI_Comm dp_comm, float *staging, size_t staging_floats) {
     memset(io, 0, sizeof *io);
     const zero_t *z = f->z;
-    const bool part = z->stage >= 1; /* the moments (and master) exist for the partition only */
+    size_t lo, hi;
+    flat_load_range(z, &lo, &hi);
     for (int g = 0; g < 3; g++) {
-        io->lo[g] = part ? z->lo : 0;
-        io->hi[g] = part ? z->hi : z->total;
-        io->part_comm[g] = part ? dp_comm : MPI_COMM_SELF;
+        io->lo[g] = lo;
+        io->hi[g] = hi;
+        io->part_comm[g] = z->stage >= 1 ? dp_comm : MPI_COMM_SELF;
     }
     io->staging = staging;
     io->staging_floats = staging_floats;
@@ -109,11 +110,14 @@ void flat_load_finish(flat_io_t *f) {
     adamw_take_params(f->opt, f->m, f->z);     /* the master, when there is one */
 }
 
-void flat_init_params(flat_io_t *f, uint64_t seed, size_t piece) {
-    const zero_t *z = f->z;
-    const size_t lo = z->stage >= 1 ? z->lo : 0, hi = z->stage >= 1 ? z->hi : z->total;
-    piece = hi - lo < piece ? (hi > lo ? hi - lo : 1) : piece;
-    float *staging = xmalloc(piece * sizeof(float));
+void flat_load_range(const zero_t *z, size_t *lo, size_t *hi) {
+    *lo = z->stage >= 1 ? z->lo : 0;
+    *hi = z->stage >= 1 ? z->hi : z->total;
+}
+
+void flat_init_params(flat_io_t *f, uint64_t seed, float *staging, size_t piece) {
+    size_t lo, hi;
+    flat_load_range(f->z, &lo, &hi);
     ckpt_io_t io;
     flat_load_io(&io, f, MPI_COMM_SELF, staging, piece);
     for (size_t a = lo; a < hi; a += piece) {
@@ -121,6 +125,5 @@ void flat_init_params(flat_io_t *f, uint64_t seed, size_t piece) {
         params_init_range(&f->m->P, seed, a, b, staging);
         io.store(io.ctx, 0, a, b, staging);
     }
-    xfree(staging);
     flat_load_finish(f);
 }

@@ -46,8 +46,12 @@ typedef struct flat_io {
 } flat_io_t;
 /* The seeded grid-invariant init (params_init's values) into the model and optimizer as a load
  * places a checkpoint's: ZeRO >= 1 draws the rank's partition only, in pieces of `piece` floats,
- * then the replicas follow (flat_load_finish); no host copy of the stage. */
-void flat_init_params(flat_io_t *f, uint64_t seed, size_t piece);
+ * then the replicas follow (flat_load_finish); no host copy of the stage. `staging` holds `piece`
+ * floats. */
+void flat_init_params(flat_io_t *f, uint64_t seed, float *staging, size_t piece);
+/* The flat elements [*lo, *hi) a load (or the seeded init) places on this rank: its ZeRO
+ * partition with ZeRO >= 1 (the moments and master exist for it only), else all of them. */
+void flat_load_range(const zero_t *z, size_t *lo, size_t *hi);
 /* A save: every rank its partition [lo, hi) of each buffer, the tensors `owner` gives it. */
 void flat_save_io(ckpt_io_t *io, flat_io_t *f, int owner, float *staging, size_t staging_floats);
 /* A load into the model and optimizer (ckpt_load_io, then flat_load_finish): ZeRO >= 1 reads the

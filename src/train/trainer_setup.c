@@ -394,7 +394,11 @@ static void init_weights(trainer_t *tr) {
         return;
     }
     flat_io_t f = {.z = &tr->zero, .opt = &tr->opt, .m = &tr->model, .ops = tr->ops};
-    flat_init_params(&f, (uint64_t)tr->cfg->seed, tr->ckpt.staging_floats);
+    size_t lo, hi, floats;
+    flat_load_range(&tr->zero, &lo, &hi);
+    float *staging = ckpt_staging_alloc(&tr->ckpt, hi - lo, &floats);
+    flat_init_params(&f, (uint64_t)tr->cfg->seed, staging, floats);
+    xfree(staging);
 }
 
 /* The resumed state (if any) applied, the detectors started, then what the run writes: the
