@@ -20,10 +20,7 @@ source "$(dirname "$0")/lib_cluster.bash"
 cluster_start llmtbh 4
 export LLMT_PROBE_S=8
 RUNS=$PWD/$TEST_DIR
-STEPS=60
-ARGS=(inputs/tiny.nml parallel.dp=4 train.global_batch=16 train.max_steps=$STEPS data.val_every=0
-      log.every=1 checkpoint.every=10 checkpoint.keep=100 checkpoint.timeout_s=10 checkpoint.io_timeout_s=10
-      run.out_dir="'$RUNS'" run.name=bh run.elastic="'shrink'" run.min_nodes=2)
+elastic_dp4_args bh
 # job_field JOB KEY: one field of scontrol show job
 job_field() { scontrol -o show job "$1" 2>/dev/null | sed -n "s/.* $2=\([^ ]*\).*/\1/p"; }
 # kill_batch_host JOB OUT NAME: when run NAME has 24 steps and a step-20 checkpoint, kill the
@@ -73,10 +70,7 @@ ck=${resumed% *} k=${resumed#* }
 [ "$ck" = "$(echo "$before" | tail -1)" ] || fail "resumed from $ck, not the newest checkpoint written before the kill"
 $MPIRUN -np 4 ./llmtrain "${ARGS[@]}" run.name=ref4 run.elastic="'off'" >"$RUNS/ref4.log" 2>&1 ||
     { tail "$RUNS/ref4.log"; fail "the uninterrupted dp 4 reference failed"; }
-want=$(train_records "$RUNS/ref4/metrics.jsonl" | grep '"step"' | tail -$((STEPS - k)))
-got=$(train_records "$RUNS/bh/metrics.jsonl" | grep '"step"' | tail -$((STEPS - k)))
-[ "$(echo "$want" | wc -l)" -eq $((STEPS - k)) ] && [ "$got" = "$want" ] ||
-    { diff <(echo "$want") <(echo "$got") | head; fail "steps $((k + 1))-$STEPS after the requeue differ from the uninterrupted dp 4 run"; }
+same_last_steps ref4 bh $((STEPS - k)) "steps $((k + 1))-$STEPS after the requeue differ from the uninterrupted dp 4 run"
 echo "job $jid ran again on 4 nodes ($restarts requeue), resumed from $ck (step $k) and completed $(( $(date +%s) - t_rev )) s after n1 came back: steps $((k + 1))-$STEPS bit-identical to an uninterrupted dp 4 run"
 
 # elastic = 'off': the batch host dies again; the guard ends the job (cancelled, with its message)

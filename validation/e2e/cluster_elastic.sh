@@ -18,19 +18,7 @@ source "$(dirname "$0")/lib_cluster.bash"
 cluster_start llmtel 4
 export LLMT_PROBE_S=8
 RUNS=$PWD/$TEST_DIR
-# same_last_steps REF RUN N WHY: the last N step records of run REF and run RUN (loss, lr, gradient
-# norm as written) are the same text, N of them; else fail with WHY and the first differences
-same_last_steps() {
-    local want got
-    want=$(train_records "$RUNS/$1/metrics.jsonl" | grep '"step"' | tail -"$3")
-    got=$(train_records "$RUNS/$2/metrics.jsonl" | grep '"step"' | tail -"$3")
-    [ "$(echo "$want" | wc -l)" -eq "$3" ] && [ "$got" = "$want" ] ||
-        { diff <(echo "$want") <(echo "$got") | head; fail "$4"; }
-}
-STEPS=90
-ARGS=(inputs/tiny.nml parallel.dp=4 train.global_batch=16 train.max_steps=$STEPS data.val_every=0
-      log.every=1 checkpoint.every=10 checkpoint.keep=100 checkpoint.timeout_s=10 checkpoint.io_timeout_s=10
-      run.out_dir="'$RUNS'" run.name=el run.elastic="'shrink'" run.min_nodes=2)
+elastic_dp4_args el 90
 t0=$(date +%s)
 jid=$(LLMT_FAULT=step@0:sleep60 sbatch --parsable --nodes=4 --ntasks-per-node=1 --output="$RUNS/el-%j.out" \
       jobscripts/elastic.sbatch "${ARGS[@]}") || fail "sbatch refused elastic.sbatch"

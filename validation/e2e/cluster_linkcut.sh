@@ -20,10 +20,7 @@ source "$(dirname "$0")/lib_cluster.bash"
 cluster_start llmtcut 4
 export LLMT_PROBE_S=8
 RUNS=$PWD/$TEST_DIR
-STEPS=60
-ARGS=(inputs/tiny.nml parallel.dp=4 train.global_batch=16 train.max_steps=$STEPS data.val_every=0
-      log.every=1 checkpoint.every=10 checkpoint.keep=100 checkpoint.timeout_s=10 checkpoint.io_timeout_s=10
-      run.out_dir="'$RUNS'" run.name=cut run.elastic="'shrink'" run.min_nodes=2)
+elastic_dp4_args cut
 t0=$(date +%s)
 jid=$(LLMT_FAULT=step@0:sleep60 sbatch --parsable --nodes=4 --ntasks-per-node=1 --output="$RUNS/cut-%j.out" \
       jobscripts/elastic.sbatch "${ARGS[@]}") || fail "sbatch refused elastic.sbatch"
@@ -56,10 +53,7 @@ echo "the survivors resumed from $ck (step $k), newest before the cut: $(echo "$
 grep -q "^batch: global 16 sequences = micro_batch 4 x accumulation 2 x dp 2" "$out" || fail "dp 2 did not keep the global batch of 16"
 $MPIRUN -np 2 ./llmtrain "${ARGS[@]}" parallel.dp=2 run.name=ref run.elastic="'off'" checkpoint.resume="'$ck'" \
     >"$RUNS/ref.log" 2>&1 || { tail "$RUNS/ref.log"; fail "the dp 2 reference run from $ck failed"; }
-want=$(train_records "$RUNS/ref/metrics.jsonl" | grep '"step"' | tail -$((STEPS - k)))
-got=$(train_records "$RUNS/cut/metrics.jsonl" | grep '"step"' | tail -$((STEPS - k)))
-[ "$(echo "$want" | wc -l)" -eq $((STEPS - k)) ] && [ "$got" = "$want" ] ||
-    { diff <(echo "$want") <(echo "$got") | head; fail "steps $((k + 1))-$STEPS after the restart differ from the dp 2 run from $ck"; }
+same_last_steps ref cut $((STEPS - k)) "steps $((k + 1))-$STEPS after the restart differ from the dp 2 run from $ck"
 echo "steps $((k + 1))-$STEPS on the survivors: loss, lr and gradient norm bit-identical to a dp 2 run from $ck"
 # the cut-off node's own rank ended too (its watchdog: nobody could tell it); Slurm's slurmstepd
 # may still be there, trying to report to the controller it cannot reach

@@ -68,3 +68,25 @@ pending_on_down() {
     done
     echo "$why"
 }
+
+# elastic_dp4_args NAME [STEPS]: the elastic dp 4 job of the node-loss tests (cluster_elastic,
+# cluster_batchhost, cluster_linkcut): sets STEPS (default 60) and ARGS, llmtrain's arguments for
+# run NAME under $RUNS, with 'shrink' down to 2 nodes, a checkpoint every 10 steps (all kept) and
+# a 10 s watchdog
+elastic_dp4_args() {
+    STEPS=${2:-60}
+    ARGS=(inputs/tiny.nml parallel.dp=4 train.global_batch=16 train.max_steps=$STEPS data.val_every=0
+          log.every=1 checkpoint.every=10 checkpoint.keep=100 checkpoint.timeout_s=10 checkpoint.io_timeout_s=10
+          run.out_dir="'$RUNS'" run.name="$1" run.elastic="'shrink'" run.min_nodes=2)
+}
+
+# same_last_steps REF RUN N WHY: the last N step records of run REF and run RUN under $RUNS (loss,
+# lr, gradient norm as written) are the same text, N of them; else fail with WHY and the first
+# differences
+same_last_steps() {
+    local want got
+    want=$(train_records "$RUNS/$1/metrics.jsonl" | grep '"step"' | tail -"$3")
+    got=$(train_records "$RUNS/$2/metrics.jsonl" | grep '"step"' | tail -"$3")
+    [ "$(echo "$want" | wc -l)" -eq "$3" ] && [ "$got" = "$want" ] ||
+        { diff <(echo "$want") <(echo "$got") | head; fail "$4"; }
+}
