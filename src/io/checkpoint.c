@@ -5,10 +5,12 @@
  * arguments, as parallel HDF5 requires; only the data selections differ between ranks.
  *
  * Data moves independently where a rank's pieces are whole file rows and collectively where tp
- * interleaves them (moves_collectively).
+ * interleaves them (moves_collectively); the collective datasets go first. Each element is
+ * fetched once: its checksum is summed as it is written and the attributes follow the data.
+ * Waits where ranks arrive far apart (after the data) sleep instead of polling.
  * Failures: no HDF5 call here aborts. A rank that sees a failure records it and keeps making
  * the same collective calls as the others; the ranks agree on the outcome at fixed points (after
- * each tensor group's creation, with its checksums, after all data calls, at the end), so they
+ * each tensor group's creation, after all data calls, after the checksums, at the end), so they
  * all stop at the same place, close what is open and report one message. HDF5's automatic error printing is
  * off (main.c): the message carries the library's innermost reason instead.
  *
@@ -358,6 +360,7 @@ typedef struct pending {
     const void *data;         /* the /config string */
     int g;                    /* the tensor's group (ckpt_io_t) */
     size_t a, b;              /* the local elements of p this rank writes (a == b: none) */
+    uint64_t sum;             /* the checksum of this rank's elements, summed as they are written */
     int pieces;               /* writes of the dataset: this rank's pieces, or when it moves
                                  collectively the most pieces of any rank */
     char object[96];
@@ -380,7 +383,7 @@ static void w_fail(writer_t *w, const char *what, const char *object) {
 static int w_agree(writer_t *w) {
     if (w->agreed_bad) return -1;
     int bad = w->bad != 0;
-    comm_allreduce(&bad, 1, MPI_INT, MPI_MAX, w->comm, "checkpoint write");
+    comm_allreduce_idle(&bad, 1, MPI_INT, MPI_MAX, w->comm, "checkpoint write");
     w->agreed_bad = bad;
     return bad ? -1 : 0;
 }
@@ -493,20 +496,9 @@ static void writer_share(const writer_t *w, const ckpt_tensor_t *p, int g, size_
     if (owns_copy(p, w->P, w->owner) && !tensor_range(p, w->io->lo[g], w->io->hi[g], a, b)) *a = *b = 0;
 }
 
-/* The checksum of this rank's share of p, through the staging buffer piece by piece. */
-static uint64_t share_checksum(writer_t *w, const ckpt_tensor_t *p, int g, size_t a, size_t b) {
-    uint64_t sum = 0;
-    const size_t piece = w->io->staging_floats;
-    for (size_t j = a; j < b; j += piece) {
-        const size_t e = b - j < piece ? b : j + piece;
-        const float *x = w->io->fetch(w->io->ctx, g, p->offset + j, p->offset + e, w->io->staging);
-        sum += range_checksum(p, w->P, j, e - j, x);
-    }
-    return sum;
-}
-
-/* Phase 1 for one tensor group: each dataset in its global shape with its checksum attribute
- * (the same value on every rank, as collective metadata requires). Returns its bytes. */
+/* Phase 1 for one tensor group: each dataset in its global shape with its checksum attribute,
+ * 0 until phase 3 writes the sum of the ranks' shares (computed as phase 2 writes them, so each
+ * element is fetched once). Returns its bytes. */
 static double create_tensor_group(writer_t *w, hid_t file, const char *name, int g, hid_t dcpl,
                                   pending_t *pd) {
     const int n = w->P->n;
@@ -516,14 +508,11 @@ static double create_tensor_group(writer_t *w, hid_t file, const char *name, int
     if (lcpl >= 0) W_TRY(w, H5Pset_create_intermediate_group(lcpl, 1), "creating group", name);
     hid_t group = w->bad ? -1 : H5Gcreate2(file, name, lcpl, H5P_DEFAULT, H5P_DEFAULT);
     W_TRY(w, group, "creating group", name);
-    /* the checksums of every tensor in one reduction: sums of this rank's shares */
-    uint64_t *sums = xcalloc((size_t)n, sizeof *sums);
+    const uint64_t zero = 0;
     for (int i = 0; i < n; i++) {
         writer_share(w, &w->P->t[i], g, &pd[i].a, &pd[i].b);
         pd[i].pieces = pieces_of(pd[i].a, pd[i].b, w->io->staging_floats);
-        if (pd[i].b > pd[i].a) sums[i] = share_checksum(w, &w->P->t[i], g, pd[i].a, pd[i].b);
     }
-    comm_allreduce(sums, n, MPI_UINT64_T, MPI_SUM, w->comm, "checkpoint write");
     double bytes = 0;
     for (int i = 0; i < n && group >= 0; i++) {
         const ckpt_tensor_t *p = &w->P->t[i];
@@ -536,12 +525,11 @@ static double create_tensor_group(writer_t *w, hid_t file, const char *name, int
                                     H5P_DEFAULT);
         W_TRY(w, pd[i].dset, "creating dataset", pd[i].object);
         if (pd[i].dset >= 0)
-            W_TRY(w, h5_write_attr(pd[i].dset, "checksum", H5T_STD_U64LE, H5T_NATIVE_UINT64, &sums[i]),
+            W_TRY(w, h5_write_attr(pd[i].dset, "checksum", H5T_STD_U64LE, H5T_NATIVE_UINT64, &zero),
                   "writing the checksum of", pd[i].object);
         if (fspace >= 0) H5Sclose(fspace);
         bytes += (double)tensor_global_numel(p) * sizeof(float);
     }
-    xfree(sums);
     if (group >= 0 && H5Gclose(group) < 0) w_fail(w, "closing group", name);
     if (lcpl >= 0) H5Pclose(lcpl);
     return bytes;
@@ -565,7 +553,7 @@ static void write_config(writer_t *w, const pending_t *pd, int rank) {
  * rank's share. Collective ones (moves_collectively) go on with an empty selection once its
  * share is written or after a failure, as every rank calls them; independent ones stop. The
  * ranks agree on the outcome once all datasets are written (write_contents). */
-static void write_pending(writer_t *w, const pending_t *pd) {
+static void write_pending(writer_t *w, pending_t *pd) {
     const size_t piece = w->io->staging_floats;
     const bool coll = moves_collectively(w->P, pd->p);
     for (int k = 0; k < pd->pieces; k++) {
@@ -573,7 +561,10 @@ static void write_pending(writer_t *w, const pending_t *pd) {
         if (a >= b || w->bad) a = b = 0;
         if (!coll && a == b) break;
         const void *data = &dummy_data;
-        if (b > a) data = w->io->fetch(w->io->ctx, pd->g, pd->p->offset + a, pd->p->offset + b, w->io->staging);
+        if (b > a) {
+            data = w->io->fetch(w->io->ctx, pd->g, pd->p->offset + a, pd->p->offset + b, w->io->staging);
+            pd->sum += range_checksum(pd->p, w->P, a, b - a, data);
+        }
         hid_t fspace = H5Dget_space(pd->dset);
         hid_t mspace = fspace < 0 ? -1 : select_piece(pd->p, fspace, a, b);
         if (fspace < 0 || mspace < 0) w_fail(w, "selecting", pd->object);
@@ -600,6 +591,32 @@ static void agree_pieces(writer_t *w, pending_t *pd, int n) {
     xfree(k);
 }
 
+/* Phase 3: every dataset's checksum attribute gets the sum of the ranks' shares (one reduction
+ * for all; the same value on every rank, as collective metadata requires). */
+static void write_checksums(writer_t *w, pending_t *pd, int n) {
+    uint64_t *sums = xcalloc((size_t)(n > 0 ? n : 1), sizeof *sums);
+    for (int i = 0; i < n; i++) sums[i] = pd[i].sum;
+    comm_allreduce(sums, n, MPI_UINT64_T, MPI_SUM, w->comm, "checkpoint write");
+    for (int i = 0; i < n && !w->bad; i++) {
+        if (pd[i].dset < 0) continue;
+        hid_t attr = H5Aopen(pd[i].dset, "checksum", H5P_DEFAULT);
+        if (attr < 0 || H5Awrite(attr, H5T_NATIVE_UINT64, &sums[i]) < 0)
+            w_fail(w, "writing the checksum of", pd[i].object);
+        if (attr >= 0) H5Aclose(attr);
+    }
+    xfree(sums);
+}
+
+/* The datasets of phase 2 in the order they are written: first every one that moves
+ * collectively (every rank joins each call, so ranks with little independent data do not wait
+ * in the first collective call for the others to finish theirs), then the independent ones,
+ * which no rank waits for until the agreement at the end. */
+static void write_all_pending(writer_t *w, pending_t *pd, int n) {
+    for (int coll = 1; coll >= 0; coll--)
+        for (int i = 0; i < n && !w->agreed_bad; i++)
+            if (pd[i].p && moves_collectively(w->P, pd[i].p) == (coll == 1)) write_pending(w, &pd[i]);
+}
+
 /* Everything inside the open file; the caller closes it. Returns the tensor bytes. */
 static double write_contents(writer_t *w, hid_t file, int rank, const ckpt_meta_t *meta,
                              const ckpt_state_t *state) {
@@ -624,7 +641,8 @@ static double write_contents(writer_t *w, hid_t file, int rank, const ckpt_meta_
     if (w_agree(w) == 0) W_TRY(w, H5Fflush(file, H5F_SCOPE_GLOBAL), "flushing the metadata of", "the file");
     if (w_agree(w) == 0) agree_pieces(w, pd, groups * n);
     if (!w->agreed_bad && config->dset >= 0) write_config(w, config, rank);
-    for (int i = 0; i < groups * n && !w->agreed_bad; i++) write_pending(w, &pd[i]);
+    write_all_pending(w, pd, groups * n);
+    if (w_agree(w) == 0) write_checksums(w, pd, groups * n);
     /* make the data durable before the rename publishes the file */
     if (w_agree(w) == 0) W_TRY(w, H5Fflush(file, H5F_SCOPE_GLOBAL), "flushing", "the file");
     for (int i = 0; i <= groups * n; i++)

@@ -33,6 +33,11 @@ void comm_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm
                 const char *phase);
 void comm_allreduce(void *x, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                     const char *phase); /* in place */
+/* comm_allreduce whose wait sleeps (backing off to 1 ms) instead of polling: for the waits of
+ * I/O phases where ranks arrive far apart (others still writing their share), so that on
+ * oversubscribed cores the waiting ranks leave the CPU to the working ones. */
+void comm_allreduce_idle(void *x, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                         const char *phase);
 void comm_gather(const void *mine, int count, MPI_Datatype type, void *all, int root,
                  MPI_Comm comm, const char *phase);
 void comm_allgather(const void *mine, int count, MPI_Datatype type, void *all, MPI_Comm comm,
