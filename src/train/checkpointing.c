@@ -132,7 +132,7 @@ float *ckpt_staging_alloc(const ckpt_ctx_t *ck, size_t n, size_t *floats) {
 }
 
 /* The communicator of the ranks among which ZeRO partitions the flat buffer (zero.h). */
-static MPI_Comm partition_comm(const grid_t *g) { return g->ep > 1 ? g->edp_comm : g->dp_comm; }
+MPI_Comm ckpt_partition_comm(const grid_t *g) { return g->ep > 1 ? g->edp_comm : g->dp_comm; }
 
 /* ---------------------------------------------------------------- saving */
 
@@ -487,7 +487,7 @@ static int load_candidate(ckpt_ctx_t *ck, const params_t *P, const char *path, c
     memset(&io, 0, sizeof io);
     size_t lo, hi;
     zero_partition(P->total, ep ? g->edp : g->dp, ep ? g->rank_edp : g->rank_dp, &lo, &hi);
-    for (int k = 0; k < 3; k++) io.lo[k] = lo, io.hi[k] = hi, io.part_comm[k] = partition_comm(g);
+    for (int k = 0; k < 3; k++) io.lo[k] = lo, io.hi[k] = hi, io.part_comm[k] = ckpt_partition_comm(g);
     io.staging = ckpt_staging_alloc(ck, hi - lo, &io.staging_floats);
     double t0 = now_sec();
     watchdog_enter_for("checkpoint read", "all ranks", ck->cfg->io_timeout_s);
@@ -609,7 +609,7 @@ static double load_into_model(ckpt_ctx_t *ck, const char *path) {
     flat_load_range(z, &lo, &hi);
     float *staging = ckpt_staging_alloc(ck, hi - lo, &floats);
     ckpt_io_t io;
-    flat_load_io(&io, &f, partition_comm(ck->grid), staging, floats);
+    flat_load_io(&io, &f, ckpt_partition_comm(ck->grid), staging, floats);
     const ckpt_meta_t want = model_meta(ck);
     ckpt_state_t st;
     char msg[COMM_MSG_MAX + 64];

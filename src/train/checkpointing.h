@@ -118,6 +118,9 @@ int ckpt_save_sharded(ckpt_ctx_t *ck, const char *path, const ckpt_meta_t *meta,
 /* What this rank's replica writes of a checkpoint (io/checkpoint.h CKPT_OWNS_*): the dense
  * tensors on dp rank 0, the expert tensors on every ep rank's first replica. */
 int ckpt_owner(const grid_t *g);
+/* The ranks whose ZeRO partitions together hold one copy of the flat buffers: dp, or with expert
+ * parallelism the expert-data-parallel group (a load's ckpt_io_t part_comm). */
+MPI_Comm ckpt_partition_comm(const grid_t *g);
 /* What a rank writes within its ZeRO partition (io/checkpoint.h CKPT_OWNS_*): the expert tensors
  * it holds, and the dense ones unless another ep rank holds the same. */
 int ckpt_save_owner(const zero_t *z);

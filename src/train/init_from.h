@@ -17,9 +17,11 @@
 #include "config/config.h"
 #include "io/checkpoint.h"
 
-/* Collective over comm: read cfg->init_from's /model into host (the flat local layout of P,
- * `total` floats), checked against the namelist's model as above. 0, or -1 with one message in
- * msg on every rank. tp_comm and ep_comm as ckpt_load takes them. */
+/* Collective over comm: read cfg->init_from's /model through io (group 0: each rank its range
+ * [io->lo[0], io->hi[0]) of the flat local layout of P, `total` floats, piece by piece through
+ * io's staging buffer, to where io's callbacks put it: train/flat's flat_load_io), checked
+ * against the namelist's model as above. 0, or -1 with one message in msg on every rank (the
+ * model may then be half loaded). tp_comm and ep_comm as ckpt_load_io takes them. */
 int init_from_load(const config_t *cfg, MPI_Comm comm, MPI_Comm tp_comm, MPI_Comm ep_comm,
-                   const ckpt_tensors_t *P, size_t total, float *host, char *msg, size_t len);
+                   const ckpt_tensors_t *P, size_t total, ckpt_io_t *io, char *msg, size_t len);
 #endif

@@ -195,12 +195,13 @@ void plan_rank(const config_t *cfg, int tp_rank, int pp_rank, int mb, int accum,
      * (the backend's), or what setup and a load stage on the host: the seeded init and a
      * checkpoint's load move the rank's range (its ZeRO partition, all without ZeRO) through one
      * staging buffer, with 16-bit weights beside the master's values of that range
-     * (train/flat.c); &run init_from builds the stage's whole fp32 copy */
+     * (train/flat.c); &run init_from's weights likewise (its crop of a longer position table
+     * adds that table, negligible) */
     h[MEM_WORKSPACE] += 2.0 * accum * mb * T * sizeof(int);
     const double N = (double)mb * T, C = cfg->d_model, F = cfg->d_ff;
     const double range = 4.0 * (double)(zero >= 1 ? part : total);
     const double staged_load = fmin(cfg->ckpt_staging_mb * 1048576.0, range) + (m.wtype != DT_FP32 ? range : 0);
-    double mfu = 0, copies = cfg->init_from[0] ? fmax(total * 4.0, staged_load) : staged_load;
+    double mfu = 0, copies = staged_load;
     if (cfg->peak_flops <= 0) /* the MFU reference: 1024^3 and the MLP's product */
         mfu = fmax(3.0 * 1024 * 1024 * 4, (N * C + F * C + N * F) * 4);
     const double held = async_held_bytes(cfg, total, part); /* after those transients */

@@ -227,22 +227,25 @@ static void record_provenance(trainer_t *tr) {
 }
 
 /* &run init_from: weights of any grid (or a checkpoint's model part), checked against the
- * namelist's model, at the namelist's seq_len (train/init_from.h); any problem is one message
- * and exit 2. */
+ * namelist's model, at the namelist's seq_len (train/init_from.h), read like a resume: each rank
+ * its ZeRO partition (all of the stage without ZeRO) through the staging buffer, straight to
+ * where the weights live; any problem is one message and exit 2. */
 static void load_init_weights(trainer_t *tr) {
     const config_t *cfg = tr->cfg;
-    float *host = xcalloc(tr->model.P.total, sizeof(float));
+    flat_io_t f = {.z = &tr->zero, .opt = &tr->opt, .m = &tr->model, .ops = tr->ops};
+    size_t lo, hi, floats;
+    flat_load_range(&tr->zero, &lo, &hi);
+    float *staging = ckpt_staging_alloc(&tr->ckpt, hi - lo, &floats);
+    ckpt_io_t io;
+    flat_load_io(&io, &f, ckpt_partition_comm(tr->grid), staging, floats);
     char msg[COMM_MSG_MAX + 64];
     watchdog_enter_for("weights read", "all ranks", cfg->io_timeout_s);
     int rc = init_from_load(cfg, MPI_COMM_WORLD, tr->grid->tp_comm, tr->grid->ep_comm, &tr->model.P.ckpt,
-                            tr->model.P.total, host, msg, sizeof msg);
+                            tr->model.P.total, &io, msg, sizeof msg);
     watchdog_leave();
-    if (rc != 0) {
-        xfree(host);
-        fatal_user("&run init_from: %s", msg);
-    }
-    flat_set_params_from_host(&tr->zero, &tr->opt, &tr->model, tr->ops, host);
-    xfree(host);
+    xfree(staging);
+    if (rc != 0) fatal_user("&run init_from: %s", msg);
+    flat_load_finish(&f);
 }
 
 /* Why the schedule cannot run the micro-batches of some curriculum stage (each stage's

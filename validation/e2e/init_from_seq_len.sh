@@ -5,7 +5,9 @@
 #     weights file) equal the trained file with wpe cropped by h5py bit for bit, and PyTorch
 #     (validation/reference/gpt_reference.py, float64) on those h5py-cropped weights gives the
 #     step-0 loss (rel. <= 1e-5), every step-0 gradient (rel. L2 <= 1e-4) and 3 steps' losses and
-#     gradient norms (rel. <= 1e-4). The same on pp 2 gives the same losses (rel. <= 1e-5).
+#     gradient norms (rel. <= 1e-4). The same on pp 2 gives the same losses (rel. <= 1e-5); on
+#     dp 2 with ZeRO-3, and ZeRO-1 with bf16 weights (each rank reads its partition), the step-0
+#     weights equal the h5py-cropped file bit for bit and ZeRO-3's losses tp 2's (rel. <= 1e-5).
 #  2. init_from at seq_len 128 from that 64-position file: exit 2, one message naming seq_len, 64
 #     and 128.
 #  3. a Llama-style model (arch = 'llama': RoPE, no position table) trained at seq_len 32, then
@@ -64,6 +66,20 @@ sed -e "s/tp = 2/pp = 2/" -e "s/name = 'crop32'/name = 'crop32pp'/" "$D/crop32.n
 run crop32pp # wpe is the first stage's alone: the others read none of it
 same_series "pp 2 vs tp 2, losses" 1e-5 <(losses "$D/crop32/metrics.jsonl") <(losses "$D/crop32pp/metrics.jsonl") ||
     fail "the cropped run on pp 2 differs from tp 2"
+
+# ZeRO: each dp rank reads its partition; the one whose range ends the layout reads the whole
+# table and sends the kept rows to the rank that holds wpe (ZeRO-3 fp32; ZeRO-1 with bf16 weights,
+# whose master takes the file's values)
+for z in "3:" "1:precision = 'bf16', "; do
+    name=crop32z${z%%:*}
+    sed -e "s/tp = 2/dp = 2, zero_stage = ${z%%:*}/" -e "s/max_steps = /${z#*:}max_steps = /" \
+        -e "s/name = 'crop32'/name = '$name'/" -e "s/, dump_grads_step = 0//" "$D/crop32.nml" >"$D/$name.nml"
+    run $name
+    same_weights "$D/dump/weights.h5" "$D/$name/weights_step000000.h5" ||
+        fail "$name: the step-0 weights differ from the h5py-cropped file"
+done
+same_series "ZeRO-3 dp 2 vs tp 2, losses" 1e-5 <(losses "$D/crop32/metrics.jsonl") <(losses "$D/crop32z3/metrics.jsonl") ||
+    fail "the cropped run on dp 2 with ZeRO-3 differs from tp 2"
 
 echo "== 2. learned positions: 64 -> 128 is refused"
 nml long128 128 3 gpt2 "$W"
