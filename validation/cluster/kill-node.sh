@@ -2,7 +2,10 @@
 # kill-node.sh [--link] K — node K of the emulated cluster fails.
 #   kill-node.sh K         it dies as a crashed node does: every process in its network namespace
 #                          (slurmd, slurmstepd, the ranks) is SIGKILLed at once, with no warning
-#                          and no cleanup; its link stays, but nothing answers.
+#                          and no cleanup. Its link goes down first and stays down: a crashed
+#                          machine sends nothing, not even the FIN or RST a living kernel sends
+#                          for its killed processes' connections (peers that saw those would
+#                          learn of the death at once, which a real crash never tells them).
 #   kill-node.sh --link K  its link is cut (the bridge side of its veth pair set down, as a pulled
 #                          cable or a dead switch port): its processes live on but reach nobody
 #                          and nobody reaches them; no packet is refused or reset, they are lost,
@@ -22,6 +25,7 @@ if [ $mode = link ]; then
     cl_say "node n$K cut off (link ${LLMT_CLUSTER}-v$K down; its processes run on, unreachable)"
     exit 0
 fi
+ip link set "${LLMT_CLUSTER}-v$K" down || cl_die "cannot set ${LLMT_CLUSTER}-v$K down"
 # kill until the namespace is empty: a slurmd killed mid-fork could leave a child behind
 for _ in 1 2 3 4 5; do
     mapfile -t pids < <(ip netns pids "$ns")
@@ -29,4 +33,4 @@ for _ in 1 2 3 4 5; do
     kill -KILL "${pids[@]}" 2>/dev/null || true
     sleep 0.2
 done
-cl_say "node n$K killed (SIGKILL to every process in namespace $ns)"
+cl_say "node n$K killed (link ${LLMT_CLUSTER}-v$K down, then SIGKILL to every process in namespace $ns)"

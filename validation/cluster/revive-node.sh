@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # revive-node.sh K — node K of the emulated cluster comes back after kill-node.sh K, as a
 # rebooted node does: its local state (slurmd spool, PMIx directories) empty, its slurmd starts
-# again (same hostname, address and config) and registers with slurmctld; after kill-node.sh
-# --link K its link is set up again and its slurmd, which ran on, answers again. A node Slurm
+# again (same hostname, address and config, its link up again) and registers with slurmctld;
+# after kill-node.sh --link K its link is set up again and its slurmd, which ran on, answers
+# again. A node Slurm
 # had marked DOWN returns to service (ReturnToService=2). Waits up to 60 s for the node to be
 # idle or allocated again.
 set -euo pipefail
