@@ -20,15 +20,24 @@ RUNS=$PWD/$TEST_DIR
 COMMON=(inputs/tiny.nml parallel.dp=4 train.global_batch=16 train.max_steps=4 data.val_every=0
         log.every=1 checkpoint.every=2 run.out_dir="'$RUNS'")
 
-# submit SCRIPT NAME NODES ARGS...: jobscripts/SCRIPT on NODES nodes into run directory NAME; waits
+# submit SCRIPT NAME NODES ARGS...: jobscripts/SCRIPT on NODES nodes into run directory NAME; waits.
+# One job that failed because Open MPI 4.1's TCP transport gave up on a connection it had started
+# ("failed to TCP connect to a peer ... Operation now in progress (115)": its known race when
+# the host is busy, after which a rank can crash; open-mpi/ompi#10734, #11508) runs again once,
+# afresh, saying so; any other failure, or that one twice, fails the test.
 submit() {
-    local script=$1 name=$2 nodes=$3 jid state out
+    local script=$1 name=$2 nodes=$3 jid state out try
     shift 3
-    jid=$(sbatch --parsable --nodes="$nodes" --output="$RUNS/$name-%j.out" \
-          "jobscripts/$script" "$@" run.name="$name") || fail "sbatch refused $script"
-    state=$(slurm_wait_gone "$jid" 240)
-    out=$RUNS/$name-$jid.out
-    ln -sf "$name-$jid.out" "$RUNS/$name.out"
+    for try in 1 2; do
+        jid=$(sbatch --parsable --nodes="$nodes" --output="$RUNS/$name-%j.out" \
+              "jobscripts/$script" "$@" run.name="$name") || fail "sbatch refused $script"
+        state=$(slurm_wait_gone "$jid" 240)
+        out=$RUNS/$name-$jid.out
+        ln -sf "$name-$jid.out" "$RUNS/$name.out"
+        [ "$state" != COMPLETED ] && [ $try = 1 ] && grep -q "Open MPI failed to TCP connect to a peer" "$out" || break
+        echo "$name: job $jid ended $state after Open MPI's TCP connect race (ompi#10734); running it again once"
+        rm -rf "${RUNS:?}/$name"
+    done
     [ "$state" = COMPLETED ] || { tail -30 "$out"; fail "$name: job $jid on $nodes nodes ended $state"; }
     echo "$name: job $jid COMPLETED on $nodes nodes"
 }
