@@ -46,15 +46,29 @@ void flat_set_params_from_host(zero_t *z, adamw_t *opt, gpt_t *m, const ops_t *o
 
 /* ---- sharded checkpoint I/O ---------------------------------------------------------------- */
 
+/* Where flat elements [a, b) of group g live, and the backend that holds them: the model's fp32
+ * weights (ZeRO-3: its partition), else the master (bf16/fp16) or a moment, laid out like the
+ * optimizer state. */
+static float *save_at(flat_io_t *f, int g, size_t a, const ops_t **ops) {
+    adamw_t *opt = f->opt;
+    if (g == 0 && !opt->master) {
+        *ops = f->ops;
+        return zero_param_at(f->z, f->m->params, a);
+    }
+    *ops = opt->state_ops;
+    return (g == 0 ? opt->master : g == 1 ? opt->m : opt->v) + zero_state_index(f->z, a);
+}
+
+/* A backend that computes in host memory (memory_capacity 0: the CPU's) is read and written in
+ * place, without the staging copy. */
+static bool in_host_memory(const ops_t *ops) { return ops->memory_capacity() == 0; }
+
 static const float *save_fetch(void *ctx, int g, size_t a, size_t b, float *staging) {
     flat_io_t *f = ctx;
-    const size_t bytes = (b - a) * sizeof(float);
-    const adamw_t *opt = f->opt;
-    if (g == 0 && !opt->master) /* the model's fp32 weights (ZeRO-3: its partition) */
-        f->ops->to_host(staging, zero_param_at(f->z, f->m->params, a), bytes);
-    else /* the master (bf16/fp16) or a moment: laid out like the optimizer state */
-        opt->state_ops->to_host(staging, (g == 0 ? opt->master : g == 1 ? opt->m : opt->v) +
-                                              zero_state_index(f->z, a), bytes);
+    const ops_t *ops;
+    const float *x = save_at(f, g, a, &ops);
+    if (in_host_memory(ops)) return x;
+    ops->to_host(staging, x, (b - a) * sizeof(float));
     return staging;
 }
 
@@ -68,16 +82,37 @@ void flat_save_io(ckpt_io_t *io, flat_io_t *f, int owner, float *staging, size_t
     io->ctx = f;
 }
 
-static void load_store(void *ctx, int g, size_t a, size_t b, const float *buf) {
-    flat_io_t *f = ctx;
-    const size_t bytes = (b - a) * sizeof(float);
+/* Where a load puts flat elements [a, b) of group g, and the backend that holds them (NULL: plain
+ * host memory): the model's weights with fp32 storage (the master follows at the end), the
+ * master's values with 16-bit weights (host_params, handed over at the end), else a moment. */
+static float *load_at(flat_io_t *f, int g, size_t a, const ops_t **ops) {
     adamw_t *opt = f->opt;
-    if (g == 0 && f->m->wtype == DT_FP32) /* the model's weights (the master follows at the end) */
-        f->ops->to_device(zero_param_at(f->z, f->m->params, a), buf, bytes);
-    else if (g == 0) /* 16-bit weights: the master's values, handed over at the end */
-        memcpy(f->host_params + a, buf, bytes);
-    else
-        opt->state_ops->to_device((g == 1 ? opt->m : opt->v) + zero_state_index(f->z, a), buf, bytes);
+    if (g == 0 && f->m->wtype == DT_FP32) {
+        *ops = f->ops;
+        return zero_param_at(f->z, f->m->params, a);
+    }
+    if (g == 0) {
+        *ops = NULL;
+        return f->host_params + a;
+    }
+    *ops = opt->state_ops;
+    return (g == 1 ? opt->m : opt->v) + zero_state_index(f->z, a);
+}
+
+/* In host memory the file is read straight into place; else into staging, then load_store. */
+static float *load_dest(void *ctx, int g, size_t a, size_t b, float *staging) {
+    (void)b, (void)staging;
+    const ops_t *ops;
+    float *x = load_at(ctx, g, a, &ops);
+    return !ops || in_host_memory(ops) ? x : NULL;
+}
+
+static void load_store(void *ctx, int g, size_t a, size_t b, const float *buf) {
+    const ops_t *ops;
+    float *x = load_at(ctx, g, a, &ops);
+    if (x == buf) return; /* read in place */
+    if (ops) ops->to_device(x, buf, (b - a) * sizeof(float));
+    else memcpy(x, buf, (b - a) * sizeof(float));
 }
 
 void flat_load_io(ckpt_io_t *io, flat_io_t *f, MPI_Comm dp_comm, float *staging, size_t staging_floats) {
@@ -92,6 +127,7 @@ void flat_load_io(ckpt_io_t *io, flat_io_t *f, MPI_Comm dp_comm, float *staging,
     }
     io->staging = staging;
     io->staging_floats = staging_floats;
+    io->dest = load_dest;
     io->store = load_store;
     io->ctx = f;
     adamw_finish(f->opt); /* nothing of an earlier update may land on the loaded weights */
