@@ -192,11 +192,10 @@ void plan_rank(const config_t *cfg, int tp_rank, int pp_rank, int mb, int accum,
     if (cfg->choice.precision != CFG_PRECISION_FP32 || offload) opt[MEM_MASTER] += fl(state);
     if (offload) h[MEM_OPTIMIZER] += 2 * fl(state); /* the gradients' and weights' host staging */
     /* train/trainer.c: the step's batches (host), the largest transient buffer: the MFU matrices
-     * (the backend's), or what setup and a load stage on the host: the seeded init and a
-     * checkpoint's load move the rank's range (its ZeRO partition, all without ZeRO) through one
-     * staging buffer, with 16-bit weights beside the master's values of that range
-     * (train/flat.c); &run init_from's weights likewise (its crop of a longer position table
-     * adds that table, negligible) */
+     * (the backend's), or what setup and a load stage on the host: the seeded init, init_from
+     * and a checkpoint's load move the rank's range (its ZeRO partition, all without ZeRO)
+     * through one staging buffer, with 16-bit weights beside the master's values of that range
+     * (train/flat.c; init_from's crop of a longer position table adds that small table) */
     h[MEM_WORKSPACE] += 2.0 * accum * mb * T * sizeof(int);
     const double N = (double)mb * T, C = cfg->d_model, F = cfg->d_ff;
     const double range = 4.0 * (double)(zero >= 1 ? part : total);
