@@ -5,7 +5,8 @@
  * non-blocking transfer are collected in an mpi_calls_t (its comm_req_t keeps it); with a NULL
  * list the calls are MPI's blocking ones, made one after the other (the algorithms the unchunked
  * blocking call uses).
- * Owns: the chunk size (LLMT_COMM_MAX_COUNT). Uses: MPI, core/. Used by: parallel/comm.c. */
+ * Owns: the chunk size (LLMT_COMM_MAX_COUNT). Uses: MPI, core/. Used by: parallel/comm.c and
+ * parallel/comm_staged.c (the simulated device's transport). */
 #ifndef LLMT_COMM_CHUNKS_H
 #define LLMT_COMM_CHUNKS_H
 #include <mpi.h>

@@ -3,6 +3,7 @@
 #include <string.h>
 #include "core/alloc.h"
 #include "core/error.h"
+#include "parallel/comm_chunks.h"
 #include "parallel/comm_transport.h"
 
 typedef struct staged_group {
@@ -11,10 +12,12 @@ typedef struct staged_group {
     comm_staged_hooks_t hooks;
 } staged_group_t;
 
-/* One operation in flight: its MPI requests and where its results go. */
+/* One operation in flight: its MPI requests (one call, or a transfer too large for one made of
+ * several: calls) and where its results go. */
 typedef struct staged_op {
     MPI_Request req[2];
     int n_req, polls;
+    mpi_calls_t *calls;
     float *in, *out;    /* host staging (NULL: none) */
     float *dest;        /* device memory that receives out[0, dest_n) on completion */
     size_t dest_n;
@@ -56,21 +59,15 @@ static size_t extent(const int *counts, const int *displs, int size) {
     return e;
 }
 
-static int as_int(size_t n) {
-    ASSERT(n <= (size_t)2147483647);
-    return (int)n;
-}
+/* Whether n elements go in one MPI call (comm_chunks_limit: MPI 3's int counts, or the test
+ * knob LLMT_COMM_MAX_COUNT); a larger transfer is made of several (parallel/comm_chunks.h), as
+ * comm.c makes what travels by MPI on the host. */
+static bool one_call(size_t n) { return n <= comm_chunks_limit(); }
 
-/* int copies of size_t counts (and displacements; NULL: none), kept by o until it finishes. The
- * staged transport is the simulated device's, for tests: one MPI call per operation, its
- * counts within an int (comm.c chunks what travels by MPI on the host). */
+/* The int counts and displacements of pieces that fit one call, kept by o until it finishes. */
 static int *op_ints(staged_op_t *o, const size_t *counts, const size_t *displs, int size) {
     o->ints = xmalloc(2 * (size_t)size * sizeof(int));
-    for (int r = 0; r < size; r++) {
-        o->ints[r] = as_int(counts[r]);
-        o->ints[size + r] = displs ? as_int(displs[r]) : 0;
-    }
-    return o->ints;
+    return comm_int_pieces(counts, displs, size, o->ints);
 }
 
 static size_t extent_of(const size_t *counts, const size_t *displs, int size) {
@@ -86,8 +83,11 @@ static void *s_allreduce(void *ctx, float *x, size_t n, comm_op_t op) {
     o->out = stage(s, x, n);
     o->dest = x;
     o->dest_n = n;
-    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, o->out, as_int(n), MPI_FLOAT,
-                             op == COMM_SUM ? MPI_SUM : MPI_MAX, s->comm, &o->req[o->n_req++]));
+    const MPI_Op mop = op == COMM_SUM ? MPI_SUM : MPI_MAX;
+    if (one_call(n))
+        MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, o->out, (int)n, MPI_FLOAT, mop, s->comm, &o->req[o->n_req++]));
+    else
+        comm_chunked_allreduce(o->out, n, mop, s->comm, o->calls = comm_calls_new());
     return o;
 }
 
@@ -100,8 +100,12 @@ static void *s_reduce_scatter(void *ctx, const float *x, float *out, const size_
     o->out = xmalloc((counts[s->rank] + 1) * sizeof(float));
     o->dest = out;
     o->dest_n = counts[s->rank];
-    MPI_CHECK(MPI_Ireduce_scatter(o->in, o->out, op_ints(o, counts, NULL, s->size), MPI_FLOAT,
-                                  MPI_SUM, s->comm, &o->req[o->n_req++]));
+    if (comm_pieces_fit(counts, NULL, s->size))
+        MPI_CHECK(MPI_Ireduce_scatter(o->in, o->out, op_ints(o, counts, NULL, s->size), MPI_FLOAT,
+                                      MPI_SUM, s->comm, &o->req[o->n_req++]));
+    else
+        comm_chunked_reduce_scatter(o->in, o->out, counts, s->comm, s->size, s->rank,
+                                    o->calls = comm_calls_new());
     return o;
 }
 
@@ -114,9 +118,14 @@ static void *s_allgatherv(void *ctx, const float *mine, float *all, const size_t
     o->dest_n = extent_of(counts, displs, s->size);
     o->out = stage(s, all, o->dest_n);
     o->dest = all;
-    const int *c = op_ints(o, counts, displs, s->size);
-    MPI_CHECK(MPI_Iallgatherv(o->in, c[s->rank], MPI_FLOAT, o->out, c, c + s->size, MPI_FLOAT,
-                              s->comm, &o->req[o->n_req++]));
+    if (comm_pieces_fit(counts, displs, s->size)) {
+        const int *c = op_ints(o, counts, displs, s->size);
+        MPI_CHECK(MPI_Iallgatherv(o->in, c[s->rank], MPI_FLOAT, o->out, c, c + s->size, MPI_FLOAT,
+                                  s->comm, &o->req[o->n_req++]));
+    } else {
+        comm_chunked_allgatherv(o->in, o->out, counts, displs, s->comm, s->size, s->rank,
+                                o->calls = comm_calls_new());
+    }
     return o;
 }
 
@@ -124,7 +133,8 @@ static void *s_send(void *ctx, const float *x, size_t n, int peer) {
     staged_group_t *s = ctx;
     staged_op_t *o = op_new();
     o->in = stage(s, x, n);
-    MPI_CHECK(MPI_Isend(o->in, as_int(n), MPI_FLOAT, peer, 0, s->comm, &o->req[o->n_req++]));
+    if (one_call(n)) MPI_CHECK(MPI_Isend(o->in, (int)n, MPI_FLOAT, peer, 0, s->comm, &o->req[o->n_req++]));
+    else comm_chunked_send(o->in, n, peer, 0, s->comm, o->calls = comm_calls_new());
     return o;
 }
 
@@ -134,7 +144,8 @@ static void *s_recv(void *ctx, float *x, size_t n, int peer) {
     o->out = xmalloc((n ? n : 1) * sizeof(float));
     o->dest = x;
     o->dest_n = n;
-    MPI_CHECK(MPI_Irecv(o->out, as_int(n), MPI_FLOAT, peer, 0, s->comm, &o->req[o->n_req++]));
+    if (one_call(n)) MPI_CHECK(MPI_Irecv(o->out, (int)n, MPI_FLOAT, peer, 0, s->comm, &o->req[o->n_req++]));
+    else comm_chunked_recv(o->out, n, peer, 0, s->comm, o->calls = comm_calls_new());
     return o;
 }
 
@@ -159,8 +170,10 @@ static int s_poll(void *ctx, void *event) {
     staged_group_t *s = ctx;
     staged_op_t *o = event;
     int done = 0;
-    MPI_CHECK(MPI_Testall(o->n_req, o->req, &done, MPI_STATUSES_IGNORE));
+    if (o->calls) MPI_CHECK(MPI_Testall(o->calls->n, o->calls->r, &done, MPI_STATUSES_IGNORE));
+    else MPI_CHECK(MPI_Testall(o->n_req, o->req, &done, MPI_STATUSES_IGNORE));
     if (!done || ++o->polls < s->hooks.min_polls) return 0;
+    if (o->calls) comm_calls_free(o->calls);
     if (o->dest) device_copy(s, o->dest, o->out, o->dest_n);
     if (o->row != MPI_DATATYPE_NULL) MPI_CHECK(MPI_Type_free(&o->row));
     xfree(o->in);

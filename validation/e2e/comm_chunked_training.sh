@@ -4,7 +4,8 @@
 # calls: ZeRO's reduce-scatters and gathers, the dp and tp all-reduces, the pipeline's sends)
 # give bit-identical losses and gradient norms to the default (one call each), 8 steps:
 #   ZeRO-3 on dp 2 (fp32 weights, then a 16-bit weights copy: the 16-bit gathers),
-#   ZeRO-2 on dp 2 x tp 2, ZeRO-1 on dp 2 x pp 2 (1F1B sends of 16 x 32 floats).
+#   ZeRO-2 on dp 2 x tp 2, ZeRO-1 on dp 2 x pp 2 (1F1B sends of 16 x 32 floats); and the fp32
+#   three on the simulated device, whose staged transport chunks likewise.
 # Every group has 2 ranks, so each sum adds the same two numbers (a + b == b + a): chunks that
 # MPI reduces with another algorithm cannot change a bit. A checkpoint written at step 4 with
 # the knob resumes without it to the same numbers (the save and load went through it too).
@@ -23,8 +24,8 @@ nml() { # name dp tp pp zero precision:weights_storage [resume dir]
 &log every = 10 /
 NML
 }
-run() { # name ranks [max count]
-    env ${3:+LLMT_COMM_MAX_COUNT=$3} timeout 120 $MPIRUN -np "$2" ./llmtrain "$TEST_DIR/$1.nml" \
+run() { # name ranks [max count] [LLMT_DEVSIM]
+    env ${3:+LLMT_COMM_MAX_COUNT=$3} ${4:+LLMT_DEVSIM=$4} timeout 120 $MPIRUN -np "$2" ./llmtrain "$TEST_DIR/$1.nml" \
         >"$TEST_DIR/$1.log" 2>&1 || { tail -20 "$TEST_DIR/$1.log"; fail "$1 exited non-zero"; }
 }
 m() { echo "$TEST_DIR/$1/metrics.jsonl"; }
@@ -42,6 +43,16 @@ for c in "z3:2:1:1:3:fp32:fp32" "z3h:2:1:1:3:bf16:16bit" "z2tp:2:2:1:2:fp32:fp32
     nml ${name} $dp $tp $pp $z "$prec:$ws" && run ${name} $np
     nml ${name}_c $dp $tp $pp $z "$prec:$ws" && run ${name}_c $np 100
     identical ${name} ${name}_c "zero $z, dp $dp tp $tp pp $pp, $prec weights $ws"
+done
+# the simulated device (LLMT_DEVSIM=1: memory closed to the host, collectives through the staged
+# transport, parallel/comm_staged.c) chunks its transfers the same way: bit-identical again
+for c in "z3:2:1:1:3:fp32:fp32" "z2tp:2:2:1:2:fp32:fp32" "z1pp:2:1:2:1:fp32:fp32"; do
+    IFS=: read -r name dp tp pp z prec ws <<<"$c"
+    np=$((dp * tp * pp))
+    nml ${name}_s $dp $tp $pp $z "$prec:$ws" && run ${name}_s $np "" 1
+    nml ${name}_sc $dp $tp $pp $z "$prec:$ws" && run ${name}_sc $np 100 1
+    grep -q '^compute: cpu-devsim backend' "$TEST_DIR/${name}_sc.log" || fail "${name}_sc: the simulated device was not used"
+    identical ${name}_s ${name}_sc "simulated device: zero $z, dp $dp tp $tp pp $pp"
 done
 # the knob is read by llmtrain (a value out of range is refused, on every rank, exit 2)
 LLMT_COMM_MAX_COUNT=0 timeout 60 $MPIRUN -np 2 ./llmtrain "$TEST_DIR/z3.nml" >"$TEST_DIR/bad.log" 2>&1
