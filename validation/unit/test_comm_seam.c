@@ -180,7 +180,7 @@ static void allgatherv_in_place_and_not_equal_mpis(void **state) {
     assert_same(a, b, TOTAL);
     /* not in place: mine from elsewhere into a fresh buffer */
     float mine[TOTAL], ca[TOTAL] = {0}, cb[TOTAL] = {0};
-    fill(mine, counts[p.rank], p.rank, 6);
+    fill(mine, TOTAL, p.rank, 6); /* all of it: the equal-pieces gather below sends 8 */
     comm_req_t ra, rb;
     comm_iallgatherv_float(mine, ca, counts, displs, p.dev, COMM_DP, &ra);
     comm_iallgatherv_float(mine, cb, counts, displs, p.mpi, COMM_DP, &rb);
