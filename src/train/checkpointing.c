@@ -132,7 +132,16 @@ float *ckpt_staging_alloc(const ckpt_ctx_t *ck, size_t n, size_t *floats) {
 }
 
 /* The communicator of the ranks among which ZeRO partitions the flat buffer (zero.h). */
-MPI_Comm ckpt_partition_comm(const grid_t *g) { return g->ep > 1 ? g->edp_comm : g->dp_comm; }
+static MPI_Comm partition_comm(const grid_t *g) { return g->ep > 1 ? g->edp_comm : g->dp_comm; }
+
+float *ckpt_flat_load_begin(const ckpt_ctx_t *ck, flat_io_t *f, ckpt_io_t *io) {
+    *f = (flat_io_t){.z = ck->zero, .opt = ck->opt, .m = ck->model, .ops = ck->ops};
+    size_t floats, lo, hi;
+    flat_load_range(ck->zero, &lo, &hi);
+    float *staging = ckpt_staging_alloc(ck, hi - lo, &floats);
+    flat_load_io(io, f, partition_comm(ck->grid), staging, floats);
+    return staging;
+}
 
 /* ---------------------------------------------------------------- saving */
 
@@ -487,7 +496,7 @@ static int load_candidate(ckpt_ctx_t *ck, const params_t *P, const char *path, c
     memset(&io, 0, sizeof io);
     size_t lo, hi;
     zero_partition(P->total, ep ? g->edp : g->dp, ep ? g->rank_edp : g->rank_dp, &lo, &hi);
-    for (int k = 0; k < 3; k++) io.lo[k] = lo, io.hi[k] = hi, io.part_comm[k] = ckpt_partition_comm(g);
+    for (int k = 0; k < 3; k++) io.lo[k] = lo, io.hi[k] = hi, io.part_comm[k] = partition_comm(g);
     io.staging = ckpt_staging_alloc(ck, hi - lo, &io.staging_floats);
     double t0 = now_sec();
     watchdog_enter_for("checkpoint read", "all ranks", ck->cfg->io_timeout_s);
@@ -602,14 +611,10 @@ void ckpt_resume_find(ckpt_ctx_t *ck, ckpt_resumed_t *res) {
  * (it changed in between) leaves a half-loaded model, so it ends the run. Returns the largest
  * resident size of any rank during the load. */
 static double load_into_model(ckpt_ctx_t *ck, const char *path) {
-    zero_t *z = ck->zero;
     ckpt_peak_reset();
-    flat_io_t f = {.z = z, .opt = ck->opt, .m = ck->model, .ops = ck->ops};
-    size_t floats, lo, hi;
-    flat_load_range(z, &lo, &hi);
-    float *staging = ckpt_staging_alloc(ck, hi - lo, &floats);
+    flat_io_t f;
     ckpt_io_t io;
-    flat_load_io(&io, &f, ckpt_partition_comm(ck->grid), staging, floats);
+    float *staging = ckpt_flat_load_begin(ck, &f, &io);
     const ckpt_meta_t want = model_meta(ck);
     ckpt_state_t st;
     char msg[COMM_MSG_MAX + 64];

@@ -35,6 +35,7 @@
 #include "parallel/grid.h"
 #include "train/curriculum.h"
 #include "train/deadline.h"
+#include "train/flat.h"
 #include "train/loss_scale.h"
 #include "train/optimizer.h"
 #include "train/rundir.h"
@@ -85,6 +86,11 @@ void ckpt_staging_setup(ckpt_ctx_t *ck);
 /* The staging buffer for a range of n floats: the configured size, or less when n is less (the
  * floats it holds in *floats); xfree it. */
 float *ckpt_staging_alloc(const ckpt_ctx_t *ck, size_t n, size_t *floats);
+/* A load into the run's model and optimizer (ckpt_load_io on io, then flat_load_finish(f)): f over
+ * its flat buffers, io over this rank's range (its ZeRO partition, all without ZeRO; the partition
+ * group: dp, or the expert-data-parallel group with ep) through a staging buffer of the configured
+ * size, which is returned (xfree it once the load is done). f must outlive io. */
+float *ckpt_flat_load_begin(const ckpt_ctx_t *ck, flat_io_t *f, ckpt_io_t *io);
 
 
 /* One save, from its decision to its outcome (shared with train/ckpt_async). */
@@ -118,9 +124,7 @@ int ckpt_save_sharded(ckpt_ctx_t *ck, const char *path, const ckpt_meta_t *meta,
 /* What this rank's replica writes of a checkpoint (io/checkpoint.h CKPT_OWNS_*): the dense
  * tensors on dp rank 0, the expert tensors on every ep rank's first replica. */
 int ckpt_owner(const grid_t *g);
-/* The ranks whose ZeRO partitions together hold one copy of the flat buffers: dp, or with expert
- * parallelism the expert-data-parallel group (a load's ckpt_io_t part_comm). */
-MPI_Comm ckpt_partition_comm(const grid_t *g);
+
 /* What a rank writes within its ZeRO partition (io/checkpoint.h CKPT_OWNS_*): the expert tensors
  * it holds, and the dense ones unless another ep rank holds the same. */
 int ckpt_save_owner(const zero_t *z);

@@ -232,12 +232,9 @@ static void record_provenance(trainer_t *tr) {
  * where the weights live; any problem is one message and exit 2. */
 static void load_init_weights(trainer_t *tr) {
     const config_t *cfg = tr->cfg;
-    flat_io_t f = {.z = &tr->zero, .opt = &tr->opt, .m = &tr->model, .ops = tr->ops};
-    size_t lo, hi, floats;
-    flat_load_range(&tr->zero, &lo, &hi);
-    float *staging = ckpt_staging_alloc(&tr->ckpt, hi - lo, &floats);
+    flat_io_t f;
     ckpt_io_t io;
-    flat_load_io(&io, &f, ckpt_partition_comm(tr->grid), staging, floats);
+    float *staging = ckpt_flat_load_begin(&tr->ckpt, &f, &io);
     char msg[COMM_MSG_MAX + 64];
     watchdog_enter_for("weights read", "all ranks", cfg->io_timeout_s);
     int rc = init_from_load(cfg, MPI_COMM_WORLD, tr->grid->tp_comm, tr->grid->ep_comm, &tr->model.P.ckpt,
