@@ -3,9 +3,8 @@
 # rebooted node does: its local state (slurmd spool, PMIx directories) empty, its slurmd starts
 # again (same hostname, address and config, its link up again) and registers with slurmctld;
 # after kill-node.sh --link K its link is set up again and its slurmd, which ran on, answers
-# again. A node Slurm
-# had marked DOWN returns to service (ReturnToService=2). Waits up to 60 s for the node to be
-# idle or allocated again.
+# again. A node Slurm had marked DOWN returns to service (ReturnToService=2). Waits up to 60 s
+# for the node to be idle or allocated again.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/common.bash"
