@@ -7,7 +7,8 @@
 #     step-0 loss (rel. <= 1e-5), every step-0 gradient (rel. L2 <= 1e-4) and 3 steps' losses and
 #     gradient norms (rel. <= 1e-4). The same on pp 2 gives the same losses (rel. <= 1e-5); on
 #     dp 2 with ZeRO-3, and ZeRO-1 with bf16 weights (each rank reads its partition), the step-0
-#     weights equal the h5py-cropped file bit for bit and ZeRO-3's losses tp 2's (rel. <= 1e-5).
+#     weights equal the h5py-cropped file bit for bit and ZeRO-3's losses tp 2's (rel. <= 1e-5),
+#     its gradient norms too (rel. <= 1e-4).
 #  2. init_from at seq_len 128 from that 64-position file: exit 2, one message naming seq_len, 64
 #     and 128.
 #  3. a Llama-style model (arch = 'llama': RoPE, no position table) trained at seq_len 32, then
@@ -80,6 +81,8 @@ for z in "3:" "1:precision = 'bf16', "; do
 done
 same_series "ZeRO-3 dp 2 vs tp 2, losses" 1e-5 <(losses "$D/crop32/metrics.jsonl") <(losses "$D/crop32z3/metrics.jsonl") ||
     fail "the cropped run on dp 2 with ZeRO-3 differs from tp 2"
+same_series "ZeRO-3 dp 2 vs tp 2, gradient norms" 1e-4 <(norms "$D/crop32/metrics.jsonl") <(norms "$D/crop32z3/metrics.jsonl") ||
+    fail "the cropped run on dp 2 with ZeRO-3 has other gradient norms than tp 2"
 
 echo "== 2. learned positions: 64 -> 128 is refused"
 nml long128 128 3 gpt2 "$W"
