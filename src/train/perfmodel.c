@@ -351,7 +351,8 @@ double perf_pipeline_s(sched_kind_t kind, int p, int v, int m, double f, double 
 
 /* Data-parallel reduction and ZeRO's gathers of the rank's `params` elements over the replica
  * group dp x cp (parallel/grid.c); `window`: the backward the reduction overlaps with,
- * `compute`: the step's compute the gathers hide behind. */
+ * `compute`: the step's compute the gathers hide behind. Both go over the same link: ZeRO-3's
+ * gathers hide only in the compute the reduction leaves the link free for. */
 static void dp_and_zero(const pm_t *p, double params, double window, double compute, int accum,
                         double *dp, double *zero) {
     const config_t *cfg = p->cfg;
@@ -361,11 +362,13 @@ static void dp_and_zero(const pm_t *p, double params, double window, double comp
     const double g = params * GRAD_BYTES, bw = p->bw[LINK_DP], lat = p->lat[LINK_DP];
     const double reduce = z >= 2 ? perf_allgather_s(g, n, bw, lat)
                                  : perf_allreduce_s(p->mc->collective, g, n, bw, lat);
-    *dp = fmax(reduce - window, 0.0);
+    const double hidden = fmin(reduce, window);
+    *dp = reduce - hidden;
     const double wbytes = params * (double)dtype_bytes(gpt_weights_type(&p->spec, ops_cpu()));
     const double gather = perf_allgather_s(wbytes, n, bw, lat);
     if (z == 1 || z == 2) *zero = gather;
-    if (z == 3) *zero = fmax((cfg->zero3_resident ? 1.0 : 2.0 * accum) * gather - compute, 0.0);
+    if (z == 3)
+        *zero = fmax((cfg->zero3_resident ? 1.0 : 2.0 * accum) * gather - fmax(compute - hidden, 0.0), 0.0);
 }
 
 /* The fullest of the first and last stages' plans (tp rank 0, dp rank 0). */

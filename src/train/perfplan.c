@@ -136,7 +136,6 @@ typedef struct cands {
     int n, cap;
     long tried;          /* configurations enumerated, valid or not */
     int grids, grids_out;/* valid grids; those whose least-memory setup does not fit */
-    int grids_over;      /* grids that would put more than 2^31-1 parameters on a rank */
     perf_t least;        /* the least-memory setup of all grids */
 } cands_t;
 
@@ -282,12 +281,6 @@ static void enumerate(const config_t *cfg, const machine_t *mc, int devices, can
         perf_t least;
         double params, fpt;
         if (!least_memory(&c, mc, &least, &params, &fpt)) continue;
-        /* the search's range: llmtrain runs more than 2^31-1 parameters on a rank, but the model
-         * has been compared with published runs of at most that many (docs/planning.md) */
-        if (params > 2147483647.0) {
-            cs->grids_over++;
-            continue;
-        }
         cs->grids++;
         if (cs->least.memory_gib == 0 || least.memory_gib < cs->least.memory_gib) cs->least = least;
         grid_candidates(&c, mc, params, fpt, cs);
@@ -391,7 +384,7 @@ static int devices_that_fit(const config_t *cfg, const machine_t *mc, int device
             config_t c;
             grid_config(cfg, n, grids[g][0], grids[g][1], grids[g][2], &c);
             double params, fpt;
-            if (least_memory(&c, mc, found, &params, &fpt) && params <= 2147483647.0 && found->fits)
+            if (least_memory(&c, mc, found, &params, &fpt) && found->fits)
                 fit = n;
         }
     }
@@ -401,7 +394,7 @@ static int devices_that_fit(const config_t *cfg, const machine_t *mc, int device
 
 /* Nothing fits (or nothing is valid): the message and the smallest change, exit 2. */
 static int nothing_fits(const config_t *cfg, const machine_t *mc, int devices, const cands_t *cs) {
-    if (cs->n == 0 && cs->grids_over == 0)
+    if (cs->n == 0)
         fatal_user("%s: --search %d on %s: no valid grid: tp must divide &model n_head, d_ff and the "
                    "padded vocabulary, pp at most n_layer, cp as the ring allows (seq_len / 2 divisible "
                    "by it), dp = %d / (tp x pp x cp) must divide &train global_batch = %d, and %d devices per node must divide the device count or be a "
@@ -412,10 +405,6 @@ static int nothing_fits(const config_t *cfg, const machine_t *mc, int devices, c
     const int n = devices_that_fit(cfg, mc, devices, &f);
     if (n) snprintf(more, sizeof more, "the smallest change: %d devices (--search %d; e.g. %s: %.2f GiB)",
                     n, n, grid_text(&f, g, sizeof g), f.memory_gib);
-    if (cs->n == 0)
-        fatal_user("%s: --search %d on %s: every grid would put more than 2^31-1 parameters on a rank "
-                   "(beyond the runs the performance model has been compared with, which the search "
-                   "keeps to); %s", cfg->source_path, devices, mc->name, more);
     fatal_user("%s: --search %d on %s: no configuration fits %.2f GiB per device; the least memory of "
                "any (micro_batch 1, recompute 'full', ZeRO 3 where dp x cp > 1, sequence parallelism where tp > 1) is %.2f GiB (%s); %s",
                cfg->source_path, devices, mc->name, mc->memory_bytes / 1073741824.0,

@@ -349,6 +349,39 @@ static void cp_joins_the_replica_group_1e12(void **state) {
     assert_true(p[2].memory_gib < p[3].memory_gib); /* ZeRO 1 shards over cp's 2 replicas */
 }
 
+/* ZeRO 3's gathers and the gradients' reduce-scatter share the replica group's link: however
+ * well they overlap the compute, a step is never shorter than the link's own time for both
+ * (reduce-scatter of fp32 gradients, 2 x accum gathers of at least 2-byte weights, or 1 with
+ * zero3_resident). dp 4 sits in one node of the test machine (intra-node link); `params`
+ * swept from far below to far above what the compute can hide. */
+static void zero3_gathers_and_reduction_share_the_link_1e12(void **state) {
+    (void)state;
+    machine_t m;
+    load_machine(&m);
+    for (int resident = 0; resident < 2; resident++)
+        for (int mb = 1; mb <= 2; mb++) {
+            config_t cfg, c;
+            tiny_config(&cfg, resident ? "&parallel dp = 4, zero_stage = 3, zero3_resident = .true. /\n"
+                                       : "&parallel dp = 4, zero_stage = 3 /\n");
+            cfg.micro_batch = mb;
+            perf_config_for(&cfg, &m, &c);
+            const int accum = c.global_batch / c.dp / c.micro_batch;
+            for (double params = 1e3; params <= 1e8; params *= 1.5) {
+                perf_t p;
+                perf_time(&c, &m, params, 1.0, &p);
+                const double link = perf_allgather_s(params * 4.0, 4, m.intra_bw, m.intra_lat) +
+                                    (resident ? 1.0 : 2.0 * accum) *
+                                        perf_allgather_s(params * 2.0, 4, m.intra_bw, m.intra_lat);
+                if (p.step_s < link * (1 - 1e-12)) {
+                    fprintf(stderr, "resident %d, mb %d, %g parameters: step %.9g s < the link's %.9g s\n",
+                            resident, mb, params, p.step_s, link);
+                    fail();
+                }
+            }
+            config_destroy(&cfg);
+        }
+}
+
 /* A 7B-like model (32 layers of d_model 4096) at seq_len 262144 on 16 devices of 80 GiB: the
  * least memory of tp 8 x dp 2 (micro_batch 1, full recompute, ZeRO 3, sequence parallelism)
  * does not fit, that of tp 8 x cp 2 does; the search (--json, read back) picks cp > 1. */
@@ -462,6 +495,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(cp_forward_send_shows_beyond_short_blocks_1e9),
         cmocka_unit_test(less_cp_on_the_same_rows_is_never_worse_1e12),
         cmocka_unit_test(cp_joins_the_replica_group_1e12),
+        cmocka_unit_test(zero3_gathers_and_reduction_share_the_link_1e12),
         cmocka_unit_test(long_sequences_need_cp),
         cmocka_unit_test(bad_machine_files_name_the_key),
     };
