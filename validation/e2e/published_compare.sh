@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The table of the performance model against published runs (validation/bench/published_compare.py,
 # docs/planning.md), its structure only, not its ratios (those are make bench's record):
-#   on two rows of inputs/published/ (GPT 1.7B on 32 A100, with --search 32; MT-NLG 530B on 2240
-#   A100, without): a header of 14 columns, one row per namelist with 14 cells, the published and
+#   on rows of inputs/published/ (GPT 1.7B on 32 A100, with --search 32; it, MT-NLG 530B on 2240
+#   A100 and Llama 3 405B on 8192 H100, without): a header of 14 columns, one row per namelist with 14 cells, the published and
 #   predicted step times positive and their ratio = published / predicted (1e-2 of the printed
-#   digits), the search cell "#k / #k" or "no / ...", the summary line counting 2 rows;
+#   digits), the search cell "#k / #k" or "no / ...", the summary line counting 3 rows;
 #   the same published step recomputed here from the 1.7B row's figure (44% of A100's 312 TFLOP/s,
-#   Narayanan et al. 2021 eq. 3) to 1e-2;
+#   Narayanan et al. 2021 eq. 3) to 1e-2; a row counted in llmtrain's own model FLOPs (Llama 3
+#   405B on 8192 H100, flops = llmtrain): its speed ratio = the predicted TFLOP/s / the published
+#   430 (1e-2), its parameters 412.2B (128 layers of Llama 3's shape);
 #   every namelist of inputs/published/ carries its !@ keys and a Source comment, and
 #   docs/planning.md holds the markers with one table row per namelist;
 #   bad input, exit 2 with a message naming the file: a namelist without its `!@ figure` line, a
@@ -15,7 +17,7 @@ source "$(dirname "$0")/lib.bash"
 P=validation/bench/published_compare.py
 $PYTHON $P --rows narayanan21-t1-1.7b --search --out "$TEST_DIR/one.md" >/dev/null ||
     fail "published_compare.py --search exited non-zero"
-$PYTHON $P --rows narayanan21-t1-1.7b,mt-nlg-530b-2240 --out "$TEST_DIR/two.md" ||
+$PYTHON $P --rows narayanan21-t1-1.7b,mt-nlg-530b-2240,llama3-405b-8192 --out "$TEST_DIR/two.md" ||
     fail "published_compare.py exited non-zero"
 $PYTHON - "$TEST_DIR/one.md" "$TEST_DIR/two.md" <<'PY' || fail "table structure: $(cat "$TEST_DIR/two.md")"
 import re, sys
@@ -37,9 +39,13 @@ B, s, l, h, V = 512, 2048, 24, 2304, 51200
 step = 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h)) / (32 * 0.44 * 312e12)
 assert abs(float(one[0][8]) - step) <= 0.01 * step, (one[0][8], step)
 lines, two = rows(sys.argv[2])
-assert [r[0] for r in two] == ["narayanan21-t1-1.7b", "mt-nlg-530b-2240"], [r[0] for r in two]
-assert two[1][6] == "60.1 s" and two[1][12] == "not run", two[1]
-assert any(re.match(r"Within ±20% .*: \d+ of 2 rows", l) for l in lines), lines[-3:]
+assert [r[0] for r in two] == ["narayanan21-t1-1.7b", "llama3-405b-8192", "mt-nlg-530b-2240"], [r[0] for r in two]
+assert two[2][6] == "60.1 s" and two[2][12] == "not run", two[2]
+llama = two[1]
+assert llama[2] == "412.2B" and llama[3] == "8192" and llama[6] == "430 TFLOP/s", llama
+pred_tflops = float(llama[7].split()[0])
+assert abs(float(llama[10]) - pred_tflops / 430) <= 0.01 + 0.003 * pred_tflops / 430, (llama[10], pred_tflops)
+assert any(re.match(r"Within ±20% .*: \d+ of 3 rows", l) for l in lines), lines[-3:]
 print("published_compare: 1.7B step %.3g s published (eq. 3), table rows %s" % (step, [r[10] for r in two]))
 PY
 # every namelist: its keys and its source; the page: one row per namelist between the markers
