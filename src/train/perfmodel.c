@@ -291,7 +291,12 @@ static void stage_cost(const pm_t *p, const int *first, int s, int v, stage_cost
         st->f += h[0] + x, st->b += h[1], st->w += h[2];
     }
     if (cfg->pp > 1) { /* each chunk receives and sends one activation (its rows) each way */
-        const double msg = p->lat[LINK_PP] + p->rows * C * GRAD_BYTES / p->bw[LINK_PP];
+        /* without sequence parallelism the activation is replicated over tp: each tp rank sends
+         * its 1/tp and the receiver all-gathers it over tp (pipeline.c's scatter/gather) */
+        const double gathered = p->rows == N && p->tp > 1 ? p->tp : 1.0;
+        double msg = p->lat[LINK_PP] + p->rows * C * GRAD_BYTES / gathered / p->bw[LINK_PP];
+        if (gathered > 1)
+            msg += perf_allgather_s(N * C * GRAD_BYTES, (int)p->tp, p->bw[LINK_TP], p->lat[LINK_TP]);
         st->part[PERF_P2P] += 2.0 * v * msg;
         st->f += v * msg, st->b += v * msg;
     }

@@ -1,6 +1,7 @@
 /* pipeline.c — the schedule runner (see pipeline.h). */
 #include "train/pipeline.h"
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "core/alloc.h"
 #include "core/error.h"
@@ -50,6 +51,12 @@ void pipe_create(pipe_t *p, gpt_t *m, const grid_t *g, int n_micro, pipe_schedul
     p->m = m;
     p->pp_group = g->pp_group;
     p->pp = g->pp;
+    p->tp_group = g->tp_group;
+    /* sequence parallel: a message is already the rank's rows; LLMT_PP_WHOLE=1 (a test knob)
+     * sends the whole activation from every tp rank, to compare */
+    const char *whole = getenv("LLMT_PP_WHOLE");
+    p->tp = m->sp || (whole && strcmp(whole, "1") == 0) ? 1 : g->tp;
+    p->rank_tp = p->tp > 1 ? g->rank_tp : 0;
     p->stage = g->rank_pp;
     p->n_micro = n_micro;
     p->schedule = schedule;
@@ -147,23 +154,28 @@ static void weight_grad(pipe_t *p, run_t *r, const sched_act_t *a) {
 
 static void run_action(pipe_t *p, run_t *r, const sched_act_t *a) {
     gpt_slot_t *sl = &p->m->slot[a->slot];
-    const size_t NC = gpt_stage_floats(p->m, r->B, r->T); /* sequence parallel: the rank's rows */
+    /* the stage's activation (sequence parallel: the rank's rows); with scatter/gather, this tp
+     * rank's piece of it (C, hence NC, is a multiple of tp) */
+    const size_t NC = gpt_stage_floats(p->m, r->B, r->T), n = NC / (size_t)p->tp;
+    const size_t off = n * (size_t)p->rank_tp;
     comm_req_t req;
     wait_slot(p, a);
     switch (a->op) {
     case ACT_RECV_F:
-    case ACT_RECV_B:
-        comm_irecv(a->op == ACT_RECV_F ? sl->input : sl->dout, NC, a->peer, a->tag, p->pp_group,
-                   &req);
-        comm_wait_recv(&req, NC);
+    case ACT_RECV_B: {
+        float *buf = a->op == ACT_RECV_F ? sl->input : sl->dout;
+        comm_irecv(buf + off, n, a->peer, a->tag, p->pp_group, &req);
+        comm_wait_recv(&req, n);
+        if (p->tp > 1) comm_allgather_inplace(buf, n, p->tp_group, COMM_TP, "stage input gather");
         break;
+    }
     case ACT_SEND_F:
-        comm_isend(p->last_out, NC, a->peer, a->tag, p->pp_group, COMM_PP, &p->fwd_send[a->slot]);
-        p->p2p_bytes += NC * sizeof(float);
+        comm_isend(p->last_out + off, n, a->peer, a->tag, p->pp_group, COMM_PP, &p->fwd_send[a->slot]);
+        p->p2p_bytes += n * sizeof(float);
         break;
     case ACT_SEND_B:
-        comm_isend(sl->dout, NC, a->peer, a->tag, p->pp_group, COMM_PP, &p->bwd_send[a->slot]);
-        p->p2p_bytes += NC * sizeof(float);
+        comm_isend(sl->dout + off, n, a->peer, a->tag, p->pp_group, COMM_PP, &p->bwd_send[a->slot]);
+        p->p2p_bytes += n * sizeof(float);
         break;
     case ACT_F: forward(p, r, a); break;
     case ACT_B: backward(p, r, a); break;

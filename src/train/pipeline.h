@@ -25,6 +25,12 @@ typedef struct pipe {
     gpt_t *m;
     const comm_group_t *pp_group;
     int pp, stage, n_micro, v;
+    /* scatter/gather between stages (tp > 1 without sequence parallelism, whose stage
+     * activations are replicated over tp): each tp rank sends and receives its 1/tp of a
+     * message, and the receiving stage all-gathers the rest over tp_group (fast links inside a
+     * node) instead of every tp rank carrying the whole message between stages */
+    const comm_group_t *tp_group;
+    int tp, rank_tp;
     pipe_schedule_t schedule;
     schedule_t train;                 /* the step's lists (all ranks: the simulator needs them) */
     schedule_t eval;                  /* forward only, for eval_n micro-batches (built on use) */

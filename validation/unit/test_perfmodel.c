@@ -349,6 +349,29 @@ static void cp_joins_the_replica_group_1e12(void **state) {
     assert_true(p[2].memory_gib < p[3].memory_gib); /* ZeRO 1 shards over cp's 2 replicas */
 }
 
+/* Between stages, tp 2 without sequence parallelism: each tp rank sends half of the replicated
+ * activation (N C fp32) and the receiver all-gathers it over tp (pipeline.c's scatter/gather);
+ * with sequence parallelism each sends its N / tp rows and gathers nothing. tp 2 x pp 2 sits in
+ * one node of the test machine: every link intra-node; 8 micro-batches, one chunk. */
+static void stages_exchange_a_tp_share_and_gather_it_1e12(void **state) {
+    (void)state;
+    machine_t m;
+    load_machine(&m);
+    perf_t p[2];
+    for (int sp = 0; sp < 2; sp++) {
+        config_t cfg, c;
+        tiny_config(&cfg, sp ? "&parallel tp = 2, pp = 2, sequence_parallel = .true. /\n"
+                             : "&parallel tp = 2, pp = 2 /\n");
+        perf_config_for(&cfg, &m, &c);
+        perf_predict(&c, &m, &p[sp]);
+        config_destroy(&cfg);
+    }
+    const double bytes = 32 * 64 * 4.0, bw = m.intra_bw, lat = m.intra_lat;
+    const double msg = lat + bytes / 2 / bw;
+    close_to(p[0].part[PERF_P2P], 8 * 2 * (msg + perf_allgather_s(bytes, 2, bw, lat)), 1e-12);
+    close_to(p[1].part[PERF_P2P], 8 * 2 * msg, 1e-12);
+}
+
 /* ZeRO 3's gathers and the gradients' reduce-scatter share the replica group's link: however
  * well they overlap the compute, a step is never shorter than the link's own time for both
  * (reduce-scatter of fp32 gradients, 2 x accum gathers of at least 2-byte weights, or 1 with
@@ -496,6 +519,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(less_cp_on_the_same_rows_is_never_worse_1e12),
         cmocka_unit_test(cp_joins_the_replica_group_1e12),
         cmocka_unit_test(zero3_gathers_and_reduction_share_the_link_1e12),
+        cmocka_unit_test(stages_exchange_a_tp_share_and_gather_it_1e12),
         cmocka_unit_test(long_sequences_need_cp),
         cmocka_unit_test(bad_machine_files_name_the_key),
     };
