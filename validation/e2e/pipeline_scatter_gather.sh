@@ -9,6 +9,7 @@
 # (rel. 1e-5); the end-of-run table's pp MiB per step on every rank = the analytic bytes,
 # micro-batches x messages x B T C x 4 bytes / tp, and tp times that with LLMT_PP_WHOLE=1. With
 # sequence parallelism the message is the rank's rows, N / tp: the same bytes, nothing gathered.
+# tp 2 x pp 2 on the simulated device (LLMT_DEVSIM=1): the CPU run's step records.
 source "$(dirname "$0")/lib.bash"
 nml() { # name dp tp pp schedule [extra &parallel] [extra &model]
     cat >"$TEST_DIR/$1.nml" <<NML
@@ -71,4 +72,11 @@ dp2tp2pp2_z1  2 2 2 1f1b        zero_stage=1               1 serial
 llama_tp2pp2  1 2 2 1f1b        -                          1 serial_llama
 tp2pp2_sp     1 2 2 1f1b        sequence_parallel=.true.   1 serial
 CASES
+# the simulated device (device memory closed to the host, collectives through the staged
+# transport): the same step records as on the CPU
+sed "s/name = 'tp2pp2'/name = 'tp2pp2_devsim'/" "$TEST_DIR/tp2pp2.nml" >"$TEST_DIR/tp2pp2_devsim.nml"
+LLMT_DEVSIM=1 run_ranks tp2pp2_devsim 4
+cmp <(train_records "$TEST_DIR/tp2pp2/metrics.jsonl") <(train_records "$TEST_DIR/tp2pp2_devsim/metrics.jsonl") >/dev/null ||
+    fail "tp2pp2 on LLMT_DEVSIM=1: the step records differ from the CPU's"
+echo "tp2pp2 on LLMT_DEVSIM=1: the CPU run's step records"
 echo "pipeline_scatter_gather: ok"
