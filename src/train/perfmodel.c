@@ -397,7 +397,11 @@ void perf_time(const config_t *cfg, const machine_t *mc, double params, double f
     stage_cost_t st;
     slowest_stage(&p, v, &st);
     const double busy = accum * (st.f + st.b + st.w);
-    const double makespan = pipeline_makespan(cfg, v, accum, &st);
+    double makespan = pipeline_makespan(cfg, v, accum, &st);
+    /* ranks sharing a core (over > 1) fill each other's bubbles: the core runs its ranks' work
+     * back to back (busy, the times already scaled by over), but never faster than the schedule
+     * allows one rank alone (the makespan at full speed) */
+    if (p.over > 1) makespan = fmax(busy, makespan / p.over);
     for (int i = 0; i < PERF_PARTS; i++) out->part[i] = accum * st.part[i];
     out->part[PERF_BUBBLE] = makespan - busy;
     dp_and_zero(&p, params, st.b + st.w, busy, accum, &out->part[PERF_DP], &out->part[PERF_ZERO]);

@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
 # perf_model_bench.sh — the performance model (docs/planning.md) against measurement on this
 # machine (not a test): `llmtrain --calibrate` writes build/bench/perfmodel/local.nml (2 ranks),
-# then llmscale measures a small model on the grids GRIDS (1 to 4 ranks; rows with more ranks
-# than cores are oversubscribed) with --predict local.nml, which puts `llmtrain --plan run.nml
+# then llmscale measures a small model on the grids GRIDS (1 to 8 ranks; rows with more ranks
+# than cores are oversubscribed, which the model knows: co-resident ranks fill each other's
+# pipeline bubbles) with --predict local.nml, which puts `llmtrain --plan run.nml
 # --machine local.nml`'s step time beside each measured row. The target of issue 33 is
 # predicted / measured within 25% (0.75..1.25 read as 1/1.25..1.25) on every row that is not
 # oversubscribed; the summary counts them, against llmscale's median step and against the
 # fastest steady step (the one least disturbed by other load on a shared machine; the
 # calibration's rates are best-ofs too). Writes build/bench/perfmodel.md.
 # Settings (environment): MODEL ("L,C,NH,T,B,GB": layers, d_model, heads, seq_len, micro_batch,
-# global_batch; default 4,128,4,64,8,32), GRIDS (1x1x1,2x1x1,1x2x1,1x1x2,4x1x1,2x1x2), STEPS (10).
+# global_batch; default 4,128,4,64,4,32), GRIDS (1x1x1,2x1x1,1x2x1,1x1x2,4x1x1,2x1x2,8x1x1,
+# 2x2x2,4x1x2,1x2x4), STEPS (10).
 set -u
 cd "$(dirname "$0")/../.."
 : "${MPIRUN:=mpirun --oversubscribe}" "${PYTHON:=/usr/bin/python3}" "${STEPS:=10}"
 export MPIRUN
-: "${MODEL:=4,128,4,64,8,32}" "${GRIDS:=1x1x1,2x1x1,1x2x1,1x1x2,4x1x1,2x1x2}"
+: "${MODEL:=4,128,4,64,4,32}" "${GRIDS:=1x1x1,2x1x1,1x2x1,1x1x2,4x1x1,2x1x2,8x1x1,2x2x2,4x1x2,1x2x4}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 OUT=build/bench/perfmodel
 rm -rf $OUT && mkdir -p $OUT

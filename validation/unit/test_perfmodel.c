@@ -372,6 +372,43 @@ static void stages_exchange_a_tp_share_and_gather_it_1e12(void **state) {
     close_to(p[1].part[PERF_P2P], 8 * 2 * msg, 1e-12);
 }
 
+/* Ranks sharing a core fill each other's pipeline bubbles: dp 2 x pp 2 (2 micro-batches a step,
+ * a third of the step a bubble) on one node of 4 devices, and on one node of 2 (4 ranks, 2 a
+ * core), with links so fast that only the products count: oversubscribed, the step is twice
+ * the 4-device step's busy time and nothing is left of the bubble (each core runs its two
+ * ranks' work back to back), not twice the 4-device step. */
+static void oversubscribed_ranks_fill_the_bubble_1e6(void **state) {
+    (void)state;
+    perf_t p[2];
+    for (int k = 0; k < 2; k++) {
+        char text[1024];
+        snprintf(text, sizeof text,
+                 "&machine\n name = 'test', device = 'gpu'\n"
+                 " peak_tflops_bf16 = 100, peak_tflops_fp16 = 100, peak_tflops_fp32 = 10\n"
+                 " gemm_efficiency = 0.8, gemm_half_size = 64\n"
+                 " memory_gib = 80, memory_gb_per_s = 1e9\n"
+                 " devices_per_node = %d, max_nodes = 1\n"
+                 " intra_node_gb_per_s = 1e12, intra_node_latency_us = 1e-9\n"
+                 " inter_node_gb_per_s = 1e12, inter_node_latency_us = 1e-9\n"
+                 " collective = 'ring'\n/\n", k ? 2 : 4);
+        write_text(DIR "/over.nml", text);
+        machine_t m;
+        char err[512];
+        assert_int_equal(machine_load(DIR "/over.nml", &m, err, sizeof err), 0);
+        config_t cfg, c;
+        tiny_config(&cfg, "&parallel dp = 2, pp = 2 /\n");
+        cfg.global_batch = 4;
+        perf_config_for(&cfg, &m, &c);
+        perf_predict(&c, &m, &p[k]);
+        config_destroy(&cfg);
+    }
+    assert_false(p[0].oversubscribed);
+    assert_true(p[1].oversubscribed);
+    assert_true(p[0].part[PERF_BUBBLE] > 0.2 * p[0].step_s); /* 1 / 3 of the makespan */
+    close_to(p[1].step_s, 2 * (p[0].step_s - p[0].part[PERF_BUBBLE]), 1e-6);
+    assert_true(p[1].part[PERF_BUBBLE] <= 1e-6 * p[1].step_s);
+}
+
 /* ZeRO 3's gathers and the gradients' reduce-scatter share the replica group's link: however
  * well they overlap the compute, a step is never shorter than the link's own time for both
  * (reduce-scatter of fp32 gradients, 2 x accum gathers of at least 2-byte weights, or 1 with
@@ -520,6 +557,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(cp_joins_the_replica_group_1e12),
         cmocka_unit_test(zero3_gathers_and_reduction_share_the_link_1e12),
         cmocka_unit_test(stages_exchange_a_tp_share_and_gather_it_1e12),
+        cmocka_unit_test(oversubscribed_ranks_fill_the_bubble_1e6),
         cmocka_unit_test(long_sequences_need_cp),
         cmocka_unit_test(bad_machine_files_name_the_key),
     };
