@@ -158,6 +158,7 @@ static void run_action(pipe_t *p, run_t *r, const sched_act_t *a) {
      * rank's piece of it (C, hence NC, is a multiple of tp) */
     const size_t NC = gpt_stage_floats(p->m, r->B, r->T), n = NC / (size_t)p->tp;
     const size_t off = n * (size_t)p->rank_tp;
+    ASSERT(n * (size_t)p->tp == NC);
     comm_req_t req;
     wait_slot(p, a);
     switch (a->op) {
