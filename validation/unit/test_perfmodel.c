@@ -90,6 +90,15 @@ static void tiny_config(config_t *c, const char *extra) {
     config_parse("tiny.nml", text, c);
 }
 
+/* The prediction of tiny_config(extra) on machine m. */
+static void predict_tiny(const machine_t *m, const char *extra, perf_t *p) {
+    config_t cfg, c;
+    tiny_config(&cfg, extra);
+    perf_config_for(&cfg, m, &c);
+    perf_predict(&c, m, p);
+    config_destroy(&cfg);
+}
+
 /* One linear layer's three products, written out: t = 2 M N K / (peak e fM fN fK). */
 static double linear_s(const machine_t *m, double rows, double in, double out) {
     const double pk = m->peak_bf16 * m->gemm_efficiency, h = m->gemm_half_size;
@@ -173,12 +182,8 @@ static void sequence_parallel_cuts_the_residual_streams_passes_by_tp_1e9(void **
     load_machine(&m);
     perf_t p[2];
     for (int sp = 0; sp < 2; sp++) {
-        config_t cfg, c;
-        tiny_config(&cfg, sp ? "&parallel tp = 2, sequence_parallel = .true. /\n" : "&parallel tp = 2 /\n");
-        perf_config_for(&cfg, &m, &c);
-        perf_predict(&c, &m, &p[sp]);
+        predict_tiny(&m, sp ? "&parallel tp = 2, sequence_parallel = .true. /\n" : "&parallel tp = 2 /\n", &p[sp]);
         assert_int_equal(p[sp].sp, sp);
-        config_destroy(&cfg);
     }
     /* 10 C bytes a row of the residual stream (norms, adds), forward once and backward twice, on
      * 4 blocks, 8 micro-batches of N = 32 rows, bf16 activations: half of those rows go */
@@ -358,14 +363,9 @@ static void stages_exchange_a_tp_share_and_gather_it_1e12(void **state) {
     machine_t m;
     load_machine(&m);
     perf_t p[2];
-    for (int sp = 0; sp < 2; sp++) {
-        config_t cfg, c;
-        tiny_config(&cfg, sp ? "&parallel tp = 2, pp = 2, sequence_parallel = .true. /\n"
-                             : "&parallel tp = 2, pp = 2 /\n");
-        perf_config_for(&cfg, &m, &c);
-        perf_predict(&c, &m, &p[sp]);
-        config_destroy(&cfg);
-    }
+    for (int sp = 0; sp < 2; sp++)
+        predict_tiny(&m, sp ? "&parallel tp = 2, pp = 2, sequence_parallel = .true. /\n" : "&parallel tp = 2, pp = 2 /\n",
+                     &p[sp]);
     const double bytes = 32 * 64 * 4.0, bw = m.intra_bw, lat = m.intra_lat;
     const double msg = lat + bytes / 2 / bw;
     close_to(p[0].part[PERF_P2P], 8 * 2 * (msg + perf_allgather_s(bytes, 2, bw, lat)), 1e-12);
