@@ -2,7 +2,8 @@
 # Scatter/gather between pipeline stages (train/pipeline.c): with tp > 1 and no sequence
 # parallelism a stage's activation is replicated over tp, so each tp rank sends its 1/tp of it to
 # the next stage (and of the gradient back) and the receiving stage all-gathers the rest over tp.
-# On tp 2 x pp 2 (1F1B and interleaved v 2), dp 2 x tp 2 x pp 2 with ZeRO-1, and a tiny Llama
+# On tp 2 x pp 2 (1F1B and interleaved v 2), dp 2 x tp 2 x pp 2 with ZeRO-1, tp 2 x pp 2 x cp 2,
+# and a tiny Llama
 # (GQA, one k/v head) on tp 2 x pp 2: bit-identical losses, gradient norms and final weights to
 # the same run with LLMT_PP_WHOLE=1 (the test knob that sends the whole activation from every tp
 # rank: the gather only moves bytes); the serial run's losses (rel. 1e-6) and gradient norms
@@ -37,13 +38,14 @@ nml serial_llama 1 1 1 1f1b "" "$LLAMA" && run_ranks serial_llama 1
 MSG_MIB=$(awk 'BEGIN { printf "%.6f", 2 * 128 * 128 * 4 / 1048576 }')
 # msgs: messages a rank sends per micro-batch, 2 (pp v - 1) / pp (pp v - 1 stage boundaries, each
 # crossed forward and backward, spread evenly over pp ranks): 1 for 1F1B on pp 2, 3 for v 2
-#    name        dp tp pp schedule    extra-&parallel            msgs ref
-while read -r name dp tp pp sched extra msgs ref; do
+# (with cp 2, half the rows: 0.5 x that)
+#    name        dp tp pp cp schedule    extra-&parallel            msgs ref
+while read -r name dp tp pp cp sched extra msgs ref; do
     [ "$extra" = - ] && extra=""
     mextra=""
     [ "$ref" = serial_llama ] && mextra="$LLAMA"
-    np=$((dp * tp * pp))
-    nml "$name" "$dp" "$tp" "$pp" "$sched" "$extra" "$mextra"
+    np=$((dp * tp * pp * cp))
+    nml "$name" "$dp" "$tp" "$pp" "$sched" "cp = $cp $extra" "$mextra"
     run_ranks "$name" $np
     printf '%-24s ' "$name"
     a="$TEST_DIR/$ref/metrics.jsonl" b="$TEST_DIR/$name/metrics.jsonl"
@@ -66,11 +68,12 @@ while read -r name dp tp pp sched extra msgs ref; do
     pp_mib "${name}_whole" "$whole"
     echo "  pp MiB per step per rank $(col "$name" 7)(analytic $share), whole messages $(col "${name}_whole" 7)(analytic $whole); bit-identical"
 done <<'CASES'
-tp2pp2        1 2 2 1f1b        -                          1 serial
-tp2pp2_v2     1 2 2 interleaved virtual_stages=2           3 serial
-dp2tp2pp2_z1  2 2 2 1f1b        zero_stage=1               1 serial
-llama_tp2pp2  1 2 2 1f1b        -                          1 serial_llama
-tp2pp2_sp     1 2 2 1f1b        sequence_parallel=.true.   1 serial
+tp2pp2        1 2 2 1 1f1b        -                          1   serial
+tp2pp2_v2     1 2 2 1 interleaved virtual_stages=2           3   serial
+dp2tp2pp2_z1  2 2 2 1 1f1b        zero_stage=1               1   serial
+tp2pp2cp2     1 2 2 2 1f1b        -                          0.5 serial
+llama_tp2pp2  1 2 2 1 1f1b        -                          1   serial_llama
+tp2pp2_sp     1 2 2 1 1f1b        sequence_parallel=.true.   1   serial
 CASES
 # the simulated device (device memory closed to the host, collectives through the staged
 # transport): the same step records as on the CPU
