@@ -23,8 +23,9 @@ COMMON=(inputs/tiny.nml parallel.dp=4 train.global_batch=16 train.max_steps=4 da
 # submit SCRIPT NAME NODES ARGS...: jobscripts/SCRIPT on NODES nodes into run directory NAME; waits.
 # One job that failed because Open MPI 4.1's TCP transport gave up on a connection it had started
 # ("failed to TCP connect to a peer ... Operation now in progress (115)": its known race when
-# the host is busy, after which a rank can crash; open-mpi/ompi#10734, #11508) runs again once,
-# afresh, saying so; any other failure, or that one twice, fails the test.
+# the host is busy, after which a rank can crash or the ranks hang, e.g. in a save's collective
+# I/O; open-mpi/ompi#10734, #11508) runs again once, afresh, saying so; any other failure, or that
+# one twice, fails the test.
 submit() {
     local script=$1 name=$2 nodes=$3 jid state out try
     shift 3
@@ -32,6 +33,9 @@ submit() {
         jid=$(sbatch --parsable --nodes="$nodes" --output="$RUNS/$name-%j.out" \
               "jobscripts/$script" "$@" run.name="$name") || fail "sbatch refused $script"
         state=$(slurm_wait_gone "$jid" 240)
+        # a job cancelled after hanging (the race can leave the ranks waiting): its srun writes
+        # the ranks' last words as it ends, so wait for the job to be gone before reading them
+        case $state in STILL_*) slurm_wait_gone "$jid" 30 >/dev/null; sleep 2 ;; esac
         out=$RUNS/$name-$jid.out
         ln -sf "$name-$jid.out" "$RUNS/$name.out"
         [ "$state" != COMPLETED ] && [ $try = 1 ] && grep -q "Open MPI failed to TCP connect to a peer" "$out" || break
